@@ -1,0 +1,42 @@
+//===- ShoalDialect.td - shoal dialect definition ----------*- tablegen -*-===//
+
+#ifndef SHOAL_DIALECT_SHOAL_IR_SHOALDIALECT_TD
+#define SHOAL_DIALECT_SHOAL_IR_SHOALDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Shoal_Dialect : Dialect {
+  let name = "shoal";
+  let cppNamespace = "::shoal";
+  let summary = "Annotation-driven auto-parallel graph IR";
+  let description = [{
+    The `shoal` dialect has three layers:
+
+    1. graph ops with ONNX semantics on ranked tensors (`shoal.matmul`,
+       `shoal.layer_norm`, ...), each with a sharding rule and a cost;
+    2. parallel structure: `shoal.task_graph` regions made from the user's
+       `replicate(n)` / `split(n)` scopes, and shardings of values over named
+       mesh axes (`#shoal.sharding`);
+    3. SPMD form: local shapes and explicit collectives (`shoal.all_reduce`,
+       `shoal.all_gather`, `shoal.local_slice`).
+
+    Weights are referenced by name (`shoal.weight`), never embedded.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Discardable attribute names, kept in one place.
+    static constexpr ::llvm::StringLiteral kScopeAttr = "shoal.scope";
+    static constexpr ::llvm::StringLiteral kScopesAttr = "shoal.scopes";
+    static constexpr ::llvm::StringLiteral kDefaultStrategyAttr =
+        "shoal.default_strategy";
+    static constexpr ::llvm::StringLiteral kNumMicroBatchAttr =
+        "shoal.num_micro_batch";
+    static constexpr ::llvm::StringLiteral kShardingAttr = "shoal.sharding";
+    static constexpr ::llvm::StringLiteral kFactorShardingAttr =
+        "shoal.factor_sharding";
+    static constexpr ::llvm::StringLiteral kSourceAttr = "shoal.source";
+  }];
+}
+
+#endif // SHOAL_DIALECT_SHOAL_IR_SHOALDIALECT_TD

@@ -1,0 +1,33 @@
+//===- ShoalOps.h - shoal operations ----------------------------*- C++ -*-===//
+
+#ifndef SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H
+#define SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "shoal/Dialect/Shoal/IR/ShardingRule.h"
+#include "shoal/Dialect/Shoal/IR/ShoalDialect.h"
+
+namespace shoal {
+/// Total bytes of the statically shaped tensors in `types`.
+int64_t getTensorBytes(mlir::TypeRange types);
+/// Sharding rule of an elementwise op with numpy broadcasting.
+ShardingRule getElementwiseShardingRule(mlir::Operation *op);
+/// Sharding rule of a reduction over `axes`.
+ShardingRule getReduceShardingRule(mlir::Operation *op,
+                                   llvm::ArrayRef<int64_t> axes, bool keepdims);
+mlir::LogicalResult verifyElementwiseOp(mlir::Operation *op);
+mlir::LogicalResult verifyReduceOp(mlir::Operation *op,
+                                   llvm::ArrayRef<int64_t> axes, bool keepdims);
+} // namespace shoal
+
+#include "shoal/Dialect/Shoal/IR/ShoalInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h.inc"
+
+#endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H

@@ -1,0 +1,347 @@
+//===- ShoalOps.td - shoal operations ----------------------*- tablegen -*-===//
+
+#ifndef SHOAL_DIALECT_SHOAL_IR_SHOALOPS_TD
+#define SHOAL_DIALECT_SHOAL_IR_SHOALOPS_TD
+
+include "shoal/Dialect/Shoal/IR/ShoalDialect.td"
+include "shoal/Dialect/Shoal/IR/ShoalAttributes.td"
+include "shoal/Dialect/Shoal/IR/ShoalInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/OpBase.td"
+
+class Shoal_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Shoal_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Layer 1: graph ops (ONNX semantics)
+//===----------------------------------------------------------------------===//
+
+/// A graph op: pure, with a sharding rule and a cost.
+class Shoal_GraphOp<string mnemonic, list<Trait> traits = []>
+    : Shoal_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Shoal_ShardingRuleOpInterface>,
+        Shoal_CostOpInterface])> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Shoal_WeightOp : Shoal_Op<"weight", [Pure]> {
+  let summary = "Reference to a model weight (an ONNX initializer)";
+  let description = [{
+    Names an initializer of the source model and gives its type. The data is
+    never read by the compiler; the plan tells each rank which slice of it to
+    load.
+
+    ```mlir
+    %w = shoal.weight "h.0.mlp.fc.weight" : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Shoal_ConstantOp : Shoal_Op<"constant", [Pure, ConstantLike,
+    TypesMatchWith<"result type matches value", "value", "result",
+                   "$_self">]> {
+  let summary = "A small constant tensor (ONNX Constant)";
+  let description = [{
+    ```mlir
+    %c = shoal.constant dense<0.5> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+class Shoal_BinaryOp<string mnemonic, string onnxName>
+    : Shoal_GraphOp<mnemonic> {
+  let summary = "Elementwise " # onnxName # " with numpy broadcasting";
+  let description = [{
+    ONNX `}] # onnxName # [{`. Shapes broadcast as in numpy.
+
+    ```mlir
+    %r = shoal.}] # mnemonic # [{ %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getElementwiseShardingRule(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyElementwiseOp(getOperation());
+    }
+  }];
+}
+
+def Shoal_AddOp : Shoal_BinaryOp<"add", "Add">;
+def Shoal_SubOp : Shoal_BinaryOp<"sub", "Sub">;
+def Shoal_MulOp : Shoal_BinaryOp<"mul", "Mul">;
+def Shoal_DivOp : Shoal_BinaryOp<"div", "Div">;
+def Shoal_PowOp : Shoal_BinaryOp<"pow", "Pow">;
+
+class Shoal_UnaryOp<string mnemonic, string onnxName>
+    : Shoal_GraphOp<mnemonic> {
+  let summary = "Elementwise " # onnxName;
+  let description = [{
+    ONNX `}] # onnxName # [{`.
+
+    ```mlir
+    %r = shoal.}] # mnemonic # [{ %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getElementwiseShardingRule(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyElementwiseOp(getOperation());
+    }
+  }];
+}
+
+def Shoal_ErfOp : Shoal_UnaryOp<"erf", "Erf">;
+def Shoal_TanhOp : Shoal_UnaryOp<"tanh", "Tanh">;
+def Shoal_ReluOp : Shoal_UnaryOp<"relu", "Relu">;
+def Shoal_SqrtOp : Shoal_UnaryOp<"sqrt", "Sqrt">;
+def Shoal_ExpOp : Shoal_UnaryOp<"exp", "Exp">;
+def Shoal_NegOp : Shoal_UnaryOp<"neg", "Neg">;
+def Shoal_SigmoidOp : Shoal_UnaryOp<"sigmoid", "Sigmoid">;
+
+def Shoal_MatMulOp : Shoal_GraphOp<"matmul"> {
+  let summary = "Matrix product with numpy semantics (ONNX MatMul)";
+  let description = [{
+    `[..., M, K] x [..., K, N] -> [..., M, N]`; batch dimensions broadcast.
+    `K` is a reduction factor: splitting it gives partial sums.
+
+    ```mlir
+    %y = shoal.matmul %x, %w : (tensor<4x16x64xf32>, tensor<64x256xf32>) -> tensor<4x16x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDeclaration = [{ int64_t getFlops(); }];
+}
+
+def Shoal_GemmOp : Shoal_GraphOp<"gemm"> {
+  let summary = "General matrix multiply (ONNX Gemm)";
+  let description = [{
+    `alpha * op(A) * op(B) + beta * C` on 2-D operands; `C` broadcasts.
+
+    ```mlir
+    %y = shoal.gemm %a, %b, %c {transB = true} : (tensor<8x32xf32>, tensor<128x32xf32>, tensor<128xf32>) -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b,
+                   Optional<AnyRankedTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$transA,
+                   DefaultValuedAttr<BoolAttr, "false">:$transB);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDeclaration = [{ int64_t getFlops(); }];
+}
+
+def Shoal_SoftmaxOp : Shoal_GraphOp<"softmax"> {
+  let summary = "Softmax along one axis (ONNX Softmax, opset 13)";
+  let description = [{
+    ```mlir
+    %p = shoal.softmax %s {axis = -1 : i64} : (tensor<4x4x16x16xf32>) -> tensor<4x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_LayerNormOp : Shoal_GraphOp<"layer_norm"> {
+  let summary = "Layer normalization (ONNX LayerNormalization)";
+  let description = [{
+    Normalizes over the dimensions `axis..rank-1`, then scales and shifts.
+
+    ```mlir
+    %y = shoal.layer_norm %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$scale,
+                   Optional<AnyRankedTensor>:$bias,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_GatherOp : Shoal_GraphOp<"gather"> {
+  let summary = "Gather along an axis (ONNX Gather)";
+  let description = [{
+    ```mlir
+    %e = shoal.gather %table, %ids {axis = 0 : i64} : (tensor<96x64xf32>, tensor<4x16xi64>) -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_ReshapeOp : Shoal_GraphOp<"reshape"> {
+  let summary = "Reshape to a static shape (ONNX Reshape, shape folded)";
+  let description = [{
+    The importer folds ONNX's shape operand into the static result type.
+
+    ```mlir
+    %r = shoal.reshape %x : (tensor<4x16x64xf32>) -> tensor<4x16x4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_TransposeOp : Shoal_GraphOp<"transpose"> {
+  let summary = "Permute dimensions (ONNX Transpose)";
+  let description = [{
+    ```mlir
+    %t = shoal.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<4x16x4x16xf32>) -> tensor<4x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+class Shoal_ReduceOp<string mnemonic, string onnxName>
+    : Shoal_GraphOp<mnemonic> {
+  let summary = onnxName # " over the given axes";
+  let description = [{
+    ONNX `}] # onnxName # [{` (axes as an attribute, as in opset 13-17).
+
+    ```mlir
+    %m = shoal.}] # mnemonic # [{ %x {axes = array<i64: -1>, keepdims = true} : (tensor<4x64xf32>) -> tensor<4x1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getReduceShardingRule(getOperation(), getAxes(),
+                                            getKeepdims());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyReduceOp(getOperation(), getAxes(), getKeepdims());
+    }
+  }];
+}
+
+def Shoal_ReduceMeanOp : Shoal_ReduceOp<"reduce_mean", "ReduceMean">;
+def Shoal_ReduceSumOp : Shoal_ReduceOp<"reduce_sum", "ReduceSum">;
+
+//===----------------------------------------------------------------------===//
+// Layer 2: parallel structure
+//===----------------------------------------------------------------------===//
+
+def Shoal_TaskGraphOp : Shoal_Op<"task_graph", [IsolatedFromAbove,
+    SingleBlock]> {
+  let summary = "A TaskGraph: one user scope with its strategy";
+  let description = [{
+    Made by `shoal-form-taskgraphs` from a `replicate(n)` or `split(n)` scope.
+    The body is isolated: it sees only its block arguments (the TaskGraph's
+    inputs) and yields its outputs. `mesh` is the device mesh it runs on:
+    `dp` (data-parallel replicas) x `tp` (the scope's devices).
+
+    ```mlir
+    %y = shoal.task_graph "blocks" split(2) mesh #shoal.mesh<["dp", "tp"], [2, 2]> (%x : tensor<4x16x64xf32>) -> tensor<4x16x64xf32> {
+    ^bb0(%a: tensor<4x16x64xf32>):
+      ...
+      shoal.yield %r : tensor<4x16x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$sym_name, Shoal_Strategy:$strategy,
+                   I64Attr:$devices, OptionalAttr<Shoal_MeshAttr>:$mesh,
+                   Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name $strategy `(` $devices `)` (`mesh` $mesh^)?
+    (`(` $inputs^ `:` type($inputs) `)`)? (`->` type($results)^)?
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    YieldOp getYield();
+  }];
+}
+
+def Shoal_YieldOp : Shoal_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"TaskGraphOp">]> {
+  let summary = "Returns a TaskGraph's outputs";
+  let description = [{
+    ```mlir
+    shoal.yield %a, %b : tensor<4xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let assemblyFormat = "($operands^ `:` type($operands))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Layer 3: SPMD collectives
+//===----------------------------------------------------------------------===//
+
+class Shoal_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Shoal_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Shoal_AllReduceOp : Shoal_CollectiveOp<"all_reduce",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Sum over the ranks that differ only on `axes`";
+  let description = [{
+    ```mlir
+    %s = shoal.all_reduce %p over ["tp"] : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes);
+  let assemblyFormat = "$input `over` $axes attr-dict `:` type($result)";
+}
+
+def Shoal_AllGatherOp : Shoal_CollectiveOp<"all_gather"> {
+  let summary = "Concatenate along `dim` the blocks of the ranks on `axes`";
+  let description = [{
+    ```mlir
+    %g = shoal.all_gather %x dim 2 over ["tp"] : (tensor<4x16x48xf32>) -> tensor<4x16x96xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$dim,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = [{
+    $input `dim` $dim `over` $axes attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Shoal_LocalSliceOp : Shoal_CollectiveOp<"local_slice"> {
+  let summary = "Keep this rank's block along `dim` (no communication)";
+  let description = [{
+    The inverse of `all_gather`: turns a value that is whole on every rank of
+    `axes` into one split over them.
+
+    ```mlir
+    %s = shoal.local_slice %x dim 0 over ["tp"] : (tensor<4x16xf32>) -> tensor<2x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$dim,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = [{
+    $input `dim` $dim `over` $axes attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_TD

@@ -1,0 +1,77 @@
+//===- Runtime.h - shoal's CPU runtime, public interface -------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The public face of the ShoalRuntime library: run an executable plan (see
+// proto/plan.proto) on the ranks of MPI_COMM_WORLD. Everything else in
+// lib/Runtime is internal. The runtime does not depend on MLIR or LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_RUNTIME_H
+#define SHOAL_RUNTIME_RUNTIME_H
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace shoal {
+namespace rt {
+
+/// Every error the runtime reports: bad plans, bad input files, failed
+/// kernels. The message is complete and names the file, op or value at fault;
+/// it does not start with "error:".
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An error that every rank of the run throws, with the same message, at the
+/// same point (found before the first collective and agreed on by all ranks).
+/// Report it once (rank 0) and exit normally; there is no need to abort.
+class AgreedError : public Error {
+public:
+  using Error::Error;
+};
+
+/// What to run and where its files are.
+struct RunOptions {
+  /// The plan file (`.plan`, a serialized shoal.plan.Plan).
+  std::string planPath;
+  /// Folder holding one `<name>.npy` per program input.
+  std::string inputsDir;
+  /// Folder the outputs are written to (rank 0 only); created if missing.
+  std::string outputsDir;
+  /// Print per-op timings of rank 0 to stderr.
+  bool verbose = false;
+};
+
+/// What a run did, for the summary line.
+struct RunSummary {
+  int worldSize = 0;
+  std::size_t numOps = 0;
+  /// Wall time of loading (plan, weights, inputs) and of running the ops plus
+  /// writing the outputs, in seconds, as seen by this rank.
+  double loadSeconds = 0;
+  double runSeconds = 0;
+};
+
+/// Runs the plan on MPI_COMM_WORLD. MPI must be initialized, and every rank
+/// must call this with the same options. Errors found while loading (plan,
+/// weights, inputs) are thrown as AgreedError on every rank; errors found
+/// later are thrown as Error on the ranks that hit them only, so the caller
+/// must MPI_Abort then (see runPlanMain).
+RunSummary runPlan(const RunOptions &options);
+
+/// The whole `shoal-run` tool: parses the command line, initializes and
+/// finalizes MPI, runs the plan and reports errors as
+/// `shoal-run: error: <message>`. Returns the process exit status (0 or 1);
+/// on an error that only some ranks see it calls MPI_Abort instead.
+int runPlanMain(int argc, char **argv);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_RUNTIME_H

@@ -1,0 +1,37 @@
+//===- ONNX.h - ONNX import -------------------------------------*- C++ -*-===//
+
+#ifndef SHOAL_TARGET_ONNX_H
+#define SHOAL_TARGET_ONNX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shoal {
+
+/// A static shape given on the command line for a graph input
+/// (`--input-shape name=d0,d1,...`).
+struct InputShape {
+  std::string name;
+  std::vector<int64_t> dims;
+};
+
+/// Parses `name=d0,d1,...`; returns an error message on failure.
+std::string parseInputShape(llvm::StringRef text, InputShape &out);
+
+/// Imports an ONNX model (binary `.onnx`, or ONNX's text format when the
+/// file ends in `.onnxtext`) into a module holding `func.func @main` in the
+/// shoal dialect. Runs ONNX's checker and shape inference first. Weights
+/// become `shoal.weight` references; their data is not copied. Errors are
+/// emitted on `ctx`'s diagnostic engine (naming the file and node) and a
+/// null module is returned.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
+           mlir::MLIRContext *ctx);
+
+} // namespace shoal
+
+#endif // SHOAL_TARGET_ONNX_H

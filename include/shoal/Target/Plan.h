@@ -1,0 +1,20 @@
+//===- Plan.h - Executable plan export --------------------------*- C++ -*-===//
+
+#ifndef SHOAL_TARGET_PLAN_H
+#define SHOAL_TARGET_PLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace shoal {
+
+/// Writes the protobuf plan (proto/plan.proto) of a partitioned module.
+/// `planDir` is the folder the plan will live in; weight sources are written
+/// relative to it. Emits an error on the offending op and fails if the
+/// module is not in SPMD form.
+mlir::LogicalResult exportPlan(mlir::ModuleOp module, llvm::raw_ostream &os,
+                               llvm::StringRef planDir);
+
+} // namespace shoal
+
+#endif // SHOAL_TARGET_PLAN_H

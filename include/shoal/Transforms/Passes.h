@@ -1,0 +1,32 @@
+//===- Passes.h - shoal passes ----------------------------------*- C++ -*-===//
+
+#ifndef SHOAL_TRANSFORMS_PASSES_H
+#define SHOAL_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include <string>
+
+namespace shoal {
+
+#define GEN_PASS_DECL
+#include "shoal/Transforms/Passes.h.inc"
+
+/// Options of the `shoal-parallelize` pipeline.
+struct ParallelizeOptions {
+  std::string spec;
+  int64_t worldSize = 0;
+};
+
+/// Adds the full parallelization pipeline to `pm`.
+void addParallelizePipeline(mlir::OpPassManager &pm,
+                            const ParallelizeOptions &options);
+
+/// Registers every shoal pass and the `shoal-parallelize` pipeline.
+void registerAllShoalPasses();
+
+} // namespace shoal
+
+#endif // SHOAL_TRANSFORMS_PASSES_H

@@ -1,0 +1,103 @@
+//===- Passes.td - shoal passes ----------------------------*- tablegen -*-===//
+
+#ifndef SHOAL_TRANSFORMS_PASSES_TD
+#define SHOAL_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AnnotatePass : Pass<"shoal-annotate", "::mlir::ModuleOp"> {
+  let summary = "Apply a replicate/split annotation spec to the graph";
+  let description = [{
+    Reads a YAML spec (see docs/Annotations.md) and marks every op whose
+    ONNX node name (its `loc("name")`) matches a scope's patterns with
+    `shoal.scope = "<scope>"`. The module gets the ordered scope list in
+    `shoal.scopes`. Without `spec`, annotations already in the IR are kept
+    and checked.
+
+    Before:
+    ```mlir
+    %0 = shoal.matmul %x, %w : ... loc("/h.0/mlp/fc/MatMul")
+    ```
+    After (`- {split: 2, name: blocks, nodes: ["/h.*"]}`):
+    ```mlir
+    module attributes {shoal.scopes = [#shoal.scope<"blocks", split, 2>]} {
+      %0 = shoal.matmul %x, %w {shoal.scope = "blocks"} : ...
+    ```
+  }];
+  let options = [
+    Option<"specPath", "spec", "std::string", /*default=*/"\"\"",
+           "YAML annotation spec to apply">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
+def FormTaskGraphsPass : Pass<"shoal-form-taskgraphs", "::mlir::ModuleOp"> {
+  let summary = "Turn annotated scopes into shoal.task_graph regions";
+  let description = [{
+    Moves the ops of each scope into an isolated `shoal.task_graph` region
+    with the scope's strategy and device count. Ops in no scope go to a
+    TaskGraph with the spec's default strategy. Weights and constants are
+    cloned into every TaskGraph that uses them. Each TaskGraph gets the mesh
+    `dp x tp` where `tp` is its device count and `dp = world-size / tp`
+    (Whale's outer data parallelism).
+
+    ```mlir
+    %y = shoal.task_graph "blocks" split(2) mesh #shoal.mesh<["dp", "tp"], [2, 2]> (%x : tensor<4x64xf32>) -> tensor<4x64xf32> {
+    ^bb0(%a: tensor<4x64xf32>):
+      %w = shoal.weight "w" : tensor<64x64xf32>
+      %r = shoal.matmul %a, %w : ...
+      shoal.yield %r : tensor<4x64xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "Number of ranks (0: the scopes' device count)">,
+  ];
+}
+
+def PropagateShardingPass
+    : Pass<"shoal-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Complete the shardings inside each TaskGraph";
+  let description = [{
+    Walks each TaskGraph in order and decides, op by op, which mesh axes
+    split each factor of its sharding rule. Inputs are split over `dp` on
+    their batch dimension. In a `split` TaskGraph, a contraction with a
+    weight operand whose activations do not use `tp` splits the weight's
+    largest free parallel factor over `tp` (a column split); one whose
+    contracted factor already arrives split keeps it (a row split, partial
+    sums). This yields Megatron-LM's layout for MLPs and attention without
+    matching any pattern by name.
+
+    Results get `shoal.sharding`, ops `shoal.factor_sharding`:
+    ```mlir
+    %h = shoal.matmul %x, %w {shoal.factor_sharding = [["dp"], [], ["tp"], []],
+        shoal.sharding = [#shoal.sharding<[["dp"], [], ["tp"]]>]} : ...
+    ```
+  }];
+}
+
+def PartitionPass : Pass<"shoal-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite TaskGraphs to local shapes with collectives";
+  let description = [{
+    Turns global shapes into each rank's local shapes and inserts the
+    communication the shardings need: `shoal.all_reduce` after an op whose
+    reduction factor is split, `shoal.all_gather` / `shoal.local_slice`
+    where an operand's sharding differs from what its user needs (and at
+    TaskGraph outputs, which are whole over `tp`).
+
+    Before:
+    ```mlir
+    %y = shoal.matmul %h, %w2 {shoal.factor_sharding = [["dp"], [], [], ["tp"]], ...}
+        : (tensor<4x256xf32>, tensor<256x64xf32>) -> tensor<4x64xf32>
+    ```
+    After (mesh dp=2, tp=2):
+    ```mlir
+    %p = shoal.matmul %h, %w2 : (tensor<2x128xf32>, tensor<128x64xf32>) -> tensor<2x64xf32>
+    %y = shoal.all_reduce %p over ["tp"] : tensor<2x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
+#endif // SHOAL_TRANSFORMS_PASSES_TD

@@ -1,0 +1,653 @@
+//===- ShoalOps.cpp - shoal operations, verifiers, sharding rules -*- C++ -*-=//
+
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace shoal;
+
+#include "shoal/Dialect/Shoal/IR/ShoalInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+/// Prints a shape as `[4, 8]` in diagnostics.
+std::string fmtShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os, [&](int64_t d) {
+    if (ShapedType::isDynamic(d))
+      os << "?";
+    else
+      os << d;
+  });
+  return os.str() + "]";
+}
+
+/// Normalizes a possibly negative axis; returns -1 if out of range.
+int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return -1;
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Numpy broadcast of `shapes`; fails if incompatible.
+FailureOr<SmallVector<int64_t>>
+broadcastShapes(ArrayRef<ArrayRef<int64_t>> shapes) {
+  size_t rank = 0;
+  for (auto s : shapes)
+    rank = std::max(rank, s.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (auto s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[rank - s.size() + i];
+      int64_t d = s[i];
+      if (d == 1)
+        continue;
+      if (o == 1 || o == d)
+        o = d;
+      else
+        return failure();
+    }
+  }
+  return out;
+}
+
+/// Maps the dimensions of `operand` to the factors of the broadcast result
+/// dimensions `resultFactors` (right-aligned); size-1 dims broadcast.
+TensorFactors alignBroadcast(ArrayRef<int64_t> operand,
+                             ArrayRef<int64_t> result,
+                             ArrayRef<int> resultFactors) {
+  TensorFactors tf(operand.size());
+  size_t off = result.size() - operand.size();
+  for (size_t i = 0; i < operand.size(); ++i)
+    if (operand[i] == result[off + i] && operand[i] != 1)
+      tf[i] = {resultFactors[off + i]};
+  return tf;
+}
+} // namespace
+
+int64_t shoal::getTensorBytes(TypeRange types) {
+  int64_t bytes = 0;
+  for (Type t : types)
+    if (auto rt = dyn_cast<RankedTensorType>(t))
+      if (rt.hasStaticShape())
+        bytes += rt.getNumElements() *
+                 std::max<int64_t>(1, rt.getElementTypeBitWidth() / 8);
+  return bytes;
+}
+
+bool ShardingRule::isMinorSomewhere(int factor) const {
+  for (const auto *group : {&operands, &results})
+    for (const TensorFactors &tf : *group)
+      for (const DimFactors &df : tf)
+        for (size_t i = 1; i < df.size(); ++i)
+          if (df[i] == factor)
+            return true;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and reductions
+//===----------------------------------------------------------------------===//
+
+ShardingRule shoal::getElementwiseShardingRule(Operation *op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> result = shapeOf(op->getResult(0));
+  SmallVector<int> factors;
+  TensorFactors resultFactors;
+  for (int64_t d : result) {
+    factors.push_back(rule.addFactor(d));
+    resultFactors.push_back({factors.back()});
+  }
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(alignBroadcast(shapeOf(operand), result, factors));
+  rule.results.push_back(resultFactors);
+  return rule;
+}
+
+LogicalResult shoal::verifyElementwiseOp(Operation *op) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : op->getOperands())
+    shapes.push_back(shapeOf(v));
+  auto expected = broadcastShapes(shapes);
+  if (failed(expected)) {
+    auto diag = op->emitOpError() << "operand shapes ";
+    llvm::interleave(
+        shapes, [&](ArrayRef<int64_t> s) { diag << fmtShape(s); },
+        [&] { diag << " and "; });
+    return diag << " are not broadcast-compatible";
+  }
+  ArrayRef<int64_t> result = shapeOf(op->getResult(0));
+  if (ArrayRef<int64_t>(*expected) != result)
+    return op->emitOpError() << "result shape " << fmtShape(result)
+                             << " does not match the broadcast shape "
+                             << fmtShape(*expected);
+  return success();
+}
+
+ShardingRule shoal::getReduceShardingRule(Operation *op, ArrayRef<int64_t> axes,
+                                          bool keepdims) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  int64_t rank = in.size();
+  TensorFactors inF, outF;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool reduced = llvm::any_of(
+        axes, [&](int64_t a) { return normalizeAxis(a, rank) == i; });
+    int f = rule.addFactor(in[i], reduced ? FactorKind::Blocked
+                                          : FactorKind::Parallel);
+    inF.push_back({f});
+    if (!reduced)
+      outF.push_back({f});
+    else if (keepdims)
+      outF.push_back({});
+  }
+  rule.operands.push_back(inF);
+  rule.results.push_back(outF);
+  return rule;
+}
+
+LogicalResult shoal::verifyReduceOp(Operation *op, ArrayRef<int64_t> axes,
+                                    bool keepdims) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  int64_t rank = in.size();
+  SmallVector<int64_t> expected;
+  for (int64_t a : axes)
+    if (normalizeAxis(a, rank) < 0)
+      return op->emitOpError() << "reduction axis " << a
+                               << " out of range for rank " << rank;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool reduced = llvm::any_of(
+        axes, [&](int64_t a) { return normalizeAxis(a, rank) == i; });
+    if (!reduced)
+      expected.push_back(in[i]);
+    else if (keepdims)
+      expected.push_back(1);
+  }
+  if (ArrayRef<int64_t>(expected) != shapeOf(op->getResult(0)))
+    return op->emitOpError()
+           << "result shape " << fmtShape(shapeOf(op->getResult(0)))
+           << " does not match the reduced shape " << fmtShape(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WeightOp / ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs the name of an initializer";
+  if (!getType().hasStaticShape())
+    return emitOpError() << "weight '" << getName()
+                         << "' must have a static shape";
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// MatMulOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Batch, M, K, N of a numpy matmul; fails with a diagnostic.
+struct MatMulDims {
+  SmallVector<int64_t> batch;
+  bool hasM, hasN;
+  int64_t m, k, n;
+};
+
+FailureOr<MatMulDims> getMatMulDims(Operation *op, ArrayRef<int64_t> a,
+                                    ArrayRef<int64_t> b) {
+  if (a.empty() || b.empty())
+    return op->emitOpError() << "operands must have rank at least 1";
+  MatMulDims d;
+  d.hasM = a.size() >= 2;
+  d.hasN = b.size() >= 2;
+  d.m = d.hasM ? a[a.size() - 2] : 1;
+  d.k = a.back();
+  int64_t kb = d.hasN ? b[b.size() - 2] : b.back();
+  d.n = d.hasN ? b.back() : 1;
+  if (d.k != kb)
+    return op->emitOpError()
+           << "contracting dimensions differ: lhs " << fmtShape(a)
+           << " has " << d.k << ", rhs " << fmtShape(b) << " has " << kb;
+  ArrayRef<int64_t> ab = a.drop_back(d.hasM ? 2 : 1);
+  ArrayRef<int64_t> bb = b.drop_back(d.hasN ? 2 : 1);
+  auto batch = broadcastShapes({ab, bb});
+  if (failed(batch))
+    return op->emitOpError() << "batch dimensions of " << fmtShape(a)
+                             << " and " << fmtShape(b)
+                             << " are not broadcast-compatible";
+  d.batch = *batch;
+  return d;
+}
+} // namespace
+
+LogicalResult MatMulOp::verify() {
+  auto d = getMatMulDims(*this, shapeOf(getLhs()), shapeOf(getRhs()));
+  if (failed(d))
+    return failure();
+  SmallVector<int64_t> expected = d->batch;
+  if (d->hasM)
+    expected.push_back(d->m);
+  if (d->hasN)
+    expected.push_back(d->n);
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(expected);
+  return success();
+}
+
+ShardingRule MatMulOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  MatMulDims d = *getMatMulDims(*this, a, b);
+  SmallVector<int> batchF;
+  TensorFactors resultF;
+  for (int64_t s : d.batch) {
+    batchF.push_back(rule.addFactor(s));
+    resultF.push_back({batchF.back()});
+  }
+  int m = rule.addFactor(d.m), n = rule.addFactor(d.n);
+  int k = rule.addFactor(d.k, FactorKind::Reduction);
+  ArrayRef<int64_t> ab = a.drop_back(d.hasM ? 2 : 1);
+  ArrayRef<int64_t> bb = b.drop_back(d.hasN ? 2 : 1);
+  TensorFactors aF = alignBroadcast(ab, d.batch, batchF);
+  TensorFactors bF = alignBroadcast(bb, d.batch, batchF);
+  if (d.hasM) {
+    aF.push_back({m});
+    resultF.push_back({m});
+  }
+  aF.push_back({k});
+  bF.push_back({k});
+  if (d.hasN) {
+    bF.push_back({n});
+    resultF.push_back({n});
+  }
+  rule.operands = {aF, bF};
+  rule.results = {resultF};
+  return rule;
+}
+
+int64_t MatMulOp::getFlops() {
+  auto rt = cast<RankedTensorType>(getType());
+  return 2 * rt.getNumElements() * shapeOf(getLhs()).back();
+}
+
+//===----------------------------------------------------------------------===//
+// GemmOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GemmOp::verify() {
+  ArrayRef<int64_t> a = shapeOf(getA()), b = shapeOf(getB());
+  if (a.size() != 2 || b.size() != 2)
+    return emitOpError() << "operands A and B must be 2-D, got "
+                         << fmtShape(a) << " and " << fmtShape(b);
+  int64_t m = getTransA() ? a[1] : a[0], k = getTransA() ? a[0] : a[1];
+  int64_t kb = getTransB() ? b[1] : b[0], n = getTransB() ? b[0] : b[1];
+  if (k != kb)
+    return emitOpError() << "contracting dimensions differ: " << k << " vs "
+                         << kb;
+  SmallVector<int64_t> expected{m, n};
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(expected);
+  if (getC()) {
+    auto bc = broadcastShapes({shapeOf(getC()), expected});
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(expected))
+      return emitOpError() << "C of shape " << fmtShape(shapeOf(getC()))
+                           << " does not broadcast to " << fmtShape(expected);
+  }
+  return success();
+}
+
+ShardingRule GemmOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> res = shapeOf(getResult());
+  int m = rule.addFactor(res[0]), n = rule.addFactor(res[1]);
+  int k = rule.addFactor(shapeOf(getA())[getTransA() ? 0 : 1],
+                         FactorKind::Reduction);
+  TensorFactors aF = getTransA() ? TensorFactors{{k}, {m}}
+                                 : TensorFactors{{m}, {k}};
+  TensorFactors bF = getTransB() ? TensorFactors{{n}, {k}}
+                                 : TensorFactors{{k}, {n}};
+  rule.operands = {aF, bF};
+  if (getC())
+    rule.operands.push_back(alignBroadcast(shapeOf(getC()), res, {m, n}));
+  rule.results = {TensorFactors{{m}, {n}}};
+  return rule;
+}
+
+int64_t GemmOp::getFlops() {
+  ArrayRef<int64_t> res = shapeOf(getResult());
+  return 2 * res[0] * res[1] * shapeOf(getA())[getTransA() ? 0 : 1];
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxOp / LayerNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  if (normalizeAxis(getAxis(), rankOf(getInput())) < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << rankOf(getInput());
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return success();
+}
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t axis = normalizeAxis(getAxis(), rankOf(getInput()));
+  TensorFactors tf;
+  for (auto [i, d] : llvm::enumerate(shapeOf(getInput())))
+    tf.push_back({rule.addFactor(d, (int64_t)i == axis ? FactorKind::Blocked
+                                                        : FactorKind::Parallel)});
+  rule.operands = {tf};
+  rule.results = {tf};
+  return rule;
+}
+
+LogicalResult LayerNormOp::verify() {
+  int64_t rank = rankOf(getInput());
+  int64_t axis = normalizeAxis(getAxis(), rank);
+  if (axis < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << rank;
+  ArrayRef<int64_t> norm = shapeOf(getInput()).drop_front(axis);
+  for (Value v : {getScale(), getBias()}) {
+    if (!v)
+      continue;
+    auto bc = broadcastShapes({shapeOf(v), norm});
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != norm)
+      return emitOpError() << "scale/bias of shape " << fmtShape(shapeOf(v))
+                           << " does not broadcast to the normalized shape "
+                           << fmtShape(norm);
+  }
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return success();
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  int64_t axis = normalizeAxis(getAxis(), in.size());
+  TensorFactors tf;
+  SmallVector<int> factors;
+  for (auto [i, d] : llvm::enumerate(in)) {
+    factors.push_back(rule.addFactor(
+        d, (int64_t)i >= axis ? FactorKind::Blocked : FactorKind::Parallel));
+    tf.push_back({factors.back()});
+  }
+  rule.operands.push_back(tf);
+  for (Value v : {getScale(), getBias()})
+    if (v)
+      rule.operands.push_back(alignBroadcast(shapeOf(v), in, factors));
+  rule.results = {tf};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// GatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::verify() {
+  ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
+  int64_t axis = normalizeAxis(getAxis(), data.size());
+  if (axis < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << data.size();
+  auto et = cast<RankedTensorType>(getIndices().getType()).getElementType();
+  if (!et.isInteger(64) && !et.isInteger(32))
+    return emitOpError() << "indices must be i32 or i64, got " << et;
+  SmallVector<int64_t> expected(data.begin(), data.begin() + axis);
+  expected.append(idx.begin(), idx.end());
+  expected.append(data.begin() + axis + 1, data.end());
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(expected);
+  return success();
+}
+
+ShardingRule GatherOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
+  int64_t axis = normalizeAxis(getAxis(), data.size());
+  TensorFactors dataF, idxF, resF;
+  for (auto [i, d] : llvm::enumerate(data))
+    dataF.push_back({rule.addFactor(d, (int64_t)i == axis
+                                           ? FactorKind::Blocked
+                                           : FactorKind::Parallel)});
+  for (int64_t d : idx)
+    idxF.push_back({rule.addFactor(d)});
+  resF.append(dataF.begin(), dataF.begin() + axis);
+  resF.append(idxF.begin(), idxF.end());
+  resF.append(dataF.begin() + axis + 1, dataF.end());
+  rule.operands = {dataF, idxF};
+  rule.results = {resF};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp / TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (!in.hasStaticShape() || !out.hasStaticShape())
+    return emitOpError() << "needs static shapes";
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot reshape " << fmtShape(in.getShape())
+                         << " (" << in.getNumElements() << " elements) to "
+                         << fmtShape(out.getShape()) << " ("
+                         << out.getNumElements() << " elements)";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "must keep the element type";
+  return success();
+}
+
+ShardingRule ReshapeOp::getShardingRule() {
+  // Groups of input and output dimensions with equal products share factors:
+  // a split dimension is made of the factors of the dimensions it splits
+  // into (major first), and a merged dimension of the factors it merges.
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  TensorFactors inF(in.size()), outF(out.size());
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out.size() && out[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i >= in.size() || j >= out.size())
+      break;
+    SmallVector<size_t> gi{i}, gj{j};
+    int64_t pi = in[i++], pj = out[j++];
+    while (pi != pj) {
+      if (pi < pj && i < in.size()) {
+        gi.push_back(i);
+        pi *= in[i++];
+      } else if (pj < pi && j < out.size()) {
+        gj.push_back(j);
+        pj *= out[j++];
+      } else {
+        break;
+      }
+    }
+    if (gi.size() == 1) {
+      for (size_t d : gj) {
+        int f = rule.addFactor(out[d]);
+        inF[gi[0]].push_back(f);
+        outF[d].push_back(f);
+      }
+    } else if (gj.size() == 1) {
+      for (size_t d : gi) {
+        int f = rule.addFactor(in[d]);
+        outF[gj[0]].push_back(f);
+        inF[d].push_back(f);
+      }
+    } else {
+      for (size_t d : gi)
+        inF[d].push_back(rule.addFactor(in[d], FactorKind::Blocked));
+      for (size_t d : gj)
+        outF[d].push_back(rule.addFactor(out[d], FactorKind::Blocked));
+    }
+  }
+  rule.operands = {inF};
+  rule.results = {outF};
+  return rule;
+}
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != in.size())
+    return emitOpError() << "perm has " << perm.size()
+                         << " entries for an input of rank " << in.size();
+  SmallVector<bool> seen(in.size(), false);
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)in.size() || seen[p])
+      return emitOpError() << "perm " << fmtShape(perm)
+                           << " is not a permutation of rank " << in.size();
+    seen[p] = true;
+    expected.push_back(in[p]);
+  }
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(expected);
+  return success();
+}
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  TensorFactors inF, outF;
+  for (int64_t d : in)
+    inF.push_back({rule.addFactor(d)});
+  for (int64_t p : getPerm())
+    outF.push_back(inF[p]);
+  rule.operands = {inF};
+  rule.results = {outF};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// TaskGraphOp
+//===----------------------------------------------------------------------===//
+
+YieldOp TaskGraphOp::getYield() {
+  return cast<YieldOp>(getBody().front().getTerminator());
+}
+
+LogicalResult TaskGraphOp::verify() {
+  if (getDevices() < 1)
+    return emitOpError() << "device count " << getDevices()
+                         << " must be at least 1";
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << body.getNumArguments()
+                         << " arguments for " << getInputs().size()
+                         << " inputs";
+  for (auto [i, arg, in] : llvm::enumerate(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError() << "body argument " << i << " has type "
+                           << arg.getType() << " but input " << i
+                           << " has type " << in.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "body must end with shoal.yield";
+  if (yield.getOperandTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getNumOperands()
+                         << " values whose types differ from its "
+                         << getNumResults() << " results";
+  if (auto mesh = getMeshAttr())
+    if (mesh.getAxisSize("tp") && mesh.getAxisSize("tp") != getDevices())
+      return emitOpError() << "mesh axis 'tp' has size "
+                           << mesh.getAxisSize("tp") << " but the TaskGraph has "
+                           << getDevices() << " devices";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult verifyAxes(Operation *op, ArrayAttr axes) {
+  if (axes.empty())
+    return op->emitOpError() << "needs at least one mesh axis";
+  return success();
+}
+
+/// all_gather grows `dim`, local_slice shrinks it; other dims stay.
+LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
+                            bool grows) {
+  if (failed(verifyAxes(op, axes)))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  StringRef what = grows ? "gather" : "slice";
+  if (dim < 0 || dim >= (int64_t)in.size())
+    return op->emitOpError() << what << " dim " << dim
+                             << " out of range for rank " << in.size();
+  if (in.size() != out.size())
+    return op->emitOpError() << "result rank " << out.size()
+                             << " differs from input rank " << in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if ((int64_t)i == dim) {
+      int64_t big = grows ? out[i] : in[i], small = grows ? in[i] : out[i];
+      if (small <= 0 || big % small != 0)
+        return op->emitOpError()
+               << what << " dim " << dim << ": size " << big
+               << " is not a multiple of " << small;
+    } else if (in[i] != out[i]) {
+      return op->emitOpError() << "dimension " << i << " changes from "
+                               << in[i] << " to " << out[i];
+    }
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult AllReduceOp::verify() {
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return verifyAxes(*this, getAxes());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/true);
+}
+
+LogicalResult LocalSliceOp::verify() {
+  return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/false);
+}
+
+#define GET_OP_CLASSES
+#include "shoal/Dialect/Shoal/IR/ShoalOps.cpp.inc"

@@ -1,0 +1,341 @@
+//===- ExportPlan.cpp - Partitioned module to protobuf plan -----*- C++ -*-===//
+//
+// Flattens the TaskGraphs of a partitioned `@main` into one SPMD program of
+// proto/plan.proto: values with local types, weights with the slice each
+// rank loads, constants, ops with ONNX kinds and attributes, collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Target/Plan.h"
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include "plan.pb.h"
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+class PlanWriter {
+public:
+  PlanWriter(ModuleOp module) : module(module) {}
+
+  LogicalResult write(raw_ostream &os, StringRef planDir) {
+    func::FuncOp func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func)
+      return module.emitError() << "plan export needs a 'func.func @main'";
+    Block &entry = func.getBody().front();
+    auto tgs = entry.getOps<TaskGraphOp>();
+    if (tgs.empty())
+      return func.emitError()
+             << "'@main' has no shoal.task_graph; run shoal-parallelize "
+                "before exporting a plan";
+    mesh = (*tgs.begin()).getMeshAttr();
+    for (TaskGraphOp tg : tgs)
+      if (tg.getMeshAttr() != mesh)
+        return tg.emitError() << "TaskGraph '" << tg.getSymName()
+                              << "' uses another mesh; one plan program "
+                                 "needs one mesh";
+
+    plan.set_magic("shoal.plan");
+    plan.set_format_version(1);
+    plan.set_producer("shoal 0.1");
+    for (auto [name, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
+      auto *axis = plan.mutable_mesh()->add_axes();
+      axis->set_name(cast<StringAttr>(name).getValue().str());
+      axis->set_size(size);
+    }
+    if (auto source =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr)) {
+      auto *src = plan.add_sources();
+      src->set_kind(plan::WeightSource::ONNX);
+      src->set_path(relativeTo(source.getValue(), planDir));
+    }
+    prog = plan.add_programs();
+    prog->set_role("spmd");
+
+    for (BlockArgument arg : entry.getArguments()) {
+      auto *port = prog->add_inputs();
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "shoal.name");
+      port->set_name(name ? name.getValue().str()
+                          : "input" + std::to_string(arg.getArgNumber()));
+      fillPort(port, arg,
+               func.getArgAttrOfType<ShardingAttr>(
+                   arg.getArgNumber(), ShoalDialect::kShardingAttr));
+    }
+    for (Operation &op : entry) {
+      if (auto tg = dyn_cast<TaskGraphOp>(op)) {
+        if (failed(writeTaskGraph(tg)))
+          return failure();
+        continue;
+      }
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          auto *port = prog->add_outputs();
+          auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
+          port->set_name(name ? name.getValue().str()
+                              : "output" + std::to_string(i));
+          fillPort(port, v,
+                   func.getResultAttrOfType<ShardingAttr>(
+                       i, ShoalDialect::kShardingAttr));
+        }
+        continue;
+      }
+      return op.emitError() << "'" << op.getName()
+                            << "' outside a TaskGraph cannot be exported";
+    }
+    std::string bytes;
+    if (!plan.SerializeToString(&bytes))
+      return module.emitError() << "could not serialize the plan";
+    os << bytes;
+    return success();
+  }
+
+private:
+  ModuleOp module;
+  MeshAttr mesh;
+  plan::Plan plan;
+  plan::Program *prog = nullptr;
+  llvm::DenseMap<Value, int> ids;
+
+  static std::string relativeTo(StringRef path, StringRef dir) {
+    if (dir.empty())
+      return path.str();
+    SmallString<256> absDir(dir);
+    llvm::sys::fs::make_absolute(absDir);
+    llvm::sys::path::remove_dots(absDir, /*remove_dot_dot=*/true);
+    std::string prefix = std::string(absDir.str()) + "/";
+    if (path.starts_with(prefix))
+      return path.drop_front(prefix.size()).str();
+    return path.str();
+  }
+
+  static plan::DType dtypeOf(Type t) {
+    if (t.isF32())
+      return plan::F32;
+    if (t.isF64())
+      return plan::F64;
+    if (t.isF16())
+      return plan::F16;
+    if (t.isBF16())
+      return plan::BF16;
+    if (t.isInteger(1))
+      return plan::BOOL;
+    if (t.isInteger(64))
+      return plan::I64;
+    if (t.isInteger(32))
+      return plan::I32;
+    if (t.isUnsignedInteger(8))
+      return plan::U8;
+    if (t.isInteger(8))
+      return plan::I8;
+    return plan::DTYPE_UNSPECIFIED;
+  }
+
+  void fillType(plan::TensorType *out, RankedTensorType type) {
+    out->set_dtype(dtypeOf(type.getElementType()));
+    for (int64_t d : type.getShape())
+      out->add_shape(d);
+  }
+
+  /// Global type and sharding of a value from its local type.
+  void fillGlobal(plan::TensorType *out, plan::Sharding *sh, Value v,
+                  ShardingAttr sharding) {
+    auto type = cast<RankedTensorType>(v.getType());
+    out->set_dtype(dtypeOf(type.getElementType()));
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      int64_t n = 1;
+      auto *dim = sh->add_dims();
+      if (sharding)
+        for (StringRef a : sharding.getDimAxes(d)) {
+          n *= mesh.getAxisSize(a);
+          dim->add_axes(a.str());
+        }
+      out->add_shape(type.getDimSize(d) * n);
+    }
+  }
+
+  void fillPort(plan::Port *port, Value v, ShardingAttr sharding) {
+    port->set_value(idOf(v));
+    fillGlobal(port->mutable_global_type(), port->mutable_sharding(), v,
+               sharding);
+  }
+
+  int idOf(Value v) {
+    auto [it, inserted] = ids.try_emplace(v, prog->values_size());
+    if (inserted)
+      fillType(prog->add_values(), cast<RankedTensorType>(v.getType()));
+    return it->second;
+  }
+
+  LogicalResult writeTaskGraph(TaskGraphOp tg) {
+    Block &body = tg.getBody().front();
+    for (auto [arg, in] : llvm::zip(body.getArguments(), tg.getInputs()))
+      ids[arg] = idOf(in);
+    for (Operation &op : body) {
+      if (auto yield = dyn_cast<YieldOp>(op)) {
+        for (auto [r, v] : llvm::zip(tg.getResults(), yield.getOperands()))
+          ids[r] = idOf(v);
+        continue;
+      }
+      if (auto w = dyn_cast<WeightOp>(op)) {
+        if (plan.sources_size() == 0)
+          return w.emitError() << "weight '" << w.getName()
+                               << "' but the module has no '"
+                               << ShoalDialect::kSourceAttr << "'";
+        auto *weight = prog->add_weights();
+        weight->set_value(idOf(w));
+        weight->set_initializer(w.getName().str());
+        weight->set_source(0);
+        ShardingAttr s;
+        if (auto list =
+                w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
+          s = cast<ShardingAttr>(list[0]);
+        fillGlobal(weight->mutable_global_type(), weight->mutable_sharding(),
+                   w, s);
+        continue;
+      }
+      if (auto c = dyn_cast<ConstantOp>(op)) {
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense)
+          return c.emitError() << "only dense constants can be exported";
+        auto *constant = prog->add_constants();
+        constant->set_value(idOf(c));
+        constant->set_data(denseBytes(dense));
+        continue;
+      }
+      if (failed(writeOp(&op, tg.getSymName())))
+        return failure();
+    }
+    return success();
+  }
+
+  static std::string denseBytes(DenseElementsAttr dense) {
+    std::string out;
+    Type et = dense.getElementType();
+    unsigned width = et.isInteger(1) ? 8 : et.getIntOrFloatBitWidth();
+    auto put = [&](const APInt &bits) {
+      for (unsigned b = 0; b < width / 8; ++b)
+        out.push_back(static_cast<char>(bits.extractBitsAsZExtValue(8, b * 8)));
+    };
+    if (isa<FloatType>(et)) {
+      for (APFloat v : dense.getValues<APFloat>())
+        put(v.bitcastToAPInt());
+    } else {
+      for (APInt v : dense.getValues<APInt>())
+        put(v.zextOrTrunc(width));
+    }
+    return out;
+  }
+
+  LogicalResult writeOp(Operation *op, StringRef taskGraph) {
+    plan::Op *out = prog->add_ops();
+    auto attrs = out->mutable_attrs();
+    auto setI = [&](StringRef n, int64_t v) { (*attrs)[n.str()].set_i(v); };
+    auto setF = [&](StringRef n, double v) { (*attrs)[n.str()].set_f(v); };
+    auto setInts = [&](StringRef n, ArrayRef<int64_t> v) {
+      auto *ints = (*attrs)[n.str()].mutable_ints();
+      for (int64_t x : v)
+        ints->add_values(x);
+    };
+    auto setStrs = [&](StringRef n, ArrayAttr v) {
+      auto *strs = (*attrs)[n.str()].mutable_strings();
+      for (auto s : v.getAsValueRange<StringAttr>())
+        strs->add_values(s.str());
+    };
+    StringRef kind =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case([](AddOp) { return "Add"; })
+            .Case([](SubOp) { return "Sub"; })
+            .Case([](MulOp) { return "Mul"; })
+            .Case([](DivOp) { return "Div"; })
+            .Case([](PowOp) { return "Pow"; })
+            .Case([](ErfOp) { return "Erf"; })
+            .Case([](TanhOp) { return "Tanh"; })
+            .Case([](ReluOp) { return "Relu"; })
+            .Case([](SqrtOp) { return "Sqrt"; })
+            .Case([](ExpOp) { return "Exp"; })
+            .Case([](NegOp) { return "Neg"; })
+            .Case([](SigmoidOp) { return "Sigmoid"; })
+            .Case([](MatMulOp) { return "MatMul"; })
+            .Case([&](GemmOp g) {
+              setF("alpha", g.getAlpha().convertToDouble());
+              setF("beta", g.getBeta().convertToDouble());
+              setI("transA", g.getTransA());
+              setI("transB", g.getTransB());
+              return "Gemm";
+            })
+            .Case([&](SoftmaxOp s) {
+              setI("axis", s.getAxis());
+              return "Softmax";
+            })
+            .Case([&](LayerNormOp l) {
+              setI("axis", l.getAxis());
+              setF("epsilon", l.getEpsilon().convertToDouble());
+              return "LayerNormalization";
+            })
+            .Case([&](GatherOp g) {
+              setI("axis", g.getAxis());
+              return "Gather";
+            })
+            .Case([&](ReshapeOp r) {
+              setInts("shape", r.getType().getShape());
+              return "Reshape";
+            })
+            .Case([&](TransposeOp t) {
+              setInts("perm", t.getPerm());
+              return "Transpose";
+            })
+            .Case([&](ReduceMeanOp r) {
+              setInts("axes", r.getAxes());
+              setI("keepdims", r.getKeepdims());
+              return "ReduceMean";
+            })
+            .Case([&](ReduceSumOp r) {
+              setInts("axes", r.getAxes());
+              setI("keepdims", r.getKeepdims());
+              return "ReduceSum";
+            })
+            .Case([&](AllReduceOp c) {
+              setStrs("axes", c.getAxes());
+              return "AllReduce";
+            })
+            .Case([&](AllGatherOp c) {
+              setI("dim", c.getDim());
+              setStrs("axes", c.getAxes());
+              return "AllGather";
+            })
+            .Case([&](LocalSliceOp c) {
+              setI("dim", c.getDim());
+              setStrs("axes", c.getAxes());
+              return "LocalSlice";
+            })
+            .Default([](Operation *) { return ""; });
+    if (kind.empty())
+      return op->emitError() << "'" << op->getName()
+                             << "' has no executable form in the plan";
+    out->set_kind(kind.str());
+    for (Value v : op->getOperands())
+      out->add_inputs(idOf(v));
+    for (Value v : op->getResults())
+      out->add_outputs(idOf(v));
+    if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
+      out->set_name(loc.getName().getValue().str());
+    out->set_task_graph(taskGraph.str());
+    return success();
+  }
+};
+
+} // namespace
+
+LogicalResult shoal::exportPlan(ModuleOp module, raw_ostream &os,
+                                StringRef planDir) {
+  return PlanWriter(module).write(os, planDir);
+}

@@ -1,0 +1,288 @@
+//===- Annotate.cpp - Apply a replicate/split spec --------------*- C++ -*-===//
+//
+// Reads the YAML annotation spec and marks matching ops with their scope.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
+#include <yaml-cpp/yaml.h>
+
+namespace shoal {
+#define GEN_PASS_DEF_ANNOTATEPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+/// One pattern of a scope, with where it was written.
+struct SpecPattern {
+  /// The pattern text; on the heap because GlobPattern keeps pointers into
+  /// it and patterns are moved around.
+  std::unique_ptr<std::string> storage;
+  StringRef text;
+  llvm::GlobPattern glob;
+  int line;
+  int matches = 0;
+};
+
+struct SpecScope {
+  std::string name;
+  Strategy strategy;
+  int64_t devices;
+  int line;
+  std::vector<SpecPattern> patterns;
+};
+
+struct Spec {
+  Strategy defaultStrategy = Strategy::replicate;
+  int64_t numMicroBatch = 1;
+  std::vector<SpecScope> scopes;
+};
+
+/// The ONNX node name of an op: the name of its NameLoc, if any.
+StringRef getNodeName(Operation *op) {
+  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
+    return loc.getName().getValue();
+  return {};
+}
+
+/// Parses and checks the spec; errors name the file and line.
+class SpecReader {
+public:
+  SpecReader(StringRef path, Location loc) : path(path.str()), loc(loc) {}
+
+  FailureOr<Spec> read() {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::BadFile &) {
+      return fail(-1, "cannot open the annotation spec");
+    } catch (const YAML::Exception &e) {
+      return fail(e.mark.line, "invalid YAML: " + e.msg);
+    }
+    try {
+      return readRoot(root);
+    } catch (const YAML::Exception &e) {
+      return fail(e.mark.line, "invalid spec: " + e.msg);
+    }
+  }
+
+private:
+  std::string path;
+  Location loc;
+
+  LogicalResult fail(int line, const llvm::Twine &msg) {
+    if (line >= 0)
+      emitError(loc) << path << ":" << line + 1 << ": " << msg;
+    else
+      emitError(loc) << path << ": " << msg;
+    return failure();
+  }
+  static int lineOf(const YAML::Node &n) { return n.Mark().line; }
+
+  FailureOr<Spec> readRoot(const YAML::Node &root) {
+    Spec spec;
+    if (!root.IsMap())
+      return fail(root.IsDefined() ? lineOf(root) : -1,
+                  "expected a mapping with 'version' and 'scopes'");
+    for (auto kv : root) {
+      std::string key = kv.first.as<std::string>();
+      if (key != "version" && key != "default" && key != "scopes" &&
+          key != "pipeline")
+        return fail(lineOf(kv.first),
+                    "unknown key '" + key +
+                        "' (expected version, default, pipeline, scopes)");
+    }
+    if (!root["version"] || root["version"].as<std::string>() != "1")
+      return fail(root["version"] ? lineOf(root["version"]) : 0,
+                  "expected 'version: 1'");
+    if (auto def = root["default"]) {
+      auto s = symbolizeStrategy(def.as<std::string>());
+      if (!s)
+        return fail(lineOf(def), "default strategy must be 'replicate' or "
+                                 "'split', got '" +
+                                     def.as<std::string>() + "'");
+      spec.defaultStrategy = *s;
+    }
+    if (auto pipe = root["pipeline"]) {
+      if (!pipe.IsMap())
+        return fail(lineOf(pipe), "'pipeline' must be a mapping");
+      if (auto m = pipe["num_micro_batch"]) {
+        spec.numMicroBatch = m.as<int64_t>();
+        if (spec.numMicroBatch < 1)
+          return fail(lineOf(m), "num_micro_batch must be at least 1");
+      }
+    }
+    auto scopes = root["scopes"];
+    if (!scopes)
+      return spec;
+    if (!scopes.IsSequence())
+      return fail(lineOf(scopes), "'scopes' must be a list");
+    llvm::StringMap<int> names;
+    for (const YAML::Node &s : scopes) {
+      auto scope = readScope(s);
+      if (failed(scope))
+        return failure();
+      auto [it, inserted] = names.try_emplace(scope->name, scope->line);
+      if (!inserted)
+        return fail(scope->line, "scope '" + scope->name +
+                                     "' is already defined on line " +
+                                     std::to_string(it->second + 1));
+      spec.scopes.push_back(std::move(*scope));
+    }
+    return spec;
+  }
+
+  FailureOr<SpecScope> readScope(const YAML::Node &s) {
+    SpecScope scope;
+    scope.line = lineOf(s);
+    if (!s.IsMap())
+      return fail(scope.line, "a scope must be a mapping like "
+                              "{split: 2, name: x, nodes: [...]}");
+    int strategies = 0;
+    for (auto kv : s) {
+      std::string key = kv.first.as<std::string>();
+      if (key == "replicate" || key == "split") {
+        ++strategies;
+        scope.strategy = *symbolizeStrategy(key);
+        scope.devices = kv.second.as<int64_t>();
+        if (scope.devices < 1)
+          return fail(lineOf(kv.second),
+                      key + " needs a device count of at least 1, got " +
+                          std::to_string(scope.devices));
+      } else if (key == "name") {
+        scope.name = kv.second.as<std::string>();
+      } else if (key != "nodes") {
+        return fail(lineOf(kv.first), "unknown scope key '" + key +
+                                          "' (expected replicate, split, "
+                                          "name, nodes)");
+      }
+    }
+    if (strategies != 1)
+      return fail(scope.line,
+                  "a scope needs exactly one of 'replicate: n' or 'split: n'");
+    if (scope.name.empty())
+      return fail(scope.line, "a scope needs a 'name'");
+    auto nodes = s["nodes"];
+    if (!nodes || !nodes.IsSequence() || nodes.size() == 0)
+      return fail(scope.line, "scope '" + scope.name +
+                                  "' needs 'nodes': a list of node name "
+                                  "patterns");
+    for (const YAML::Node &n : nodes) {
+      SpecPattern p;
+      p.storage = std::make_unique<std::string>(n.as<std::string>());
+      p.text = *p.storage;
+      p.line = lineOf(n);
+      auto glob = llvm::GlobPattern::create(p.text);
+      if (!glob) {
+        std::string msg = llvm::toString(glob.takeError());
+        return fail(p.line, "bad pattern '" + p.text.str() + "': " + msg);
+      }
+      p.glob = std::move(*glob);
+      scope.patterns.push_back(std::move(p));
+    }
+    return scope;
+  }
+};
+
+struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
+  using AnnotatePassBase::AnnotatePassBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    if (specPath.empty()) {
+      if (failed(checkExisting(module)))
+        signalPassFailure();
+      return;
+    }
+    auto spec = SpecReader(specPath, module.getLoc()).read();
+    if (failed(spec) || failed(apply(module, *spec)))
+      signalPassFailure();
+  }
+
+  /// Checks that in-IR annotations name declared scopes.
+  LogicalResult checkExisting(ModuleOp module) {
+    llvm::StringSet<> names; // declared scopes
+    if (auto scopes = module->getAttrOfType<ArrayAttr>(
+            ShoalDialect::kScopesAttr))
+      for (auto s : scopes.getAsRange<ScopeAttr>())
+        names.insert(s.getName().getValue());
+    WalkResult r = module.walk([&](Operation *op) {
+      auto scope = op->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+      if (scope && !names.contains(scope.getValue())) {
+        op->emitError() << "scope '" << scope.getValue()
+                        << "' is not declared in the module's '"
+                        << ShoalDialect::kScopesAttr << "'";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return failure(r.wasInterrupted());
+  }
+
+  LogicalResult apply(ModuleOp module, Spec &spec) {
+    MLIRContext *ctx = module.getContext();
+    // Which scope (and pattern line) claimed each op.
+    llvm::DenseMap<Operation *, std::pair<SpecScope *, int>> claimed;
+    bool ok = true;
+    module.walk([&](Operation *op) {
+      if (!ok || isa<WeightOp, func::FuncOp, func::ReturnOp, ModuleOp>(op))
+        return;
+      StringRef node = getNodeName(op);
+      if (node.empty())
+        return;
+      for (SpecScope &scope : spec.scopes) {
+        for (SpecPattern &p : scope.patterns) {
+          if (!p.glob.match(node))
+            continue;
+          ++p.matches;
+          auto [it, inserted] = claimed.try_emplace(op, &scope, p.line);
+          if (!inserted && it->second.first != &scope) {
+            emitError(op->getLoc())
+                << specPath << ":" << p.line + 1 << ": node '" << node
+                << "' is claimed by scope '" << it->second.first->name
+                << "' (line " << it->second.second + 1 << ") and by scope '"
+                << scope.name << "'";
+            ok = false;
+            return;
+          }
+          break;
+        }
+      }
+    });
+    if (!ok)
+      return failure();
+    for (SpecScope &scope : spec.scopes)
+      for (SpecPattern &p : scope.patterns)
+        if (p.matches == 0)
+          return emitError(module.getLoc())
+                 << specPath << ":" << p.line + 1 << ": pattern '" << p.text
+                 << "' of scope '" << scope.name << "' matches no node";
+
+    for (auto &[op, owner] : claimed)
+      op->setAttr(ShoalDialect::kScopeAttr,
+                  StringAttr::get(ctx, owner.first->name));
+    SmallVector<Attribute> scopes;
+    for (SpecScope &s : spec.scopes)
+      scopes.push_back(ScopeAttr::get(ctx, StringAttr::get(ctx, s.name),
+                                      s.strategy, s.devices));
+    module->setAttr(ShoalDialect::kScopesAttr, ArrayAttr::get(ctx, scopes));
+    module->setAttr(ShoalDialect::kDefaultStrategyAttr,
+                    StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));
+    module->setAttr(ShoalDialect::kNumMicroBatchAttr,
+                    IntegerAttr::get(IntegerType::get(ctx, 64),
+                                     spec.numMicroBatch));
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,249 @@
+//===- Partition.cpp - Global to local shapes with collectives --*- C++ -*-===//
+//
+// Rewrites every TaskGraph to the program one rank runs: local shapes, and
+// explicit communication wherever a value's layout differs from what its
+// user needs (all_gather, then local_slice), and after every op whose
+// reduction factor is split (all_reduce).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingUtils.h"
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+struct TaskGraphPartitioner {
+  TaskGraphOp tg;
+  MeshAttr mesh;
+  MLIRContext *ctx;
+  /// Global type of every value of the body, taken before any rewrite.
+  llvm::DenseMap<Value, RankedTensorType> global;
+  /// Current layout of every value of the body.
+  llvm::DenseMap<Value, ShardingAttr> layout;
+  /// Reshards already made: (value, target layout) -> resharded value.
+  llvm::DenseMap<std::pair<Value, Attribute>, Value> reshards;
+
+  TaskGraphPartitioner(TaskGraphOp tg)
+      : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()) {}
+
+  ShardingAttr layoutOf(Value v) {
+    auto it = layout.find(v);
+    if (it != layout.end())
+      return it->second;
+    return ShardingAttr::getReplicated(
+        ctx, cast<RankedTensorType>(v.getType()).getRank());
+  }
+
+  /// Makes `v` (laid out as `from`) have layout `to`: gathers the dimensions
+  /// whose axes change, then slices them to the target.
+  Value reshard(OpBuilder &b, Location loc, Value v, ShardingAttr from,
+                ShardingAttr to) {
+    if (from == to)
+      return v;
+    auto key = std::make_pair(v, Attribute(to));
+    if (auto it = reshards.find(key); it != reshards.end())
+      return it->second;
+    RankedTensorType type = global.lookup(v);
+    unsigned rank = type.getRank();
+    SmallVector<SmallVector<StringRef>> cur;
+    for (unsigned d = 0; d < rank; ++d)
+      cur.push_back(from.getDimAxes(d));
+    Value out = v;
+    auto localOf = [&]() {
+      return getLocalType(type, ShardingAttr::get(ctx, cur), mesh);
+    };
+    for (unsigned d = 0; d < rank; ++d) {
+      if (cur[d].empty() || cur[d] == to.getDimAxes(d))
+        continue;
+      SmallVector<StringRef> axes = cur[d];
+      cur[d].clear();
+      out = b.create<AllGatherOp>(loc, localOf(), out, d,
+                                  b.getStrArrayAttr(axes));
+    }
+    for (unsigned d = 0; d < rank; ++d) {
+      SmallVector<StringRef> target = to.getDimAxes(d);
+      if (cur[d] == target)
+        continue;
+      cur[d] = target;
+      out = b.create<LocalSliceOp>(loc, localOf(), out, d,
+                                   b.getStrArrayAttr(target));
+    }
+    global[out] = type;
+    layout[out] = to;
+    reshards[key] = out;
+    return out;
+  }
+
+  void setLocal(Value v, ShardingAttr s) {
+    global.try_emplace(v, cast<RankedTensorType>(v.getType()));
+    layout[v] = s;
+    v.setType(getLocalType(global[v], s, mesh));
+  }
+
+  LogicalResult run() {
+    Block &body = tg.getBody().front();
+    auto inSh = tg->getAttrOfType<ArrayAttr>(kInShardingsAttr);
+    auto argSh = tg->getAttrOfType<ArrayAttr>(kArgShardingsAttr);
+    auto outSh = tg->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
+    if (!mesh || !inSh || !argSh || !outSh)
+      return tg.emitError() << "TaskGraph '" << tg.getSymName()
+                            << "' has no shardings; run "
+                               "shoal-propagate-sharding first";
+
+    // Rules read global shapes, so take them all before rewriting.
+    llvm::DenseMap<Operation *, ShardingRule> rules;
+    for (Operation &op : body) {
+      for (Value r : op.getResults())
+        global[r] = cast<RankedTensorType>(r.getType());
+      if (auto iface = dyn_cast<ShardingRuleOpInterface>(op))
+        rules[&op] = iface.getShardingRule();
+    }
+
+    // The ops to rewrite, before any reshard is inserted.
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(&body);
+    for (BlockArgument arg : body.getArguments()) {
+      auto from = cast<ShardingAttr>(inSh[arg.getArgNumber()]);
+      auto to = cast<ShardingAttr>(argSh[arg.getArgNumber()]);
+      setLocal(arg, from);
+      Value v = reshard(b, tg.getLoc(), arg, from, to);
+      if (v == arg)
+        continue;
+      SmallPtrSet<Operation *, 4> chain;
+      for (Value x = v; x != arg; x = x.getDefiningOp()->getOperand(0))
+        chain.insert(x.getDefiningOp());
+      arg.replaceAllUsesExcept(v, chain);
+    }
+
+    for (Operation *op : ops) {
+      b.setInsertionPoint(op);
+      if (auto w = dyn_cast<WeightOp>(op)) {
+        ShardingAttr s = ShardingAttr::getReplicated(ctx, w.getType().getRank());
+        if (auto list = w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
+          s = cast<ShardingAttr>(list[0]);
+        setLocal(w.getResult(), s);
+        continue;
+      }
+      if (isa<ConstantOp>(op))
+        continue;
+      if (auto yield = dyn_cast<YieldOp>(op)) {
+        for (OpOperand &use : yield->getOpOperands()) {
+          auto to = cast<ShardingAttr>(outSh[use.getOperandNumber()]);
+          use.set(reshard(b, op->getLoc(), use.get(), layoutOf(use.get()), to));
+        }
+        continue;
+      }
+      if (failed(partitionOp(b, op, rules[op])))
+        return failure();
+    }
+    for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
+      r.setType(getLocalType(cast<RankedTensorType>(r.getType()),
+                             cast<ShardingAttr>(s), mesh));
+    // The layouts are now in the types and collectives; keep only what the
+    // plan export reads (weights' and outputs' shardings).
+    for (Operation &op : body) {
+      op.removeAttr(ShoalDialect::kFactorShardingAttr);
+      if (!isa<WeightOp>(op))
+        op.removeAttr(ShoalDialect::kShardingAttr);
+    }
+    tg->removeAttr(kInShardingsAttr);
+    tg->removeAttr(kArgShardingsAttr);
+    return success();
+  }
+
+  LogicalResult partitionOp(OpBuilder &b, Operation *op,
+                            const ShardingRule &rule) {
+    FactorAxes axes = getFactorAxes(op);
+    if (axes.size() != rule.getNumFactors())
+      return op->emitError() << "has no factor shardings; run "
+                                "shoal-propagate-sharding first";
+    for (OpOperand &use : op->getOpOperands()) {
+      ShardingAttr need = shardingFromFactors(
+          ctx, rule.operands[use.getOperandNumber()], axes);
+      use.set(reshard(b, op->getLoc(), use.get(), layoutOf(use.get()), need));
+    }
+    auto resultSh = op->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
+    if (!resultSh || resultSh.size() != op->getNumResults())
+      return op->emitError() << "has no result shardings; run "
+                                "shoal-propagate-sharding first";
+    for (auto [r, s] : llvm::zip(op->getResults(), resultSh))
+      setLocal(r, cast<ShardingAttr>(s));
+
+    // A split reduction factor leaves partial sums.
+    SmallVector<StringRef> partial;
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
+      if (kind == FactorKind::Reduction)
+        partial.append(axes[f].begin(), axes[f].end());
+    if (partial.empty())
+      return success();
+    b.setInsertionPointAfter(op);
+    Value result = op->getResult(0);
+    ShardingAttr resultLayout = layoutOf(result);
+    if (auto gemm = dyn_cast<GemmOp>(op); gemm && gemm.getC()) {
+      // Add the bias once, after the sum, not on every rank.
+      if (gemm.getBeta().convertToFloat() != 1.0f)
+        return op->emitError()
+               << "a Gemm with beta != 1 cannot be split along its "
+                  "contracted dimension yet";
+      Value c = gemm.getC();
+      auto plain = b.create<GemmOp>(gemm.getLoc(), gemm.getType(), gemm.getA(),
+                                    gemm.getB(), Value(), gemm.getAlphaAttr(),
+                                    gemm.getBetaAttr(), gemm.getTransAAttr(),
+                                    gemm.getTransBAttr());
+      auto sum = b.create<AllReduceOp>(gemm.getLoc(), plain.getType(), plain.getResult(),
+                                       b.getStrArrayAttr(partial));
+      auto add = b.create<AddOp>(gemm.getLoc(), gemm.getType(), sum, c);
+      result.replaceAllUsesWith(add.getResult());
+      layout[add.getResult()] = resultLayout;
+      global[add.getResult()] = global[result];
+      gemm.erase();
+      return success();
+    }
+    auto sum = b.create<AllReduceOp>(op->getLoc(), result.getType(), result,
+                                     b.getStrArrayAttr(partial));
+    result.replaceAllUsesExcept(sum.getResult(), sum);
+    layout[sum.getResult()] = resultLayout;
+    global[sum.getResult()] = global[result];
+    return success();
+  }
+};
+
+struct PartitionPass : public ::shoal::impl::PartitionPassBase<PartitionPass> {
+  void runOnOperation() final {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      Block &entry = func.getBody().front();
+      for (BlockArgument arg : entry.getArguments()) {
+        auto s = func.getArgAttrOfType<ShardingAttr>(
+            arg.getArgNumber(), ShoalDialect::kShardingAttr);
+        auto tgs = entry.getOps<TaskGraphOp>();
+        if (s && !tgs.empty())
+          arg.setType(getLocalType(cast<RankedTensorType>(arg.getType()), s,
+                                   (*tgs.begin()).getMeshAttr()));
+      }
+      for (auto tg : entry.getOps<TaskGraphOp>())
+        if (failed(TaskGraphPartitioner(tg).run()))
+          return signalPassFailure();
+      func.setType(FunctionType::get(
+          func.getContext(), entry.getArgumentTypes(),
+          entry.getTerminator()->getOperandTypes()));
+    }
+  }
+};
+
+} // namespace

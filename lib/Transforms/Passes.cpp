@@ -1,0 +1,44 @@
+//===- Passes.cpp - Pass registration and pipelines -------------*- C++ -*-===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+namespace shoal {
+#define GEN_PASS_REGISTRATION
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+
+namespace {
+struct ParallelizePipelineOptions
+    : public PassPipelineOptions<ParallelizePipelineOptions> {
+  Option<std::string> spec{*this, "spec",
+                           llvm::cl::desc("YAML annotation spec to apply"),
+                           llvm::cl::init("")};
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("Number of ranks (0: the scopes' device count)"),
+      llvm::cl::init(0)};
+};
+} // namespace
+
+void shoal::addParallelizePipeline(OpPassManager &pm,
+                                   const ParallelizeOptions &options) {
+  pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
+  pm.addPass(
+      createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
+  pm.addPass(createPropagateShardingPass());
+  pm.addPass(createPartitionPass());
+}
+
+void shoal::registerAllShoalPasses() {
+  registerShoalPasses();
+  PassPipelineRegistration<ParallelizePipelineOptions>(
+      "shoal-parallelize",
+      "Annotate, form TaskGraphs, propagate shardings and partition",
+      [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
+        addParallelizePipeline(pm, ParallelizeOptions{o.spec, o.worldSize});
+      });
+}

@@ -1,0 +1,247 @@
+//===- PropagateSharding.cpp - Complete shardings in TaskGraphs -*- C++ -*-===//
+//
+// Decides, op by op, which mesh axes split each factor of the op's sharding
+// rule. Activations carry their shardings forward; weights take whatever
+// their user needs. In a split TaskGraph, the first contraction that meets a
+// weight while `tp` is unused splits the weight's largest free parallel
+// factor over `tp`; the next contraction then finds its contracted factor
+// already split and leaves partial sums. That is Megatron-LM's column/row
+// pairing, found from the rules alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingUtils.h"
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallSet.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_PROPAGATESHARDINGPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+bool isWeightLike(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && isa<WeightOp, ConstantOp>(def);
+}
+
+/// Removes `axis` from every dimension of `s`.
+ShardingAttr dropAxis(ShardingAttr s, StringRef axis) {
+  SmallVector<SmallVector<StringRef>> dims;
+  for (unsigned d = 0; d < s.getDims().size(); ++d) {
+    auto &out = dims.emplace_back();
+    for (StringRef a : s.getDimAxes(d))
+      if (a != axis)
+        out.push_back(a);
+  }
+  return ShardingAttr::get(s.getContext(), dims);
+}
+
+std::string describe(Operation *op) {
+  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
+    return "node '" + loc.getName().getValue().str() + "'";
+  return "op '" + op->getName().getStringRef().str() + "'";
+}
+
+struct PropagateShardingPass
+    : public ::shoal::impl::PropagateShardingPassBase<PropagateShardingPass> {
+  void runOnOperation() final {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (auto tg : llvm::make_early_inc_range(
+               func.getBody().front().getOps<TaskGraphOp>()))
+        if (failed(propagate(func, tg)))
+          return signalPassFailure();
+      // Graph outputs keep the layout their TaskGraph produced.
+      Operation *ret = func.getBody().front().getTerminator();
+      for (auto [i, v] : llvm::enumerate(ret->getOperands()))
+        func.setResultAttr(i, ShoalDialect::kShardingAttr,
+                           getOuterSharding(func, v));
+    }
+  }
+
+  /// Sharding of a value outside TaskGraphs (a graph input or a TaskGraph
+  /// result).
+  ShardingAttr getOuterSharding(func::FuncOp func, Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (auto s = func.getArgAttrOfType<ShardingAttr>(
+              arg.getArgNumber(), ShoalDialect::kShardingAttr))
+        return s;
+    return getValueSharding(v);
+  }
+
+  LogicalResult propagate(func::FuncOp func, TaskGraphOp tg) {
+    MLIRContext *ctx = tg.getContext();
+    MeshAttr mesh = tg.getMeshAttr();
+    if (!mesh)
+      return tg.emitError() << "TaskGraph '" << tg.getSymName()
+                            << "' has no mesh; run shoal-form-taskgraphs "
+                               "with a world size first";
+    bool isSplit = tg.getStrategy() == Strategy::split;
+    int64_t tpSize = mesh.getAxisSize("tp");
+    // The batch is split over dp, and for replicate also over the scope's
+    // own devices (Whale's replicate(n)). Axes of size 1 split nothing.
+    SmallVector<StringRef> batchAxes;
+    for (StringRef a : {"dp", "tp"})
+      if (mesh.getAxisSize(a) > 1 && (a == "dp" || !isSplit))
+        batchAxes.push_back(a);
+
+    // Shardings the inputs arrive with, and the ones the body uses.
+    SmallVector<Attribute> inShardings, argShardings;
+    for (Value in : tg.getInputs()) {
+      ShardingAttr s;
+      if (auto arg = dyn_cast<BlockArgument>(in)) {
+        s = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                ShoalDialect::kShardingAttr);
+        if (!s) {
+          auto type = cast<RankedTensorType>(in.getType());
+          SmallVector<SmallVector<StringRef>> dims(type.getRank());
+          if (type.getRank() > 0 && !batchAxes.empty()) {
+            int64_t n = getAxesSize(mesh, batchAxes);
+            if (type.getDimSize(0) % n != 0) {
+              auto name =
+                  func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "shoal.name");
+              return tg.emitError()
+                     << "graph input '"
+                     << (name ? name.getValue() : StringRef("?"))
+                     << "' has batch dimension " << type.getDimSize(0)
+                     << ", which cannot be split evenly over " << n
+                     << " data-parallel ranks of TaskGraph '"
+                     << tg.getSymName() << "'";
+            }
+            dims[0] = batchAxes;
+          }
+          s = ShardingAttr::get(ctx, dims);
+          func.setArgAttr(arg.getArgNumber(), ShoalDialect::kShardingAttr, s);
+        }
+      } else {
+        s = getValueSharding(in);
+      }
+      inShardings.push_back(s);
+      argShardings.push_back(isSplit ? dropAxis(s, "tp") : s);
+    }
+    tg->setAttr(kInShardingsAttr, ArrayAttr::get(ctx, inShardings));
+    tg->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, argShardings));
+
+    for (Operation &op : tg.getBody().front()) {
+      if (isa<WeightOp, ConstantOp, YieldOp>(op))
+        continue;
+      auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!iface)
+        return op.emitError() << "'" << op.getName()
+                              << "' has no sharding rule";
+      if (failed(decide(tg, iface, mesh, isSplit ? tpSize : 1)))
+        return failure();
+    }
+
+    SmallVector<Attribute> outShardings;
+    for (Value v : tg.getYield().getOperands()) {
+      ShardingAttr s = getValueSharding(v);
+      outShardings.push_back(isSplit ? dropAxis(s, "tp") : s);
+    }
+    tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
+    return success();
+  }
+
+  LogicalResult decide(TaskGraphOp tg, ShardingRuleOpInterface iface,
+                       MeshAttr mesh, int64_t tpSize) {
+    Operation *op = iface.getOperation();
+    MLIRContext *ctx = op->getContext();
+    ShardingRule rule = iface.getShardingRule();
+    FactorAxes axes(rule.getNumFactors());
+    llvm::SmallSet<StringRef, 4> used;
+    llvm::SmallSet<int, 8> inActivations, inResults;
+    for (const TensorFactors &tf : rule.results)
+      for (const DimFactors &df : tf)
+        inResults.insert(df.begin(), df.end());
+
+    // Activations bring their shardings; the first operand wins conflicts
+    // (the others are resharded by shoal-partition).
+    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+      if (isWeightLike(v))
+        continue;
+      ShardingAttr s = getValueSharding(v);
+      for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
+        inActivations.insert(df.begin(), df.end());
+        SmallVector<StringRef> a = s.getDimAxes(d);
+        if (a.empty() || df.empty())
+          continue;
+        int f = df.front();
+        if (rule.factorKinds[f] == FactorKind::Blocked ||
+            rule.isMinorSomewhere(f) || !axes[f].empty() ||
+            llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
+            rule.factorSizes[f] % getAxesSize(mesh, a) != 0)
+          continue;
+        axes[f] = a;
+        used.insert(a.begin(), a.end());
+      }
+    }
+
+    // Split a contraction's weight over tp when nothing uses tp yet.
+    bool contracts = llvm::is_contained(rule.factorKinds, FactorKind::Reduction);
+    if (tpSize > 1 && contracts && !used.contains("tp")) {
+      int best = -1;
+      Value bestWeight;
+      for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+        if (!isWeightLike(v) || !isa<WeightOp>(v.getDefiningOp()))
+          continue;
+        for (const DimFactors &df : rule.operands[k]) {
+          if (df.empty())
+            continue;
+          int f = df.front();
+          if (rule.factorKinds[f] != FactorKind::Parallel ||
+              rule.isMinorSomewhere(f) || inActivations.contains(f) ||
+              !inResults.contains(f) || !axes[f].empty())
+            continue;
+          if (best < 0 || rule.factorSizes[f] > rule.factorSizes[best]) {
+            best = f;
+            bestWeight = v;
+          }
+        }
+      }
+      if (best >= 0) {
+        if (rule.factorSizes[best] % tpSize != 0)
+          return op->emitError()
+                 << "split(" << tpSize << ") of TaskGraph '"
+                 << tg.getSymName() << "': " << describe(op)
+                 << " would split a dimension of size "
+                 << rule.factorSizes[best] << " of weight '"
+                 << cast<WeightOp>(bestWeight.getDefiningOp()).getName()
+                 << "' over " << tpSize << " devices, but " << tpSize
+                 << " does not divide " << rule.factorSizes[best]
+                 << " (uneven shards are not supported yet)";
+        axes[best] = {"tp"};
+      }
+    }
+
+    // Heads and other split factors must divide evenly wherever they go:
+    // a factor carried from an activation was checked above.
+    SmallVector<Attribute> factorAttrs;
+    Builder b(ctx);
+    for (auto &a : axes)
+      factorAttrs.push_back(b.getStrArrayAttr(a));
+    op->setAttr(ShoalDialect::kFactorShardingAttr, b.getArrayAttr(factorAttrs));
+    SmallVector<Attribute> results;
+    for (const TensorFactors &tf : rule.results)
+      results.push_back(shardingFromFactors(ctx, tf, axes));
+    op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
+    // Weights are loaded already split the way their user needs them.
+    for (auto [k, v] : llvm::enumerate(op->getOperands()))
+      if (auto w = v.getDefiningOp<WeightOp>())
+        w->setAttr(ShoalDialect::kShardingAttr,
+                   b.getArrayAttr(
+                       {shardingFromFactors(ctx, rule.operands[k], axes)}));
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,66 @@
+//===- ShardingUtils.cpp - Shared helpers of the sharding passes -*- C++ -*-=//
+
+#include "ShardingUtils.h"
+
+using namespace mlir;
+using namespace shoal;
+
+FactorAxes shoal::getFactorAxes(Operation *op) {
+  FactorAxes result;
+  auto list = op->getAttrOfType<ArrayAttr>(ShoalDialect::kFactorShardingAttr);
+  if (!list)
+    return result;
+  for (Attribute f : list) {
+    auto &axes = result.emplace_back();
+    for (Attribute a : cast<ArrayAttr>(f))
+      axes.push_back(cast<StringAttr>(a).getValue());
+  }
+  return result;
+}
+
+ShardingAttr shoal::shardingFromFactors(MLIRContext *ctx,
+                                        const TensorFactors &dims,
+                                        const FactorAxes &axes) {
+  SmallVector<SmallVector<StringRef>> perDim;
+  for (const DimFactors &df : dims) {
+    auto &d = perDim.emplace_back();
+    if (!df.empty() && df.front() < (int)axes.size())
+      d = axes[df.front()];
+  }
+  return ShardingAttr::get(ctx, perDim);
+}
+
+ShardingAttr shoal::getValueSharding(Value v) {
+  auto rank = cast<RankedTensorType>(v.getType()).getRank();
+  ArrayAttr list;
+  unsigned index = 0;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    Operation *parent = arg.getOwner()->getParentOp();
+    if (parent)
+      list = parent->getAttrOfType<ArrayAttr>(kArgShardingsAttr);
+    index = arg.getArgNumber();
+  } else {
+    list = v.getDefiningOp()->getAttrOfType<ArrayAttr>(
+        ShoalDialect::kShardingAttr);
+    index = cast<OpResult>(v).getResultNumber();
+  }
+  if (list && index < list.size())
+    if (auto s = dyn_cast<ShardingAttr>(list[index]))
+      return s;
+  return ShardingAttr::getReplicated(v.getContext(), rank);
+}
+
+int64_t shoal::getAxesSize(MeshAttr mesh, ArrayRef<StringRef> axes) {
+  int64_t n = 1;
+  for (StringRef a : axes)
+    n *= mesh.getAxisSize(a);
+  return n;
+}
+
+RankedTensorType shoal::getLocalType(RankedTensorType type,
+                                     ShardingAttr sharding, MeshAttr mesh) {
+  SmallVector<int64_t> shape(type.getShape());
+  for (unsigned d = 0; d < shape.size(); ++d)
+    shape[d] /= getAxesSize(mesh, sharding.getDimAxes(d));
+  return RankedTensorType::get(shape, type.getElementType());
+}

@@ -1,0 +1,21 @@
+// Each bad spec gets an error naming the spec file and line.
+// RUN: not shoal-opt %inputs/gpt_block.mlir --shoal-annotate="spec=%inputs/spec_nomatch.yaml" 2>&1 | FileCheck %s --check-prefix=NOMATCH
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_twice.yaml" 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_bad_key.yaml" 2>&1 | FileCheck %s --check-prefix=BADKEY
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_two_strategies.yaml" 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_broken.yaml" 2>&1 | FileCheck %s --check-prefix=BROKEN
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%t.missing.yaml" 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not shoal-opt %s --shoal-annotate 2>&1 | FileCheck %s --check-prefix=UNDECLARED
+
+// NOMATCH: spec_nomatch.yaml:3: pattern '/nothing/*' of scope 'blocks' matches no node
+// TWICE: spec_twice.yaml:4: node '/fc1/Gemm' is claimed by scope 'a' (line 3) and by scope 'b'
+// BADKEY: spec_bad_key.yaml:3: unknown scope key 'devices' (expected replicate, split, name, nodes)
+// TWO: spec_two_strategies.yaml:3: a scope needs exactly one of 'replicate: n' or 'split: n'
+// BROKEN: spec_broken.yaml:{{[0-9]+}}: invalid YAML
+// MISSING: missing.yaml: cannot open the annotation spec
+// UNDECLARED: scope 'nope' is not declared in the module's 'shoal.scopes'
+
+func.func @undeclared(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = shoal.relu %x {shoal.scope = "nope"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,29 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "shoal"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".onnxtext"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "e2e"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.shoal_obj_root, "test")
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+config.environment["OMPI_MCA_mpi_yield_when_idle"] = "1"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.shoal_tools_dir, append_path=False)
+
+config.substitutions.append(("%python", config.python_torch))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+if config.mpiexec and os.path.exists(config.mpiexec):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
+
+tool_dirs = [config.shoal_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(
+    ["shoal-opt", "shoal-translate", "shoal-compile", "shoal-run"], tool_dirs)

@@ -1,0 +1,101 @@
+//===- shoal-compile.cpp - ONNX to executable plan in one go ----*- C++ -*-===//
+//
+//   shoal-compile model.onnx --annotate spec.yaml --world-size 4 -o model.plan
+//
+// Imports the model, runs the shoal-parallelize pipeline and exports the
+// plan. The same as shoal-translate --import-onnx | shoal-opt
+// --shoal-parallelize | shoal-translate --export-plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Target/ONNX.h"
+#include "shoal/Target/Plan.h"
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"));
+static cl::opt<std::string> specPath("annotate",
+                                     cl::desc("YAML annotation spec"),
+                                     cl::value_desc("spec.yaml"));
+static cl::opt<int64_t>
+    worldSize("world-size",
+              cl::desc("Number of ranks (default: the scopes' device count)"),
+              cl::init(0));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Static shape of a graph input: name=d0,d1,..."),
+                cl::value_desc("name=dims"));
+static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
+                                       cl::value_desc("file"), cl::Required);
+static cl::opt<std::string>
+    emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
+             cl::value_desc("file"));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  mlir::registerPassManagerCLOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv, "shoal-compile: ONNX model + annotations -> executable plan\n");
+  auto fail = [](const llvm::Twine &msg) {
+    llvm::errs() << "shoal-compile: error: " << msg << "\n";
+    return 1;
+  };
+  if (worldSize < 0)
+    return fail("--world-size must be positive");
+
+  std::vector<shoal::InputShape> shapes;
+  for (const std::string &text : inputShapes) {
+    shoal::InputShape s;
+    std::string err = shoal::parseInputShape(text, s);
+    if (!err.empty())
+      return fail(err);
+    shapes.push_back(std::move(s));
+  }
+
+  MLIRContext ctx;
+  ctx.loadDialect<shoal::ShoalDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = shoal::importONNX(modelPath, shapes, &ctx);
+  if (!module)
+    return 1;
+
+  PassManager pm(&ctx);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  shoal::addParallelizePipeline(pm, {specPath, worldSize});
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (!emitMlir.empty()) {
+    std::string err;
+    auto out = openOutputFile(emitMlir, &err);
+    if (!out)
+      return fail(err);
+    module->print(out->os());
+    out->keep();
+  }
+
+  std::string err;
+  auto out = openOutputFile(outputPath, &err);
+  if (!out)
+    return fail(err);
+  SmallString<256> dir(outputPath);
+  llvm::sys::fs::make_absolute(dir);
+  llvm::sys::path::remove_filename(dir);
+  if (failed(shoal::exportPlan(*module, out->os(), dir)))
+    return 1;
+  out->keep();
+  return 0;
+}

@@ -1,0 +1,19 @@
+//===- shoal-opt.cpp - Run shoal passes -------------------------*- C++ -*-===//
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<shoal::ShoalDialect, mlir::func::FuncDialect>();
+  shoal::registerAllShoalPasses();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "shoal optimizer driver\n", registry));
+}
