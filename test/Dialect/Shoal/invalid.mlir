@@ -1,0 +1,138 @@
+// RUN: shoal-opt %s -split-input-file -verify-diagnostics
+
+func.func @matmul_k(%a: tensor<4x8xf32>, %b: tensor<7x2xf32>) {
+  // expected-error @+1 {{'shoal.matmul' op contracting dimensions differ: lhs [4, 8] has 8, rhs [7, 2] has 7}}
+  %0 = shoal.matmul %a, %b : (tensor<4x8xf32>, tensor<7x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_result(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) {
+  // expected-error @+1 {{'shoal.matmul' op result shape [4, 3] does not match the expected [4, 2]}}
+  %0 = shoal.matmul %a, %b : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<4x8xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'shoal.add' op operand shapes [4, 8] and [3] are not broadcast-compatible}}
+  %0 = shoal.add %a, %b : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.softmax' op axis 2 out of range for rank 2}}
+  %0 = shoal.softmax %a {axis = 2 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.reshape' op cannot reshape [4, 8] (32 elements) to [5, 8] (40 elements)}}
+  %0 = shoal.reshape %a : (tensor<4x8xf32>) -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.transpose' op perm [0, 0] is not a permutation of rank 2}}
+  %0 = shoal.transpose %a {perm = array<i64: 0, 0>} : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_indices(%a: tensor<4x8xf32>, %i: tensor<2xf32>) {
+  // expected-error @+1 {{'shoal.gather' op indices must be i32 or i64, got 'f32'}}
+  %0 = shoal.gather %a, %i : (tensor<4x8xf32>, tensor<2xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_dim(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.all_gather' op gather dim 3 out of range for rank 2}}
+  %0 = shoal.all_gather %a dim 3 over ["tp"] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @local_slice_size(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.local_slice' op slice dim 1: size 8 is not a multiple of 3}}
+  %0 = shoal.local_slice %a dim 1 over ["tp"] : (tensor<4x8xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_axes(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.all_reduce' op needs at least one mesh axis}}
+  %0 = shoal.all_reduce %a over [] : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @weight_name() {
+  // expected-error @+1 {{'shoal.weight' op needs the name of an initializer}}
+  %0 = shoal.weight "" : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @task_graph_yield(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'shoal.task_graph' op yields 1 values whose types differ from its 1 results}}
+  %r = shoal.task_graph "t" replicate(1) (%x : tensor<4xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    shoal.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @task_graph_devices(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'shoal.task_graph' op mesh axis 'tp' has size 4 but the TaskGraph has 2 devices}}
+  %r = shoal.task_graph "t" split(2) mesh #shoal.mesh<["dp", "tp"], [1, 4]> (%x : tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    shoal.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' appears twice}}
+func.func @mesh_dup() attributes {m = #shoal.mesh<["tp", "tp"], [2, 2]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{sharding uses mesh axis 'tp' twice}}
+func.func @sharding_dup() attributes {s = #shoal.sharding<[["tp"], ["tp"]]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{scope 'a' has device count 0; expected at least 1}}
+func.func @scope_devices() attributes {s = #shoal.scope<"a", split, 0>} {
+  return
+}
+
+// -----
+
+func.func @scope_attr(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'shoal.scope' must be a string naming a scope}}
+  %0 = shoal.relu %x {shoal.scope = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
