@@ -7,7 +7,7 @@ packages=(
   libonnx-dev python3-onnx libprotobuf-dev protobuf-compiler
   libfmt-dev libgtest-dev libyaml-cpp-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
-  python3-torch python3-numpy
+  python3-torch python3-numpy python3-yaml
 )
 missing=()
 for p in "${packages[@]}"; do
