@@ -1,4 +1,4 @@
-//===- Runtime.h - shoal's CPU runtime, public interface -------*- C++ -*-===//
+//===- Runtime.h - shoal's CPU runtime, public interface --------*- C++ -*-===//
 //
 // Part of the shoal project.
 //

@@ -15,6 +15,10 @@ namespace shoal {
 mlir::LogicalResult exportPlan(mlir::ModuleOp module, llvm::raw_ostream &os,
                                llvm::StringRef planDir);
 
+/// Writes the same plan in protobuf's text format (for reading and tests).
+mlir::LogicalResult exportPlanAsText(mlir::ModuleOp module,
+                                     llvm::raw_ostream &os);
+
 } // namespace shoal
 
 #endif // SHOAL_TARGET_PLAN_H

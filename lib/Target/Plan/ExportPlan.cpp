@@ -16,6 +16,7 @@
 #include "llvm/Support/Path.h"
 
 #include "plan.pb.h"
+#include <google/protobuf/text_format.h>
 
 using namespace mlir;
 using namespace shoal;
@@ -26,7 +27,7 @@ class PlanWriter {
 public:
   PlanWriter(ModuleOp module) : module(module) {}
 
-  LogicalResult write(raw_ostream &os, StringRef planDir) {
+  LogicalResult write(raw_ostream &os, StringRef planDir, bool text) {
     func::FuncOp func = module.lookupSymbol<func::FuncOp>("main");
     if (!func)
       return module.emitError() << "plan export needs a 'func.func @main'";
@@ -92,6 +93,11 @@ public:
                             << "' outside a TaskGraph cannot be exported";
     }
     std::string bytes;
+    if (text) {
+      google::protobuf::TextFormat::PrintToString(plan, &bytes);
+      os << bytes;
+      return success();
+    }
     if (!plan.SerializeToString(&bytes))
       return module.emitError() << "could not serialize the plan";
     os << bytes;
@@ -337,5 +343,9 @@ private:
 
 LogicalResult shoal::exportPlan(ModuleOp module, raw_ostream &os,
                                 StringRef planDir) {
-  return PlanWriter(module).write(os, planDir);
+  return PlanWriter(module).write(os, planDir, /*text=*/false);
+}
+
+LogicalResult shoal::exportPlanAsText(ModuleOp module, raw_ostream &os) {
+  return PlanWriter(module).write(os, /*planDir=*/"", /*text=*/true);
 }

@@ -1,0 +1,76 @@
+//===- Comm.h - MPI communication over mesh axes ----------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A collective over mesh axes A runs among the ranks whose coordinates agree
+// on every axis not in A, ordered row-major over A (proto/plan.proto). Each
+// such group is an MPI sub-communicator made with MPI_Comm_split (color: the
+// row-major index of the other coordinates; key: the row-major index over A),
+// created once per list of axes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_COMM_H
+#define SHOAL_RUNTIME_COMM_H
+
+#include "Sharding.h"
+#include "Tensor.h"
+
+#include <mpi.h>
+
+#include <map>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// This rank's place in the mesh and its communicators.
+class Comm {
+public:
+  /// `world` must have mesh.worldSize() ranks.
+  Comm(MPI_Comm world, const Mesh &mesh);
+  ~Comm();
+  Comm(const Comm &) = delete;
+  Comm &operator=(const Comm &) = delete;
+
+  int rank() const { return worldRank; }
+  int size() const { return worldSize; }
+  MPI_Comm world() const { return worldComm; }
+  const Mesh &mesh() const { return meshInfo; }
+  const std::vector<int64_t> &coords() const { return myCoords; }
+
+  /// Creates the communicators for each list of axes, in order. Collective
+  /// over the world: every rank must pass the same lists.
+  void createGroups(const std::vector<std::vector<int>> &axesLists);
+  /// The communicator of this rank's group over `axes`; created on first
+  /// use (collectively) if createGroups did not make it.
+  MPI_Comm group(const std::vector<int> &axes);
+  /// This rank's index in its group over `axes`.
+  int64_t groupIndex(const std::vector<int> &axes) const {
+    return meshInfo.blockIndex(axes, myCoords);
+  }
+
+  /// Sums `in` over the group of `axes` into `out` (same type; may alias).
+  void allReduce(const Tensor &in, Tensor &out, const std::vector<int> &axes);
+  /// Gathers every group member's `in` and concatenates them along `dim` in
+  /// group order into `out`.
+  void allGather(const Tensor &in, Tensor &out, int64_t dim,
+                 const std::vector<int> &axes);
+  /// Gathers the same-sized `in` of every rank into `recv` (rank-major) on
+  /// rank 0 of the world. `recv` may be null on other ranks.
+  void gatherToRoot(const Tensor &in, uint8_t *recv);
+
+private:
+  MPI_Comm worldComm;
+  int worldRank = 0, worldSize = 1;
+  Mesh meshInfo;
+  std::vector<int64_t> myCoords;
+  std::map<std::vector<int>, MPI_Comm> groups;
+};
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_COMM_H

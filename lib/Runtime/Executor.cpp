@@ -1,0 +1,181 @@
+//===- Executor.cpp - Running a program's ops -------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Executor.h"
+
+#include "Comm.h"
+#include "cpu/Kernels.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+using namespace shoal::rt;
+
+Executor::Executor(const LoadedPlan &plan)
+    : plan(plan), values(plan.values.size()) {}
+
+void Executor::setValue(int id, Tensor tensor) {
+  if (id < 0 || id >= static_cast<int>(values.size()))
+    throw Error(fmt::format("value id {} out of range", id));
+  if (tensor.type() != plan.values[id])
+    throw Error(fmt::format("value {} is {} but was given a {} tensor", id,
+                            plan.values[id].str(), tensor.type().str()));
+  values[id] = std::move(tensor);
+}
+
+const Tensor &Executor::input(const OpInfo &op, std::size_t i) const {
+  const Tensor &t = values[op.inputs[i]];
+  if (!t.defined())
+    throw Error(
+        fmt::format("input #{} (value {}) has no data", i, op.inputs[i]));
+  return t;
+}
+
+void Executor::run(Comm &comm, bool verbose) {
+  bool print = verbose && comm.rank() == 0;
+  // Values nothing reads (and that are no outputs) can go right away.
+  for (std::size_t v = 0; v < values.size(); ++v)
+    if (plan.lastUse[v] == -1)
+      values[v] = Tensor();
+  for (const OpInfo &op : plan.ops) {
+    auto start = std::chrono::steady_clock::now();
+    try {
+      runOp(op, comm);
+    } catch (const Error &e) {
+      // Kernel messages start with the op kind, which describe() has too.
+      std::string msg = e.what();
+      std::string kind = op.kindName + ": ";
+      if (msg.compare(0, kind.size(), kind) == 0)
+        msg = msg.substr(kind.size());
+      throw Error(fmt::format("{}: {}", op.describe(), msg));
+    }
+    for (int v : op.inputs)
+      if (v >= 0 && plan.lastUse[v] == op.index)
+        values[v] = Tensor();
+    for (int v : op.outputs)
+      if (v >= 0 && plan.lastUse[v] == -1)
+        values[v] = Tensor();
+    if (print) {
+      double ms = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      std::fprintf(stderr, "shoal-run: %-60s %10.3f ms\n",
+                   op.describe().c_str(), ms);
+    }
+  }
+}
+
+void Executor::runOp(const OpInfo &op, Comm &comm) {
+  const OpAttrs &a = op.attrs;
+  // Allocate the outputs with their declared local types, except for ops
+  // that alias their input.
+  bool aliases =
+      op.kind == OpKind::Reshape ||
+      ((op.kind == OpKind::ReduceMean || op.kind == OpKind::ReduceSum) &&
+       a.reduceIsIdentity);
+  std::vector<Tensor> outs;
+  for (int v : op.outputs)
+    outs.push_back(v >= 0 && !aliases ? Tensor(plan.values[v]) : Tensor());
+  auto optionalInput = [&](std::size_t i) -> const Tensor * {
+    if (i >= op.inputs.size() || op.inputs[i] < 0)
+      return nullptr;
+    return &input(op, i);
+  };
+  auto optionalOutput = [&](std::size_t i) -> Tensor * {
+    if (i >= outs.size() || !outs[i].defined())
+      return nullptr;
+    return &outs[i];
+  };
+
+  switch (op.kind) {
+  case OpKind::MatMul:
+    cpu::matmul(input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Gemm:
+    cpu::gemm(input(op, 0), input(op, 1), optionalInput(2), a.alpha, a.beta,
+              a.transA, a.transB, outs[0]);
+    break;
+  case OpKind::Add:
+    cpu::binary(cpu::BinaryOp::Add, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Sub:
+    cpu::binary(cpu::BinaryOp::Sub, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Mul:
+    cpu::binary(cpu::BinaryOp::Mul, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Div:
+    cpu::binary(cpu::BinaryOp::Div, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Pow:
+    cpu::binary(cpu::BinaryOp::Pow, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Erf:
+    cpu::unary(cpu::UnaryOp::Erf, input(op, 0), outs[0]);
+    break;
+  case OpKind::Tanh:
+    cpu::unary(cpu::UnaryOp::Tanh, input(op, 0), outs[0]);
+    break;
+  case OpKind::Relu:
+    cpu::unary(cpu::UnaryOp::Relu, input(op, 0), outs[0]);
+    break;
+  case OpKind::Sqrt:
+    cpu::unary(cpu::UnaryOp::Sqrt, input(op, 0), outs[0]);
+    break;
+  case OpKind::Exp:
+    cpu::unary(cpu::UnaryOp::Exp, input(op, 0), outs[0]);
+    break;
+  case OpKind::Neg:
+    cpu::unary(cpu::UnaryOp::Neg, input(op, 0), outs[0]);
+    break;
+  case OpKind::Sigmoid:
+    cpu::unary(cpu::UnaryOp::Sigmoid, input(op, 0), outs[0]);
+    break;
+  case OpKind::Softmax:
+    cpu::softmax(input(op, 0), a.axis, outs[0]);
+    break;
+  case OpKind::LayerNormalization:
+    cpu::layerNorm(input(op, 0), input(op, 1), optionalInput(2), a.axis,
+                   a.epsilon, outs[0], optionalOutput(1), optionalOutput(2));
+    break;
+  case OpKind::Gather:
+    cpu::gather(input(op, 0), input(op, 1), a.axis, outs[0]);
+    break;
+  case OpKind::Reshape:
+    // Shares the input's buffer.
+    outs[0] = Tensor::alias(input(op, 0), plan.values[op.outputs[0]].shape);
+    break;
+  case OpKind::Transpose:
+    cpu::transpose(input(op, 0), a.perm, outs[0]);
+    break;
+  case OpKind::ReduceMean:
+  case OpKind::ReduceSum:
+    if (a.reduceIsIdentity) {
+      outs[0] = Tensor::alias(input(op, 0), input(op, 0).shape());
+      break;
+    }
+    cpu::reduce(op.kind == OpKind::ReduceSum ? cpu::ReduceOp::Sum
+                                             : cpu::ReduceOp::Mean,
+                input(op, 0), a.axes, outs[0]);
+    break;
+  case OpKind::AllReduce:
+    comm.allReduce(input(op, 0), outs[0], a.meshAxes);
+    break;
+  case OpKind::AllGather:
+    comm.allGather(input(op, 0), outs[0], a.dim, a.meshAxes);
+    break;
+  case OpKind::LocalSlice:
+    cpu::sliceBlock(input(op, 0), a.dim, a.groupSize,
+                    comm.groupIndex(a.meshAxes), outs[0]);
+    break;
+  }
+  for (std::size_t i = 0; i < op.outputs.size(); ++i)
+    if (op.outputs[i] >= 0)
+      values[op.outputs[i]] = std::move(outs[i]);
+}

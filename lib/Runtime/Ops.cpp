@@ -1,0 +1,555 @@
+//===- Ops.cpp - Op kinds, attributes and type rules ------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Ops.h"
+
+#include "cpu/Kernels.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+namespace {
+
+const std::vector<std::pair<const char *, OpKind>> &kindTable() {
+  static const std::vector<std::pair<const char *, OpKind>> table = {
+      {"MatMul", OpKind::MatMul},
+      {"Gemm", OpKind::Gemm},
+      {"Add", OpKind::Add},
+      {"Sub", OpKind::Sub},
+      {"Mul", OpKind::Mul},
+      {"Div", OpKind::Div},
+      {"Pow", OpKind::Pow},
+      {"Erf", OpKind::Erf},
+      {"Tanh", OpKind::Tanh},
+      {"Relu", OpKind::Relu},
+      {"Sqrt", OpKind::Sqrt},
+      {"Exp", OpKind::Exp},
+      {"Neg", OpKind::Neg},
+      {"Sigmoid", OpKind::Sigmoid},
+      {"Softmax", OpKind::Softmax},
+      {"LayerNormalization", OpKind::LayerNormalization},
+      {"Gather", OpKind::Gather},
+      {"Reshape", OpKind::Reshape},
+      {"Transpose", OpKind::Transpose},
+      {"ReduceMean", OpKind::ReduceMean},
+      {"ReduceSum", OpKind::ReduceSum},
+      {"AllReduce", OpKind::AllReduce},
+      {"AllGather", OpKind::AllGather},
+      {"LocalSlice", OpKind::LocalSlice},
+  };
+  return table;
+}
+
+enum class AttrType { Int, Float, Ints, Strings };
+
+const char *attrTypeName(AttrType t) {
+  switch (t) {
+  case AttrType::Int:
+    return "an integer (i)";
+  case AttrType::Float:
+    return "a float (f or i)";
+  case AttrType::Ints:
+    return "a list of integers (ints)";
+  case AttrType::Strings:
+    return "a list of strings (strings)";
+  }
+  return "?";
+}
+
+/// Typed access to an op's attribute map that rejects unknown names and
+/// wrong types.
+class AttrReader {
+public:
+  AttrReader(const plan::Op &op, std::map<std::string, AttrType> allowed)
+      : op(op), allowed(std::move(allowed)) {
+    for (const auto &kv : op.attrs())
+      if (!this->allowed.count(kv.first)) {
+        std::vector<std::string> names;
+        for (const auto &a : this->allowed)
+          names.push_back(a.first);
+        throw Error(fmt::format(
+            "unknown attribute '{}' ({})", kv.first,
+            names.empty()
+                ? std::string("this op takes no attributes")
+                : fmt::format("expected one of: {}", fmt::join(names, ", "))));
+      }
+  }
+
+  bool has(const std::string &name) const { return op.attrs().count(name); }
+
+  int64_t getInt(const std::string &name, int64_t dflt) const {
+    const plan::Attribute *a = find(name);
+    if (!a)
+      return dflt;
+    if (a->value_case() != plan::Attribute::kI)
+      wrongType(name);
+    return a->i();
+  }
+  bool getBool(const std::string &name, bool dflt) const {
+    int64_t v = getInt(name, dflt ? 1 : 0);
+    if (v != 0 && v != 1)
+      throw Error(
+          fmt::format("attribute '{}' must be 0 or 1, got {}", name, v));
+    return v != 0;
+  }
+  float getFloat(const std::string &name, float dflt) const {
+    const plan::Attribute *a = find(name);
+    if (!a)
+      return dflt;
+    if (a->value_case() == plan::Attribute::kF)
+      return static_cast<float>(a->f());
+    if (a->value_case() == plan::Attribute::kI)
+      return static_cast<float>(a->i());
+    wrongType(name);
+  }
+  std::vector<int64_t> getInts(const std::string &name) const {
+    const plan::Attribute *a = find(name);
+    if (!a)
+      return {};
+    if (a->value_case() != plan::Attribute::kInts)
+      wrongType(name);
+    return {a->ints().values().begin(), a->ints().values().end()};
+  }
+  std::vector<std::string> getStrings(const std::string &name) const {
+    const plan::Attribute *a = find(name);
+    if (!a)
+      return {};
+    if (a->value_case() != plan::Attribute::kStrings)
+      wrongType(name);
+    return {a->strings().values().begin(), a->strings().values().end()};
+  }
+  void require(const std::string &name) const {
+    if (!has(name))
+      throw Error(fmt::format("missing required attribute '{}' ({})", name,
+                              attrTypeName(allowed.at(name))));
+  }
+
+private:
+  const plan::Attribute *find(const std::string &name) const {
+    auto it = op.attrs().find(name);
+    return it == op.attrs().end() ? nullptr : &it->second;
+  }
+  [[noreturn]] void wrongType(const std::string &name) const {
+    throw Error(fmt::format("attribute '{}' must be {}", name,
+                            attrTypeName(allowed.at(name))));
+  }
+
+  const plan::Op &op;
+  std::map<std::string, AttrType> allowed;
+};
+
+/// Normalizes `axis` into [0, rank) (ONNX allows [-rank, rank)).
+int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what) {
+  if (axis < -rank || axis >= rank)
+    throw Error(
+        fmt::format("{} {} is out of range for rank {}", what, axis, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Reads and checks a collective's mesh axes.
+void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out) {
+  attrs.require("axes");
+  std::set<int> seen;
+  for (const std::string &name : attrs.getStrings("axes")) {
+    int a = mesh.findAxis(name);
+    if (a < 0)
+      throw Error(fmt::format("mesh axis '{}' is not in the mesh ({})", name,
+                              mesh.str()));
+    if (!seen.insert(a).second)
+      throw Error(fmt::format("mesh axis '{}' is listed twice", name));
+    out.meshAxes.push_back(a);
+  }
+  out.groupSize = mesh.numBlocks(out.meshAxes);
+}
+
+} // namespace
+
+bool shoal::rt::parseOpKind(const std::string &name, OpKind &kind) {
+  for (const auto &entry : kindTable())
+    if (name == entry.first) {
+      kind = entry.second;
+      return true;
+    }
+  return false;
+}
+
+std::string shoal::rt::knownOpKinds() {
+  std::vector<std::string> names;
+  for (const auto &entry : kindTable())
+    names.push_back(entry.first);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string OpInfo::describe() const {
+  if (name.empty())
+    return fmt::format("op #{} ({})", index, kindName);
+  return fmt::format("op #{} '{}' ({})", index, name, kindName);
+}
+
+OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
+                          const std::vector<TensorType> &types,
+                          const Mesh &mesh) {
+  OpInfo info;
+  info.index = index;
+  info.kindName = op.kind();
+  info.name = op.name();
+  if (!parseOpKind(op.kind(), info.kind))
+    throw Error(fmt::format("unknown op kind '{}' (known: {})", op.kind(),
+                            knownOpKinds()));
+  OpKind kind = info.kind;
+
+  // Arity: [minIn, maxIn] inputs and [minOut, maxOut] outputs.
+  int minIn = 1, maxIn = 1, minOut = 1, maxOut = 1;
+  std::map<std::string, AttrType> allowed;
+  switch (kind) {
+  case OpKind::MatMul:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+    minIn = maxIn = 2;
+    break;
+  case OpKind::Gemm:
+    minIn = 2;
+    maxIn = 3;
+    allowed = {{"alpha", AttrType::Float},
+               {"beta", AttrType::Float},
+               {"transA", AttrType::Int},
+               {"transB", AttrType::Int}};
+    break;
+  case OpKind::Erf:
+  case OpKind::Tanh:
+  case OpKind::Relu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Neg:
+  case OpKind::Sigmoid:
+    break;
+  case OpKind::Softmax:
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::LayerNormalization:
+    minIn = 2;
+    maxIn = 3;
+    maxOut = 3;
+    allowed = {{"axis", AttrType::Int},
+               {"epsilon", AttrType::Float},
+               {"stash_type", AttrType::Int}};
+    break;
+  case OpKind::Gather:
+    minIn = maxIn = 2;
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::Reshape:
+    allowed = {{"shape", AttrType::Ints}, {"allowzero", AttrType::Int}};
+    break;
+  case OpKind::Transpose:
+    allowed = {{"perm", AttrType::Ints}};
+    break;
+  case OpKind::ReduceMean:
+  case OpKind::ReduceSum:
+    allowed = {{"axes", AttrType::Ints},
+               {"keepdims", AttrType::Int},
+               {"noop_with_empty_axes", AttrType::Int}};
+    break;
+  case OpKind::AllReduce:
+    allowed = {{"axes", AttrType::Strings}};
+    break;
+  case OpKind::AllGather:
+  case OpKind::LocalSlice:
+    allowed = {{"dim", AttrType::Int}, {"axes", AttrType::Strings}};
+    break;
+  }
+
+  auto arity = [](int lo, int hi) {
+    return lo == hi ? fmt::format("{}", lo) : fmt::format("{} to {}", lo, hi);
+  };
+  if (op.inputs_size() < minIn || op.inputs_size() > maxIn)
+    throw Error(fmt::format("expects {} inputs, got {}", arity(minIn, maxIn),
+                            op.inputs_size()));
+  if (op.outputs_size() < minOut || op.outputs_size() > maxOut)
+    throw Error(fmt::format("expects {} outputs, got {}", arity(minOut, maxOut),
+                            op.outputs_size()));
+  int numValues = static_cast<int>(types.size());
+  auto checkId = [&](int id, int pos, int required, const char *what,
+                     std::vector<int> &dst) {
+    if (id == -1 && pos >= required) {
+      dst.push_back(-1); // absent optional operand
+      return;
+    }
+    if (id < 0 || id >= numValues)
+      throw Error(fmt::format("{} #{} is value id {}, out of range (the "
+                              "program has {} values)",
+                              what, pos, id, numValues));
+    dst.push_back(id);
+  };
+  for (int i = 0; i < op.inputs_size(); ++i)
+    checkId(op.inputs(i), i, minIn, "input", info.inputs);
+  for (int i = 0; i < op.outputs_size(); ++i)
+    checkId(op.outputs(i), i, minOut, "output", info.outputs);
+  {
+    std::set<int> outs;
+    for (int v : info.outputs)
+      if (v >= 0 && !outs.insert(v).second)
+        throw Error(fmt::format("value {} is written twice", v));
+  }
+
+  AttrReader attrs(op, allowed);
+  OpAttrs &a = info.attrs;
+  auto in = [&](int i) -> const TensorType * {
+    if (i >= static_cast<int>(info.inputs.size()) || info.inputs[i] < 0)
+      return nullptr;
+    return &types[info.inputs[i]];
+  };
+  auto typesStr = [&]() {
+    std::vector<std::string> parts;
+    for (int v : info.inputs)
+      parts.push_back(v < 0 ? std::string("none") : types[v].str());
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  auto requireDType = [&](const TensorType &t, DType dtype, const char *what) {
+    if (t.dtype != dtype)
+      throw Error(fmt::format("{} must be {}, got {}", what, dtypeName(dtype),
+                              t.str()));
+  };
+  // Expected output types, filled below.
+  std::vector<TensorType> expected;
+  const TensorType &x = *in(0);
+
+  switch (kind) {
+  case OpKind::MatMul: {
+    requireDType(x, DType::F32, "input A");
+    requireDType(*in(1), DType::F32, "input B");
+    expected.push_back({DType::F32, cpu::matmulShape(x.shape, in(1)->shape)});
+    break;
+  }
+  case OpKind::Gemm: {
+    a.alpha = attrs.getFloat("alpha", 1.f);
+    a.beta = attrs.getFloat("beta", 1.f);
+    a.transA = attrs.getBool("transA", false);
+    a.transB = attrs.getBool("transB", false);
+    requireDType(x, DType::F32, "input A");
+    requireDType(*in(1), DType::F32, "input B");
+    Shape shape = cpu::gemmShape(x.shape, in(1)->shape, a.transA, a.transB);
+    if (const TensorType *c = in(2)) {
+      requireDType(*c, DType::F32, "input C");
+      if (!cpu::broadcastsTo(c->shape, shape))
+        throw Error(fmt::format("input C of shape {} does not broadcast to "
+                                "the result shape {}",
+                                formatShape(c->shape), formatShape(shape)));
+    }
+    expected.push_back({DType::F32, shape});
+    break;
+  }
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow: {
+    const TensorType &y = *in(1);
+    bool intExponent = kind == OpKind::Pow && x.dtype == DType::F32 &&
+                       (y.dtype == DType::I64 || y.dtype == DType::I32);
+    if (x.dtype != y.dtype && !intExponent)
+      throw Error(fmt::format("inputs have different dtypes ({})", typesStr()));
+    bool intOk =
+        kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul;
+    bool supported =
+        x.dtype == DType::F32 ||
+        (intOk && (x.dtype == DType::I64 || x.dtype == DType::I32));
+    if (!supported)
+      throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
+                              dtypeName(x.dtype)));
+    expected.push_back({x.dtype, cpu::broadcastShape(x.shape, y.shape)});
+    break;
+  }
+  case OpKind::Erf:
+  case OpKind::Tanh:
+  case OpKind::Relu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Neg:
+  case OpKind::Sigmoid: {
+    bool intOk = kind == OpKind::Neg || kind == OpKind::Relu;
+    if (x.dtype != DType::F32 &&
+        !(intOk && (x.dtype == DType::I64 || x.dtype == DType::I32)))
+      throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
+                              dtypeName(x.dtype)));
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::Softmax: {
+    requireDType(x, DType::F32, "input");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    a.axis =
+        rank == 0 ? 0 : normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::LayerNormalization: {
+    requireDType(x, DType::F32, "input X");
+    requireDType(*in(1), DType::F32, "input Scale");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("input X must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+    if (!(a.epsilon >= 0))
+      throw Error(fmt::format("epsilon must be >= 0, got {}", a.epsilon));
+    int64_t stash = attrs.getInt("stash_type", 1);
+    if (stash != 1)
+      throw Error(fmt::format("stash_type {} is not supported (only 1, "
+                              "float)",
+                              stash));
+    Shape norm(x.shape.begin() + a.axis, x.shape.end());
+    if (!cpu::broadcastsTo(in(1)->shape, norm))
+      throw Error(fmt::format("Scale of shape {} does not broadcast to the "
+                              "normalized shape {}",
+                              formatShape(in(1)->shape), formatShape(norm)));
+    if (const TensorType *b = in(2)) {
+      requireDType(*b, DType::F32, "input B");
+      if (!cpu::broadcastsTo(b->shape, norm))
+        throw Error(fmt::format("B of shape {} does not broadcast to the "
+                                "normalized shape {}",
+                                formatShape(b->shape), formatShape(norm)));
+    }
+    Shape stat(x.shape.begin(), x.shape.begin() + a.axis);
+    stat.resize(x.shape.size(), 1);
+    expected = {x, {DType::F32, stat}, {DType::F32, stat}};
+    break;
+  }
+  case OpKind::Gather: {
+    const TensorType &idx = *in(1);
+    if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+      throw Error(fmt::format("indices must be i64 or i32, got {}", idx.str()));
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("data must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", 0), rank, "axis");
+    expected.push_back({x.dtype, cpu::gatherShape(x.shape, idx.shape, a.axis)});
+    break;
+  }
+  case OpKind::Reshape: {
+    attrs.require("shape");
+    a.shape = attrs.getInts("shape");
+    for (int64_t d : a.shape)
+      if (d < -1)
+        throw Error(fmt::format("attribute 'shape' {} has a negative "
+                                "dimension",
+                                formatShape(a.shape)));
+    // The output value's declared (local) type is authoritative; the
+    // attribute must agree with it in rank.
+    int outId = info.outputs[0];
+    const TensorType &out = types[outId];
+    if (a.shape.size() != out.shape.size())
+      throw Error(fmt::format("attribute 'shape' {} has rank {}, but output "
+                              "value {} is {}",
+                              formatShape(a.shape), a.shape.size(), outId,
+                              out.str()));
+    if (out.dtype != x.dtype || out.numElements() != x.numElements())
+      throw Error(fmt::format("cannot reshape {} into output value {} of "
+                              "type {}",
+                              x.str(), outId, out.str()));
+    expected.push_back(out);
+    break;
+  }
+  case OpKind::Transpose: {
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (attrs.has("perm")) {
+      a.perm = attrs.getInts("perm");
+      std::vector<bool> seen(rank, false);
+      bool ok = static_cast<int64_t>(a.perm.size()) == rank;
+      for (int64_t p : a.perm) {
+        if (!ok)
+          break;
+        if (p < 0 || p >= rank || seen[p])
+          ok = false;
+        else
+          seen[p] = true;
+      }
+      if (!ok)
+        throw Error(fmt::format("perm {} is not a permutation of the {} "
+                                "dimensions of the input",
+                                formatShape(a.perm), rank));
+    } else {
+      for (int64_t d = rank - 1; d >= 0; --d)
+        a.perm.push_back(d);
+    }
+    expected.push_back({x.dtype, cpu::transposeShape(x.shape, a.perm)});
+    break;
+  }
+  case OpKind::ReduceMean:
+  case OpKind::ReduceSum: {
+    requireDType(x, DType::F32, "input");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    a.keepdims = attrs.getBool("keepdims", true);
+    bool noop = attrs.getBool("noop_with_empty_axes", false);
+    std::set<int64_t> axes;
+    for (int64_t ax : attrs.getInts("axes"))
+      if (!axes.insert(normalizeAxis(ax, rank, "reduction axis")).second)
+        throw Error(fmt::format("reduction axis {} is listed twice", ax));
+    if (axes.empty() && noop) {
+      a.reduceIsIdentity = true;
+      expected.push_back(x);
+      break;
+    }
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d)
+        axes.insert(d);
+    a.axes.assign(axes.begin(), axes.end());
+    expected.push_back(
+        {DType::F32, cpu::reduceShape(x.shape, a.axes, a.keepdims)});
+    break;
+  }
+  case OpKind::AllReduce: {
+    readMeshAxes(attrs, mesh, a);
+    if (x.dtype != DType::F32 && x.dtype != DType::I64 && x.dtype != DType::I32)
+      throw Error(fmt::format("AllReduce is not supported on {} tensors",
+                              dtypeName(x.dtype)));
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::AllGather:
+  case OpKind::LocalSlice: {
+    attrs.require("dim");
+    readMeshAxes(attrs, mesh, a);
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    a.dim = normalizeAxis(attrs.getInt("dim", 0), rank, "dim");
+    Shape shape = x.shape;
+    if (kind == OpKind::AllGather) {
+      shape[a.dim] *= a.groupSize;
+    } else {
+      if (shape[a.dim] % a.groupSize != 0)
+        throw Error(fmt::format("dimension {} of size {} does not split "
+                                "into {} blocks",
+                                a.dim, shape[a.dim], a.groupSize));
+      shape[a.dim] /= a.groupSize;
+    }
+    expected.push_back({x.dtype, shape});
+    break;
+  }
+  }
+
+  for (std::size_t i = 0; i < info.outputs.size(); ++i) {
+    int v = info.outputs[i];
+    if (v < 0)
+      continue;
+    if (types[v] != expected[i])
+      throw Error(fmt::format("output #{} (value {}) is declared {}, but the "
+                              "inputs ({}) give {}",
+                              i, v, types[v].str(), typesStr(),
+                              expected[i].str()));
+  }
+  return info;
+}

@@ -1,0 +1,109 @@
+//===- Ops.h - Op kinds, attributes and type rules --------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The ops a plan may contain (proto/plan.proto, message Op): their arity,
+// their attributes with ONNX names and defaults, and the rule that gives
+// their output types from their input types. Plan validation runs these rules
+// on every op before anything executes, so kernels only ever see consistent
+// types.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_OPS_H
+#define SHOAL_RUNTIME_OPS_H
+
+#include "Sharding.h"
+#include "Tensor.h"
+
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace plan {
+class Op;
+} // namespace plan
+
+namespace rt {
+
+enum class OpKind {
+  MatMul,
+  Gemm,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Erf,
+  Tanh,
+  Relu,
+  Sqrt,
+  Exp,
+  Neg,
+  Sigmoid,
+  Softmax,
+  LayerNormalization,
+  Gather,
+  Reshape,
+  Transpose,
+  ReduceMean,
+  ReduceSum,
+  AllReduce,
+  AllGather,
+  LocalSlice,
+};
+
+/// The kind called `name` (ONNX op type or shoal collective); false if
+/// unknown.
+bool parseOpKind(const std::string &name, OpKind &kind);
+/// The names of every kind, for messages.
+std::string knownOpKinds();
+
+/// An op's attributes after validation, ONNX defaults filled in and axes
+/// normalized to be non-negative.
+struct OpAttrs {
+  int64_t axis = 0;              ///< Softmax, LayerNormalization, Gather.
+  float epsilon = 1e-5f;         ///< LayerNormalization.
+  float alpha = 1.f, beta = 1.f; ///< Gemm.
+  bool transA = false, transB = false;
+  std::vector<int64_t> perm;     ///< Transpose.
+  std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.
+  bool keepdims = true;          ///< Reduce*.
+  bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
+  Shape shape;                   ///< Reshape (the attribute as written).
+  int64_t dim = 0;               ///< AllGather, LocalSlice.
+  std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
+  int64_t groupSize = 1;         ///< Collectives: ranks per group.
+};
+
+/// One validated op of the program.
+struct OpInfo {
+  OpKind kind = OpKind::MatMul;
+  int index = 0;
+  std::string kindName;
+  std::string name; ///< ONNX node name, may be empty.
+  /// Value ids; -1 marks an absent optional operand.
+  std::vector<int> inputs, outputs;
+  OpAttrs attrs;
+
+  /// `op #3 '/h.0/attn/MatMul' (MatMul)`, for messages.
+  std::string describe() const;
+  bool isCollective() const {
+    return kind == OpKind::AllReduce || kind == OpKind::AllGather ||
+           kind == OpKind::LocalSlice;
+  }
+};
+
+/// Checks `op` (number `index` in its program) against the local `types` of
+/// the program's values: known kind, arity, value ids in range, attributes,
+/// and declared output types equal to what the inputs give. Returns the
+/// parsed op; throws Error saying what is wrong (without the op prefix).
+OpInfo checkOp(const plan::Op &op, int index,
+               const std::vector<TensorType> &types, const Mesh &mesh);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_OPS_H

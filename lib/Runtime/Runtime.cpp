@@ -1,0 +1,363 @@
+//===- Runtime.cpp - Running a plan under MPI -------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The order of a run is what keeps failures clean under MPI: everything that
+// can fail because of a bad plan or bad files (validation, weights, inputs,
+// the output folder) happens before the first collective, and the ranks then
+// agree on whether any of them failed. Only kernel errors can remain after
+// that point, and those abort the job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Runtime/Runtime.h"
+
+#include "Comm.h"
+#include "Executor.h"
+#include "MappedFile.h"
+#include "Npy.h"
+#include "PlanLoader.h"
+#include "Sharding.h"
+#include "WeightLoader.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <thread>
+
+// OpenBLAS's thread control, if the BLAS in use is OpenBLAS.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+using namespace shoal::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Every rank calls this with its error message (empty if it succeeded).
+/// If any rank failed, every rank throws AgreedError with the message of the
+/// lowest failing rank.
+void agree(const std::string &error, MPI_Comm world) {
+  int rank, size;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  int mine = error.empty() ? INT_MAX : rank;
+  int first = INT_MAX;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world);
+  if (first == INT_MAX)
+    return;
+  std::string msg = error;
+  int len = static_cast<int>(std::min<std::size_t>(msg.size(), 1 << 20));
+  MPI_Bcast(&len, 1, MPI_INT, first, world);
+  msg.resize(len);
+  MPI_Bcast(msg.data(), len, MPI_CHAR, first, world);
+  if (first != 0)
+    msg = fmt::format("rank {}: {}", first, msg);
+  throw AgreedError(msg);
+}
+
+/// Loads this rank's slice of every weight, opening each source once.
+void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
+                 Executor &exec) {
+  std::map<int, std::vector<const WeightInfo *>> bySource;
+  for (const WeightInfo &w : plan.weights)
+    bySource[w.source].push_back(&w);
+  for (const auto &entry : bySource) {
+    OnnxWeightFile file(plan.sourcePaths[entry.first]);
+    for (const WeightInfo *w : entry.second) {
+      Shape offsets =
+          blockOffsets(w->globalType.shape, w->sharding, plan.mesh, coords);
+      try {
+        exec.setValue(w->value,
+                      file.loadBlock(w->initializer, w->globalType, offsets,
+                                     plan.values[w->value].shape));
+      } catch (const Error &e) {
+        throw Error(fmt::format("weight '{}': {}", w->initializer, e.what()));
+      }
+    }
+  }
+}
+
+void loadConstants(const LoadedPlan &plan, Executor &exec) {
+  for (const ConstantInfo &c : plan.constants) {
+    Tensor t(plan.values[c.value]);
+    if (!c.data.empty())
+      std::memcpy(t.rawData(), c.data.data(), c.data.size());
+    if (t.dtype() == DType::Bool) {
+      uint8_t *b = t.data<uint8_t>();
+      for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+        b[i] = b[i] != 0;
+    }
+    exec.setValue(c.value, std::move(t));
+  }
+}
+
+void loadInputs(const LoadedPlan &plan, const std::string &dir,
+                const std::vector<int64_t> &coords, Executor &exec) {
+  if (!plan.inputs.empty() && dir.empty())
+    throw Error(fmt::format("the plan has {} inputs but no inputs folder was "
+                            "given (--inputs DIR)",
+                            plan.inputs.size()));
+  for (const PortInfo &port : plan.inputs) {
+    std::string path =
+        (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
+    try {
+      MappedFile file(path, "input file");
+      NpyHeader header = parseNpyHeader(file.data(), file.size(), path);
+      if (header.type != port.globalType)
+        throw Error(fmt::format("{} is {}, expected {}", path,
+                                header.type.str(), port.globalType.str()));
+      Tensor t(plan.values[port.value]);
+      Shape offsets =
+          blockOffsets(port.globalType.shape, port.sharding, plan.mesh, coords);
+      extractBlock(file.data() + header.dataOffset, port.globalType.shape,
+                   dtypeSize(t.dtype()), offsets, t.shape(), t.rawData());
+      if (t.dtype() == DType::Bool) {
+        uint8_t *b = t.data<uint8_t>();
+        for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+          b[i] = b[i] != 0;
+      }
+      exec.setValue(port.value, std::move(t));
+    } catch (const Error &e) {
+      throw Error(fmt::format("input '{}': {}", port.name, e.what()));
+    }
+  }
+}
+
+/// Assembles every output on rank 0 and writes it.
+void writeOutputs(const LoadedPlan &plan, const std::string &dir,
+                  Executor &exec, Comm &comm) {
+  for (const PortInfo &port : plan.outputs) {
+    const Tensor &local = exec.value(port.value);
+    std::string path =
+        (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
+    if (port.sharding.isReplicated()) {
+      if (comm.rank() == 0)
+        writeNpy(path, local);
+      continue;
+    }
+    std::vector<uint8_t> blocks;
+    if (comm.rank() == 0)
+      blocks.resize(local.numBytes() * comm.size());
+    comm.gatherToRoot(local, blocks.data());
+    if (comm.rank() != 0)
+      continue;
+    Tensor global(port.globalType);
+    std::size_t elem = dtypeSize(global.dtype());
+    for (int r = 0; r < comm.size(); ++r) {
+      Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
+                                   plan.mesh, plan.mesh.coordsOf(r));
+      insertBlock(blocks.data() + r * local.numBytes(), local.shape(), elem,
+                  offsets, global.rawData(), global.shape());
+    }
+    writeNpy(path, global);
+  }
+}
+
+/// Gives each rank its share of the cores for BLAS unless the user chose.
+void configureBlasThreads(MPI_Comm world) {
+  MPI_Comm local;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int ranksHere = 1;
+  MPI_Comm_size(local, &ranksHere);
+  MPI_Comm_free(&local);
+  if (ranksHere <= 1 || !openblas_set_num_threads ||
+      std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS"))
+    return;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  openblas_set_num_threads(std::max(1, cores / ranksHere));
+}
+
+const char kUsage[] =
+    "usage: shoal-run PLAN --inputs DIR --outputs DIR [--verbose]\n"
+    "\n"
+    "Runs a shoal plan on the ranks of an MPI job; without mpirun it runs as\n"
+    "a world of one rank. Start a plan made for N ranks with\n"
+    "  mpirun -np N shoal-run PLAN --inputs DIR --outputs DIR\n"
+    "\n"
+    "  PLAN           the plan file (written by shoal-compile)\n"
+    "  --inputs DIR   folder with one <name>.npy per program input\n"
+    "  --outputs DIR  folder for one <name>.npy per program output, written\n"
+    "                 by rank 0 (created if missing)\n"
+    "  --verbose      print per-op timings of rank 0 to stderr\n"
+    "  --help         print this help\n"
+    "\n"
+    "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
+    "is replaced by '_'.\n";
+
+/// Parses the command line; returns an error message or "".
+std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
+  help = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *flag, std::string &dst) -> std::string {
+      std::string prefix = std::string(flag) + "=";
+      if (arg.compare(0, prefix.size(), prefix) == 0) {
+        dst = arg.substr(prefix.size());
+        return dst.empty() ? fmt::format("{} needs a folder", flag) : "";
+      }
+      if (i + 1 >= argc)
+        return fmt::format("{} needs a folder", flag);
+      dst = argv[++i];
+      return "";
+    };
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      return "";
+    }
+    if (arg == "--verbose" || arg == "-v") {
+      opts.verbose = true;
+    } else if (arg == "--inputs" || arg.rfind("--inputs=", 0) == 0) {
+      if (std::string e = value("--inputs", opts.inputsDir); !e.empty())
+        return e;
+    } else if (arg == "--outputs" || arg.rfind("--outputs=", 0) == 0) {
+      if (std::string e = value("--outputs", opts.outputsDir); !e.empty())
+        return e;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return fmt::format("unknown option '{}'", arg);
+    } else if (opts.planPath.empty()) {
+      opts.planPath = arg;
+    } else {
+      return fmt::format("more than one plan given ('{}' and '{}')",
+                         opts.planPath, arg);
+    }
+  }
+  if (opts.planPath.empty())
+    return "no plan file given";
+  if (opts.inputsDir.empty())
+    return "missing --inputs DIR";
+  if (opts.outputsDir.empty())
+    return "missing --outputs DIR";
+  return "";
+}
+
+} // namespace
+
+RunSummary shoal::rt::runPlan(const RunOptions &options) {
+  MPI_Comm world = MPI_COMM_WORLD;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  auto start = Clock::now();
+  bool print = options.verbose && rank == 0;
+
+  // Phase 1: everything that can fail on bad input, without communication.
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Executor> exec;
+  std::string error;
+  try {
+    if (options.planPath.empty())
+      throw Error("no plan file given");
+    plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size));
+    std::vector<int64_t> coords = plan->mesh.coordsOf(rank);
+    exec = std::make_unique<Executor>(*plan);
+    loadWeights(*plan, coords, *exec);
+    loadConstants(*plan, *exec);
+    loadInputs(*plan, options.inputsDir, coords, *exec);
+    if (rank == 0 && !plan->outputs.empty()) {
+      if (options.outputsDir.empty())
+        throw Error("no outputs folder given (--outputs DIR)");
+      std::error_code ec;
+      fs::create_directories(options.outputsDir, ec);
+      if (!fs::is_directory(options.outputsDir))
+        throw Error(fmt::format("cannot create the outputs folder {}{}",
+                                options.outputsDir,
+                                ec ? ": " + ec.message() : std::string()));
+    }
+  } catch (const std::exception &e) {
+    error = e.what();
+    if (error.empty())
+      error = "unknown error while loading";
+  }
+  agree(error, world);
+  RunSummary summary;
+  summary.worldSize = size;
+  summary.numOps = plan->ops.size();
+  summary.loadSeconds = secondsSince(start);
+  if (print)
+    std::fprintf(stderr,
+                 "shoal-run: loaded %s: mesh %s, %zu values, %zu weights, "
+                 "%zu ops (%.3f s)\n",
+                 options.planPath.c_str(), plan->mesh.str().c_str(),
+                 plan->values.size(), plan->weights.size(), plan->ops.size(),
+                 summary.loadSeconds);
+
+  // Phase 2: run. From here on an error on one rank aborts the job.
+  auto runStart = Clock::now();
+  Comm comm(world, plan->mesh);
+  comm.createGroups(plan->collectiveAxes);
+  exec->run(comm, options.verbose);
+  writeOutputs(*plan, options.outputsDir, *exec, comm);
+  summary.runSeconds = secondsSince(runStart);
+  return summary;
+}
+
+int shoal::rt::runPlanMain(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  RunOptions opts;
+  bool help = false;
+  std::string usageError = parseArgs(argc, argv, opts, help);
+  if (help || !usageError.empty()) {
+    if (rank == 0) {
+      if (help) {
+        std::fputs(kUsage, stdout);
+      } else {
+        std::fprintf(stderr, "shoal-run: error: %s\n", usageError.c_str());
+        std::fputs(kUsage, stderr);
+      }
+    }
+    MPI_Finalize();
+    return help ? 0 : 1;
+  }
+  configureBlasThreads(MPI_COMM_WORLD);
+
+  RunSummary summary;
+  try {
+    summary = runPlan(opts);
+  } catch (const AgreedError &e) {
+    if (rank == 0)
+      std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
+    MPI_Finalize();
+    return 1;
+  } catch (const std::exception &e) {
+    if (size == 1) {
+      // Nobody can be left waiting: finish normally.
+      std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
+      MPI_Finalize();
+      return 1;
+    }
+    // The other ranks may be blocked in a collective: abort the job.
+    std::fprintf(stderr, "shoal-run: error: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  if (rank == 0)
+    std::printf("shoal-run: %s: world %d, %zu ops, %.3f s (load %.3f s, run "
+                "%.3f s)\n",
+                opts.planPath.c_str(), summary.worldSize, summary.numOps,
+                summary.loadSeconds + summary.runSeconds, summary.loadSeconds,
+                summary.runSeconds);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,194 @@
+//===- Sharding.cpp - Mesh coordinates and block arithmetic -----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Sharding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace shoal::rt;
+
+Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes)
+    : names(std::move(names)), sizes(std::move(sizes)) {}
+
+int64_t Mesh::worldSize() const {
+  int64_t n = 1;
+  for (int64_t s : sizes)
+    n *= s;
+  return n;
+}
+
+int Mesh::findAxis(const std::string &name) const {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int64_t> Mesh::coordsOf(int64_t rank) const {
+  std::vector<int64_t> coords(sizes.size());
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    coords[i] = rank % sizes[i];
+    rank /= sizes[i];
+  }
+  return coords;
+}
+
+int64_t Mesh::rankOf(const std::vector<int64_t> &coords) const {
+  int64_t rank = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    rank = rank * sizes[i] + coords[i];
+  return rank;
+}
+
+int64_t Mesh::numBlocks(const std::vector<int> &axes) const {
+  int64_t n = 1;
+  for (int a : axes)
+    n *= sizes[a];
+  return n;
+}
+
+int64_t Mesh::blockIndex(const std::vector<int> &axes,
+                         const std::vector<int64_t> &coords) const {
+  int64_t index = 0;
+  for (int a : axes)
+    index = index * sizes[a] + coords[a];
+  return index;
+}
+
+int64_t Mesh::groupColor(const std::vector<int> &axes,
+                         const std::vector<int64_t> &coords) const {
+  int64_t color = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (std::find(axes.begin(), axes.end(), static_cast<int>(i)) != axes.end())
+      continue;
+    color = color * sizes[i] + coords[i];
+  }
+  return color;
+}
+
+std::string Mesh::str() const {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    parts.push_back(fmt::format("{}={}", names[i], sizes[i]));
+  return parts.empty() ? "(no axes)"
+                       : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+bool ShardSpec::isReplicated() const {
+  for (const auto &d : dims)
+    if (!d.empty())
+      return false;
+  return true;
+}
+
+std::string ShardSpec::str(const Mesh &mesh) const {
+  if (dims.empty())
+    return "replicated";
+  std::vector<std::string> parts;
+  for (const auto &d : dims) {
+    std::vector<std::string> axes;
+    for (int a : d)
+      axes.push_back(mesh.axisName(a));
+    parts.push_back(fmt::format("{{{}}}", fmt::join(axes, ", ")));
+  }
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
+                            const Mesh &mesh) {
+  Shape local = global;
+  for (std::size_t d = 0; d < spec.dims.size() && d < local.size(); ++d)
+    local[d] /= mesh.numBlocks(spec.dims[d]);
+  return local;
+}
+
+Shape shoal::rt::blockOffsets(const Shape &global, const ShardSpec &spec,
+                              const Mesh &mesh,
+                              const std::vector<int64_t> &coords) {
+  Shape offsets(global.size(), 0);
+  for (std::size_t d = 0; d < spec.dims.size() && d < global.size(); ++d) {
+    int64_t blocks = mesh.numBlocks(spec.dims[d]);
+    offsets[d] = mesh.blockIndex(spec.dims[d], coords) * (global[d] / blocks);
+  }
+  return offsets;
+}
+
+void shoal::rt::copyBox(const void *src, const Shape &srcShape,
+                        const Shape &srcOffsets, void *dst,
+                        const Shape &dstShape, const Shape &dstOffsets,
+                        const Shape &boxShape, std::size_t elemSize) {
+  const auto *s = static_cast<const uint8_t *>(src);
+  auto *t = static_cast<uint8_t *>(dst);
+  int rank = static_cast<int>(boxShape.size());
+  for (int64_t b : boxShape)
+    if (b == 0)
+      return;
+  // Byte strides of both arrays.
+  std::vector<int64_t> sStride(rank), tStride(rank);
+  int64_t sAcc = static_cast<int64_t>(elemSize),
+          tAcc = static_cast<int64_t>(elemSize);
+  for (int d = rank - 1; d >= 0; --d) {
+    sStride[d] = sAcc;
+    tStride[d] = tAcc;
+    sAcc *= srcShape[d];
+    tAcc *= dstShape[d];
+  }
+  int64_t sBase = 0, tBase = 0;
+  for (int d = 0; d < rank; ++d) {
+    sBase += srcOffsets[d] * sStride[d];
+    tBase += dstOffsets[d] * tStride[d];
+  }
+  // Trailing dimensions that are whole in both arrays form, with the first
+  // partial dimension before them, one contiguous run.
+  int64_t run = static_cast<int64_t>(elemSize);
+  int inner = rank - 1;
+  while (inner >= 0 && boxShape[inner] == srcShape[inner] &&
+         boxShape[inner] == dstShape[inner]) {
+    run *= boxShape[inner];
+    --inner;
+  }
+  if (inner < 0) {
+    std::memcpy(t + tBase, s + sBase, run);
+    return;
+  }
+  run *= boxShape[inner];
+  // Odometer over the dimensions before `inner`.
+  std::vector<int64_t> idx(inner, 0);
+  int64_t sOff = sBase, tOff = tBase;
+  while (true) {
+    std::memcpy(t + tOff, s + sOff, run);
+    int d = inner - 1;
+    for (; d >= 0; --d) {
+      ++idx[d];
+      sOff += sStride[d];
+      tOff += tStride[d];
+      if (idx[d] < boxShape[d])
+        break;
+      sOff -= sStride[d] * boxShape[d];
+      tOff -= tStride[d] * boxShape[d];
+      idx[d] = 0;
+    }
+    if (d < 0)
+      break;
+  }
+}
+
+void shoal::rt::extractBlock(const void *src, const Shape &srcShape,
+                             std::size_t elemSize, const Shape &offsets,
+                             const Shape &blockShape, void *dst) {
+  copyBox(src, srcShape, offsets, dst, blockShape, Shape(blockShape.size(), 0),
+          blockShape, elemSize);
+}
+
+void shoal::rt::insertBlock(const void *src, const Shape &blockShape,
+                            std::size_t elemSize, const Shape &offsets,
+                            void *dst, const Shape &dstShape) {
+  copyBox(src, blockShape, Shape(blockShape.size(), 0), dst, dstShape, offsets,
+          blockShape, elemSize);
+}

@@ -1,0 +1,99 @@
+//===- Sharding.h - Mesh coordinates and block arithmetic -------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The conventions of proto/plan.proto: ranks are numbered row-major over the
+// mesh axes; a dimension sharded over axes (major first) is cut into
+// prod(sizes) equal blocks and a rank holds the block whose index is the
+// row-major index of its coordinates on those axes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_SHARDING_H
+#define SHOAL_RUNTIME_SHARDING_H
+
+#include "Tensor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// The device mesh: named axes with sizes. An empty mesh is a world of one.
+class Mesh {
+public:
+  Mesh() = default;
+  Mesh(std::vector<std::string> names, std::vector<int64_t> sizes);
+
+  std::size_t numAxes() const { return sizes.size(); }
+  const std::string &axisName(std::size_t i) const { return names[i]; }
+  int64_t axisSize(std::size_t i) const { return sizes[i]; }
+  /// The product of the axis sizes.
+  int64_t worldSize() const;
+  /// Index of the axis called `name`, or -1.
+  int findAxis(const std::string &name) const;
+
+  /// Coordinates of `rank` (row-major, first axis major).
+  std::vector<int64_t> coordsOf(int64_t rank) const;
+  /// Inverse of coordsOf.
+  int64_t rankOf(const std::vector<int64_t> &coords) const;
+
+  /// Number of blocks a dimension sharded over `axes` is cut into.
+  int64_t numBlocks(const std::vector<int> &axes) const;
+  /// Row-major index of `coords` restricted to `axes` (in that order).
+  int64_t blockIndex(const std::vector<int> &axes,
+                     const std::vector<int64_t> &coords) const;
+  /// Row-major index of `coords` restricted to the axes not in `axes` (in
+  /// mesh order): ranks with equal values form one collective group.
+  int64_t groupColor(const std::vector<int> &axes,
+                     const std::vector<int64_t> &coords) const;
+  /// `x=2, y=4`, for messages.
+  std::string str() const;
+
+private:
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+};
+
+/// How a tensor is spread over the mesh: for each dimension the mesh axes it
+/// is sharded over, major first. No dimensions at all means replicated.
+struct ShardSpec {
+  std::vector<std::vector<int>> dims;
+
+  bool isReplicated() const;
+  /// `[{x}, {}]` style text with axis names, for messages.
+  std::string str(const Mesh &mesh) const;
+};
+
+/// The shape of one rank's block of a `global` tensor. Assumes a validated
+/// spec (dimensions divide evenly).
+Shape localShape(const Shape &global, const ShardSpec &spec, const Mesh &mesh);
+/// Offsets (per dimension) of the block held by the rank at `coords`.
+Shape blockOffsets(const Shape &global, const ShardSpec &spec, const Mesh &mesh,
+                   const std::vector<int64_t> &coords);
+
+/// Copies the box `boxShape` at `srcOffsets` of a row-major `srcShape` array
+/// to `dstOffsets` of a row-major `dstShape` array. Elements are `elemSize`
+/// bytes; runs that are contiguous in both arrays are copied with memcpy.
+void copyBox(const void *src, const Shape &srcShape, const Shape &srcOffsets,
+             void *dst, const Shape &dstShape, const Shape &dstOffsets,
+             const Shape &boxShape, std::size_t elemSize);
+
+/// Copies block `blockShape` at `offsets` of `src` (shape `srcShape`) into
+/// the dense array `dst`.
+void extractBlock(const void *src, const Shape &srcShape, std::size_t elemSize,
+                  const Shape &offsets, const Shape &blockShape, void *dst);
+/// Copies the dense array `src` (shape `blockShape`) into `dst` (shape
+/// `dstShape`) at `offsets`.
+void insertBlock(const void *src, const Shape &blockShape, std::size_t elemSize,
+                 const Shape &offsets, void *dst, const Shape &dstShape);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_SHARDING_H

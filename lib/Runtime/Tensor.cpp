@@ -1,0 +1,90 @@
+//===- Tensor.cpp - Dense tensors of the CPU runtime ------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tensor.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+using namespace shoal::rt;
+
+std::size_t shoal::rt::dtypeSize(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::I64:
+    return 8;
+  case DType::Bool:
+    return 1;
+  }
+  return 1;
+}
+
+const char *shoal::rt::dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+int64_t shoal::rt::numElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shoal::rt::formatShape(const Shape &shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+std::string TensorType::str() const {
+  return std::string(dtypeName(dtype)) + formatShape(shape);
+}
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : elemType(dtype), dims(std::move(shape)) {
+  // Round up to the alignment (aligned_alloc requires it) and never ask for
+  // zero bytes, so that even empty tensors are "defined".
+  std::size_t bytes = numBytes();
+  std::size_t alloc = (bytes + 63) / 64 * 64;
+  if (alloc == 0)
+    alloc = 64;
+  void *p = std::aligned_alloc(64, alloc);
+  if (!p)
+    throw Error(fmt::format("out of memory allocating {} bytes for a {} tensor",
+                            bytes, type().str()));
+  std::memset(p, 0, alloc);
+  storage.reset(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
+}
+
+Tensor Tensor::alias(const Tensor &base, Shape shape) {
+  if (rt::numElements(shape) != base.numElements())
+    throw Error(fmt::format("cannot view a {} tensor as shape {}",
+                            base.type().str(), formatShape(shape)));
+  Tensor t;
+  t.elemType = base.elemType;
+  t.dims = std::move(shape);
+  t.storage = base.storage;
+  return t;
+}
+
+void Tensor::checkElementType(DType requested) const {
+  if (requested != elemType)
+    throw Error(fmt::format("internal error: {} tensor accessed as {}",
+                            dtypeName(elemType), dtypeName(requested)));
+}

@@ -1,0 +1,128 @@
+//===- Tensor.h - Dense tensors of the CPU runtime --------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A Tensor is a dtype, a shape and a reference-counted, 64-byte aligned
+// buffer in row-major (C) order. Copies share the buffer; Reshape uses that
+// to alias its input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_TENSOR_H
+#define SHOAL_RUNTIME_TENSOR_H
+
+#include "shoal/Runtime/Runtime.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// Element types the runtime computes with. Plans may name others (F16, ...);
+/// those are rejected when the plan is loaded.
+enum class DType : uint8_t { F32, I64, I32, Bool };
+
+/// Bytes per element.
+std::size_t dtypeSize(DType dtype);
+/// Short name used in messages: f32, i64, i32, bool.
+const char *dtypeName(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+/// Product of the dimensions (1 for a scalar). Shapes are validated when a
+/// plan or file is read, so this does not check for overflow.
+int64_t numElements(const Shape &shape);
+/// `[2, 3]`, or `[]` for a scalar.
+std::string formatShape(const Shape &shape);
+
+/// The type of a value: dtype and shape.
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  int64_t numElements() const { return rt::numElements(shape); }
+  std::size_t numBytes() const {
+    return static_cast<std::size_t>(numElements()) * dtypeSize(dtype);
+  }
+  /// `f32[2, 3]`.
+  std::string str() const;
+  bool operator==(const TensorType &other) const {
+    return dtype == other.dtype && shape == other.shape;
+  }
+  bool operator!=(const TensorType &other) const { return !(*this == other); }
+};
+
+/// Maps C++ element types to DType for Tensor::data<T>().
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> {
+  static constexpr DType value = DType::F32;
+};
+template <> struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <> struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+/// BOOL elements are stored as one byte each, 0 or 1.
+template <> struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::Bool;
+};
+
+/// A dense row-major tensor with a shared, owning buffer.
+class Tensor {
+public:
+  /// An undefined tensor (no buffer).
+  Tensor() = default;
+  /// A zero-filled tensor of the given type.
+  Tensor(DType dtype, Shape shape);
+  explicit Tensor(const TensorType &type) : Tensor(type.dtype, type.shape) {}
+
+  /// A tensor of shape `shape` that shares `base`'s buffer; the element
+  /// counts must agree.
+  static Tensor alias(const Tensor &base, Shape shape);
+
+  bool defined() const { return storage != nullptr; }
+  DType dtype() const { return elemType; }
+  const Shape &shape() const { return dims; }
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  int64_t numElements() const { return rt::numElements(dims); }
+  std::size_t numBytes() const {
+    return static_cast<std::size_t>(numElements()) * dtypeSize(elemType);
+  }
+  TensorType type() const { return {elemType, dims}; }
+
+  void *rawData() { return storage.get(); }
+  const void *rawData() const { return storage.get(); }
+  uint8_t *bytes() { return static_cast<uint8_t *>(rawData()); }
+  const uint8_t *bytes() const {
+    return static_cast<const uint8_t *>(rawData());
+  }
+
+  /// Typed access; throws Error if T does not match the dtype.
+  template <typename T> T *data() {
+    checkElementType(DTypeOf<T>::value);
+    return static_cast<T *>(rawData());
+  }
+  template <typename T> const T *data() const {
+    checkElementType(DTypeOf<T>::value);
+    return static_cast<const T *>(rawData());
+  }
+
+private:
+  void checkElementType(DType requested) const;
+
+  DType elemType = DType::F32;
+  Shape dims;
+  std::shared_ptr<uint8_t> storage;
+};
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_TENSOR_H

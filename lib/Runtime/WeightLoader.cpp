@@ -1,0 +1,363 @@
+//===- WeightLoader.cpp - Loading weight slices from ONNX files -*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "WeightLoader.h"
+
+#include "Sharding.h"
+
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <onnx/onnx_pb.h>
+
+#include <climits>
+#include <cstring>
+
+using namespace shoal::rt;
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+namespace {
+
+// Field numbers of onnx.proto used here.
+constexpr uint32_t kModelGraph = 7;
+constexpr uint32_t kGraphInitializer = 5;
+constexpr uint32_t kTensorDims = 1;
+constexpr uint32_t kTensorDataType = 2;
+constexpr uint32_t kTensorSegment = 3;
+constexpr uint32_t kTensorFloatData = 4;
+constexpr uint32_t kTensorInt32Data = 5;
+constexpr uint32_t kTensorStringData = 6;
+constexpr uint32_t kTensorInt64Data = 7;
+constexpr uint32_t kTensorName = 8;
+constexpr uint32_t kTensorRawData = 9;
+constexpr uint32_t kTensorDoubleData = 10;
+constexpr uint32_t kTensorUint64Data = 11;
+constexpr uint32_t kTensorExternalData = 13;
+constexpr uint32_t kTensorDataLocation = 14;
+
+constexpr uint32_t kVarint = WireFormatLite::WIRETYPE_VARINT;
+constexpr uint32_t kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+// ONNX TensorProto.DataType values.
+constexpr int32_t kOnnxFloat = 1;
+constexpr int32_t kOnnxInt32 = 6;
+constexpr int32_t kOnnxInt64 = 7;
+constexpr int32_t kOnnxBool = 9;
+
+const char *onnxTypeName(int32_t t) {
+  static const char *names[] = {
+      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+      "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+      "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  if (t >= 0 && t < static_cast<int32_t>(sizeof(names) / sizeof(names[0])))
+    return names[t];
+  return "unknown";
+}
+
+bool onnxToDType(int32_t t, DType &dtype) {
+  switch (t) {
+  case kOnnxFloat:
+    dtype = DType::F32;
+    return true;
+  case kOnnxInt32:
+    dtype = DType::I32;
+    return true;
+  case kOnnxInt64:
+    dtype = DType::I64;
+    return true;
+  case kOnnxBool:
+    dtype = DType::Bool;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Walks the wire format of a ModelProto held in memory.
+class ModelScanner {
+public:
+  ModelScanner(const uint8_t *data, std::size_t size, const std::string &path,
+               std::unordered_map<std::string, InitializerInfo> &index)
+      : in(data, static_cast<int>(size)), size(size), path(path), index(index) {
+    in.SetRecursionLimit(INT_MAX);
+  }
+
+  void scanModel() {
+    bool sawGraph = false;
+    while (uint32_t tag = in.ReadTag()) {
+      uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+      uint32_t wire = WireFormatLite::GetTagWireType(tag);
+      if (field == kModelGraph) {
+        expectWire(wire, kLengthDelimited, "ModelProto.graph");
+        int len = readLength("ModelProto.graph");
+        auto limit = in.PushLimit(len);
+        scanGraph();
+        in.PopLimit(limit);
+        sawGraph = true;
+      } else {
+        skip(tag, "ModelProto");
+      }
+    }
+    if (static_cast<std::size_t>(in.CurrentPosition()) != size)
+      corrupt("invalid field tag");
+    if (!sawGraph)
+      throw Error(fmt::format("weight file {} is not an ONNX model (no graph "
+                              "found)",
+                              path));
+  }
+
+private:
+  [[noreturn]] void corrupt(const std::string &why) {
+    throw Error(fmt::format("weight file {} is not a valid ONNX model or is "
+                            "truncated ({} at byte {})",
+                            path, why, in.CurrentPosition()));
+  }
+  void expectWire(uint32_t wire, uint32_t expected, const char *field) {
+    if (wire != expected)
+      corrupt(fmt::format("{} has wire type {}", field, wire));
+  }
+  int readLength(const char *field) {
+    uint32_t len;
+    if (!in.ReadVarint32(&len))
+      corrupt(fmt::format("cannot read the length of {}", field));
+    int left = in.BytesUntilLimit();
+    if (len > static_cast<uint32_t>(INT_MAX) ||
+        (left >= 0 && static_cast<int64_t>(len) > left))
+      corrupt(fmt::format("{} of {} bytes runs past its end", field, len));
+    return static_cast<int>(len);
+  }
+  void skip(uint32_t tag, const char *message) {
+    if (!WireFormatLite::SkipField(&in, tag))
+      corrupt(fmt::format("cannot skip field {} of {}",
+                          WireFormatLite::GetTagFieldNumber(tag), message));
+  }
+
+  void scanGraph() {
+    while (uint32_t tag = in.ReadTag()) {
+      uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+      uint32_t wire = WireFormatLite::GetTagWireType(tag);
+      if (field == kGraphInitializer) {
+        expectWire(wire, kLengthDelimited, "GraphProto.initializer");
+        int len = readLength("GraphProto.initializer");
+        InitializerInfo info;
+        info.messageOffset = static_cast<uint64_t>(in.CurrentPosition());
+        info.messageSize = static_cast<uint64_t>(len);
+        auto limit = in.PushLimit(len);
+        scanTensor(info);
+        in.PopLimit(limit);
+        // Initializer names are unique in a valid model; keep the first.
+        std::string name = info.name;
+        index.emplace(std::move(name), std::move(info));
+      } else {
+        skip(tag, "GraphProto");
+      }
+    }
+    if (in.BytesUntilLimit() != 0)
+      corrupt("invalid field tag in GraphProto");
+  }
+
+  void scanTensor(InitializerInfo &info) {
+    while (uint32_t tag = in.ReadTag()) {
+      uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+      uint32_t wire = WireFormatLite::GetTagWireType(tag);
+      switch (field) {
+      case kTensorDims:
+        if (wire == kVarint) {
+          uint64_t d;
+          if (!in.ReadVarint64(&d))
+            corrupt("bad TensorProto.dims");
+          info.dims.push_back(static_cast<int64_t>(d));
+        } else {
+          expectWire(wire, kLengthDelimited, "TensorProto.dims");
+          int len = readLength("TensorProto.dims");
+          auto limit = in.PushLimit(len);
+          while (in.BytesUntilLimit() > 0) {
+            uint64_t d;
+            if (!in.ReadVarint64(&d))
+              corrupt("bad packed TensorProto.dims");
+            info.dims.push_back(static_cast<int64_t>(d));
+          }
+          in.PopLimit(limit);
+        }
+        break;
+      case kTensorDataType: {
+        expectWire(wire, kVarint, "TensorProto.data_type");
+        uint32_t t;
+        if (!in.ReadVarint32(&t))
+          corrupt("bad TensorProto.data_type");
+        info.dataType = static_cast<int32_t>(t);
+        break;
+      }
+      case kTensorName: {
+        expectWire(wire, kLengthDelimited, "TensorProto.name");
+        int len = readLength("TensorProto.name");
+        if (!in.ReadString(&info.name, len))
+          corrupt("bad TensorProto.name");
+        break;
+      }
+      case kTensorRawData: {
+        expectWire(wire, kLengthDelimited, "TensorProto.raw_data");
+        int len = readLength("TensorProto.raw_data");
+        info.hasRawData = true;
+        info.rawOffset = static_cast<uint64_t>(in.CurrentPosition());
+        info.rawSize = static_cast<uint64_t>(len);
+        if (!in.Skip(len))
+          corrupt("TensorProto.raw_data runs past the end");
+        break;
+      }
+      case kTensorFloatData:
+      case kTensorInt32Data:
+      case kTensorStringData:
+      case kTensorInt64Data:
+      case kTensorDoubleData:
+      case kTensorUint64Data:
+        info.hasTypedData = true;
+        skip(tag, "TensorProto");
+        break;
+      case kTensorExternalData:
+        info.external = true;
+        skip(tag, "TensorProto");
+        break;
+      case kTensorDataLocation: {
+        expectWire(wire, kVarint, "TensorProto.data_location");
+        uint32_t loc;
+        if (!in.ReadVarint32(&loc))
+          corrupt("bad TensorProto.data_location");
+        if (loc == 1)
+          info.external = true;
+        break;
+      }
+      case kTensorSegment:
+        info.segmented = true;
+        skip(tag, "TensorProto");
+        break;
+      default:
+        skip(tag, "TensorProto");
+        break;
+      }
+    }
+    if (in.BytesUntilLimit() != 0)
+      corrupt("invalid field tag in TensorProto");
+  }
+
+  CodedInputStream in;
+  std::size_t size;
+  const std::string &path;
+  std::unordered_map<std::string, InitializerInfo> &index;
+};
+
+} // namespace
+
+OnnxWeightFile::OnnxWeightFile(const std::string &path)
+    : file(path, "weight file") {
+  indexModel();
+}
+
+void OnnxWeightFile::indexModel() {
+  if (file.size() == 0)
+    throw Error(fmt::format("weight file {} is empty", file.path()));
+  if (file.size() > static_cast<std::size_t>(INT_MAX))
+    throw Error(fmt::format("weight file {} is larger than 2 GiB; ONNX models "
+                            "that large keep their weights as external data, "
+                            "which is not supported yet",
+                            file.path()));
+  ModelScanner(file.data(), file.size(), file.path(), index).scanModel();
+}
+
+const InitializerInfo *OnnxWeightFile::find(const std::string &name) const {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : &it->second;
+}
+
+Tensor OnnxWeightFile::loadBlock(const std::string &name,
+                                 const TensorType &global, const Shape &offsets,
+                                 const Shape &local) const {
+  const InitializerInfo *info = find(name);
+  if (!info)
+    throw Error(fmt::format("initializer '{}' not found in weight file {} "
+                            "(it has {} initializers)",
+                            name, path(), index.size()));
+  DType dtype;
+  if (!onnxToDType(info->dataType, dtype))
+    throw Error(fmt::format("initializer '{}' in {} has ONNX data type {} "
+                            "({}), but the plan expects {}",
+                            name, path(), info->dataType,
+                            onnxTypeName(info->dataType), global.str()));
+  TensorType actual{dtype, info->dims};
+  if (actual != global)
+    throw Error(fmt::format("initializer '{}' in {} is {}, but the plan "
+                            "expects {}",
+                            name, path(), actual.str(), global.str()));
+  for (int64_t d : info->dims)
+    if (d < 0)
+      throw Error(fmt::format("initializer '{}' in {} has a negative "
+                              "dimension",
+                              name, path()));
+  if (info->external)
+    throw Error(fmt::format("initializer '{}' in {} stores its data "
+                            "externally (external_data); external data is "
+                            "not supported yet",
+                            name, path()));
+  if (info->segmented)
+    throw Error(fmt::format("initializer '{}' in {} uses TensorProto.segment, "
+                            "which is not supported",
+                            name, path()));
+  std::size_t elem = dtypeSize(dtype);
+  Tensor out(dtype, local);
+  if (info->hasRawData) {
+    if (info->rawSize != global.numBytes())
+      throw Error(fmt::format("initializer '{}' in {} has {} bytes of "
+                              "raw_data, but a {} tensor needs {}",
+                              name, path(), info->rawSize, global.str(),
+                              global.numBytes()));
+    extractBlock(file.data() + info->rawOffset, global.shape, elem, offsets,
+                 local, out.rawData());
+  } else {
+    // Typed fields: parse this one TensorProto.
+    onnx::TensorProto proto;
+    if (!proto.ParseFromArray(file.data() + info->messageOffset,
+                              static_cast<int>(info->messageSize)))
+      throw Error(
+          fmt::format("initializer '{}' in {} cannot be parsed", name, path()));
+    int64_t n = global.numElements();
+    const void *src = nullptr;
+    std::vector<uint8_t> bools;
+    int64_t count = 0;
+    switch (dtype) {
+    case DType::F32:
+      count = proto.float_data_size();
+      src = proto.float_data().data();
+      break;
+    case DType::I64:
+      count = proto.int64_data_size();
+      src = proto.int64_data().data();
+      break;
+    case DType::I32:
+      count = proto.int32_data_size();
+      src = proto.int32_data().data();
+      break;
+    case DType::Bool:
+      count = proto.int32_data_size();
+      for (int32_t v : proto.int32_data())
+        bools.push_back(v != 0);
+      src = bools.data();
+      break;
+    }
+    if (count != n)
+      throw Error(fmt::format("initializer '{}' in {} has {} elements of "
+                              "data, but a {} tensor needs {}",
+                              name, path(), count, global.str(), n));
+    if (n > 0)
+      extractBlock(src, global.shape, elem, offsets, local, out.rawData());
+  }
+  if (dtype == DType::Bool) {
+    uint8_t *b = out.data<uint8_t>();
+    for (int64_t i = 0, e = out.numElements(); i < e; ++i)
+      b[i] = b[i] != 0;
+  }
+  return out;
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""End-to-end test of shoal on one example model and one annotation spec.
+
+    /usr/bin/python3 test/e2e/run_e2e.py --bin BUILD/bin --model {gpt,mlp} \
+        --spec NAME.yaml --world-size N --work DIR [--mpirun mpirun]
+
+Steps:
+  (a) generate the model into DIR (examples/<model>/make_model.py): model.onnx,
+      inputs/*.npy and PyTorch's outputs in reference/*.npy;
+  (b) one-rank run of the unsharded model:
+        shoal-compile DIR/model.onnx --world-size 1 -o DIR/base.plan
+        shoal-run DIR/base.plan --inputs DIR/inputs --outputs DIR/base_out
+  (c) sharded run:
+        shoal-compile DIR/model.onnx --annotate SPEC --world-size N -o DIR/par.plan
+        mpirun --allow-run-as-root --oversubscribe -np N \
+            shoal-run DIR/par.plan --inputs DIR/inputs --outputs DIR/par_out
+  (d) compare par_out against base_out and reference, and base_out against
+      reference: relative error max|a-b| / max(max|b|, 1e-12) must be at most
+      --rtol (1e-5); shapes and dtypes must agree; no NaN/Inf; no missing file.
+
+--expect-error SUBSTRING: bad-input mode. Only (a) and the sharded compile of
+(c) run; the test passes when shoal-compile exits non-zero (not by a signal)
+and its stderr contains SUBSTRING.
+
+--spec is a file name in examples/<model>/ or a path to a spec file.
+--onnx PATH (with --expect-error only): compile this ONNX file instead of the
+generated model (for bad-model tests); it is copied to DIR/model.onnx.
+Exit status: 0 pass, 1 fail, 2 usage error.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import common  # noqa: E402
+
+
+def resolve_spec(model, spec):
+    """examples/<model>/<spec> if it exists there, else spec as a path."""
+    cand = os.path.join(common.EXAMPLES_DIR, model, spec)
+    if os.path.isfile(cand):
+        return cand
+    if os.path.isfile(spec):
+        return os.path.abspath(spec)
+    return None
+
+
+def describe_spec(spec_path, model_path):
+    """Print each scope of the spec and how many ONNX nodes its patterns
+    match (information only; the compiler is the judge of the spec)."""
+    try:
+        import fnmatch
+        import yaml
+        import onnx
+        with open(spec_path) as f:
+            spec = yaml.safe_load(f)
+        names = [n.name for n in onnx.load(model_path).graph.node]
+    except Exception as e:  # missing module, unparsable file: not our call
+        print("spec %s: (not described: %s)" % (spec_path, e))
+        return
+    print("spec %s: default %s" % (spec_path, spec.get("default") if isinstance(spec, dict) else "?"))
+    if not isinstance(spec, dict):
+        return
+    claimed = set()
+    for sc in spec.get("scopes") or []:
+        if not isinstance(sc, dict):
+            continue
+        pats = sc.get("nodes") or []
+        hit = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+        claimed.update(hit)
+        strat = ", ".join("%s(%s)" % (k, sc[k]) for k in ("replicate", "split") if k in sc)
+        print("  scope %-8s %-14s patterns %s: %d of %d nodes"
+              % (sc.get("name", "?"), strat, pats, len(hit), len(names)))
+    print("  nodes in no scope: %d" % (len(names) - len(claimed)))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="shoal end-to-end test: sharded run vs one-rank run vs PyTorch")
+    ap.add_argument("--bin", required=True, help="BUILD/bin with shoal-compile and shoal-run")
+    ap.add_argument("--model", required=True, choices=["gpt", "mlp"])
+    ap.add_argument("--spec", required=True, help="annotation spec (name in examples/<model>/ or path)")
+    ap.add_argument("--world-size", type=int, required=True, help="number of MPI ranks")
+    ap.add_argument("--work", required=True, help="work folder (emptied first)")
+    ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
+    ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
+                    help="bound on the relative error (default %(default)g)")
+    ap.add_argument("--seed", type=int, default=0, help="seed for the model generator")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds allowed to each command (default %(default)g)")
+    ap.add_argument("--expect-error", metavar="SUBSTRING", default=None,
+                    help="bad-input mode: the sharded compile must fail with "
+                         "SUBSTRING in its stderr")
+    ap.add_argument("--onnx", metavar="PATH", default=None,
+                    help="with --expect-error: compile this ONNX file instead "
+                         "of the generated model")
+    args = ap.parse_args(argv)
+
+    if args.world_size < 1:
+        ap.error("--world-size must be at least 1")
+    if args.rtol < 0:
+        ap.error("--rtol must be non-negative")
+    if args.onnx is not None and args.expect_error is None:
+        ap.error("--onnx is only for --expect-error tests")
+    if args.onnx is not None and not os.path.isfile(args.onnx):
+        print("FAIL: --onnx %s not found" % args.onnx)
+        return 1
+    spec = resolve_spec(args.model, args.spec)
+    if spec is None:
+        print("FAIL: spec %s not found (neither in %s nor as a path)"
+              % (args.spec, os.path.join(common.EXAMPLES_DIR, args.model)))
+        return 1
+
+    work = os.path.abspath(args.work)
+    title = "e2e %s %s world %d%s" % (args.model, os.path.basename(spec), args.world_size,
+                                     " (expect error)" if args.expect_error is not None else "")
+    print("== " + title)
+    try:
+        compile_ = common.find_tool(args.bin, "shoal-compile")
+        run = None if args.expect_error is not None else common.find_tool(args.bin, "shoal-run")
+        if run is not None and shutil.which(args.mpirun) is None:
+            raise common.CommandError("mpirun not found: %s" % args.mpirun)
+
+        # Fresh work folder: stale outputs must never make a test pass.
+        if os.path.isdir(work):
+            shutil.rmtree(work)
+        os.makedirs(work)
+        model = os.path.join(work, "model.onnx")
+        inputs = os.path.join(work, "inputs")
+        reference = os.path.join(work, "reference")
+
+        if args.onnx is not None:
+            print("-- (a) use %s" % args.onnx)
+            shutil.copyfile(args.onnx, model)
+        else:
+            print("-- (a) generate the %s model" % args.model)
+            res = common.generate_model(args.model, work, seed=args.seed,
+                                        timeout=args.timeout)
+            sys.stdout.write(res.stdout)
+
+        par_plan = os.path.join(work, "par.plan")
+        par_compile = [compile_, model, "--annotate", spec,
+                       "--world-size", args.world_size, "-o", par_plan]
+
+        if args.expect_error is not None:
+            print("-- sharded compile, expecting an error containing %r" % args.expect_error)
+            res = common.run_cmd(par_compile, check=False, timeout=args.timeout)
+            sys.stdout.write(res.stderr)
+            if res.returncode == 0:
+                print("FAIL: shoal-compile succeeded, expected an error containing %r"
+                      % args.expect_error)
+                return 1
+            if res.returncode < 0:
+                print("FAIL: shoal-compile was %s (a crash, not a diagnostic)"
+                      % common.describe_returncode(res.returncode))
+                return 1
+            if args.expect_error not in res.stderr:
+                print("FAIL: shoal-compile failed (%s) but its stderr lacks %r"
+                      % (common.describe_returncode(res.returncode), args.expect_error))
+                print("--- stdout ---\n" + res.stdout)
+                return 1
+            print("PASS: shoal-compile failed as expected (%s)"
+                  % common.describe_returncode(res.returncode))
+            return 0
+
+        describe_spec(spec, model)
+
+        print("-- (b) one-rank run of the unsharded model")
+        base_plan = os.path.join(work, "base.plan")
+        base_out = os.path.join(work, "base_out")
+        common.run_cmd([compile_, model, "--world-size", 1, "-o", base_plan],
+                       timeout=args.timeout)
+        common.run_cmd([run, base_plan, "--inputs", inputs, "--outputs", base_out],
+                       timeout=args.timeout)
+
+        print("-- (c) sharded run on %d ranks" % args.world_size)
+        par_out = os.path.join(work, "par_out")
+        common.run_cmd(par_compile, timeout=args.timeout)
+        if os.path.isfile(par_plan):
+            print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
+        common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size,
+                                         [run, par_plan, "--inputs", inputs,
+                                          "--outputs", par_out]),
+                       env_extra=common.MPI_ENV, timeout=args.timeout)
+    except common.CommandError as e:
+        print(str(e))
+        print("FAIL: " + title)
+        return 1
+
+    print("-- (d) compare")
+    # The reference folder names every output the model has.
+    names = common.npy_names(reference)
+    for folder in (base_out, par_out):
+        extra = sorted(set(common.npy_names(folder)) - set(names))
+        if extra:
+            print("note: %s has files that are not model outputs: %s" % (folder, extra))
+    rows = []
+    rows += common.compare_dirs(par_out, base_out, names, args.rtol, "sharded vs one-rank")
+    rows += common.compare_dirs(par_out, reference, names, args.rtol, "sharded vs PyTorch")
+    rows += common.compare_dirs(base_out, reference, names, args.rtol, "one-rank vs PyTorch")
+    ok = common.print_table(rows, args.rtol)
+    print(("PASS: " if ok else "FAIL: ") + title)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

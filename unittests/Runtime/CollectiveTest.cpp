@@ -1,0 +1,218 @@
+//===- CollectiveTest.cpp - Collectives on 4 MPI ranks ----------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Run by ctest under `mpiexec -np 4` (shoal-runtime-mpi-tests); in a world
+// of any other size these tests skip. Checks use EXPECT (not ASSERT) before
+// collectives so that one failing rank does not leave the others waiting.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Comm.h"
+#include "Npy.h"
+#include "TestUtil.h"
+#include "cpu/Kernels.h"
+#include "shoal/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+using namespace shoal;
+using namespace shoal::rt;
+using namespace shoal::rt::test;
+
+namespace {
+
+class CollectiveTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ensureMpi();
+    if (worldSize() != 4)
+      GTEST_SKIP() << "needs 4 MPI ranks (run by shoal-runtime-mpi-tests)";
+    rank = worldRank();
+  }
+
+  /// A folder made by rank 0 and shared with every rank.
+  std::string sharedTempDir() {
+    std::string dir = rank == 0 ? makeTempDir() : std::string();
+    int len = static_cast<int>(dir.size());
+    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dir.resize(len);
+    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    return dir;
+  }
+
+  int rank = 0;
+  // 2 x 2 mesh: rank = 2 * x + y.
+  Mesh mesh{{"x", "y"}, {2, 2}};
+};
+
+} // namespace
+
+TEST_F(CollectiveTest, AllReduceSumsOverGroups) {
+  Comm comm(MPI_COMM_WORLD, mesh);
+  Tensor in = makeTensor<float>({2}, {float(rank + 1), float(10 * rank)});
+  Tensor out(DType::F32, {2});
+  // Over x: groups {0, 2} and {1, 3}.
+  comm.allReduce(in, out, {0});
+  float expectX[4][2] = {{4, 20}, {6, 40}, {4, 20}, {6, 40}};
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{expectX[rank][0], expectX[rank][1]}));
+  // Over y: groups {0, 1} and {2, 3}.
+  comm.allReduce(in, out, {1});
+  float expectY[4][2] = {{3, 10}, {3, 10}, {7, 50}, {7, 50}};
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{expectY[rank][0], expectY[rank][1]}));
+  // Over both: everyone.
+  comm.allReduce(in, out, {0, 1});
+  EXPECT_EQ(toVector<float>(out), (std::vector<float>{10, 60}));
+  // Integers too.
+  Tensor i = makeTensor<int64_t>({1}, {int64_t(1) << (rank + 40)});
+  Tensor io(DType::I64, {1});
+  comm.allReduce(i, io, {0, 1});
+  EXPECT_EQ(io.data<int64_t>()[0], int64_t(15) << 40);
+}
+
+TEST_F(CollectiveTest, AllGatherOrdersBlocksRowMajorOverTheListedAxes) {
+  Comm comm(MPI_COMM_WORLD, mesh);
+  // Each rank holds [2, 1] = {rank*10, rank*10 + 1}.
+  Tensor in =
+      makeTensor<float>({2, 1}, {float(rank * 10), float(rank * 10 + 1)});
+  // Along dim 1 over y: ranks {2x, 2x+1} side by side.
+  Tensor outY(DType::F32, {2, 2});
+  comm.allGather(in, outY, 1, {1});
+  float b = float(rank / 2 * 2 * 10);
+  EXPECT_EQ(toVector<float>(outY),
+            (std::vector<float>{b, b + 10, b + 1, b + 11}));
+  // Along dim 0 over (y, x): group index y*2 + x, i.e. ranks 0, 2, 1, 3.
+  Tensor outYX(DType::F32, {8, 1});
+  comm.allGather(in, outYX, 0, {1, 0});
+  EXPECT_EQ(toVector<float>(outYX),
+            (std::vector<float>{0, 1, 20, 21, 10, 11, 30, 31}));
+  // Along dim 1 over (x, y): ranks 0, 1, 2, 3.
+  Tensor outXY(DType::F32, {2, 4});
+  comm.allGather(in, outXY, 1, {0, 1});
+  EXPECT_EQ(toVector<float>(outXY),
+            (std::vector<float>{0, 10, 20, 30, 1, 11, 21, 31}));
+}
+
+TEST_F(CollectiveTest, LocalSliceTakesThisRanksBlock) {
+  Comm comm(MPI_COMM_WORLD, mesh);
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i)
+    v[i] = float(i);
+  Tensor full = makeTensor<float>({4, 4}, v);
+  // Rows over (y, x): block index y*2 + x.
+  Tensor rows(DType::F32, {1, 4});
+  std::vector<int> axes = {1, 0};
+  cpu::sliceBlock(full, 0, 4, comm.groupIndex(axes), rows);
+  int x = rank / 2, y = rank % 2, blk = y * 2 + x;
+  EXPECT_EQ(toVector<float>(rows),
+            (std::vector<float>{float(blk * 4), float(blk * 4 + 1),
+                                float(blk * 4 + 2), float(blk * 4 + 3)}));
+  // Columns over x.
+  Tensor cols(DType::F32, {4, 2});
+  cpu::sliceBlock(full, 1, 2, comm.groupIndex({0}), cols);
+  EXPECT_EQ(cols.data<float>()[0], float(2 * x));
+  EXPECT_EQ(cols.data<float>()[7], float(12 + 2 * x + 1));
+}
+
+TEST_F(CollectiveTest, RunsAShardedPlan) {
+  std::string dir = sharedTempDir();
+  std::mt19937 rng(21);
+  Tensor X = randomF32({4, 8}, rng), W = randomF32({8, 6}, rng);
+  PlanBuilder b({{"x", 2}, {"y", 2}});
+  int vx = b.value({2, 8}), vw = b.value({4, 6}), vxs = b.value({2, 4});
+  int vp = b.value({2, 6}), vy = b.value({2, 6}), vz = b.value({4, 6});
+  b.input("X", vx, {4, 8}, {{"x"}, {}});
+  b.weight("W", vw, b.source(dir + "/model.onnx"), {8, 6}, {{"y"}, {}});
+  plan::Op &ls = b.op("LocalSlice", {vx}, {vxs});
+  PlanBuilder::attrInt(ls, "dim", 1);
+  PlanBuilder::attrStrings(ls, "axes", {"y"});
+  b.op("MatMul", {vxs, vw}, {vp});
+  PlanBuilder::attrStrings(b.op("AllReduce", {vp}, {vy}), "axes", {"y"});
+  plan::Op &ag = b.op("AllGather", {vy}, {vz});
+  PlanBuilder::attrInt(ag, "dim", 0);
+  PlanBuilder::attrStrings(ag, "axes", {"x"});
+  b.output("Y", vy, {4, 6}, {{"x"}, {}});
+  b.output("Z", vz, {4, 6});
+  if (rank == 0) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    onnx::TensorProto *w = model.mutable_graph()->add_initializer();
+    w->set_name("W");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(8);
+    w->add_dims(6);
+    w->set_raw_data(
+        std::string(reinterpret_cast<const char *>(W.rawData()), W.numBytes()));
+    writeFile(dir + "/model.onnx", model.SerializeAsString());
+    b.save(dir + "/sharded.plan");
+    ::mkdir((dir + "/in").c_str(), 0755);
+    writeNpy(dir + "/in/X.npy", X);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  RunOptions o;
+  o.planPath = dir + "/sharded.plan";
+  o.inputsDir = dir + "/in";
+  o.outputsDir = dir + "/out";
+  RunSummary s = runPlan(o);
+  EXPECT_EQ(s.worldSize, 4);
+  if (rank == 0) {
+    std::vector<double> ref;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 6; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 8; ++k)
+          acc +=
+              double(X.data<float>()[i * 8 + k]) * W.data<float>()[k * 6 + j];
+        ref.push_back(acc);
+      }
+    expectAllNear(readNpy(dir + "/out/Y.npy"), ref, 1e-5);
+    expectAllNear(readNpy(dir + "/out/Z.npy"), ref, 1e-5);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(CollectiveTest, LoadErrorsFailOnEveryRankWithoutHanging) {
+  std::string dir = sharedTempDir();
+  PlanBuilder b({{"x", 8}});
+  int v = b.value({1});
+  b.input("a", v, {8}, {{"x"}});
+  b.output("a", v, {8}, {{"x"}});
+  PlanBuilder good({{"x", 4}});
+  int g = good.value({1});
+  good.input("a", g, {4}, {{"x"}});
+  good.output("a", g, {4}, {{"x"}});
+  if (rank == 0) {
+    b.save(dir + "/eight.plan");
+    good.save(dir + "/four.plan");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  RunOptions o;
+  o.planPath = dir + "/eight.plan";
+  o.inputsDir = dir;
+  o.outputsDir = dir + "/out";
+  std::string msg;
+  try {
+    runPlan(o);
+  } catch (const AgreedError &e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg, "plan " + dir +
+                     "/eight.plan is for a world of 8 ranks, but "
+                     "this run has 4 (start it with mpirun -np 8)");
+  // A missing input: the same message on every rank.
+  o.planPath = dir + "/four.plan";
+  msg.clear();
+  try {
+    runPlan(o);
+  } catch (const AgreedError &e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("input 'a': cannot open input file " + dir + "/a.npy"),
+            std::string::npos)
+      << msg;
+}
