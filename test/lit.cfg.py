@@ -15,9 +15,9 @@ config.environment["OMPI_MCA_mpi_yield_when_idle"] = "1"
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.with_environment("PATH", config.shoal_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.shoal_tools_dir, append_path=True)
 
-config.substitutions.append(("%python", config.python_torch))
+config.substitutions.append(("%torchpy", config.python_torch))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 if config.mpiexec and os.path.exists(config.mpiexec):
     config.available_features.add("mpi")

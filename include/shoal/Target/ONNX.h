@@ -32,6 +32,14 @@ mlir::OwningOpRef<mlir::ModuleOp>
 importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
            mlir::MLIRContext *ctx);
 
+/// Like `importONNX`, but reads the model from `bytes` (the contents of
+/// `path`) instead of from the file; `path` still decides the format, names
+/// the file in errors and is recorded as `shoal.source`.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
+                 llvm::ArrayRef<InputShape> inputShapes,
+                 mlir::MLIRContext *ctx);
+
 } // namespace shoal
 
 #endif // SHOAL_TARGET_ONNX_H

@@ -587,7 +587,7 @@ LogicalResult TaskGraphOp::verify() {
                          << " values whose types differ from its "
                          << getNumResults() << " results";
   if (auto mesh = getMeshAttr())
-    if (mesh.getAxisSize("tp") && mesh.getAxisSize("tp") != getDevices())
+    if (mesh.getAxisSize("tp") && mesh.getAxisSize("tp") != (int64_t)getDevices())
       return emitOpError() << "mesh axis 'tp' has size "
                            << mesh.getAxisSize("tp") << " but the TaskGraph has "
                            << getDevices() << " devices";

@@ -1,0 +1,270 @@
+//===- ImportONNX.cpp - ONNX model import driver ----------------*- C++ -*-===//
+//
+// Loads a model (binary or ONNX's text syntax), checks what shoal supports
+// (opset, op types), applies `--input-shape`, runs ONNX's checker and strict
+// shape inference, then hands the graph to the Importer. Every failure,
+// including the exceptions ONNX throws, becomes an error that names the
+// file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Target/ONNX.h"
+
+#include "Importer.h"
+
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <climits>
+#include <exception>
+
+namespace ONNX_NAMESPACE {
+namespace checker {
+// Exported by libonnx (1.12) but not declared in its header: the check that
+// `check_model(path)` runs, with a context that knows the model's folder.
+// Calling it lets external-data locations resolve next to the model (as
+// ONNX specifies) without ONNX reading the model file a second time.
+void check_model(const ModelProto &model, CheckerContext &ctx);
+} // namespace checker
+} // namespace ONNX_NAMESPACE
+
+
+using namespace mlir;
+using namespace shoal;
+
+/// Default-domain opsets the importer handles. 13 is the first with
+/// single-axis Softmax; 18 moves ReduceMean's axes to an input.
+static constexpr int64_t kMinOpset = 13;
+static constexpr int64_t kMaxOpset = 17;
+
+std::string shoal::parseInputShape(StringRef text, InputShape &out) {
+  size_t eq = text.rfind('=');
+  if (eq == StringRef::npos)
+    return ("expected 'name=d0,d1,...', got '" + text + "'").str();
+  StringRef name = text.take_front(eq).trim();
+  StringRef dims = text.drop_front(eq + 1).trim();
+  if (name.empty())
+    return ("missing input name in '" + text + "'").str();
+  out.name = name.str();
+  out.dims.clear();
+  // `name=` alone gives a scalar.
+  if (dims.empty())
+    return "";
+  SmallVector<StringRef> parts;
+  dims.split(parts, ',');
+  for (StringRef part : parts) {
+    int64_t dim;
+    if (part.trim().getAsInteger(10, dim) || dim < 1)
+      return ("bad dimension '" + part.trim() + "' in '" + text +
+              "': expected positive integers")
+          .str();
+    out.dims.push_back(dim);
+  }
+  return "";
+}
+
+namespace {
+
+/// Error on `ctx` prefixed with `<path>: `.
+InFlightDiagnostic fileError(MLIRContext *ctx, StringRef path) {
+  return emitError(UnknownLoc::get(ctx)) << path << ": ";
+}
+
+/// Parses `bytes` as a binary ModelProto, or as ONNX's text syntax when the
+/// file ends in `.onnxtext`.
+LogicalResult parseModel(MLIRContext *ctx, StringRef path, StringRef bytes,
+                         onnx::ModelProto &model) {
+  auto invalid = [&]() {
+    return fileError(ctx, path) << "not a valid ONNX model: ";
+  };
+  if (path.ends_with(".onnxtext")) {
+    std::string text = bytes.str(); // the parser wants a C string
+    try {
+      onnx::OnnxParser parser(text.c_str());
+      auto status = parser.Parse(model);
+      if (!status.IsOK())
+        return invalid() << status.ErrorMessage();
+      if (!parser.EndOfInput())
+        return invalid() << "unexpected text after the graph";
+    } catch (const std::exception &e) {
+      return invalid() << e.what();
+    }
+  } else {
+    if (bytes.size() > static_cast<size_t>(INT_MAX))
+      return invalid() << "the file is over 2 GiB, more than protobuf can "
+                          "parse; store the weights as external data";
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      return invalid() << "cannot parse it as a binary ModelProto (is it "
+                          "truncated, or not ONNX?)";
+  }
+  // Random bytes can parse as a protobuf message with unknown fields only.
+  if (!model.has_graph())
+    return invalid() << "it has no graph";
+  if (model.ir_version() <= 0)
+    return invalid() << "it has no ir_version";
+  if (model.opset_import_size() == 0)
+    return invalid() << "it imports no opset (is it truncated?)";
+  return success();
+}
+
+/// Checks the default-domain opset.
+LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
+                         const onnx::ModelProto &model) {
+  std::optional<int64_t> opset;
+  for (const auto &import : model.opset_import())
+    if (import.domain().empty() || import.domain() == "ai.onnx")
+      opset = import.version();
+  if (!opset)
+    return fileError(ctx, path)
+           << "the model imports no default-domain (ai.onnx) opset; shoal "
+              "supports opsets "
+           << kMinOpset << " to " << kMaxOpset;
+  if (*opset < kMinOpset || *opset > kMaxOpset)
+    return fileError(ctx, path)
+           << "unsupported default-domain opset " << *opset
+           << "; shoal supports opsets " << kMinOpset << " to " << kMaxOpset
+           << " (onnx.version_converter can convert the model)";
+  return success();
+}
+
+/// Reports every op type (once, on its first node) that has no converter.
+LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
+                           const onnx::GraphProto &graph) {
+  llvm::StringSet<> reported;
+  bool ok = true;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && onnx_import::lookupConverter(node.op_type()))
+      continue;
+    if (!reported.insert(node.domain() + "::" + node.op_type()).second)
+      continue;
+    auto diag = fileError(ctx, path)
+                << "node '" << onnx_import::getNodeName(node, i)
+                << "': unsupported ONNX op '" << node.op_type() << "'";
+    if (!defaultDomain)
+      diag << " (domain '" << node.domain() << "')";
+    ok = false;
+  }
+  return success(ok);
+}
+
+/// Gives the graph inputs named in `shapes` static shapes.
+LogicalResult applyInputShapes(MLIRContext *ctx, StringRef path,
+                               onnx::GraphProto &graph,
+                               ArrayRef<InputShape> shapes) {
+  llvm::StringSet<> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  for (const InputShape &shape : shapes) {
+    onnx::ValueInfoProto *input = nullptr;
+    for (auto &candidate : *graph.mutable_input())
+      if (candidate.name() == shape.name &&
+          !initializers.contains(candidate.name()))
+        input = &candidate;
+    if (!input && initializers.contains(shape.name))
+      return fileError(ctx, path)
+             << "--input-shape: '" << shape.name
+             << "' is an initializer (a weight), not a graph input";
+    if (!input) {
+      auto diag = fileError(ctx, path)
+                  << "--input-shape: the model has no graph input named '"
+                  << shape.name << "' (inputs:";
+      for (const auto &candidate : graph.input())
+        if (!initializers.contains(candidate.name()))
+          diag << " '" << candidate.name() << "'";
+      return diag << ")";
+    }
+    if (!input->type().has_tensor_type())
+      return fileError(ctx, path) << "--input-shape: graph input '"
+                                  << shape.name << "' is not a tensor";
+    onnx::TypeProto_Tensor *tensor =
+        input->mutable_type()->mutable_tensor_type();
+    if (tensor->has_shape() &&
+        tensor->shape().dim_size() != static_cast<int>(shape.dims.size()))
+      return fileError(ctx, path)
+             << "--input-shape: graph input '" << shape.name << "' has rank "
+             << tensor->shape().dim_size() << " ("
+             << onnx_import::formatShape(tensor->shape()) << "), but "
+             << shape.dims.size() << " dimensions were given";
+    onnx::TensorShapeProto *dims = tensor->mutable_shape();
+    dims->clear_dim();
+    for (int64_t d : shape.dims)
+      dims->add_dim()->set_dim_value(d);
+  }
+  return success();
+}
+
+/// Runs ONNX's checker and strict shape inference, turning their exceptions
+/// into errors.
+LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
+                                  StringRef modelDir, onnx::ModelProto &model) {
+  try {
+    onnx::checker::CheckerContext checkerCtx;
+    checkerCtx.set_model_dir(modelDir.str());
+    onnx::checker::check_model(model, checkerCtx);
+  } catch (const std::exception &e) {
+    return fileError(ctx, path) << "ONNX checker failed: " << e.what();
+  }
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type_val=*/true,
+                                        /*strict_mode_val=*/1,
+                                        /*data_prop_val=*/true);
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception &e) {
+    return fileError(ctx, path) << "ONNX shape inference failed: " << e.what();
+  }
+  return success();
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
+                                              ArrayRef<InputShape> inputShapes,
+                                              MLIRContext *ctx) {
+  ctx->loadDialect<ShoalDialect, func::FuncDialect>();
+
+  // External data and `shoal.source` are relative to the model's folder.
+  SmallString<256> source(path);
+  if (path != "-" && path != "<stdin>") {
+    llvm::sys::fs::make_absolute(source);
+    llvm::sys::path::remove_dots(source, /*remove_dot_dot=*/true);
+  }
+  SmallString<256> modelDir = llvm::sys::path::parent_path(source);
+  if (!modelDir.empty())
+    modelDir += llvm::sys::path::get_separator();
+
+  onnx::ModelProto model;
+  if (failed(parseModel(ctx, path, bytes, model)) ||
+      failed(checkOpset(ctx, path, model)) ||
+      failed(checkOpTypes(ctx, path, model.graph())) ||
+      failed(
+          applyInputShapes(ctx, path, *model.mutable_graph(), inputShapes)) ||
+      failed(checkAndInferShapes(ctx, path, modelDir, model)))
+    return {};
+  return onnx_import::Importer(ctx, path, source, model).run();
+}
+
+OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
+                                        ArrayRef<InputShape> inputShapes,
+                                        MLIRContext *ctx) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    emitError(UnknownLoc::get(ctx))
+        << path << ": cannot read: " << buffer.getError().message();
+    return {};
+  }
+  return importONNXBuffer(path, (*buffer)->getBuffer(), inputShapes, ctx);
+}

@@ -1,0 +1,284 @@
+//===- ImportOps.cpp - ONNX node converters ---------------------*- C++ -*-===//
+//
+// One converter per ONNX op family. Result types always come from ONNX's
+// shape inference; the shoal ops' verifiers check them against the operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace shoal;
+using namespace shoal::onnx_import;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult convertBinary(Importer &im, const onnx::NodeProto &node) {
+  auto lhs = im.getInput(node, 0);
+  auto rhs = im.getInput(node, 1);
+  auto type = im.getResultType(node, 0);
+  if (failed(lhs) || failed(rhs) || failed(type))
+    return failure();
+  im.setResult(node, 0, im.builder().create<OpTy>(im.loc(), *type, *lhs, *rhs));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult convertUnary(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  im.setResult(node, 0, im.builder().create<OpTy>(im.loc(), *type, *input));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul, Gemm
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertMatMul(Importer &im, const onnx::NodeProto &node) {
+  return convertBinary<MatMulOp>(im, node);
+}
+
+LogicalResult convertGemm(Importer &im, const onnx::NodeProto &node) {
+  auto a = im.getInput(node, 0);
+  auto bv = im.getInput(node, 1);
+  auto type = im.getResultType(node, 0);
+  if (failed(a) || failed(bv) || failed(type))
+    return failure();
+  Value c;
+  if (Importer::hasInput(node, 2)) {
+    auto cv = im.getInput(node, 2);
+    if (failed(cv))
+      return failure();
+    c = *cv;
+  }
+  OpBuilder &b = im.builder();
+  auto op =
+      b.create<GemmOp>(im.loc(), *type, *a, *bv, c,
+                       b.getF32FloatAttr(getFloatAttr(node, "alpha", 1.0f)),
+                       b.getF32FloatAttr(getFloatAttr(node, "beta", 1.0f)),
+                       b.getBoolAttr(getIntAttr(node, "transA", 0) != 0),
+                       b.getBoolAttr(getIntAttr(node, "transB", 0) != 0));
+  im.setResult(node, 0, op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, LayerNormalization
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertSoftmax(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  OpBuilder &b = im.builder();
+  im.setResult(
+      node, 0,
+      b.create<SoftmaxOp>(im.loc(), *type, *input,
+                          b.getI64IntegerAttr(getIntAttr(node, "axis", -1))));
+  return success();
+}
+
+LogicalResult convertLayerNorm(Importer &im, const onnx::NodeProto &node) {
+  // shoal.layer_norm has one result; ONNX's optional Mean and InvStdDev
+  // outputs exist for training and must not be read.
+  for (int i = 1; i < node.output_size(); ++i)
+    if (im.isOutputUsed(node, i))
+      return im.nodeError() << "output " << i << " ('" << node.output(i)
+                            << "', " << (i == 1 ? "Mean" : "InvStdDev")
+                            << ") is used; shoal supports only output 0 of "
+                               "LayerNormalization";
+  auto input = im.getInput(node, 0);
+  auto scale = im.getInput(node, 1);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(scale) || failed(type))
+    return failure();
+  Value bias;
+  if (Importer::hasInput(node, 2)) {
+    auto bv = im.getInput(node, 2);
+    if (failed(bv))
+      return failure();
+    bias = *bv;
+  }
+  OpBuilder &b = im.builder();
+  auto op = b.create<LayerNormOp>(
+      im.loc(), *type, *input, *scale, bias,
+      b.getI64IntegerAttr(getIntAttr(node, "axis", -1)),
+      b.getF32FloatAttr(getFloatAttr(node, "epsilon", 1e-5f)));
+  im.setResult(node, 0, op);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
+  auto data = im.getInput(node, 0);
+  auto indices = im.getInput(node, 1);
+  auto type = im.getResultType(node, 0);
+  if (failed(data) || failed(indices) || failed(type))
+    return failure();
+  OpBuilder &b = im.builder();
+  im.setResult(
+      node, 0,
+      b.create<GatherOp>(im.loc(), *type, *data, *indices,
+                         b.getI64IntegerAttr(getIntAttr(node, "axis", 0))));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape, Transpose
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertReshape(Importer &im, const onnx::NodeProto &node) {
+  // The shape operand is folded into the result type; it must be known at
+  // compile time even though shape inference already used it.
+  auto shape = im.getConstantInts(node, 1, "shape");
+  if (failed(shape))
+    return failure();
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  if (static_cast<int64_t>(shape->size()) != type->getRank())
+    return im.nodeError() << "shape has " << shape->size()
+                          << " entries but the inferred result has rank "
+                          << type->getRank();
+  im.setResult(node, 0,
+               im.builder().create<ReshapeOp>(im.loc(), *type, *input));
+  return success();
+}
+
+LogicalResult convertTranspose(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  SmallVector<int64_t> perm;
+  if (auto attr = getIntsAttr(node, "perm")) {
+    perm = *attr;
+  } else {
+    // ONNX's default reverses the dimensions.
+    perm.resize(cast<RankedTensorType>(input->getType()).getRank());
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  OpBuilder &b = im.builder();
+  im.setResult(node, 0,
+               b.create<TransposeOp>(im.loc(), *type, *input,
+                                     b.getDenseI64ArrayAttr(perm)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceMean, ReduceSum
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult buildReduce(Importer &im, const onnx::NodeProto &node,
+                          std::optional<SmallVector<int64_t>> axes) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  if (!axes || axes->empty()) {
+    // No axes: reduce over every dimension.
+    axes.emplace(cast<RankedTensorType>(input->getType()).getRank());
+    std::iota(axes->begin(), axes->end(), 0);
+  }
+  OpBuilder &b = im.builder();
+  im.setResult(
+      node, 0,
+      b.create<OpTy>(im.loc(), *type, *input, b.getDenseI64ArrayAttr(*axes),
+                     b.getBoolAttr(getIntAttr(node, "keepdims", 1) != 0)));
+  return success();
+}
+
+LogicalResult convertReduceMean(Importer &im, const onnx::NodeProto &node) {
+  // Opsets 13-17 give ReduceMean's axes as an attribute.
+  return buildReduce<ReduceMeanOp>(im, node, getIntsAttr(node, "axes"));
+}
+
+LogicalResult convertReduceSum(Importer &im, const onnx::NodeProto &node) {
+  // Since opset 13 ReduceSum's axes are an optional input.
+  std::optional<SmallVector<int64_t>> axes;
+  if (Importer::hasInput(node, 1)) {
+    auto ints = im.getConstantInts(node, 1, "axes");
+    if (failed(ints))
+      return failure();
+    axes = std::move(*ints);
+  }
+  if ((!axes || axes->empty()) &&
+      getIntAttr(node, "noop_with_empty_axes", 0) != 0) {
+    im.setAlias(node, 0, 0);
+    return success();
+  }
+  return buildReduce<ReduceSumOp>(im, node, std::move(axes));
+}
+
+//===----------------------------------------------------------------------===//
+// Constant, Identity
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertConstant(Importer &im, const onnx::NodeProto &node) {
+  const onnx::TensorProto *tensor = im.getConstantNodeTensor(node);
+  if (!tensor)
+    return failure();
+  auto value = im.convertTensorData(*tensor);
+  if (failed(value))
+    return failure();
+  im.registerConstant(node, tensor);
+  im.setResult(
+      node, 0,
+      im.builder().create<ConstantOp>(im.loc(), value->getType(), *value));
+  return success();
+}
+
+LogicalResult convertIdentity(Importer &im, const onnx::NodeProto &node) {
+  im.setAlias(node, 0, 0);
+  return success();
+}
+
+} // namespace
+
+ConvertFn onnx_import::lookupConverter(StringRef opType) {
+  return llvm::StringSwitch<ConvertFn>(opType)
+      .Case("Add", convertBinary<AddOp>)
+      .Case("Sub", convertBinary<SubOp>)
+      .Case("Mul", convertBinary<MulOp>)
+      .Case("Div", convertBinary<DivOp>)
+      .Case("Pow", convertBinary<PowOp>)
+      .Case("Erf", convertUnary<ErfOp>)
+      .Case("Tanh", convertUnary<TanhOp>)
+      .Case("Relu", convertUnary<ReluOp>)
+      .Case("Sqrt", convertUnary<SqrtOp>)
+      .Case("Exp", convertUnary<ExpOp>)
+      .Case("Neg", convertUnary<NegOp>)
+      .Case("Sigmoid", convertUnary<SigmoidOp>)
+      .Case("MatMul", convertMatMul)
+      .Case("Gemm", convertGemm)
+      .Case("Softmax", convertSoftmax)
+      .Case("LayerNormalization", convertLayerNorm)
+      .Case("Gather", convertGather)
+      .Case("Reshape", convertReshape)
+      .Case("Transpose", convertTranspose)
+      .Case("ReduceMean", convertReduceMean)
+      .Case("ReduceSum", convertReduceSum)
+      .Case("Constant", convertConstant)
+      .Case("Identity", convertIdentity)
+      .Default(nullptr);
+}

@@ -1,0 +1,170 @@
+//===- Importer.h - ONNX graph to shoal, internal interface -----*- C++ -*-===//
+//
+// Shared by the import driver (ImportONNX.cpp) and the per-op converters
+// (ImportOps.cpp). Not installed: the public interface is
+// include/shoal/Target/ONNX.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_LIB_TARGET_ONNX_IMPORTER_H
+#define SHOAL_LIB_TARGET_ONNX_IMPORTER_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <deque>
+#include <optional>
+#include <string>
+
+namespace shoal {
+namespace onnx_import {
+
+/// Argument and result attribute holding the ONNX name of a graph input or
+/// output.
+inline constexpr llvm::StringLiteral kNameAttr = "shoal.name";
+
+/// Converts the main graph of one (checked, shape-inferred) ONNX model into
+/// the body of `func.func @main`. Op converters use its helpers to read
+/// operands, result types and constant operands, and to report errors that
+/// name the file and the node being converted.
+class Importer {
+public:
+  /// `path` names the file in errors; `source` (its absolute path) goes into
+  /// `shoal.source` and the ops' locations.
+  Importer(mlir::MLIRContext *ctx, llvm::StringRef path, llvm::StringRef source,
+           const onnx::ModelProto &model);
+
+  /// Builds the module; emits errors and returns null on failure.
+  mlir::OwningOpRef<mlir::ModuleOp> run();
+
+  //===--------------------------------------------------------------------===//
+  // Helpers for op converters
+  //===--------------------------------------------------------------------===//
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::MLIRContext *getContext() { return ctx; }
+  /// `NameLoc(node name, path:0:0)` of the node being converted.
+  mlir::Location loc() const { return nodeLoc; }
+  /// An error prefixed with `<path>: node '<name>': `.
+  mlir::InFlightDiagnostic nodeError();
+  /// An error prefixed with `<path>: `.
+  mlir::InFlightDiagnostic fileError();
+
+  /// Whether input `i` of `node` is present (optional inputs may be absent
+  /// or have an empty name).
+  static bool hasInput(const onnx::NodeProto &node, int i) {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+  /// The value of input `i`; an initializer becomes a `shoal.weight` here on
+  /// its first use.
+  mlir::FailureOr<mlir::Value> getInput(const onnx::NodeProto &node, int i);
+  /// The static type shape inference gave output `i`.
+  mlir::FailureOr<mlir::RankedTensorType>
+  getResultType(const onnx::NodeProto &node, int i);
+  /// Binds output `i` of `node` to `value`.
+  void setResult(const onnx::NodeProto &node, int i, mlir::Value value);
+  /// Makes output `i` of `node` another name for its input `j` (Identity).
+  void setAlias(const onnx::NodeProto &node, int i, int j);
+  /// Whether output `i` of `node` is read by a node or is a graph output.
+  bool isOutputUsed(const onnx::NodeProto &node, int i) const;
+
+  /// Reads input `i`, which must be a constant (initializer or Constant
+  /// node), as a list of integers (a Reshape shape, ReduceSum axes). `what`
+  /// names the operand in errors.
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  getConstantInts(const onnx::NodeProto &node, int i, llvm::StringRef what);
+
+  /// The tensor of a `Constant` node (its `value`, or one built from
+  /// `value_float(s)` / `value_int(s)`); null after an error.
+  const onnx::TensorProto *getConstantNodeTensor(const onnx::NodeProto &node);
+  /// Records the tensor of Constant `node`, so that later nodes can read it
+  /// as a compile-time operand.
+  void registerConstant(const onnx::NodeProto &node,
+                        const onnx::TensorProto *tensor);
+  /// Converts a tensor's data into a dense attribute.
+  mlir::FailureOr<mlir::DenseElementsAttr>
+  convertTensorData(const onnx::TensorProto &tensor);
+
+private:
+  void indexGraph();
+  mlir::LogicalResult
+  convertGraphInputs(llvm::SmallVectorImpl<mlir::Type> &argTypes,
+                     llvm::SmallVectorImpl<llvm::StringRef> &names);
+  mlir::LogicalResult convertNode(const onnx::NodeProto &node, int index);
+  llvm::StringRef resolveAlias(llvm::StringRef name) const;
+  mlir::FailureOr<mlir::Value> getValue(llvm::StringRef name);
+  mlir::RankedTensorType convertType(const onnx::TypeProto &type,
+                                     std::string &error, bool &dynamic);
+  const onnx::TensorProto *findConstantTensor(llvm::StringRef name) const;
+
+  mlir::MLIRContext *ctx;
+  std::string path;
+  std::string source;
+  const onnx::GraphProto &graph;
+  mlir::OpBuilder b;
+  mlir::Location fileLoc;
+  mlir::Location nodeLoc;
+  std::string nodeName;
+
+  /// Values defined so far, by ONNX name.
+  llvm::StringMap<mlir::Value> values;
+  /// Initializers by name; they become weights on first use.
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// Tensors of the Constant nodes seen so far, by output name.
+  llvm::StringMap<const onnx::TensorProto *> constants;
+  /// Tensors built from Constant's value_float(s)/value_int(s).
+  std::deque<onnx::TensorProto> ownedTensors;
+  /// Identity outputs, mapped to their inputs.
+  llvm::StringMap<std::string> aliases;
+  /// Types of graph inputs, outputs and inferred values, by name.
+  llvm::StringMap<const onnx::TypeProto *> types;
+  /// Names read by some node or returned by the graph.
+  llvm::StringSet<> used;
+};
+
+/// The name a node is known by: its ONNX name, or `<OpType>_<index>` for an
+/// unnamed node.
+inline std::string getNodeName(const onnx::NodeProto &node, int index) {
+  if (!node.name().empty())
+    return node.name();
+  return node.op_type() + "_" + std::to_string(index);
+}
+
+/// Formats an ONNX shape as `[N, 128]` (`?` for an unknown dimension).
+std::string formatShape(const onnx::TensorShapeProto &shape);
+
+/// Converts one node. The node's domain and op type have been checked with
+/// `isSupportedOp`.
+using ConvertFn = mlir::LogicalResult (*)(Importer &, const onnx::NodeProto &);
+
+/// The converter for a default-domain op type, or null if unsupported.
+ConvertFn lookupConverter(llvm::StringRef opType);
+
+/// The MLIR element type of an ONNX `TensorProto::DataType`, or null.
+mlir::Type convertElementType(mlir::MLIRContext *ctx, int32_t dataType);
+/// ONNX's name of a `TensorProto::DataType`, for errors.
+llvm::StringRef dataTypeName(int32_t dataType);
+
+/// Finds attribute `name` of `node`, or null.
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
+                                     llvm::StringRef name);
+int64_t getIntAttr(const onnx::NodeProto &node, llvm::StringRef name,
+                   int64_t dflt);
+float getFloatAttr(const onnx::NodeProto &node, llvm::StringRef name,
+                   float dflt);
+std::optional<llvm::SmallVector<int64_t>>
+getIntsAttr(const onnx::NodeProto &node, llvm::StringRef name);
+
+} // namespace onnx_import
+} // namespace shoal
+
+#endif // SHOAL_LIB_TARGET_ONNX_IMPORTER_H

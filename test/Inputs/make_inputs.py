@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Writes the binary ONNX models the importer tests read (test/Target/ONNX).
+
+    /usr/bin/python3 test/Inputs/make_inputs.py [--out DIR]
+
+The outputs are committed; rerun this after changing it. What the text
+syntax of onnx 1.12 cannot express (node names, raw_data, external data) is
+made here.
+
+  named.onnx             named nodes ("/blk/fc/MatMul"), an unnamed one, and
+                         a Constant stored as raw_data; also the model the
+                         truncation test cuts short
+  external_weights.onnx  an initializer of 50000x12288 f32 (2.3 GiB) stored
+  external_weights.bin   as external data in an empty file: importing it must
+                         not read the weights
+  unsupported_named.onnx a named Conv node (unsupported)
+  constants_raw.onnx     Constants of every supported type stored as raw_data
+"""
+
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def save(model, out, name):
+    onnx.checker.check_model(model)
+    path = os.path.join(out, name)
+    onnx.save(model, path)
+    print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
+
+
+def named(out):
+    w = numpy_helper.from_array(
+        np.arange(32, dtype=np.float32).reshape(4, 8) / 32, "blk.fc.weight")
+    # numpy_helper stores the data as raw_data.
+    scale = numpy_helper.from_array(np.array([0.5, 2.0], dtype=np.float32))
+    shape = numpy_helper.from_array(np.array([2, 4, 2], dtype=np.int64))
+    nodes = [
+        helper.make_node("MatMul", ["x", "blk.fc.weight"], ["h"],
+                         name="/blk/fc/MatMul"),
+        helper.make_node("Constant", [], ["s"], name="/blk/Constant",
+                         value=scale),
+        helper.make_node("Constant", [], ["shape"], value=shape),
+        helper.make_node("Reshape", ["h", "shape"], ["r"],
+                         name="/blk/Reshape"),
+        helper.make_node("Mul", ["r", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "named",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 2])],
+        initializer=[w])
+    save(helper.make_model(graph, opset_imports=OPSET), out, "named.onnx")
+
+
+def external_weights(out):
+    big = TensorProto()
+    big.name = "lm_head.weight"
+    big.data_type = TensorProto.FLOAT
+    big.dims.extend([12288, 50000])
+    big.data_location = TensorProto.EXTERNAL
+    for key, value in [("location", "external_weights.bin"),
+                       ("offset", "0"),
+                       ("length", str(12288 * 50000 * 4))]:
+        entry = big.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "lm_head.weight"], ["logits"],
+                          name="/lm_head/MatMul")],
+        "external",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12288])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                       [1, 50000])],
+        initializer=[big])
+    # The data file exists (ONNX's checker looks for it) but is empty.
+    open(os.path.join(out, "external_weights.bin"), "wb").close()
+    model = helper.make_model(graph, opset_imports=OPSET)
+    path = os.path.join(out, "external_weights.onnx")
+    onnx.save(model, path)
+    # By path, so that the data file is looked for next to the model.
+    onnx.checker.check_model(path)
+    print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
+
+
+def unsupported_named(out):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="/stem/Relu"),
+         helper.make_node("Conv", ["r", "w"], ["y"], name="/stem/conv/Conv")],
+        "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
+        initializer=[numpy_helper.from_array(
+            np.ones((1, 1, 3, 3), dtype=np.float32), "w")])
+    save(helper.make_model(graph, opset_imports=OPSET), out,
+         "unsupported_named.onnx")
+
+
+def constants_raw(out):
+    arrays = {
+        "f32": np.array([1.5, -2.0], dtype=np.float32),
+        "f64": np.array([0.25, -1e300], dtype=np.float64),
+        "f16": np.array([1.0, -0.5], dtype=np.float16),
+        "i64": np.array([-9000000000, 3], dtype=np.int64),
+        "i32": np.array([[-7, 0], [1, 2]], dtype=np.int32),
+        "i8": np.array([-128, 127], dtype=np.int8),
+        "u8": np.array([0, 255], dtype=np.uint8),
+        "b": np.array([True, False, True]),
+    }
+    tensors = {k: numpy_helper.from_array(v) for k, v in arrays.items()}
+    # bfloat16 has no numpy type: 1.0 and -2.0 as raw little-endian bits.
+    tensors["bf16"] = helper.make_tensor(
+        "", TensorProto.BFLOAT16, [2],
+        np.array([0x3F80, 0xC000], dtype=np.uint16).tobytes(), raw=True)
+    assert all(t.HasField("raw_data") for t in tensors.values())
+    nodes = [helper.make_node("Constant", [], [k], name="/const/" + k,
+                              value=t) for k, t in tensors.items()]
+    outputs = [helper.make_tensor_value_info(k, t.data_type, list(t.dims))
+               for k, t in tensors.items()]
+    graph = helper.make_graph(nodes, "constants_raw", [], outputs)
+    save(helper.make_model(graph, opset_imports=OPSET), out,
+         "constants_raw.onnx")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    args = ap.parse_args()
+    named(args.out)
+    external_weights(args.out)
+    unsupported_named(args.out)
+    constants_raw(args.out)
+
+
+if __name__ == "__main__":
+    main()

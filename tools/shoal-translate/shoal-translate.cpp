@@ -1,0 +1,107 @@
+//===- shoal-translate.cpp - ONNX import and plan export --------*- C++ -*-===//
+//
+//   shoal-translate --import-onnx model.onnx [--input-shape x=8,32] > m.mlir
+//   shoal-translate --export-plan spmd.mlir > model.plan
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Target/ONNX.h"
+#include "shoal/Target/Plan.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+
+
+static llvm::cl::list<std::string> inputShapeOpts(
+    "input-shape",
+    llvm::cl::desc("Static shape for a graph input, for --import-onnx; "
+                   "repeat the flag or separate entries with ';'"),
+    llvm::cl::value_desc("name=d0,d1,..."));
+
+static void registerDialects(DialectRegistry &registry) {
+  registry.insert<shoal::ShoalDialect, func::FuncDialect>();
+}
+
+/// Prints a diagnostic of the importer. Its errors name the file in their
+/// text and carry no source location (a binary model has no lines), so they
+/// are printed as `error: <path>: ...` rather than mlir-translate's
+/// `<unknown>:0: error: ...`; a diagnostic on an op names the op's node.
+static void printImportDiagnostic(Diagnostic &diag) {
+  llvm::raw_ostream &os = llvm::errs();
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
+  }
+  if (auto name = dyn_cast<NameLoc>(diag.getLocation())) {
+    if (auto file = dyn_cast<FileLineColLoc>(name.getChildLoc()))
+      os << file.getFilename().getValue() << ": ";
+    os << "node '" << name.getName().getValue() << "': ";
+  }
+  os << diag << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    printImportDiagnostic(note);
+}
+
+static OwningOpRef<Operation *> importONNX(llvm::SourceMgr &sourceMgr,
+                                           MLIRContext *ctx) {
+  ScopedDiagnosticHandler handler(ctx, [](Diagnostic &diag) {
+    printImportDiagnostic(diag);
+    return success();
+  });
+  std::vector<shoal::InputShape> shapes;
+  for (llvm::StringRef opt : inputShapeOpts) {
+    llvm::SmallVector<llvm::StringRef> entries;
+    opt.split(entries, ';', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+    for (llvm::StringRef entry : entries) {
+      shoal::InputShape shape;
+      std::string error = shoal::parseInputShape(entry, shape);
+      if (!error.empty()) {
+        emitError(UnknownLoc::get(ctx)) << "--input-shape: " << error;
+        return nullptr;
+      }
+      shapes.push_back(std::move(shape));
+    }
+  }
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  OwningOpRef<ModuleOp> module = shoal::importONNXBuffer(
+      buffer->getBufferIdentifier(), buffer->getBuffer(), shapes, ctx);
+  return module ? module.release().getOperation() : nullptr;
+}
+
+int main(int argc, char **argv) {
+  TranslateToMLIRRegistration importRegistration(
+      "import-onnx", "Import an ONNX model (.onnx, or .onnxtext text syntax)",
+      importONNX, registerDialects);
+  TranslateFromMLIRRegistration exportRegistration(
+      "export-plan", "Write the protobuf plan of an SPMD module",
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return shoal::exportPlan(module, os, /*planDir=*/"");
+      },
+      registerDialects);
+  TranslateFromMLIRRegistration exportTextRegistration(
+      "export-plan-text",
+      "Write the plan in protobuf's text format (for reading and tests)",
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return shoal::exportPlanAsText(module, os);
+      },
+      registerDialects);
+  return failed(mlirTranslateMain(argc, argv, "shoal translation tool"));
+}
