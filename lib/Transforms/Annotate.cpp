@@ -212,8 +212,8 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
   /// Checks that in-IR annotations name declared scopes.
   LogicalResult checkExisting(ModuleOp module) {
     llvm::StringSet<> names; // declared scopes
-    if (auto scopes = module->getAttrOfType<ArrayAttr>(
-            ShoalDialect::kScopesAttr))
+    if (auto scopes =
+            module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr))
       for (auto s : scopes.getAsRange<ScopeAttr>())
         names.insert(s.getName().getValue());
     WalkResult r = module.walk([&](Operation *op) {
@@ -276,11 +276,12 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       scopes.push_back(ScopeAttr::get(ctx, StringAttr::get(ctx, s.name),
                                       s.strategy, s.devices));
     module->setAttr(ShoalDialect::kScopesAttr, ArrayAttr::get(ctx, scopes));
-    module->setAttr(ShoalDialect::kDefaultStrategyAttr,
-                    StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));
-    module->setAttr(ShoalDialect::kNumMicroBatchAttr,
-                    IntegerAttr::get(IntegerType::get(ctx, 64),
-                                     spec.numMicroBatch));
+    module->setAttr(
+        ShoalDialect::kDefaultStrategyAttr,
+        StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));
+    module->setAttr(
+        ShoalDialect::kNumMicroBatchAttr,
+        IntegerAttr::get(IntegerType::get(ctx, 64), spec.numMicroBatch));
     return success();
   }
 };

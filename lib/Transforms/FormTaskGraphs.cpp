@@ -65,8 +65,7 @@ struct FormTaskGraphsPass
           module.emitError()
               << "scope '" << s.getName().getValue() << "' uses "
               << s.getDevices() << " devices but scope '"
-              << first.getName().getValue() << "' uses "
-              << first.getDevices()
+              << first.getName().getValue() << "' uses " << first.getDevices()
               << "; TaskGraphs on different device sets need bridges and "
                  "pipeline stages, which are not supported yet";
           return signalPassFailure();
@@ -89,10 +88,11 @@ struct FormTaskGraphsPass
       defaultName = "_" + defaultName;
     ScopeAttr defaultScope = ScopeAttr::get(
         ctx, StringAttr::get(ctx, defaultName), defaultStrategy, devices);
-    MeshAttr mesh = MeshAttr::get(
-        ctx, ArrayAttr::get(ctx, {StringAttr::get(ctx, "dp"),
-                                  StringAttr::get(ctx, "tp")}),
-        {world / devices, devices});
+    MeshAttr mesh =
+        MeshAttr::get(ctx,
+                      ArrayAttr::get(ctx, {StringAttr::get(ctx, "dp"),
+                                           StringAttr::get(ctx, "tp")}),
+                      {world / devices, devices});
 
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -128,9 +128,9 @@ struct FormTaskGraphsPass
       if (auto name = op.getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr)) {
         auto it = scopes.find(name.getValue());
         if (it == scopes.end())
-          return op.emitError() << "scope '" << name.getValue()
-                                << "' is not declared in '"
-                                << ShoalDialect::kScopesAttr << "'";
+          return op.emitError()
+                 << "scope '" << name.getValue() << "' is not declared in '"
+                 << ShoalDialect::kScopesAttr << "'";
         scope = it->second;
       }
       unsigned minIdx = 0;
@@ -180,9 +180,9 @@ struct FormTaskGraphsPass
       SmallVector<Type> resultTypes;
       for (Value v : outputs)
         resultTypes.push_back(v.getType());
-      auto tg = b.create<TaskGraphOp>(
-          inst.ops.front()->getLoc(), resultTypes, inst.name,
-          inst.scope.getStrategy(), inst.scope.getDevices(), mesh, operands);
+      auto tg = b.create<TaskGraphOp>(inst.ops.front()->getLoc(), resultTypes,
+                                      inst.name, inst.scope.getStrategy(),
+                                      inst.scope.getDevices(), mesh, operands);
       Block *tgBody = new Block();
       tg.getBody().push_back(tgBody);
       IRMapping inner;

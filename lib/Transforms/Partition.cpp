@@ -132,8 +132,10 @@ struct TaskGraphPartitioner {
     for (Operation *op : ops) {
       b.setInsertionPoint(op);
       if (auto w = dyn_cast<WeightOp>(op)) {
-        ShardingAttr s = ShardingAttr::getReplicated(ctx, w.getType().getRank());
-        if (auto list = w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
+        ShardingAttr s =
+            ShardingAttr::getReplicated(ctx, w.getType().getRank());
+        if (auto list =
+                w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
           s = cast<ShardingAttr>(list[0]);
         setLocal(w.getResult(), s);
         continue;
@@ -172,8 +174,8 @@ struct TaskGraphPartitioner {
       return op->emitError() << "has no factor shardings; run "
                                 "shoal-propagate-sharding first";
     for (OpOperand &use : op->getOpOperands()) {
-      ShardingAttr need = shardingFromFactors(
-          ctx, rule.operands[use.getOperandNumber()], axes);
+      ShardingAttr need =
+          shardingFromFactors(ctx, rule.operands[use.getOperandNumber()], axes);
       use.set(reshard(b, op->getLoc(), use.get(), layoutOf(use.get()), need));
     }
     auto resultSh = op->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
@@ -204,8 +206,9 @@ struct TaskGraphPartitioner {
                                     gemm.getB(), Value(), gemm.getAlphaAttr(),
                                     gemm.getBetaAttr(), gemm.getTransAAttr(),
                                     gemm.getTransBAttr());
-      auto sum = b.create<AllReduceOp>(gemm.getLoc(), plain.getType(), plain.getResult(),
-                                       b.getStrArrayAttr(partial));
+      auto sum =
+          b.create<AllReduceOp>(gemm.getLoc(), plain.getType(),
+                                plain.getResult(), b.getStrArrayAttr(partial));
       auto add = b.create<AddOp>(gemm.getLoc(), gemm.getType(), sum, c);
       result.replaceAllUsesWith(add.getResult());
       layout[add.getResult()] = resultLayout;
@@ -239,9 +242,9 @@ struct PartitionPass : public ::shoal::impl::PartitionPassBase<PartitionPass> {
       for (auto tg : entry.getOps<TaskGraphOp>())
         if (failed(TaskGraphPartitioner(tg).run()))
           return signalPassFailure();
-      func.setType(FunctionType::get(
-          func.getContext(), entry.getArgumentTypes(),
-          entry.getTerminator()->getOperandTypes()));
+      func.setType(FunctionType::get(func.getContext(),
+                                     entry.getArgumentTypes(),
+                                     entry.getTerminator()->getOperandTypes()));
     }
   }
 };

@@ -107,16 +107,15 @@ struct PropagateShardingPass
           if (type.getRank() > 0 && !batchAxes.empty()) {
             int64_t n = getAxesSize(mesh, batchAxes);
             if (type.getDimSize(0) % n != 0) {
-              auto name =
-                  func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "shoal.name");
+              auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                            "shoal.name");
               return tg.emitError()
                      << "graph input '"
                      << (name ? name.getValue() : StringRef("?"))
                      << "' has batch dimension " << type.getDimSize(0)
                      << ", which cannot be split evenly over " << n
-                     << " data-parallel ranks of TaskGraph '"
-                     << tg.getSymName() << "'";
+                     << " data-parallel ranks of TaskGraph '" << tg.getSymName()
+                     << "'";
             }
             dims[0] = batchAxes;
           }
@@ -137,8 +136,8 @@ struct PropagateShardingPass
         continue;
       auto iface = dyn_cast<ShardingRuleOpInterface>(op);
       if (!iface)
-        return op.emitError() << "'" << op.getName()
-                              << "' has no sharding rule";
+        return op.emitError()
+               << "'" << op.getName() << "' has no sharding rule";
       if (failed(decide(tg, iface, mesh, isSplit ? tpSize : 1)))
         return failure();
     }
@@ -187,7 +186,8 @@ struct PropagateShardingPass
     }
 
     // Split a contraction's weight over tp when nothing uses tp yet.
-    bool contracts = llvm::is_contained(rule.factorKinds, FactorKind::Reduction);
+    bool contracts =
+        llvm::is_contained(rule.factorKinds, FactorKind::Reduction);
     if (tpSize > 1 && contracts && !used.contains("tp")) {
       int best = -1;
       Value bestWeight;
@@ -211,9 +211,8 @@ struct PropagateShardingPass
       if (best >= 0) {
         if (rule.factorSizes[best] % tpSize != 0)
           return op->emitError()
-                 << "split(" << tpSize << ") of TaskGraph '"
-                 << tg.getSymName() << "': " << describe(op)
-                 << " would split a dimension of size "
+                 << "split(" << tpSize << ") of TaskGraph '" << tg.getSymName()
+                 << "': " << describe(op) << " would split a dimension of size "
                  << rule.factorSizes[best] << " of weight '"
                  << cast<WeightOp>(bestWeight.getDefiningOp()).getName()
                  << "' over " << tpSize << " devices, but " << tpSize
@@ -237,9 +236,9 @@ struct PropagateShardingPass
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
       if (auto w = v.getDefiningOp<WeightOp>())
-        w->setAttr(ShoalDialect::kShardingAttr,
-                   b.getArrayAttr(
-                       {shardingFromFactors(ctx, rule.operands[k], axes)}));
+        w->setAttr(
+            ShoalDialect::kShardingAttr,
+            b.getArrayAttr({shardingFromFactors(ctx, rule.operands[k], axes)}));
     return success();
   }
 };

@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerPassManagerCLOptions();
   cl::ParseCommandLineOptions(
-      argc, argv, "shoal-compile: ONNX model + annotations -> executable plan\n");
+      argc, argv,
+      "shoal-compile: ONNX model + annotations -> executable plan\n");
   auto fail = [](const llvm::Twine &msg) {
     llvm::errs() << "shoal-compile: error: " << msg << "\n";
     return 1;

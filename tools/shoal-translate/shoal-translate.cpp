@@ -18,7 +18,6 @@
 
 using namespace mlir;
 
-
 static llvm::cl::list<std::string> inputShapeOpts(
     "input-shape",
     llvm::cl::desc("Static shape for a graph input, for --import-onnx; "

@@ -38,7 +38,6 @@ void check_model(const ModelProto &model, CheckerContext &ctx);
 } // namespace checker
 } // namespace ONNX_NAMESPACE
 
-
 using namespace mlir;
 using namespace shoal;
 

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shoal/Target/Plan.h"
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Target/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -63,8 +63,8 @@ public:
 
     for (BlockArgument arg : entry.getArguments()) {
       auto *port = prog->add_inputs();
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "shoal.name");
+      auto name =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "shoal.name");
       port->set_name(name ? name.getValue().str()
                           : "input" + std::to_string(arg.getArgNumber()));
       fillPort(port, arg,
@@ -193,9 +193,9 @@ private:
       }
       if (auto w = dyn_cast<WeightOp>(op)) {
         if (plan.sources_size() == 0)
-          return w.emitError() << "weight '" << w.getName()
-                               << "' but the module has no '"
-                               << ShoalDialect::kSourceAttr << "'";
+          return w.emitError()
+                 << "weight '" << w.getName() << "' but the module has no '"
+                 << ShoalDialect::kSourceAttr << "'";
         auto *weight = prog->add_weights();
         weight->set_value(idOf(w));
         weight->set_initializer(w.getName().str());
@@ -204,8 +204,8 @@ private:
         if (auto list =
                 w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
           s = cast<ShardingAttr>(list[0]);
-        fillGlobal(weight->mutable_global_type(), weight->mutable_sharding(),
-                   w, s);
+        fillGlobal(weight->mutable_global_type(), weight->mutable_sharding(), w,
+                   s);
         continue;
       }
       if (auto c = dyn_cast<ConstantOp>(op)) {
@@ -256,77 +256,76 @@ private:
       for (auto s : v.getAsValueRange<StringAttr>())
         strs->add_values(s.str());
     };
-    StringRef kind =
-        llvm::TypeSwitch<Operation *, StringRef>(op)
-            .Case([](AddOp) { return "Add"; })
-            .Case([](SubOp) { return "Sub"; })
-            .Case([](MulOp) { return "Mul"; })
-            .Case([](DivOp) { return "Div"; })
-            .Case([](PowOp) { return "Pow"; })
-            .Case([](ErfOp) { return "Erf"; })
-            .Case([](TanhOp) { return "Tanh"; })
-            .Case([](ReluOp) { return "Relu"; })
-            .Case([](SqrtOp) { return "Sqrt"; })
-            .Case([](ExpOp) { return "Exp"; })
-            .Case([](NegOp) { return "Neg"; })
-            .Case([](SigmoidOp) { return "Sigmoid"; })
-            .Case([](MatMulOp) { return "MatMul"; })
-            .Case([&](GemmOp g) {
-              setF("alpha", g.getAlpha().convertToDouble());
-              setF("beta", g.getBeta().convertToDouble());
-              setI("transA", g.getTransA());
-              setI("transB", g.getTransB());
-              return "Gemm";
-            })
-            .Case([&](SoftmaxOp s) {
-              setI("axis", s.getAxis());
-              return "Softmax";
-            })
-            .Case([&](LayerNormOp l) {
-              setI("axis", l.getAxis());
-              setF("epsilon", l.getEpsilon().convertToDouble());
-              return "LayerNormalization";
-            })
-            .Case([&](GatherOp g) {
-              setI("axis", g.getAxis());
-              return "Gather";
-            })
-            .Case([&](ReshapeOp r) {
-              setInts("shape", r.getType().getShape());
-              return "Reshape";
-            })
-            .Case([&](TransposeOp t) {
-              setInts("perm", t.getPerm());
-              return "Transpose";
-            })
-            .Case([&](ReduceMeanOp r) {
-              setInts("axes", r.getAxes());
-              setI("keepdims", r.getKeepdims());
-              return "ReduceMean";
-            })
-            .Case([&](ReduceSumOp r) {
-              setInts("axes", r.getAxes());
-              setI("keepdims", r.getKeepdims());
-              return "ReduceSum";
-            })
-            .Case([&](AllReduceOp c) {
-              setStrs("axes", c.getAxes());
-              return "AllReduce";
-            })
-            .Case([&](AllGatherOp c) {
-              setI("dim", c.getDim());
-              setStrs("axes", c.getAxes());
-              return "AllGather";
-            })
-            .Case([&](LocalSliceOp c) {
-              setI("dim", c.getDim());
-              setStrs("axes", c.getAxes());
-              return "LocalSlice";
-            })
-            .Default([](Operation *) { return ""; });
+    StringRef kind = llvm::TypeSwitch<Operation *, StringRef>(op)
+                         .Case([](AddOp) { return "Add"; })
+                         .Case([](SubOp) { return "Sub"; })
+                         .Case([](MulOp) { return "Mul"; })
+                         .Case([](DivOp) { return "Div"; })
+                         .Case([](PowOp) { return "Pow"; })
+                         .Case([](ErfOp) { return "Erf"; })
+                         .Case([](TanhOp) { return "Tanh"; })
+                         .Case([](ReluOp) { return "Relu"; })
+                         .Case([](SqrtOp) { return "Sqrt"; })
+                         .Case([](ExpOp) { return "Exp"; })
+                         .Case([](NegOp) { return "Neg"; })
+                         .Case([](SigmoidOp) { return "Sigmoid"; })
+                         .Case([](MatMulOp) { return "MatMul"; })
+                         .Case([&](GemmOp g) {
+                           setF("alpha", g.getAlpha().convertToDouble());
+                           setF("beta", g.getBeta().convertToDouble());
+                           setI("transA", g.getTransA());
+                           setI("transB", g.getTransB());
+                           return "Gemm";
+                         })
+                         .Case([&](SoftmaxOp s) {
+                           setI("axis", s.getAxis());
+                           return "Softmax";
+                         })
+                         .Case([&](LayerNormOp l) {
+                           setI("axis", l.getAxis());
+                           setF("epsilon", l.getEpsilon().convertToDouble());
+                           return "LayerNormalization";
+                         })
+                         .Case([&](GatherOp g) {
+                           setI("axis", g.getAxis());
+                           return "Gather";
+                         })
+                         .Case([&](ReshapeOp r) {
+                           setInts("shape", r.getType().getShape());
+                           return "Reshape";
+                         })
+                         .Case([&](TransposeOp t) {
+                           setInts("perm", t.getPerm());
+                           return "Transpose";
+                         })
+                         .Case([&](ReduceMeanOp r) {
+                           setInts("axes", r.getAxes());
+                           setI("keepdims", r.getKeepdims());
+                           return "ReduceMean";
+                         })
+                         .Case([&](ReduceSumOp r) {
+                           setInts("axes", r.getAxes());
+                           setI("keepdims", r.getKeepdims());
+                           return "ReduceSum";
+                         })
+                         .Case([&](AllReduceOp c) {
+                           setStrs("axes", c.getAxes());
+                           return "AllReduce";
+                         })
+                         .Case([&](AllGatherOp c) {
+                           setI("dim", c.getDim());
+                           setStrs("axes", c.getAxes());
+                           return "AllGather";
+                         })
+                         .Case([&](LocalSliceOp c) {
+                           setI("dim", c.getDim());
+                           setStrs("axes", c.getAxes());
+                           return "LocalSlice";
+                         })
+                         .Default([](Operation *) { return ""; });
     if (kind.empty())
-      return op->emitError() << "'" << op->getName()
-                             << "' has no executable form in the plan";
+      return op->emitError()
+             << "'" << op->getName() << "' has no executable form in the plan";
     out->set_kind(kind.str());
     for (Value v : op->getOperands())
       out->add_inputs(idOf(v));

@@ -37,9 +37,8 @@ LogicalResult ScopeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!name || name.getValue().empty())
     return emitError() << "scope needs a non-empty name";
   if (devices < 1)
-    return emitError() << "scope '" << name.getValue()
-                       << "' has device count " << devices
-                       << "; expected at least 1";
+    return emitError() << "scope '" << name.getValue() << "' has device count "
+                       << devices << "; expected at least 1";
   return success();
 }
 
@@ -77,9 +76,8 @@ int64_t MeshAttr::getNumDevices() const {
   return n;
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     ArrayAttr dims) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayAttr dims) {
   llvm::SmallSet<StringRef, 4> seen;
   for (Attribute dim : dims) {
     auto axes = llvm::dyn_cast<ArrayAttr>(dim);
@@ -107,9 +105,8 @@ SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
 }
 
 bool ShardingAttr::isReplicated() const {
-  return llvm::all_of(getDims(), [](Attribute d) {
-    return llvm::cast<ArrayAttr>(d).empty();
-  });
+  return llvm::all_of(
+      getDims(), [](Attribute d) { return llvm::cast<ArrayAttr>(d).empty(); });
 }
 
 ShardingAttr ShardingAttr::get(MLIRContext *ctx,
@@ -135,15 +132,15 @@ LogicalResult ShoalDialect::verifyOperationAttribute(Operation *op,
   Attribute value = attr.getValue();
   if (name == kScopeAttr) {
     if (!llvm::isa<StringAttr>(value))
-      return op->emitError() << "'" << kScopeAttr
-                             << "' must be a string naming a scope";
+      return op->emitError()
+             << "'" << kScopeAttr << "' must be a string naming a scope";
     return success();
   }
   if (name == kScopesAttr) {
     auto list = llvm::dyn_cast<ArrayAttr>(value);
     if (!list || !llvm::all_of(list, llvm::IsaPred<ScopeAttr>))
-      return op->emitError() << "'" << kScopesAttr
-                             << "' must be a list of #shoal.scope";
+      return op->emitError()
+             << "'" << kScopesAttr << "' must be a list of #shoal.scope";
     llvm::SmallSet<StringRef, 8> seen;
     for (auto scope : list.getAsRange<ScopeAttr>())
       if (!seen.insert(scope.getName().getValue()).second)

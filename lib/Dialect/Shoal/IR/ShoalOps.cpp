@@ -21,7 +21,9 @@ namespace {
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
 
 /// Prints a shape as `[4, 8]` in diagnostics.
 std::string fmtShape(ArrayRef<int64_t> shape) {
@@ -132,9 +134,9 @@ LogicalResult shoal::verifyElementwiseOp(Operation *op) {
   }
   ArrayRef<int64_t> result = shapeOf(op->getResult(0));
   if (ArrayRef<int64_t>(*expected) != result)
-    return op->emitOpError() << "result shape " << fmtShape(result)
-                             << " does not match the broadcast shape "
-                             << fmtShape(*expected);
+    return op->emitOpError()
+           << "result shape " << fmtShape(result)
+           << " does not match the broadcast shape " << fmtShape(*expected);
   return success();
 }
 
@@ -167,8 +169,8 @@ LogicalResult shoal::verifyReduceOp(Operation *op, ArrayRef<int64_t> axes,
   SmallVector<int64_t> expected;
   for (int64_t a : axes)
     if (normalizeAxis(a, rank) < 0)
-      return op->emitOpError() << "reduction axis " << a
-                               << " out of range for rank " << rank;
+      return op->emitOpError()
+             << "reduction axis " << a << " out of range for rank " << rank;
   for (int64_t i = 0; i < rank; ++i) {
     bool reduced = llvm::any_of(
         axes, [&](int64_t a) { return normalizeAxis(a, rank) == i; });
@@ -224,15 +226,14 @@ FailureOr<MatMulDims> getMatMulDims(Operation *op, ArrayRef<int64_t> a,
   d.n = d.hasN ? b.back() : 1;
   if (d.k != kb)
     return op->emitOpError()
-           << "contracting dimensions differ: lhs " << fmtShape(a)
-           << " has " << d.k << ", rhs " << fmtShape(b) << " has " << kb;
+           << "contracting dimensions differ: lhs " << fmtShape(a) << " has "
+           << d.k << ", rhs " << fmtShape(b) << " has " << kb;
   ArrayRef<int64_t> ab = a.drop_back(d.hasM ? 2 : 1);
   ArrayRef<int64_t> bb = b.drop_back(d.hasN ? 2 : 1);
   auto batch = broadcastShapes({ab, bb});
   if (failed(batch))
-    return op->emitOpError() << "batch dimensions of " << fmtShape(a)
-                             << " and " << fmtShape(b)
-                             << " are not broadcast-compatible";
+    return op->emitOpError() << "batch dimensions of " << fmtShape(a) << " and "
+                             << fmtShape(b) << " are not broadcast-compatible";
   d.batch = *batch;
   return d;
 }
@@ -297,8 +298,8 @@ int64_t MatMulOp::getFlops() {
 LogicalResult GemmOp::verify() {
   ArrayRef<int64_t> a = shapeOf(getA()), b = shapeOf(getB());
   if (a.size() != 2 || b.size() != 2)
-    return emitOpError() << "operands A and B must be 2-D, got "
-                         << fmtShape(a) << " and " << fmtShape(b);
+    return emitOpError() << "operands A and B must be 2-D, got " << fmtShape(a)
+                         << " and " << fmtShape(b);
   int64_t m = getTransA() ? a[1] : a[0], k = getTransA() ? a[0] : a[1];
   int64_t kb = getTransB() ? b[1] : b[0], n = getTransB() ? b[0] : b[1];
   if (k != kb)
@@ -324,10 +325,10 @@ ShardingRule GemmOp::getShardingRule() {
   int m = rule.addFactor(res[0]), n = rule.addFactor(res[1]);
   int k = rule.addFactor(shapeOf(getA())[getTransA() ? 0 : 1],
                          FactorKind::Reduction);
-  TensorFactors aF = getTransA() ? TensorFactors{{k}, {m}}
-                                 : TensorFactors{{m}, {k}};
-  TensorFactors bF = getTransB() ? TensorFactors{{n}, {k}}
-                                 : TensorFactors{{k}, {n}};
+  TensorFactors aF =
+      getTransA() ? TensorFactors{{k}, {m}} : TensorFactors{{m}, {k}};
+  TensorFactors bF =
+      getTransB() ? TensorFactors{{n}, {k}} : TensorFactors{{k}, {n}};
   rule.operands = {aF, bF};
   if (getC())
     rule.operands.push_back(alignBroadcast(shapeOf(getC()), res, {m, n}));
@@ -358,8 +359,8 @@ ShardingRule SoftmaxOp::getShardingRule() {
   int64_t axis = normalizeAxis(getAxis(), rankOf(getInput()));
   TensorFactors tf;
   for (auto [i, d] : llvm::enumerate(shapeOf(getInput())))
-    tf.push_back({rule.addFactor(d, (int64_t)i == axis ? FactorKind::Blocked
-                                                        : FactorKind::Parallel)});
+    tf.push_back({rule.addFactor(
+        d, (int64_t)i == axis ? FactorKind::Blocked : FactorKind::Parallel)});
   rule.operands = {tf};
   rule.results = {tf};
   return rule;
@@ -434,9 +435,8 @@ ShardingRule GatherOp::getShardingRule() {
   int64_t axis = normalizeAxis(getAxis(), data.size());
   TensorFactors dataF, idxF, resF;
   for (auto [i, d] : llvm::enumerate(data))
-    dataF.push_back({rule.addFactor(d, (int64_t)i == axis
-                                           ? FactorKind::Blocked
-                                           : FactorKind::Parallel)});
+    dataF.push_back({rule.addFactor(
+        d, (int64_t)i == axis ? FactorKind::Blocked : FactorKind::Parallel)});
   for (int64_t d : idx)
     idxF.push_back({rule.addFactor(d)});
   resF.append(dataF.begin(), dataF.begin() + axis);
@@ -457,8 +457,8 @@ LogicalResult ReshapeOp::verify() {
   if (!in.hasStaticShape() || !out.hasStaticShape())
     return emitOpError() << "needs static shapes";
   if (in.getNumElements() != out.getNumElements())
-    return emitOpError() << "cannot reshape " << fmtShape(in.getShape())
-                         << " (" << in.getNumElements() << " elements) to "
+    return emitOpError() << "cannot reshape " << fmtShape(in.getShape()) << " ("
+                         << in.getNumElements() << " elements) to "
                          << fmtShape(out.getShape()) << " ("
                          << out.getNumElements() << " elements)";
   if (in.getElementType() != out.getElementType())
@@ -587,10 +587,12 @@ LogicalResult TaskGraphOp::verify() {
                          << " values whose types differ from its "
                          << getNumResults() << " results";
   if (auto mesh = getMeshAttr())
-    if (mesh.getAxisSize("tp") && mesh.getAxisSize("tp") != (int64_t)getDevices())
+    if (mesh.getAxisSize("tp") &&
+        mesh.getAxisSize("tp") != (int64_t)getDevices())
       return emitOpError() << "mesh axis 'tp' has size "
-                           << mesh.getAxisSize("tp") << " but the TaskGraph has "
-                           << getDevices() << " devices";
+                           << mesh.getAxisSize("tp")
+                           << " but the TaskGraph has " << getDevices()
+                           << " devices";
   return success();
 }
 
@@ -614,8 +616,8 @@ LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
   ArrayRef<int64_t> out = shapeOf(op->getResult(0));
   StringRef what = grows ? "gather" : "slice";
   if (dim < 0 || dim >= (int64_t)in.size())
-    return op->emitOpError() << what << " dim " << dim
-                             << " out of range for rank " << in.size();
+    return op->emitOpError()
+           << what << " dim " << dim << " out of range for rank " << in.size();
   if (in.size() != out.size())
     return op->emitOpError() << "result rank " << out.size()
                              << " differs from input rank " << in.size();
@@ -623,12 +625,11 @@ LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
     if ((int64_t)i == dim) {
       int64_t big = grows ? out[i] : in[i], small = grows ? in[i] : out[i];
       if (small <= 0 || big % small != 0)
-        return op->emitOpError()
-               << what << " dim " << dim << ": size " << big
-               << " is not a multiple of " << small;
+        return op->emitOpError() << what << " dim " << dim << ": size " << big
+                                 << " is not a multiple of " << small;
     } else if (in[i] != out[i]) {
-      return op->emitOpError() << "dimension " << i << " changes from "
-                               << in[i] << " to " << out[i];
+      return op->emitOpError() << "dimension " << i << " changes from " << in[i]
+                               << " to " << out[i];
     }
   }
   return success();
