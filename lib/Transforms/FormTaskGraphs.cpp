@@ -156,6 +156,14 @@ struct FormTaskGraphsPass
       instanceOf[&op] = chosen;
     }
 
+    Operation *ret = body.getTerminator();
+    for (auto [i, v] : llvm::enumerate(ret->getOperands()))
+      if (Operation *def = v.getDefiningOp(); def && isClonedSource(def))
+        return def->emitError()
+               << "graph output " << i
+               << " is an initializer or constant, not computed by any "
+                  "node; shoal needs every output to come from a node";
+
     // Build the TaskGraphs in order, cloning ops into their bodies.
     OpBuilder b(body.getTerminator());
     IRMapping outer; // original value -> value outside any TaskGraph
@@ -192,8 +200,10 @@ struct FormTaskGraphsPass
       for (Operation *op : inst.ops) {
         // Weights and constants are cloned next to each use, so each use
         // can get the slice it needs.
+        llvm::SmallPtrSet<Value, 4> cloned;
         for (Value v : op->getOperands())
-          if (Operation *def = v.getDefiningOp(); def && isClonedSource(def)) {
+          if (Operation *def = v.getDefiningOp();
+              def && isClonedSource(def) && cloned.insert(v).second) {
             Operation *copy = ib.clone(*def);
             copy->removeAttr(ShoalDialect::kScopeAttr);
             inner.map(v, copy->getResult(0));
@@ -210,7 +220,6 @@ struct FormTaskGraphsPass
     }
 
     // Rewire the return and drop the originals.
-    Operation *ret = body.getTerminator();
     for (OpOperand &use : ret->getOpOperands())
       use.set(outer.lookupOrDefault(use.get()));
     SmallVector<Operation *> dead;

@@ -68,6 +68,14 @@ struct PropagateShardingPass
     }
   }
 
+  /// The batch size: dimension 0 of the first graph input of rank >= 1.
+  static int64_t getBatchSize(func::FuncOp func) {
+    for (Type t : func.getArgumentTypes())
+      if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0)
+        return rt.getDimSize(0);
+    return -1;
+  }
+
   /// Sharding of a value outside TaskGraphs (a graph input or a TaskGraph
   /// result).
   ShardingAttr getOuterSharding(func::FuncOp func, Value v) {
@@ -99,24 +107,32 @@ struct PropagateShardingPass
     for (Value in : tg.getInputs()) {
       ShardingAttr s;
       if (auto arg = dyn_cast<BlockArgument>(in)) {
+        auto type = cast<RankedTensorType>(in.getType());
+        auto name =
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "shoal.name");
+        StringRef inputName = name ? name.getValue() : StringRef("?");
         s = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
                                                 ShoalDialect::kShardingAttr);
-        if (!s) {
-          auto type = cast<RankedTensorType>(in.getType());
+        if (s) {
+          if (failed(verifySharding(s, type, mesh, [&]() {
+                return func.emitError()
+                       << "sharding of graph input '" << inputName << "': ";
+              })))
+            return failure();
+        } else {
+          // Whale splits the batch, dimension 0 of the inputs. Inputs whose
+          // dimension 0 is not the batch size (masks, tables) stay whole.
           SmallVector<SmallVector<StringRef>> dims(type.getRank());
-          if (type.getRank() > 0 && !batchAxes.empty()) {
+          if (type.getRank() > 0 && !batchAxes.empty() &&
+              type.getDimSize(0) == getBatchSize(func)) {
             int64_t n = getAxesSize(mesh, batchAxes);
-            if (type.getDimSize(0) % n != 0) {
-              auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                            "shoal.name");
+            if (type.getDimSize(0) % n != 0)
               return tg.emitError()
-                     << "graph input '"
-                     << (name ? name.getValue() : StringRef("?"))
-                     << "' has batch dimension " << type.getDimSize(0)
+                     << "graph input '" << inputName << "' has batch dimension "
+                     << type.getDimSize(0)
                      << ", which cannot be split evenly over " << n
                      << " data-parallel ranks of TaskGraph '" << tg.getSymName()
                      << "'";
-            }
             dims[0] = batchAxes;
           }
           s = ShardingAttr::get(ctx, dims);

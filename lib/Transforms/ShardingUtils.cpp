@@ -64,3 +64,25 @@ RankedTensorType shoal::getLocalType(RankedTensorType type,
     shape[d] /= getAxesSize(mesh, sharding.getDimAxes(d));
   return RankedTensorType::get(shape, type.getElementType());
 }
+
+LogicalResult
+shoal::verifySharding(ShardingAttr sharding, RankedTensorType type,
+                      MeshAttr mesh,
+                      function_ref<InFlightDiagnostic()> emitError) {
+  if ((int64_t)sharding.getDims().size() != type.getRank())
+    return emitError() << "it has " << sharding.getDims().size()
+                       << " entries for a tensor of rank " << type.getRank();
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    SmallVector<StringRef> axes = sharding.getDimAxes(d);
+    for (StringRef a : axes)
+      if (mesh.getAxisSize(a) == 0)
+        return emitError() << "dimension " << d << " uses mesh axis '" << a
+                           << "', which the mesh does not have";
+    int64_t n = getAxesSize(mesh, axes);
+    if (type.getDimSize(d) % n != 0)
+      return emitError() << "dimension " << d << " of size "
+                         << type.getDimSize(d)
+                         << " cannot be split evenly over " << n << " ranks";
+  }
+  return success();
+}

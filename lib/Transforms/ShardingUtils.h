@@ -27,6 +27,14 @@ ShardingAttr getValueSharding(mlir::Value v);
 /// Number of ranks `axes` spans in `mesh`.
 int64_t getAxesSize(MeshAttr mesh, llvm::ArrayRef<llvm::StringRef> axes);
 
+/// Checks that `sharding` fits `type` on `mesh`: one entry per dimension,
+/// known axes, each used once, and sizes that divide. `emitError` starts an
+/// error naming the value.
+mlir::LogicalResult
+verifySharding(ShardingAttr sharding, mlir::RankedTensorType type,
+               MeshAttr mesh,
+               llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
 /// Local type of a tensor of `type` split by `sharding` over `mesh`.
 mlir::RankedTensorType getLocalType(mlir::RankedTensorType type,
                                     ShardingAttr sharding, MeshAttr mesh);

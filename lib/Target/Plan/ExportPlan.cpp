@@ -35,8 +35,8 @@ public:
     auto tgs = entry.getOps<TaskGraphOp>();
     if (tgs.empty())
       return func.emitError()
-             << "'@main' has no shoal.task_graph; run shoal-parallelize "
-                "before exporting a plan";
+             << "'@main' has no shoal.task_graph: either shoal-parallelize "
+                "did not run, or the graph has no nodes to execute";
     mesh = (*tgs.begin()).getMeshAttr();
     for (TaskGraphOp tg : tgs)
       if (tg.getMeshAttr() != mesh)
