@@ -24,6 +24,18 @@ if config.mpiexec and os.path.exists(config.mpiexec):
     config.substitutions.append(
         ("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
 
+# A usable NVIDIA GPU (the CUDA backend's tests need one; elsewhere they are
+# unsupported, never failed).
+import shutil, subprocess
+smi = shutil.which("nvidia-smi")
+if smi:
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and "GPU" in out.stdout:
+            config.available_features.add("cuda-gpu")
+    except Exception:
+        pass
+
 tool_dirs = [config.shoal_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["shoal-opt", "shoal-translate", "shoal-compile", "shoal-run"], tool_dirs)

@@ -18,7 +18,8 @@
 using namespace shoal::rt;
 
 Executor::Executor(const LoadedPlan &plan)
-    : plan(plan), values(plan.values.size()) {}
+    : plan(plan), values(plan.values.size()),
+      persistent(plan.values.size(), false) {}
 
 void Executor::setValue(int id, Tensor tensor) {
   if (id < 0 || id >= static_cast<int>(values.size()))
@@ -27,6 +28,7 @@ void Executor::setValue(int id, Tensor tensor) {
     throw Error(fmt::format("value {} is {} but was given a {} tensor", id,
                             plan.values[id].str(), tensor.type().str()));
   values[id] = std::move(tensor);
+  persistent[id] = true;
 }
 
 const Tensor &Executor::input(const OpInfo &op, std::size_t i) const {
@@ -41,7 +43,7 @@ void Executor::run(Comm &comm, bool verbose) {
   bool print = verbose && comm.rank() == 0;
   // Values nothing reads (and that are no outputs) can go right away.
   for (std::size_t v = 0; v < values.size(); ++v)
-    if (plan.lastUse[v] == -1)
+    if (plan.lastUse[v] == -1 && !persistent[v])
       values[v] = Tensor();
   for (const OpInfo &op : plan.ops) {
     auto start = std::chrono::steady_clock::now();
@@ -56,10 +58,10 @@ void Executor::run(Comm &comm, bool verbose) {
       throw Error(fmt::format("{}: {}", op.describe(), msg));
     }
     for (int v : op.inputs)
-      if (v >= 0 && plan.lastUse[v] == op.index)
+      if (v >= 0 && plan.lastUse[v] == op.index && !persistent[v])
         values[v] = Tensor();
     for (int v : op.outputs)
-      if (v >= 0 && plan.lastUse[v] == -1)
+      if (v >= 0 && plan.lastUse[v] == -1 && !persistent[v])
         values[v] = Tensor();
     if (print) {
       double ms = std::chrono::duration<double, std::milli>(
@@ -72,6 +74,19 @@ void Executor::run(Comm &comm, bool verbose) {
 }
 
 void Executor::runOp(const OpInfo &op, Comm &comm) {
+  std::vector<const Tensor *> inputs;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    inputs.push_back(op.inputs[i] < 0 ? nullptr : &input(op, i));
+  std::vector<Tensor> outs;
+  runOnCpu(plan, op, inputs, outs, comm);
+  for (std::size_t i = 0; i < op.outputs.size(); ++i)
+    if (op.outputs[i] >= 0)
+      values[op.outputs[i]] = std::move(outs[i]);
+}
+
+void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
+                        const std::vector<const Tensor *> &inputs,
+                        std::vector<Tensor> &outs, Comm &comm) {
   const OpAttrs &a = op.attrs;
   // Allocate the outputs with their declared local types, except for ops
   // that alias their input.
@@ -79,11 +94,16 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
       op.kind == OpKind::Reshape ||
       ((op.kind == OpKind::ReduceMean || op.kind == OpKind::ReduceSum) &&
        a.reduceIsIdentity);
-  std::vector<Tensor> outs;
+  outs.clear();
   for (int v : op.outputs)
     outs.push_back(v >= 0 && !aliases ? Tensor(plan.values[v]) : Tensor());
+  auto input = [&](const OpInfo &, std::size_t i) -> const Tensor & {
+    if (i >= inputs.size() || !inputs[i] || !inputs[i]->defined())
+      throw Error(fmt::format("input #{} has no data", i));
+    return *inputs[i];
+  };
   auto optionalInput = [&](std::size_t i) -> const Tensor * {
-    if (i >= op.inputs.size() || op.inputs[i] < 0)
+    if (i >= inputs.size() || !inputs[i])
       return nullptr;
     return &input(op, i);
   };
@@ -175,7 +195,4 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
                     comm.groupIndex(a.meshAxes), outs[0]);
     break;
   }
-  for (std::size_t i = 0; i < op.outputs.size(); ++i)
-    if (op.outputs[i] >= 0)
-      values[op.outputs[i]] = std::move(outs[i]);
 }

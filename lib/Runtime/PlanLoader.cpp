@@ -61,6 +61,7 @@ LoadedPlan PlanChecker::run() {
   if (plan.format_version() != 1)
     fail(fmt::format("format_version is {}, this runtime reads version 1",
                      plan.format_version()));
+  out.defaultCuda = plan.default_device() == plan::CUDA;
   checkMesh();
   if (out.mesh.worldSize() != worldSize)
     throw Error(fmt::format("plan {} is for a world of {} ranks, but this "

@@ -56,6 +56,8 @@ struct LoadedPlan {
   Mesh mesh;
   /// Weight source files, resolved against the plan's folder.
   std::vector<std::string> sourcePaths;
+  /// The backend the plan asks for (shoal-compile --device).
+  bool defaultCuda = false;
   /// The program's role, for messages.
   std::string role;
   /// Local type of every value.

@@ -14,7 +14,9 @@
 
 #include "shoal/Runtime/Runtime.h"
 
+#include "Backend.h"
 #include "Comm.h"
+#include "DeviceCatalog.h"
 #include "Executor.h"
 #include "MappedFile.h"
 #include "Npy.h"
@@ -74,7 +76,7 @@ void agree(const std::string &error, MPI_Comm world) {
 
 /// Loads this rank's slice of every weight, opening each source once.
 void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
-                 Executor &exec) {
+                 ProgramRunner &exec) {
   std::map<int, std::vector<const WeightInfo *>> bySource;
   for (const WeightInfo &w : plan.weights)
     bySource[w.source].push_back(&w);
@@ -94,7 +96,7 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
   }
 }
 
-void loadConstants(const LoadedPlan &plan, Executor &exec) {
+void loadConstants(const LoadedPlan &plan, ProgramRunner &exec) {
   for (const ConstantInfo &c : plan.constants) {
     Tensor t(plan.values[c.value]);
     if (!c.data.empty())
@@ -109,7 +111,7 @@ void loadConstants(const LoadedPlan &plan, Executor &exec) {
 }
 
 void loadInputs(const LoadedPlan &plan, const std::string &dir,
-                const std::vector<int64_t> &coords, Executor &exec) {
+                const std::vector<int64_t> &coords, ProgramRunner &exec) {
   if (!plan.inputs.empty() && dir.empty())
     throw Error(fmt::format("the plan has {} inputs but no inputs folder was "
                             "given (--inputs DIR)",
@@ -142,9 +144,9 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
 
 /// Assembles every output on rank 0 and writes it.
 void writeOutputs(const LoadedPlan &plan, const std::string &dir,
-                  Executor &exec, Comm &comm) {
+                  ProgramRunner &exec, Comm &comm) {
   for (const PortInfo &port : plan.outputs) {
-    const Tensor &local = exec.value(port.value);
+    Tensor local = exec.fetch(port.value);
     std::string path =
         (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
     if (port.sharding.isReplicated()) {
@@ -184,8 +186,84 @@ void configureBlasThreads(MPI_Comm world) {
   openblas_set_num_threads(std::max(1, cores / ranksHere));
 }
 
+/// This rank's index among the ranks of its node, without communicating
+/// (so that it is safe before every rank has loaded).
+int localRank(int worldRank) {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                          "SLURM_LOCALID"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return worldRank;
+}
+
+/// One warning per op the CUDA backend runs on the CPU; under `strict`, an
+/// error naming the first.
+std::vector<std::string> cudaFallbacks(const LoadedPlan &plan, bool strict) {
+  std::vector<std::string> warnings;
+  std::map<std::string, int> seen;
+  for (const OpInfo &op : plan.ops) {
+    if (cudaHasKernel(plan, op))
+      continue;
+    if (strict)
+      throw Error(fmt::format("--strict: the CUDA backend has no kernel for "
+                              "{}",
+                              op.describe()));
+    if (seen[op.kindName]++ == 0)
+      warnings.push_back(fmt::format(
+          "the CUDA backend has no kernel for {}; it runs on the CPU (and so "
+          "does every other {} op like it)",
+          op.describe(), op.kindName));
+  }
+  return warnings;
+}
+
+/// FLOPs of this rank's matrix products in one step.
+double matmulFlops(const LoadedPlan &plan) {
+  double flops = 0;
+  for (const OpInfo &op : plan.ops) {
+    if (op.kind != OpKind::MatMul && op.kind != OpKind::Gemm)
+      continue;
+    const Shape &a = plan.values[op.inputs[0]].shape;
+    double k = op.kind == OpKind::Gemm && op.attrs.transA ? a.front()
+                                                          : a.back();
+    flops += 2.0 * k * plan.values[op.outputs[0]].numElements();
+  }
+  return flops;
+}
+
+void printStepReport(const LoadedPlan &plan, const RunSummary &s,
+                     const RunOptions &options, const ProgramRunner &exec) {
+  std::string line = fmt::format("shoal-run: {} steps on {} x {}: {:.3f} ms/step",
+                                 options.steps, s.worldSize,
+                                 exec.deviceName(), s.stepSeconds * 1e3);
+  if (!plan.inputs.empty()) {
+    const TensorType &in = plan.inputs.front().globalType;
+    if (!in.shape.empty()) {
+      double samples = static_cast<double>(in.shape[0]);
+      line += fmt::format(", {:.1f} samples/s", samples / s.stepSeconds);
+      bool tokens = (in.dtype == DType::I64 || in.dtype == DType::I32) &&
+                    in.shape.size() >= 2;
+      if (tokens)
+        line += fmt::format(", {:.1f} tokens/s",
+                            samples * in.shape[1] / s.stepSeconds);
+    }
+  }
+  double perDevice = s.stepFlops / s.worldSize / s.stepSeconds / 1e12;
+  line += fmt::format(", {:.3f} TFLOP/s per device", perDevice);
+  double peak = options.peakTflops;
+  Precision p = Precision::FP32;
+  parsePrecision(options.precision, p);
+  if (peak == 0 && exec.deviceSpec())
+    peak = peakTflops(*exec.deviceSpec(), p);
+  if (peak > 0)
+    line += fmt::format(", MFU {:.1f}% of {:.4g} TFLOP/s ({})",
+                        100 * perDevice / peak, peak,
+                        options.peakTflops > 0 ? "given" : precisionName(p));
+  std::printf("%s\n", line.c_str());
+}
+
 const char kUsage[] =
-    "usage: shoal-run PLAN --inputs DIR --outputs DIR [--verbose]\n"
+    "usage: shoal-run PLAN --inputs DIR --outputs DIR [options]\n"
     "\n"
     "Runs a shoal plan on the ranks of an MPI job; without mpirun it runs as\n"
     "a world of one rank. Start a plan made for N ranks with\n"
@@ -196,6 +274,18 @@ const char kUsage[] =
     "  --outputs DIR  folder for one <name>.npy per program output, written\n"
     "                 by rank 0 (created if missing)\n"
     "  --verbose      print per-op timings of rank 0 to stderr\n"
+    "  --backend B    cpu or cuda (default: the plan's device, see\n"
+    "                 shoal-compile --device)\n"
+    "  --strict       an op without a kernel on the backend is an error, not\n"
+    "                 a warning and a CPU fallback\n"
+    "  --precision P  matrix products on the GPU: fp32 (default), tf32,\n"
+    "                 bf16 or fp16 (fp32 accumulation and storage)\n"
+    "  --allow-tf32   same as --precision tf32\n"
+    "  --steps N      run the program N times and report step time,\n"
+    "                 samples/s, tokens/s and MFU (default 1)\n"
+    "  --warmup N     untimed steps before those (default 0)\n"
+    "  --peak-tflops X  a device's peak TFLOP/s for MFU when it is not in\n"
+    "                 the catalog (e.g. a CPU)\n"
     "  --help         print this help\n"
     "\n"
     "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
@@ -221,8 +311,60 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
       help = true;
       return "";
     }
+    auto number = [&](const char *flag, double &dst) -> std::string {
+      std::string text;
+      std::string prefix = std::string(flag) + "=";
+      if (arg.compare(0, prefix.size(), prefix) == 0)
+        text = arg.substr(prefix.size());
+      else if (i + 1 < argc)
+        text = argv[++i];
+      char *end = nullptr;
+      dst = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || dst < 0)
+        return fmt::format("{} needs a non-negative number, got '{}'", flag,
+                           text);
+      return "";
+    };
+    auto is = [&](const char *flag) {
+      std::string f = flag;
+      return arg == f || arg.rfind(f + "=", 0) == 0;
+    };
     if (arg == "--verbose" || arg == "-v") {
       opts.verbose = true;
+    } else if (arg == "--strict") {
+      opts.strict = true;
+    } else if (arg == "--allow-tf32") {
+      opts.precision = "tf32";
+    } else if (is("--backend")) {
+      if (std::string e = value("--backend", opts.backend); !e.empty())
+        return "--backend needs cpu or cuda";
+      BackendKind kind;
+      if (!parseBackend(opts.backend, kind))
+        return fmt::format("--backend must be cpu or cuda, got '{}'",
+                           opts.backend);
+    } else if (is("--precision")) {
+      if (std::string e = value("--precision", opts.precision); !e.empty())
+        return "--precision needs fp32, tf32, bf16 or fp16";
+      Precision p;
+      if (!parsePrecision(opts.precision, p))
+        return fmt::format("--precision must be fp32, tf32, bf16 or fp16, "
+                           "got '{}'",
+                           opts.precision);
+    } else if (is("--steps") || is("--warmup")) {
+      bool steps = is("--steps");
+      double n = 0;
+      if (std::string e = number(steps ? "--steps" : "--warmup", n);
+          !e.empty())
+        return e;
+      if (n != static_cast<int>(n) || (steps && n < 1))
+        return fmt::format("{} needs a whole number{}",
+                           steps ? "--steps" : "--warmup",
+                           steps ? " of at least 1" : "");
+      (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
+    } else if (is("--peak-tflops")) {
+      if (std::string e = number("--peak-tflops", opts.peakTflops);
+          !e.empty())
+        return e;
     } else if (arg == "--inputs" || arg.rfind("--inputs=", 0) == 0) {
       if (std::string e = value("--inputs", opts.inputsDir); !e.empty())
         return e;
@@ -259,14 +401,27 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
 
   // Phase 1: everything that can fail on bad input, without communication.
   std::unique_ptr<LoadedPlan> plan;
-  std::unique_ptr<Executor> exec;
+  std::unique_ptr<ProgramRunner> exec;
+  std::vector<std::string> fallbacks;
   std::string error;
   try {
     if (options.planPath.empty())
       throw Error("no plan file given");
     plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size));
     std::vector<int64_t> coords = plan->mesh.coordsOf(rank);
-    exec = std::make_unique<Executor>(*plan);
+    BackendKind backend =
+        plan->defaultCuda ? BackendKind::CUDA : BackendKind::CPU;
+    if (!options.backend.empty() && !parseBackend(options.backend, backend))
+      throw Error(fmt::format("unknown backend '{}'", options.backend));
+    if (backend == BackendKind::CUDA) {
+      fallbacks = cudaFallbacks(*plan, options.strict);
+      CudaOptions cudaOptions;
+      if (!parsePrecision(options.precision, cudaOptions.matmulPrecision))
+        throw Error(fmt::format("unknown precision '{}'", options.precision));
+      exec = makeCudaRunner(*plan, cudaOptions, localRank(rank));
+    } else {
+      exec = std::make_unique<Executor>(*plan);
+    }
     loadWeights(*plan, coords, *exec);
     loadConstants(*plan, *exec);
     loadInputs(*plan, options.inputsDir, coords, *exec);
@@ -286,6 +441,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
       error = "unknown error while loading";
   }
   agree(error, world);
+  if (rank == 0)
+    for (const std::string &warning : fallbacks)
+      std::fprintf(stderr, "shoal-run: warning: %s\n", warning.c_str());
   RunSummary summary;
   summary.worldSize = size;
   summary.numOps = plan->ops.size();
@@ -293,16 +451,31 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   if (print)
     std::fprintf(stderr,
                  "shoal-run: loaded %s: mesh %s, %zu values, %zu weights, "
-                 "%zu ops (%.3f s)\n",
+                 "%zu ops on %s (%.3f s)\n",
                  options.planPath.c_str(), plan->mesh.str().c_str(),
                  plan->values.size(), plan->weights.size(), plan->ops.size(),
-                 summary.loadSeconds);
+                 exec->deviceName().c_str(), summary.loadSeconds);
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
   Comm comm(world, plan->mesh);
   comm.createGroups(plan->collectiveAxes);
-  exec->run(comm, options.verbose);
+  exec->connect(comm);
+  double timed = 0;
+  for (int step = 0; step < options.warmup + options.steps; ++step) {
+    MPI_Barrier(world);
+    auto stepStart = Clock::now();
+    exec->run(comm, options.verbose && step == options.warmup);
+    double mine = secondsSince(stepStart), slowest = 0;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+    if (step >= options.warmup)
+      timed += slowest;
+  }
+  summary.stepSeconds = timed / options.steps;
+  double flops = matmulFlops(*plan);
+  MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+  if (rank == 0 && (options.steps > 1 || options.warmup > 0))
+    printStepReport(*plan, summary, options, *exec);
   writeOutputs(*plan, options.outputsDir, *exec, comm);
   summary.runSeconds = secondsSince(runStart);
   return summary;

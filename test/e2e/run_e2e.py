@@ -78,6 +78,10 @@ def describe_spec(spec_path, model_path):
     print("  nodes in no scope: %d" % (len(names) - len(claimed)))
 
 
+# Exit status of a test that cannot run here (ctest SKIP_RETURN_CODE).
+SKIP = 77
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="shoal end-to-end test: sharded run vs one-rank run vs PyTorch")
@@ -98,6 +102,10 @@ def main(argv=None):
     ap.add_argument("--onnx", metavar="PATH", default=None,
                     help="with --expect-error: compile this ONNX file instead "
                          "of the generated model")
+    ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
+                    help="backend of the sharded run (the one-rank run is on the CPU)")
+    ap.add_argument("--precision", default="fp32",
+                    help="shoal-run --precision for the sharded run on cuda")
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
@@ -177,14 +185,24 @@ def main(argv=None):
         common.run_cmd([run, base_plan, "--inputs", inputs, "--outputs", base_out],
                        timeout=args.timeout)
 
-        print("-- (c) sharded run on %d ranks" % args.world_size)
+        backend_flags = []
+        if args.backend == "cuda":
+            backend_flags = ["--backend", "cuda", "--precision", args.precision]
+            probe = common.run_cmd([run, base_plan, "--inputs", inputs, "--outputs",
+                                    os.path.join(work, "probe")] + backend_flags,
+                                   check=False, timeout=args.timeout)
+            if ("no CUDA device is usable" in probe.stderr
+                    or "built without the CUDA backend" in probe.stderr):
+                print("SKIP: %s" % probe.stderr.strip())
+                return SKIP
+        print("-- (c) sharded run on %d ranks (%s)" % (args.world_size, args.backend))
         par_out = os.path.join(work, "par_out")
         common.run_cmd(par_compile, timeout=args.timeout)
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
         common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size,
                                          [run, par_plan, "--inputs", inputs,
-                                          "--outputs", par_out]),
+                                          "--outputs", par_out] + backend_flags),
                        env_extra=common.MPI_ENV, timeout=args.timeout)
     except common.CommandError as e:
         print(str(e))

@@ -41,6 +41,11 @@ static cl::list<std::string>
 static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
                                        cl::value_desc("file"), cl::Required);
 static cl::opt<std::string>
+    device("device",
+           cl::desc("Device the plan runs on by default: cpu or cuda "
+                    "(shoal-run --backend overrides it)"),
+           cl::init("cpu"));
+static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
              cl::value_desc("file"));
 
@@ -56,6 +61,8 @@ int main(int argc, char **argv) {
   };
   if (worldSize < 0)
     return fail("--world-size must be positive");
+  if (device != "cpu" && device != "cuda")
+    return fail("--device must be cpu or cuda, got '" + device + "'");
 
   std::vector<shoal::InputShape> shapes;
   for (const std::string &text : inputShapes) {
@@ -72,6 +79,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  (*module)->setAttr(shoal::kDeviceAttr, StringAttr::get(&ctx, device));
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;

@@ -46,6 +46,20 @@ struct RunOptions {
   std::string outputsDir;
   /// Print per-op timings of rank 0 to stderr.
   bool verbose = false;
+  /// "cpu" or "cuda"; empty: the plan's default device.
+  std::string backend;
+  /// Make an op without a kernel on the chosen backend an error instead of a
+  /// one-time warning and a CPU fallback.
+  bool strict = false;
+  /// Precision of matrix products on the GPU: fp32, tf32, bf16 or fp16.
+  std::string precision = "fp32";
+  /// Timed steps (each runs the whole program on the same inputs) and
+  /// untimed warm-up steps before them.
+  int steps = 1;
+  int warmup = 0;
+  /// Peak TFLOP/s of one device for the MFU report when the device is not
+  /// in the catalog (CPUs); 0: no MFU.
+  double peakTflops = 0;
 };
 
 /// What a run did, for the summary line.
@@ -56,6 +70,10 @@ struct RunSummary {
   /// writing the outputs, in seconds, as seen by this rank.
   double loadSeconds = 0;
   double runSeconds = 0;
+  /// Mean wall time of one timed step (slowest rank), in seconds.
+  double stepSeconds = 0;
+  /// Matrix-product FLOPs of one step, summed over ranks.
+  double stepFlops = 0;
 };
 
 /// Runs the plan on MPI_COMM_WORLD. MPI must be initialized, and every rank

@@ -15,6 +15,10 @@ namespace shoal {
 mlir::LogicalResult exportPlan(mlir::ModuleOp module, llvm::raw_ostream &os,
                                llvm::StringRef planDir);
 
+/// The device a plan runs on by default ("cpu" or "cuda"), recorded in the
+/// module as `shoal.device`.
+inline constexpr llvm::StringLiteral kDeviceAttr = "shoal.device";
+
 /// Writes the same plan in protobuf's text format (for reading and tests).
 mlir::LogicalResult exportPlanAsText(mlir::ModuleOp module,
                                      llvm::raw_ostream &os);

@@ -47,6 +47,16 @@ public:
     plan.set_magic("shoal.plan");
     plan.set_format_version(1);
     plan.set_producer("shoal 0.1");
+    if (auto device = module->getAttrOfType<StringAttr>(kDeviceAttr)) {
+      if (device.getValue() == "cuda")
+        plan.set_default_device(plan::CUDA);
+      else if (device.getValue() == "cpu")
+        plan.set_default_device(plan::CPU);
+      else
+        return module.emitError()
+               << "'" << kDeviceAttr << "' must be \"cpu\" or \"cuda\", got '"
+               << device.getValue() << "'";
+    }
     for (auto [name, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
       auto *axis = plan.mutable_mesh()->add_axes();
       axis->set_name(cast<StringAttr>(name).getValue().str());

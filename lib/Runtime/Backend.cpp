@@ -1,0 +1,64 @@
+//===- Backend.cpp - Backend selection and CUDA coverage --------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backend.h"
+
+#include "PlanLoader.h"
+
+using namespace shoal::rt;
+
+bool shoal::rt::parseBackend(const std::string &text, BackendKind &out) {
+  if (text == "cpu")
+    out = BackendKind::CPU;
+  else if (text == "cuda")
+    out = BackendKind::CUDA;
+  else
+    return false;
+  return true;
+}
+
+const char *shoal::rt::backendName(BackendKind kind) {
+  return kind == BackendKind::CUDA ? "cuda" : "cpu";
+}
+
+bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
+  auto dtypeOf = [&](int v) { return plan.values[v].dtype; };
+  switch (op.kind) {
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+    return dtypeOf(op.outputs[0]) == DType::F32 ||
+           dtypeOf(op.outputs[0]) == DType::I64;
+  case OpKind::LayerNormalization:
+    // The kernel writes only Y; the optional Mean and InvStdDev outputs run
+    // on the CPU.
+    for (std::size_t i = 1; i < op.outputs.size(); ++i)
+      if (op.outputs[i] >= 0)
+        return false;
+    return true;
+  case OpKind::Gather:
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::LocalSlice:
+    return true;
+  default:
+    // Everything else is float-only on the GPU.
+    return dtypeOf(op.outputs[0]) == DType::F32;
+  }
+}
+
+#ifndef SHOAL_HAVE_CUDA
+bool shoal::rt::cudaBackendBuilt() { return false; }
+
+std::unique_ptr<ProgramRunner>
+shoal::rt::makeCudaRunner(const LoadedPlan &, const CudaOptions &, int) {
+  throw Error("this shoal-run was built without the CUDA backend; rebuild "
+              "with -DSHOAL_ENABLE_CUDA=ON on a machine with nvcc, or use "
+              "--backend cpu");
+}
+#endif

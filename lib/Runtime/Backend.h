@@ -1,0 +1,84 @@
+//===- Backend.h - Where a rank's program runs ------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A ProgramRunner holds one program's values on one device and runs its ops.
+// The CPU backend (Executor) is the reference; the CUDA backend (cuda/)
+// keeps every value on the GPU, runs matrix products through cuBLAS and
+// collectives through NCCL, and falls back to the CPU kernels for ops it has
+// no kernel for.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_BACKEND_H
+#define SHOAL_RUNTIME_BACKEND_H
+
+#include "DeviceCatalog.h"
+#include "Ops.h"
+#include "Tensor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+class Comm;
+struct LoadedPlan;
+
+enum class BackendKind { CPU, CUDA };
+
+/// Parses "cpu" or "cuda"; false otherwise.
+bool parseBackend(const std::string &text, BackendKind &out);
+const char *backendName(BackendKind kind);
+
+/// Runs one program on one device.
+class ProgramRunner {
+public:
+  virtual ~ProgramRunner() = default;
+  /// Sets a value defined outside the ops (input, weight or constant) from a
+  /// host tensor of the value's local type. Such values persist across steps.
+  virtual void setValue(int id, Tensor tensor) = 0;
+  /// Collective setup after every rank has loaded (e.g. NCCL
+  /// communicators); called once before the first run().
+  virtual void connect(Comm &) {}
+  /// Runs every op once (one step). Errors are thrown naming the op.
+  virtual void run(Comm &comm, bool verbose) = 0;
+  /// A host copy of value `id` after run() (program outputs).
+  virtual Tensor fetch(int id) = 0;
+  /// A name for reports ("cpu", "cuda:0 NVIDIA H100 80GB HBM3").
+  virtual std::string deviceName() const = 0;
+  /// The catalog entry of the device, or null when unknown (CPUs).
+  virtual const DeviceSpec *deviceSpec() const { return nullptr; }
+};
+
+/// True if the CUDA backend has a kernel for `op` of `plan` (its kind, with
+/// its dtypes and outputs); other ops run on the CPU, with a one-time warning
+/// naming them, or an error under --strict.
+bool cudaHasKernel(const LoadedPlan &plan, const OpInfo &op);
+
+/// Options of the CUDA backend.
+struct CudaOptions {
+  /// Precision of matrix products: fp32, tf32 (allowed by --allow-tf32),
+  /// bf16 or fp16 (inputs rounded, fp32 accumulation and storage).
+  Precision matmulPrecision = Precision::FP32;
+};
+
+/// True if this build has the CUDA backend.
+bool cudaBackendBuilt();
+
+/// Makes the CUDA runner for this rank without communicating: picks the GPU
+/// `localRank % device count` and plans and allocates device memory once.
+/// connect() then bootstraps NCCL over MPI for the plan's collectives.
+/// Throws Error when no GPU is usable or the build has no CUDA.
+std::unique_ptr<ProgramRunner> makeCudaRunner(const LoadedPlan &plan,
+                                              const CudaOptions &options,
+                                              int localRank);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_BACKEND_H

@@ -1,0 +1,108 @@
+//===- Kernels.h - CUDA kernels of the runtime ------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Device counterparts of the CPU kernels in cpu/Kernels.h, with the same ONNX
+// semantics on dense row-major tensors. Every function takes device pointers
+// and host-side shapes, enqueues its work on `stream` and returns: it never
+// synchronizes, allocates or copies between host and device (shapes and
+// strides travel as kernel arguments). Shape and dtype errors are thrown as
+// Error before anything is enqueued; a failed launch is thrown as Error with
+// CUDA's message. Axes are already normalized (>= 0). Tensors may have rank 8
+// at most where the kernel needs their shape on the device.
+//
+// This header is plain C++: the kernels themselves live in Kernels.cu.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_CUDA_KERNELS_H
+#define SHOAL_RUNTIME_CUDA_KERNELS_H
+
+#include "Tensor.h"
+#include "cpu/Kernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+namespace cuda {
+
+/// The largest rank the kernels accept.
+constexpr int kMaxRank = 8;
+
+/// Element-wise `op` with numpy broadcasting; `outShape` must be the
+/// broadcast of the two input shapes. f32 for every op; i64 and i32 for Add,
+/// Sub and Mul. (An integer Pow exponent must be cast to f32 first.)
+void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
+            const void *b, const Shape &bShape, void *out,
+            const Shape &outShape, cudaStream_t stream);
+
+/// Element-wise `op` on `n` f32 values; `in` may equal `out`.
+void unary(cpu::UnaryOp op, const float *in, float *out, int64_t n,
+           cudaStream_t stream);
+
+/// Numerically stable softmax of f32 `in` along `axis`.
+void softmax(const float *in, float *out, const Shape &shape, int64_t axis,
+             cudaStream_t stream);
+
+/// LayerNormalization of f32 `x` over dimensions axis..end. `scale` and the
+/// optional `bias` broadcast (numpy rules) to xShape[axis:].
+void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
+               const float *bias, const Shape &biasShape, float *y,
+               const Shape &xShape, int64_t axis, float epsilon,
+               cudaStream_t stream);
+
+/// Gather along `axis` with i64 or i32 indices; negative indices count from
+/// the end. An index out of range sets `*errorFlag` (a device int; may be
+/// null) to 1 and writes zero bytes to its output elements; the flag is
+/// never cleared here.
+void gather(const void *data, DType dtype, const Shape &dataShape,
+            const void *indices, DType indexType, const Shape &indicesShape,
+            int64_t axis, void *out, int *errorFlag, cudaStream_t stream);
+
+/// Permutes the dimensions of `in`, whose elements are `elemSize` bytes.
+void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
+               const std::vector<int64_t> &perm, void *out,
+               cudaStream_t stream);
+
+/// Sum or mean of f32 `in` over sorted, unique `axes` (accumulating in
+/// double, as the CPU kernel does). `out` holds the kept dimensions in order.
+void reduce(cpu::ReduceOp op, const float *in, const Shape &inShape,
+            const std::vector<int64_t> &axes, float *out, cudaStream_t stream);
+
+/// Copies block `index` of `numBlocks` equal blocks of `in` along `dim`.
+void sliceBlock(const void *in, std::size_t elemSize, const Shape &inShape,
+                int64_t dim, int64_t numBlocks, int64_t index, void *out,
+                cudaStream_t stream);
+
+/// `blocks` holds `numBlocks` dense tensors of `blockShape` one after the
+/// other (as an all-gather leaves them); `out` gets them side by side along
+/// `dim`, so its shape is blockShape with dimension `dim` times numBlocks.
+void concatBlocks(const void *blocks, std::size_t elemSize,
+                  const Shape &blockShape, int64_t numBlocks, int64_t dim,
+                  void *out, cudaStream_t stream);
+
+/// The 16-bit float formats of the casts.
+enum class DType16 { BF16, F16 };
+
+/// Rounds `n` f32 values to nearest even in the 16-bit format `to`.
+void castF32To(DType16 to, const float *in, void *out, int64_t n,
+               cudaStream_t stream);
+/// Widens `n` values of the 16-bit format `from` to f32 (exact).
+void castToF32(DType16 from, const void *in, float *out, int64_t n,
+               cudaStream_t stream);
+
+/// Sets `n` floats to `value`.
+void fill(float *out, float value, int64_t n, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_CUDA_KERNELS_H

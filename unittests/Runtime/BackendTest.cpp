@@ -1,0 +1,221 @@
+//===- BackendTest.cpp - Arena planning, backend choice, catalog -*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backend.h"
+#include "DeviceCatalog.h"
+#include "MemoryPlan.h"
+#include "Npy.h"
+#include "PlanLoader.h"
+#include "shoal/Runtime/Runtime.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+using namespace shoal;
+using namespace shoal::rt;
+using namespace shoal::rt::test;
+
+namespace {
+
+/// x[8,16] -> Relu -> Exp -> Reshape[128] -> Tanh -> y, plus a side branch
+/// Sigmoid(x) added back at the end, so lifetimes overlap in several ways.
+LoadedPlan chainPlan() {
+  PlanBuilder b({{"x", 1}});
+  int x = b.value({8, 16});
+  int r = b.value({8, 16});
+  int e = b.value({8, 16});
+  int s = b.value({8, 16});
+  int f = b.value({128});
+  int t = b.value({128});
+  int g = b.value({128});
+  int y = b.value({128});
+  b.input("x", x, {8, 16}, {{}, {}});
+  b.op("Relu", {x}, {r});
+  b.op("Sigmoid", {x}, {s});
+  b.op("Exp", {r}, {e});
+  auto &reshape = b.op("Reshape", {e}, {f});
+  PlanBuilder::attrInts(reshape, "shape", {128});
+  b.op("Tanh", {f}, {t});
+  auto &reshape2 = b.op("Reshape", {s}, {g});
+  PlanBuilder::attrInts(reshape2, "shape", {128});
+  b.op("Add", {t, g}, {y});
+  b.output("y", y, {128}, {{}});
+  return checkPlan(b.plan, "test.plan", 1);
+}
+
+std::size_t bytesOf(const LoadedPlan &p, int v) {
+  return (p.values[v].numBytes() + 255) / 256 * 256;
+}
+
+} // namespace
+
+TEST(MemoryPlan, NoTwoLiveBuffersOverlap) {
+  LoadedPlan p = chainPlan();
+  MemoryPlan mp = planMemory(p);
+  std::vector<int> arena;
+  for (std::size_t v = 0; v < p.values.size(); ++v)
+    if (mp.offset[v] >= 0)
+      arena.push_back(static_cast<int>(v));
+  ASSERT_FALSE(arena.empty());
+  for (int a : arena) {
+    EXPECT_LE(mp.offset[a] + bytesOf(p, a), mp.arenaBytes);
+    EXPECT_EQ(mp.offset[a] % 256, 0);
+    for (int b : arena) {
+      if (a >= b)
+        continue;
+      bool liveTogether = mp.firstUse[a] <= mp.lastUse[b] &&
+                          mp.firstUse[b] <= mp.lastUse[a];
+      bool overlap = mp.offset[a] < mp.offset[b] + (int64_t)bytesOf(p, b) &&
+                     mp.offset[b] < mp.offset[a] + (int64_t)bytesOf(p, a);
+      EXPECT_FALSE(liveTogether && overlap)
+          << "values " << a << " and " << b << " share memory while both live";
+    }
+  }
+}
+
+TEST(MemoryPlan, ReusesMemoryAndAliasesReshapes) {
+  LoadedPlan p = chainPlan();
+  MemoryPlan mp = planMemory(p);
+  // The input is persistent, outside the arena.
+  EXPECT_EQ(mp.offset[0], -1);
+  EXPECT_EQ(mp.persistentBytes, bytesOf(p, 0));
+  // Reshape results share their input's buffer, which then lives until the
+  // alias's last reader.
+  EXPECT_EQ(mp.aliasOf[4], 2);
+  EXPECT_EQ(mp.offset[4], -1);
+  EXPECT_EQ(mp.aliasOf[6], 3);
+  EXPECT_GE(mp.lastUse[3], 6); // Sigmoid's result lives to the final Add
+  // Relu's result dies at Exp (op 2); its memory is reused.
+  EXPECT_LT(mp.arenaBytes, mp.unsharedBytes);
+  // Every op result is 512 bytes: at most 4 are alive at once here.
+  EXPECT_LE(mp.arenaBytes, 4u * 512u);
+}
+
+TEST(Backend, ParsesNamesAndPrecisions) {
+  BackendKind k;
+  EXPECT_TRUE(parseBackend("cuda", k));
+  EXPECT_EQ(k, BackendKind::CUDA);
+  EXPECT_TRUE(parseBackend("cpu", k));
+  EXPECT_EQ(k, BackendKind::CPU);
+  EXPECT_FALSE(parseBackend("gpu", k));
+  Precision pr;
+  EXPECT_TRUE(parsePrecision("bf16", pr));
+  EXPECT_EQ(pr, Precision::BF16);
+  EXPECT_FALSE(parsePrecision("fp8", pr));
+}
+
+TEST(Backend, CudaCoverageFollowsDtypesAndOutputs) {
+  PlanBuilder b({{"x", 1}});
+  int x = b.value({4, 8});
+  int g = b.value({8});
+  int y = b.value({4, 8});
+  int mean = b.value({4, 1});
+  int i = b.value({4}, plan::I64);
+  int j = b.value({4}, plan::I64);
+  int q = b.value({4}, plan::I64);
+  b.input("x", x, {4, 8}, {{}, {}});
+  b.input("i", i, {4}, {{}}, plan::I64);
+  b.constantF32(g, std::vector<float>(8, 1.f));
+  b.op("LayerNormalization", {x, g}, {y, mean});
+  b.op("Add", {i, i}, {j});
+  b.op("Mul", {j, i}, {q});
+  b.output("y", y, {4, 8}, {{}, {}});
+  b.output("mean", mean, {4, 1}, {{}, {}});
+  b.output("q", q, {4}, {{}}, plan::I64);
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 1);
+  // LayerNorm's Mean output is not written by the GPU kernel.
+  EXPECT_FALSE(cudaHasKernel(p, p.ops[0]));
+  EXPECT_TRUE(cudaHasKernel(p, p.ops[1]));
+  EXPECT_TRUE(cudaHasKernel(p, p.ops[2]));
+}
+
+TEST(DeviceCatalog, MatchesReportedNames) {
+  const DeviceSpec *h100 = findDevice("NVIDIA H100 80GB HBM3");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_STREQ(h100->name, "H100");
+  EXPECT_DOUBLE_EQ(peakTflops(*h100, Precision::BF16), 989.4);
+  const DeviceSpec *pcie = findDevice("NVIDIA H100 PCIe");
+  ASSERT_NE(pcie, nullptr);
+  EXPECT_STREQ(pcie->name, "H100 PCIe");
+  const DeviceSpec *a10 = findDevice("NVIDIA A10");
+  ASSERT_NE(a10, nullptr);
+  EXPECT_STREQ(a10->name, "A10");
+  EXPECT_STREQ(findDevice("NVIDIA A100-SXM4-80GB")->name, "A100");
+  EXPECT_EQ(findDevice("Intel Xeon"), nullptr);
+}
+
+namespace {
+/// A saved plan whose LayerNormalization also writes Mean, which the CUDA
+/// backend has no kernel for.
+std::string saveFallbackPlan(const std::string &dir) {
+  PlanBuilder b({{"x", 1}});
+  int x = b.value({4, 8});
+  int g = b.value({8});
+  int y = b.value({4, 8});
+  int mean = b.value({4, 1});
+  b.input("x", x, {4, 8}, {{}, {}});
+  b.constantF32(g, std::vector<float>(8, 1.f));
+  b.op("LayerNormalization", {x, g}, {y, mean}, "/ln/LayerNormalization");
+  b.output("y", y, {4, 8}, {{}, {}});
+  b.output("mean", mean, {4, 1}, {{}, {}});
+  std::string path = dir + "/ln.plan";
+  b.save(path);
+  std::mt19937 rng(1);
+  writeNpy(dir + "/x.npy", randomF32({4, 8}, rng));
+  return path;
+}
+
+std::string runError(const RunOptions &o) {
+  try {
+    runPlan(o);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+} // namespace
+
+TEST(Backend, StrictRefusesCpuFallbacksBeforeTouchingTheGpu) {
+  ensureMpi();
+  if (worldSize() != 1)
+    GTEST_SKIP() << "needs a world of one";
+  std::string dir = makeTempDir();
+  RunOptions o;
+  o.planPath = saveFallbackPlan(dir);
+  o.inputsDir = dir;
+  o.outputsDir = dir + "/out";
+  o.backend = "cuda";
+  o.strict = true;
+  EXPECT_NE(runError(o).find("--strict: the CUDA backend has no kernel for op "
+                             "#0 '/ln/LayerNormalization' "
+                             "(LayerNormalization)"),
+            std::string::npos)
+      << runError(o);
+  // The CPU backend runs it, also with --strict.
+  o.backend = "cpu";
+  EXPECT_EQ(runError(o), "");
+}
+
+TEST(Backend, RepeatedStepsGiveTheSameOutputs) {
+  ensureMpi();
+  if (worldSize() != 1)
+    GTEST_SKIP() << "needs a world of one";
+  std::string dir = makeTempDir();
+  RunOptions o;
+  o.planPath = saveFallbackPlan(dir);
+  o.inputsDir = dir;
+  o.outputsDir = dir + "/one";
+  RunSummary once = runPlan(o);
+  o.outputsDir = dir + "/many";
+  o.steps = 3;
+  o.warmup = 1;
+  RunSummary many = runPlan(o);
+  EXPECT_GT(many.stepSeconds, 0);
+  EXPECT_EQ(once.stepFlops, 0); // no matrix products here
+  EXPECT_EQ(readFile(dir + "/one/y.npy"), readFile(dir + "/many/y.npy"));
+  EXPECT_EQ(readFile(dir + "/one/mean.npy"), readFile(dir + "/many/mean.npy"));
+}
