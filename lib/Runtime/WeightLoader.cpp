@@ -15,6 +15,7 @@
 
 #include <climits>
 #include <cstring>
+#include <filesystem>
 
 using namespace shoal::rt;
 using google::protobuf::internal::WireFormatLite;
@@ -38,6 +39,8 @@ constexpr uint32_t kTensorDoubleData = 10;
 constexpr uint32_t kTensorUint64Data = 11;
 constexpr uint32_t kTensorExternalData = 13;
 constexpr uint32_t kTensorDataLocation = 14;
+constexpr uint32_t kEntryKey = 1;
+constexpr uint32_t kEntryValue = 2;
 
 constexpr uint32_t kVarint = WireFormatLite::WIRETYPE_VARINT;
 constexpr uint32_t kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
@@ -75,6 +78,20 @@ bool onnxToDType(int32_t t, DType &dtype) {
   default:
     return false;
   }
+}
+
+/// Parses a decimal byte count as written in external_data ("0", "4096").
+bool parseByteCount(const std::string &text, uint64_t &value) {
+  if (text.empty() || text.size() > 19)
+    return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  value = v;
+  return true;
 }
 
 /// Walks the wire format of a ModelProto held in memory.
@@ -218,10 +235,15 @@ private:
         info.hasTypedData = true;
         skip(tag, "TensorProto");
         break;
-      case kTensorExternalData:
+      case kTensorExternalData: {
+        expectWire(wire, kLengthDelimited, "TensorProto.external_data");
+        int len = readLength("TensorProto.external_data");
+        auto limit = in.PushLimit(len);
+        scanExternalDataEntry(info);
+        in.PopLimit(limit);
         info.external = true;
-        skip(tag, "TensorProto");
         break;
+      }
       case kTensorDataLocation: {
         expectWire(wire, kVarint, "TensorProto.data_location");
         uint32_t loc;
@@ -244,6 +266,37 @@ private:
       corrupt("invalid field tag in TensorProto");
   }
 
+  /// One StringStringEntryProto {1: key, 2: value} of external_data.
+  void scanExternalDataEntry(InitializerInfo &info) {
+    std::string key, value;
+    while (uint32_t tag = in.ReadTag()) {
+      uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+      uint32_t wire = WireFormatLite::GetTagWireType(tag);
+      if (field == kEntryKey || field == kEntryValue) {
+        const char *what = field == kEntryKey ? "StringStringEntryProto.key"
+                                              : "StringStringEntryProto.value";
+        expectWire(wire, kLengthDelimited, what);
+        int len = readLength(what);
+        if (!in.ReadString(field == kEntryKey ? &key : &value, len))
+          corrupt(fmt::format("bad {}", what));
+      } else {
+        skip(tag, "StringStringEntryProto");
+      }
+    }
+    if (in.BytesUntilLimit() != 0)
+      corrupt("invalid field tag in StringStringEntryProto");
+    // The last entry of a key wins; "checksum" and other keys are ignored.
+    if (key == "location") {
+      info.externalLocation = std::move(value);
+    } else if (key == "offset") {
+      info.hasExternalOffset = true;
+      info.externalOffset = std::move(value);
+    } else if (key == "length") {
+      info.hasExternalLength = true;
+      info.externalLength = std::move(value);
+    }
+  }
+
   CodedInputStream in;
   std::size_t size;
   const std::string &path;
@@ -261,11 +314,71 @@ void OnnxWeightFile::indexModel() {
   if (file.size() == 0)
     throw Error(fmt::format("weight file {} is empty", file.path()));
   if (file.size() > static_cast<std::size_t>(INT_MAX))
-    throw Error(fmt::format("weight file {} is larger than 2 GiB; ONNX models "
-                            "that large keep their weights as external data, "
-                            "which is not supported yet",
+    throw Error(fmt::format("weight file {} is larger than 2 GiB, the limit "
+                            "of a protobuf message; weights over 2 GiB must "
+                            "be stored as ONNX external data (e.g. "
+                            "onnx.save_model(..., save_as_external_data="
+                            "True)), which is supported",
                             file.path()));
   ModelScanner(file.data(), file.size(), file.path(), index).scanModel();
+}
+
+const MappedFile &
+OnnxWeightFile::externalFile(const InitializerInfo &info) const {
+  namespace fs = std::filesystem;
+  const std::string &loc = info.externalLocation;
+  auto refuse = [&](const std::string &why) -> Error {
+    return Error(fmt::format("initializer '{}' in {} has external data "
+                             "location '{}', {}",
+                             info.name, path(), loc, why));
+  };
+  if (loc.empty())
+    throw Error(fmt::format("initializer '{}' in {} stores its data "
+                            "externally but its external_data has no "
+                            "'location'",
+                            info.name, path()));
+  fs::path rel(loc);
+  if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+    throw refuse("which is an absolute path; external data must lie in the "
+                 "model's folder, at a relative location");
+  fs::path dir = fs::path(path()).parent_path();
+  if (dir.empty())
+    dir = ".";
+  fs::path canonDir, canonFile;
+  try {
+    canonDir = fs::weakly_canonical(dir);
+    canonFile = fs::weakly_canonical(dir / rel);
+  } catch (const fs::filesystem_error &e) {
+    throw refuse(fmt::format("which cannot be resolved: {}", e.what()));
+  }
+  fs::path normal = rel.lexically_normal();
+  if (!normal.empty() && *normal.begin() == "..")
+    throw refuse(
+        fmt::format("which leaves the model's folder {}", canonDir.string()));
+  // The resolved file must lie inside the resolved folder (a symbolic link
+  // may point elsewhere).
+  auto d = canonDir.begin(), f = canonFile.begin();
+  while (d != canonDir.end() && f != canonFile.end() && *d == *f) {
+    ++d;
+    ++f;
+  }
+  if (d != canonDir.end())
+    throw refuse(fmt::format("which resolves to {}, outside the model's "
+                             "folder {}",
+                             canonFile.string(), canonDir.string()));
+  std::string key = canonFile.string();
+  auto it = externalFiles.find(key);
+  if (it != externalFiles.end())
+    return it->second;
+  try {
+    // Map the path that was checked, with every link resolved.
+    MappedFile mapped(key, "external data file");
+    return externalFiles.emplace(key, std::move(mapped)).first->second;
+  } catch (const Error &e) {
+    throw Error(fmt::format("initializer '{}' in {} (external data location "
+                            "'{}'): {}",
+                            info.name, path(), loc, e.what()));
+  }
 }
 
 const InitializerInfo *OnnxWeightFile::find(const std::string &name) const {
@@ -297,18 +410,43 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
       throw Error(fmt::format("initializer '{}' in {} has a negative "
                               "dimension",
                               name, path()));
-  if (info->external)
-    throw Error(fmt::format("initializer '{}' in {} stores its data "
-                            "externally (external_data); external data is "
-                            "not supported yet",
-                            name, path()));
   if (info->segmented)
     throw Error(fmt::format("initializer '{}' in {} uses TensorProto.segment, "
                             "which is not supported",
                             name, path()));
   std::size_t elem = dtypeSize(dtype);
   Tensor out(dtype, local);
-  if (info->hasRawData) {
+  if (info->external) {
+    // Raw little-endian bytes in a side file (the only encoding ONNX allows
+    // there), at `offset` (default 0) for `length` bytes (default: the
+    // tensor's size).
+    const MappedFile &ext = externalFile(*info);
+    uint64_t offset = 0, length = global.numBytes();
+    if (info->hasExternalOffset &&
+        !parseByteCount(info->externalOffset, offset))
+      throw Error(fmt::format("initializer '{}' in {} has external data "
+                              "offset '{}', which is not a byte count",
+                              name, path(), info->externalOffset));
+    if (info->hasExternalLength &&
+        !parseByteCount(info->externalLength, length))
+      throw Error(fmt::format("initializer '{}' in {} has external data "
+                              "length '{}', which is not a byte count",
+                              name, path(), info->externalLength));
+    if (offset > ext.size() || length > ext.size() - offset)
+      throw Error(fmt::format("initializer '{}' in {}: its external data at "
+                              "offset {} of length {} runs past the end of {} "
+                              "({} bytes)",
+                              name, path(), offset, length, ext.path(),
+                              ext.size()));
+    if (length != global.numBytes())
+      throw Error(fmt::format("initializer '{}' in {} has {} bytes of "
+                              "external data in {}, but a {} tensor needs {}",
+                              name, path(), length, ext.path(), global.str(),
+                              global.numBytes()));
+    if (out.numElements() > 0)
+      extractBlock(ext.data() + offset, global.shape, elem, offsets, local,
+                   out.rawData());
+  } else if (info->hasRawData) {
     if (info->rawSize != global.numBytes())
       throw Error(fmt::format("initializer '{}' in {} has {} bytes of "
                               "raw_data, but a {} tensor needs {}",

@@ -10,6 +10,11 @@
 // lie in the file, skipping over them. A slice is then copied straight out of
 // the mapping, so only its pages are read from disk.
 //
+// Initializers with external data (TensorProto.external_data, as ONNX writes
+// for models over 2 GiB) keep their raw little-endian bytes in a side file
+// named by a location relative to the model's folder. Each side file is
+// mapped once, on first use, and a slice is copied out of it the same way.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SHOAL_RUNTIME_WEIGHTLOADER_H
@@ -19,6 +24,7 @@
 #include "Tensor.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -39,6 +45,13 @@ struct InitializerInfo {
   bool hasTypedData = false;
   /// data_location is EXTERNAL or external_data is set.
   bool external = false;
+  /// The external_data entries (key "checksum" and unknown keys are
+  /// ignored). `location` is a path relative to the model's folder; `offset`
+  /// and `length` are decimal byte counts, recorded as written and parsed by
+  /// loadBlock (absent: offset 0, length the tensor's byte size).
+  std::string externalLocation;
+  bool hasExternalOffset = false, hasExternalLength = false;
+  std::string externalOffset, externalLength;
   /// Uses the (deprecated) segment field.
   bool segmented = false;
 };
@@ -56,15 +69,25 @@ public:
   const InitializerInfo *find(const std::string &name) const;
 
   /// Checks that initializer `name` has type `global` and copies its block of
-  /// shape `local` at `offsets` into a new tensor.
+  /// shape `local` at `offsets` into a new tensor. For external data, maps
+  /// the side file on first use (refusing a location that is absolute or
+  /// leaves the model's folder) and checks its offset and length. Not
+  /// thread-safe (the cache of side files is shared).
   Tensor loadBlock(const std::string &name, const TensorType &global,
                    const Shape &offsets, const Shape &local) const;
 
+  /// How many distinct external data files have been mapped so far.
+  std::size_t numExternalFiles() const { return externalFiles.size(); }
+
 private:
   void indexModel();
+  /// The mapped external data file of `info` (checked and mapped on first
+  /// use, keyed by its canonical path).
+  const MappedFile &externalFile(const InitializerInfo &info) const;
 
   MappedFile file;
   std::unordered_map<std::string, InitializerInfo> index;
+  mutable std::map<std::string, MappedFile> externalFiles;
 };
 
 } // namespace rt

@@ -12,6 +12,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
+#include <filesystem>
+
 using namespace shoal::rt;
 using namespace shoal::rt::test;
 
@@ -95,6 +98,51 @@ void putLen(std::string &out, uint32_t field, const std::string &bytes) {
   out += bytes;
 }
 
+/// An initializer whose data is in an external file.
+struct ExternalInit {
+  std::string name;
+  Shape dims;
+  int32_t dataType;
+  std::string location;
+  /// Empty: no such entry.
+  std::string offset, length;
+};
+
+/// A model of external initializers only.
+std::string makeExternalModel(const std::vector<ExternalInit> &inits) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *graph = model.mutable_graph();
+  graph->set_name("g");
+  for (const ExternalInit &init : inits) {
+    onnx::TensorProto *t = graph->add_initializer();
+    t->set_name(init.name);
+    t->set_data_type(init.dataType);
+    for (int64_t d : init.dims)
+      t->add_dims(d);
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const std::string &key, const std::string &value) {
+      auto *entry = t->add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    };
+    if (!init.location.empty())
+      add("location", init.location);
+    if (!init.offset.empty())
+      add("offset", init.offset);
+    if (!init.length.empty())
+      add("length", init.length);
+    add("checksum", "0123456789abcdef");
+  }
+  return model.SerializeAsString();
+}
+
+template <typename T> std::string bytesOf(const std::vector<T> &v) {
+  return std::string(reinterpret_cast<const char *>(v.data()),
+                     v.size() * sizeof(T));
+}
+
 class WeightLoaderTest : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -175,9 +223,11 @@ TEST_F(WeightLoaderTest, ChecksTypesAgainstThePlan) {
   EXPECT_NE(msg.find("initializer 'missing' not found in weight file " + path),
             std::string::npos)
       << msg;
+  // "ext" names weights.bin, which is not there.
   msg = errorOf("ext", {DType::F32, {2}});
-  EXPECT_NE(msg.find("initializer 'ext'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("initializer 'ext' in " + path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot open external data file"), std::string::npos)
+      << msg;
 }
 
 TEST_F(WeightLoaderTest, RejectsTruncatedAndForeignFiles) {
@@ -228,4 +278,203 @@ TEST_F(WeightLoaderTest, ReadsPackedDims) {
   OnnxWeightFile file(p);
   Tensor t = file.loadBlock("p", {DType::F32, {2, 3}}, {0, 1}, {2, 2});
   EXPECT_EQ(toVector<float>(t), (std::vector<float>{2, 3, 5, 6}));
+}
+
+TEST_F(WeightLoaderTest, LoadsExternalDataWholeAndSharded) {
+  // weights.bin: 100 bytes of padding, w f32[4, 6] = 0.5 * i, then ids
+  // i64[3]; data/more.bin holds b f32[6].
+  std::vector<float> w(24);
+  for (int i = 0; i < 24; ++i)
+    w[i] = 0.5f * float(i);
+  std::vector<int64_t> ids = {3, -4, 1ll << 40};
+  std::vector<float> b = {-1, -2, -3, -4, -5, -6};
+  writeFile(dir + "/weights.bin",
+            std::string(100, '\x7f') + bytesOf(w) + bytesOf(ids));
+  std::filesystem::create_directory(dir + "/data");
+  writeFile(dir + "/data/more.bin", bytesOf(b));
+  std::string model = dir + "/ext.onnx";
+  writeFile(
+      model,
+      makeExternalModel(
+          {{"w", {4, 6}, onnx::TensorProto::FLOAT, "weights.bin", "100", "96"},
+           // No length: the tensor's size.
+           {"ids", {3}, onnx::TensorProto::INT64, "./weights.bin", "196", ""},
+           // No offset: 0.
+           {"b", {6}, onnx::TensorProto::FLOAT, "data/more.bin", "", "24"}}));
+  OnnxWeightFile file(model);
+  const InitializerInfo *info = file.find("w");
+  ASSERT_NE(info, nullptr);
+  EXPECT_TRUE(info->external);
+  EXPECT_FALSE(info->hasRawData);
+  EXPECT_EQ(info->externalLocation, "weights.bin");
+  EXPECT_TRUE(info->hasExternalOffset);
+  EXPECT_EQ(info->externalOffset, "100");
+  EXPECT_TRUE(info->hasExternalLength);
+  EXPECT_EQ(info->externalLength, "96");
+  EXPECT_FALSE(file.find("b")->hasExternalOffset);
+  EXPECT_FALSE(file.find("ids")->hasExternalLength);
+  EXPECT_EQ(file.numExternalFiles(), 0u);
+
+  TensorType global{DType::F32, {4, 6}};
+  Tensor whole = file.loadBlock("w", global, {0, 0}, {4, 6});
+  EXPECT_EQ(toVector<float>(whole), w);
+
+  Mesh mesh({"x", "y"}, {2, 3});
+  ShardSpec spec{{{0}, {1}}};
+  Shape local = localShape(global.shape, spec, mesh);
+  for (int64_t r = 0; r < mesh.worldSize(); ++r) {
+    Shape off = blockOffsets(global.shape, spec, mesh, mesh.coordsOf(r));
+    Tensor t = file.loadBlock("w", global, off, local);
+    ASSERT_EQ(t.shape(), (Shape{2, 2}));
+    std::vector<float> expect;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        expect.push_back(w[(off[0] + i) * 6 + off[1] + j]);
+    EXPECT_EQ(toVector<float>(t), expect) << "rank " << r;
+  }
+  Tensor idsBlock = file.loadBlock("ids", {DType::I64, {3}}, {1}, {2});
+  EXPECT_EQ(toVector<int64_t>(idsBlock), (std::vector<int64_t>{-4, 1ll << 40}));
+  // "weights.bin" and "./weights.bin" are one file, mapped once.
+  EXPECT_EQ(file.numExternalFiles(), 1u);
+  Tensor bBlock = file.loadBlock("b", {DType::F32, {6}}, {3}, {3});
+  EXPECT_EQ(toVector<float>(bBlock), (std::vector<float>{-4, -5, -6}));
+  EXPECT_EQ(file.numExternalFiles(), 2u);
+}
+
+TEST_F(WeightLoaderTest, RefusesExternalLocationsOutsideTheModelFolder) {
+  // The model is in dir/sub; dir/outside.bin exists but is out of bounds.
+  std::vector<float> v = {1, 2};
+  writeFile(dir + "/outside.bin", bytesOf(v));
+  std::string sub = dir + "/sub";
+  std::filesystem::create_directory(sub);
+  std::filesystem::create_directory(sub + "/inner");
+  writeFile(sub + "/inside.bin", bytesOf(v));
+  std::filesystem::create_symlink(dir + "/outside.bin", sub + "/out-link.bin");
+  std::filesystem::create_symlink(dir, sub + "/up");
+  std::filesystem::create_symlink(sub + "/inside.bin", sub + "/in-link.bin");
+  std::string model = sub + "/model.onnx";
+  std::string absolute = dir + "/outside.bin";
+  writeFile(
+      model,
+      makeExternalModel(
+          {{"dotdot", {2}, onnx::TensorProto::FLOAT, "../outside.bin"},
+           {"deep", {2}, onnx::TensorProto::FLOAT, "inner/../../outside.bin"},
+           {"absolute", {2}, onnx::TensorProto::FLOAT, absolute},
+           {"link", {2}, onnx::TensorProto::FLOAT, "out-link.bin"},
+           {"dirlink", {2}, onnx::TensorProto::FLOAT, "up/outside.bin"},
+           // Allowed: stays inside once normalized or resolved.
+           {"inner", {2}, onnx::TensorProto::FLOAT, "inner/../inside.bin"},
+           {"inlink", {2}, onnx::TensorProto::FLOAT, "in-link.bin"}}));
+  OnnxWeightFile file(model);
+  auto error = [&](const std::string &name) -> std::string {
+    try {
+      file.loadBlock(name, {DType::F32, {2}}, {0}, {2});
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char *name : {"dotdot", "deep", "link", "dirlink"}) {
+    std::string msg = error(name);
+    std::string loc = file.find(name)->externalLocation;
+    EXPECT_NE(msg.find(std::string("initializer '") + name + "' in " + model +
+                       " has external data location '" + loc + "'"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("the model's folder"), std::string::npos)
+        << name << ": " << msg;
+  }
+  std::string msg = error("absolute");
+  EXPECT_NE(msg.find("initializer 'absolute' in " + model +
+                     " has external data location '" + absolute +
+                     "', which is an absolute path"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(file.numExternalFiles(), 0u);
+  for (const char *name : {"inner", "inlink"})
+    EXPECT_EQ(
+        toVector<float>(file.loadBlock(name, {DType::F32, {2}}, {0}, {2})), v)
+        << name;
+}
+
+TEST_F(WeightLoaderTest, ChecksExternalFilesAndTheirBounds) {
+  std::vector<float> w(24, 1.f);
+  std::string bin = dir + "/w.bin";
+  writeFile(bin, std::string(16, '\0') + bytesOf(w)); // 112 bytes
+  std::string model = dir + "/ext.onnx";
+  writeFile(
+      model,
+      makeExternalModel(
+          {{"missing", {4, 6}, onnx::TensorProto::FLOAT, "nope.bin"},
+           {"past_end", {4, 6}, onnx::TensorProto::FLOAT, "w.bin", "20", "96"},
+           {"offset_past_end",
+            {4, 6},
+            onnx::TensorProto::FLOAT,
+            "w.bin",
+            "200"},
+           // No length: 96 bytes from offset 17 run past the end.
+           {"default_past_end",
+            {4, 6},
+            onnx::TensorProto::FLOAT,
+            "w.bin",
+            "17"},
+           {"short", {4, 6}, onnx::TensorProto::FLOAT, "w.bin", "16", "92"},
+           {"bad_offset", {4, 6}, onnx::TensorProto::FLOAT, "w.bin", "-16"},
+           {"no_location", {4, 6}, onnx::TensorProto::FLOAT, ""},
+           {"ok", {4, 6}, onnx::TensorProto::FLOAT, "w.bin", "16"}}));
+  OnnxWeightFile file(model);
+  TensorType type{DType::F32, {4, 6}};
+  auto error = [&](const std::string &name) -> std::string {
+    try {
+      file.loadBlock(name, type, {0, 0}, {4, 6});
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string msg = error("missing");
+  EXPECT_NE(msg.find("initializer 'missing' in " + model +
+                     " (external data location 'nope.bin'): cannot open "
+                     "external data file "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("nope.bin: No such file"), std::string::npos) << msg;
+
+  msg = error("past_end");
+  EXPECT_NE(msg.find("initializer 'past_end' in " + model +
+                     ": its external data at offset 20 of length 96 runs "
+                     "past the end of "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("w.bin (112 bytes)"), std::string::npos) << msg;
+  msg = error("offset_past_end");
+  EXPECT_NE(msg.find("at offset 200 of length 96 runs past the end of"),
+            std::string::npos)
+      << msg;
+  msg = error("default_past_end");
+  EXPECT_NE(msg.find("at offset 17 of length 96 runs past the end of"),
+            std::string::npos)
+      << msg;
+
+  msg = error("short");
+  EXPECT_NE(msg.find("initializer 'short' in " + model +
+                     " has 92 bytes of external data in "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("w.bin, but a f32[4, 6] tensor needs 96"),
+            std::string::npos)
+      << msg;
+
+  msg = error("bad_offset");
+  EXPECT_NE(msg.find("external data offset '-16', which is not a byte count"),
+            std::string::npos)
+      << msg;
+  msg = error("no_location");
+  EXPECT_NE(msg.find("initializer 'no_location' in " + model +
+                     " stores its data externally but its external_data has "
+                     "no 'location'"),
+            std::string::npos)
+      << msg;
+
+  EXPECT_EQ(toVector<float>(file.loadBlock("ok", type, {0, 0}, {4, 6})), w);
 }
