@@ -39,6 +39,27 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
       if (op.outputs[i] >= 0)
         return false;
     return true;
+  case OpKind::Gelu: {
+    // The kernel broadcasts a bias along the last dimension only.
+    if (op.inputs.size() < 2 || op.inputs[1] < 0)
+      return true;
+    const Shape &b = plan.values[op.inputs[1]].shape;
+    const Shape &x = plan.values[op.inputs[0]].shape;
+    return b.size() == 1 && !x.empty() && b[0] == x.back();
+  }
+  case OpKind::AddLayerNorm: {
+    // The kernel takes scale and bias of the full normalized size.
+    const Shape &x = plan.values[op.inputs[0]].shape;
+    int64_t cols = 1;
+    for (std::size_t i = op.attrs.axis; i < x.size(); ++i)
+      cols *= x[i];
+    for (std::size_t i = 2; i < op.inputs.size(); ++i)
+      if (op.inputs[i] >= 0 && plan.values[op.inputs[i]].numElements() != cols)
+        return false;
+    return true;
+  }
+  case OpKind::Attention:
+    return true;
   case OpKind::Gather:
   case OpKind::Reshape:
   case OpKind::Transpose:

@@ -190,6 +190,17 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
   case OpKind::AllGather:
     comm.allGather(input(op, 0), outs[0], a.dim, a.meshAxes);
     break;
+  case OpKind::Gelu:
+    cpu::gelu(input(op, 0), optionalInput(1), outs[0]);
+    break;
+  case OpKind::AddLayerNorm:
+    cpu::addLayerNorm(input(op, 0), input(op, 1), input(op, 2),
+                      optionalInput(3), a.axis, a.epsilon, outs[0], outs[1]);
+    break;
+  case OpKind::Attention:
+    cpu::attention(input(op, 0), input(op, 1), input(op, 2), optionalInput(3),
+                   a.scale, outs[0]);
+    break;
   case OpKind::LocalSlice:
     cpu::sliceBlock(input(op, 0), a.dim, a.groupSize,
                     comm.groupIndex(a.meshAxes), outs[0]);

@@ -47,6 +47,9 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"AllReduce", OpKind::AllReduce},
       {"AllGather", OpKind::AllGather},
       {"LocalSlice", OpKind::LocalSlice},
+      {"Gelu", OpKind::Gelu},
+      {"AddLayerNorm", OpKind::AddLayerNorm},
+      {"Attention", OpKind::Attention},
   };
   return table;
 }
@@ -271,6 +274,20 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::LocalSlice:
     allowed = {{"dim", AttrType::Int}, {"axes", AttrType::Strings}};
     break;
+  case OpKind::Gelu:
+    maxIn = 2;
+    break;
+  case OpKind::AddLayerNorm:
+    minIn = 3;
+    maxIn = 4;
+    minOut = maxOut = 2;
+    allowed = {{"axis", AttrType::Int}, {"epsilon", AttrType::Float}};
+    break;
+  case OpKind::Attention:
+    minIn = 3;
+    maxIn = 4;
+    allowed = {{"scale", AttrType::Float}};
+    break;
   }
 
   auto arity = [](int lo, int hi) {
@@ -427,6 +444,71 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     Shape stat(x.shape.begin(), x.shape.begin() + a.axis);
     stat.resize(x.shape.size(), 1);
     expected = {x, {DType::F32, stat}, {DType::F32, stat}};
+    break;
+  }
+  case OpKind::Gelu: {
+    requireDType(x, DType::F32, "input");
+    if (const TensorType *b = in(1)) {
+      requireDType(*b, DType::F32, "bias");
+      if (!cpu::broadcastsTo(b->shape, x.shape))
+        throw Error(fmt::format("bias of shape {} does not broadcast to {}",
+                                formatShape(b->shape), formatShape(x.shape)));
+    }
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::AddLayerNorm: {
+    requireDType(x, DType::F32, "input A");
+    if (*in(1) != x)
+      throw Error(fmt::format("inputs A and B must have the same type, got "
+                              "{}",
+                              typesStr()));
+    requireDType(*in(2), DType::F32, "input Scale");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("input A must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+    if (!(a.epsilon >= 0))
+      throw Error(fmt::format("epsilon must be >= 0, got {}", a.epsilon));
+    Shape norm(x.shape.begin() + a.axis, x.shape.end());
+    for (int i : {2, 3})
+      if (const TensorType *t = in(i)) {
+        requireDType(*t, DType::F32, i == 2 ? "input Scale" : "input B");
+        if (!cpu::broadcastsTo(t->shape, norm))
+          throw Error(fmt::format("{} of shape {} does not broadcast to the "
+                                  "normalized shape {}",
+                                  i == 2 ? "Scale" : "B", formatShape(t->shape),
+                                  formatShape(norm)));
+      }
+    expected = {x, x};
+    break;
+  }
+  case OpKind::Attention: {
+    const TensorType &kt = *in(1), &v = *in(2);
+    for (const TensorType *t : {&x, &kt, &v})
+      requireDType(*t, DType::F32, "q, kt and v");
+    std::size_t r = x.shape.size();
+    if (r < 2 || kt.shape.size() != r || v.shape.size() != r ||
+        !std::equal(x.shape.begin(), x.shape.end() - 2, kt.shape.begin()) ||
+        !std::equal(x.shape.begin(), x.shape.end() - 2, v.shape.begin()) ||
+        x.shape[r - 1] != kt.shape[r - 2] || kt.shape[r - 1] != v.shape[r - 2])
+      throw Error(fmt::format("q [.., T, D], kt [.., D, S] and v [.., S, E] "
+                              "do not fit: {}",
+                              typesStr()));
+    Shape scores(x.shape.begin(), x.shape.end() - 1);
+    scores.push_back(kt.shape[r - 1]);
+    if (const TensorType *m = in(3)) {
+      requireDType(*m, DType::F32, "mask");
+      if (!cpu::broadcastsTo(m->shape, scores))
+        throw Error(fmt::format("mask of shape {} does not broadcast to the "
+                                "scores {}",
+                                formatShape(m->shape), formatShape(scores)));
+    }
+    a.scale = attrs.getFloat("scale", 1.f);
+    Shape out(x.shape.begin(), x.shape.end() - 1);
+    out.push_back(v.shape[r - 1]);
+    expected.push_back({DType::F32, out});
     break;
   }
   case OpKind::Gather: {

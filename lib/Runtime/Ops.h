@@ -53,6 +53,10 @@ enum class OpKind {
   AllReduce,
   AllGather,
   LocalSlice,
+  // Fused ops made by shoal-fuse.
+  Gelu,
+  AddLayerNorm,
+  Attention,
 };
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
@@ -67,6 +71,7 @@ struct OpAttrs {
   int64_t axis = 0;              ///< Softmax, LayerNormalization, Gather.
   float epsilon = 1e-5f;         ///< LayerNormalization.
   float alpha = 1.f, beta = 1.f; ///< Gemm.
+  float scale = 1.f;             ///< Attention.
   bool transA = false, transB = false;
   std::vector<int64_t> perm;     ///< Transpose.
   std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.

@@ -21,6 +21,10 @@ struct ParallelizePipelineOptions
       *this, "world-size",
       llvm::cl::desc("Number of ranks (0: the scopes' device count)"),
       llvm::cl::init(0)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fuse GELU, add+LayerNorm and attention "
+                                   "chains in the local programs"),
+                    llvm::cl::init(true)};
 };
 } // namespace
 
@@ -31,6 +35,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
       createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
   pm.addPass(createPropagateShardingPass());
   pm.addPass(createPartitionPass());
+  if (options.fuse)
+    pm.addPass(createFusePass());
 }
 
 void shoal::registerAllShoalPasses() {
@@ -39,6 +45,7 @@ void shoal::registerAllShoalPasses() {
       "shoal-parallelize",
       "Annotate, form TaskGraphs, propagate shardings and partition",
       [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
-        addParallelizePipeline(pm, ParallelizeOptions{o.spec, o.worldSize});
+        addParallelizePipeline(pm,
+                               ParallelizeOptions{o.spec, o.worldSize, o.fuse});
       });
 }

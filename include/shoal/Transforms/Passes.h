@@ -18,6 +18,8 @@ namespace shoal {
 struct ParallelizeOptions {
   std::string spec;
   int64_t worldSize = 0;
+  /// Run shoal-fuse on the local programs.
+  bool fuse = true;
 };
 
 /// Adds the full parallelization pipeline to `pm`.

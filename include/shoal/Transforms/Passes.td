@@ -100,4 +100,33 @@ def PartitionPass : Pass<"shoal-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
+  let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm "
+                "and attention";
+  let description = [{
+    Replaces, wherever every intermediate has no other user:
+    - `Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5` (PyTorch's exact
+      `nn.GELU`), with an optional bias `Add` before it, by `shoal.gelu`;
+    - `Add(a, b) -> LayerNorm` by `shoal.add_layer_norm` (the sum stays
+      available as the next residual);
+    - `MatMul(q, kt) -> Mul|Div scale -> [Add mask] -> Softmax(last) ->
+      MatMul(., v)` by `shoal.attention`.
+    It runs on any layer (before or after partitioning); `shoal-parallelize`
+    runs it last, on each rank's local program.
+
+    Before:
+    ```mlir
+    %s = shoal.matmul %q, %kt : ...
+    %s1 = shoal.mul %s, %c : ...          // %c = shoal.constant dense<0.25>
+    %p = shoal.softmax %s1 : ...
+    %o = shoal.matmul %p, %v : ...
+    ```
+    After:
+    ```mlir
+    %o = shoal.attention %q, %kt, %v {scale = 2.500000e-01 : f32} : ...
+    ```
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 #endif // SHOAL_TRANSFORMS_PASSES_TD

@@ -824,3 +824,43 @@ void shoal::rt::cpu::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
                 out.rawData(), out.shape());
   }
 }
+
+void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out) {
+  const Tensor *z = &x;
+  Tensor sum;
+  if (bias) {
+    sum = Tensor(x.type());
+    binary(BinaryOp::Add, x, *bias, sum);
+    z = &sum;
+  }
+  const float *in = z->data<float>();
+  float *o = out.data<float>();
+  for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+    o[i] = 0.5f * in[i] * (1.f + std::erf(in[i] * 0.70710678118654752f));
+}
+
+void shoal::rt::cpu::addLayerNorm(const Tensor &a, const Tensor &b,
+                                  const Tensor &scale, const Tensor *bias,
+                                  int64_t axis, float epsilon, Tensor &sum,
+                                  Tensor &out) {
+  binary(BinaryOp::Add, a, b, sum);
+  layerNorm(sum, scale, bias, axis, epsilon, out, nullptr, nullptr);
+}
+
+void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
+                               const Tensor &v, const Tensor *mask, float scale,
+                               Tensor &out) {
+  Tensor scores(DType::F32, matmulShape(q.shape(), kt.shape()));
+  matmul(q, kt, scores);
+  float *s = scores.data<float>();
+  for (int64_t i = 0, n = scores.numElements(); i < n; ++i)
+    s[i] *= scale;
+  if (mask) {
+    Tensor masked(scores.type());
+    binary(BinaryOp::Add, scores, *mask, masked);
+    scores = std::move(masked);
+  }
+  Tensor probs(scores.type());
+  softmax(scores, static_cast<int64_t>(scores.shape().size()) - 1, probs);
+  matmul(probs, v, out);
+}

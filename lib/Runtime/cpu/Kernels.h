@@ -99,6 +99,18 @@ void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
 void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
                   Tensor &out);
 
+/// Exact GELU of `x + bias` (bias optional, broadcast to x).
+void gelu(const Tensor &x, const Tensor *bias, Tensor &out);
+
+/// sum = a + b; out = LayerNormalization(sum) over dims axis..end.
+void addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
+                  const Tensor *bias, int64_t axis, float epsilon, Tensor &sum,
+                  Tensor &out);
+
+/// softmax(q @ kt * scale + mask) @ v over the last axis.
+void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
+               const Tensor *mask, float scale, Tensor &out);
+
 } // namespace cpu
 } // namespace rt
 } // namespace shoal

@@ -19,6 +19,7 @@
 #include "Executor.h"
 #include "MemoryPlan.h"
 #include "PlanLoader.h"
+#include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
 
 #include <cublas_v2.h>
@@ -206,8 +207,7 @@ public:
       int color = static_cast<int>(mesh.groupColor(axes, comm.coords()));
       ncclComm_t c;
       check(ncclCommSplit(worldComm, color,
-                          static_cast<int>(comm.groupIndex(axes)), &c,
-                          nullptr),
+                          static_cast<int>(comm.groupIndex(axes)), &c, nullptr),
             "ncclCommSplit");
       groups[axes] = c;
     }
@@ -255,9 +255,9 @@ public:
   Tensor fetch(int id) override {
     check(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
     Tensor t(plan.values[id]);
-    check(cudaMemcpy(t.rawData(), ptr(id), t.numBytes(),
-                     cudaMemcpyDeviceToHost),
-          "downloading an output");
+    check(
+        cudaMemcpy(t.rawData(), ptr(id), t.numBytes(), cudaMemcpyDeviceToHost),
+        "downloading an output");
     return t;
   }
 
@@ -308,11 +308,23 @@ private:
   std::size_t scratchBytes(const OpInfo &op) const {
     if (op.kind == OpKind::AllGather)
       return plan.values[op.outputs[0]].numBytes();
-    if ((op.kind == OpKind::MatMul || op.kind == OpKind::Gemm) &&
-        sixteenBit())
+    if ((op.kind == OpKind::MatMul || op.kind == OpKind::Gemm) && sixteenBit())
       return 2 * (plan.values[op.inputs[0]].numElements() +
                   plan.values[op.inputs[1]].numElements()) +
              512;
+    if (op.kind == OpKind::Attention) {
+      const Shape &q = plan.values[op.inputs[0]].shape;
+      const Shape &kt = plan.values[op.inputs[1]].shape;
+      int64_t scores =
+          plan.values[op.inputs[0]].numElements() / q.back() * kt.back();
+      std::size_t bytes = 2 * ((scores * 4 + 255) / 256 * 256) + 1024;
+      if (sixteenBit())
+        bytes += 2 * (plan.values[op.inputs[0]].numElements() +
+                      plan.values[op.inputs[1]].numElements() + scores +
+                      plan.values[op.inputs[2]].numElements()) +
+                 1024;
+      return bytes;
+    }
     return 0;
   }
 
@@ -326,32 +338,35 @@ private:
     return p;
   }
 
-  /// Row-major C[m,n] = alpha op(A) op(B) (+ nothing), batched by strides.
-  void gemm(const OpInfo &op, bool transA, bool transB, float alpha,
-            const MatmulShape &s) {
-    const void *a = ptr(op.inputs[0]), *b = ptr(op.inputs[1]);
-    void *c = ptr(op.outputs[0]);
+  /// Row-major C[m,n] = alpha op(A) op(B), batched by strides. `aValue` and
+  /// `bValue` name the operands (for their cached 16-bit copies; -1 for
+  /// none); `scratch` is where 16-bit copies of activations go.
+  void gemm(const void *a, int aValue, const void *b, int bValue, void *c,
+            bool transA, bool transB, float alpha, const MatmulShape &s,
+            const Shape &aShape, const Shape &bShape, const Shape &cShape,
+            char *scratch) {
     cudaDataType_t inType = CUDA_R_32F;
-    cublasComputeType_t computeType =
-        options.matmulPrecision == Precision::TF32
-            ? CUBLAS_COMPUTE_32F_FAST_TF32
-            : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t computeType = options.matmulPrecision == Precision::TF32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
     if (sixteenBit()) {
-      inType = options.matmulPrecision == Precision::BF16 ? CUDA_R_16BF
-                                                          : CUDA_R_16F;
-      char *scratch = static_cast<char *>(workspace);
-      auto half = [&](int v, const void *p) -> const void * {
-        if (auto it = halves.find(v); it != halves.end())
+      inType =
+          options.matmulPrecision == Precision::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+      auto half = [&](int v, const void *p,
+                      const Shape &shape) -> const void * {
+        if (auto it = halves.find(v); v >= 0 && it != halves.end())
           return it->second;
         void *out = scratch;
-        int64_t n = type(v).numElements();
+        int64_t n = 1;
+        for (int64_t d : shape)
+          n *= d;
         scratch += (2 * n + 255) / 256 * 256;
         cuda::castF32To(halfType(), static_cast<const float *>(p), out, n,
                         compute);
         return out;
       };
-      a = half(op.inputs[0], a);
-      b = half(op.inputs[1], b);
+      a = half(aValue, a, aShape);
+      b = half(bValue, b, bShape);
     }
     std::size_t elem = sixteenBit() ? 2 : 4;
     // Column-major view: C^T = op(B)^T op(A)^T.
@@ -359,14 +374,14 @@ private:
         k = static_cast<int>(s.k);
     int lda = transA ? m : k, ldb = transB ? k : n;
     float beta = 0;
-    auto call = [&](const void *ap, const void *bp, void *cp,
-                    long long strideA, long long strideB, int batch) {
+    auto call = [&](const void *ap, const void *bp, void *cp, long long strideA,
+                    long long strideB, int batch) {
       check(cublasGemmStridedBatchedEx(
                 blas, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, bp,
-                inType, ldb, strideB, ap, inType, lda, strideA, &beta, cp,
-                CUDA_R_32F, n, static_cast<long long>(m) * n, batch,
-                computeType, CUBLAS_GEMM_DEFAULT),
+                transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, bp, inType,
+                ldb, strideB, ap, inType, lda, strideA, &beta, cp, CUDA_R_32F,
+                n, static_cast<long long>(m) * n, batch, computeType,
+                CUBLAS_GEMM_DEFAULT),
             "cublasGemmStridedBatchedEx");
     };
     if (!s.general) {
@@ -374,8 +389,7 @@ private:
       return;
     }
     // Broadcast batch dimensions: one GEMM per output batch entry.
-    Shape as = type(op.inputs[0]).shape, bs = type(op.inputs[1]).shape;
-    Shape out = type(op.outputs[0]).shape;
+    const Shape &as = aShape, &bs = bShape, &out = cShape;
     Shape batch(out.begin(), out.end() - 2);
     Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
     for (int64_t i = 0; i < s.batch; ++i) {
@@ -398,6 +412,46 @@ private:
            static_cast<const char *>(b) + ib * s.k * s.n * elem,
            static_cast<char *>(c) + i * s.m * s.n * 4, 0, 0, 1);
     }
+  }
+
+  /// gemm() for a MatMul or Gemm op.
+  void gemmOp(const OpInfo &op, bool transA, bool transB, float alpha,
+              const MatmulShape &s) {
+    gemm(ptr(op.inputs[0]), op.inputs[0], ptr(op.inputs[1]), op.inputs[1],
+         ptr(op.outputs[0]), transA, transB, alpha, s, type(op.inputs[0]).shape,
+         type(op.inputs[1]).shape, type(op.outputs[0]).shape,
+         static_cast<char *>(workspace));
+  }
+
+  /// softmax(q kt * scale + mask) v with cuBLAS for the two products and the
+  /// scores in the workspace (not yet a flash-attention kernel).
+  void attention(const OpInfo &op) {
+    const Shape &qs = type(op.inputs[0]).shape, &ks = type(op.inputs[1]).shape,
+                &vs = type(op.inputs[2]).shape;
+    std::size_t r = qs.size();
+    int64_t batch = 1;
+    for (std::size_t i = 0; i + 2 < r; ++i)
+      batch *= qs[i];
+    int64_t t = qs[r - 2], d = qs[r - 1], sk = ks[r - 1], e = vs[r - 1];
+    Shape scoreShape(qs.begin(), qs.end() - 1);
+    scoreShape.push_back(sk);
+    std::size_t scoreBytes = (batch * t * sk * 4 + 255) / 256 * 256;
+    char *base = static_cast<char *>(workspace);
+    float *scores = reinterpret_cast<float *>(base);
+    float *probs = reinterpret_cast<float *>(base + scoreBytes);
+    char *scratch = base + 2 * scoreBytes;
+    MatmulShape s1{t, sk, d, batch, t * d, d * sk, false};
+    gemm(ptr(op.inputs[0]), op.inputs[0], ptr(op.inputs[1]), op.inputs[1],
+         scores, false, false, op.attrs.scale, s1, qs, ks, scoreShape, scratch);
+    if (op.inputs.size() > 3 && op.inputs[3] >= 0)
+      cuda::binary(cpu::BinaryOp::Add, DType::F32, scores, scoreShape,
+                   ptr(op.inputs[3]), type(op.inputs[3]).shape, scores,
+                   scoreShape, compute);
+    cuda::softmax(scores, probs, scoreShape,
+                  static_cast<int64_t>(scoreShape.size()) - 1, compute);
+    MatmulShape s2{t, e, sk, batch, t * sk, sk * e, false};
+    gemm(probs, -1, ptr(op.inputs[2]), op.inputs[2], ptr(op.outputs[0]), false,
+         false, 1.0f, s2, scoreShape, vs, type(op.outputs[0]).shape, scratch);
   }
 
   void copy(int from, int to) {
@@ -427,8 +481,8 @@ private:
     auto shape = [&](int v) -> const Shape & { return type(v).shape; };
     switch (op.kind) {
     case OpKind::MatMul:
-      gemm(op, false, false, 1.0f,
-           matmulShapeOf(shape(op.inputs[0]), shape(op.inputs[1])));
+      gemmOp(op, false, false, 1.0f,
+             matmulShapeOf(shape(op.inputs[0]), shape(op.inputs[1])));
       break;
     case OpKind::Gemm: {
       MatmulShape s;
@@ -438,7 +492,7 @@ private:
       s.batch = 1;
       s.strideA = s.strideB = 0;
       s.general = false;
-      gemm(op, a.transA, a.transB, a.alpha, s);
+      gemmOp(op, a.transA, a.transB, a.alpha, s);
       if (op.inputs.size() > 2 && op.inputs[2] >= 0) {
         if (a.beta != 1.0f)
           throw Error("Gemm with C and beta != 1 has no CUDA kernel");
@@ -452,15 +506,13 @@ private:
     case OpKind::Mul:
     case OpKind::Div:
     case OpKind::Pow: {
-      static const cpu::BinaryOp ops[] = {cpu::BinaryOp::Add,
-                                          cpu::BinaryOp::Sub,
-                                          cpu::BinaryOp::Mul,
-                                          cpu::BinaryOp::Div,
-                                          cpu::BinaryOp::Pow};
-      cuda::binary(ops[static_cast<int>(op.kind) -
-                       static_cast<int>(OpKind::Add)],
-                   type(out).dtype, in(0), shape(op.inputs[0]), in(1),
-                   shape(op.inputs[1]), ptr(out), shape(out), compute);
+      static const cpu::BinaryOp ops[] = {
+          cpu::BinaryOp::Add, cpu::BinaryOp::Sub, cpu::BinaryOp::Mul,
+          cpu::BinaryOp::Div, cpu::BinaryOp::Pow};
+      cuda::binary(
+          ops[static_cast<int>(op.kind) - static_cast<int>(OpKind::Add)],
+          type(out).dtype, in(0), shape(op.inputs[0]), in(1),
+          shape(op.inputs[1]), ptr(out), shape(out), compute);
       break;
     }
     case OpKind::Erf:
@@ -471,8 +523,8 @@ private:
     case OpKind::Neg:
     case OpKind::Sigmoid: {
       static const cpu::UnaryOp ops[] = {
-          cpu::UnaryOp::Erf,  cpu::UnaryOp::Tanh, cpu::UnaryOp::Relu,
-          cpu::UnaryOp::Sqrt, cpu::UnaryOp::Exp,  cpu::UnaryOp::Neg,
+          cpu::UnaryOp::Erf,    cpu::UnaryOp::Tanh, cpu::UnaryOp::Relu,
+          cpu::UnaryOp::Sqrt,   cpu::UnaryOp::Exp,  cpu::UnaryOp::Neg,
           cpu::UnaryOp::Sigmoid};
       cuda::unary(
           ops[static_cast<int>(op.kind) - static_cast<int>(OpKind::Erf)],
@@ -486,14 +538,14 @@ private:
       bool hasBias = op.inputs.size() > 2 && op.inputs[2] >= 0;
       cuda::layerNorm(inF(0), inF(1), shape(op.inputs[1]),
                       hasBias ? inF(2) : nullptr,
-                      hasBias ? shape(op.inputs[2]) : Shape{}, outF,
-                      shape(out), a.axis, a.epsilon, compute);
+                      hasBias ? shape(op.inputs[2]) : Shape{}, outF, shape(out),
+                      a.axis, a.epsilon, compute);
       break;
     }
     case OpKind::Gather:
-      cuda::gather(in(0), type(op.inputs[0]).dtype, shape(op.inputs[0]),
-                   in(1), type(op.inputs[1]).dtype, shape(op.inputs[1]),
-                   a.axis, ptr(out), errorFlag, compute);
+      cuda::gather(in(0), type(op.inputs[0]).dtype, shape(op.inputs[0]), in(1),
+                   type(op.inputs[1]).dtype, shape(op.inputs[1]), a.axis,
+                   ptr(out), errorFlag, compute);
       break;
     case OpKind::Reshape:
       copy(op.inputs[0], out);
@@ -539,6 +591,30 @@ private:
                        a.dim, a.groupSize, comm.groupIndex(a.meshAxes),
                        ptr(out), compute);
       break;
+    case OpKind::Gelu: {
+      bool hasBias = op.inputs.size() > 1 && op.inputs[1] >= 0;
+      cuda::gelu(inF(0), hasBias ? inF(1) : nullptr,
+                 hasBias ? type(op.inputs[1]).numElements() : 0, outF,
+                 type(out).numElements(), compute);
+      break;
+    }
+    case OpKind::AddLayerNorm: {
+      const Shape &xs = shape(op.inputs[0]);
+      int64_t cols = 1;
+      for (std::size_t i = a.axis; i < xs.size(); ++i)
+        cols *= xs[i];
+      int64_t rows = cols ? type(op.inputs[0]).numElements() / cols : 0;
+      bool hasBias = op.inputs.size() > 3 && op.inputs[3] >= 0;
+      cuda::addLayerNorm(inF(0), inF(1), inF(2), hasBias ? inF(3) : nullptr,
+                         outF, static_cast<float *>(ptr(op.outputs[1])), rows,
+                         cols, a.epsilon, compute);
+      break;
+    }
+    case OpKind::Attention:
+      attention(op);
+      break;
+    default:
+      throw Error(fmt::format("no CUDA kernel for {}", op.kindName));
     }
   }
 

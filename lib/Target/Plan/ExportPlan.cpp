@@ -318,6 +318,16 @@ private:
                            setI("keepdims", r.getKeepdims());
                            return "ReduceSum";
                          })
+                         .Case([](GeluOp) { return "Gelu"; })
+                         .Case([&](AddLayerNormOp l) {
+                           setI("axis", l.getAxis());
+                           setF("epsilon", l.getEpsilon().convertToDouble());
+                           return "AddLayerNorm";
+                         })
+                         .Case([&](AttentionOp a) {
+                           setF("scale", a.getScale().convertToDouble());
+                           return "Attention";
+                         })
                          .Case([&](AllReduceOp c) {
                            setStrs("axes", c.getAxes());
                            return "AllReduce";

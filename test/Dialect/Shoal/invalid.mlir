@@ -136,3 +136,19 @@ func.func @scope_attr(%x: tensor<4xf32>) {
   %0 = shoal.relu %x {shoal.scope = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @attention_keys(%q: tensor<2x5x4xf32>, %kt: tensor<2x4x6xf32>, %v: tensor<2x7x3xf32>) {
+  // expected-error @+1 {{'shoal.attention' op kt has 6 keys but v has 7}}
+  %0 = shoal.attention %q, %kt, %v {scale = 1.0 : f32} : (tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x7x3xf32>) -> tensor<2x5x3xf32>
+  return
+}
+
+// -----
+
+func.func @add_layer_norm_types(%a: tensor<4x8xf32>, %b: tensor<4x4xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'shoal.add_layer_norm' op operands and results must all have type 'tensor<4x8xf32>'}}
+  %s, %y = shoal.add_layer_norm %a, %b, %g : (tensor<4x8xf32>, tensor<4x4xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}

@@ -40,6 +40,13 @@ func.func @graph_ops(%x: tensor<4x8xf32>, %ids: tensor<4xi64>) -> tensor<4x8xf32
   %19 = shoal.reduce_mean %15 {axes = array<i64: -1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
   // CHECK: shoal.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
   %20 = shoal.reduce_sum %15 {axes = array<i64: 0>, keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+  // CHECK: shoal.gelu %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %21 = shoal.gelu %15, %g : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: shoal.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64}
+  %22:2 = shoal.add_layer_norm %21, %15, %g {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  // CHECK: shoal.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %kt = shoal.transpose %15 {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %23 = shoal.attention %15, %kt, %15 {scale = 0.125 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %15 : tensor<4x8xf32>
 }
 

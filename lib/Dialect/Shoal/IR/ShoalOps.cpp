@@ -558,6 +558,142 @@ ShardingRule TransposeOp::getShardingRule() {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return verifyElementwiseOp(*this);
+}
+
+ShardingRule GeluOp::getShardingRule() {
+  return getElementwiseShardingRule(*this);
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  Type t = getLhs().getType();
+  if (getRhs().getType() != t || getSum().getType() != t ||
+      getResult().getType() != t)
+    return emitOpError() << "operands and results must all have type " << t;
+  int64_t rank = rankOf(getLhs());
+  int64_t axis = normalizeAxis(getAxis(), rank);
+  if (axis < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << rank;
+  ArrayRef<int64_t> norm = shapeOf(getLhs()).drop_front(axis);
+  for (Value v : {getScale(), getBias()}) {
+    if (!v)
+      continue;
+    auto bc = broadcastShapes({shapeOf(v), norm});
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != norm)
+      return emitOpError() << "scale/bias of shape " << fmtShape(shapeOf(v))
+                           << " does not broadcast to the normalized shape "
+                           << fmtShape(norm);
+  }
+  return success();
+}
+
+ShardingRule AddLayerNormOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getLhs());
+  int64_t axis = normalizeAxis(getAxis(), in.size());
+  TensorFactors tf;
+  SmallVector<int> factors;
+  for (auto [i, d] : llvm::enumerate(in)) {
+    factors.push_back(rule.addFactor(
+        d, (int64_t)i >= axis ? FactorKind::Blocked : FactorKind::Parallel));
+    tf.push_back({factors.back()});
+  }
+  rule.operands = {tf, tf};
+  for (Value v : {getScale(), getBias()})
+    if (v)
+      rule.operands.push_back(alignBroadcast(shapeOf(v), in, factors));
+  rule.results = {tf, tf};
+  return rule;
+}
+
+LogicalResult AttentionOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
+                    v = shapeOf(getV());
+  if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size())
+    return emitOpError() << "q, kt and v must have the same rank (at least "
+                            "2), got "
+                         << fmtShape(q) << ", " << fmtShape(kt) << ", "
+                         << fmtShape(v);
+  size_t r = q.size();
+  if (q.drop_back(2) != kt.drop_back(2) || q.drop_back(2) != v.drop_back(2))
+    return emitOpError() << "q, kt and v must have the same batch dimensions";
+  if (q[r - 1] != kt[r - 2])
+    return emitOpError() << "q's last dimension " << q[r - 1]
+                         << " differs from kt's contracted dimension "
+                         << kt[r - 2];
+  if (kt[r - 1] != v[r - 2])
+    return emitOpError() << "kt has " << kt[r - 1] << " keys but v has "
+                         << v[r - 2];
+  SmallVector<int64_t> scores(q.drop_back(1));
+  scores.push_back(kt[r - 1]);
+  if (getMask()) {
+    auto bc = broadcastShapes({shapeOf(getMask()), scores});
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(scores))
+      return emitOpError() << "mask of shape " << fmtShape(shapeOf(getMask()))
+                           << " does not broadcast to the scores "
+                           << fmtShape(scores);
+  }
+  SmallVector<int64_t> expected(q.drop_back(1));
+  expected.push_back(v[r - 1]);
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(expected);
+  return success();
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  // Batch dimensions and queries split freely; the head dimension and the
+  // keys stay whole (softmax over keys), the value dimension splits.
+  ShardingRule rule;
+  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
+                    v = shapeOf(getV());
+  size_t r = q.size();
+  SmallVector<int> batch;
+  for (size_t i = 0; i + 2 < r; ++i)
+    batch.push_back(rule.addFactor(q[i]));
+  int t = rule.addFactor(q[r - 2]);
+  int d = rule.addFactor(q[r - 1], FactorKind::Blocked);
+  int sk = rule.addFactor(kt[r - 1], FactorKind::Blocked);
+  int e = rule.addFactor(v[r - 1]);
+  auto with = [&](int a, int b) {
+    TensorFactors tf;
+    for (int f : batch)
+      tf.push_back({f});
+    tf.push_back({a});
+    tf.push_back({b});
+    return tf;
+  };
+  rule.operands = {with(t, d), with(d, sk), with(sk, e)};
+  if (getMask()) {
+    SmallVector<int64_t> scores(q.drop_back(1));
+    scores.push_back(kt[r - 1]);
+    SmallVector<int> sf(batch.begin(), batch.end());
+    sf.push_back(t);
+    sf.push_back(sk);
+    rule.operands.push_back(alignBroadcast(shapeOf(getMask()), scores, sf));
+  }
+  rule.results = {with(t, e)};
+  return rule;
+}
+
+int64_t AttentionOp::getFlops() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
+  int64_t n = 1;
+  for (int64_t x : q.drop_back(1))
+    n *= x;
+  // Two matrix products over the keys.
+  return 2 * n * v[v.size() - 2] * (q.back() + v.back());
+}
+
+//===----------------------------------------------------------------------===//
 // TaskGraphOp
 //===----------------------------------------------------------------------===//
 

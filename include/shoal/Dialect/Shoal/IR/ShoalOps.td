@@ -243,6 +243,62 @@ def Shoal_ReduceMeanOp : Shoal_ReduceOp<"reduce_mean", "ReduceMean">;
 def Shoal_ReduceSumOp : Shoal_ReduceOp<"reduce_sum", "ReduceSum">;
 
 //===----------------------------------------------------------------------===//
+// Fused ops (made by shoal-fuse from the patterns exporters emit)
+//===----------------------------------------------------------------------===//
+
+def Shoal_GeluOp : Shoal_GraphOp<"gelu"> {
+  let summary = "Exact GELU, optionally after a bias add";
+  let description = [{
+    `y = z * 0.5 * (1 + erf(z / sqrt(2)))` with `z = x + bias` (numpy
+    broadcasting) when `bias` is given. shoal-fuse makes it from
+    `Add, Div, Erf, Add, Mul, Mul` as PyTorch exports `nn.GELU()`.
+
+    ```mlir
+    %y = shoal.gelu %x, %b : (tensor<4x256xf32>, tensor<256xf32>) -> tensor<4x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$bias);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_AddLayerNormOp : Shoal_GraphOp<"add_layer_norm"> {
+  let summary = "Residual add followed by layer normalization";
+  let description = [{
+    `sum = lhs + rhs` (same shape) and `y = layer_norm(sum)` in one pass;
+    both results are available (the sum is the next residual).
+
+    ```mlir
+    %s, %y = shoal.add_layer_norm %a, %b, %g, %beta {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<4x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<4x16x64xf32>, tensor<4x16x64xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
+                   AnyRankedTensor:$scale, Optional<AnyRankedTensor>:$bias,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs AnyRankedTensor:$sum, AnyRankedTensor:$result);
+}
+
+def Shoal_AttentionOp : Shoal_GraphOp<"attention"> {
+  let summary = "Scaled dot-product attention";
+  let description = [{
+    `softmax(q @ kt * scale + mask) @ v` over the last axis, with `q` of
+    shape `[..., T, D]`, `kt` (keys already transposed) `[..., D, S]`, `v`
+    `[..., S, E]` and an optional additive `mask` broadcastable to
+    `[..., T, S]`. shoal-fuse makes it from `MatMul, Mul|Div, [Add], Softmax,
+    MatMul`, so a backend can run it without materializing the scores.
+
+    ```mlir
+    %o = shoal.attention %q, %kt, %v, %m {scale = 2.500000e-01 : f32} : (tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<16x16xf32>) -> tensor<4x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$q, AnyRankedTensor:$kt,
+                   AnyRankedTensor:$v, Optional<AnyRankedTensor>:$mask,
+                   F32Attr:$scale);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDeclaration = [{ int64_t getFlops(); }];
+}
+
+//===----------------------------------------------------------------------===//
 // Layer 2: parallel structure
 //===----------------------------------------------------------------------===//
 
