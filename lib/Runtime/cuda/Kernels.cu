@@ -532,10 +532,11 @@ void launchMap(const From *in, To *out, int64_t n, F f, cudaStream_t stream,
   if (n <= 0)
     return;
   if (aligned(in, 4 * sizeof(From)) && aligned(out, 4 * sizeof(To)))
-    mapKernel<From, To, 4>
+    mapKernel<From, To, 4, F>
         <<<gridFor(n / 4 + 1), kThreads, 0, stream>>>(in, out, n, f);
   else
-    mapKernel<From, To, 1><<<gridFor(n), kThreads, 0, stream>>>(in, out, n, f);
+    mapKernel<From, To, 1, F>
+        <<<gridFor(n), kThreads, 0, stream>>>(in, out, n, f);
   checkLaunch(what);
 }
 

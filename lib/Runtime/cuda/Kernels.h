@@ -38,7 +38,8 @@ constexpr int kMaxRank = 8;
 
 /// Element-wise `op` with numpy broadcasting; `outShape` must be the
 /// broadcast of the two input shapes. f32 for every op; i64 and i32 for Add,
-/// Sub and Mul. (An integer Pow exponent must be cast to f32 first.)
+/// Sub and Mul. (An integer Pow exponent must be cast to f32 first.) `out`
+/// may be `a` or `b` where that operand has the output's shape.
 void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
             const void *b, const Shape &bShape, void *out,
             const Shape &outShape, cudaStream_t stream);
@@ -47,12 +48,13 @@ void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
 void unary(cpu::UnaryOp op, const float *in, float *out, int64_t n,
            cudaStream_t stream);
 
-/// Numerically stable softmax of f32 `in` along `axis`.
+/// Numerically stable softmax of f32 `in` along `axis`; `in` may equal `out`.
 void softmax(const float *in, float *out, const Shape &shape, int64_t axis,
              cudaStream_t stream);
 
 /// LayerNormalization of f32 `x` over dimensions axis..end. `scale` and the
-/// optional `bias` broadcast (numpy rules) to xShape[axis:].
+/// optional `bias` broadcast (numpy rules) to xShape[axis:]; `x` may equal
+/// `y`.
 void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
                const float *bias, const Shape &biasShape, float *y,
                const Shape &xShape, int64_t axis, float epsilon,

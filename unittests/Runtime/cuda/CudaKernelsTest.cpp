@@ -1,0 +1,980 @@
+//===- CudaKernelsTest.cpp - CUDA kernels against the CPU ones --*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every CUDA kernel runs on random host data copied to the device and is
+// compared with the CPU kernel of cpu/Kernels.h on the same data (the 16-bit
+// casts with a software rounding written here). Outputs are poisoned before
+// each run so that an element the kernel leaves unwritten fails; shapes cover
+// each kernel's fast paths, their fallbacks (odd sizes, misaligned pointers)
+// and empty tensors. Without a CUDA device the binary prints a note and exits
+// with 77, which CTest reports as skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cpu/Kernels.h"
+#include "cuda/FusedKernels.h"
+#include "cuda/Kernels.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace shoal::rt;
+namespace gpu = shoal::rt::cuda;
+using cpu::BinaryOp;
+using cpu::ReduceOp;
+using cpu::UnaryOp;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Device memory and comparisons
+//===----------------------------------------------------------------------===//
+
+void check(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " +
+                             cudaGetErrorString(err));
+}
+
+/// Device memory starting `offset` bytes into a fresh allocation (which is
+/// 256-byte aligned), to test misaligned pointers.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(std::size_t bytes, std::size_t offset = 0)
+      : bytes(bytes) {
+    check(cudaMalloc(&base, bytes + offset + 1), "cudaMalloc");
+    ptr = static_cast<uint8_t *>(base) + offset;
+    // Poison: NaN for floats, -1 for integers, 0xff bytes for bool.
+    check(cudaMemset(base, 0xff, bytes + offset + 1), "cudaMemset");
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { cudaFree(base); }
+
+  void *get() const { return ptr; }
+  template <typename T> T *as() const { return reinterpret_cast<T *>(ptr); }
+
+  void upload(const void *host) {
+    check(cudaMemcpy(ptr, host, bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  void download(void *host) const {
+    check(cudaMemcpy(host, ptr, bytes, cudaMemcpyDeviceToHost), "download");
+  }
+
+private:
+  void *base = nullptr;
+  uint8_t *ptr = nullptr;
+  std::size_t bytes;
+};
+
+std::unique_ptr<DeviceBuffer> toDevice(const Tensor &t,
+                                       std::size_t offset = 0) {
+  auto buf = std::make_unique<DeviceBuffer>(t.numBytes(), offset);
+  if (t.numBytes())
+    buf->upload(t.rawData());
+  return buf;
+}
+
+Tensor fromDevice(const DeviceBuffer &buf, DType dtype, const Shape &shape) {
+  Tensor t(dtype, shape);
+  if (t.numBytes())
+    buf.download(t.rawData());
+  return t;
+}
+
+std::string str(const Shape &s) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < s.size(); ++i)
+    os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+/// |got - want| <= tol * max(floor, |want|): relative above `floor`,
+/// absolute below; NaN and infinities must match.
+bool close(double got, double want, double tol, double floor) {
+  if (std::isnan(want))
+    return std::isnan(got);
+  if (std::isinf(want))
+    return got == want;
+  return std::fabs(got - want) <= tol * std::max(floor, std::fabs(want));
+}
+
+/// Compares f32 tensors with close(); `floor` 1 suits values computed from
+/// O(1) data with cancellation, a tiny one values that are all small
+/// (probabilities).
+void expectClose(const Tensor &got, const Tensor &want, double tol,
+                 const std::string &what, double floor = 1.0) {
+  ASSERT_EQ(got.numElements(), want.numElements()) << what;
+  const float *g = got.data<float>();
+  const float *w = want.data<float>();
+  int failures = 0;
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    if (!close(g[i], w[i], tol, floor)) {
+      ADD_FAILURE() << what << ": at flat index " << i << " got " << g[i]
+                    << ", want " << w[i];
+      if (++failures == 10)
+        return;
+    }
+}
+
+void expectBytesEqual(const Tensor &got, const Tensor &want,
+                      const std::string &what) {
+  ASSERT_EQ(got.numBytes(), want.numBytes()) << what;
+  std::size_t n = want.numBytes();
+  for (std::size_t i = 0; i < n; ++i)
+    if (got.bytes()[i] != want.bytes()[i]) {
+      ADD_FAILURE() << what << ": first difference at byte " << i;
+      return;
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Random data
+//===----------------------------------------------------------------------===//
+
+Tensor randomTensor(DType dtype, const Shape &shape, std::mt19937 &rng,
+                    double lo = -1, double hi = 1) {
+  Tensor t(dtype, shape);
+  int64_t n = t.numElements();
+  switch (dtype) {
+  case DType::F32: {
+    std::uniform_real_distribution<float> dist(static_cast<float>(lo),
+                                               static_cast<float>(hi));
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = dist(rng);
+    break;
+  }
+  case DType::I64: {
+    std::uniform_int_distribution<int64_t> dist(static_cast<int64_t>(lo),
+                                                static_cast<int64_t>(hi));
+    for (int64_t i = 0; i < n; ++i)
+      t.data<int64_t>()[i] = dist(rng);
+    break;
+  }
+  case DType::I32: {
+    std::uniform_int_distribution<int32_t> dist(static_cast<int32_t>(lo),
+                                                static_cast<int32_t>(hi));
+    for (int64_t i = 0; i < n; ++i)
+      t.data<int32_t>()[i] = dist(rng);
+    break;
+  }
+  case DType::Bool: {
+    std::uniform_int_distribution<int> dist(0, 1);
+    for (int64_t i = 0; i < n; ++i)
+      t.data<uint8_t>()[i] = uint8_t(dist(rng));
+    break;
+  }
+  }
+  return t;
+}
+
+/// Random integers spread over the whole range of the dtype's bytes (so
+/// that a data-movement kernel that mixes up bytes shows).
+Tensor randomBits(DType dtype, const Shape &shape, std::mt19937 &rng) {
+  if (dtype == DType::Bool || dtype == DType::F32)
+    return randomTensor(dtype, shape, rng);
+  Tensor t(dtype, shape);
+  for (std::size_t i = 0; i < t.numBytes(); ++i)
+    t.bytes()[i] = uint8_t(rng());
+  return t;
+}
+
+const char *opName(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add:
+    return "Add";
+  case BinaryOp::Sub:
+    return "Sub";
+  case BinaryOp::Mul:
+    return "Mul";
+  case BinaryOp::Div:
+    return "Div";
+  case BinaryOp::Pow:
+    return "Pow";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Fixture
+//===----------------------------------------------------------------------===//
+
+class CudaKernels : public ::testing::Test {
+protected:
+  void SetUp() override { check(cudaStreamCreate(&stream), "stream"); }
+  void TearDown() override { cudaStreamDestroy(stream); }
+
+  /// Waits for the stream and fails on any asynchronous error.
+  void sync() {
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    check(cudaGetLastError(), "kernel");
+  }
+
+  cudaStream_t stream = nullptr;
+  std::mt19937 rng{12345};
+};
+
+//===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+struct BinaryCase {
+  Shape a, b;
+};
+
+const std::vector<BinaryCase> &binaryCases() {
+  static const std::vector<BinaryCase> cases = {
+      {{3, 5, 7}, {3, 5, 7}}, // dense, with a tail past the packs
+      {{1024}, {1024}},       // dense, whole packs
+      {{}, {4, 5}},           // scalar a
+      {{4, 5}, {}},           // scalar b
+      {{1}, {2, 3}},          // scalar as [1]
+      {{2, 3, 8}, {8}},       // trailing broadcast b (bias add)
+      {{8}, {2, 3, 8}},       // trailing broadcast a
+      {{2, 1, 8}, {3, 8}},    // both broadcast
+      {{2, 3, 5}, {5}},       // trailing, not whole packs
+      {{3, 1}, {1, 4}},       // outer product
+      {{2, 1, 3}, {4, 1}},    // general
+      {{5, 1, 1, 6}, {3, 1}}, // general, rank 4
+      {{2, 3, 4}, {3, 1}},    // per-row broadcast
+      {{0, 3}, {3}},          // empty
+      {{1, 1}, {1}},          // one element
+      {{2, 1, 2, 1, 2, 1, 2, 1}, {1, 2, 1, 2, 1, 2, 1, 2}}, // rank 8
+      {{300001}, {300001}}, // many grid-stride steps
+  };
+  return cases;
+}
+
+void runBinary(cudaStream_t stream, BinaryOp op, DType dtype, const Tensor &a,
+               const Tensor &b, double tol, std::size_t offset,
+               const std::string &what) {
+  Shape outShape = cpu::broadcastShape(a.shape(), b.shape());
+  Tensor want(dtype, outShape);
+  cpu::binary(op, a, b, want);
+  auto da = toDevice(a, offset), db = toDevice(b, offset);
+  DeviceBuffer dout(want.numBytes(), offset);
+  gpu::binary(op, dtype, da->get(), a.shape(), db->get(), b.shape(), dout.get(),
+              outShape, stream);
+  check(cudaStreamSynchronize(stream), "sync");
+  Tensor got = fromDevice(dout, dtype, outShape);
+  // Add, Sub, Mul and Div round exactly once on both sides; only Pow's
+  // rounding may differ, so compare relatively.
+  if (dtype == DType::F32)
+    expectClose(got, want, tol, what, 1e-30);
+  else
+    expectBytesEqual(got, want, what);
+}
+
+TEST_F(CudaKernels, BinaryF32) {
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                      BinaryOp::Div, BinaryOp::Pow})
+    for (const BinaryCase &c : binaryCases())
+      for (std::size_t offset : {0, 4}) {
+        // Positive bases for Pow, divisors away from zero for Div.
+        double aLo = op == BinaryOp::Pow ? 0.5 : -2;
+        double bLo = op == BinaryOp::Div ? 0.5 : -2;
+        Tensor a = randomTensor(DType::F32, c.a, rng, aLo, 2);
+        Tensor b = randomTensor(DType::F32, c.b, rng, bLo, 2);
+        runBinary(stream, op, DType::F32, a, b, 1e-5, offset,
+                  std::string(opName(op)) + " " + str(c.a) + " " + str(c.b) +
+                      " offset " + std::to_string(offset));
+      }
+  sync();
+}
+
+TEST_F(CudaKernels, BinaryIntegers) {
+  for (DType dtype : {DType::I64, DType::I32})
+    for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul})
+      for (const BinaryCase &c : binaryCases())
+        for (std::size_t offset : {0, 8}) {
+          Tensor a = randomTensor(dtype, c.a, rng, -30000, 30000);
+          Tensor b = randomTensor(dtype, c.b, rng, -30000, 30000);
+          runBinary(stream, op, dtype, a, b, 0, offset,
+                    std::string(opName(op)) + " " + dtypeName(dtype) + " " +
+                        str(c.a) + " " + str(c.b));
+        }
+  sync();
+}
+
+TEST_F(CudaKernels, BinaryRejectsBadInput) {
+  // Everything here is rejected before a pointer is used.
+  EXPECT_THROW(gpu::binary(BinaryOp::Div, DType::I64, nullptr, {2}, nullptr,
+                           {2}, nullptr, {2}, stream),
+               Error);
+  EXPECT_THROW(gpu::binary(BinaryOp::Add, DType::Bool, nullptr, {2}, nullptr,
+                           {2}, nullptr, {2}, stream),
+               Error);
+  EXPECT_THROW(gpu::binary(BinaryOp::Add, DType::F32, nullptr, {2, 3}, nullptr,
+                           {3}, nullptr, {3, 3}, stream),
+               Error);
+  EXPECT_THROW(gpu::binary(BinaryOp::Add, DType::F32, nullptr, {2, 3}, nullptr,
+                           {4}, nullptr, {2, 3}, stream),
+               Error);
+  Shape rank9(9, 1);
+  EXPECT_THROW(gpu::binary(BinaryOp::Add, DType::F32, nullptr, rank9, nullptr,
+                           rank9, nullptr, rank9, stream),
+               Error);
+}
+
+TEST_F(CudaKernels, Unary) {
+  for (UnaryOp op : {UnaryOp::Erf, UnaryOp::Tanh, UnaryOp::Relu, UnaryOp::Sqrt,
+                     UnaryOp::Exp, UnaryOp::Neg, UnaryOp::Sigmoid})
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(4096 + 3)})
+      for (std::size_t offset : {0, 4}) {
+        double lo = op == UnaryOp::Sqrt ? 0 : -8;
+        Tensor x = randomTensor(DType::F32, {n}, rng, lo, 8);
+        if (n > 100 && op != UnaryOp::Sqrt) {
+          // Far tails: Sigmoid must not overflow, Exp goes to 0 and inf.
+          x.data<float>()[0] = -100.f;
+          x.data<float>()[1] = 100.f;
+        }
+        Tensor want(DType::F32, {n});
+        cpu::unary(op, x, want);
+        auto din = toDevice(x, offset);
+        DeviceBuffer dout(x.numBytes(), offset);
+        gpu::unary(op, din->as<float>(), dout.as<float>(), n, stream);
+        sync();
+        expectClose(fromDevice(dout, DType::F32, {n}), want, 1e-5,
+                    "unary op " + std::to_string(int(op)) + " n " +
+                        std::to_string(n) + " offset " + std::to_string(offset),
+                    1e-30);
+        // In place.
+        gpu::unary(op, din->as<float>(), din->as<float>(), n, stream);
+        sync();
+        expectClose(fromDevice(*din, DType::F32, {n}), want, 1e-5,
+                    "in-place unary op " + std::to_string(int(op)), 1e-30);
+      }
+}
+
+TEST_F(CudaKernels, Fill) {
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(1027)})
+    for (std::size_t offset : {0, 4}) {
+      DeviceBuffer buf(n * sizeof(float), offset);
+      gpu::fill(buf.as<float>(), 3.5f, n, stream);
+      sync();
+      Tensor got = fromDevice(buf, DType::F32, {n});
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got.data<float>()[i], 3.5f) << "n " << n << " at " << i;
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and LayerNormalization
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, Softmax) {
+  struct Case {
+    Shape shape;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{4, 7}, 1},    {{3, 100}, 1},  {{2, 3, 1000}, 2}, // warp per row
+      {{5, 1025}, 1}, {{3, 5000}, 1},                    // block per row
+      {{2, 6, 5}, 1}, {{6, 5}, 0},    {{2, 3, 4, 5}, 2}, // strided
+      {{7, 3, 1}, 1}, {{1, 33}, 1},   {{4, 1}, 1},
+      {{}, 0},        {{2, 0, 3}, 1}, {{0, 4}, 1},
+  };
+  for (const Case &c : cases) {
+    Tensor x = randomTensor(DType::F32, c.shape, rng, -20, 20);
+    // Masked entries, as attention masks make them.
+    std::bernoulli_distribution masked(0.1);
+    for (int64_t i = 0; i < x.numElements(); ++i)
+      if (masked(rng))
+        x.data<float>()[i] = -std::numeric_limits<float>::infinity();
+    Tensor want(DType::F32, c.shape);
+    cpu::softmax(x, c.axis, want);
+    auto din = toDevice(x);
+    DeviceBuffer dout(x.numBytes());
+    gpu::softmax(din->as<float>(), dout.as<float>(), c.shape, c.axis, stream);
+    sync();
+    std::string what =
+        "softmax " + str(c.shape) + " axis " + std::to_string(c.axis);
+    // Relative: most probabilities of a long row are far below 1.
+    expectClose(fromDevice(dout, DType::F32, c.shape), want, 1e-4, what, 1e-30);
+    gpu::softmax(din->as<float>(), din->as<float>(), c.shape, c.axis, stream);
+    sync();
+    expectClose(fromDevice(*din, DType::F32, c.shape), want, 1e-4,
+                "in-place " + what, 1e-30);
+  }
+}
+
+TEST_F(CudaKernels, LayerNorm) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+    Shape scale;
+    bool hasBias;
+    Shape bias;
+  };
+  const Case cases[] = {
+      {{4, 16}, 1, {16}, true, {16}},
+      {{3, 5, 8}, 1, {5, 8}, true, {8}},
+      {{3, 5, 8}, 2, {8}, false, {}},
+      {{6, 10}, 1, {1}, true, {1}},
+      {{2, 5, 8}, 1, {5, 1}, true, {1, 8}}, // general broadcast, warp
+      {{7, 33}, 1, {33}, true, {33}},
+      {{5, 1000}, 1, {1000}, true, {1000}},    // 32 per lane
+      {{2, 3000}, 1, {3000}, true, {3000}},    // block per row
+      {{2, 3, 1500}, 1, {1500}, true, {3, 1}}, // general broadcast, block
+      {{2, 3}, 0, {2, 3}, true, {3}},          // one row
+      {{0, 4}, 1, {4}, true, {4}},             // empty
+  };
+  for (const Case &c : cases) {
+    // An offset mean tests that the variance is not taken as E[x^2]-E[x]^2.
+    Tensor x = randomTensor(DType::F32, c.x, rng, 2, 6);
+    Tensor scale = randomTensor(DType::F32, c.scale, rng, 0.5, 1.5);
+    Tensor bias = randomTensor(DType::F32, c.bias, rng, -1, 1);
+    Tensor want(DType::F32, c.x);
+    cpu::layerNorm(x, scale, c.hasBias ? &bias : nullptr, c.axis, 1e-5f, want,
+                   nullptr, nullptr);
+    auto dx = toDevice(x), dscale = toDevice(scale), dbias = toDevice(bias);
+    DeviceBuffer dy(x.numBytes());
+    gpu::layerNorm(dx->as<float>(), dscale->as<float>(), c.scale,
+                   c.hasBias ? dbias->as<float>() : nullptr, c.bias,
+                   dy.as<float>(), c.x, c.axis, 1e-5f, stream);
+    sync();
+    std::string what = "layerNorm " + str(c.x) + " axis " +
+                       std::to_string(c.axis) + " scale " + str(c.scale) +
+                       (c.hasBias ? " bias " + str(c.bias) : "");
+    expectClose(fromDevice(dy, DType::F32, c.x), want, 1e-4, what);
+    gpu::layerNorm(dx->as<float>(), dscale->as<float>(), c.scale,
+                   c.hasBias ? dbias->as<float>() : nullptr, c.bias,
+                   dx->as<float>(), c.x, c.axis, 1e-5f, stream);
+    sync();
+    expectClose(fromDevice(*dx, DType::F32, c.x), want, 1e-4,
+                "in-place " + what);
+  }
+  EXPECT_THROW(gpu::layerNorm(nullptr, nullptr, {3}, nullptr, {}, nullptr,
+                              {2, 4}, 1, 1e-5f, stream),
+               Error);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, Gather) {
+  struct Case {
+    Shape data;
+    int64_t axis;
+    Shape indices;
+  };
+  const Case cases[] = {
+      {{5, 4, 3}, 0, {2, 3}}, {{5, 4, 3}, 1, {2, 3}}, {{5, 4, 3}, 2, {2, 3}},
+      {{6, 8}, 0, {5}},       {{10, 4}, 1, {7}},      {{6, 8}, 0, {}},
+      {{6, 8}, 1, {0}},       {{3, 1000}, 0, {4, 2}},
+  };
+  DeviceBuffer flag(sizeof(int));
+  for (DType dtype : {DType::F32, DType::I64, DType::I32, DType::Bool})
+    for (DType indexType : {DType::I64, DType::I32})
+      for (const Case &c : cases) {
+        int64_t len = c.data[c.axis];
+        Tensor data = randomBits(dtype, c.data, rng);
+        Tensor indices = randomTensor(indexType, c.indices, rng, -len, len - 1);
+        Tensor want(dtype, cpu::gatherShape(c.data, c.indices, c.axis));
+        cpu::gather(data, indices, c.axis, want);
+        auto dd = toDevice(data), di = toDevice(indices);
+        DeviceBuffer dout(want.numBytes());
+        check(cudaMemset(flag.get(), 0, sizeof(int)), "memset");
+        gpu::gather(dd->get(), dtype, c.data, di->get(), indexType, c.indices,
+                    c.axis, dout.get(), flag.as<int>(), stream);
+        sync();
+        std::string what = std::string("gather ") + dtypeName(dtype) + " " +
+                           str(c.data) + " axis " + std::to_string(c.axis) +
+                           " " + dtypeName(indexType) + " indices " +
+                           str(c.indices);
+        expectBytesEqual(fromDevice(dout, dtype, want.shape()), want, what);
+        int f = -1;
+        check(cudaMemcpy(&f, flag.get(), sizeof(int), cudaMemcpyDeviceToHost),
+              "flag");
+        EXPECT_EQ(f, 0) << what;
+      }
+}
+
+TEST_F(CudaKernels, GatherOutOfRange) {
+  for (DType indexType : {DType::I64, DType::I32}) {
+    Tensor data = randomTensor(DType::F32, {5, 3}, rng);
+    Tensor indices(indexType, {4});
+    const int64_t values[] = {1, 5, -1, -6};
+    for (int i = 0; i < 4; ++i) {
+      if (indexType == DType::I64)
+        indices.data<int64_t>()[i] = values[i];
+      else
+        indices.data<int32_t>()[i] = int32_t(values[i]);
+    }
+    auto dd = toDevice(data), di = toDevice(indices);
+    DeviceBuffer dout(4 * 3 * sizeof(float));
+    DeviceBuffer flag(sizeof(int));
+    check(cudaMemset(flag.get(), 0, sizeof(int)), "memset");
+    gpu::gather(dd->get(), DType::F32, {5, 3}, di->get(), indexType, {4}, 0,
+                dout.get(), flag.as<int>(), stream);
+    sync();
+    int f = 0;
+    check(cudaMemcpy(&f, flag.get(), sizeof(int), cudaMemcpyDeviceToHost),
+          "flag");
+    EXPECT_EQ(f, 1);
+    Tensor got = fromDevice(dout, DType::F32, {4, 3});
+    const float *g = got.data<float>(), *d = data.data<float>();
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(g[0 * 3 + j], d[1 * 3 + j]);
+      EXPECT_EQ(g[1 * 3 + j], 0.f);
+      EXPECT_EQ(g[2 * 3 + j], d[4 * 3 + j]);
+      EXPECT_EQ(g[3 * 3 + j], 0.f);
+    }
+  }
+}
+
+/// Transpose by definition, for any element size.
+std::vector<uint8_t> refTranspose(const std::vector<uint8_t> &in,
+                                  std::size_t elemSize, const Shape &inShape,
+                                  const std::vector<int64_t> &perm) {
+  std::size_t rank = inShape.size();
+  Shape outShape(rank);
+  for (std::size_t d = 0; d < rank; ++d)
+    outShape[d] = inShape[perm[d]];
+  int64_t n = std::accumulate(inShape.begin(), inShape.end(), int64_t(1),
+                              std::multiplies<int64_t>());
+  std::vector<uint8_t> out(in.size());
+  std::vector<int64_t> c(rank), inC(rank);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i;
+    for (std::size_t d = rank; d-- > 0;) {
+      c[d] = rest % outShape[d];
+      rest /= outShape[d];
+    }
+    for (std::size_t d = 0; d < rank; ++d)
+      inC[perm[d]] = c[d];
+    int64_t src = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      src = src * inShape[d] + inC[d];
+    std::memcpy(&out[i * elemSize], &in[src * elemSize], elemSize);
+  }
+  return out;
+}
+
+TEST_F(CudaKernels, Transpose) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+  };
+  std::vector<Case> cases = {
+      {{64, 48}, {1, 0}},              // tiled
+      {{128, 96}, {1, 0}},             // tiled, several tiles
+      {{3, 33, 65}, {0, 2, 1}},        // tiled, partial tiles, batch
+      {{5, 6, 7}, {2, 1, 0}},          // small: generic
+      {{40, 3, 50}, {2, 1, 0}},        // tiled, batch in the middle
+      {{4, 5, 6, 7}, {0, 2, 1, 3}},    // inner dimension stays
+      {{2, 64, 32, 16}, {0, 2, 1, 3}}, // inner run of 64 bytes
+      {{2, 3, 4, 5}, {3, 1, 2, 0}},
+      {{17, 1}, {1, 0}}, // a copy
+      {{1, 1, 5}, {2, 0, 1}},
+      {{}, {}},                                             // scalar
+      {{0, 3}, {1, 0}},                                     // empty
+      {{2, 1, 2, 3, 1, 2, 2, 3}, {7, 0, 6, 1, 5, 2, 4, 3}}, // rank 8
+  };
+  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 1, 2},
+                                    {0, 2, 1},
+                                    {1, 0, 2},
+                                    {1, 2, 0},
+                                    {2, 0, 1},
+                                    {2, 1, 0}})
+    cases.push_back({{2, 3, 4}, perm});
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool})
+    for (const Case &c : cases)
+      for (std::size_t offset : {0, 4}) {
+        Tensor x = randomBits(dtype, c.shape, rng);
+        Tensor want(dtype, cpu::transposeShape(c.shape, c.perm));
+        cpu::transpose(x, c.perm, want);
+        auto din = toDevice(x, offset);
+        DeviceBuffer dout(want.numBytes(), offset);
+        gpu::transpose(din->get(), dtypeSize(dtype), c.shape, c.perm,
+                       dout.get(), stream);
+        sync();
+        expectBytesEqual(fromDevice(dout, dtype, want.shape()), want,
+                         std::string("transpose ") + dtypeName(dtype) + " " +
+                             str(c.shape) + " offset " +
+                             std::to_string(offset));
+      }
+  // Element sizes no dtype has: 2, 12 and 16 bytes.
+  for (std::size_t elemSize : {2, 12, 16})
+    for (const Case &c : cases) {
+      int64_t n = std::accumulate(c.shape.begin(), c.shape.end(), int64_t(1),
+                                  std::multiplies<int64_t>());
+      std::vector<uint8_t> in(n * elemSize);
+      for (uint8_t &v : in)
+        v = uint8_t(rng());
+      std::vector<uint8_t> want = refTranspose(in, elemSize, c.shape, c.perm);
+      DeviceBuffer din(in.size()), dout(in.size());
+      if (n)
+        din.upload(in.data());
+      gpu::transpose(din.get(), elemSize, c.shape, c.perm, dout.get(), stream);
+      sync();
+      std::vector<uint8_t> got(in.size());
+      if (n)
+        dout.download(got.data());
+      EXPECT_EQ(got, want) << "transpose of " << elemSize << "-byte elements "
+                           << str(c.shape);
+    }
+  EXPECT_THROW(gpu::transpose(nullptr, 4, {2, 3}, {0, 0}, nullptr, stream),
+               Error);
+  EXPECT_THROW(gpu::transpose(nullptr, 4, {2, 3}, {0}, nullptr, stream), Error);
+}
+
+TEST_F(CudaKernels, Reduce) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  std::vector<Case> cases = {
+      {{3, 2000}, {1}},     // block per output
+      {{2000, 3}, {0}},     // columns, narrow tiles
+      {{300, 5, 200}, {1}}, // columns, wide tiles
+      {{64, 70}, {0}},
+      {{7, 1500, 3}, {1}},
+      {{2, 3, 4, 5}, {0, 2}}, // columns with a strided reduction
+      {{2, 3, 4, 5}, {1, 3}}, // rows with a strided reduction
+      {{2, 3, 4, 5}, {1, 2}},
+      {{2, 3, 4, 5}, {0, 3}},
+      {{2, 3, 4, 5}, {0, 1, 2, 3}},
+      {{2, 1, 3}, {1}}, // nothing to add up: a copy
+      {{2, 3}, {}},
+      {{0, 3}, {0}}, // empty sums (and means of nothing)
+      {{3, 0}, {1}},
+      {{0, 3}, {1}}, // empty output
+      {{}, {}},
+  };
+  for (std::vector<int64_t> axes :
+       {std::vector<int64_t>{0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}})
+    cases.push_back({{4, 5, 6}, axes});
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean})
+    for (const Case &c : cases) {
+      Tensor x = randomTensor(DType::F32, c.shape, rng);
+      Shape outShape = cpu::reduceShape(c.shape, c.axes, true);
+      Tensor want(DType::F32, outShape);
+      cpu::reduce(op, x, c.axes, want);
+      auto din = toDevice(x);
+      DeviceBuffer dout(want.numBytes());
+      gpu::reduce(op, din->as<float>(), c.shape, c.axes, dout.as<float>(),
+                  stream);
+      sync();
+      std::string axes;
+      for (int64_t a : c.axes)
+        axes += std::to_string(a) + " ";
+      expectClose(fromDevice(dout, DType::F32, outShape), want, 1e-5,
+                  std::string(op == ReduceOp::Sum ? "sum " : "mean ") +
+                      str(c.shape) + " axes " + axes,
+                  1e-6);
+    }
+}
+
+TEST_F(CudaKernels, SliceBlock) {
+  Shape shape = {6, 4, 10};
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool})
+    for (int64_t dim = 0; dim < 3; ++dim)
+      for (int64_t numBlocks : {1, 2, 3, 4, 5})
+        for (std::size_t offset : {0, 4}) {
+          if (shape[dim] % numBlocks != 0)
+            continue;
+          Tensor x = randomBits(dtype, shape, rng);
+          auto din = toDevice(x, offset);
+          for (int64_t index = 0; index < numBlocks; ++index) {
+            Shape blockShape = shape;
+            blockShape[dim] /= numBlocks;
+            Tensor want(dtype, blockShape);
+            cpu::sliceBlock(x, dim, numBlocks, index, want);
+            DeviceBuffer dout(want.numBytes(), offset);
+            gpu::sliceBlock(din->get(), dtypeSize(dtype), shape, dim, numBlocks,
+                            index, dout.get(), stream);
+            sync();
+            expectBytesEqual(fromDevice(dout, dtype, blockShape), want,
+                             std::string("sliceBlock ") + dtypeName(dtype) +
+                                 " dim " + std::to_string(dim) + " block " +
+                                 std::to_string(index) + " of " +
+                                 std::to_string(numBlocks));
+          }
+        }
+  EXPECT_THROW(gpu::sliceBlock(nullptr, 4, shape, 0, 4, 0, nullptr, stream),
+               Error);
+  EXPECT_THROW(gpu::sliceBlock(nullptr, 4, shape, 3, 1, 0, nullptr, stream),
+               Error);
+  EXPECT_THROW(gpu::sliceBlock(nullptr, 4, shape, 0, 2, 2, nullptr, stream),
+               Error);
+}
+
+TEST_F(CudaKernels, ConcatBlocks) {
+  Shape blockShape = {3, 2, 5};
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool})
+    for (int64_t dim = 0; dim < 3; ++dim)
+      for (int64_t numBlocks : {1, 2, 3})
+        for (std::size_t offset : {0, 4}) {
+          Shape outShape = blockShape;
+          outShape[dim] *= numBlocks;
+          Shape all = blockShape;
+          all.insert(all.begin(), numBlocks);
+          Tensor blocks = randomBits(dtype, all, rng);
+          Tensor want(dtype, outShape);
+          cpu::concatBlocks(blocks.bytes(), numBlocks, dim, want);
+          auto din = toDevice(blocks, offset);
+          DeviceBuffer dout(want.numBytes(), offset);
+          gpu::concatBlocks(din->get(), dtypeSize(dtype), blockShape, numBlocks,
+                            dim, dout.get(), stream);
+          sync();
+          expectBytesEqual(fromDevice(dout, dtype, outShape), want,
+                           std::string("concatBlocks ") + dtypeName(dtype) +
+                               " dim " + std::to_string(dim) + " of " +
+                               std::to_string(numBlocks) + " offset " +
+                               std::to_string(offset));
+        }
+  // Slicing along a middle dimension and concatenating the blocks again
+  // gives the input back.
+  Shape shape = {4, 6, 8};
+  Tensor x = randomTensor(DType::F32, shape, rng);
+  auto dx = toDevice(x);
+  DeviceBuffer blocks(x.numBytes()), back(x.numBytes());
+  for (int64_t i = 0; i < 3; ++i)
+    gpu::sliceBlock(dx->get(), 4, shape, 1, 3, i,
+                    blocks.as<float>() + i * x.numElements() / 3, stream);
+  gpu::concatBlocks(blocks.get(), 4, {4, 2, 8}, 3, 1, back.get(), stream);
+  sync();
+  expectBytesEqual(fromDevice(back, DType::F32, shape), x, "slice and concat");
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit casts
+//===----------------------------------------------------------------------===//
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// f32 to bf16, round to nearest even (NaN handled by the caller).
+uint16_t refToBF16(float f) {
+  uint32_t u = bitsOf(f);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+/// f32 to IEEE half, round to nearest even, overflow to infinity.
+uint16_t refToF16(float f) {
+  uint32_t u = bitsOf(f);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x477ff000u) // 65520 and up round to infinity
+    return sign | 0x7c00u;
+  if (a >= 0x38800000u) { // 2^-14 and up: normal halves
+    uint32_t mant = a & 0x7fffffu;
+    uint32_t h = (((a >> 23) - 112u) << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+      ++h; // a carry into the exponent is still right
+    return uint16_t(sign | h);
+  }
+  if (a <= 0x33000000u) // 2^-25 and below round to zero
+    return sign;
+  // Subnormal halves count units of 2^-24.
+  int e = int(a >> 23);
+  uint32_t m = (a & 0x7fffffu) | 0x800000u;
+  int shift = 126 - e;
+  uint32_t h = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (h & 1u)))
+    ++h;
+  return uint16_t(sign | h);
+}
+
+float refFromF16(uint16_t h) {
+  int exp = (h >> 10) & 0x1f;
+  int mant = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(float(mant), -24);
+  else if (exp == 31)
+    v = mant ? std::numeric_limits<float>::quiet_NaN()
+             : std::numeric_limits<float>::infinity();
+  else
+    v = std::ldexp(float(mant | 0x400), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+bool isNaN16(gpu::DType16 t, uint16_t h) {
+  return t == gpu::DType16::BF16
+             ? (h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0
+             : (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+}
+
+TEST_F(CudaKernels, CastToSixteenBits) {
+  std::vector<float> values = {0.f,
+                               -0.f,
+                               1.f,
+                               -1.f,
+                               65504.f,
+                               65519.99f,
+                               65520.f,
+                               70000.f,
+                               -1e30f,
+                               1e-8f,
+                               5.9604645e-8f,
+                               2.9802322e-8f,
+                               2.9802326e-8f,
+                               6.1035156e-5f,
+                               6.1e-5f,
+                               1.f + 1.f / 2048,
+                               1.f + 3.f / 2048,
+                               1.f + 1.f / 256,
+                               1.f + 3.f / 256,
+                               3.3895314e38f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::max()};
+  // Random magnitudes over the ranges of both formats, and random bits.
+  std::uniform_real_distribution<float> mant(1.f, 2.f);
+  std::uniform_int_distribution<int> exp(-30, 20);
+  for (int i = 0; i < 50000; ++i)
+    values.push_back((i % 2 ? -1.f : 1.f) * std::ldexp(mant(rng), exp(rng)));
+  for (int i = 0; i < 50000; ++i)
+    values.push_back(floatOf(uint32_t(rng())));
+  int64_t n = int64_t(values.size());
+  for (gpu::DType16 to : {gpu::DType16::BF16, gpu::DType16::F16})
+    for (std::size_t offset : {0, 4}) {
+      DeviceBuffer din(n * sizeof(float), offset);
+      din.upload(values.data());
+      DeviceBuffer dout(n * sizeof(uint16_t), offset / 2);
+      gpu::castF32To(to, din.as<float>(), dout.get(), n, stream);
+      sync();
+      std::vector<uint16_t> got(n);
+      dout.download(got.data());
+      int failures = 0;
+      for (int64_t i = 0; i < n && failures < 10; ++i) {
+        float v = values[i];
+        bool ok;
+        uint16_t want = 0;
+        if (std::isnan(v)) {
+          ok = isNaN16(to, got[i]);
+        } else {
+          want = to == gpu::DType16::BF16 ? refToBF16(v) : refToF16(v);
+          ok = got[i] == want;
+        }
+        if (!ok) {
+          ++failures;
+          ADD_FAILURE() << (to == gpu::DType16::BF16 ? "bf16" : "f16") << " of "
+                        << v << " (bits 0x" << std::hex << bitsOf(v)
+                        << "): got 0x" << got[i] << ", want 0x" << want
+                        << std::dec;
+        }
+      }
+    }
+}
+
+TEST_F(CudaKernels, CastFromSixteenBits) {
+  // Every 16-bit pattern.
+  std::vector<uint16_t> all(65536);
+  std::iota(all.begin(), all.end(), 0);
+  int64_t n = int64_t(all.size());
+  for (gpu::DType16 from : {gpu::DType16::BF16, gpu::DType16::F16})
+    for (std::size_t offset : {0, 2}) {
+      DeviceBuffer din(n * sizeof(uint16_t), offset);
+      din.upload(all.data());
+      DeviceBuffer dout(n * sizeof(float), offset * 2);
+      gpu::castToF32(from, din.get(), dout.as<float>(), n, stream);
+      sync();
+      std::vector<float> got(n);
+      dout.download(got.data());
+      int failures = 0;
+      for (int64_t i = 0; i < n && failures < 10; ++i) {
+        uint16_t h = all[i];
+        float want = from == gpu::DType16::BF16 ? floatOf(uint32_t(h) << 16)
+                                                : refFromF16(h);
+        bool ok = std::isnan(want) ? std::isnan(got[i])
+                                   : bitsOf(got[i]) == bitsOf(want);
+        if (!ok) {
+          ++failures;
+          ADD_FAILURE() << (from == gpu::DType16::BF16 ? "bf16" : "f16")
+                        << " 0x" << std::hex << h << std::dec << ": got "
+                        << got[i] << ", want " << want;
+        }
+      }
+    }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Fused kernels (cuda/FusedKernels.cu)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, GeluWithBias) {
+  for (bool withBias : {false, true}) {
+    Shape shape{6, 37};
+    Tensor x = randomTensor(DType::F32, shape, rng);
+    Tensor bias = randomTensor(DType::F32, {37}, rng);
+    Tensor want(DType::F32, shape);
+    cpu::gelu(x, withBias ? &bias : nullptr, want);
+    auto dx = toDevice(x), db = toDevice(bias);
+    DeviceBuffer out(x.numBytes());
+    gpu::gelu(dx->as<float>(), withBias ? db->as<float>() : nullptr, 37,
+              out.as<float>(), x.numElements(), stream);
+    sync();
+    expectClose(fromDevice(out, DType::F32, shape), want, 1e-5, "gelu", 1e-6);
+  }
+}
+
+TEST_F(CudaKernels, AddLayerNorm) {
+  for (Shape shape : {Shape{4, 64}, Shape{3, 2, 1500}, Shape{5, 33}}) {
+    int64_t cols = shape.back(), rows = 1;
+    for (std::size_t i = 0; i + 1 < shape.size(); ++i)
+      rows *= shape[i];
+    Tensor a = randomTensor(DType::F32, shape, rng);
+    Tensor b = randomTensor(DType::F32, shape, rng);
+    Tensor g = randomTensor(DType::F32, {cols}, rng);
+    Tensor beta = randomTensor(DType::F32, {cols}, rng);
+    Tensor sum(DType::F32, shape), want(DType::F32, shape);
+    cpu::addLayerNorm(a, b, g, &beta, static_cast<int64_t>(shape.size()) - 1,
+                      1e-5f, sum, want);
+    auto da = toDevice(a), dbb = toDevice(b), dg = toDevice(g),
+         dbeta = toDevice(beta);
+    DeviceBuffer dsum(a.numBytes()), dy(a.numBytes());
+    gpu::addLayerNorm(da->as<float>(), dbb->as<float>(), dg->as<float>(),
+                      dbeta->as<float>(), dsum.as<float>(), dy.as<float>(),
+                      rows, cols, 1e-5f, stream);
+    sync();
+    expectClose(fromDevice(dsum, DType::F32, shape), sum, 1e-6, "sum", 1e-6);
+    expectClose(fromDevice(dy, DType::F32, shape), want, 1e-4, "y", 1.0);
+  }
+}
+
+int main(int argc, char **argv) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: skipping\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
