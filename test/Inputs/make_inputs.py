@@ -13,7 +13,7 @@ made here.
   external_weights.onnx  an initializer of 50000x12288 f32 (2.3 GiB) stored
   external_weights.bin   as external data in an empty file: importing it must
                          not read the weights
-  unsupported_named.onnx a named Conv node (unsupported)
+  unsupported_named.onnx a named Hardmax node (unsupported)
   constants_raw.onnx     Constants of every supported type stored as raw_data
 """
 
@@ -90,12 +90,11 @@ def external_weights(out):
 def unsupported_named(out):
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["r"], name="/stem/Relu"),
-         helper.make_node("Conv", ["r", "w"], ["y"], name="/stem/conv/Conv")],
+         helper.make_node("Hardmax", ["r"], ["y"],
+                          name="/stem/hardmax/Hardmax")],
         "unsupported",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
-        initializer=[numpy_helper.from_array(
-            np.ones((1, 1, 3, 3), dtype=np.float32), "w")])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])])
     save(helper.make_model(graph, opset_imports=OPSET), out,
          "unsupported_named.onnx")
 

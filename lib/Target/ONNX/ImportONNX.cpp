@@ -144,7 +144,10 @@ LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &node = graph.node(i);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (defaultDomain && onnx_import::lookupConverter(node.op_type()))
+    if (defaultDomain &&
+        (onnx_import::lookupConverter(node.op_type()) ||
+         onnx_import::isFoldableOp(node.op_type()) ||
+         node.op_type() == "Shape" || node.op_type() == "Size"))
       continue;
     if (!reported.insert(node.domain() + "::" + node.op_type()).second)
       continue;
@@ -221,6 +224,15 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
                                         /*data_prop_val=*/true);
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), options);
+    // Exporters compute shapes at run time; with static inputs they are
+    // constants. Fold them and infer again until every shape is known.
+    for (int round = 0; round < 16; ++round) {
+      if (onnx_import::foldModelConstants(*model.mutable_graph()) == 0)
+        break;
+      model.mutable_graph()->clear_value_info();
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), options);
+    }
   } catch (const std::exception &e) {
     return fileError(ctx, path) << "ONNX shape inference failed: " << e.what();
   }

@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <climits>
 #include <numeric>
 
 using namespace mlir;
@@ -253,6 +254,158 @@ LogicalResult convertIdentity(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// More elementwise, Cast, reshapes
+//===----------------------------------------------------------------------===//
+
+/// Max/Min are variadic in ONNX; one or two inputs map to shoal ops.
+template <typename OpTy>
+LogicalResult convertVariadic(Importer &im, const onnx::NodeProto &node) {
+  if (node.input_size() == 1) {
+    im.setAlias(node, 0, 0);
+    return success();
+  }
+  if (node.input_size() != 2)
+    return im.nodeError() << node.op_type() << " with " << node.input_size()
+                          << " inputs is not supported (1 or 2)";
+  return convertBinary<OpTy>(im, node);
+}
+
+LogicalResult convertWhere(Importer &im, const onnx::NodeProto &node) {
+  auto c = im.getInput(node, 0);
+  auto x = im.getInput(node, 1);
+  auto y = im.getInput(node, 2);
+  auto type = im.getResultType(node, 0);
+  if (failed(c) || failed(x) || failed(y) || failed(type))
+    return failure();
+  im.setResult(node, 0,
+               im.builder().create<WhereOp>(im.loc(), *type, *c, *x, *y));
+  return success();
+}
+
+/// Squeeze, Unsqueeze and Flatten only change the shape.
+LogicalResult convertReshapeLike(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  im.setResult(node, 0,
+               im.builder().create<ReshapeOp>(im.loc(), *type, *input));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Other ops: shoal.onnx with the node's attributes
+//===----------------------------------------------------------------------===//
+
+/// Compile-time inputs folded into attributes: (input index, attribute).
+SmallVector<std::pair<int, StringRef>> foldedInputs(StringRef opType) {
+  if (opType == "Slice")
+    return {{1, "starts"}, {2, "ends"}, {3, "axes"}, {4, "steps"}};
+  if (opType == "Split")
+    return {{1, "split"}};
+  if (opType == "TopK")
+    return {{1, "k"}};
+  if (opType == "Expand")
+    return {{1, ""}}; // the result type holds the shape
+  return {};
+}
+
+/// Outputs shoal can compute (training outputs and pool indices are not).
+int maxOutputs(StringRef opType) {
+  if (opType == "MaxPool" || opType == "BatchNormalization")
+    return 1;
+  return INT_MAX;
+}
+
+LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
+  OpBuilder &b = im.builder();
+  StringRef type = node.op_type();
+  SmallVector<NamedAttribute> attrs;
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    Attribute value;
+    switch (a.type()) {
+    case onnx::AttributeProto::INT:
+      value = b.getI64IntegerAttr(a.i());
+      break;
+    case onnx::AttributeProto::FLOAT:
+      value = b.getF32FloatAttr(a.f());
+      break;
+    case onnx::AttributeProto::STRING:
+      value = b.getStringAttr(a.s());
+      break;
+    case onnx::AttributeProto::INTS:
+      value = b.getDenseI64ArrayAttr(
+          SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
+      break;
+    case onnx::AttributeProto::FLOATS:
+      value = b.getDenseF32ArrayAttr(
+          SmallVector<float>(a.floats().begin(), a.floats().end()));
+      break;
+    default:
+      return im.nodeError() << "attribute '" << a.name()
+                            << "' has a type shoal does not support";
+    }
+    attrs.push_back(b.getNamedAttr(a.name(), value));
+  }
+  if (auto pad = findAttr(node, "auto_pad");
+      pad && pad->s() != "NOTSET" && pad->s() != "VALID")
+    return im.nodeError() << "auto_pad '" << pad->s()
+                          << "' is not supported; export with explicit pads";
+  if (type == "BatchNormalization" && getIntAttr(node, "training_mode", 0))
+    return im.nodeError() << "BatchNormalization in training mode is not "
+                             "supported; export the model in eval mode";
+  SmallVector<std::pair<int, StringRef>> folded = foldedInputs(type);
+  SmallVector<Value> inputs;
+  for (int i = 0; i < node.input_size(); ++i) {
+    auto it = llvm::find_if(folded, [&](auto &f) { return f.first == i; });
+    if (it != folded.end()) {
+      if (!Importer::hasInput(node, i) || it->second.empty())
+        continue;
+      auto ints = im.getConstantInts(node, i, it->second);
+      if (failed(ints))
+        return failure();
+      if (it->second == "k")
+        attrs.push_back(
+            b.getNamedAttr("k", b.getI64IntegerAttr(ints->front())));
+      else
+        attrs.push_back(
+            b.getNamedAttr(it->second, b.getDenseI64ArrayAttr(*ints)));
+      continue;
+    }
+    if (!Importer::hasInput(node, i))
+      return im.nodeError() << "optional input " << i
+                            << " left out in the middle is not supported";
+    auto v = im.getInput(node, i);
+    if (failed(v))
+      return failure();
+    inputs.push_back(*v);
+  }
+  SmallVector<Type> types;
+  SmallVector<int> outputs;
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty())
+      continue;
+    if (i >= maxOutputs(type)) {
+      if (im.isOutputUsed(node, i))
+        return im.nodeError() << "output " << i << " of " << type
+                              << " is used; shoal computes only the first "
+                              << maxOutputs(type);
+      continue;
+    }
+    auto t = im.getResultType(node, i);
+    if (failed(t))
+      return failure();
+    types.push_back(*t);
+    outputs.push_back(i);
+  }
+  auto op = b.create<OnnxOp>(im.loc(), types, b.getStringAttr(type),
+                             b.getDictionaryAttr(attrs), inputs);
+  for (auto [k, i] : llvm::enumerate(outputs))
+    im.setResult(node, i, op->getResult(k));
+  return success();
+}
+
 } // namespace
 
 ConvertFn onnx_import::lookupConverter(StringRef opType) {
@@ -269,6 +422,33 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Exp", convertUnary<ExpOp>)
       .Case("Neg", convertUnary<NegOp>)
       .Case("Sigmoid", convertUnary<SigmoidOp>)
+      .Case("Sin", convertUnary<SinOp>)
+      .Case("Cos", convertUnary<CosOp>)
+      .Case("Abs", convertUnary<AbsOp>)
+      .Case("Log", convertUnary<LogOp>)
+      .Case("Reciprocal", convertUnary<ReciprocalOp>)
+      .Case("Floor", convertUnary<FloorOp>)
+      .Case("Ceil", convertUnary<CeilOp>)
+      .Case("Not", convertUnary<NotOp>)
+      .Case("Cast", convertUnary<CastOp>)
+      .Case("Max", convertVariadic<MaxOp>)
+      .Case("Min", convertVariadic<MinOp>)
+      .Case("Equal", convertBinary<EqualOp>)
+      .Case("Less", convertBinary<LessOp>)
+      .Case("Greater", convertBinary<GreaterOp>)
+      .Case("LessOrEqual", convertBinary<LessOrEqualOp>)
+      .Case("GreaterOrEqual", convertBinary<GreaterOrEqualOp>)
+      .Case("And", convertBinary<AndOp>)
+      .Case("Or", convertBinary<OrOp>)
+      .Case("Xor", convertBinary<XorOp>)
+      .Case("Where", convertWhere)
+      .Case("Squeeze", convertReshapeLike)
+      .Case("Unsqueeze", convertReshapeLike)
+      .Case("Flatten", convertReshapeLike)
+      .Cases("Concat", "Split", "Slice", "Expand", "Conv", convertGeneric)
+      .Cases("BatchNormalization", "MaxPool", "AveragePool",
+             "GlobalAveragePool", "GlobalMaxPool", convertGeneric)
+      .Cases("GatherElements", "ScatterElements", "TopK", convertGeneric)
       .Case("MatMul", convertMatMul)
       .Case("Gemm", convertGemm)
       .Case("Softmax", convertSoftmax)

@@ -460,12 +460,110 @@ void Importer::registerConstant(const onnx::NodeProto &node,
 // Driver
 //===----------------------------------------------------------------------===//
 
+LogicalResult Importer::foldShape(const onnx::NodeProto &node) {
+  // The shape of any value is static here.
+  SmallVector<int64_t> dims;
+  StringRef name = resolveAlias(node.input(0));
+  if (const onnx::TensorProto *init = initializers.lookup(name)) {
+    dims.assign(init->dims().begin(), init->dims().end());
+  } else {
+    auto value = getValue(name);
+    if (failed(value))
+      return failure();
+    auto type = cast<RankedTensorType>(value->getType());
+    dims.assign(type.getShape().begin(), type.getShape().end());
+  }
+  onnx::TensorProto &t = ownedTensors.emplace_back();
+  t.set_name(node.output(0));
+  t.set_data_type(onnx::TensorProto::INT64);
+  if (node.op_type() == "Size") {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= d;
+    t.add_int64_data(n);
+  } else {
+    int64_t rank = dims.size();
+    int64_t start = getIntAttr(node, "start", 0),
+            end = getIntAttr(node, "end", rank);
+    if (start < 0)
+      start += rank;
+    if (end < 0)
+      end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    t.add_dims(end - start);
+    for (int64_t i = start; i < end; ++i)
+      t.add_int64_data(dims[i]);
+  }
+  return setFolded(node, 0, t);
+}
+
+LogicalResult Importer::setFolded(const onnx::NodeProto &node, int i,
+                                  const onnx::TensorProto &tensor) {
+  constants[node.output(i)] = &tensor;
+  auto value = convertTensorData(tensor);
+  if (failed(value))
+    return failure();
+  setResult(node, i, b.create<ConstantOp>(nodeLoc, value->getType(), *value));
+  return success();
+}
+
+/// Small initializers (shape constants the exporter stored) may be folded;
+/// large ones are weights and are never read.
+static constexpr int64_t kMaxFoldedInitializer = 4096;
+static constexpr int64_t kMaxFoldedConstant = 1 << 20;
+
+bool Importer::tryFold(const onnx::NodeProto &node) {
+  if (!isFoldableOp(node.op_type()) || node.op_type() == "Identity")
+    return false;
+  SmallVector<const onnx::TensorProto *> inputs;
+  bool any = false;
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    StringRef name = resolveAlias(node.input(i));
+    const onnx::TensorProto *t = findConstantTensor(name);
+    if (!t || isExternal(*t))
+      return false;
+    int64_t n = getNumElements(*t);
+    if (n > kMaxFoldedConstant ||
+        (initializers.lookup(name) == t && n > kMaxFoldedInitializer))
+      return false;
+    inputs.push_back(t);
+    any = true;
+  }
+  if (!any && node.op_type() != "ConstantOfShape")
+    return false;
+  std::string why;
+  auto folded = foldNode(node, inputs, why);
+  if (!folded)
+    return false;
+  for (int i = 0; i < node.output_size(); ++i) {
+    onnx::TensorProto &t = ownedTensors.emplace_back(std::move((*folded)[i]));
+    if (failed(setFolded(node, i, t)))
+      return false;
+  }
+  return true;
+}
+
 LogicalResult Importer::convertNode(const onnx::NodeProto &node, int index) {
   nodeName = getNodeName(node, index);
   nodeLoc = NameLoc::get(b.getStringAttr(nodeName), fileLoc);
+  if (node.op_type() == "Shape" || node.op_type() == "Size")
+    return foldShape(node);
+  if (tryFold(node))
+    return success();
   ConvertFn convert = lookupConverter(node.op_type());
-  if (!convert)
+  if (!convert) {
+    if (isFoldableOp(node.op_type()))
+      return nodeError() << node.op_type()
+                         << " is supported only on constant inputs (shape "
+                            "computations that fold at compile time); give "
+                            "static input shapes with --input-shape";
     return nodeError() << "unsupported ONNX op '" << node.op_type() << "'";
+  }
   return convert(*this, node);
 }
 

@@ -100,6 +100,14 @@ private:
   convertGraphInputs(llvm::SmallVectorImpl<mlir::Type> &argTypes,
                      llvm::SmallVectorImpl<llvm::StringRef> &names);
   mlir::LogicalResult convertNode(const onnx::NodeProto &node, int index);
+  /// Evaluates a node whose inputs are all small constants; false if it
+  /// cannot (the node is then converted as a runtime op).
+  bool tryFold(const onnx::NodeProto &node);
+  /// Shape and Size of a (static) value.
+  mlir::LogicalResult foldShape(const onnx::NodeProto &node);
+  /// Makes `tensor` the constant value of output `i`.
+  mlir::LogicalResult setFolded(const onnx::NodeProto &node, int i,
+                                const onnx::TensorProto &tensor);
   llvm::StringRef resolveAlias(llvm::StringRef name) const;
   mlir::FailureOr<mlir::Value> getValue(llvm::StringRef name);
   mlir::RankedTensorType convertType(const onnx::TypeProto &type,
@@ -163,6 +171,22 @@ float getFloatAttr(const onnx::NodeProto &node, llvm::StringRef name,
                    float dflt);
 std::optional<llvm::SmallVector<int64_t>>
 getIntsAttr(const onnx::NodeProto &node, llvm::StringRef name);
+
+/// True for the op types foldNode can evaluate.
+bool isFoldableOp(llvm::StringRef opType);
+
+/// Evaluates `node` on constant `inputs` (null for an absent optional one);
+/// the results are named after the node's outputs. Returns nullopt with the
+/// reason in `why` when it cannot.
+std::optional<std::vector<onnx::TensorProto>>
+foldNode(const onnx::NodeProto &node,
+         llvm::ArrayRef<const onnx::TensorProto *> inputs, std::string &why);
+
+/// Replaces every node of `graph` that evaluates to a constant (Shape of a
+/// statically shaped value, or a foldable op on constants) by Constant
+/// nodes; returns how many nodes it folded. Run between rounds of shape
+/// inference until nothing changes.
+int foldModelConstants(onnx::GraphProto &graph);
 
 } // namespace onnx_import
 } // namespace shoal

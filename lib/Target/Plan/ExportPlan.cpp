@@ -133,6 +133,29 @@ private:
     return path.str();
   }
 
+  /// ONNX TensorProto.DataType of an element type (for Cast's `to`).
+  static int64_t onnxDataType(Type t) {
+    if (t.isF32())
+      return 1;
+    if (t.isUnsignedInteger(8))
+      return 2;
+    if (t.isInteger(8))
+      return 3;
+    if (t.isInteger(32))
+      return 6;
+    if (t.isInteger(64))
+      return 7;
+    if (t.isInteger(1))
+      return 9;
+    if (t.isF16())
+      return 10;
+    if (t.isF64())
+      return 11;
+    if (t.isBF16())
+      return 16;
+    return 0;
+  }
+
   static plan::DType dtypeOf(Type t) {
     if (t.isF32())
       return plan::F32;
@@ -266,83 +289,127 @@ private:
       for (auto s : v.getAsValueRange<StringAttr>())
         strs->add_values(s.str());
     };
-    StringRef kind = llvm::TypeSwitch<Operation *, StringRef>(op)
-                         .Case([](AddOp) { return "Add"; })
-                         .Case([](SubOp) { return "Sub"; })
-                         .Case([](MulOp) { return "Mul"; })
-                         .Case([](DivOp) { return "Div"; })
-                         .Case([](PowOp) { return "Pow"; })
-                         .Case([](ErfOp) { return "Erf"; })
-                         .Case([](TanhOp) { return "Tanh"; })
-                         .Case([](ReluOp) { return "Relu"; })
-                         .Case([](SqrtOp) { return "Sqrt"; })
-                         .Case([](ExpOp) { return "Exp"; })
-                         .Case([](NegOp) { return "Neg"; })
-                         .Case([](SigmoidOp) { return "Sigmoid"; })
-                         .Case([](MatMulOp) { return "MatMul"; })
-                         .Case([&](GemmOp g) {
-                           setF("alpha", g.getAlpha().convertToDouble());
-                           setF("beta", g.getBeta().convertToDouble());
-                           setI("transA", g.getTransA());
-                           setI("transB", g.getTransB());
-                           return "Gemm";
-                         })
-                         .Case([&](SoftmaxOp s) {
-                           setI("axis", s.getAxis());
-                           return "Softmax";
-                         })
-                         .Case([&](LayerNormOp l) {
-                           setI("axis", l.getAxis());
-                           setF("epsilon", l.getEpsilon().convertToDouble());
-                           return "LayerNormalization";
-                         })
-                         .Case([&](GatherOp g) {
-                           setI("axis", g.getAxis());
-                           return "Gather";
-                         })
-                         .Case([&](ReshapeOp r) {
-                           setInts("shape", r.getType().getShape());
-                           return "Reshape";
-                         })
-                         .Case([&](TransposeOp t) {
-                           setInts("perm", t.getPerm());
-                           return "Transpose";
-                         })
-                         .Case([&](ReduceMeanOp r) {
-                           setInts("axes", r.getAxes());
-                           setI("keepdims", r.getKeepdims());
-                           return "ReduceMean";
-                         })
-                         .Case([&](ReduceSumOp r) {
-                           setInts("axes", r.getAxes());
-                           setI("keepdims", r.getKeepdims());
-                           return "ReduceSum";
-                         })
-                         .Case([](GeluOp) { return "Gelu"; })
-                         .Case([&](AddLayerNormOp l) {
-                           setI("axis", l.getAxis());
-                           setF("epsilon", l.getEpsilon().convertToDouble());
-                           return "AddLayerNorm";
-                         })
-                         .Case([&](AttentionOp a) {
-                           setF("scale", a.getScale().convertToDouble());
-                           return "Attention";
-                         })
-                         .Case([&](AllReduceOp c) {
-                           setStrs("axes", c.getAxes());
-                           return "AllReduce";
-                         })
-                         .Case([&](AllGatherOp c) {
-                           setI("dim", c.getDim());
-                           setStrs("axes", c.getAxes());
-                           return "AllGather";
-                         })
-                         .Case([&](LocalSliceOp c) {
-                           setI("dim", c.getDim());
-                           setStrs("axes", c.getAxes());
-                           return "LocalSlice";
-                         })
-                         .Default([](Operation *) { return ""; });
+    StringRef kind =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case([](AddOp) { return "Add"; })
+            .Case([](SubOp) { return "Sub"; })
+            .Case([](MulOp) { return "Mul"; })
+            .Case([](DivOp) { return "Div"; })
+            .Case([](PowOp) { return "Pow"; })
+            .Case([](ErfOp) { return "Erf"; })
+            .Case([](TanhOp) { return "Tanh"; })
+            .Case([](ReluOp) { return "Relu"; })
+            .Case([](SqrtOp) { return "Sqrt"; })
+            .Case([](ExpOp) { return "Exp"; })
+            .Case([](NegOp) { return "Neg"; })
+            .Case([](SigmoidOp) { return "Sigmoid"; })
+            .Case([](SinOp) { return "Sin"; })
+            .Case([](CosOp) { return "Cos"; })
+            .Case([](AbsOp) { return "Abs"; })
+            .Case([](LogOp) { return "Log"; })
+            .Case([](ReciprocalOp) { return "Reciprocal"; })
+            .Case([](FloorOp) { return "Floor"; })
+            .Case([](CeilOp) { return "Ceil"; })
+            .Case([](NotOp) { return "Not"; })
+            .Case([](MaxOp) { return "Max"; })
+            .Case([](MinOp) { return "Min"; })
+            .Case([](EqualOp) { return "Equal"; })
+            .Case([](LessOp) { return "Less"; })
+            .Case([](GreaterOp) { return "Greater"; })
+            .Case([](LessOrEqualOp) { return "LessOrEqual"; })
+            .Case([](GreaterOrEqualOp) { return "GreaterOrEqual"; })
+            .Case([](AndOp) { return "And"; })
+            .Case([](OrOp) { return "Or"; })
+            .Case([](XorOp) { return "Xor"; })
+            .Case([](WhereOp) { return "Where"; })
+            .Case([&](CastOp c) {
+              setI("to", onnxDataType(c.getType().getElementType()));
+              return "Cast";
+            })
+            .Case([&](OnnxOp o) {
+              for (NamedAttribute a : o.getOnnxAttrs()) {
+                StringRef n = a.getName().getValue();
+                Attribute v = a.getValue();
+                if (auto i = dyn_cast<IntegerAttr>(v))
+                  setI(n, i.getInt());
+                else if (auto f = dyn_cast<FloatAttr>(v))
+                  setF(n, f.getValueAsDouble());
+                else if (auto str = dyn_cast<StringAttr>(v))
+                  (*attrs)[n.str()].set_s(str.getValue().str());
+                else if (auto ints = dyn_cast<DenseI64ArrayAttr>(v))
+                  setInts(n, ints.asArrayRef());
+                else if (auto fs = dyn_cast<DenseF32ArrayAttr>(v)) {
+                  auto *floats = (*attrs)[n.str()].mutable_floats();
+                  for (float x : fs.asArrayRef())
+                    floats->add_values(x);
+                }
+              }
+              return o.getOpType();
+            })
+            .Case([](MatMulOp) { return "MatMul"; })
+            .Case([&](GemmOp g) {
+              setF("alpha", g.getAlpha().convertToDouble());
+              setF("beta", g.getBeta().convertToDouble());
+              setI("transA", g.getTransA());
+              setI("transB", g.getTransB());
+              return "Gemm";
+            })
+            .Case([&](SoftmaxOp s) {
+              setI("axis", s.getAxis());
+              return "Softmax";
+            })
+            .Case([&](LayerNormOp l) {
+              setI("axis", l.getAxis());
+              setF("epsilon", l.getEpsilon().convertToDouble());
+              return "LayerNormalization";
+            })
+            .Case([&](GatherOp g) {
+              setI("axis", g.getAxis());
+              return "Gather";
+            })
+            .Case([&](ReshapeOp r) {
+              setInts("shape", r.getType().getShape());
+              return "Reshape";
+            })
+            .Case([&](TransposeOp t) {
+              setInts("perm", t.getPerm());
+              return "Transpose";
+            })
+            .Case([&](ReduceMeanOp r) {
+              setInts("axes", r.getAxes());
+              setI("keepdims", r.getKeepdims());
+              return "ReduceMean";
+            })
+            .Case([&](ReduceSumOp r) {
+              setInts("axes", r.getAxes());
+              setI("keepdims", r.getKeepdims());
+              return "ReduceSum";
+            })
+            .Case([](GeluOp) { return "Gelu"; })
+            .Case([&](AddLayerNormOp l) {
+              setI("axis", l.getAxis());
+              setF("epsilon", l.getEpsilon().convertToDouble());
+              return "AddLayerNorm";
+            })
+            .Case([&](AttentionOp a) {
+              setF("scale", a.getScale().convertToDouble());
+              return "Attention";
+            })
+            .Case([&](AllReduceOp c) {
+              setStrs("axes", c.getAxes());
+              return "AllReduce";
+            })
+            .Case([&](AllGatherOp c) {
+              setI("dim", c.getDim());
+              setStrs("axes", c.getAxes());
+              return "AllGather";
+            })
+            .Case([&](LocalSliceOp c) {
+              setI("dim", c.getDim());
+              setStrs("axes", c.getAxes());
+              return "LocalSlice";
+            })
+            .Default([](Operation *) { return ""; });
     if (kind.empty())
       return op->emitError()
              << "'" << op->getName() << "' has no executable form in the plan";

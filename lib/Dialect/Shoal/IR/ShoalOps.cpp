@@ -558,6 +558,140 @@ ShardingRule TransposeOp::getShardingRule() {
 }
 
 //===----------------------------------------------------------------------===//
+// OnnxOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxOp::verify() {
+  if (getOpType().empty())
+    return emitOpError() << "needs an ONNX op type";
+  if (getNumResults() == 0)
+    return emitOpError() << "'" << getOpType() << "' needs at least one result";
+  return success();
+}
+
+namespace {
+/// An axis attribute of an OnnxOp, normalized; -1 if absent or invalid.
+int64_t onnxAxis(OnnxOp op, int64_t rank, int64_t dflt) {
+  int64_t axis = dflt;
+  if (auto a = op.getOnnxAttrs().getAs<IntegerAttr>("axis"))
+    axis = a.getInt();
+  return normalizeAxis(axis, rank);
+}
+
+/// Every dimension of every operand and result gets its own blocked factor.
+void blockEverything(ShardingRule &rule, Operation *op, size_t firstOperand = 0,
+                     size_t firstResult = 0) {
+  for (size_t k = firstOperand; k < op->getNumOperands(); ++k) {
+    TensorFactors &tf = rule.operands[k];
+    tf.clear();
+    for (int64_t d : shapeOf(op->getOperand(k)))
+      tf.push_back({rule.addFactor(d, FactorKind::Blocked)});
+  }
+  for (size_t k = firstResult; k < op->getNumResults(); ++k) {
+    TensorFactors &tf = rule.results[k];
+    tf.clear();
+    for (int64_t d : shapeOf(op->getResult(k)))
+      tf.push_back({rule.addFactor(d, FactorKind::Blocked)});
+  }
+}
+
+/// Tensors whose dimensions match outside `axis` share those as parallel
+/// factors; `axis` (and any dimension whose sizes differ) stays whole.
+void shareOutsideAxis(ShardingRule &rule, Operation *op, int64_t axis) {
+  SmallVector<Value> all(op->getOperands());
+  all.append(op->getResults().begin(), op->getResults().end());
+  ArrayRef<int64_t> ref = shapeOf(op->getResult(0));
+  int64_t rank = ref.size();
+  SmallVector<int> shared(rank, -1);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis)
+      continue;
+    bool same = llvm::all_of(all, [&](Value v) {
+      return rankOf(v) == rank && shapeOf(v)[d] == ref[d];
+    });
+    if (same)
+      shared[d] = rule.addFactor(ref[d]);
+  }
+  auto factorsOf = [&](Value v) {
+    TensorFactors tf;
+    for (auto [d, size] : llvm::enumerate(shapeOf(v)))
+      tf.push_back({(int64_t)d < rank && shared[d] >= 0 && rankOf(v) == rank
+                        ? shared[d]
+                        : rule.addFactor(size, FactorKind::Blocked)});
+    return tf;
+  };
+  for (Value v : op->getOperands())
+    rule.operands.push_back(factorsOf(v));
+  for (Value v : op->getResults())
+    rule.results.push_back(factorsOf(v));
+}
+} // namespace
+
+ShardingRule OnnxOp::getShardingRule() {
+  ShardingRule rule;
+  StringRef type = getOpType();
+  Operation *op = getOperation();
+  rule.operands.resize(op->getNumOperands());
+  rule.results.resize(op->getNumResults());
+  int64_t rank = rankOf(op->getResult(0));
+  if (llvm::is_contained({"Conv", "BatchNormalization", "MaxPool",
+                          "AveragePool", "GlobalAveragePool", "GlobalMaxPool"},
+                         type) &&
+      rank > 0 && rankOf(op->getOperand(0)) == rank &&
+      shapeOf(op->getOperand(0))[0] == shapeOf(op->getResult(0))[0]) {
+    // Batch-major: samples are independent; channels and space stay whole.
+    blockEverything(rule, op);
+    int batch = rule.addFactor(shapeOf(op->getResult(0))[0]);
+    rule.operands[0][0] = {batch};
+    for (TensorFactors &tf : rule.results)
+      tf[0] = {batch};
+    return rule;
+  }
+  if (llvm::is_contained(
+          {"Concat", "Split", "TopK", "GatherElements", "ScatterElements"},
+          type)) {
+    rule.operands.clear();
+    rule.results.clear();
+    shareOutsideAxis(rule, op, onnxAxis(*this, rank, type == "TopK" ? -1 : 0));
+    return rule;
+  }
+  if (type == "Slice") {
+    // Sliced axes stay whole; the others pass through.
+    rule.operands.clear();
+    rule.results.clear();
+    SmallVector<int64_t> axes;
+    if (auto a = getOnnxAttrs().getAs<DenseI64ArrayAttr>("axes"))
+      axes.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+    else
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+    TensorFactors inF, outF;
+    for (int64_t d = 0; d < rank; ++d) {
+      bool sliced = llvm::any_of(
+          axes, [&](int64_t a) { return normalizeAxis(a, rank) == d; });
+      if (sliced) {
+        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+        outF.push_back({rule.addFactor(shapeOf(op->getResult(0))[d],
+                                       FactorKind::Blocked)});
+      } else {
+        int f = rule.addFactor(in[d]);
+        inF.push_back({f});
+        outF.push_back({f});
+      }
+    }
+    rule.operands.push_back(inF);
+    rule.results.push_back(outF);
+    return rule;
+  }
+  if (type == "Expand" && op->getNumOperands() == 1)
+    return getElementwiseShardingRule(op);
+  // Anything else: computed whole on every rank.
+  blockEverything(rule, op);
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
 // Fused ops
 //===----------------------------------------------------------------------===//
 

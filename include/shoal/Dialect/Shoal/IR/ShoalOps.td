@@ -86,6 +86,58 @@ def Shoal_SubOp : Shoal_BinaryOp<"sub", "Sub">;
 def Shoal_MulOp : Shoal_BinaryOp<"mul", "Mul">;
 def Shoal_DivOp : Shoal_BinaryOp<"div", "Div">;
 def Shoal_PowOp : Shoal_BinaryOp<"pow", "Pow">;
+def Shoal_MaxOp : Shoal_BinaryOp<"max", "Max">;
+def Shoal_MinOp : Shoal_BinaryOp<"min", "Min">;
+def Shoal_EqualOp : Shoal_BinaryOp<"equal", "Equal">;
+def Shoal_LessOp : Shoal_BinaryOp<"less", "Less">;
+def Shoal_GreaterOp : Shoal_BinaryOp<"greater", "Greater">;
+def Shoal_LessOrEqualOp : Shoal_BinaryOp<"less_or_equal", "LessOrEqual">;
+def Shoal_GreaterOrEqualOp
+    : Shoal_BinaryOp<"greater_or_equal", "GreaterOrEqual">;
+def Shoal_AndOp : Shoal_BinaryOp<"and", "And">;
+def Shoal_OrOp : Shoal_BinaryOp<"or", "Or">;
+def Shoal_XorOp : Shoal_BinaryOp<"xor", "Xor">;
+
+def Shoal_WhereOp : Shoal_GraphOp<"where"> {
+  let summary = "Elementwise select with numpy broadcasting (ONNX Where)";
+  let description = [{
+    ```mlir
+    %r = shoal.where %c, %x, %y : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$condition, AnyRankedTensor:$x,
+                   AnyRankedTensor:$y);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getElementwiseShardingRule(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyElementwiseOp(getOperation());
+    }
+  }];
+}
+
+def Shoal_CastOp : Shoal_GraphOp<"cast"> {
+  let summary = "Elementwise conversion to the result's element type";
+  let description = [{
+    ONNX `Cast`; the target type is the result's element type.
+
+    ```mlir
+    %r = shoal.cast %x : (tensor<4xi64>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getElementwiseShardingRule(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyElementwiseOp(getOperation());
+    }
+  }];
+}
 
 class Shoal_UnaryOp<string mnemonic, string onnxName>
     : Shoal_GraphOp<mnemonic> {
@@ -116,6 +168,37 @@ def Shoal_SqrtOp : Shoal_UnaryOp<"sqrt", "Sqrt">;
 def Shoal_ExpOp : Shoal_UnaryOp<"exp", "Exp">;
 def Shoal_NegOp : Shoal_UnaryOp<"neg", "Neg">;
 def Shoal_SigmoidOp : Shoal_UnaryOp<"sigmoid", "Sigmoid">;
+def Shoal_SinOp : Shoal_UnaryOp<"sin", "Sin">;
+def Shoal_CosOp : Shoal_UnaryOp<"cos", "Cos">;
+def Shoal_AbsOp : Shoal_UnaryOp<"abs", "Abs">;
+def Shoal_LogOp : Shoal_UnaryOp<"log", "Log">;
+def Shoal_ReciprocalOp : Shoal_UnaryOp<"reciprocal", "Reciprocal">;
+def Shoal_FloorOp : Shoal_UnaryOp<"floor", "Floor">;
+def Shoal_CeilOp : Shoal_UnaryOp<"ceil", "Ceil">;
+def Shoal_NotOp : Shoal_UnaryOp<"not", "Not">;
+
+def Shoal_OnnxOp : Shoal_GraphOp<"onnx"> {
+  let summary = "An ONNX op without a dedicated shoal op";
+  let description = [{
+    Carries an ONNX node (Conv, BatchNormalization, pools, Concat, Split,
+    Slice, Expand, TopK, GatherElements, ScatterElements) with its
+    attributes; compile-time inputs (Slice's starts/ends/axes/steps, Split's
+    sizes, TopK's k) are folded into attributes of the same names. Its
+    sharding rule comes from a table by op type: batch-major ops keep
+    dimension 0 splittable, axis ops keep the other dimensions splittable,
+    anything else stays whole.
+
+    ```mlir
+    %y = shoal.onnx "Conv"(%x, %w) {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$op_type, DictionaryAttr:$onnx_attrs,
+                   Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$outputs);
+  let assemblyFormat = [{
+    $op_type `(` $inputs `)` $onnx_attrs attr-dict `:` functional-type($inputs, results)
+  }];
+}
 
 def Shoal_MatMulOp : Shoal_GraphOp<"matmul"> {
   let summary = "Matrix product with numpy semantics (ONNX MatMul)";
