@@ -216,8 +216,11 @@ def max_error(rows):
 
 
 def generate_model(model, out_dir, seed=0, echo=True, timeout=600):
-    """Run examples/<model>/make_model.py --out out_dir as a subprocess."""
+    """Run examples/<model>/make_model.py (or, for a model family,
+    examples/families/<model>.py) --out out_dir as a subprocess."""
     script = os.path.join(EXAMPLES_DIR, model, "make_model.py")
+    if not os.path.isfile(script):
+        script = os.path.join(EXAMPLES_DIR, "families", model + ".py")
     if not os.path.isfile(script):
         raise CommandError("no model generator %s" % script)
     return run_cmd([PYTHON, script, "--out", out_dir, "--seed", str(seed)],

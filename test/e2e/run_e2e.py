@@ -86,7 +86,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="shoal end-to-end test: sharded run vs one-rank run vs PyTorch")
     ap.add_argument("--bin", required=True, help="BUILD/bin with shoal-compile and shoal-run")
-    ap.add_argument("--model", required=True, choices=["gpt", "mlp"])
+    ap.add_argument("--model", required=True,
+                    help="gpt, mlp, or a model family of examples/families")
     ap.add_argument("--spec", required=True, help="annotation spec (name in examples/<model>/ or path)")
     ap.add_argument("--world-size", type=int, required=True, help="number of MPI ranks")
     ap.add_argument("--work", required=True, help="work folder (emptied first)")
