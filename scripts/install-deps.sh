@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ ccache lld
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
-  libonnx-dev python3-onnx libprotobuf-dev protobuf-compiler
+  libonnx-dev python3-onnx libonnx-testdata libprotobuf-dev protobuf-compiler
   libfmt-dev libgtest-dev libyaml-cpp-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   python3-torch python3-numpy python3-yaml

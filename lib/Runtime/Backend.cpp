@@ -60,6 +60,42 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
   }
   case OpKind::Attention:
     return true;
+  // No CUDA kernels (yet): these run on the CPU.
+  case OpKind::Cast:
+  case OpKind::Where:
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::Greater:
+  case OpKind::LessOrEqual:
+  case OpKind::GreaterOrEqual:
+  case OpKind::And:
+  case OpKind::Or:
+  case OpKind::Xor:
+  case OpKind::Not:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Abs:
+  case OpKind::Log:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Max:
+  case OpKind::Min:
+  case OpKind::Concat:
+  case OpKind::Split:
+  case OpKind::Slice:
+  case OpKind::Expand:
+  case OpKind::Pad:
+  case OpKind::Conv:
+  case OpKind::BatchNormalization:
+  case OpKind::MaxPool:
+  case OpKind::AveragePool:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool:
+  case OpKind::GatherElements:
+  case OpKind::ScatterElements:
+  case OpKind::TopK:
+    return false;
   case OpKind::Gather:
   case OpKind::Reshape:
   case OpKind::Transpose:

@@ -205,5 +205,112 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
     cpu::sliceBlock(input(op, 0), a.dim, a.groupSize,
                     comm.groupIndex(a.meshAxes), outs[0]);
     break;
+  case OpKind::Cast:
+    cpu::cast(input(op, 0), outs[0]);
+    break;
+  case OpKind::Where:
+    cpu::where(input(op, 0), input(op, 1), input(op, 2), outs[0]);
+    break;
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::Greater:
+  case OpKind::LessOrEqual:
+  case OpKind::GreaterOrEqual: {
+    static const cpu::CompareOp cmp[] = {
+        cpu::CompareOp::Equal, cpu::CompareOp::Less, cpu::CompareOp::Greater,
+        cpu::CompareOp::LessOrEqual, cpu::CompareOp::GreaterOrEqual};
+    cpu::compare(
+        cmp[static_cast<int>(op.kind) - static_cast<int>(OpKind::Equal)],
+        input(op, 0), input(op, 1), outs[0]);
+    break;
+  }
+  case OpKind::And:
+    cpu::logical(cpu::LogicOp::And, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Or:
+    cpu::logical(cpu::LogicOp::Or, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Xor:
+    cpu::logical(cpu::LogicOp::Xor, input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::Not:
+    cpu::logicalNot(input(op, 0), outs[0]);
+    break;
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Abs:
+  case OpKind::Log:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil: {
+    static const cpu::MathOp math[] = {
+        cpu::MathOp::Sin, cpu::MathOp::Cos,        cpu::MathOp::Abs,
+        cpu::MathOp::Log, cpu::MathOp::Reciprocal, cpu::MathOp::Floor,
+        cpu::MathOp::Ceil};
+    cpu::math(math[static_cast<int>(op.kind) - static_cast<int>(OpKind::Sin)],
+              input(op, 0), outs[0]);
+    break;
+  }
+  case OpKind::Max:
+  case OpKind::Min:
+  case OpKind::Concat: {
+    std::vector<const Tensor *> all;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      all.push_back(&input(op, i));
+    if (op.kind == OpKind::Concat)
+      cpu::concat(all, a.axis, outs[0]);
+    else
+      cpu::minMax(op.kind == OpKind::Max ? cpu::MinMaxOp::Max
+                                         : cpu::MinMaxOp::Min,
+                  all, outs[0]);
+    break;
+  }
+  case OpKind::Split: {
+    std::vector<Tensor *> parts;
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      parts.push_back(optionalOutput(i));
+    cpu::split(input(op, 0), a.axis, a.split, parts);
+    break;
+  }
+  case OpKind::Slice:
+    cpu::slice(input(op, 0), a.starts, a.steps, outs[0]);
+    break;
+  case OpKind::Expand:
+    cpu::expand(input(op, 0), outs[0]);
+    break;
+  case OpKind::Pad:
+    cpu::pad(input(op, 0), a.pads, a.padMode, a.padValue, outs[0]);
+    break;
+  case OpKind::Conv:
+    cpu::conv(input(op, 0), input(op, 1), optionalInput(2), a.window, a.group,
+              outs[0]);
+    break;
+  case OpKind::BatchNormalization:
+    cpu::batchNorm(input(op, 0), input(op, 1), input(op, 2), input(op, 3),
+                   input(op, 4), a.epsilon, outs[0]);
+    break;
+  case OpKind::MaxPool:
+    cpu::pool(cpu::PoolOp::Max, input(op, 0), a.window, false, outs[0]);
+    break;
+  case OpKind::AveragePool:
+    cpu::pool(cpu::PoolOp::Average, input(op, 0), a.window, a.countIncludePad,
+              outs[0]);
+    break;
+  case OpKind::GlobalAveragePool:
+    cpu::globalPool(cpu::PoolOp::Average, input(op, 0), outs[0]);
+    break;
+  case OpKind::GlobalMaxPool:
+    cpu::globalPool(cpu::PoolOp::Max, input(op, 0), outs[0]);
+    break;
+  case OpKind::GatherElements:
+    cpu::gatherElements(input(op, 0), input(op, 1), a.axis, outs[0]);
+    break;
+  case OpKind::ScatterElements:
+    cpu::scatterElements(input(op, 0), input(op, 1), input(op, 2), a.axis,
+                         a.reduction, outs[0]);
+    break;
+  case OpKind::TopK:
+    cpu::topK(input(op, 0), a.k, a.axis, a.largest, outs[0], optionalOutput(1));
+    break;
   }
 }

@@ -50,11 +50,45 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"Gelu", OpKind::Gelu},
       {"AddLayerNorm", OpKind::AddLayerNorm},
       {"Attention", OpKind::Attention},
+      {"Cast", OpKind::Cast},
+      {"Where", OpKind::Where},
+      {"Equal", OpKind::Equal},
+      {"Less", OpKind::Less},
+      {"Greater", OpKind::Greater},
+      {"LessOrEqual", OpKind::LessOrEqual},
+      {"GreaterOrEqual", OpKind::GreaterOrEqual},
+      {"And", OpKind::And},
+      {"Or", OpKind::Or},
+      {"Xor", OpKind::Xor},
+      {"Not", OpKind::Not},
+      {"Sin", OpKind::Sin},
+      {"Cos", OpKind::Cos},
+      {"Abs", OpKind::Abs},
+      {"Log", OpKind::Log},
+      {"Reciprocal", OpKind::Reciprocal},
+      {"Floor", OpKind::Floor},
+      {"Ceil", OpKind::Ceil},
+      {"Max", OpKind::Max},
+      {"Min", OpKind::Min},
+      {"Concat", OpKind::Concat},
+      {"Split", OpKind::Split},
+      {"Slice", OpKind::Slice},
+      {"Expand", OpKind::Expand},
+      {"Pad", OpKind::Pad},
+      {"Conv", OpKind::Conv},
+      {"BatchNormalization", OpKind::BatchNormalization},
+      {"MaxPool", OpKind::MaxPool},
+      {"AveragePool", OpKind::AveragePool},
+      {"GlobalAveragePool", OpKind::GlobalAveragePool},
+      {"GlobalMaxPool", OpKind::GlobalMaxPool},
+      {"GatherElements", OpKind::GatherElements},
+      {"ScatterElements", OpKind::ScatterElements},
+      {"TopK", OpKind::TopK},
   };
   return table;
 }
 
-enum class AttrType { Int, Float, Ints, Strings };
+enum class AttrType { Int, Float, String, Ints, Strings };
 
 const char *attrTypeName(AttrType t) {
   switch (t) {
@@ -62,6 +96,8 @@ const char *attrTypeName(AttrType t) {
     return "an integer (i)";
   case AttrType::Float:
     return "a float (f or i)";
+  case AttrType::String:
+    return "a string (s)";
   case AttrType::Ints:
     return "a list of integers (ints)";
   case AttrType::Strings:
@@ -115,6 +151,15 @@ public:
     if (a->value_case() == plan::Attribute::kI)
       return static_cast<float>(a->i());
     wrongType(name);
+  }
+  std::string getString(const std::string &name,
+                        const std::string &dflt) const {
+    const plan::Attribute *a = find(name);
+    if (!a)
+      return dflt;
+    if (a->value_case() != plan::Attribute::kS)
+      wrongType(name);
+    return a->s();
   }
   std::vector<int64_t> getInts(const std::string &name) const {
     const plan::Attribute *a = find(name);
@@ -176,6 +221,63 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out) {
   out.groupSize = mesh.numBlocks(out.meshAxes);
 }
 
+bool isNumeric(DType d) {
+  return d == DType::F32 || d == DType::I64 || d == DType::I32;
+}
+
+/// ONNX TensorProto.DataType names, for messages.
+std::string onnxDataTypeName(int64_t t) {
+  static const char *names[] = {
+      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+      "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+      "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  if (t >= 0 && t < static_cast<int64_t>(sizeof(names) / sizeof(names[0])))
+    return fmt::format("{} ({})", t, names[t]);
+  return fmt::format("{}", t);
+}
+
+/// Reads a list attribute of `n` entries, each >= `min`; absent or empty
+/// gives `n` times `dflt`.
+std::vector<int64_t> readList(const AttrReader &attrs, const char *name,
+                              std::size_t n, int64_t dflt, int64_t min,
+                              const char *what) {
+  std::vector<int64_t> v = attrs.getInts(name);
+  if (v.empty())
+    v.assign(n, dflt);
+  if (v.size() != n)
+    throw Error(fmt::format("attribute '{}' {} has {} entries, expected {} "
+                            "({})",
+                            name, formatShape(v), v.size(), n, what));
+  for (int64_t x : v)
+    if (x < min)
+      throw Error(fmt::format("attribute '{}' {} has an entry below {}", name,
+                              formatShape(v), min));
+  return v;
+}
+
+/// Reads the sliding-window attributes of Conv and the pools for `sr`
+/// spatial dimensions and the given kernel.
+cpu::WindowParams readWindow(const AttrReader &attrs, std::size_t sr,
+                             std::vector<int64_t> kernel, bool hasDilations,
+                             bool hasCeilMode) {
+  std::string autoPad = attrs.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET")
+    throw Error(fmt::format("auto_pad '{}' is not supported: the compiler "
+                            "must resolve it into 'pads' and set auto_pad to "
+                            "NOTSET",
+                            autoPad));
+  cpu::WindowParams w;
+  w.kernel = std::move(kernel);
+  w.strides = readList(attrs, "strides", sr, 1, 1, "one per spatial dimension");
+  w.pads = readList(attrs, "pads", 2 * sr, 0, 0,
+                    "the begin of every spatial dimension, then the ends");
+  w.dilations = hasDilations ? readList(attrs, "dilations", sr, 1, 1,
+                                        "one per spatial dimension")
+                             : std::vector<int64_t>(sr, 1);
+  w.ceilMode = hasCeilMode && attrs.getBool("ceil_mode", false);
+  return w;
+}
+
 } // namespace
 
 bool shoal::rt::parseOpKind(const std::string &name, OpKind &kind) {
@@ -212,8 +314,10 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
                             knownOpKinds()));
   OpKind kind = info.kind;
 
-  // Arity: [minIn, maxIn] inputs and [minOut, maxOut] outputs.
-  int minIn = 1, maxIn = 1, minOut = 1, maxOut = 1;
+  // Arity: [minIn, maxIn] inputs and [minOut, maxOut] outputs, of which
+  // the first reqIn / reqOut may not be absent (-1); kMany: no limit.
+  const int kMany = 1 << 30;
+  int minIn = 1, maxIn = 1, minOut = 1, maxOut = 1, reqIn = -1, reqOut = -1;
   std::map<std::string, AttrType> allowed;
   switch (kind) {
   case OpKind::MatMul:
@@ -288,9 +392,112 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     maxIn = 4;
     allowed = {{"scale", AttrType::Float}};
     break;
+  case OpKind::Cast:
+    allowed = {{"to", AttrType::Int}};
+    break;
+  case OpKind::Where:
+    minIn = maxIn = 3;
+    break;
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::Greater:
+  case OpKind::LessOrEqual:
+  case OpKind::GreaterOrEqual:
+  case OpKind::And:
+  case OpKind::Or:
+  case OpKind::Xor:
+    minIn = maxIn = 2;
+    break;
+  case OpKind::Not:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Abs:
+  case OpKind::Log:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool:
+    break;
+  case OpKind::Max:
+  case OpKind::Min:
+    maxIn = reqIn = kMany;
+    break;
+  case OpKind::Concat:
+    maxIn = reqIn = kMany;
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::Split:
+    maxOut = kMany;
+    allowed = {{"axis", AttrType::Int}, {"split", AttrType::Ints}};
+    break;
+  case OpKind::Slice:
+    allowed = {{"starts", AttrType::Ints},
+               {"ends", AttrType::Ints},
+               {"axes", AttrType::Ints},
+               {"steps", AttrType::Ints}};
+    break;
+  case OpKind::Expand:
+    allowed = {{"shape", AttrType::Ints}};
+    break;
+  case OpKind::Pad:
+    allowed = {{"pads", AttrType::Ints},
+               {"mode", AttrType::String},
+               {"constant_value", AttrType::Float},
+               {"axes", AttrType::Ints}};
+    break;
+  case OpKind::Conv:
+    minIn = 2;
+    maxIn = 3;
+    allowed = {{"auto_pad", AttrType::String}, {"kernel_shape", AttrType::Ints},
+               {"strides", AttrType::Ints},    {"pads", AttrType::Ints},
+               {"dilations", AttrType::Ints},  {"group", AttrType::Int}};
+    break;
+  case OpKind::BatchNormalization:
+    minIn = maxIn = 5;
+    maxOut = 3;
+    allowed = {{"epsilon", AttrType::Float},
+               {"momentum", AttrType::Float},
+               {"training_mode", AttrType::Int}};
+    break;
+  case OpKind::MaxPool:
+    maxOut = 2;
+    allowed = {
+        {"auto_pad", AttrType::String},  {"kernel_shape", AttrType::Ints},
+        {"strides", AttrType::Ints},     {"pads", AttrType::Ints},
+        {"dilations", AttrType::Ints},   {"ceil_mode", AttrType::Int},
+        {"storage_order", AttrType::Int}};
+    break;
+  case OpKind::AveragePool:
+    allowed = {
+        {"auto_pad", AttrType::String}, {"kernel_shape", AttrType::Ints},
+        {"strides", AttrType::Ints},    {"pads", AttrType::Ints},
+        {"ceil_mode", AttrType::Int},   {"count_include_pad", AttrType::Int}};
+    break;
+  case OpKind::GatherElements:
+    minIn = maxIn = 2;
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::ScatterElements:
+    minIn = maxIn = 3;
+    allowed = {{"axis", AttrType::Int}, {"reduction", AttrType::String}};
+    break;
+  case OpKind::TopK:
+    maxOut = 2;
+    allowed = {{"axis", AttrType::Int},
+               {"largest", AttrType::Int},
+               {"sorted", AttrType::Int},
+               {"k", AttrType::Int}};
+    break;
   }
+  if (reqIn < 0)
+    reqIn = minIn;
+  if (reqOut < 0)
+    reqOut = minOut;
 
-  auto arity = [](int lo, int hi) {
+  auto arity = [&](int lo, int hi) {
+    if (hi == kMany)
+      return fmt::format("at least {}", lo);
     return lo == hi ? fmt::format("{}", lo) : fmt::format("{} to {}", lo, hi);
   };
   if (op.inputs_size() < minIn || op.inputs_size() > maxIn)
@@ -313,9 +520,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     dst.push_back(id);
   };
   for (int i = 0; i < op.inputs_size(); ++i)
-    checkId(op.inputs(i), i, minIn, "input", info.inputs);
+    checkId(op.inputs(i), i, reqIn, "input", info.inputs);
   for (int i = 0; i < op.outputs_size(); ++i)
-    checkId(op.outputs(i), i, minOut, "output", info.outputs);
+    checkId(op.outputs(i), i, reqOut, "output", info.outputs);
   {
     std::set<int> outs;
     for (int v : info.outputs)
@@ -619,6 +826,414 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
       shape[a.dim] /= a.groupSize;
     }
     expected.push_back({x.dtype, shape});
+    break;
+  }
+  case OpKind::Cast: {
+    attrs.require("to");
+    int64_t to = attrs.getInt("to", 0);
+    switch (to) {
+    case 1:
+      a.to = DType::F32;
+      break;
+    case 6:
+      a.to = DType::I32;
+      break;
+    case 7:
+      a.to = DType::I64;
+      break;
+    case 9:
+      a.to = DType::Bool;
+      break;
+    default:
+      throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), INT32 "
+                              "(6), INT64 (7) and BOOL (9) are supported",
+                              onnxDataTypeName(to)));
+    }
+    expected.push_back({a.to, x.shape});
+    break;
+  }
+  case OpKind::Where: {
+    requireDType(x, DType::Bool, "input condition");
+    const TensorType &tx = *in(1), &ty = *in(2);
+    if (tx.dtype != ty.dtype)
+      throw Error(
+          fmt::format("inputs X and Y have different dtypes ({})", typesStr()));
+    expected.push_back(
+        {tx.dtype, cpu::broadcastShape(cpu::broadcastShape(x.shape, tx.shape),
+                                       ty.shape)});
+    break;
+  }
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::Greater:
+  case OpKind::LessOrEqual:
+  case OpKind::GreaterOrEqual: {
+    const TensorType &y = *in(1);
+    if (x.dtype != y.dtype)
+      throw Error(fmt::format("inputs have different dtypes ({})", typesStr()));
+    if (!isNumeric(x.dtype) &&
+        !(kind == OpKind::Equal && x.dtype == DType::Bool))
+      throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
+                              dtypeName(x.dtype)));
+    expected.push_back({DType::Bool, cpu::broadcastShape(x.shape, y.shape)});
+    break;
+  }
+  case OpKind::And:
+  case OpKind::Or:
+  case OpKind::Xor:
+    requireDType(x, DType::Bool, "input A");
+    requireDType(*in(1), DType::Bool, "input B");
+    expected.push_back(
+        {DType::Bool, cpu::broadcastShape(x.shape, in(1)->shape)});
+    break;
+  case OpKind::Not:
+    requireDType(x, DType::Bool, "input");
+    expected.push_back(x);
+    break;
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Abs:
+  case OpKind::Log:
+  case OpKind::Reciprocal:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+    if (x.dtype != DType::F32 && !(kind == OpKind::Abs && isNumeric(x.dtype)))
+      throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
+                              dtypeName(x.dtype)));
+    expected.push_back(x);
+    break;
+  case OpKind::Max:
+  case OpKind::Min: {
+    if (!isNumeric(x.dtype))
+      throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
+                              dtypeName(x.dtype)));
+    Shape shape = x.shape;
+    for (std::size_t i = 1; i < info.inputs.size(); ++i) {
+      if (in(i)->dtype != x.dtype)
+        throw Error(
+            fmt::format("inputs have different dtypes ({})", typesStr()));
+      shape = cpu::broadcastShape(shape, in(i)->shape);
+    }
+    expected.push_back({x.dtype, shape});
+    break;
+  }
+  case OpKind::Concat: {
+    attrs.require("axis");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("inputs must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", 0), rank, "axis");
+    std::vector<Shape> shapes;
+    for (std::size_t i = 0; i < info.inputs.size(); ++i) {
+      if (in(i)->dtype != x.dtype)
+        throw Error(
+            fmt::format("inputs have different dtypes ({})", typesStr()));
+      shapes.push_back(in(i)->shape);
+    }
+    expected.push_back({x.dtype, cpu::concatShape(shapes, a.axis)});
+    break;
+  }
+  case OpKind::Split: {
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("input must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", 0), rank, "axis");
+    int64_t dim = x.shape[a.axis];
+    int64_t n = static_cast<int64_t>(info.outputs.size());
+    if (attrs.has("split")) {
+      a.split = attrs.getInts("split");
+      if (static_cast<int64_t>(a.split.size()) != n)
+        throw Error(fmt::format("attribute 'split' {} has {} entries for {} "
+                                "outputs",
+                                formatShape(a.split), a.split.size(), n));
+      int64_t total = 0;
+      for (int64_t v : a.split) {
+        if (v < 0)
+          throw Error(fmt::format("attribute 'split' {} has a negative size",
+                                  formatShape(a.split)));
+        total += v;
+      }
+      if (total != dim)
+        throw Error(fmt::format("attribute 'split' {} adds up to {}, but axis "
+                                "{} of the input {} has size {}",
+                                formatShape(a.split), total, a.axis, x.str(),
+                                dim));
+    } else {
+      if (dim % n != 0)
+        throw Error(fmt::format("axis {} of the input {} (size {}) does not "
+                                "split into {} equal parts; give 'split'",
+                                a.axis, x.str(), dim, n));
+      a.split.assign(n, dim / n);
+    }
+    for (int64_t v : a.split) {
+      Shape shape = x.shape;
+      shape[a.axis] = v;
+      expected.push_back({x.dtype, shape});
+    }
+    break;
+  }
+  case OpKind::Slice: {
+    attrs.require("starts");
+    attrs.require("ends");
+    Shape shape = cpu::sliceShape(x.shape, attrs.getInts("starts"),
+                                  attrs.getInts("ends"), attrs.getInts("axes"),
+                                  attrs.getInts("steps"), a.starts, a.steps);
+    expected.push_back({x.dtype, shape});
+    break;
+  }
+  case OpKind::Expand: {
+    if (attrs.has("shape")) {
+      a.shape = attrs.getInts("shape");
+      for (int64_t d : a.shape)
+        if (d < 0)
+          throw Error(fmt::format("attribute 'shape' {} has a negative "
+                                  "dimension",
+                                  formatShape(a.shape)));
+      expected.push_back({x.dtype, cpu::broadcastShape(x.shape, a.shape)});
+      break;
+    }
+    // Without the attribute the output value's declared type gives the
+    // shape.
+    const TensorType &out = types[info.outputs[0]];
+    if (!cpu::broadcastsTo(x.shape, out.shape))
+      throw Error(fmt::format("input {} does not broadcast to output value {} "
+                              "of type {}",
+                              x.str(), info.outputs[0], out.str()));
+    expected.push_back({x.dtype, out.shape});
+    break;
+  }
+  case OpKind::Pad: {
+    attrs.require("pads");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    std::string mode = attrs.getString("mode", "constant");
+    if (mode == "constant")
+      a.padMode = cpu::PadMode::Constant;
+    else if (mode == "reflect")
+      a.padMode = cpu::PadMode::Reflect;
+    else if (mode == "edge")
+      a.padMode = cpu::PadMode::Edge;
+    else
+      throw Error(fmt::format("mode '{}' is not supported (constant, reflect "
+                              "or edge)",
+                              mode));
+    a.padValue = attrs.getFloat("constant_value", 0.f);
+    std::vector<int64_t> axes;
+    if (attrs.has("axes")) {
+      std::set<int64_t> seen;
+      for (int64_t ax : attrs.getInts("axes")) {
+        int64_t n = normalizeAxis(ax, rank, "pad axis");
+        if (!seen.insert(n).second)
+          throw Error(fmt::format("pad axis {} is listed twice", ax));
+        axes.push_back(n);
+      }
+    } else {
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    }
+    std::vector<int64_t> pads = attrs.getInts("pads");
+    if (pads.size() != 2 * axes.size())
+      throw Error(fmt::format("attribute 'pads' {} has {} entries, expected {} "
+                              "(the begin of every padded axis, then the "
+                              "ends)",
+                              formatShape(pads), pads.size(), 2 * axes.size()));
+    a.pads.assign(2 * rank, 0);
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      a.pads[axes[i]] = pads[i];
+      a.pads[axes[i] + rank] = pads[i + axes.size()];
+    }
+    Shape shape = x.shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      shape[d] += a.pads[d] + a.pads[d + rank];
+      if (shape[d] < 0)
+        throw Error(fmt::format("pads {} and {} crop more than dimension {} "
+                                "of the input {}",
+                                a.pads[d], a.pads[d + rank], d, x.str()));
+      if (a.padMode != cpu::PadMode::Constant && x.shape[d] == 0 &&
+          shape[d] > 0)
+        throw Error(fmt::format("cannot pad the empty dimension {} of the "
+                                "input {} in {} mode",
+                                d, x.str(), mode));
+    }
+    expected.push_back({x.dtype, shape});
+    break;
+  }
+  case OpKind::Conv: {
+    const TensorType &w = *in(1);
+    requireDType(x, DType::F32, "input X");
+    requireDType(w, DType::F32, "input W");
+    std::size_t rank = x.shape.size();
+    if (rank < 3)
+      throw Error(fmt::format("input X must be [N, C, spatial...] with at "
+                              "least one spatial dimension, got {}",
+                              x.str()));
+    if (w.shape.size() != rank)
+      throw Error(fmt::format("input W must have the rank of X ({}), got {}",
+                              rank, w.str()));
+    a.group = attrs.getInt("group", 1);
+    if (a.group < 1)
+      throw Error(fmt::format("group must be >= 1, got {}", a.group));
+    if (w.shape[1] * a.group != x.shape[1])
+      throw Error(fmt::format("X has {} channels, but W {} with group {} "
+                              "takes {}",
+                              x.shape[1], w.str(), a.group,
+                              w.shape[1] * a.group));
+    int64_t m = w.shape[0];
+    if (m % a.group != 0)
+      throw Error(fmt::format("W has {} output channels, not a multiple of "
+                              "group {}",
+                              m, a.group));
+    std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+    std::vector<int64_t> ks = attrs.getInts("kernel_shape");
+    if (!ks.empty() && ks != kernel)
+      throw Error(fmt::format("attribute 'kernel_shape' {} does not match W "
+                              "{}",
+                              formatShape(ks), w.str()));
+    for (int64_t k : kernel)
+      if (k < 1)
+        throw Error(fmt::format("W {} has an empty kernel", w.str()));
+    a.window = readWindow(attrs, rank - 2, kernel, true, false);
+    if (const TensorType *b = in(2)) {
+      requireDType(*b, DType::F32, "input B");
+      if (b->shape != Shape{m})
+        throw Error(
+            fmt::format("input B must be f32[{}], got {}", m, b->str()));
+    }
+    expected.push_back(
+        {DType::F32, cpu::windowOutputShape(x.shape, m, a.window)});
+    break;
+  }
+  case OpKind::BatchNormalization: {
+    requireDType(x, DType::F32, "input X");
+    if (x.shape.size() < 2)
+      throw Error(fmt::format("input X must be [N, C, ...], got {}", x.str()));
+    const char *names[] = {"scale", "B", "input_mean", "input_var"};
+    for (int i = 1; i <= 4; ++i)
+      if (in(i)->dtype != DType::F32 || in(i)->shape != Shape{x.shape[1]})
+        throw Error(fmt::format("input {} must be f32[{}] (one per channel), "
+                                "got {}",
+                                names[i - 1], x.shape[1], in(i)->str()));
+    a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+    if (!(a.epsilon >= 0))
+      throw Error(fmt::format("epsilon must be >= 0, got {}", a.epsilon));
+    attrs.getFloat("momentum", 0.9f); // training only
+    int64_t training = attrs.getInt("training_mode", 0);
+    if (training != 0)
+      throw Error(fmt::format("training_mode {} is not supported (inference "
+                              "only: 0)",
+                              training));
+    for (std::size_t i = 1; i < info.outputs.size(); ++i)
+      if (info.outputs[i] >= 0)
+        throw Error("outputs running_mean and running_var (training mode) "
+                    "are not supported");
+    expected.assign(info.outputs.size(), x);
+    break;
+  }
+  case OpKind::MaxPool:
+  case OpKind::AveragePool: {
+    requireDType(x, DType::F32, "input X");
+    std::size_t rank = x.shape.size();
+    if (rank < 3)
+      throw Error(fmt::format("input X must be [N, C, spatial...] with at "
+                              "least one spatial dimension, got {}",
+                              x.str()));
+    attrs.require("kernel_shape");
+    std::vector<int64_t> kernel = readList(attrs, "kernel_shape", rank - 2, 1,
+                                           1, "one per spatial dimension of X");
+    bool isMax = kind == OpKind::MaxPool;
+    a.window = readWindow(attrs, rank - 2, kernel, isMax, true);
+    if (isMax) {
+      int64_t order = attrs.getInt("storage_order", 0);
+      if (order != 0)
+        throw Error(fmt::format("storage_order {} is not supported (only 0, "
+                                "row major)",
+                                order));
+      if (info.outputs.size() > 1 && info.outputs[1] >= 0)
+        throw Error("the Indices output (#1) is not supported");
+    } else {
+      a.countIncludePad = attrs.getBool("count_include_pad", false);
+    }
+    TensorType out{DType::F32,
+                   cpu::windowOutputShape(x.shape, x.shape[1], a.window)};
+    expected.assign(info.outputs.size(), out);
+    break;
+  }
+  case OpKind::GlobalAveragePool:
+  case OpKind::GlobalMaxPool: {
+    requireDType(x, DType::F32, "input X");
+    if (x.shape.size() < 2)
+      throw Error(fmt::format("input X must be [N, C, ...], got {}", x.str()));
+    Shape shape = x.shape;
+    std::fill(shape.begin() + 2, shape.end(), 1);
+    expected.push_back({DType::F32, shape});
+    break;
+  }
+  case OpKind::GatherElements:
+  case OpKind::ScatterElements: {
+    const TensorType &idx = *in(1);
+    if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+      throw Error(fmt::format("indices must be i64 or i32, got {}", idx.str()));
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("data must have rank >= 1");
+    if (static_cast<int64_t>(idx.shape.size()) != rank)
+      throw Error(fmt::format("indices {} must have the rank of data {}",
+                              idx.str(), x.str()));
+    a.axis = normalizeAxis(attrs.getInt("axis", 0), rank, "axis");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != a.axis && idx.shape[d] > x.shape[d])
+        throw Error(fmt::format("indices {} are larger than data {} along "
+                                "dimension {}",
+                                idx.str(), x.str(), d));
+    if (kind == OpKind::GatherElements) {
+      expected.push_back({x.dtype, idx.shape});
+      break;
+    }
+    const TensorType &upd = *in(2);
+    if (upd.dtype != x.dtype || upd.shape != idx.shape)
+      throw Error(fmt::format("updates must be {} (data's dtype, the "
+                              "indices' shape), got {}",
+                              TensorType{x.dtype, idx.shape}.str(), upd.str()));
+    std::string red = attrs.getString("reduction", "none");
+    if (red == "none")
+      a.reduction = cpu::ScatterReduction::None;
+    else if (red == "add")
+      a.reduction = cpu::ScatterReduction::Add;
+    else if (red == "mul")
+      a.reduction = cpu::ScatterReduction::Mul;
+    else if (red == "max")
+      a.reduction = cpu::ScatterReduction::Max;
+    else if (red == "min")
+      a.reduction = cpu::ScatterReduction::Min;
+    else
+      throw Error(fmt::format("reduction '{}' is not one of none, add, mul, "
+                              "max, min",
+                              red));
+    if (a.reduction != cpu::ScatterReduction::None && !isNumeric(x.dtype))
+      throw Error(fmt::format("reduction '{}' is not supported on {} data", red,
+                              dtypeName(x.dtype)));
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::TopK: {
+    if (!isNumeric(x.dtype))
+      throw Error(fmt::format("TopK is not supported on {} tensors",
+                              dtypeName(x.dtype)));
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("input must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    attrs.require("k");
+    a.k = attrs.getInt("k", 0);
+    if (a.k < 0 || a.k > x.shape[a.axis])
+      throw Error(fmt::format("k = {} is out of range for axis {} of the "
+                              "input {}",
+                              a.k, a.axis, x.str()));
+    a.largest = attrs.getBool("largest", true);
+    a.sorted = attrs.getBool("sorted", true);
+    Shape shape = x.shape;
+    shape[a.axis] = a.k;
+    expected = {{x.dtype, shape}, {DType::I64, shape}};
+    expected.resize(info.outputs.size());
     break;
   }
   }

@@ -17,6 +17,7 @@
 
 #include "Sharding.h"
 #include "Tensor.h"
+#include "cpu/Kernels.h"
 
 #include <string>
 #include <vector>
@@ -57,6 +58,41 @@ enum class OpKind {
   Gelu,
   AddLayerNorm,
   Attention,
+  // More ONNX ops.
+  Cast,
+  Where,
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor,
+  Not,
+  Sin,
+  Cos,
+  Abs,
+  Log,
+  Reciprocal,
+  Floor,
+  Ceil,
+  Max,
+  Min,
+  Concat,
+  Split,
+  Slice,
+  Expand,
+  Pad,
+  Conv,
+  BatchNormalization,
+  MaxPool,
+  AveragePool,
+  GlobalAveragePool,
+  GlobalMaxPool,
+  GatherElements,
+  ScatterElements,
+  TopK,
 };
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
@@ -81,6 +117,23 @@ struct OpAttrs {
   int64_t dim = 0;               ///< AllGather, LocalSlice.
   std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
   int64_t groupSize = 1;         ///< Collectives: ranks per group.
+  // Also: axis for Concat, Split, GatherElements, ScatterElements and TopK;
+  // epsilon for BatchNormalization; shape for Expand (the attribute, empty
+  // when absent).
+  DType to = DType::F32;      ///< Cast.
+  std::vector<int64_t> split; ///< Split: every output's size.
+  /// Slice: first index and step of every dimension (resolved).
+  std::vector<int64_t> starts, steps;
+  cpu::WindowParams window;           ///< Conv, MaxPool, AveragePool.
+  int64_t group = 1;                  ///< Conv.
+  bool countIncludePad = false;       ///< AveragePool.
+  int64_t k = 0;                      ///< TopK.
+  bool largest = true, sorted = true; ///< TopK.
+  cpu::ScatterReduction reduction = cpu::ScatterReduction::None;
+  /// Pad: begins of every dimension, then ends.
+  std::vector<int64_t> pads;
+  cpu::PadMode padMode = cpu::PadMode::Constant; ///< Pad.
+  double padValue = 0;                           ///< Pad: constant_value.
 };
 
 /// One validated op of the program.

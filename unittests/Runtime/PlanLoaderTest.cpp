@@ -85,8 +85,8 @@ TEST(PlanLoader, RejectsOutOfRangeValueIds) {
 
 TEST(PlanLoader, RejectsUnknownOpKindsAndArity) {
   PlanBuilder b = validPlan();
-  b.prog->mutable_ops(0)->set_kind("Conv");
-  EXPECT_ERROR(b, "op #0 'mm' (Conv): unknown op kind 'Conv'");
+  b.prog->mutable_ops(0)->set_kind("NoSuchOp");
+  EXPECT_ERROR(b, "op #0 'mm' (NoSuchOp): unknown op kind 'NoSuchOp'");
   b = validPlan();
   b.prog->mutable_ops(0)->add_inputs(0);
   EXPECT_ERROR(b, "expects 2 inputs, got 3");

@@ -43,6 +43,38 @@ Shape transposeShape(const Shape &x, const std::vector<int64_t> &perm);
 /// Reduce's result shape for sorted, unique, normalized `axes`.
 Shape reduceShape(const Shape &x, const std::vector<int64_t> &axes,
                   bool keepdims);
+/// Concat's result shape along normalized `axis`: every input has the same
+/// rank and the same dimensions except `axis`; throws Error otherwise.
+Shape concatShape(const std::vector<Shape> &inputs, int64_t axis);
+
+/// ONNX Slice on one shape: `starts`, `ends`, `axes` and `steps` as the op
+/// takes them (axes may be negative, empty axes means 0..n-1, empty steps
+/// means 1s). Resolves them with ONNX's clamping rules into the first index
+/// and step of every dimension (`first`, `step`, both of x's rank) and the
+/// result shape; throws Error on bad lengths, repeated axes or a zero step.
+Shape sliceShape(const Shape &x, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &ends,
+                 const std::vector<int64_t> &axes,
+                 const std::vector<int64_t> &steps, std::vector<int64_t> &first,
+                 std::vector<int64_t> &step);
+
+/// A sliding window over the spatial dimensions (Conv and the pools).
+/// Every vector has one entry per spatial dimension, except `pads`: the
+/// begins of every spatial dimension, then the ends.
+struct WindowParams {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceilMode = false;
+};
+/// The spatial output size of a window along one dimension; with ceil
+/// mode, a last window that would start in the end padding is dropped (ONNX,
+/// onnx/onnx#5741). Throws Error if the dilated kernel is larger than the
+/// padded input.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                         int64_t padBegin, int64_t padEnd, int64_t dilation,
+                         bool ceilMode);
+/// [N, channels, out spatial...] for x [N, C, spatial...].
+Shape windowOutputShape(const Shape &x, int64_t channels,
+                        const WindowParams &w);
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -110,6 +142,104 @@ void addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
 /// softmax(q @ kt * scale + mask) @ v over the last axis.
 void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
                const Tensor *mask, float scale, Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// More ONNX ops (Kernels2.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Element conversion to out's dtype (f32, i64, i32, bool): float to integer
+/// truncates toward zero (NaN gives 0, out-of-range values saturate); to
+/// bool is x != 0; bool is 0 or 1.
+void cast(const Tensor &x, Tensor &out);
+
+/// out = cond ? x : y with numpy broadcasting of all three; cond is bool,
+/// x and y have out's dtype (any).
+void where(const Tensor &cond, const Tensor &x, const Tensor &y, Tensor &out);
+
+enum class CompareOp { Equal, Less, Greater, LessOrEqual, GreaterOrEqual };
+/// Broadcasting comparison of two f32, i64 or i32 (Equal: also bool)
+/// tensors of one dtype into a bool tensor.
+void compare(CompareOp op, const Tensor &a, const Tensor &b, Tensor &out);
+
+enum class LogicOp { And, Or, Xor };
+/// Broadcasting logical op on bool tensors.
+void logical(LogicOp op, const Tensor &a, const Tensor &b, Tensor &out);
+/// Element-wise logical not of a bool tensor.
+void logicalNot(const Tensor &x, Tensor &out);
+
+enum class MathOp { Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil };
+/// Element-wise on f32 (Abs also on i64 and i32).
+void math(MathOp op, const Tensor &x, Tensor &out);
+
+enum class MinMaxOp { Max, Min };
+/// Element-wise max or min of one or more f32, i64 or i32 tensors of one
+/// dtype, with numpy broadcasting; NaN propagates.
+void minMax(MinMaxOp op, const std::vector<const Tensor *> &inputs,
+            Tensor &out);
+
+/// Concatenates one or more tensors (any dtype) along normalized `axis`.
+void concat(const std::vector<const Tensor *> &inputs, int64_t axis,
+            Tensor &out);
+
+/// Splits `x` along normalized `axis` into pieces of `sizes` (summing to the
+/// dimension); outs[i] may be null for a piece nobody reads.
+void split(const Tensor &x, int64_t axis, const std::vector<int64_t> &sizes,
+           const std::vector<Tensor *> &outs);
+
+/// out[i...] = x[first[d] + i[d] * step[d]...]; `first` and `step` as given
+/// by sliceShape (one entry per dimension), out's shape the slice's.
+void slice(const Tensor &x, const std::vector<int64_t> &first,
+           const std::vector<int64_t> &step, Tensor &out);
+
+/// Broadcasts `x` (any dtype) to out's shape (numpy rules).
+void expand(const Tensor &x, Tensor &out);
+
+/// ONNX Conv on f32: x [N, C, spatial...], w [M, C/group, kernel...],
+/// optional bias [M]; im2col and cblas_sgemm per image and group.
+void conv(const Tensor &x, const Tensor &w, const Tensor *bias,
+          const WindowParams &window, int64_t group, Tensor &out);
+
+/// Inference BatchNormalization of x [N, C, ...] with per-channel f32
+/// scale, bias, mean and var: (x - mean) / sqrt(var + epsilon) * scale + bias.
+void batchNorm(const Tensor &x, const Tensor &scale, const Tensor &bias,
+               const Tensor &mean, const Tensor &var, float epsilon,
+               Tensor &out);
+
+enum class PoolOp { Max, Average };
+/// MaxPool (padding never wins) or AveragePool (dilations must be 1; the
+/// divisor counts the window's positions inside the input, or with
+/// `countIncludePad` inside the padded input) on f32 x [N, C, spatial...].
+void pool(PoolOp op, const Tensor &x, const WindowParams &window,
+          bool countIncludePad, Tensor &out);
+/// GlobalMaxPool / GlobalAveragePool: x [N, C, spatial...] to
+/// [N, C, 1, ...].
+void globalPool(PoolOp op, const Tensor &x, Tensor &out);
+
+/// out[i] = data[i with i[axis] replaced by indices[i]]; i64 or i32 indices
+/// of data's rank (negative ones count from the end). Throws Error naming
+/// the index when one is out of range.
+void gatherElements(const Tensor &data, const Tensor &indices, int64_t axis,
+                    Tensor &out);
+
+enum class ScatterReduction { None, Add, Mul, Max, Min };
+/// out = data, then out[i with i[axis] replaced by indices[i]] = updates[i]
+/// (or combined with it by `reduction`), in index order.
+void scatterElements(const Tensor &data, const Tensor &indices,
+                     const Tensor &updates, int64_t axis,
+                     ScatterReduction reduction, Tensor &out);
+
+/// The k largest (or smallest) entries of f32, i64 or i32 `x` along
+/// normalized `axis`, sorted (ties: lower index first; NaN counts as larger
+/// than every number) into `values` and, optionally, their i64 positions.
+void topK(const Tensor &x, int64_t k, int64_t axis, bool largest,
+          Tensor &values, Tensor *indices);
+
+enum class PadMode { Constant, Reflect, Edge };
+/// ONNX Pad of any dtype; `pads` has the begins of every dimension, then
+/// the ends (negative pads crop). `value` (cast to the dtype) fills in
+/// constant mode.
+void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
+         double value, Tensor &out);
 
 } // namespace cpu
 } // namespace rt

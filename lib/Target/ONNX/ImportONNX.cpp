@@ -24,6 +24,7 @@
 #include "onnx/checker.h"
 #include "onnx/defs/parser.h"
 #include "onnx/shape_inference/implementation.h"
+#include "onnx/version_converter/convert.h"
 
 #include <climits>
 #include <exception>
@@ -116,9 +117,13 @@ LogicalResult parseModel(MLIRContext *ctx, StringRef path, StringRef bytes,
   return success();
 }
 
-/// Checks the default-domain opset.
+/// Opsets below kMinOpset down to this one are upgraded with ONNX's own
+/// version converter.
+static constexpr int64_t kMinConvertibleOpset = 7;
+
+/// Checks the default-domain opset; upgrades older ones to kMinOpset.
 LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
-                         const onnx::ModelProto &model) {
+                         onnx::ModelProto &model) {
   std::optional<int64_t> opset;
   for (const auto &import : model.opset_import())
     if (import.domain().empty() || import.domain() == "ai.onnx")
@@ -128,11 +133,23 @@ LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
            << "the model imports no default-domain (ai.onnx) opset; shoal "
               "supports opsets "
            << kMinOpset << " to " << kMaxOpset;
+  if (*opset >= kMinConvertibleOpset && *opset < kMinOpset) {
+    try {
+      model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+    } catch (const std::exception &e) {
+      return fileError(ctx, path)
+             << "default-domain opset " << *opset
+             << " could not be converted to opset " << kMinOpset
+             << " by ONNX's version converter: " << e.what();
+    }
+    return success();
+  }
   if (*opset < kMinOpset || *opset > kMaxOpset)
     return fileError(ctx, path)
            << "unsupported default-domain opset " << *opset
            << "; shoal supports opsets " << kMinOpset << " to " << kMaxOpset
-           << " (onnx.version_converter can convert the model)";
+           << " (and converts " << kMinConvertibleOpset << " to "
+           << kMinOpset - 1 << " with ONNX's version converter)";
   return success();
 }
 

@@ -94,15 +94,15 @@ LogicalResult convertSoftmax(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node);
+
 LogicalResult convertLayerNorm(Importer &im, const onnx::NodeProto &node) {
-  // shoal.layer_norm has one result; ONNX's optional Mean and InvStdDev
-  // outputs exist for training and must not be read.
+  // shoal.layer_norm has one result; when ONNX's optional Mean and
+  // InvStdDev outputs are read, the node stays a shoal.onnx (computed whole
+  // on every rank).
   for (int i = 1; i < node.output_size(); ++i)
     if (im.isOutputUsed(node, i))
-      return im.nodeError() << "output " << i << " ('" << node.output(i)
-                            << "', " << (i == 1 ? "Mean" : "InvStdDev")
-                            << ") is used; shoal supports only output 0 of "
-                               "LayerNormalization";
+      return convertGeneric(im, node);
   auto input = im.getInput(node, 0);
   auto scale = im.getInput(node, 1);
   auto type = im.getResultType(node, 0);
