@@ -95,6 +95,7 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
   case OpKind::GatherElements:
   case OpKind::ScatterElements:
   case OpKind::TopK:
+  case OpKind::Trilu:
     return false;
   case OpKind::Gather:
   case OpKind::Reshape:
@@ -103,6 +104,9 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
   case OpKind::AllGather:
   case OpKind::LocalSlice:
     return true;
+  case OpKind::Pow:
+    return plan.values[op.inputs[0]].dtype == DType::F32 &&
+           plan.values[op.inputs[1]].dtype == DType::F32;
   default:
     // Everything else is float-only on the GPU.
     return dtypeOf(op.outputs[0]) == DType::F32;

@@ -312,5 +312,8 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
   case OpKind::TopK:
     cpu::topK(input(op, 0), a.k, a.axis, a.largest, outs[0], optionalOutput(1));
     break;
+  case OpKind::Trilu:
+    cpu::trilu(input(op, 0), a.upper, a.k, outs[0]);
+    break;
   }
 }

@@ -84,6 +84,7 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"GatherElements", OpKind::GatherElements},
       {"ScatterElements", OpKind::ScatterElements},
       {"TopK", OpKind::TopK},
+      {"Trilu", OpKind::Trilu},
   };
   return table;
 }
@@ -489,6 +490,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
                {"sorted", AttrType::Int},
                {"k", AttrType::Int}};
     break;
+  case OpKind::Trilu:
+    allowed = {{"upper", AttrType::Int}, {"k", AttrType::Int}};
+    break;
   }
   if (reqIn < 0)
     reqIn = minIn;
@@ -583,12 +587,16 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::Div:
   case OpKind::Pow: {
     const TensorType &y = *in(1);
-    bool intExponent = kind == OpKind::Pow && x.dtype == DType::F32 &&
-                       (y.dtype == DType::I64 || y.dtype == DType::I32);
-    if (x.dtype != y.dtype && !intExponent)
+    auto numeric = [](DType t) {
+      return t == DType::F32 || t == DType::I64 || t == DType::I32;
+    };
+    // ONNX's Pow takes any numeric base and exponent; the result has the
+    // base's type.
+    bool mixedPow = kind == OpKind::Pow && numeric(x.dtype) && numeric(y.dtype);
+    if (x.dtype != y.dtype && !mixedPow)
       throw Error(fmt::format("inputs have different dtypes ({})", typesStr()));
-    bool intOk =
-        kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul;
+    bool intOk = kind == OpKind::Add || kind == OpKind::Sub ||
+                 kind == OpKind::Mul || kind == OpKind::Pow;
     bool supported =
         x.dtype == DType::F32 ||
         (intOk && (x.dtype == DType::I64 || x.dtype == DType::I32));
@@ -1234,6 +1242,14 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     shape[a.axis] = a.k;
     expected = {{x.dtype, shape}, {DType::I64, shape}};
     expected.resize(info.outputs.size());
+    break;
+  }
+  case OpKind::Trilu: {
+    if (x.shape.size() < 2)
+      throw Error(fmt::format("input must have rank >= 2, got {}", x.str()));
+    a.upper = attrs.getBool("upper", true);
+    a.k = attrs.getInt("k", 0);
+    expected.push_back(x);
     break;
   }
   }

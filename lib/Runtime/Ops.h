@@ -93,6 +93,7 @@ enum class OpKind {
   GatherElements,
   ScatterElements,
   TopK,
+  Trilu,
 };
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
@@ -129,6 +130,7 @@ struct OpAttrs {
   bool countIncludePad = false;       ///< AveragePool.
   int64_t k = 0;                      ///< TopK.
   bool largest = true, sorted = true; ///< TopK.
+  bool upper = true;                  ///< Trilu (its diagonal offset is k).
   cpu::ScatterReduction reduction = cpu::ScatterReduction::None;
   /// Pad: begins of every dimension, then ends.
   std::vector<int64_t> pads;

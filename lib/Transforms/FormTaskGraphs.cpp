@@ -156,14 +156,13 @@ struct FormTaskGraphsPass
       instanceOf[&op] = chosen;
     }
 
+    // A graph output that is a weight or a constant (no node computes it)
+    // is copied out by a TaskGraph of its own.
     Operation *ret = body.getTerminator();
-    for (auto [i, v] : llvm::enumerate(ret->getOperands()))
-      if (Operation *def = v.getDefiningOp(); def && isClonedSource(def))
-        return def->emitError()
-               << "graph output " << i
-               << " is an initializer or constant, not computed by any "
-                  "node; shoal needs every output to come from a node";
-
+    bool sourceOutputs = llvm::any_of(ret->getOperands(), [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && isClonedSource(def);
+    });
     // Build the TaskGraphs in order, cloning ops into their bodies.
     OpBuilder b(body.getTerminator());
     IRMapping outer; // original value -> value outside any TaskGraph
@@ -216,6 +215,32 @@ struct FormTaskGraphsPass
         yielded.push_back(inner.lookup(v));
       ib.create<YieldOp>(tg.getLoc(), yielded);
       for (auto [v, r] : llvm::zip(outputs, tg.getResults()))
+        outer.map(v, r);
+    }
+
+    if (sourceOutputs) {
+      SmallVector<Value> sources;
+      for (Value v : ret->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && isClonedSource(def) && !llvm::is_contained(sources, v))
+          sources.push_back(v);
+      SmallVector<Type> types;
+      for (Value v : sources)
+        types.push_back(v.getType());
+      auto tg = b.create<TaskGraphOp>(
+          ret->getLoc(), types, "outputs", defaultScope.getStrategy(),
+          defaultScope.getDevices(), mesh, ValueRange{});
+      Block *tgBody = new Block();
+      tg.getBody().push_back(tgBody);
+      OpBuilder ib = OpBuilder::atBlockEnd(tgBody);
+      SmallVector<Value> yielded;
+      for (Value v : sources) {
+        Operation *copy = ib.clone(*v.getDefiningOp());
+        copy->removeAttr(ShoalDialect::kScopeAttr);
+        yielded.push_back(copy->getResult(0));
+      }
+      ib.create<YieldOp>(tg.getLoc(), yielded);
+      for (auto [v, r] : llvm::zip(sources, tg.getResults()))
         outer.map(v, r);
     }
 

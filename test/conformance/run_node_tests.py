@@ -315,6 +315,43 @@ def default_opset(model):
     return None
 
 
+# Inputs a static compiler needs at compile time (shapes, axes, sizes,
+# indices of slices). The node tests feed them as graph inputs; the runner
+# embeds them as initializers from the first data set, which is what an
+# exporter with static shapes writes (and those tests have one data set).
+COMPILE_TIME_INPUTS = {
+    "Reshape": {1}, "ReduceSum": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
+    "Trilu": {1}, "Expand": {1}, "TopK": {1}, "Unsqueeze": {1},
+    "Squeeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 2, 3},
+}
+
+
+def embed_compile_time_inputs(test, model_path, tdir):
+    """Returns (model path, names of the graph inputs that were embedded)."""
+    model = onnx.load(model_path)
+    node = model.graph.node[0]
+    wanted = {node.input[i] for i in COMPILE_TIME_INPUTS.get(node.op_type, ())
+              if i < len(node.input) and node.input[i]}
+    names = [v.name for v in test.inputs]
+    embed = [n for n in names if n in wanted]
+    if not embed:
+        return model_path, set()
+    src = os.path.join(test.path, test.data_sets[0])
+    keep = []
+    for i, v in enumerate(model.graph.input):
+        if v.name in embed:
+            arr = numpy_helper.to_array(onnx.load_tensor(
+                os.path.join(src, "input_%d.pb" % names.index(v.name))))
+            model.graph.initializer.append(numpy_helper.from_array(arr, v.name))
+        else:
+            keep.append(v)
+    del model.graph.input[:]
+    model.graph.input.extend(keep)
+    path = os.path.join(tdir, "model_static.onnx")
+    onnx.save(model, path)
+    return path, set(embed)
+
+
 def run_test(test, bin_dir, work_dir, upgrade_opset=None):
     start = time.time()
     note = []
@@ -349,6 +386,9 @@ def run_test(test, bin_dir, work_dir, upgrade_opset=None):
             onnx.save(model, model_path)
             note.append("converted from opset %d" % old)
 
+    model_path, embedded = embed_compile_time_inputs(test, model_path, tdir)
+    if embedded:
+        note.append("embedded as constants: " + ", ".join(sorted(embedded)))
     rc, out, err = run_tool(compile_tool, [model_path, "--world-size", "1", "-o", plan], tdir)
     with open(os.path.join(tdir, "compile.log"), "w") as f:
         f.write(out + err)
@@ -365,6 +405,8 @@ def run_test(test, bin_dir, work_dir, upgrade_opset=None):
         out_dir = os.path.join(ddir, "outputs")
         os.makedirs(in_dir)
         for i, v in enumerate(test.inputs):
+            if v.name in embedded:
+                continue
             pb = os.path.join(src, "input_%d.pb" % i)
             if not os.path.isfile(pb):
                 return result("skipped", "%s: no input_%d.pb for input %s" % (ds, i, v.name))

@@ -432,6 +432,62 @@ void shoal::rt::cpu::binary(BinaryOp op, const Tensor &a, const Tensor &b,
     binary(op, a, exponent, out);
     return;
   }
+  if (op == BinaryOp::Pow &&
+      (a.dtype() != DType::F32 || b.dtype() != DType::F32)) {
+    // Integer or mixed Pow: in double, rounded to the base's type.
+    checkOutput(out, a.dtype(), shape, name);
+    auto get = [&](const Tensor &t, int64_t i) -> double {
+      switch (t.dtype()) {
+      case DType::F32:
+        return t.data<float>()[i];
+      case DType::I64:
+        return static_cast<double>(t.data<int64_t>()[i]);
+      case DType::I32:
+        return t.data<int32_t>()[i];
+      case DType::Bool:
+        break;
+      }
+      throw Error(fmt::format("Pow is not supported on {} tensors",
+                              dtypeName(t.dtype())));
+    };
+    int64_t rank = static_cast<int64_t>(shape.size());
+    auto alignedStrides = [&](const Shape &s) {
+      std::vector<int64_t> st(rank, 0);
+      int64_t stride = 1;
+      for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
+        if (s[d] != 1)
+          st[rank - static_cast<int64_t>(s.size()) + d] = stride;
+        stride *= s[d];
+      }
+      return st;
+    };
+    std::vector<int64_t> sa = alignedStrides(a.shape()),
+                         sb = alignedStrides(b.shape());
+    for (int64_t i = 0, n = numElements(shape); i < n; ++i) {
+      int64_t rem = i, ia = 0, ib = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t idx = rem % shape[d];
+        rem /= shape[d];
+        ia += idx * sa[d];
+        ib += idx * sb[d];
+      }
+      double r = std::pow(get(a, ia), get(b, ib));
+      switch (out.dtype()) {
+      case DType::F32:
+        out.data<float>()[i] = static_cast<float>(r);
+        break;
+      case DType::I64:
+        out.data<int64_t>()[i] = static_cast<int64_t>(std::llround(r));
+        break;
+      case DType::I32:
+        out.data<int32_t>()[i] = static_cast<int32_t>(std::llround(r));
+        break;
+      case DType::Bool:
+        break;
+      }
+    }
+    return;
+  }
   if (a.dtype() != b.dtype())
     throw Error(fmt::format("{}: operands have different dtypes ({} and {})",
                             name, a.type().str(), b.type().str()));
@@ -863,4 +919,21 @@ void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
   Tensor probs(scores.type());
   softmax(scores, static_cast<int64_t>(scores.shape().size()) - 1, probs);
   matmul(probs, v, out);
+}
+
+void shoal::rt::cpu::trilu(const Tensor &x, bool upper, int64_t k,
+                           Tensor &out) {
+  const Shape &s = x.shape();
+  int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
+  std::size_t elem = dtypeSize(x.dtype());
+  const uint8_t *src = static_cast<const uint8_t *>(x.rawData());
+  uint8_t *dst = static_cast<uint8_t *>(out.rawData());
+  for (int64_t i = 0, n = x.numElements(); i < n; ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    if (keep)
+      std::memcpy(dst + i * elem, src + i * elem, elem);
+    else
+      std::memset(dst + i * elem, 0, elem);
+  }
 }

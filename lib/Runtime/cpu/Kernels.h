@@ -241,6 +241,10 @@ enum class PadMode { Constant, Reflect, Edge };
 void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
          double value, Tensor &out);
 
+/// Keeps the upper (or lower) triangle of the last two dimensions, from
+/// diagonal `k` on; zeroes the rest (ONNX Trilu).
+void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
+
 } // namespace cpu
 } // namespace rt
 } // namespace shoal

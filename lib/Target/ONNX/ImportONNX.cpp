@@ -119,7 +119,7 @@ LogicalResult parseModel(MLIRContext *ctx, StringRef path, StringRef bytes,
 
 /// Opsets below kMinOpset down to this one are upgraded with ONNX's own
 /// version converter.
-static constexpr int64_t kMinConvertibleOpset = 7;
+static constexpr int64_t kMinConvertibleOpset = 1;
 
 /// Checks the default-domain opset; upgrades older ones to kMinOpset.
 LogicalResult checkOpset(MLIRContext *ctx, StringRef path,

@@ -259,6 +259,8 @@ LogicalResult convertIdentity(Importer &im, const onnx::NodeProto &node) {
 //===----------------------------------------------------------------------===//
 
 /// Max/Min are variadic in ONNX; one or two inputs map to shoal ops.
+LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node);
+
 template <typename OpTy>
 LogicalResult convertVariadic(Importer &im, const onnx::NodeProto &node) {
   if (node.input_size() == 1) {
@@ -266,8 +268,7 @@ LogicalResult convertVariadic(Importer &im, const onnx::NodeProto &node) {
     return success();
   }
   if (node.input_size() != 2)
-    return im.nodeError() << node.op_type() << " with " << node.input_size()
-                          << " inputs is not supported (1 or 2)";
+    return convertGeneric(im, node); // the runtime takes any number
   return convertBinary<OpTy>(im, node);
 }
 
@@ -304,7 +305,7 @@ SmallVector<std::pair<int, StringRef>> foldedInputs(StringRef opType) {
     return {{1, "starts"}, {2, "ends"}, {3, "axes"}, {4, "steps"}};
   if (opType == "Split")
     return {{1, "split"}};
-  if (opType == "TopK")
+  if (opType == "TopK" || opType == "Trilu")
     return {{1, "k"}};
   if (opType == "Expand")
     return {{1, ""}}; // the result type holds the shape
@@ -348,10 +349,55 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
     }
     attrs.push_back(b.getNamedAttr(a.name(), value));
   }
-  if (auto pad = findAttr(node, "auto_pad");
-      pad && pad->s() != "NOTSET" && pad->s() != "VALID")
-    return im.nodeError() << "auto_pad '" << pad->s()
-                          << "' is not supported; export with explicit pads";
+  if (auto pad = findAttr(node, "auto_pad"); pad && pad->s() != "NOTSET") {
+    // Resolve SAME_UPPER / SAME_LOWER / VALID into explicit pads, as the
+    // runtime takes them.
+    auto x = im.getInput(node, 0);
+    if (failed(x))
+      return failure();
+    ArrayRef<int64_t> in = cast<RankedTensorType>(x->getType()).getShape();
+    size_t spatial = in.size() >= 2 ? in.size() - 2 : 0;
+    SmallVector<int64_t> kernel;
+    if (auto k = getIntsAttr(node, "kernel_shape"))
+      kernel.assign(k->begin(), k->end());
+    else if (type == "Conv") {
+      auto w = im.getInput(node, 1);
+      if (failed(w))
+        return failure();
+      ArrayRef<int64_t> ws = cast<RankedTensorType>(w->getType()).getShape();
+      kernel.assign(ws.begin() + 2, ws.end());
+    }
+    auto ints = [&](StringRef name) {
+      SmallVector<int64_t> v(spatial, 1);
+      if (auto a = getIntsAttr(node, name))
+        v.assign(a->begin(), a->end());
+      return v;
+    };
+    SmallVector<int64_t> strides = ints("strides"), dil = ints("dilations");
+    if (kernel.size() != spatial || strides.size() != spatial ||
+        dil.size() != spatial)
+      return im.nodeError() << "auto_pad '" << pad->s()
+                            << "' needs kernel_shape, strides and dilations "
+                               "of one entry per spatial dimension";
+    SmallVector<int64_t> pads(2 * spatial, 0);
+    if (pad->s() == "SAME_UPPER" || pad->s() == "SAME_LOWER") {
+      for (size_t d = 0; d < spatial; ++d) {
+        int64_t size = in[2 + d];
+        int64_t out = (size + strides[d] - 1) / strides[d];
+        int64_t total = std::max<int64_t>(
+            (out - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - size, 0);
+        int64_t small = total / 2, big = total - small;
+        pads[d] = pad->s() == "SAME_UPPER" ? small : big;
+        pads[spatial + d] = pad->s() == "SAME_UPPER" ? big : small;
+      }
+    } else if (pad->s() != "VALID") {
+      return im.nodeError() << "unknown auto_pad '" << pad->s() << "'";
+    }
+    llvm::erase_if(attrs, [](NamedAttribute a) {
+      return a.getName() == "auto_pad" || a.getName() == "pads";
+    });
+    attrs.push_back(b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)));
+  }
   if (type == "BatchNormalization" && getIntAttr(node, "training_mode", 0))
     return im.nodeError() << "BatchNormalization in training mode is not "
                              "supported; export the model in eval mode";
@@ -448,7 +494,8 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Cases("Concat", "Split", "Slice", "Expand", "Conv", convertGeneric)
       .Cases("BatchNormalization", "MaxPool", "AveragePool",
              "GlobalAveragePool", "GlobalMaxPool", convertGeneric)
-      .Cases("GatherElements", "ScatterElements", "TopK", convertGeneric)
+      .Cases("GatherElements", "ScatterElements", "TopK", "Trilu",
+             convertGeneric)
       .Case("MatMul", convertMatMul)
       .Case("Gemm", convertGemm)
       .Case("Softmax", convertSoftmax)

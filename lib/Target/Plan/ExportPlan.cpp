@@ -33,11 +33,18 @@ public:
       return module.emitError() << "plan export needs a 'func.func @main'";
     Block &entry = func.getBody().front();
     auto tgs = entry.getOps<TaskGraphOp>();
-    if (tgs.empty())
+    if (tgs.empty() && !llvm::hasSingleElement(entry))
       return func.emitError()
-             << "'@main' has no shoal.task_graph: either shoal-parallelize "
-                "did not run, or the graph has no nodes to execute";
-    mesh = (*tgs.begin()).getMeshAttr();
+             << "'@main' has no shoal.task_graph; run shoal-parallelize "
+                "before exporting a plan";
+    // A graph without nodes (outputs are inputs) is a program of no ops on
+    // one rank.
+    mesh = tgs.empty()
+               ? MeshAttr::get(
+                     module.getContext(),
+                     Builder(module.getContext()).getStrArrayAttr({"dp", "tp"}),
+                     {1, 1})
+               : (*tgs.begin()).getMeshAttr();
     for (TaskGraphOp tg : tgs)
       if (tg.getMeshAttr() != mesh)
         return tg.emitError() << "TaskGraph '" << tg.getSymName()

@@ -52,4 +52,4 @@
 // CHECK-NEXT: value {
 // CHECK-NEXT: i: 1
 
-// NOTPAR: '@main' has no shoal.task_graph: either shoal-parallelize did not run, or the graph has no nodes to execute
+// NOTPAR: '@main' has no shoal.task_graph; run shoal-parallelize before exporting a plan
