@@ -14,7 +14,9 @@
 using namespace shoal::rt;
 
 namespace {
-std::size_t alignUp(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+std::size_t alignUp(std::size_t n, std::size_t a) {
+  return (n + a - 1) / a * a;
+}
 } // namespace
 
 MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
@@ -74,17 +76,17 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
 
   std::vector<int> placed;
   for (int v : order) {
-    std::size_t size = alignUp(std::max<std::size_t>(plan.values[v].numBytes(), 1),
-                               alignment);
+    std::size_t size =
+        alignUp(std::max<std::size_t>(plan.values[v].numBytes(), 1), alignment);
     // Intervals of buffers alive at the same time, by offset.
     std::vector<std::pair<std::size_t, std::size_t>> busy;
     for (int p : placed)
       if (mp.firstUse[p] <= mp.lastUse[v] && mp.firstUse[v] <= mp.lastUse[p])
-        busy.emplace_back(mp.offset[p],
-                          mp.offset[p] +
-                              alignUp(std::max<std::size_t>(
-                                          plan.values[p].numBytes(), 1),
-                                      alignment));
+        busy.emplace_back(
+            mp.offset[p],
+            mp.offset[p] +
+                alignUp(std::max<std::size_t>(plan.values[p].numBytes(), 1),
+                        alignment));
     std::sort(busy.begin(), busy.end());
     std::size_t at = 0;
     for (auto [begin, end] : busy) {

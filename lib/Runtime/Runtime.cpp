@@ -189,8 +189,8 @@ void configureBlasThreads(MPI_Comm world) {
 /// This rank's index among the ranks of its node, without communicating
 /// (so that it is safe before every rank has loaded).
 int localRank(int worldRank) {
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                          "SLURM_LOCALID"})
+  for (const char *var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
     if (const char *v = std::getenv(var))
       return std::atoi(v);
   return worldRank;
@@ -224,8 +224,8 @@ double matmulFlops(const LoadedPlan &plan) {
     if (op.kind != OpKind::MatMul && op.kind != OpKind::Gemm)
       continue;
     const Shape &a = plan.values[op.inputs[0]].shape;
-    double k = op.kind == OpKind::Gemm && op.attrs.transA ? a.front()
-                                                          : a.back();
+    double k =
+        op.kind == OpKind::Gemm && op.attrs.transA ? a.front() : a.back();
     flops += 2.0 * k * plan.values[op.outputs[0]].numElements();
   }
   return flops;
@@ -233,9 +233,9 @@ double matmulFlops(const LoadedPlan &plan) {
 
 void printStepReport(const LoadedPlan &plan, const RunSummary &s,
                      const RunOptions &options, const ProgramRunner &exec) {
-  std::string line = fmt::format("shoal-run: {} steps on {} x {}: {:.3f} ms/step",
-                                 options.steps, s.worldSize,
-                                 exec.deviceName(), s.stepSeconds * 1e3);
+  std::string line = fmt::format(
+      "shoal-run: {} steps on {} x {}: {:.3f} ms/step", options.steps,
+      s.worldSize, exec.deviceName(), s.stepSeconds * 1e3);
   if (!plan.inputs.empty()) {
     const TensorType &in = plan.inputs.front().globalType;
     if (!in.shape.empty()) {
@@ -353,8 +353,7 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
     } else if (is("--steps") || is("--warmup")) {
       bool steps = is("--steps");
       double n = 0;
-      if (std::string e = number(steps ? "--steps" : "--warmup", n);
-          !e.empty())
+      if (std::string e = number(steps ? "--steps" : "--warmup", n); !e.empty())
         return e;
       if (n != static_cast<int>(n) || (steps && n < 1))
         return fmt::format("{} needs a whole number{}",
@@ -362,8 +361,7 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
                            steps ? " of at least 1" : "");
       (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
     } else if (is("--peak-tflops")) {
-      if (std::string e = number("--peak-tflops", opts.peakTflops);
-          !e.empty())
+      if (std::string e = number("--peak-tflops", opts.peakTflops); !e.empty())
         return e;
     } else if (arg == "--inputs" || arg.rfind("--inputs=", 0) == 0) {
       if (std::string e = value("--inputs", opts.inputsDir); !e.empty())

@@ -1,4 +1,5 @@
-//===- BackendTest.cpp - Arena planning, backend choice, catalog -*- C++ -*-===//
+//===- BackendTest.cpp - Arena planning, backend choice, catalog -*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -67,8 +68,8 @@ TEST(MemoryPlan, NoTwoLiveBuffersOverlap) {
     for (int b : arena) {
       if (a >= b)
         continue;
-      bool liveTogether = mp.firstUse[a] <= mp.lastUse[b] &&
-                          mp.firstUse[b] <= mp.lastUse[a];
+      bool liveTogether =
+          mp.firstUse[a] <= mp.lastUse[b] && mp.firstUse[b] <= mp.lastUse[a];
       bool overlap = mp.offset[a] < mp.offset[b] + (int64_t)bytesOf(p, b) &&
                      mp.offset[b] < mp.offset[a] + (int64_t)bytesOf(p, a);
       EXPECT_FALSE(liveTogether && overlap)
