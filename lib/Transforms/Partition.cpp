@@ -63,11 +63,29 @@ struct TaskGraphPartitioner {
     auto localOf = [&]() {
       return getLocalType(type, ShardingAttr::get(ctx, cur), mesh);
     };
+    // A dimension whose target axes extend its current ones (["dp"] ->
+    // ["dp", "tp"]) is only sliced further; any other change is gathered
+    // first.
+    auto refines = [&](unsigned d) {
+      SmallVector<StringRef> target = to.getDimAxes(d);
+      return !cur[d].empty() && target.size() > cur[d].size() &&
+             llvm::equal(cur[d],
+                         ArrayRef<StringRef>(target).take_front(cur[d].size()));
+    };
+    // Coarsening (["dp", "tp"] -> ["dp"]) gathers only the dropped minor
+    // axes: the ranks that differ on them hold consecutive blocks.
+    auto coarsens = [&](unsigned d) {
+      SmallVector<StringRef> target = to.getDimAxes(d);
+      return target.size() < cur[d].size() &&
+             llvm::equal(target,
+                         ArrayRef<StringRef>(cur[d]).take_front(target.size()));
+    };
     for (unsigned d = 0; d < rank; ++d) {
-      if (cur[d].empty() || cur[d] == to.getDimAxes(d))
+      if (cur[d].empty() || cur[d] == to.getDimAxes(d) || refines(d))
         continue;
-      SmallVector<StringRef> axes = cur[d];
-      cur[d].clear();
+      size_t keep = coarsens(d) ? to.getDimAxes(d).size() : 0;
+      SmallVector<StringRef> axes(cur[d].begin() + keep, cur[d].end());
+      cur[d].resize(keep);
       out = b.create<AllGatherOp>(loc, localOf(), out, d,
                                   b.getStrArrayAttr(axes));
     }
@@ -75,9 +93,11 @@ struct TaskGraphPartitioner {
       SmallVector<StringRef> target = to.getDimAxes(d);
       if (cur[d] == target)
         continue;
+      SmallVector<StringRef> extra(target.begin() + cur[d].size(),
+                                   target.end());
       cur[d] = target;
       out = b.create<LocalSliceOp>(loc, localOf(), out, d,
-                                   b.getStrArrayAttr(target));
+                                   b.getStrArrayAttr(extra));
     }
     global[out] = type;
     layout[out] = to;

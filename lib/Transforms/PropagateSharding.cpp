@@ -44,6 +44,32 @@ ShardingAttr dropAxis(ShardingAttr s, StringRef axis) {
   return ShardingAttr::get(s.getContext(), dims);
 }
 
+/// A replicate TaskGraph splits the batch over all its axes. A value that
+/// arrives split over only some of them on dimension 0 (after a split
+/// TaskGraph, which keeps its outputs whole over tp) is sliced further, at
+/// no communication cost, instead of being computed redundantly.
+ShardingAttr splitBatchFurther(ShardingAttr s, Value v,
+                               ArrayRef<StringRef> batchAxes, MeshAttr mesh) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() == 0 || batchAxes.empty())
+    return s;
+  SmallVector<StringRef> dim0 = s.getDimAxes(0);
+  if (dim0.empty() || dim0.size() >= batchAxes.size() ||
+      !llvm::equal(dim0, batchAxes.take_front(dim0.size())))
+    return s;
+  for (unsigned d = 1; d < s.getDims().size(); ++d)
+    for (StringRef a : s.getDimAxes(d))
+      if (llvm::is_contained(batchAxes, a))
+        return s;
+  if (type.getDimSize(0) % getAxesSize(mesh, batchAxes) != 0)
+    return s;
+  SmallVector<SmallVector<StringRef>> dims;
+  for (unsigned d = 0; d < s.getDims().size(); ++d)
+    dims.push_back(d == 0 ? SmallVector<StringRef>(batchAxes)
+                          : s.getDimAxes(d));
+  return ShardingAttr::get(s.getContext(), dims);
+}
+
 std::string describe(Operation *op) {
   if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
     return "node '" + loc.getName().getValue().str() + "'";
@@ -142,7 +168,9 @@ struct PropagateShardingPass
         s = getValueSharding(in);
       }
       inShardings.push_back(s);
-      argShardings.push_back(isSplit ? dropAxis(s, "tp") : s);
+      argShardings.push_back(isSplit
+                                 ? dropAxis(s, "tp")
+                                 : splitBatchFurther(s, in, batchAxes, mesh));
     }
     tg->setAttr(kInShardingsAttr, ArrayAttr::get(ctx, inShardings));
     tg->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, argShardings));
