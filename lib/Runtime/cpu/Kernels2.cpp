@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cpu/Kernels.h"
+#include "cpu/LoopNest.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -59,19 +60,6 @@ std::vector<int64_t> rowMajorStrides(const Shape &shape) {
   return s;
 }
 
-/// Strides of `shape` right-aligned to `rank` dimensions, 0 where it
-/// broadcasts.
-std::vector<int64_t> bcastStrides(const Shape &shape, std::size_t rank) {
-  std::vector<int64_t> strides(rank, 0);
-  int64_t acc = 1;
-  std::size_t lead = rank - shape.size();
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[lead + i] = shape[i] == 1 ? 0 : acc;
-    acc *= shape[i];
-  }
-  return strides;
-}
-
 /// Calls body(offsets, outOffset, n, strides) for every innermost run of a
 /// broadcast of K inputs to the dense row-major `out` shape; adjacent
 /// dimensions are merged where every input allows it.
@@ -81,34 +69,13 @@ void forEachBroadcast(const std::array<const Shape *, K> &in, const Shape &out,
   if (numElements(out) == 0)
     return;
   std::size_t rank = out.size();
-  std::array<std::vector<int64_t>, K> full, st;
+  std::vector<std::vector<int64_t>> full;
   for (std::size_t k = 0; k < K; ++k)
-    full[k] = bcastStrides(*in[k], rank);
-  Shape dims;
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    if (!dims.empty()) {
-      bool merge = true;
-      for (std::size_t k = 0; k < K; ++k)
-        if (st[k].back() != full[k][d] * out[d])
-          merge = false;
-      if (merge) {
-        dims.back() *= out[d];
-        for (std::size_t k = 0; k < K; ++k)
-          st[k].back() = full[k][d];
-        continue;
-      }
-    }
-    dims.push_back(out[d]);
-    for (std::size_t k = 0; k < K; ++k)
-      st[k].push_back(full[k][d]);
-  }
-  if (dims.empty()) {
-    dims.push_back(1);
-    for (std::size_t k = 0; k < K; ++k)
-      st[k].push_back(0);
-  }
+    full.push_back(broadcastStrides(*in[k], rank));
+  // The output is dense, so only the inputs limit which dimensions merge.
+  LoopNest nest(out, full);
+  const Shape &dims = nest.dims;
+  const std::vector<std::vector<int64_t>> &st = nest.strides;
   std::size_t inner = dims.size() - 1;
   int64_t n = dims[inner];
   std::array<int64_t, K> off{}, sInner{};

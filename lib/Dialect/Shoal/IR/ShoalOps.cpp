@@ -366,31 +366,37 @@ ShardingRule SoftmaxOp::getShardingRule() {
   return rule;
 }
 
-LogicalResult LayerNormOp::verify() {
-  int64_t rank = rankOf(getInput());
-  int64_t axis = normalizeAxis(getAxis(), rank);
+namespace {
+/// Checks the axis and the scale/bias shapes of a layer normalization of
+/// `x` over its dimensions `axis..`.
+LogicalResult verifyNormalization(Operation *op, Value x, int64_t axisAttr,
+                                  Value scale, Value bias) {
+  int64_t rank = rankOf(x);
+  int64_t axis = normalizeAxis(axisAttr, rank);
   if (axis < 0)
-    return emitOpError() << "axis " << getAxis() << " out of range for rank "
-                         << rank;
-  ArrayRef<int64_t> norm = shapeOf(getInput()).drop_front(axis);
-  for (Value v : {getScale(), getBias()}) {
+    return op->emitOpError()
+           << "axis " << axisAttr << " out of range for rank " << rank;
+  ArrayRef<int64_t> norm = shapeOf(x).drop_front(axis);
+  for (Value v : {scale, bias}) {
     if (!v)
       continue;
     auto bc = broadcastShapes({shapeOf(v), norm});
     if (failed(bc) || ArrayRef<int64_t>(*bc) != norm)
-      return emitOpError() << "scale/bias of shape " << fmtShape(shapeOf(v))
-                           << " does not broadcast to the normalized shape "
-                           << fmtShape(norm);
+      return op->emitOpError() << "scale/bias of shape " << fmtShape(shapeOf(v))
+                               << " does not broadcast to the normalized shape "
+                               << fmtShape(norm);
   }
-  if (getInput().getType() != getResult().getType())
-    return emitOpError() << "result type must equal the input type";
   return success();
 }
 
-ShardingRule LayerNormOp::getShardingRule() {
+/// Sharding rule of a layer normalization: `numData` operands and
+/// `numResults` results shaped like `x`, whose normalized dimensions stay
+/// whole, then the scale and bias.
+ShardingRule normalizationRule(Value x, int64_t axisAttr, Value scale,
+                               Value bias, int numData, int numResults) {
   ShardingRule rule;
-  ArrayRef<int64_t> in = shapeOf(getInput());
-  int64_t axis = normalizeAxis(getAxis(), in.size());
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t axis = normalizeAxis(axisAttr, in.size());
   TensorFactors tf;
   SmallVector<int> factors;
   for (auto [i, d] : llvm::enumerate(in)) {
@@ -398,12 +404,26 @@ ShardingRule LayerNormOp::getShardingRule() {
         d, (int64_t)i >= axis ? FactorKind::Blocked : FactorKind::Parallel));
     tf.push_back({factors.back()});
   }
-  rule.operands.push_back(tf);
-  for (Value v : {getScale(), getBias()})
+  rule.operands.assign(numData, tf);
+  for (Value v : {scale, bias})
     if (v)
       rule.operands.push_back(alignBroadcast(shapeOf(v), in, factors));
-  rule.results = {tf};
+  rule.results.assign(numResults, tf);
   return rule;
+}
+} // namespace
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNormalization(*this, getInput(), getAxis(), getScale(),
+                                 getBias())))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the input type";
+  return success();
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  return normalizationRule(getInput(), getAxis(), getScale(), getBias(), 1, 1);
 }
 
 //===----------------------------------------------------------------------===//
@@ -710,41 +730,11 @@ LogicalResult AddLayerNormOp::verify() {
   if (getRhs().getType() != t || getSum().getType() != t ||
       getResult().getType() != t)
     return emitOpError() << "operands and results must all have type " << t;
-  int64_t rank = rankOf(getLhs());
-  int64_t axis = normalizeAxis(getAxis(), rank);
-  if (axis < 0)
-    return emitOpError() << "axis " << getAxis() << " out of range for rank "
-                         << rank;
-  ArrayRef<int64_t> norm = shapeOf(getLhs()).drop_front(axis);
-  for (Value v : {getScale(), getBias()}) {
-    if (!v)
-      continue;
-    auto bc = broadcastShapes({shapeOf(v), norm});
-    if (failed(bc) || ArrayRef<int64_t>(*bc) != norm)
-      return emitOpError() << "scale/bias of shape " << fmtShape(shapeOf(v))
-                           << " does not broadcast to the normalized shape "
-                           << fmtShape(norm);
-  }
-  return success();
+  return verifyNormalization(*this, getLhs(), getAxis(), getScale(), getBias());
 }
 
 ShardingRule AddLayerNormOp::getShardingRule() {
-  ShardingRule rule;
-  ArrayRef<int64_t> in = shapeOf(getLhs());
-  int64_t axis = normalizeAxis(getAxis(), in.size());
-  TensorFactors tf;
-  SmallVector<int> factors;
-  for (auto [i, d] : llvm::enumerate(in)) {
-    factors.push_back(rule.addFactor(
-        d, (int64_t)i >= axis ? FactorKind::Blocked : FactorKind::Parallel));
-    tf.push_back({factors.back()});
-  }
-  rule.operands = {tf, tf};
-  for (Value v : {getScale(), getBias()})
-    if (v)
-      rule.operands.push_back(alignBroadcast(shapeOf(v), in, factors));
-  rule.results = {tf, tf};
-  return rule;
+  return normalizationRule(getLhs(), getAxis(), getScale(), getBias(), 2, 2);
 }
 
 LogicalResult AttentionOp::verify() {
