@@ -139,22 +139,6 @@ void binaryTyped(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out) {
   }
 }
 
-const char *binaryName(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "Add";
-  case BinaryOp::Sub:
-    return "Sub";
-  case BinaryOp::Mul:
-    return "Mul";
-  case BinaryOp::Div:
-    return "Div";
-  case BinaryOp::Pow:
-    return "Pow";
-  }
-  return "?";
-}
-
 /// `t` broadcast to `shape` as a dense float vector.
 std::vector<float> expandTo(const Tensor &t, const Shape &shape) {
   std::vector<float> out(static_cast<std::size_t>(numElements(shape)));
@@ -885,4 +869,20 @@ void shoal::rt::cpu::trilu(const Tensor &x, bool upper, int64_t k,
     else
       std::memset(dst + i * elem, 0, elem);
   }
+}
+
+const char *shoal::rt::cpu::binaryName(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add:
+    return "Add";
+  case BinaryOp::Sub:
+    return "Sub";
+  case BinaryOp::Mul:
+    return "Mul";
+  case BinaryOp::Div:
+    return "Div";
+  case BinaryOp::Pow:
+    return "Pow";
+  }
+  return "?";
 }

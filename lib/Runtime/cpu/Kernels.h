@@ -89,6 +89,8 @@ void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
           float beta, bool transA, bool transB, Tensor &out);
 
 enum class BinaryOp { Add, Sub, Mul, Div, Pow };
+/// The ONNX name of `op` (\c "Add", ...).
+const char *binaryName(BinaryOp op);
 /// Element-wise with numpy broadcasting. f32 for all; i64 and i32 for Add,
 /// Sub and Mul. Pow also takes an integer exponent tensor.
 void binary(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out);

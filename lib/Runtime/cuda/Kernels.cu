@@ -455,21 +455,6 @@ void binaryDispatch(BinaryOp op, const void *a, const Shape &aShape,
   throw Error("binary: internal error: unsupported op");
 }
 
-const char *binaryName(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "Add";
-  case BinaryOp::Sub:
-    return "Sub";
-  case BinaryOp::Mul:
-    return "Mul";
-  case BinaryOp::Div:
-    return "Div";
-  case BinaryOp::Pow:
-    return "Pow";
-  }
-  return "?";
-}
 
 //===----------------------------------------------------------------------===//
 // Element-wise unary, fill and casts
@@ -992,7 +977,7 @@ namespace cuda {
 void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
             const void *b, const Shape &bShape, void *out,
             const Shape &outShape, cudaStream_t stream) {
-  const char *name = binaryName(op);
+  const char *name = cpu::binaryName(op);
   checkRank(outShape, name);
   std::size_t rank = std::max(aShape.size(), bShape.size());
   bool ok = outShape.size() == rank && broadcastsTo(aShape, outShape) &&

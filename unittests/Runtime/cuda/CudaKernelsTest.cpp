@@ -197,22 +197,6 @@ Tensor randomBits(DType dtype, const Shape &shape, std::mt19937 &rng) {
   return t;
 }
 
-const char *opName(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "Add";
-  case BinaryOp::Sub:
-    return "Sub";
-  case BinaryOp::Mul:
-    return "Mul";
-  case BinaryOp::Div:
-    return "Div";
-  case BinaryOp::Pow:
-    return "Pow";
-  }
-  return "?";
-}
-
 //===----------------------------------------------------------------------===//
 // Fixture
 //===----------------------------------------------------------------------===//
@@ -294,8 +278,8 @@ TEST_F(CudaKernels, BinaryF32) {
         Tensor a = randomTensor(DType::F32, c.a, rng, aLo, 2);
         Tensor b = randomTensor(DType::F32, c.b, rng, bLo, 2);
         runBinary(stream, op, DType::F32, a, b, 1e-5, offset,
-                  std::string(opName(op)) + " " + str(c.a) + " " + str(c.b) +
-                      " offset " + std::to_string(offset));
+                  std::string(cpu::binaryName(op)) + " " + str(c.a) + " " +
+                      str(c.b) + " offset " + std::to_string(offset));
       }
   sync();
 }
@@ -308,8 +292,8 @@ TEST_F(CudaKernels, BinaryIntegers) {
           Tensor a = randomTensor(dtype, c.a, rng, -30000, 30000);
           Tensor b = randomTensor(dtype, c.b, rng, -30000, 30000);
           runBinary(stream, op, dtype, a, b, 0, offset,
-                    std::string(opName(op)) + " " + dtypeName(dtype) + " " +
-                        str(c.a) + " " + str(c.b));
+                    std::string(cpu::binaryName(op)) + " " + dtypeName(dtype) +
+                        " " + str(c.a) + " " + str(c.b));
         }
   sync();
 }
