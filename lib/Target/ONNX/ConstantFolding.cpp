@@ -636,6 +636,10 @@ shoal::onnx_import::foldNode(const onnx::NodeProto &node,
     for (int i = 0; i < node.output_size(); ++i) {
       if (results[i].size() > (1 << 22))
         notFoldable("result too large to fold");
+      // Inputs shape inference let through but that do not fit (so the
+      // result's data and dims disagree) leave the node unfolded.
+      if (results[i].size() != static_cast<int64_t>(results[i].v.size()))
+        notFoldable("inputs of inconsistent shapes");
       out.push_back(toProto(results[i], node.output(i)));
     }
     return out;
