@@ -45,6 +45,8 @@ struct SpecScope {
 struct Spec {
   Strategy defaultStrategy = Strategy::replicate;
   int64_t numMicroBatch = 1;
+  std::string schedule = "gpipe";
+  int64_t virtualStages = 1;
   std::vector<SpecScope> scopes;
 };
 
@@ -121,6 +123,34 @@ private:
         if (spec.numMicroBatch < 1)
           return fail(lineOf(m), "num_micro_batch must be at least 1");
       }
+      for (auto kv : pipe) {
+        std::string key = kv.first.as<std::string>();
+        if (key != "num_micro_batch" && key != "schedule" &&
+            key != "virtual_stages")
+          return fail(lineOf(kv.first),
+                      "unknown pipeline key '" + key +
+                          "' (expected num_micro_batch, schedule, "
+                          "virtual_stages)");
+      }
+      if (auto sc = pipe["schedule"]) {
+        spec.schedule = sc.as<std::string>();
+        if (spec.schedule != "gpipe" && spec.schedule != "1f1b" &&
+            spec.schedule != "interleaved")
+          return fail(lineOf(sc), "schedule must be gpipe, 1f1b or "
+                                  "interleaved, got '" +
+                                      spec.schedule + "'");
+      }
+      if (auto v = pipe["virtual_stages"]) {
+        spec.virtualStages = v.as<int64_t>();
+        if (spec.virtualStages < 1)
+          return fail(lineOf(v), "virtual_stages must be at least 1");
+      }
+      if (spec.virtualStages > 1 && spec.schedule != "interleaved")
+        return fail(lineOf(pipe), "virtual_stages needs schedule: "
+                                  "interleaved");
+      if (spec.schedule == "interleaved" && spec.virtualStages < 2)
+        return fail(lineOf(pipe), "schedule: interleaved needs "
+                                  "virtual_stages of at least 2");
     }
     auto scopes = root["scopes"];
     if (!scopes)
@@ -282,6 +312,11 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     module->setAttr(
         ShoalDialect::kNumMicroBatchAttr,
         IntegerAttr::get(IntegerType::get(ctx, 64), spec.numMicroBatch));
+    module->setAttr(ShoalDialect::kScheduleKindAttr,
+                    StringAttr::get(ctx, spec.schedule));
+    module->setAttr(
+        ShoalDialect::kVirtualStagesAttr,
+        IntegerAttr::get(IntegerType::get(ctx, 64), spec.virtualStages));
     return success();
   }
 };

@@ -43,42 +43,33 @@ struct FormTaskGraphsPass
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
+    int64_t microBatches = 1;
     if (auto mb = module->getAttrOfType<IntegerAttr>(
-            ShoalDialect::kNumMicroBatchAttr);
-        mb && mb.getInt() > 1) {
-      module.emitError() << "num_micro_batch = " << mb.getInt()
-                         << " asks for pipeline stages, which are not "
-                            "supported yet; use num_micro_batch: 1";
-      return signalPassFailure();
-    }
+            ShoalDialect::kNumMicroBatchAttr))
+      microBatches = mb.getInt();
+    virtualStages = 1;
+    if (auto v = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kVirtualStagesAttr))
+      virtualStages = v.getInt();
 
-    // Scopes by name; every scope must use the same device count until
-    // bridges between device sets exist.
+    // Scopes by name, in spec order.
     llvm::StringMap<ScopeAttr> scopes;
-    ScopeAttr first;
+    SmallVector<ScopeAttr> ordered;
+    bool countsDiffer = false;
     if (auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr))
       for (auto s : list.getAsRange<ScopeAttr>()) {
         scopes[s.getName().getValue()] = s;
-        if (!first) {
-          first = s;
-        } else if (s.getDevices() != first.getDevices()) {
-          module.emitError()
-              << "scope '" << s.getName().getValue() << "' uses "
-              << s.getDevices() << " devices but scope '"
-              << first.getName().getValue() << "' uses " << first.getDevices()
-              << "; TaskGraphs on different device sets need bridges and "
-                 "pipeline stages, which are not supported yet";
-          return signalPassFailure();
-        }
+        countsDiffer |= !ordered.empty() &&
+                        s.getDevices() != ordered.front().getDevices();
+        ordered.push_back(s);
       }
-    int64_t devices = first ? first.getDevices() : 1;
-    int64_t world = worldSize ? worldSize : devices;
-    if (world % devices != 0) {
-      module.emitError() << "world size " << world
-                         << " is not a multiple of the scopes' device count "
-                         << devices;
-      return signalPassFailure();
-    }
+    // Whale: consecutive TaskGraphs are pipeline stages on their own
+    // devices when there are micro-batches; scopes with different device
+    // counts cannot share devices either. Otherwise every TaskGraph runs on
+    // all devices (EPL's colocate_split_and_replicate).
+    staged = microBatches > 1 || countsDiffer;
+    firstScope = ordered.empty() ? ScopeAttr() : ordered.front();
+    int64_t devices = firstScope ? firstScope.getDevices() : 1;
     Strategy defaultStrategy = Strategy::replicate;
     if (auto d = module->getAttrOfType<StringAttr>(
             ShoalDialect::kDefaultStrategyAttr))
@@ -88,11 +79,15 @@ struct FormTaskGraphsPass
       defaultName = "_" + defaultName;
     ScopeAttr defaultScope = ScopeAttr::get(
         ctx, StringAttr::get(ctx, defaultName), defaultStrategy, devices);
-    MeshAttr mesh =
-        MeshAttr::get(ctx,
-                      ArrayAttr::get(ctx, {StringAttr::get(ctx, "dp"),
-                                           StringAttr::get(ctx, "tp")}),
-                      {world / devices, devices});
+    if (!staged) {
+      int64_t world = worldSize ? worldSize : devices;
+      if (world % devices != 0) {
+        module.emitError() << "world size " << world
+                           << " is not a multiple of the scopes' device count "
+                           << devices;
+        return signalPassFailure();
+      }
+    }
 
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -101,13 +96,90 @@ struct FormTaskGraphsPass
         func.emitError() << "expected a single-block function";
         return signalPassFailure();
       }
-      if (failed(formIn(func, scopes, defaultScope, mesh)))
+      if (failed(formIn(func, scopes, defaultScope, microBatches)))
         return signalPassFailure();
     }
   }
 
+  bool staged = false;
+  int64_t virtualStages = 1;
+  ScopeAttr firstScope;
+
+  /// Where each instance runs: its mesh, device group and ranks.
+  struct Place {
+    MeshAttr mesh;
+    int64_t stage = 0, offset = 0, stride = 0;
+  };
+
+  FailureOr<SmallVector<Place>> placeInstances(func::FuncOp func,
+                                               ArrayRef<Instance> instances,
+                                               int64_t microBatches) {
+    MLIRContext *ctx = func.getContext();
+    auto meshOf = [&](int64_t dp, int64_t tp) {
+      Builder b(ctx);
+      if (microBatches > 1)
+        return MeshAttr::get(
+            ctx, b.getStrArrayAttr({ShoalDialect::kMicroBatchAxis, "dp", "tp"}),
+            {microBatches, dp, tp});
+      return MeshAttr::get(ctx, b.getStrArrayAttr({"dp", "tp"}), {dp, tp});
+    };
+    SmallVector<Place> places(instances.size());
+    if (!staged) {
+      int64_t devices = instances.empty() ? 1 : instances[0].scope.getDevices();
+      int64_t world = worldSize ? worldSize : devices;
+      for (Place &p : places) {
+        p.mesh = meshOf(world / devices, devices);
+        p.stride = devices;
+      }
+      return places;
+    }
+    // Device groups: instance k runs on group k % p, with p = instances / v
+    // (interleaved schedules give each group v model chunks).
+    int64_t n = instances.size();
+    if (n % virtualStages != 0)
+      return func.emitError()
+             << "virtual_stages = " << virtualStages << " needs a multiple of "
+             << virtualStages << " TaskGraphs, but the scopes form " << n;
+    int64_t groups = n / virtualStages;
+    SmallVector<int64_t> groupDevices(groups), groupOffset(groups);
+    int64_t total = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      groupDevices[g] = instances[g].scope.getDevices();
+      groupOffset[g] = total;
+      total += groupDevices[g];
+    }
+    for (int64_t k = groups; k < n; ++k)
+      if (instances[k].scope.getDevices() != groupDevices[k % groups])
+        return func.emitError()
+               << "TaskGraph '" << instances[k].name << "' uses "
+               << instances[k].scope.getDevices()
+               << " devices but shares pipeline stage " << k % groups
+               << " with '" << instances[k % groups].name << "', which uses "
+               << groupDevices[k % groups]
+               << "; the virtual stages of one stage need the same count";
+    if (auto kind = func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
+            ShoalDialect::kScheduleKindAttr);
+        kind && kind.getValue() == "interleaved" && microBatches % groups != 0)
+      return func.emitError()
+             << "the interleaved schedule needs num_micro_batch ("
+             << microBatches << ") to be a multiple of the " << groups
+             << " pipeline stages";
+    int64_t world = worldSize ? worldSize : total;
+    if (world % total != 0)
+      return func.emitError()
+             << "world size " << world
+             << " is not a multiple of the pipeline's " << total
+             << " devices (the sum of its stages' device counts)";
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t g = k % groups;
+      places[k] = {meshOf(world / total, groupDevices[g]), g, groupOffset[g],
+                   total};
+    }
+    return places;
+  }
+
   LogicalResult formIn(func::FuncOp func, llvm::StringMap<ScopeAttr> &scopes,
-                       ScopeAttr defaultScope, MeshAttr mesh) {
+                       ScopeAttr defaultScope, int64_t microBatches) {
     Block &body = func.getBody().front();
     if (!body.getOps<TaskGraphOp>().empty())
       return func.emitError() << "already has TaskGraphs";
@@ -124,7 +196,19 @@ struct FormTaskGraphsPass
       if (op.getNumRegions() != 0)
         return op.emitError() << "ops with regions cannot be placed in a "
                                  "TaskGraph";
+      unsigned minIdx = 0;
+      bool readsInstance = false;
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (auto it = instanceOf.find(def); it != instanceOf.end()) {
+            minIdx = std::max(minIdx, it->second);
+            readsInstance = true;
+          }
       ScopeAttr scope = defaultScope;
+      // In a pipeline, an op in no scope joins the stage it reads from (the
+      // first scope's if it reads from none).
+      if (staged && firstScope)
+        scope = readsInstance ? instances[minIdx].scope : firstScope;
       if (auto name = op.getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr)) {
         auto it = scopes.find(name.getValue());
         if (it == scopes.end())
@@ -133,11 +217,6 @@ struct FormTaskGraphsPass
                  << ShoalDialect::kScopesAttr << "'";
         scope = it->second;
       }
-      unsigned minIdx = 0;
-      for (Value v : op.getOperands())
-        if (Operation *def = v.getDefiningOp())
-          if (auto it = instanceOf.find(def); it != instanceOf.end())
-            minIdx = std::max(minIdx, it->second);
       int chosen = -1;
       for (int i = (int)instances.size() - 1; i >= (int)minIdx; --i)
         if (instances[i].scope == scope) {
@@ -163,6 +242,17 @@ struct FormTaskGraphsPass
       Operation *def = v.getDefiningOp();
       return def && isClonedSource(def);
     });
+    auto places = placeInstances(func, instances, microBatches);
+    if (failed(places))
+      return failure();
+    auto setPlace = [&](TaskGraphOp tg, const Place &p) {
+      if (!staged)
+        return;
+      Builder pb(tg.getContext());
+      tg->setAttr(ShoalDialect::kStageAttr, pb.getI64IntegerAttr(p.stage));
+      tg->setAttr(ShoalDialect::kPlacementAttr,
+                  pb.getDenseI64ArrayAttr({p.offset, p.stride}));
+    };
     // Build the TaskGraphs in order, cloning ops into their bodies.
     OpBuilder b(body.getTerminator());
     IRMapping outer; // original value -> value outside any TaskGraph
@@ -189,7 +279,9 @@ struct FormTaskGraphsPass
         resultTypes.push_back(v.getType());
       auto tg = b.create<TaskGraphOp>(inst.ops.front()->getLoc(), resultTypes,
                                       inst.name, inst.scope.getStrategy(),
-                                      inst.scope.getDevices(), mesh, operands);
+                                      inst.scope.getDevices(),
+                                      (*places)[idx].mesh, operands);
+      setPlace(tg, (*places)[idx]);
       Block *tgBody = new Block();
       tg.getBody().push_back(tgBody);
       IRMapping inner;
@@ -227,9 +319,22 @@ struct FormTaskGraphsPass
       SmallVector<Type> types;
       for (Value v : sources)
         types.push_back(v.getType());
-      auto tg = b.create<TaskGraphOp>(
-          ret->getLoc(), types, "outputs", defaultScope.getStrategy(),
-          defaultScope.getDevices(), mesh, ValueRange{});
+      // On the last TaskGraph's devices (the whole mesh without stages).
+      Place last;
+      if (places->empty()) {
+        int64_t world = worldSize ? worldSize : defaultScope.getDevices();
+        Builder pb(func.getContext());
+        last.mesh = MeshAttr::get(
+            func.getContext(), pb.getStrArrayAttr({"dp", "tp"}),
+            {world / defaultScope.getDevices(), defaultScope.getDevices()});
+      } else {
+        last = places->back();
+      }
+      int64_t devices = last.mesh.getAxisSize("tp");
+      auto tg = b.create<TaskGraphOp>(ret->getLoc(), types, "outputs",
+                                      Strategy::replicate, devices, last.mesh,
+                                      ValueRange{});
+      setPlace(tg, last);
       Block *tgBody = new Block();
       tg.getBody().push_back(tgBody);
       OpBuilder ib = OpBuilder::atBlockEnd(tgBody);

@@ -33,6 +33,8 @@ struct TaskGraphPartitioner {
   llvm::DenseMap<Value, ShardingAttr> layout;
   /// Reshards already made: (value, target layout) -> resharded value.
   llvm::DenseMap<std::pair<Value, Attribute>, Value> reshards;
+  /// Set when a reshard is impossible (an error was emitted).
+  bool failedReshard = false;
 
   TaskGraphPartitioner(TaskGraphOp tg)
       : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()) {}
@@ -85,6 +87,15 @@ struct TaskGraphPartitioner {
         continue;
       size_t keep = coarsens(d) ? to.getDimAxes(d).size() : 0;
       SmallVector<StringRef> axes(cur[d].begin() + keep, cur[d].end());
+      if (llvm::is_contained(axes, ShoalDialect::kMicroBatchAxis)) {
+        // Micro-batches run one after another: nothing holds them all.
+        emitError(loc) << "dimension " << d
+                       << " is split into micro-batches here but needed whole "
+                          "(as "
+                       << to << "); an op that mixes the samples of a batch "
+                                 "cannot run on micro-batches";
+        failedReshard = true;
+      }
       cur[d].resize(keep);
       out = b.create<AllGatherOp>(loc, localOf(), out, d,
                                   b.getStrArrayAttr(axes));
@@ -172,6 +183,8 @@ struct TaskGraphPartitioner {
       if (failed(partitionOp(b, op, rules[op])))
         return failure();
     }
+    if (failedReshard)
+      return failure();
     for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
       r.setType(getLocalType(cast<RankedTensorType>(r.getType()),
                              cast<ShardingAttr>(s), mesh));
@@ -251,13 +264,22 @@ struct PartitionPass : public ::shoal::impl::PartitionPassBase<PartitionPass> {
       if (func.isExternal())
         continue;
       Block &entry = func.getBody().front();
+      // Bridges end in the layout of their destination.
+      for (auto bridge : entry.getOps<BridgeOp>()) {
+        LayoutAttr to = bridge.getTo();
+        bridge.getResult().setType(getLocalType(bridge.getResult().getType(),
+                                                to.getSharding(),
+                                                to.getMesh()));
+      }
+      // A graph input is laid out on the mesh of the TaskGraph that reads it
+      // first; others get it over a bridge.
       for (BlockArgument arg : entry.getArguments()) {
         auto s = func.getArgAttrOfType<ShardingAttr>(
             arg.getArgNumber(), ShoalDialect::kShardingAttr);
-        auto tgs = entry.getOps<TaskGraphOp>();
-        if (s && !tgs.empty())
+        TaskGraphOp owner = getOwnerTaskGraph(arg);
+        if (s && owner)
           arg.setType(getLocalType(cast<RankedTensorType>(arg.getType()), s,
-                                   (*tgs.begin()).getMeshAttr()));
+                                   owner.getMeshAttr()));
       }
       for (auto tg : entry.getOps<TaskGraphOp>())
         if (failed(TaskGraphPartitioner(tg).run()))

@@ -34,7 +34,9 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   pm.addPass(
       createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
   pm.addPass(createPropagateShardingPass());
+  pm.addPass(createInsertBridgesPass());
   pm.addPass(createPartitionPass());
+  pm.addPass(createPipelinePass());
   if (options.fuse)
     pm.addPass(createFusePass());
 }
@@ -43,7 +45,8 @@ void shoal::registerAllShoalPasses() {
   registerShoalPasses();
   PassPipelineRegistration<ParallelizePipelineOptions>(
       "shoal-parallelize",
-      "Annotate, form TaskGraphs, propagate shardings and partition",
+      "Annotate, form TaskGraphs, propagate shardings, insert bridges, "
+      "partition and schedule pipeline stages",
       [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
         addParallelizePipeline(pm,
                                ParallelizeOptions{o.spec, o.worldSize, o.fuse});

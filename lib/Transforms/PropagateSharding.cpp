@@ -70,6 +70,27 @@ ShardingAttr splitBatchFurther(ShardingAttr s, Value v,
   return ShardingAttr::get(s.getContext(), dims);
 }
 
+/// The layout a value laid out as `s` on another device set takes on
+/// `mesh`. A split TaskGraph keeps every cut its mesh can make (a hidden
+/// dimension split over tp arrives split, and its first contraction sums
+/// partial products); a replicate TaskGraph keeps only the batch cut.
+/// A dimension the kept axes do not divide arrives whole.
+ShardingAttr translateSharding(ShardingAttr s, RankedTensorType type,
+                               MeshAttr mesh, bool isSplit) {
+  SmallVector<SmallVector<StringRef>> dims;
+  for (unsigned d = 0; d < type.getRank(); ++d) {
+    auto &out = dims.emplace_back();
+    if (!isSplit && d != 0)
+      continue;
+    for (StringRef a : s.getDimAxes(d))
+      if (mesh.getAxisSize(a) > 0)
+        out.push_back(a);
+    if (type.getDimSize(d) % getAxesSize(mesh, out) != 0)
+      out.clear();
+  }
+  return ShardingAttr::get(s.getContext(), dims);
+}
+
 std::string describe(Operation *op) {
   if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
     return "node '" + loc.getName().getValue().str() + "'";
@@ -123,15 +144,43 @@ struct PropagateShardingPass
     int64_t tpSize = mesh.getAxisSize("tp");
     // The batch is split over dp, and for replicate also over the scope's
     // own devices (Whale's replicate(n)). Axes of size 1 split nothing.
+    // Micro-batches (a time axis) cut the batch first.
     SmallVector<StringRef> batchAxes;
-    for (StringRef a : {"dp", "tp"})
-      if (mesh.getAxisSize(a) > 1 && (a == "dp" || !isSplit))
+    for (StringRef a : {StringRef(ShoalDialect::kMicroBatchAxis),
+                        StringRef("dp"), StringRef("tp")})
+      if (mesh.getAxisSize(a) > 1 && (a != "tp" || !isSplit))
         batchAxes.push_back(a);
 
     // Shardings the inputs arrive with, and the ones the body uses.
     SmallVector<Attribute> inShardings, argShardings;
     for (Value in : tg.getInputs()) {
       ShardingAttr s;
+      TaskGraphOp owner = getOwnerTaskGraph(in);
+      if (owner && owner != tg && !samePlacement(owner, tg)) {
+        // From another device set: shoal-insert-bridges moves it straight
+        // into the layout this TaskGraph uses.
+        auto type = cast<RankedTensorType>(in.getType());
+        s = translateSharding(getOuterSharding(func, in), type, mesh, isSplit);
+        // A replicate TaskGraph cuts the batch over all its axes; a value
+        // that arrives whole is the batch when its dimension 0 is.
+        SmallVector<StringRef> dim0 =
+            type.getRank() ? s.getDimAxes(0) : SmallVector<StringRef>();
+        if (!isSplit && type.getRank() > 0 && !batchAxes.empty() &&
+            dim0.size() < batchAxes.size() &&
+            llvm::equal(dim0, ArrayRef<StringRef>(batchAxes).take_front(
+                                  dim0.size())) &&
+            (!dim0.empty() || type.getDimSize(0) == getBatchSize(func)) &&
+            type.getDimSize(0) % getAxesSize(mesh, batchAxes) == 0) {
+          SmallVector<SmallVector<StringRef>> dims;
+          for (unsigned d = 0; d < type.getRank(); ++d)
+            dims.push_back(d == 0 ? SmallVector<StringRef>(batchAxes)
+                                  : s.getDimAxes(d));
+          s = ShardingAttr::get(ctx, dims);
+        }
+        inShardings.push_back(s);
+        argShardings.push_back(s);
+        continue;
+      }
       if (auto arg = dyn_cast<BlockArgument>(in)) {
         auto type = cast<RankedTensorType>(in.getType());
         auto name =
@@ -152,13 +201,20 @@ struct PropagateShardingPass
           if (type.getRank() > 0 && !batchAxes.empty() &&
               type.getDimSize(0) == getBatchSize(func)) {
             int64_t n = getAxesSize(mesh, batchAxes);
-            if (type.getDimSize(0) % n != 0)
+            if (type.getDimSize(0) % n != 0) {
+              std::string parts;
+              for (StringRef a : batchAxes)
+                parts += (parts.empty() ? "" : " x ") + a.str() + "=" +
+                         std::to_string(mesh.getAxisSize(a));
               return tg.emitError()
                      << "graph input '" << inputName << "' has batch dimension "
                      << type.getDimSize(0)
-                     << ", which cannot be split evenly over " << n
-                     << " data-parallel ranks of TaskGraph '" << tg.getSymName()
-                     << "'";
+                     << ", which cannot be split evenly into " << n
+                     << " parts (" << parts
+                     << "; mb: micro-batches, dp: data-parallel replicas, tp: "
+                        "a replicate scope's devices) in TaskGraph '"
+                     << tg.getSymName() << "'";
+            }
             dims[0] = batchAxes;
           }
           s = ShardingAttr::get(ctx, dims);
@@ -186,10 +242,16 @@ struct PropagateShardingPass
         return failure();
     }
 
+    // Outputs of a split TaskGraph are gathered over tp, except those read
+    // only by other device sets: a bridge moves their blocks directly.
     SmallVector<Attribute> outShardings;
-    for (Value v : tg.getYield().getOperands()) {
+    for (auto [v, r] : llvm::zip(tg.getYield().getOperands(), tg.getResults())) {
       ShardingAttr s = getValueSharding(v);
-      outShardings.push_back(isSplit ? dropAxis(s, "tp") : s);
+      bool onlyElsewhere = !r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
+        auto other = dyn_cast<TaskGraphOp>(u);
+        return other && !samePlacement(other, tg);
+      });
+      outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
     return success();

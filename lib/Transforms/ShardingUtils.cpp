@@ -86,3 +86,32 @@ shoal::verifySharding(ShardingAttr sharding, RankedTensorType type,
   }
   return success();
 }
+
+TaskGraphOp shoal::getOwnerTaskGraph(Value v) {
+  if (auto tg = v.getDefiningOp<TaskGraphOp>())
+    return tg;
+  TaskGraphOp first;
+  for (Operation *user : v.getUsers()) {
+    auto tg = dyn_cast<TaskGraphOp>(user);
+    if (tg && (!first || tg->isBeforeInBlock(first)))
+      first = tg;
+  }
+  return first;
+}
+
+bool shoal::samePlacement(TaskGraphOp a, TaskGraphOp b) {
+  return a.getMeshAttr() == b.getMeshAttr() &&
+         a->getAttr(ShoalDialect::kPlacementAttr) ==
+             b->getAttr(ShoalDialect::kPlacementAttr);
+}
+
+LayoutAttr shoal::getLayout(TaskGraphOp tg, ShardingAttr sharding) {
+  int64_t offset = 0, stride = tg.getMeshAttr().getAxisSize("tp");
+  if (auto p =
+          tg->getAttrOfType<DenseI64ArrayAttr>(ShoalDialect::kPlacementAttr)) {
+    offset = p[0];
+    stride = p[1];
+  }
+  return LayoutAttr::get(tg.getContext(), tg.getMeshAttr(), sharding, offset,
+                         stride);
+}

@@ -39,6 +39,16 @@ verifySharding(ShardingAttr sharding, mlir::RankedTensorType type,
 mlir::RankedTensorType getLocalType(mlir::RankedTensorType type,
                                     ShardingAttr sharding, MeshAttr mesh);
 
+/// The TaskGraph that holds `v` for others: the one producing it, or for a
+/// function argument the first TaskGraph reading it. Null if none.
+TaskGraphOp getOwnerTaskGraph(mlir::Value v);
+
+/// True if two TaskGraphs run on the same ranks with the same mesh.
+bool samePlacement(TaskGraphOp a, TaskGraphOp b);
+
+/// The layout a TaskGraph's values have: its mesh and ranks with `sharding`.
+LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
+
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.
 inline constexpr llvm::StringLiteral kInShardingsAttr = "shoal.in_shardings";

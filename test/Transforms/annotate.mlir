@@ -3,7 +3,7 @@
 // Annotations written in the IR are kept when no spec is given.
 // RUN: shoal-opt %s --shoal-annotate | FileCheck %s --check-prefix=INIR
 
-// CHECK: module attributes {shoal.default_strategy = "replicate", shoal.num_micro_batch = 1 : i64, shoal.scopes = [#shoal.scope<"model", split, 2>]
+// CHECK: module attributes {shoal.default_strategy = "replicate", shoal.num_micro_batch = 1 : i64, shoal.schedule_kind = "gpipe", shoal.scopes = [#shoal.scope<"model", split, 2>]
 // CHECK: shoal.weight "fc1.weight" :
 // CHECK: shoal.gemm {{.*}} {shoal.scope = "model", transB = true}
 // CHECK: shoal.erf {{.*}} {shoal.scope = "model"}

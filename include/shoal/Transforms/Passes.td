@@ -100,6 +100,54 @@ def PartitionPass : Pass<"shoal-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def InsertBridgesPass : Pass<"shoal-insert-bridges", "::mlir::ModuleOp"> {
+  let summary = "Insert bridges between TaskGraphs on different device sets";
+  let description = [{
+    Runs after `shoal-propagate-sharding`. Wherever a TaskGraph reads a value
+    held by a TaskGraph on other ranks or another mesh (a pipeline stage
+    before it, or a graph input first read by another stage), it inserts a
+    `shoal.bridge` from the holder's layout to the layout the reader uses.
+    Every combination works, because a bridge is resolved per rank from the
+    two layouts: replicate->split, split->replicate, split->split with
+    another degree, replicate->replicate with another device count, and any
+    difference in data-parallel or micro-batch cuts.
+
+    TaskGraphs on the same devices (no pipeline) need no bridge op: there,
+    `shoal-partition` reshards at the TaskGraph's entry with `all_gather` and
+    `local_slice`.
+
+    ```mlir
+    %b = shoal.bridge %a from #shoal.layout<mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 3>
+                         to #shoal.layout<mesh = #shoal.mesh<["dp", "tp"], [1, 2]>, sharding = #shoal.sharding<[[], []]>, offset = 1, stride = 3>
+        : (tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
+def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Send/recv between stages and each stage's schedule";
+  let description = [{
+    Runs after `shoal-partition`. Each `shoal.bridge` becomes a `shoal.send`
+    at the end of the producing TaskGraph and a `shoal.recv` at the start of
+    the consuming one, so every stage's TaskGraphs are self-contained. The
+    micro-batches (the `mb` mesh axis that `shoal-form-taskgraphs` adds when
+    `num_micro_batch > 1`) are then ordered per device group by the
+    schedule the spec chose (`gpipe`, `1f1b`, or `interleaved` with
+    `virtual_stages`), for forward and backward work, and the order is
+    written on the function:
+
+    ```mlir
+    func.func @main(...) attributes {shoal.schedule = [
+        ["F0:s0", "F1:s0", "B0:s0", "F2:s0", ...],   // device group 0
+        ["F0:s1", "B0:s1", "F1:s1", ...]]}           // device group 1
+    ```
+    `F3:s1` is the forward pass of micro-batch 3 through TaskGraph `s1`.
+    Plans without backward work skip the `B` steps.
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm "
                 "and attention";

@@ -37,6 +37,10 @@ public:
       return func.emitError()
              << "'@main' has no shoal.task_graph; run shoal-parallelize "
                 "before exporting a plan";
+    if (llvm::any_of(tgs, [](TaskGraphOp tg) {
+          return tg->hasAttr(ShoalDialect::kStageAttr);
+        }))
+      return writeStaged(os, planDir, text, func);
     // A graph without nodes (outputs are inputs) is a program of no ops on
     // one rank.
     mesh = tgs.empty()
@@ -51,30 +55,9 @@ public:
                               << "' uses another mesh; one plan program "
                                  "needs one mesh";
 
-    plan.set_magic("shoal.plan");
-    plan.set_format_version(1);
-    plan.set_producer("shoal 0.1");
-    if (auto device = module->getAttrOfType<StringAttr>(kDeviceAttr)) {
-      if (device.getValue() == "cuda")
-        plan.set_default_device(plan::CUDA);
-      else if (device.getValue() == "cpu")
-        plan.set_default_device(plan::CPU);
-      else
-        return module.emitError()
-               << "'" << kDeviceAttr << "' must be \"cpu\" or \"cuda\", got '"
-               << device.getValue() << "'";
-    }
-    for (auto [name, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
-      auto *axis = plan.mutable_mesh()->add_axes();
-      axis->set_name(cast<StringAttr>(name).getValue().str());
-      axis->set_size(size);
-    }
-    if (auto source =
-            module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr)) {
-      auto *src = plan.add_sources();
-      src->set_kind(plan::WeightSource::ONNX);
-      src->set_path(relativeTo(source.getValue(), planDir));
-    }
+    if (failed(writeHeader(1, planDir)))
+      return failure();
+    fillMesh(plan.mutable_mesh(), mesh, /*dropMicroBatch=*/false);
     prog = plan.add_programs();
     prog->set_role("spmd");
 
@@ -109,6 +92,11 @@ public:
       return op.emitError() << "'" << op.getName()
                             << "' outside a TaskGraph cannot be exported";
     }
+    return serialize(os, text);
+  }
+
+private:
+  LogicalResult serialize(raw_ostream &os, bool text) {
     std::string bytes;
     if (text) {
       google::protobuf::TextFormat::PrintToString(plan, &bytes);
@@ -121,7 +109,215 @@ public:
     return success();
   }
 
-private:
+  LogicalResult writeHeader(int version, StringRef planDir) {
+    plan.set_magic("shoal.plan");
+    plan.set_format_version(version);
+    plan.set_producer("shoal 0.1");
+    if (auto device = module->getAttrOfType<StringAttr>(kDeviceAttr)) {
+      if (device.getValue() == "cuda")
+        plan.set_default_device(plan::CUDA);
+      else if (device.getValue() == "cpu")
+        plan.set_default_device(plan::CPU);
+      else
+        return module.emitError()
+               << "'" << kDeviceAttr << "' must be \"cpu\" or \"cuda\", got '"
+               << device.getValue() << "'";
+    }
+    if (auto source =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr)) {
+      auto *src = plan.add_sources();
+      src->set_kind(plan::WeightSource::ONNX);
+      src->set_path(relativeTo(source.getValue(), planDir));
+    }
+    return success();
+  }
+
+  static bool isMicroBatchAxis(Attribute name) {
+    return cast<StringAttr>(name).getValue() == ShoalDialect::kMicroBatchAxis;
+  }
+
+  static void fillMesh(plan::Mesh *out, MeshAttr m, bool dropMicroBatch) {
+    for (auto [name, size] : llvm::zip(m.getAxes(), m.getShape())) {
+      if (dropMicroBatch && isMicroBatchAxis(name))
+        continue;
+      auto *axis = out->add_axes();
+      axis->set_name(cast<StringAttr>(name).getValue().str());
+      axis->set_size(size);
+    }
+  }
+
+  /// A side of a transfer, for one micro-batch: no "mb" axis anywhere.
+  static void fillLayout(plan::Layout *out, LayoutAttr l) {
+    fillMesh(out->mutable_mesh(), l.getMesh(), /*dropMicroBatch=*/true);
+    ShardingAttr s = l.getSharding();
+    for (unsigned d = 0; d < s.getDims().size(); ++d) {
+      auto *dim = out->mutable_sharding()->add_dims();
+      for (StringRef a : s.getDimAxes(d))
+        if (a != ShoalDialect::kMicroBatchAxis)
+          dim->add_axes(a.str());
+    }
+    out->mutable_placement()->set_offset(l.getOffset());
+    out->mutable_placement()->set_stride(l.getStride());
+  }
+
+  /// One micro-batch's global type of `local`, laid out as `side`.
+  void fillTransfer(plan::Transfer *out, int64_t id, Value local,
+                    LayoutAttr side, LayoutAttr from, LayoutAttr to) {
+    out->set_id(id);
+    auto type = cast<RankedTensorType>(local.getType());
+    auto *global = out->mutable_global_type();
+    global->set_dtype(dtypeOf(type.getElementType()));
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      int64_t n = 1;
+      for (StringRef a : side.getSharding().getDimAxes(d))
+        if (a != ShoalDialect::kMicroBatchAxis)
+          n *= side.getMesh().getAxisSize(a);
+      global->add_shape(type.getDimSize(d) * n);
+    }
+    fillLayout(out->mutable_src(), from);
+    fillLayout(out->mutable_dst(), to);
+  }
+
+  /// Pipeline plans (format version 2): one program per device group.
+  LogicalResult writeStaged(raw_ostream &os, StringRef planDir, bool text,
+                            func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    SmallVector<SmallVector<TaskGraphOp>> groups;
+    for (auto tg : entry.getOps<TaskGraphOp>()) {
+      auto stage = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr);
+      auto place =
+          tg->getAttrOfType<DenseI64ArrayAttr>(ShoalDialect::kPlacementAttr);
+      if (!stage || !place || !tg.getMeshAttr())
+        return tg.emitError() << "TaskGraph '" << tg.getSymName()
+                              << "' has no stage, placement or mesh, but "
+                                 "others do";
+      int64_t g = stage.getInt();
+      if (g >= (int64_t)groups.size())
+        groups.resize(g + 1);
+      groups[g].push_back(tg);
+    }
+    for (Operation &op : entry)
+      if (!isa<TaskGraphOp, func::ReturnOp>(op))
+        return op.emitError() << "'" << op.getName()
+                              << "' outside a TaskGraph cannot be exported; "
+                                 "run shoal-pipeline first";
+    if (failed(writeHeader(2, planDir)))
+      return failure();
+    MeshAttr first = groups.front().front().getMeshAttr();
+    int64_t stride = groups.front()
+                         .front()
+                         ->getAttrOfType<DenseI64ArrayAttr>(
+                             ShoalDialect::kPlacementAttr)[1];
+    int64_t world = first.getAxisSize("dp") * stride;
+    auto *worldAxis = plan.mutable_mesh()->add_axes();
+    worldAxis->set_name("world");
+    worldAxis->set_size(world);
+    int64_t microBatches = std::max<int64_t>(
+        1, first.getAxisSize(ShoalDialect::kMicroBatchAxis));
+    auto *pipe = plan.mutable_pipeline();
+    if (auto k = module->getAttrOfType<StringAttr>(
+            ShoalDialect::kScheduleKindAttr))
+      pipe->set_schedule(k.getValue().str());
+    else
+      pipe->set_schedule("gpipe");
+    pipe->set_stages(groups.size());
+    pipe->set_micro_batches(microBatches);
+    int64_t chunks = 1;
+    if (auto v = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kVirtualStagesAttr))
+      chunks = v.getInt();
+    pipe->set_chunks(chunks);
+    auto schedules = func->getAttrOfType<ArrayAttr>(ShoalDialect::kScheduleAttr);
+
+    Operation *ret = entry.getTerminator();
+    for (auto [g, tgs] : llvm::enumerate(groups)) {
+      if (tgs.empty())
+        return func.emitError() << "pipeline stage " << g << " is empty";
+      prog = plan.add_programs();
+      ids.clear();
+      mesh = tgs.front().getMeshAttr();
+      prog->set_role("stage" + std::to_string(g));
+      prog->set_stage(g);
+      fillMesh(prog->mutable_mesh(), mesh, /*dropMicroBatch=*/false);
+      auto place = tgs.front()->getAttrOfType<DenseI64ArrayAttr>(
+          ShoalDialect::kPlacementAttr);
+      prog->mutable_placement()->set_offset(place[0]);
+      prog->mutable_placement()->set_stride(place[1]);
+      prog->set_num_micro_batches(microBatches);
+      llvm::StringMap<int> taskIndex;
+      for (TaskGraphOp tg : tgs) {
+        if (tg.getMeshAttr() != mesh ||
+            tg->getAttr(ShoalDialect::kPlacementAttr) != place)
+          return tg.emitError() << "TaskGraph '" << tg.getSymName()
+                                << "' differs in mesh or ranks from the "
+                                   "rest of pipeline stage "
+                                << g;
+        taskIndex[tg.getSymName()] = prog->tasks_size();
+        prog->add_tasks(tg.getSymName().str());
+      }
+      // Graph inputs this stage reads.
+      for (BlockArgument arg : entry.getArguments()) {
+        if (!llvm::any_of(arg.getUsers(), [&](Operation *u) {
+              return llvm::is_contained(tgs, u);
+            }))
+          continue;
+        auto *port = prog->add_inputs();
+        auto name =
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "shoal.name");
+        port->set_name(name ? name.getValue().str()
+                            : "input" + std::to_string(arg.getArgNumber()));
+        fillPort(port, arg,
+                 func.getArgAttrOfType<ShardingAttr>(
+                     arg.getArgNumber(), ShoalDialect::kShardingAttr));
+      }
+      for (TaskGraphOp tg : tgs)
+        if (failed(writeTaskGraph(tg)))
+          return failure();
+      // Graph outputs this stage produces.
+      for (auto [i, v] : llvm::enumerate(ret->getOperands())) {
+        auto tg = v.getDefiningOp<TaskGraphOp>();
+        if (!tg) {
+          if (g == 0)
+            return ret->emitError()
+                   << "graph output " << i
+                   << " is a graph input; pipelines cannot export that yet";
+          continue;
+        }
+        if (!llvm::is_contained(tgs, tg))
+          continue;
+        auto *port = prog->add_outputs();
+        auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
+        port->set_name(name ? name.getValue().str()
+                            : "output" + std::to_string(i));
+        fillPort(port, v,
+                 func.getResultAttrOfType<ShardingAttr>(
+                     i, ShoalDialect::kShardingAttr));
+      }
+      if (!schedules)
+        continue;
+      if (g >= schedules.size())
+        return func.emitError() << "'" << ShoalDialect::kScheduleAttr
+                                << "' has no entry for stage " << g;
+      for (auto step : cast<ArrayAttr>(schedules[g]).getAsRange<StringAttr>()) {
+        StringRef text = step.getValue();
+        auto [head, task] = text.split(':');
+        int64_t mb = -1;
+        auto it = taskIndex.find(task);
+        if (head.size() < 2 || (head[0] != 'F' && head[0] != 'B') ||
+            head.drop_front().getAsInteger(10, mb) || mb < 0 ||
+            mb >= microBatches || it == taskIndex.end())
+          return func.emitError()
+                 << "bad schedule step '" << text << "' for stage " << g
+                 << " (expected F<micro-batch>:<TaskGraph of the stage>)";
+        auto *s = prog->add_schedule();
+        s->set_task(it->second);
+        s->set_micro_batch(mb);
+        s->set_backward(head[0] == 'B');
+      }
+    }
+    return serialize(os, text);
+  }
+
   ModuleOp module;
   MeshAttr mesh;
   plan::Plan plan;
@@ -415,6 +611,16 @@ private:
               setI("dim", c.getDim());
               setStrs("axes", c.getAxes());
               return "LocalSlice";
+            })
+            .Case([&](SendOp s) {
+              fillTransfer(out->mutable_transfer(), s.getId(), s.getInput(),
+                           s.getFrom(), s.getFrom(), s.getTo());
+              return "Send";
+            })
+            .Case([&](RecvOp r) {
+              fillTransfer(out->mutable_transfer(), r.getId(), r.getResult(),
+                           r.getTo(), r.getFrom(), r.getTo());
+              return "Recv";
             })
             .Default([](Operation *) { return ""; });
     if (kind.empty())

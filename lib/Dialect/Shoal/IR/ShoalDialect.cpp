@@ -71,8 +71,10 @@ int64_t MeshAttr::getAxisSize(StringRef axis) const {
 
 int64_t MeshAttr::getNumDevices() const {
   int64_t n = 1;
-  for (int64_t s : getShape())
-    n *= s;
+  for (auto [name, size] : llvm::zip(getAxes(), getShape()))
+    if (llvm::cast<StringAttr>(name).getValue() !=
+        ShoalDialect::kMicroBatchAxis)
+      n *= size;
   return n;
 }
 
@@ -172,6 +174,14 @@ LogicalResult ShoalDialect::verifyOperationAttribute(Operation *op,
       return success();
     return op->emitError() << "'" << kFactorShardingAttr
                            << "' must be a list of axis lists";
+  }
+  if (name == kPlacementAttr) {
+    auto ints = llvm::dyn_cast<DenseI64ArrayAttr>(value);
+    if (!ints || ints.size() != 2 || ints[0] < 0 || ints[1] < 0)
+      return op->emitError() << "'" << kPlacementAttr
+                             << "' must be array<i64: offset, stride> with "
+                                "non-negative entries";
+    return success();
   }
   return success();
 }

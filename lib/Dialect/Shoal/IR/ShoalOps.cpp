@@ -910,5 +910,20 @@ LogicalResult LocalSliceOp::verify() {
   return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/false);
 }
 
+LogicalResult BridgeOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType() ||
+      in.getRank() != out.getRank())
+    return emitOpError() << "changes the element type or rank (" << in
+                         << " to " << out << ")";
+  for (LayoutAttr l : {getFrom(), getTo()})
+    if ((int64_t)l.getSharding().getDims().size() != in.getRank())
+      return emitOpError() << "layout sharding has "
+                           << l.getSharding().getDims().size()
+                           << " dimensions for a value of rank "
+                           << in.getRank();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "shoal/Dialect/Shoal/IR/ShoalOps.cpp.inc"

@@ -84,4 +84,21 @@ def Shoal_ShardingAttr : Shoal_Attr<"Sharding", "sharding"> {
   let skipDefaultBuilders = 0;
 }
 
+def Shoal_LayoutAttr : Shoal_Attr<"Layout", "layout"> {
+  let summary = "Where a value lives: a mesh placed on world ranks, and a sharding";
+  let description = [{
+    The rank at mesh coordinates `c` over the device axes (every axis but
+    `mb`, the micro-batch axis) is `offset + c[0] * stride + row-major
+    index of c[1:]`. Bridges and send/recv between TaskGraphs on different
+    device sets carry the layout of both sides.
+
+    ```mlir
+    #shoal.layout<mesh = #shoal.mesh<["mb", "dp", "tp"], [4, 2, 2]>, sharding = #shoal.sharding<[["mb", "dp"], []]>, offset = 2, stride = 4>
+    ```
+  }];
+  let parameters = (ins "MeshAttr":$mesh, "ShardingAttr":$sharding,
+                        "int64_t":$offset, "int64_t":$stride);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALATTRIBUTES_TD

@@ -36,6 +36,18 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorShardingAttr =
         "shoal.factor_sharding";
     static constexpr ::llvm::StringLiteral kSourceAttr = "shoal.source";
+    static constexpr ::llvm::StringLiteral kScheduleKindAttr =
+        "shoal.schedule_kind";
+    static constexpr ::llvm::StringLiteral kVirtualStagesAttr =
+        "shoal.virtual_stages";
+    /// On a TaskGraph: its device group (pipeline stage) and the world ranks
+    /// of its mesh, `[offset, stride]` (see #shoal.layout).
+    static constexpr ::llvm::StringLiteral kStageAttr = "shoal.stage";
+    static constexpr ::llvm::StringLiteral kPlacementAttr = "shoal.placement";
+    /// On a function: per device group, its work in order ("F3:name").
+    static constexpr ::llvm::StringLiteral kScheduleAttr = "shoal.schedule";
+    /// The micro-batch mesh axis: a time axis, not devices.
+    static constexpr ::llvm::StringLiteral kMicroBatchAxis = "mb";
   }];
 }
 

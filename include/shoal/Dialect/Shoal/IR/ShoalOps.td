@@ -483,4 +483,63 @@ def Shoal_LocalSliceOp : Shoal_CollectiveOp<"local_slice"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Bridges between TaskGraphs on different device sets
+//===----------------------------------------------------------------------===//
+
+def Shoal_BridgeOp : Shoal_Op<"bridge"> {
+  let summary = "Moves a value between TaskGraphs on different device sets";
+  let description = [{
+    Made by `shoal-insert-bridges` between TaskGraphs whose meshes or ranks
+    differ (pipeline stages). Every rank of `to` gets its block of the value
+    from the ranks of `from` that hold it; `shoal-pipeline` turns the bridge
+    into a `shoal.send` in the producer and a `shoal.recv` in the consumer.
+    Before `shoal-partition` both types are global; after, each is the
+    local type of its side.
+
+    ```mlir
+    %b = shoal.bridge %a from #shoal.layout<...> to #shoal.layout<...> : (tensor<8x64xf32>) -> tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Shoal_LayoutAttr:$from,
+                   Shoal_LayoutAttr:$to);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `from` $from `to` $to attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Shoal_SendOp : Shoal_Op<"send"> {
+  let summary = "Sends this rank's blocks of a value to another device set";
+  let description = [{
+    The producer's half of a bridge; `id` pairs it with its `shoal.recv`.
+    Non-blocking: the runtime completes sends at the end of a step.
+
+    ```mlir
+    shoal.send %a id 0 from #shoal.layout<...> to #shoal.layout<...> : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$id,
+                   Shoal_LayoutAttr:$from, Shoal_LayoutAttr:$to);
+  let assemblyFormat = [{
+    $input `id` $id `from` $from `to` $to attr-dict `:` type($input)
+  }];
+}
+
+def Shoal_RecvOp : Shoal_Op<"recv"> {
+  let summary = "Receives this rank's block of a value from another device set";
+  let description = [{
+    ```mlir
+    %a = shoal.recv id 0 from #shoal.layout<...> to #shoal.layout<...> : tensor<2x64xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$id, Shoal_LayoutAttr:$from,
+                   Shoal_LayoutAttr:$to);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `id` $id `from` $from `to` $to attr-dict `:` type($result)
+  }];
+}
+
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_TD

@@ -1,0 +1,166 @@
+//===- Pipeline.cpp - Send/recv between stages and the schedule -*- C++ -*-===//
+//
+// Turns every shoal.bridge into a shoal.send at the end of the TaskGraph
+// holding the value and a shoal.recv at the start of the one reading it, so
+// that each device group's TaskGraphs stand alone, and writes the order in
+// which each device group runs its micro-batches (lib/Schedule).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingUtils.h"
+#include "shoal/Schedule/Schedule.h"
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_PIPELINEPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+/// The TaskGraph made for weights that are graph outputs
+/// (shoal-form-taskgraphs); it runs once, after the pipeline.
+bool isOutputsTaskGraph(TaskGraphOp tg) {
+  return tg.getInputs().empty() &&
+         llvm::all_of(tg.getBody().front().without_terminator(),
+                      [](Operation &op) {
+                        return isa<WeightOp, ConstantOp>(op);
+                      });
+}
+
+struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (failed(lowerBridges(func)) || failed(schedule(module, func)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult lowerBridges(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    int64_t id = 0;
+    for (auto bridge : llvm::make_early_inc_range(entry.getOps<BridgeOp>())) {
+      Value src = bridge.getInput();
+      // The value inside the TaskGraph that holds it.
+      Value inner;
+      TaskGraphOp holder;
+      if (auto tg = src.getDefiningOp<TaskGraphOp>()) {
+        holder = tg;
+        inner = tg.getYield().getOperand(cast<OpResult>(src).getResultNumber());
+      } else {
+        for (OpOperand &use : src.getUses()) {
+          auto tg = dyn_cast<TaskGraphOp>(use.getOwner());
+          if (tg && (!holder || tg->isBeforeInBlock(holder))) {
+            holder = tg;
+            inner = tg.getBody().getArgument(use.getOperandNumber());
+          }
+        }
+      }
+      if (!holder)
+        return bridge.emitError()
+               << "bridges a value no TaskGraph holds; run "
+                  "shoal-insert-bridges on TaskGraphs";
+      if (!src.getDefiningOp<TaskGraphOp>() &&
+          !isa<BlockArgument>(src))
+        return bridge.emitError() << "bridges a value that is neither a "
+                                     "TaskGraph result nor a graph input";
+      OpBuilder b(holder.getYield());
+      b.create<SendOp>(bridge.getLoc(), inner, id, bridge.getFrom(),
+                       bridge.getTo());
+      // Each reader receives it at its start instead of taking an input.
+      for (OpOperand &use :
+           llvm::make_early_inc_range(bridge.getResult().getUses())) {
+        auto tg = dyn_cast<TaskGraphOp>(use.getOwner());
+        if (!tg)
+          return bridge.emitError() << "bridge result must feed TaskGraphs";
+        unsigned index = use.getOperandNumber();
+        Block &body = tg.getBody().front();
+        OpBuilder rb = OpBuilder::atBlockBegin(&body);
+        auto recv = rb.create<RecvOp>(bridge.getLoc(),
+                                      body.getArgument(index).getType(), id,
+                                      bridge.getFrom(), bridge.getTo());
+        body.getArgument(index).replaceAllUsesWith(recv.getResult());
+        tg->eraseOperand(index);
+        body.eraseArgument(index);
+      }
+      bridge.erase();
+      ++id;
+    }
+    return success();
+  }
+
+  LogicalResult schedule(ModuleOp module, func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    // Device groups and their TaskGraphs (chunks) in model order.
+    SmallVector<SmallVector<TaskGraphOp>> groups;
+    TaskGraphOp outputs;
+    for (auto tg : entry.getOps<TaskGraphOp>()) {
+      auto stage = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr);
+      if (!stage)
+        return success(); // one device set: nothing to schedule
+      if (isOutputsTaskGraph(tg) && tg.getSymName() == "outputs") {
+        outputs = tg;
+        continue;
+      }
+      int64_t g = stage.getInt();
+      if (g >= (int64_t)groups.size())
+        groups.resize(g + 1);
+      groups[g].push_back(tg);
+    }
+    if (groups.empty())
+      return success();
+    int64_t microBatches = 1, chunks = 1;
+    if (auto m = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kNumMicroBatchAttr))
+      microBatches = m.getInt();
+    if (auto v = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kVirtualStagesAttr))
+      chunks = v.getInt();
+    std::string kindName = "gpipe";
+    if (auto k = module->getAttrOfType<StringAttr>(
+            ShoalDialect::kScheduleKindAttr))
+      kindName = k.getValue().str();
+    sched::Kind kind;
+    if (!sched::parseKind(kindName, kind))
+      return module.emitError() << "unknown pipeline schedule '" << kindName
+                                << "' (expected gpipe, 1f1b or interleaved)";
+    for (auto [g, tgs] : llvm::enumerate(groups))
+      if ((int64_t)tgs.size() != chunks)
+        return func.emitError()
+               << "pipeline stage " << g << " holds " << tgs.size()
+               << " TaskGraphs but the schedule expects " << chunks
+               << " (virtual_stages)";
+    sched::Schedule s;
+    std::string error = sched::build(kind, groups.size(), microBatches,
+                                     chunks, /*forwardOnly=*/false, s);
+    if (!error.empty())
+      return module.emitError() << "pipeline schedule " << kindName << " for "
+                                << groups.size() << " stages and "
+                                << microBatches << " micro-batches: " << error;
+    Builder b(module.getContext());
+    SmallVector<Attribute> perGroup;
+    for (auto [g, steps] : llvm::enumerate(s.order)) {
+      SmallVector<Attribute> names;
+      for (const sched::Step &step : steps)
+        names.push_back(b.getStringAttr(
+            (step.backward ? "B" : "F") + std::to_string(step.microBatch) +
+            ":" + groups[g][step.chunk].getSymName().str()));
+      if (outputs && g + 1 == s.order.size())
+        names.push_back(b.getStringAttr("F0:" + outputs.getSymName().str()));
+      perGroup.push_back(b.getArrayAttr(names));
+    }
+    func->setAttr(ShoalDialect::kScheduleAttr, b.getArrayAttr(perGroup));
+    return success();
+  }
+};
+
+} // namespace

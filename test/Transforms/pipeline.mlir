@@ -1,0 +1,43 @@
+// shoal-pipeline: send/recv between stages and each stage's order of work
+// (p stages, m micro-batches; F3:s1 = forward of micro-batch 3 through s1).
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_gpipe.yaml fuse=0" | FileCheck %s --check-prefix=GPIPE
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_1f1b.yaml fuse=0" | FileCheck %s --check-prefix=1F1B
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved.yaml fuse=0" | FileCheck %s --check-prefix=INTER
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pipeline.yaml fuse=0" | FileCheck %s --check-prefix=ACCUM
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_rep1_split2.yaml fuse=0" | FileCheck %s --check-prefix=SENDRECV
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved_bad.yaml" 2>&1 | FileCheck %s --check-prefix=BADM
+// Without shoal-partition, bridges are still global: shoal-pipeline only
+// moves them.
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-form-taskgraphs --shoal-propagate-sharding --shoal-insert-bridges --shoal-pipeline | FileCheck %s --check-prefix=GLOBAL
+
+// In GPipe, every forward, then every backward.
+// GPIPE: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0", "B0:s0", "B1:s0", "B2:s0", "B3:s0"], ["F0:s1", "F1:s1", "F2:s1", "F3:s1", "B0:s1", "B1:s1", "B2:s1", "B3:s1"]]
+
+// In 1F1B, stage s runs p - s - 1 warm-up forwards, then alternates.
+// 1F1B: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "B0:s0", "F2:s0", "B1:s0", "F3:s0", "B2:s0", "B3:s0"], ["F0:s1", "B0:s1", "F1:s1", "B1:s1", "F2:s1", "B2:s1", "F3:s1", "B3:s1"]]
+
+// Interleaved 1F1B, 2 stages x 2 chunks: c0 and c2 on stage 0, c1 and c3 on
+// stage 1; micro-batches go through the chunks in groups of p.
+// INTER: shoal.schedule = {{\[\[}}"F0:c0", "F1:c0", "F0:c2", "F1:c2", "F2:c0", "B0:c2", "F3:c0", "B1:c2", "F2:c2", "B0:c0", "F3:c2", "B1:c0", "B2:c2", "B3:c2", "B2:c0", "B3:c0"], ["F0:c1", "F1:c1", "F0:c3", "B0:c3", "F1:c3", "B1:c3", "F2:c1", "B0:c1", "F3:c1", "B1:c1", "F2:c3", "B2:c3", "F3:c3", "B3:c3", "B2:c1", "B3:c1"]]
+// INTER: shoal.task_graph "c0" {{.*}}shoal.stage = 0
+// INTER: shoal.task_graph "c1" {{.*}}shoal.stage = 1
+// INTER: shoal.task_graph "c2" {{.*}}shoal.stage = 0
+// INTER: shoal.task_graph "c3" {{.*}}shoal.stage = 1
+
+// One TaskGraph with micro-batches: gradient accumulation on the same
+// devices, no send/recv.
+// ACCUM: shoal.schedule = {{\[\[}}"F0:a", "F1:a", "F2:a", "F3:a", "B0:a", "B1:a", "B2:a", "B3:a"]]
+// ACCUM-NOT: shoal.send
+
+// The producer sends its local micro-batch (8 / 2 = 4 rows) at its end; the
+// consumer's input becomes a recv at its start.
+// SENDRECV: shoal.task_graph "s0" {{.*}}(%{{.*}} : tensor<4x32xf32>) -> tensor<4x128xf32>
+// SENDRECV: shoal.send %[[V:.*]] id 0 from {{.*}} : tensor<4x128xf32>
+// SENDRECV-NEXT: shoal.yield %[[V]]
+// SENDRECV: shoal.task_graph "s1" split(2) mesh <["mb", "dp", "tp"], [2, 1, 2]> -> tensor<4x24xf32>
+// SENDRECV-NEXT: shoal.recv id 0 from {{.*}} : tensor<4x128xf32>
+
+// BADM: the interleaved schedule needs num_micro_batch (3) to be a multiple of the 2 pipeline stages
+
+// GLOBAL: shoal.send %{{.*}} id 0 {{.*}} : tensor<8x128xf32>
+// GLOBAL: shoal.recv id 0 {{.*}} : tensor<8x128xf32>
