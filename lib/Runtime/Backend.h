@@ -31,6 +31,24 @@ struct LoadedPlan;
 
 enum class BackendKind { CPU, CUDA };
 
+/// One event of a step's trace (Chrome trace "X" events), relative to the
+/// start of the step.
+struct TraceEvent {
+  std::string name;
+  /// 0: compute (tasks), 1: communication (Send, Recv).
+  int track = 0;
+  double startUs = 0, durationUs = 0;
+  /// The event's "args" as the text of a JSON object.
+  std::string args;
+};
+
+/// What a runner measured during its last step.
+struct StepProfile {
+  /// Time in the ops of tasks, less the time blocked waiting for Recvs.
+  double busySeconds = 0;
+  std::vector<TraceEvent> events;
+};
+
 /// Parses "cpu" or "cuda"; false otherwise.
 bool parseBackend(const std::string &text, BackendKind &out);
 const char *backendName(BackendKind kind);
@@ -49,6 +67,22 @@ public:
   virtual void run(Comm &comm, bool verbose) = 0;
   /// A host copy of value `id` after run() (program outputs).
   virtual Tensor fetch(int id) = 0;
+  /// Sets an input that differs per micro-batch (sharded over "mb"). Only
+  /// runners of pipelined plans support it.
+  virtual void setMicroBatchValue(int id, int microBatch, Tensor tensor) {
+    if (microBatch != 0)
+      throw Error("the " + deviceName() +
+                  " backend runs one micro-batch per step only");
+    setValue(id, std::move(tensor));
+  }
+  /// A host copy of program output value `id` as micro-batch `microBatch`
+  /// left it.
+  virtual Tensor fetchOutput(int id, int microBatch) {
+    (void)microBatch;
+    return fetch(id);
+  }
+  /// Timings of the last step, or null if the runner does not measure them.
+  virtual const StepProfile *profile() const { return nullptr; }
   /// A name for reports ("cpu", "cuda:0 NVIDIA H100 80GB HBM3").
   virtual std::string deviceName() const = 0;
   /// The catalog entry of the device, or null when unknown (CPUs).

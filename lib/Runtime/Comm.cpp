@@ -132,3 +132,9 @@ void Comm::gatherToRoot(const Tensor &in, uint8_t *recv) {
   MPI_Gather(in.rawData(), count, MPI_BYTE, recv, count, MPI_BYTE, 0,
              worldComm);
 }
+
+void Comm::gatherBytesToRoot(const void *in, std::size_t bytes,
+                             uint8_t *recv) {
+  int count = mpiCount(bytes, "gathering an output");
+  MPI_Gather(in, count, MPI_BYTE, recv, count, MPI_BYTE, 0, worldComm);
+}

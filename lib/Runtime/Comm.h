@@ -29,7 +29,8 @@ namespace rt {
 /// This rank's place in the mesh and its communicators.
 class Comm {
 public:
-  /// `world` must have mesh.worldSize() ranks.
+  /// `world` must have mesh.worldSize() ranks, ordered as the mesh (in
+  /// format version 2, the communicator of one program).
   Comm(MPI_Comm world, const Mesh &mesh);
   ~Comm();
   Comm(const Comm &) = delete;
@@ -61,6 +62,9 @@ public:
   /// Gathers the same-sized `in` of every rank into `recv` (rank-major) on
   /// rank 0 of the world. `recv` may be null on other ranks.
   void gatherToRoot(const Tensor &in, uint8_t *recv);
+  /// Gathers `bytes` bytes of every rank into `recv` (rank-major) on rank 0
+  /// of the world. `recv` may be null on other ranks.
+  void gatherBytesToRoot(const void *in, std::size_t bytes, uint8_t *recv);
 
 private:
   MPI_Comm worldComm;

@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -39,14 +41,104 @@ const Tensor &Executor::input(const OpInfo &op, std::size_t i) const {
   return t;
 }
 
+void Executor::setMicroBatchValue(int id, int microBatch, Tensor tensor) {
+  if (microBatch < 0 || microBatch >= plan.numMicroBatches)
+    throw Error(fmt::format("micro-batch {} out of range (the program has {})",
+                            microBatch, plan.numMicroBatches));
+  setValue(id, tensor);
+  std::vector<Tensor> &blocks = microBatchInputs[id];
+  blocks.resize(plan.numMicroBatches);
+  blocks[microBatch] = std::move(tensor);
+}
+
+Tensor Executor::fetchOutput(int id, int microBatch) {
+  auto out = outputs.find(id);
+  if (out != outputs.end() && microBatch < static_cast<int>(out->second.size()) &&
+      out->second[microBatch].defined())
+    return out->second[microBatch];
+  auto in = microBatchInputs.find(id);
+  if (in != microBatchInputs.end())
+    return in->second.at(microBatch);
+  return values.at(id);
+}
+
+double Executor::usSinceStart(Clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - stepStart).count();
+}
+
+std::string shoal::rt::jsonString(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += {'\\', c};
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+namespace {
+
+double secondsBetween(std::chrono::steady_clock::time_point a,
+                      std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+} // namespace
+
 void Executor::run(Comm &comm, bool verbose) {
-  bool print = verbose && comm.rank() == 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  bool print = verbose && worldRank == 0;
   // Values nothing reads (and that are no outputs) can go right away.
   for (std::size_t v = 0; v < values.size(); ++v)
     if (plan.lastUse[v] == -1 && !persistent[v])
       values[v] = Tensor();
-  for (const OpInfo &op : plan.ops) {
-    auto start = std::chrono::steady_clock::now();
+  stepStart = Clock::now();
+  recvWaitSeconds = 0;
+  stepProfile = StepProfile();
+  double taskSeconds = 0;
+  for (const ScheduleEntry &e : plan.schedule) {
+    // Plans are forward-only for now: backward steps have no ops yet.
+    if (e.backward)
+      continue;
+    auto start = Clock::now();
+    runTask(e.task, e.microBatch, comm, print);
+    auto end = Clock::now();
+    taskSeconds += secondsBetween(start, end);
+    const TaskInfo &task = plan.tasks[e.task];
+    std::string name = task.name.empty() ? fmt::format("task{}", e.task)
+                                         : task.name;
+    stepProfile.events.push_back(
+        {fmt::format("F{} {}", e.microBatch, name), 0, usSinceStart(start),
+         usSinceStart(end) - usSinceStart(start),
+         fmt::format("{{\"task\": {}, \"task_name\": {}, \"micro_batch\": {}}}",
+                     e.task, jsonString(name), e.microBatch)});
+    progressSends(false);
+  }
+  progressSends(true);
+  stash.clear();
+  selfMessages.clear();
+  stepProfile.busySeconds = std::max(0.0, taskSeconds - recvWaitSeconds);
+}
+
+void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
+  const TaskInfo &task = plan.tasks[taskIndex];
+  currentMicroBatch = microBatch;
+  for (auto &entry : microBatchInputs)
+    values[entry.first] = entry.second[microBatch];
+  for (int v : task.imports) {
+    auto it = stash.find({microBatch, v});
+    if (it == stash.end())
+      throw Error(fmt::format("task '{}' of micro-batch {} reads value {}, "
+                              "which the task defining it has not made",
+                              task.name, microBatch, v));
+    values[v] = it->second;
+  }
+  for (int i = task.begin; i < task.end; ++i) {
+    const OpInfo &op = plan.ops[i];
+    auto start = Clock::now();
     try {
       runOp(op, comm);
     } catch (const Error &e) {
@@ -67,13 +159,31 @@ void Executor::run(Comm &comm, bool verbose) {
       double ms = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - start)
                       .count();
-      std::fprintf(stderr, "shoal-run: %-60s %10.3f ms\n",
-                   op.describe().c_str(), ms);
+      std::string what = op.describe();
+      if (plan.numMicroBatches > 1)
+        what += fmt::format(" mb {}", microBatch);
+      std::fprintf(stderr, "shoal-run: %-60s %10.3f ms\n", what.c_str(), ms);
     }
   }
+  for (int v : task.exports)
+    stash[{microBatch, v}] = values[v];
+  for (const PortInfo &port : plan.outputs)
+    if (plan.definingTask[port.value] == taskIndex) {
+      std::vector<Tensor> &perMicroBatch = outputs[port.value];
+      perMicroBatch.resize(plan.numMicroBatches);
+      perMicroBatch[microBatch] = values[port.value];
+    }
 }
 
 void Executor::runOp(const OpInfo &op, Comm &comm) {
+  if (op.kind == OpKind::Send) {
+    send(op);
+    return;
+  }
+  if (op.kind == OpKind::Recv) {
+    recv(op);
+    return;
+  }
   std::vector<const Tensor *> inputs;
   for (std::size_t i = 0; i < op.inputs.size(); ++i)
     inputs.push_back(op.inputs[i] < 0 ? nullptr : &input(op, i));
@@ -82,6 +192,141 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
   for (std::size_t i = 0; i < op.outputs.size(); ++i)
     if (op.outputs[i] >= 0)
       values[op.outputs[i]] = std::move(outs[i]);
+}
+
+namespace {
+
+/// The box of `msg` relative to a block at `blockOffsets`.
+Shape relativeOffsets(const TransferMessage &msg, const Shape &blockOffsets) {
+  Shape rel(msg.offsets.size());
+  for (std::size_t d = 0; d < rel.size(); ++d)
+    rel[d] = msg.offsets[d] - blockOffsets[d];
+  return rel;
+}
+
+int messageBytes(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT_MAX))
+    throw Error(fmt::format("messages of {} bytes (over 2 GiB) are not "
+                            "supported yet",
+                            bytes));
+  return static_cast<int>(bytes);
+}
+
+} // namespace
+
+void Executor::send(const OpInfo &op) {
+  auto start = Clock::now();
+  const TransferInfo &t = plan.transfers[op.transfer];
+  const Tensor &in = input(op, 0);
+  int mb = currentMicroBatch;
+  int tag = t.id * kMaxMicroBatches + mb;
+  std::size_t elem = dtypeSize(in.dtype());
+  std::vector<int64_t> peers;
+  std::size_t total = 0;
+  for (const TransferMessage &msg : t.messages) {
+    if (msg.src != worldRank)
+      continue;
+    std::vector<uint8_t> buf(static_cast<std::size_t>(msg.numElements()) *
+                             elem);
+    copyBox(in.rawData(), in.shape(), relativeOffsets(msg, t.blockOffsets),
+            buf.data(), msg.shape, Shape(msg.shape.size(), 0), msg.shape,
+            elem);
+    peers.push_back(msg.dst);
+    total += buf.size();
+    if (msg.dst == worldRank) {
+      // Buffered: this rank's Recv may run later in the schedule.
+      selfMessages[{t.id, mb}] = std::move(buf);
+      continue;
+    }
+    MPI_Request req;
+    MPI_Isend(buf.data(), messageBytes(buf.size()), MPI_BYTE,
+              static_cast<int>(msg.dst), tag, MPI_COMM_WORLD, &req);
+    sendRequests.push_back(req);
+    sendBuffers.push_back(std::move(buf));
+  }
+  auto end = Clock::now();
+  stepProfile.events.push_back(
+      {fmt::format("Send {}", t.id), 1, usSinceStart(start),
+       usSinceStart(end) - usSinceStart(start),
+       fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"to\": [{}], "
+                   "\"bytes\": {}}}",
+                   t.id, mb, fmt::join(peers, ", "), total)});
+}
+
+void Executor::recv(const OpInfo &op) {
+  auto start = Clock::now();
+  const TransferInfo &t = plan.transfers[op.transfer];
+  int mb = currentMicroBatch;
+  int tag = t.id * kMaxMicroBatches + mb;
+  Tensor out(plan.values[op.outputs[0]]);
+  std::size_t elem = dtypeSize(out.dtype());
+  std::vector<const TransferMessage *> mine;
+  for (const TransferMessage &msg : t.messages)
+    if (msg.dst == worldRank)
+      mine.push_back(&msg);
+  std::vector<std::vector<uint8_t>> bufs(mine.size());
+  std::vector<MPI_Request> reqs;
+  std::vector<int64_t> peers;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const TransferMessage &msg = *mine[i];
+    peers.push_back(msg.src);
+    if (msg.src == worldRank) {
+      auto it = selfMessages.find({t.id, mb});
+      if (it == selfMessages.end())
+        throw Error(fmt::format("receives part of transfer {} for "
+                                "micro-batch {} from this rank itself, but "
+                                "this rank has not sent it yet (the schedule "
+                                "runs the Recv before the Send)",
+                                t.id, mb));
+      bufs[i] = std::move(it->second);
+      selfMessages.erase(it);
+      total += bufs[i].size();
+      continue;
+    }
+    bufs[i].resize(static_cast<std::size_t>(msg.numElements()) * elem);
+    total += bufs[i].size();
+    reqs.emplace_back();
+    MPI_Irecv(bufs[i].data(), messageBytes(bufs[i].size()), MPI_BYTE,
+              static_cast<int>(msg.src), tag, MPI_COMM_WORLD, &reqs.back());
+  }
+  auto waitStart = Clock::now();
+  if (!reqs.empty())
+    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
+                MPI_STATUSES_IGNORE);
+  recvWaitSeconds += secondsBetween(waitStart, Clock::now());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const TransferMessage &msg = *mine[i];
+    copyBox(bufs[i].data(), msg.shape, Shape(msg.shape.size(), 0),
+            out.rawData(), out.shape(), relativeOffsets(msg, t.blockOffsets),
+            msg.shape, elem);
+  }
+  values[op.outputs[0]] = std::move(out);
+  auto end = Clock::now();
+  stepProfile.events.push_back(
+      {fmt::format("Recv {}", t.id), 1, usSinceStart(start),
+       usSinceStart(end) - usSinceStart(start),
+       fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"from\": [{}], "
+                   "\"bytes\": {}}}",
+                   t.id, mb, fmt::join(peers, ", "), total)});
+}
+
+void Executor::progressSends(bool wait) {
+  if (sendRequests.empty())
+    return;
+  int done = 0;
+  if (wait) {
+    MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(),
+                MPI_STATUSES_IGNORE);
+    done = 1;
+  } else {
+    MPI_Testall(static_cast<int>(sendRequests.size()), sendRequests.data(),
+                &done, MPI_STATUSES_IGNORE);
+  }
+  if (done) {
+    sendRequests.clear();
+    sendBuffers.clear();
+  }
 }
 
 void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
@@ -315,5 +560,8 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
   case OpKind::Trilu:
     cpu::trilu(input(op, 0), a.upper, a.k, outs[0]);
     break;
+  case OpKind::Send:
+  case OpKind::Recv:
+    throw Error("Send and Recv run in the CPU executor's schedule only");
   }
 }

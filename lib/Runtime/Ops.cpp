@@ -85,6 +85,8 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"ScatterElements", OpKind::ScatterElements},
       {"TopK", OpKind::TopK},
       {"Trilu", OpKind::Trilu},
+      {"Send", OpKind::Send},
+      {"Recv", OpKind::Recv},
   };
   return table;
 }
@@ -217,6 +219,10 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out) {
                               mesh.str()));
     if (!seen.insert(a).second)
       throw Error(fmt::format("mesh axis '{}' is listed twice", name));
+    if (a == mesh.microBatchAxis())
+      throw Error(fmt::format("runs over the micro-batch axis '{}'; "
+                              "collectives never run over micro-batches",
+                              name));
     out.meshAxes.push_back(a);
   }
   out.groupSize = mesh.numBlocks(out.meshAxes);
@@ -493,6 +499,12 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::Trilu:
     allowed = {{"upper", AttrType::Int}, {"k", AttrType::Int}};
     break;
+  case OpKind::Send:
+    minOut = maxOut = 0;
+    break;
+  case OpKind::Recv:
+    minIn = maxIn = 0;
+    break;
   }
   if (reqIn < 0)
     reqIn = minIn;
@@ -535,6 +547,15 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   }
 
   AttrReader attrs(op, allowed);
+  if (kind == OpKind::Send || kind == OpKind::Recv) {
+    if (!op.has_transfer())
+      throw Error(fmt::format("a {} needs a transfer (Op.transfer) saying "
+                              "how the value is laid out on both sides",
+                              op.kind()));
+    return info;
+  }
+  if (op.has_transfer())
+    throw Error("only Send and Recv carry a transfer");
   OpAttrs &a = info.attrs;
   auto in = [&](int i) -> const TensorType * {
     if (i >= static_cast<int>(info.inputs.size()) || info.inputs[i] < 0)
@@ -1252,6 +1273,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     expected.push_back(x);
     break;
   }
+  case OpKind::Send:
+  case OpKind::Recv:
+    break; // Returned above.
   }
 
   for (std::size_t i = 0; i < info.outputs.size(); ++i) {

@@ -94,6 +94,9 @@ enum class OpKind {
   ScatterElements,
   TopK,
   Trilu,
+  // Point-to-point transfers between programs or tasks (Op.transfer).
+  Send,
+  Recv,
 };
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
@@ -147,6 +150,10 @@ struct OpInfo {
   /// Value ids; -1 marks an absent optional operand.
   std::vector<int> inputs, outputs;
   OpAttrs attrs;
+  /// The task (index into LoadedPlan::tasks) the op belongs to.
+  int task = 0;
+  /// Send and Recv: index into LoadedPlan::transfers; -1 otherwise.
+  int transfer = -1;
 
   /// `op #3 '/h.0/attn/MatMul' (MatMul)`, for messages.
   std::string describe() const;
@@ -160,6 +167,8 @@ struct OpInfo {
 /// the program's values: known kind, arity, value ids in range, attributes,
 /// and declared output types equal to what the inputs give. Returns the
 /// parsed op; throws Error saying what is wrong (without the op prefix).
+/// Send and Recv are only checked for arity and for having a transfer: their
+/// types depend on the rank, which the plan loader knows.
 OpInfo checkOp(const plan::Op &op, int index,
                const std::vector<TensorType> &types, const Mesh &mesh);
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -29,8 +30,8 @@ namespace {
 class PlanChecker {
 public:
   PlanChecker(const plan::Plan &plan, const std::string &path,
-              int64_t worldSize)
-      : plan(plan), path(path), worldSize(worldSize) {}
+              int64_t worldSize, int64_t worldRank)
+      : plan(plan), path(path), worldSize(worldSize), worldRank(worldRank) {}
 
   LoadedPlan run();
 
@@ -39,16 +40,34 @@ private:
     throw Error(fmt::format("plan {}: {}", path, msg));
   }
 
-  void checkMesh();
+  /// `prefix` starts messages about a program's mesh ("" for the plan's);
+  /// with `v2`, an axis "mb" is the micro-batch axis.
+  Mesh convertMesh(const plan::Mesh &m, const std::string &prefix, bool v2);
   void checkSources();
   TensorType convertType(const plan::TensorType &t, const std::string &what);
   ShardSpec convertSharding(const plan::Sharding &s, const Shape &global,
-                            const std::string &what);
+                            const Mesh &mesh, const std::string &what);
+  /// Validated world ranks of `mesh` placed by `p`.
+  std::vector<int64_t> convertPlacement(const plan::Placement &p,
+                                        const Mesh &mesh,
+                                        const std::string &what);
+  TransferInfo convertTransfer(const plan::Transfer &t,
+                               const std::string &what);
+  std::string programName(int index) const;
+  /// Version 2: checks that the programs' placements tile the world and
+  /// that every Send has its Recv; returns this rank's program.
+  int checkPrograms();
   void checkProgram(const plan::Program &p, int index);
+  void checkTasks(const plan::Program &p, const std::string &where);
+  void checkSchedule(const plan::Program &p, const std::string &where);
 
   const plan::Plan &plan;
   std::string path;
-  int64_t worldSize;
+  int64_t worldSize, worldRank;
+  Mesh worldMesh;
+  /// Version 2: each program's mesh and world ranks.
+  std::vector<Mesh> meshes;
+  std::vector<std::vector<int64_t>> ranks;
   LoadedPlan out;
 };
 
@@ -58,48 +77,234 @@ LoadedPlan PlanChecker::run() {
     fail(fmt::format("magic is '{}', expected 'shoal.plan' (is this a shoal "
                      "plan?)",
                      plan.magic()));
-  if (plan.format_version() != 1)
-    fail(fmt::format("format_version is {}, this runtime reads version 1",
+  if (plan.format_version() != 1 && plan.format_version() != 2)
+    fail(fmt::format("format_version is {}, this runtime reads versions 1 "
+                     "and 2",
                      plan.format_version()));
+  out.formatVersion = static_cast<int>(plan.format_version());
   out.defaultCuda = plan.default_device() == plan::CUDA;
-  checkMesh();
-  if (out.mesh.worldSize() != worldSize)
+  worldMesh = convertMesh(plan.mesh(), "", false);
+  if (worldMesh.worldSize() != worldSize)
     throw Error(fmt::format("plan {} is for a world of {} ranks, but this "
                             "run has {} (start it with mpirun -np {})",
-                            path, out.mesh.worldSize(), worldSize,
-                            out.mesh.worldSize()));
+                            path, worldMesh.worldSize(), worldSize,
+                            worldMesh.worldSize()));
   checkSources();
   if (plan.programs_size() == 0)
     fail("has no program");
-  if (plan.programs_size() > 1)
-    fail(fmt::format("has {} programs; this runtime runs plans with one SPMD "
-                     "program that every rank executes",
-                     plan.programs_size()));
-  checkProgram(plan.programs(0), 0);
+  if (plan.has_pipeline()) {
+    const plan::Pipeline &pl = plan.pipeline();
+    if (pl.stages() < 0 || pl.micro_batches() < 0 || pl.chunks() < 0)
+      fail(fmt::format("the pipeline has {} stages, {} micro-batches and {} "
+                       "chunks; none may be negative",
+                       pl.stages(), pl.micro_batches(), pl.chunks()));
+    out.pipeline.present = true;
+    out.pipeline.schedule = pl.schedule();
+    out.pipeline.stages = std::max(1, pl.stages());
+    out.pipeline.microBatches = std::max(1, pl.micro_batches());
+    out.pipeline.chunks = std::max(1, pl.chunks());
+  }
+  if (out.formatVersion == 1) {
+    if (plan.programs_size() > 1)
+      fail(fmt::format("has {} programs; format version 1 plans have one "
+                       "SPMD program that every rank executes",
+                       plan.programs_size()));
+    out.mesh = worldMesh;
+    for (int64_t r = 0; r < worldSize; ++r)
+      out.programRanks.push_back(r);
+    out.meshRank = worldRank;
+    checkProgram(plan.programs(0), 0);
+    return std::move(out);
+  }
+  int mine = checkPrograms();
+  out.program = mine;
+  out.numPrograms = plan.programs_size();
+  out.mesh = meshes[mine];
+  out.programRanks = ranks[mine];
+  out.meshRank = std::find(ranks[mine].begin(), ranks[mine].end(),
+                           worldRank) -
+                 ranks[mine].begin();
+  const plan::Program &p = plan.programs(mine);
+  out.stage = p.stage();
+  out.placement = {p.placement().offset(), p.placement().stride()};
+  checkProgram(p, mine);
   return std::move(out);
 }
 
-void PlanChecker::checkMesh() {
+std::string PlanChecker::programName(int index) const {
+  const std::string &role = plan.programs(index).role();
+  return role.empty() ? fmt::format("program #{}", index)
+                      : fmt::format("program #{} '{}'", index, role);
+}
+
+Mesh PlanChecker::convertMesh(const plan::Mesh &m, const std::string &prefix,
+                              bool v2) {
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
   std::set<std::string> seen;
   int64_t world = 1;
-  for (int i = 0; i < plan.mesh().axes_size(); ++i) {
-    const plan::MeshAxis &axis = plan.mesh().axes(i);
+  for (int i = 0; i < m.axes_size(); ++i) {
+    const plan::MeshAxis &axis = m.axes(i);
     if (axis.name().empty())
-      fail(fmt::format("mesh axis #{} has no name", i));
+      fail(fmt::format("{}mesh axis #{} has no name", prefix, i));
     if (!seen.insert(axis.name()).second)
-      fail(fmt::format("mesh axis '{}' appears twice", axis.name()));
+      fail(fmt::format("{}mesh axis '{}' appears twice", prefix, axis.name()));
     if (axis.size() < 1)
-      fail(fmt::format("mesh axis '{}' has size {}, must be >= 1", axis.name(),
-                       axis.size()));
+      fail(fmt::format("{}mesh axis '{}' has size {}, must be >= 1", prefix,
+                       axis.name(), axis.size()));
     world *= axis.size();
     if (world > (int64_t(1) << 30))
-      fail("the mesh has more than 2^30 ranks");
+      fail(fmt::format("{}the mesh has more than 2^30 ranks", prefix));
     names.push_back(axis.name());
     sizes.push_back(axis.size());
   }
-  out.mesh = Mesh(names, sizes);
+  return Mesh(names, sizes, v2);
+}
+
+std::vector<int64_t>
+PlanChecker::convertPlacement(const plan::Placement &p, const Mesh &mesh,
+                              const std::string &what) {
+  if (p.offset() < 0 || p.stride() < 0)
+    fail(fmt::format("{}: placement offset {} and stride {} must not be "
+                     "negative",
+                     what, p.offset(), p.stride()));
+  if (p.offset() >= worldSize || p.stride() > worldSize)
+    fail(fmt::format("{}: placement (offset {}, stride {}) does not fit in "
+                     "the world of {} ranks",
+                     what, p.offset(), p.stride(), worldSize));
+  std::vector<int64_t> result = placeRanks(mesh, {p.offset(), p.stride()});
+  std::map<int64_t, int64_t> seen;
+  for (std::size_t i = 0; i < result.size(); ++i) {
+    int64_t r = result[i];
+    if (r < 0 || r >= worldSize)
+      fail(fmt::format("{}: placement (offset {}, stride {}) puts mesh rank "
+                       "{} on world rank {}, outside the world of {} ranks",
+                       what, p.offset(), p.stride(), i, r, worldSize));
+    auto [it, inserted] = seen.emplace(r, static_cast<int64_t>(i));
+    if (!inserted)
+      fail(fmt::format("{}: placement (offset {}, stride {}) puts mesh ranks "
+                       "{} and {} both on world rank {}",
+                       what, p.offset(), p.stride(), it->second, i, r));
+  }
+  return result;
+}
+
+TransferInfo PlanChecker::convertTransfer(const plan::Transfer &t,
+                                          const std::string &what) {
+  TransferInfo info;
+  info.id = t.id();
+  if (t.id() < 0 || t.id() > kMaxTransferId)
+    fail(fmt::format("{}: transfer id {} is out of range [0, {}]", what,
+                     t.id(), kMaxTransferId));
+  info.globalType =
+      convertType(t.global_type(), fmt::format("{}: transfer {}", what, t.id()));
+  auto side = [&](const plan::Layout &l, const char *name) {
+    std::string who = fmt::format("{}: transfer {} {}", what, t.id(), name);
+    Layout layout;
+    layout.mesh = convertMesh(l.mesh(), who + ": ", true);
+    layout.sharding =
+        convertSharding(l.sharding(), info.globalType.shape, layout.mesh, who);
+    int mb = layout.mesh.microBatchAxis();
+    if (mb >= 0 && layout.sharding.uses(mb))
+      fail(fmt::format("{}: the sharding names the micro-batch axis '{}'; a "
+                       "transfer moves one micro-batch",
+                       who, kMicroBatchAxis));
+    convertPlacement(l.placement(), layout.mesh, who);
+    layout.placement = {l.placement().offset(), l.placement().stride()};
+    return layout;
+  };
+  info.src = side(t.src(), "source");
+  info.dst = side(t.dst(), "destination");
+  return info;
+}
+
+int PlanChecker::checkPrograms() {
+  std::vector<int> owner(worldSize, -1);
+  for (int i = 0; i < plan.programs_size(); ++i) {
+    const plan::Program &p = plan.programs(i);
+    std::string where = programName(i);
+    Mesh mesh = p.mesh().axes_size() == 0
+                    ? worldMesh
+                    : convertMesh(p.mesh(), where + ": ", true);
+    std::vector<int64_t> rs = convertPlacement(p.placement(), mesh, where);
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      int64_t r = rs[k];
+      if (owner[r] >= 0)
+        fail(fmt::format("world rank {} is in the placement of {} and of {}; "
+                         "every rank runs exactly one program",
+                         r, programName(owner[r]), where));
+      owner[r] = i;
+    }
+    if (p.ranks_size() != 0) {
+      std::set<int64_t> listed(p.ranks().begin(), p.ranks().end());
+      if (listed != std::set<int64_t>(rs.begin(), rs.end()))
+        fail(fmt::format("{}: Program.ranks [{}] are not the ranks of its "
+                         "placement [{}]",
+                         where, fmt::join(p.ranks(), ", "), fmt::join(rs, ", ")));
+    }
+    meshes.push_back(mesh);
+    ranks.push_back(std::move(rs));
+  }
+  for (int64_t r = 0; r < worldSize; ++r)
+    if (owner[r] < 0)
+      fail(fmt::format("world rank {} runs no program: no program's placement "
+                       "covers it (the world has {} ranks)",
+                       r, worldSize));
+
+  // Every Send has one Recv with the same transfer, and each side runs on
+  // exactly the ranks of its program.
+  struct Ends {
+    int sendProgram = -1, recvProgram = -1;
+    std::string send, recv;
+  };
+  std::map<int, Ends> byId;
+  for (int i = 0; i < plan.programs_size(); ++i) {
+    const plan::Program &p = plan.programs(i);
+    for (int k = 0; k < p.ops_size(); ++k) {
+      const plan::Op &op = p.ops(k);
+      bool isSend = op.kind() == "Send";
+      if (!isSend && op.kind() != "Recv")
+        continue;
+      std::string who = fmt::format("{}: op #{} '{}' ({})", programName(i), k,
+                                    op.name(), op.kind());
+      if (!op.has_transfer())
+        fail(fmt::format("{}: a {} needs a transfer (Op.transfer) saying how "
+                         "the value is laid out on both sides",
+                         who, op.kind()));
+      TransferInfo t = convertTransfer(op.transfer(), who);
+      const Layout &mySide = isSend ? t.src : t.dst;
+      std::vector<int64_t> sideRanks =
+          placeRanks(mySide.mesh, mySide.placement);
+      if (std::set<int64_t>(sideRanks.begin(), sideRanks.end()) !=
+          std::set<int64_t>(ranks[i].begin(), ranks[i].end()))
+        fail(fmt::format("{}: the transfer's {} ranks [{}] are not the ranks "
+                         "of the program [{}]",
+                         who, isSend ? "source" : "destination",
+                         fmt::join(sideRanks, ", "), fmt::join(ranks[i], ", ")));
+      Ends &ends = byId[t.id];
+      int &prog = isSend ? ends.sendProgram : ends.recvProgram;
+      if (prog >= 0)
+        fail(fmt::format("{}: transfer {} has a second {} (the first is in "
+                         "{})",
+                         who, t.id, op.kind(), programName(prog)));
+      prog = i;
+      (isSend ? ends.send : ends.recv) = op.transfer().SerializeAsString();
+    }
+  }
+  for (const auto &[id, ends] : byId) {
+    if (ends.recvProgram < 0)
+      fail(fmt::format("transfer {} is sent by {} but nothing receives it", id,
+                       programName(ends.sendProgram)));
+    if (ends.sendProgram < 0)
+      fail(fmt::format("transfer {} is received by {} but nothing sends it",
+                       id, programName(ends.recvProgram)));
+    if (ends.send != ends.recv)
+      fail(fmt::format("transfer {} differs between its Send in {} and its "
+                       "Recv in {}",
+                       id, programName(ends.sendProgram),
+                       programName(ends.recvProgram)));
+  }
+  return owner[worldRank];
 }
 
 void PlanChecker::checkSources() {
@@ -160,7 +365,7 @@ TensorType PlanChecker::convertType(const plan::TensorType &t,
 }
 
 ShardSpec PlanChecker::convertSharding(const plan::Sharding &s,
-                                       const Shape &global,
+                                       const Shape &global, const Mesh &mesh,
                                        const std::string &what) {
   ShardSpec spec;
   if (s.dims_size() == 0)
@@ -173,18 +378,18 @@ ShardSpec PlanChecker::convertSharding(const plan::Sharding &s,
   for (int d = 0; d < s.dims_size(); ++d) {
     std::vector<int> axes;
     for (const std::string &name : s.dims(d).axes()) {
-      int a = out.mesh.findAxis(name);
+      int a = mesh.findAxis(name);
       if (a < 0)
         fail(fmt::format("{}: dimension {} is sharded over mesh axis '{}', "
                          "which is not in the mesh ({})",
-                         what, d, name, out.mesh.str()));
+                         what, d, name, mesh.str()));
       if (!used.insert(a).second)
         fail(fmt::format("{}: mesh axis '{}' shards more than one "
                          "dimension (or one twice)",
                          what, name));
       axes.push_back(a);
     }
-    int64_t blocks = out.mesh.numBlocks(axes);
+    int64_t blocks = mesh.numBlocks(axes);
     if (global[d] % blocks != 0)
       fail(fmt::format("{}: dimension {} of size {} does not split evenly "
                        "into {} blocks over mesh axes [{}]",
@@ -196,25 +401,35 @@ ShardSpec PlanChecker::convertSharding(const plan::Sharding &s,
 }
 
 void PlanChecker::checkProgram(const plan::Program &p, int index) {
-  std::string where = p.role().empty()
-                          ? fmt::format("program #{}", index)
-                          : fmt::format("program #{} '{}'", index, p.role());
-  // Ranks: empty means all; otherwise every rank exactly once.
-  if (p.ranks_size() != 0) {
-    std::set<int> ranks;
+  std::string where = programName(index);
+  if (out.formatVersion == 1 && p.ranks_size() != 0) {
+    // Ranks: empty means all; otherwise every rank exactly once.
+    std::set<int> listed;
     for (int r : p.ranks()) {
       if (r < 0 || r >= worldSize)
         fail(fmt::format("{}: rank {} is out of range for a world of {}", where,
                          r, worldSize));
-      if (!ranks.insert(r).second)
+      if (!listed.insert(r).second)
         fail(fmt::format("{}: rank {} is listed twice", where, r));
     }
-    if (static_cast<int64_t>(ranks.size()) != worldSize)
+    if (static_cast<int64_t>(listed.size()) != worldSize)
       fail(fmt::format("{}: runs on {} of the {} ranks; this runtime needs "
                        "every rank to run it",
-                       where, ranks.size(), worldSize));
+                       where, listed.size(), worldSize));
   }
   out.role = p.role();
+  if (out.formatVersion == 2) {
+    if (p.num_micro_batches() < 0 || p.num_micro_batches() > kMaxMicroBatches)
+      fail(fmt::format("{}: num_micro_batches is {}, must be in [1, {}]", where,
+                       p.num_micro_batches(), kMaxMicroBatches));
+    out.numMicroBatches = std::max(1, p.num_micro_batches());
+    int mb = out.mesh.microBatchAxis();
+    if (mb >= 0 && out.mesh.axisSize(mb) != out.numMicroBatches)
+      fail(fmt::format("{}: mesh axis '{}' has size {} but the program has "
+                       "num_micro_batches {}",
+                       where, kMicroBatchAxis, out.mesh.axisSize(mb),
+                       out.numMicroBatches));
+  }
   int numValues = p.values_size();
   out.values.clear();
   for (int v = 0; v < numValues; ++v)
@@ -223,6 +438,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
 
   // Each value is defined once, before it is read.
   std::vector<std::string> definedBy(numValues);
+  out.definingTask.assign(numValues, -1);
   auto define = [&](int v, const std::string &who) {
     if (v < 0 || v >= numValues)
       fail(fmt::format("{}: {} refers to value {}, out of range (the "
@@ -234,13 +450,13 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     definedBy[v] = who;
   };
   auto checkLocal = [&](int v, const TensorType &global, const ShardSpec &spec,
-                        const std::string &who) {
-    TensorType local{global.dtype, localShape(global.shape, spec, out.mesh)};
+                        const Mesh &mesh, const std::string &who) {
+    TensorType local{global.dtype, localShape(global.shape, spec, mesh)};
     if (out.values[v] != local)
       fail(fmt::format("{}: {}: value {} is declared {}, but global type {} "
                        "sharded {} over mesh ({}) gives {}",
                        where, who, v, out.values[v].str(), global.str(),
-                       spec.str(out.mesh), out.mesh.str(), local.str()));
+                       spec.str(mesh), mesh.str(), local.str()));
   };
 
   std::set<std::string> inputFiles, outputFiles;
@@ -265,9 +481,10 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                        where, who, port.value(), numValues));
     info.globalType =
         convertType(port.global_type(), fmt::format("{}: {}", where, who));
-    info.sharding = convertSharding(port.sharding(), info.globalType.shape,
-                                    fmt::format("{}: {}", where, who));
-    checkLocal(port.value(), info.globalType, info.sharding, who);
+    info.sharding =
+        convertSharding(port.sharding(), info.globalType.shape, out.mesh,
+                        fmt::format("{}: {}", where, who));
+    checkLocal(port.value(), info.globalType, info.sharding, out.mesh, who);
     return info;
   };
   for (const plan::Port &port : p.inputs())
@@ -290,8 +507,13 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,
-                                    fmt::format("{}: {}", where, who));
-    checkLocal(w.value(), info.globalType, info.sharding, who);
+                                    out.mesh, fmt::format("{}: {}", where, who));
+    int mb = out.mesh.microBatchAxis();
+    if (mb >= 0 && info.sharding.uses(mb))
+      fail(fmt::format("{}: {}: weights are the same for every micro-batch "
+                       "and cannot be sharded over '{}'",
+                       where, who, kMicroBatchAxis));
+    checkLocal(w.value(), info.globalType, info.sharding, out.mesh, who);
     out.weights.push_back(std::move(info));
   }
 
@@ -310,6 +532,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
 
   out.lastUse.assign(numValues, -1);
   std::set<std::vector<int>> seenAxes;
+  std::set<int> sendIds, recvIds;
   for (int i = 0; i < p.ops_size(); ++i) {
     const plan::Op &op = p.ops(i);
     std::string who =
@@ -321,6 +544,39 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
       info = checkOp(op, i, out.values, out.mesh);
     } catch (const Error &e) {
       fail(fmt::format("{}: {}: {}", where, who, e.what()));
+    }
+    if (info.kind == OpKind::Send || info.kind == OpKind::Recv) {
+      bool isSend = info.kind == OpKind::Send;
+      std::string what = fmt::format("{}: {}", where, who);
+      TransferInfo t = convertTransfer(op.transfer(), what);
+      if (!(isSend ? sendIds : recvIds).insert(t.id).second)
+        fail(fmt::format("{}: transfer {} is {} twice by the program", what,
+                         t.id, isSend ? "sent" : "received"));
+      const Layout &side = isSend ? t.src : t.dst;
+      std::vector<int64_t> sideRanks = placeRanks(side.mesh, side.placement);
+      auto it = std::find(sideRanks.begin(), sideRanks.end(), worldRank);
+      if (it == sideRanks.end())
+        fail(fmt::format("{}: this rank (world rank {}) is not among the "
+                         "transfer's {} ranks [{}]",
+                         what, worldRank, isSend ? "source" : "destination",
+                         fmt::join(sideRanks, ", ")));
+      std::vector<int64_t> coords = side.mesh.coordsOf(it - sideRanks.begin());
+      TensorType local{t.globalType.dtype,
+                       localShape(t.globalType.shape, side.sharding, side.mesh)};
+      int v = isSend ? info.inputs[0] : info.outputs[0];
+      if (out.values[v] != local)
+        fail(fmt::format("{}: value {} is declared {}, but transfer {} of {} "
+                         "sharded {} over its {} mesh ({}) gives {} on world "
+                         "rank {}",
+                         what, v, out.values[v].str(), t.id,
+                         t.globalType.str(), side.sharding.str(side.mesh),
+                         isSend ? "source" : "destination", side.mesh.str(),
+                         local.str(), worldRank));
+      t.blockOffsets =
+          blockOffsets(t.globalType.shape, side.sharding, side.mesh, coords);
+      t.messages = planTransfer(t.globalType.shape, t.src, t.dst);
+      info.transfer = static_cast<int>(out.transfers.size());
+      out.transfers.push_back(std::move(t));
     }
     for (std::size_t k = 0; k < info.inputs.size(); ++k) {
       int v = info.inputs[k];
@@ -349,16 +605,135 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     out.lastUse[info.value] = LoadedPlan::kKeepAlive;
     out.outputs.push_back(std::move(info));
   }
+  checkTasks(p, where);
+  checkSchedule(p, where);
+}
+
+void PlanChecker::checkTasks(const plan::Program &p, const std::string &where) {
+  int numOps = static_cast<int>(out.ops.size());
+  if (out.formatVersion == 1 || p.tasks_size() == 0) {
+    out.tasks.push_back({"", 0, numOps, {}, {}});
+  } else {
+    std::map<std::string, int> byName;
+    for (int t = 0; t < p.tasks_size(); ++t) {
+      if (!byName.emplace(p.tasks(t), t).second)
+        fail(fmt::format("{}: task '{}' is listed twice", where, p.tasks(t)));
+      out.tasks.push_back({p.tasks(t), 0, 0, {}, {}});
+    }
+    std::vector<bool> ended(out.tasks.size(), false);
+    int current = -1;
+    for (int i = 0; i < numOps; ++i) {
+      const std::string &name = p.ops(i).task_graph();
+      int t;
+      if (name.empty() && p.tasks_size() == 1) {
+        t = 0;
+      } else {
+        auto it = byName.find(name);
+        if (it == byName.end())
+          fail(fmt::format("{}: {}: task_graph '{}' is not one of the "
+                           "program's tasks ({})",
+                           where, out.ops[i].describe(), name,
+                           fmt::join(p.tasks(), ", ")));
+        t = it->second;
+      }
+      if (t != current) {
+        if (ended[t])
+          fail(fmt::format("{}: {}: the ops of task '{}' are not contiguous",
+                           where, out.ops[i].describe(), out.tasks[t].name));
+        if (current >= 0) {
+          ended[current] = true;
+          out.tasks[current].end = i;
+        }
+        out.tasks[t].begin = i;
+        current = t;
+      }
+      out.ops[i].task = t;
+    }
+    if (current >= 0)
+      out.tasks[current].end = numOps;
+  }
+  // Values that cross tasks are kept per micro-batch.
+  for (const OpInfo &op : out.ops)
+    for (int v : op.outputs)
+      if (v >= 0)
+        out.definingTask[v] = op.task;
+  for (const OpInfo &op : out.ops)
+    for (int v : op.inputs) {
+      if (v < 0 || out.definingTask[v] < 0 || out.definingTask[v] == op.task)
+        continue;
+      auto addOnce = [](std::vector<int> &list, int value) {
+        if (std::find(list.begin(), list.end(), value) == list.end())
+          list.push_back(value);
+      };
+      addOnce(out.tasks[op.task].imports, v);
+      addOnce(out.tasks[out.definingTask[v]].exports, v);
+    }
+}
+
+void PlanChecker::checkSchedule(const plan::Program &p,
+                                const std::string &where) {
+  int numTasks = static_cast<int>(out.tasks.size());
+  int m = out.numMicroBatches;
+  if (out.formatVersion == 1 || p.schedule_size() == 0) {
+    for (int t = 0; t < numTasks; ++t)
+      for (int j = 0; j < m; ++j)
+        out.schedule.push_back({t, j, false});
+  } else {
+    for (int k = 0; k < p.schedule_size(); ++k) {
+      const plan::ScheduleStep &step = p.schedule(k);
+      if (step.task() < 0 || step.task() >= numTasks)
+        fail(fmt::format("{}: schedule step #{} runs task {}, out of range "
+                         "(the program has {} tasks)",
+                         where, k, step.task(), numTasks));
+      if (step.micro_batch() < 0 || step.micro_batch() >= m)
+        fail(fmt::format("{}: schedule step #{} runs micro-batch {}, out of "
+                         "range (the program has {} micro-batches)",
+                         where, k, step.micro_batch(), m));
+      out.schedule.push_back(
+          {step.task(), step.micro_batch(), step.backward()});
+    }
+  }
+  // Every forward (task, micro-batch) exactly once, after the forwards that
+  // define the values it imports.
+  std::vector<std::vector<int>> position(numTasks, std::vector<int>(m, -1));
+  for (std::size_t k = 0; k < out.schedule.size(); ++k) {
+    const ScheduleEntry &e = out.schedule[k];
+    if (e.backward)
+      continue;
+    int &pos = position[e.task][e.microBatch];
+    if (pos >= 0)
+      fail(fmt::format("{}: schedule steps #{} and #{} both run the forward "
+                       "of task '{}' for micro-batch {}",
+                       where, pos, k, out.tasks[e.task].name, e.microBatch));
+    pos = static_cast<int>(k);
+  }
+  for (int t = 0; t < numTasks; ++t)
+    for (int j = 0; j < m; ++j) {
+      if (position[t][j] < 0)
+        fail(fmt::format("{}: the schedule never runs the forward of task "
+                         "'{}' for micro-batch {}",
+                         where, out.tasks[t].name, j));
+      for (int v : out.tasks[t].imports) {
+        int u = out.definingTask[v];
+        if (position[u][j] > position[t][j])
+          fail(fmt::format("{}: the schedule runs task '{}' for micro-batch "
+                           "{} (step #{}) before task '{}' (step #{}), which "
+                           "defines value {} that it reads",
+                           where, out.tasks[t].name, j, position[t][j],
+                           out.tasks[u].name, position[u][j], v));
+      }
+    }
 }
 
 } // namespace
 
 LoadedPlan shoal::rt::checkPlan(const plan::Plan &plan, const std::string &path,
-                                int64_t worldSize) {
-  return PlanChecker(plan, path, worldSize).run();
+                                int64_t worldSize, int64_t worldRank) {
+  return PlanChecker(plan, path, worldSize, worldRank).run();
 }
 
-LoadedPlan shoal::rt::loadPlan(const std::string &path, int64_t worldSize) {
+LoadedPlan shoal::rt::loadPlan(const std::string &path, int64_t worldSize,
+                               int64_t worldRank) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw Error(fmt::format("plan {} not found", path));
@@ -379,5 +754,5 @@ LoadedPlan shoal::rt::loadPlan(const std::string &path, int64_t worldSize) {
     throw Error(fmt::format("plan {} is not a valid shoal plan (it does not "
                             "parse as a shoal.plan.Plan message)",
                             path));
-  return checkPlan(plan, path, worldSize);
+  return checkPlan(plan, path, worldSize, worldRank);
 }

@@ -15,6 +15,7 @@
 #include "Ops.h"
 #include "Sharding.h"
 #include "Tensor.h"
+#include "Transfer.h"
 
 #include <string>
 #include <vector>
@@ -49,11 +50,75 @@ struct ConstantInfo {
   std::string data;
 };
 
-/// A validated plan, reduced to what this runtime executes.
+/// A transfer of a Send or Recv op, with its messages planned.
+struct TransferInfo {
+  int id = 0;
+  /// One micro-batch's global tensor.
+  TensorType globalType;
+  Layout src, dst;
+  std::vector<TransferMessage> messages;
+  /// Offsets in the global tensor of this rank's block on the side it runs
+  /// (src for a Send, dst for a Recv).
+  Shape blockOffsets;
+};
+
+/// A task: a TaskGraph of the program; its ops are `ops[begin, end)`.
+struct TaskInfo {
+  std::string name;
+  int begin = 0, end = 0;
+  /// Values the task reads that ops of other tasks define: restored per
+  /// micro-batch before it runs.
+  std::vector<int> imports;
+  /// Values the task defines that ops of other tasks read: kept per
+  /// micro-batch after it runs.
+  std::vector<int> exports;
+};
+
+/// One entry of a program's schedule.
+struct ScheduleEntry {
+  int task = 0;
+  int microBatch = 0;
+  bool backward = false;
+};
+
+/// Plan.pipeline, for reports.
+struct PipelineInfo {
+  bool present = false;
+  std::string schedule;
+  int stages = 1, microBatches = 1, chunks = 1;
+};
+
+/// A validated plan, reduced to what this rank executes: the one program
+/// whose placement covers it.
 struct LoadedPlan {
   /// The plan file, as given.
   std::string path;
+  /// 1 or 2.
+  int formatVersion = 1;
+  /// The program's mesh (with its micro-batch axis, if any); in format
+  /// version 1, and for programs without a mesh, the plan's mesh.
   Mesh mesh;
+  /// Index of this rank's program in the plan, and the number of programs.
+  int program = 0;
+  int numPrograms = 1;
+  /// Pipeline stage of the program (Program.stage).
+  int stage = 0;
+  Placement placement;
+  /// World rank of every rank of the program's mesh, in mesh rank order.
+  std::vector<int64_t> programRanks;
+  /// This rank's index in the program's mesh.
+  int64_t meshRank = 0;
+  /// The number of micro-batches of a step (the size of the mesh's "mb" axis
+  /// when it has one).
+  int numMicroBatches = 1;
+  /// The program's tasks (one unnamed task holding every op in format
+  /// version 1 or when Program.tasks is empty).
+  std::vector<TaskInfo> tasks;
+  /// The order of work in a step; never empty.
+  std::vector<ScheduleEntry> schedule;
+  /// Transfers of the program's Send and Recv ops (OpInfo::transfer).
+  std::vector<TransferInfo> transfers;
+  PipelineInfo pipeline;
   /// Weight source files, resolved against the plan's folder.
   std::vector<std::string> sourcePaths;
   /// The backend the plan asks for (shoal-compile --device).
@@ -69,21 +134,38 @@ struct LoadedPlan {
   /// For each value, the index of the last op that reads it; -1 if no op
   /// does; kKeepAlive for program outputs.
   std::vector<int> lastUse;
+  /// For each value, the task of the op that defines it; -1 for values set
+  /// from outside the ops (inputs, weights, constants).
+  std::vector<int> definingTask;
   /// Every distinct list of mesh axes a collective runs over, in order of
   /// first use; each rank creates these communicators in this order.
   std::vector<std::vector<int>> collectiveAxes;
 
   static constexpr int kKeepAlive = 1 << 30;
+
+  /// True for what only the CPU executor runs: several programs,
+  /// micro-batches, several tasks or transfers.
+  bool isPipelined() const {
+    return numPrograms > 1 || numMicroBatches > 1 || tasks.size() > 1 ||
+           !transfers.empty();
+  }
 };
 
-/// Reads and validates the plan file `path` for a run of `worldSize` ranks.
-/// Throws Error (message starting with "plan <path>: ") on any violation.
-LoadedPlan loadPlan(const std::string &path, int64_t worldSize);
+/// The largest transfer id: MPI tags are id * kMaxMicroBatches + micro-batch
+/// and must stay below 2^31 (and MPI_TAG_UB, checked when running).
+constexpr int kMaxMicroBatches = 1024;
+constexpr int kMaxTransferId = (1 << 21) - 1;
+
+/// Reads and validates the plan file `path` for world rank `worldRank` of a
+/// run of `worldSize` ranks. Throws Error (message starting with
+/// "plan <path>: ") on any violation.
+LoadedPlan loadPlan(const std::string &path, int64_t worldSize,
+                    int64_t worldRank = 0);
 
 /// Validates an already parsed plan; `path` is used for messages and to
 /// resolve weight sources.
 LoadedPlan checkPlan(const plan::Plan &plan, const std::string &path,
-                     int64_t worldSize);
+                     int64_t worldSize, int64_t worldRank = 0);
 
 } // namespace rt
 } // namespace shoal

@@ -116,6 +116,7 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
     throw Error(fmt::format("the plan has {} inputs but no inputs folder was "
                             "given (--inputs DIR)",
                             plan.inputs.size()));
+  int mbAxis = plan.mesh.microBatchAxis();
   for (const PortInfo &port : plan.inputs) {
     std::string path =
         (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
@@ -125,51 +126,148 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
       if (header.type != port.globalType)
         throw Error(fmt::format("{} is {}, expected {}", path,
                                 header.type.str(), port.globalType.str()));
-      Tensor t(plan.values[port.value]);
-      Shape offsets =
-          blockOffsets(port.globalType.shape, port.sharding, plan.mesh, coords);
-      extractBlock(file.data() + header.dataOffset, port.globalType.shape,
-                   dtypeSize(t.dtype()), offsets, t.shape(), t.rawData());
-      if (t.dtype() == DType::Bool) {
-        uint8_t *b = t.data<uint8_t>();
-        for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-          b[i] = b[i] != 0;
+      // An input sharded over micro-batches has one block per micro-batch.
+      bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
+      for (int j = 0; j < (perMicroBatch ? plan.numMicroBatches : 1); ++j) {
+        Tensor t(plan.values[port.value]);
+        Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
+                                     plan.mesh, plan.mesh.withMicroBatch(coords, j));
+        extractBlock(file.data() + header.dataOffset, port.globalType.shape,
+                     dtypeSize(t.dtype()), offsets, t.shape(), t.rawData());
+        if (t.dtype() == DType::Bool) {
+          uint8_t *b = t.data<uint8_t>();
+          for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+            b[i] = b[i] != 0;
+        }
+        if (perMicroBatch)
+          exec.setMicroBatchValue(port.value, j, std::move(t));
+        else
+          exec.setValue(port.value, std::move(t));
       }
-      exec.setValue(port.value, std::move(t));
     } catch (const Error &e) {
       throw Error(fmt::format("input '{}': {}", port.name, e.what()));
     }
   }
 }
 
-/// Assembles every output on rank 0 and writes it.
+/// Assembles every output, over the program's ranks and micro-batches, on
+/// the program's rank 0, which writes it.
 void writeOutputs(const LoadedPlan &plan, const std::string &dir,
                   ProgramRunner &exec, Comm &comm) {
+  int mbAxis = plan.mesh.microBatchAxis();
+  int m = plan.numMicroBatches;
   for (const PortInfo &port : plan.outputs) {
-    Tensor local = exec.fetch(port.value);
     std::string path =
         (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
-    if (port.sharding.isReplicated()) {
+    bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
+    bool overRanks = false;
+    for (const std::vector<int> &axes : port.sharding.dims)
+      for (int a : axes)
+        overRanks |= a != mbAxis;
+    // A value not sharded over micro-batches is the same in all of them:
+    // take the last.
+    std::vector<Tensor> local;
+    for (int j = 0; j < (perMicroBatch ? m : 1); ++j)
+      local.push_back(exec.fetchOutput(port.value, perMicroBatch ? j : m - 1));
+    if (!overRanks && !perMicroBatch) {
       if (comm.rank() == 0)
-        writeNpy(path, local);
+        writeNpy(path, local[0]);
       continue;
     }
+    std::size_t blockBytes = local[0].numBytes();
+    std::vector<uint8_t> mine(blockBytes * local.size());
+    for (std::size_t j = 0; j < local.size(); ++j)
+      if (blockBytes)
+        std::memcpy(mine.data() + j * blockBytes, local[j].rawData(),
+                    blockBytes);
+    int ranks = overRanks ? comm.size() : 1;
     std::vector<uint8_t> blocks;
-    if (comm.rank() == 0)
-      blocks.resize(local.numBytes() * comm.size());
-    comm.gatherToRoot(local, blocks.data());
+    if (overRanks) {
+      if (comm.rank() == 0)
+        blocks.resize(mine.size() * comm.size());
+      comm.gatherBytesToRoot(mine.data(), mine.size(), blocks.data());
+    } else {
+      blocks = std::move(mine);
+    }
     if (comm.rank() != 0)
       continue;
     Tensor global(port.globalType);
     std::size_t elem = dtypeSize(global.dtype());
-    for (int r = 0; r < comm.size(); ++r) {
-      Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
-                                   plan.mesh, plan.mesh.coordsOf(r));
-      insertBlock(blocks.data() + r * local.numBytes(), local.shape(), elem,
-                  offsets, global.rawData(), global.shape());
-    }
+    for (int r = 0; r < ranks; ++r)
+      for (std::size_t j = 0; j < local.size(); ++j) {
+        std::vector<int64_t> coords = plan.mesh.withMicroBatch(
+            plan.mesh.coordsOf(r), static_cast<int64_t>(j));
+        Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
+                                     plan.mesh, coords);
+        insertBlock(blocks.data() + (r * local.size() + j) * blockBytes,
+                    local[0].shape(), elem, offsets, global.rawData(),
+                    global.shape());
+      }
     writeNpy(path, global);
   }
+}
+
+/// Gathers every rank's events of the last step to world rank 0, which
+/// writes them as a Chrome trace.
+void writeTrace(const std::string &path, const LoadedPlan &plan,
+                const StepProfile *profile, MPI_Comm world) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  std::vector<std::string> parts;
+  parts.push_back(fmt::format(
+      "{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, "
+      "\"args\": {{\"name\": {}}}}}",
+      rank, jsonString(fmt::format("rank {} (stage {})", rank, plan.stage))));
+  parts.push_back(fmt::format("{{\"name\": \"process_sort_index\", \"ph\": "
+                              "\"M\", \"pid\": {0}, \"args\": {{\"sort_index\": "
+                              "{0}}}}}",
+                              rank));
+  const char *tracks[] = {"compute", "comm"};
+  for (int tid = 0; tid < 2; ++tid)
+    parts.push_back(fmt::format("{{\"name\": \"thread_name\", \"ph\": \"M\", "
+                                "\"pid\": {}, \"tid\": {}, \"args\": "
+                                "{{\"name\": \"{}\"}}}}",
+                                rank, tid, tracks[tid]));
+  if (profile)
+    for (const TraceEvent &e : profile->events)
+      parts.push_back(fmt::format(
+          "{{\"name\": {}, \"ph\": \"X\", \"pid\": {}, \"tid\": {}, "
+          "\"ts\": {:.3f}, \"dur\": {:.3f}, \"args\": {}}}",
+          jsonString(e.name), rank, e.track, e.startUs, e.durationUs,
+          e.args.empty() ? std::string("{}") : e.args));
+  std::string mine = fmt::format("{}", fmt::join(parts, ",\n"));
+  if (mine.size() > static_cast<std::size_t>(INT_MAX / 2))
+    mine = parts.front();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), displs(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::string all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += lens[r];
+    }
+    if (total > INT_MAX)
+      throw Error(fmt::format("the trace is too large ({} bytes)", total));
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+              displs.data(), MPI_CHAR, 0, world);
+  if (rank != 0)
+    return;
+  std::string text = "{\"traceEvents\": [\n";
+  for (int r = 0; r < size; ++r) {
+    if (r)
+      text += ",\n";
+    text += all.substr(displs[r], lens[r]);
+  }
+  text += "\n],\n\"displayTimeUnit\": \"ms\"}\n";
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
+      std::fclose(f) != 0)
+    throw Error(fmt::format("cannot write the trace {}", path));
 }
 
 /// Gives each rank its share of the cores for BLAS unless the user chose.
@@ -219,6 +317,10 @@ std::vector<std::string> cudaFallbacks(const LoadedPlan &plan, bool strict) {
 
 /// FLOPs of this rank's matrix products in one step.
 double matmulFlops(const LoadedPlan &plan) {
+  std::vector<int> runs(plan.tasks.size(), 0);
+  for (const ScheduleEntry &e : plan.schedule)
+    if (!e.backward)
+      ++runs[e.task];
   double flops = 0;
   for (const OpInfo &op : plan.ops) {
     if (op.kind != OpKind::MatMul && op.kind != OpKind::Gemm)
@@ -226,7 +328,8 @@ double matmulFlops(const LoadedPlan &plan) {
     const Shape &a = plan.values[op.inputs[0]].shape;
     double k =
         op.kind == OpKind::Gemm && op.attrs.transA ? a.front() : a.back();
-    flops += 2.0 * k * plan.values[op.outputs[0]].numElements();
+    flops +=
+        2.0 * k * plan.values[op.outputs[0]].numElements() * runs[op.task];
   }
   return flops;
 }
@@ -272,7 +375,7 @@ const char kUsage[] =
     "  PLAN           the plan file (written by shoal-compile)\n"
     "  --inputs DIR   folder with one <name>.npy per program input\n"
     "  --outputs DIR  folder for one <name>.npy per program output, written\n"
-    "                 by rank 0 (created if missing)\n"
+    "                 by the program's first rank (created if missing)\n"
     "  --verbose      print per-op timings of rank 0 to stderr\n"
     "  --backend B    cpu or cuda (default: the plan's device, see\n"
     "                 shoal-compile --device)\n"
@@ -286,6 +389,9 @@ const char kUsage[] =
     "  --warmup N     untimed steps before those (default 0)\n"
     "  --peak-tflops X  a device's peak TFLOP/s for MFU when it is not in\n"
     "                 the catalog (e.g. a CPU)\n"
+    "  --trace FILE   write a Chrome trace (JSON, chrome://tracing or\n"
+    "                 Perfetto) of the last timed step: one track per rank\n"
+    "                 for tasks and one for Send/Recv\n"
     "  --help         print this help\n"
     "\n"
     "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
@@ -360,6 +466,9 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
                            steps ? "--steps" : "--warmup",
                            steps ? " of at least 1" : "");
       (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
+    } else if (is("--trace")) {
+      if (std::string e = value("--trace", opts.tracePath); !e.empty())
+        return "--trace needs a file";
     } else if (is("--peak-tflops")) {
       if (std::string e = number("--peak-tflops", opts.peakTflops); !e.empty())
         return e;
@@ -405,13 +514,17 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   try {
     if (options.planPath.empty())
       throw Error("no plan file given");
-    plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size));
-    std::vector<int64_t> coords = plan->mesh.coordsOf(rank);
+    plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size, rank));
+    std::vector<int64_t> coords = plan->mesh.coordsOf(plan->meshRank);
     BackendKind backend =
         plan->defaultCuda ? BackendKind::CUDA : BackendKind::CPU;
     if (!options.backend.empty() && !parseBackend(options.backend, backend))
       throw Error(fmt::format("unknown backend '{}'", options.backend));
     if (backend == BackendKind::CUDA) {
+      if (plan->isPipelined())
+        throw Error("pipelined plans (several programs, micro-batches, tasks "
+                    "or Send/Recv) run on the CPU backend only for now; use "
+                    "--backend cpu");
       fallbacks = cudaFallbacks(*plan, options.strict);
       CudaOptions cudaOptions;
       if (!parsePrecision(options.precision, cudaOptions.matmulPrecision))
@@ -420,10 +533,25 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
     } else {
       exec = std::make_unique<Executor>(*plan);
     }
+    // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
+    void *tagUb = nullptr;
+    int hasTagUb = 0;
+    MPI_Comm_get_attr(world, MPI_TAG_UB, &tagUb, &hasTagUb);
+    if (hasTagUb && tagUb)
+      for (const TransferInfo &t : plan->transfers) {
+        int64_t top = int64_t(t.id) * kMaxMicroBatches + kMaxMicroBatches - 1;
+        if (top > *static_cast<int *>(tagUb))
+          throw Error(fmt::format("plan {}: transfer {} needs MPI tags up to "
+                                  "{} (id * {} + micro-batch), above this "
+                                  "MPI's MPI_TAG_UB {}",
+                                  options.planPath, t.id, top,
+                                  kMaxMicroBatches,
+                                  *static_cast<int *>(tagUb)));
+      }
     loadWeights(*plan, coords, *exec);
     loadConstants(*plan, *exec);
     loadInputs(*plan, options.inputsDir, coords, *exec);
-    if (rank == 0 && !plan->outputs.empty()) {
+    if (plan->meshRank == 0 && !plan->outputs.empty()) {
       if (options.outputsDir.empty())
         throw Error("no outputs folder given (--outputs DIR)");
       std::error_code ec;
@@ -432,6 +560,20 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
         throw Error(fmt::format("cannot create the outputs folder {}{}",
                                 options.outputsDir,
                                 ec ? ": " + ec.message() : std::string()));
+    }
+    if (rank == 0 && !options.tracePath.empty()) {
+      fs::path folder = fs::path(options.tracePath).parent_path();
+      std::error_code ec;
+      if (!folder.empty())
+        fs::create_directories(folder, ec);
+      if (!folder.empty() && !fs::is_directory(folder))
+        throw Error(fmt::format("cannot create the folder of the trace {}{}",
+                                options.tracePath,
+                                ec ? ": " + ec.message() : std::string()));
+      if (fs::is_directory(options.tracePath))
+        throw Error(fmt::format("the trace {} is a folder; --trace needs a "
+                                "file",
+                                options.tracePath));
     }
   } catch (const std::exception &e) {
     error = e.what();
@@ -448,33 +590,77 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   summary.loadSeconds = secondsSince(start);
   if (print)
     std::fprintf(stderr,
-                 "shoal-run: loaded %s: mesh %s, %zu values, %zu weights, "
-                 "%zu ops on %s (%.3f s)\n",
-                 options.planPath.c_str(), plan->mesh.str().c_str(),
-                 plan->values.size(), plan->weights.size(), plan->ops.size(),
+                 "shoal-run: loaded %s: %s%smesh %s, %zu values, %zu "
+                 "weights, %zu ops on %s (%.3f s)\n",
+                 options.planPath.c_str(),
+                 plan->numPrograms > 1
+                     ? fmt::format("program {} of {}, ", plan->program,
+                                   plan->numPrograms)
+                           .c_str()
+                     : "",
+                 plan->numMicroBatches > 1
+                     ? fmt::format("{} micro-batches, ", plan->numMicroBatches)
+                           .c_str()
+                     : "",
+                 plan->mesh.str().c_str(), plan->values.size(),
+                 plan->weights.size(), plan->ops.size(),
                  exec->deviceName().c_str(), summary.loadSeconds);
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
-  Comm comm(world, plan->mesh);
-  comm.createGroups(plan->collectiveAxes);
-  exec->connect(comm);
-  double timed = 0;
-  for (int step = 0; step < options.warmup + options.steps; ++step) {
-    MPI_Barrier(world);
-    auto stepStart = Clock::now();
-    exec->run(comm, options.verbose && step == options.warmup);
-    double mine = secondsSince(stepStart), slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
-    if (step >= options.warmup)
-      timed += slowest;
+  // Collectives run inside each program, ranks ordered as its mesh.
+  MPI_Comm programComm;
+  MPI_Comm_split(world, plan->program, static_cast<int>(plan->meshRank),
+                 &programComm);
+  {
+    Comm comm(programComm, plan->mesh);
+    comm.createGroups(plan->collectiveAxes);
+    exec->connect(comm);
+    double timed = 0, busy = 0;
+    for (int step = 0; step < options.warmup + options.steps; ++step) {
+      MPI_Barrier(world);
+      auto stepStart = Clock::now();
+      exec->run(comm, options.verbose && step == options.warmup);
+      double mine = secondsSince(stepStart), slowest = 0;
+      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+      if (step >= options.warmup) {
+        timed += slowest;
+        if (const StepProfile *profile = exec->profile())
+          busy += profile->busySeconds;
+      }
+    }
+    summary.stepSeconds = timed / options.steps;
+    double flops = matmulFlops(*plan);
+    MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+    if (rank == 0 && (options.steps > 1 || options.warmup > 0))
+      printStepReport(*plan, summary, options, *exec);
+    if (!options.tracePath.empty())
+      writeTrace(options.tracePath, *plan, exec->profile(), world);
+    const PipelineInfo &pipe = plan->pipeline;
+    if (pipe.present && (pipe.stages > 1 || pipe.microBatches > 1)) {
+      // Idle / busy per rank, averaged over the ranks that did any work.
+      double mineRatio[2] = {busy > 0 ? (timed - busy) / busy : 0,
+                             busy > 0 ? 1.0 : 0.0};
+      double sum[2] = {0, 0};
+      MPI_Allreduce(mineRatio, sum, 2, MPI_DOUBLE, MPI_SUM, world);
+      summary.bubbleMeasured = sum[1] > 0 ? sum[0] / sum[1] : 0;
+      summary.bubbleExpected = double(pipe.stages - 1) /
+                               (double(pipe.chunks) * pipe.microBatches);
+      if (rank == 0)
+        std::printf("shoal-run: pipeline %s, %d stages x %d micro-batches%s: "
+                    "bubble measured %.3g (idle / busy time, mean over "
+                    "ranks), schedule's (p-1)/(v*m) = %.3g\n",
+                    pipe.schedule.empty() ? "(unnamed)"
+                                          : pipe.schedule.c_str(),
+                    pipe.stages, pipe.microBatches,
+                    pipe.chunks > 1
+                        ? fmt::format(" x {} chunks", pipe.chunks).c_str()
+                        : "",
+                    summary.bubbleMeasured, summary.bubbleExpected);
+    }
+    writeOutputs(*plan, options.outputsDir, *exec, comm);
   }
-  summary.stepSeconds = timed / options.steps;
-  double flops = matmulFlops(*plan);
-  MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
-  if (rank == 0 && (options.steps > 1 || options.warmup > 0))
-    printStepReport(*plan, summary, options, *exec);
-  writeOutputs(*plan, options.outputsDir, *exec, comm);
+  MPI_Comm_free(&programComm);
   summary.runSeconds = secondsSince(runStart);
   return summary;
 }

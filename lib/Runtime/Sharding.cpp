@@ -13,14 +13,30 @@
 
 using namespace shoal::rt;
 
-Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes)
-    : names(std::move(names)), sizes(std::move(sizes)) {}
+Mesh::Mesh(std::vector<std::string> names, std::vector<int64_t> sizes,
+           bool hasMicroBatchAxis)
+    : names(std::move(names)), sizes(std::move(sizes)) {
+  if (hasMicroBatchAxis)
+    mbAxis = findAxis(kMicroBatchAxis);
+}
 
 int64_t Mesh::worldSize() const {
   int64_t n = 1;
-  for (int64_t s : sizes)
-    n *= s;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (static_cast<int>(i) != mbAxis)
+      n *= sizes[i];
   return n;
+}
+
+int64_t Mesh::numMicroBatches() const {
+  return mbAxis < 0 ? 1 : sizes[mbAxis];
+}
+
+std::vector<int64_t> Mesh::withMicroBatch(std::vector<int64_t> coords,
+                                          int64_t microBatch) const {
+  if (mbAxis >= 0 && mbAxis < static_cast<int>(coords.size()))
+    coords[mbAxis] = microBatch;
+  return coords;
 }
 
 int Mesh::findAxis(const std::string &name) const {
@@ -33,6 +49,8 @@ int Mesh::findAxis(const std::string &name) const {
 std::vector<int64_t> Mesh::coordsOf(int64_t rank) const {
   std::vector<int64_t> coords(sizes.size());
   for (std::size_t i = sizes.size(); i-- > 0;) {
+    if (static_cast<int>(i) == mbAxis)
+      continue;
     coords[i] = rank % sizes[i];
     rank /= sizes[i];
   }
@@ -42,7 +60,8 @@ std::vector<int64_t> Mesh::coordsOf(int64_t rank) const {
 int64_t Mesh::rankOf(const std::vector<int64_t> &coords) const {
   int64_t rank = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i)
-    rank = rank * sizes[i] + coords[i];
+    if (static_cast<int>(i) != mbAxis)
+      rank = rank * sizes[i] + coords[i];
   return rank;
 }
 
@@ -65,7 +84,8 @@ int64_t Mesh::groupColor(const std::vector<int> &axes,
                          const std::vector<int64_t> &coords) const {
   int64_t color = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (std::find(axes.begin(), axes.end(), static_cast<int>(i)) != axes.end())
+    if (static_cast<int>(i) == mbAxis ||
+        std::find(axes.begin(), axes.end(), static_cast<int>(i)) != axes.end())
       continue;
     color = color * sizes[i] + coords[i];
   }
@@ -75,9 +95,19 @@ int64_t Mesh::groupColor(const std::vector<int> &axes,
 std::string Mesh::str() const {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < sizes.size(); ++i)
-    parts.push_back(fmt::format("{}={}", names[i], sizes[i]));
+    parts.push_back(fmt::format("{}={}{}", names[i], sizes[i],
+                                static_cast<int>(i) == mbAxis
+                                    ? " (micro-batches)"
+                                    : ""));
   return parts.empty() ? "(no axes)"
                        : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+bool ShardSpec::uses(int axis) const {
+  for (const auto &d : dims)
+    if (std::find(d.begin(), d.end(), axis) != d.end())
+      return true;
+  return false;
 }
 
 bool ShardSpec::isReplicated() const {

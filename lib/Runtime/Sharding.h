@@ -24,32 +24,51 @@
 namespace shoal {
 namespace rt {
 
+/// The name of the micro-batch axis of format-version-2 program meshes.
+inline constexpr const char kMicroBatchAxis[] = "mb";
+
 /// The device mesh: named axes with sizes. An empty mesh is a world of one.
+///
+/// A mesh may have a micro-batch axis (format version 2, axis "mb"): a time
+/// axis, not devices. Ranks are numbered over the other (device) axes only;
+/// coordinates still have one entry per axis, the micro-batch entry being the
+/// micro-batch that runs (0 from coordsOf, see withMicroBatch).
 class Mesh {
 public:
   Mesh() = default;
-  Mesh(std::vector<std::string> names, std::vector<int64_t> sizes);
+  /// With `hasMicroBatchAxis`, an axis named "mb" is the micro-batch axis.
+  Mesh(std::vector<std::string> names, std::vector<int64_t> sizes,
+       bool hasMicroBatchAxis = false);
 
   std::size_t numAxes() const { return sizes.size(); }
   const std::string &axisName(std::size_t i) const { return names[i]; }
   int64_t axisSize(std::size_t i) const { return sizes[i]; }
-  /// The product of the axis sizes.
+  /// The product of the device axis sizes (all but the micro-batch axis).
   int64_t worldSize() const;
   /// Index of the axis called `name`, or -1.
   int findAxis(const std::string &name) const;
+  /// Index of the micro-batch axis, or -1.
+  int microBatchAxis() const { return mbAxis; }
+  /// The size of the micro-batch axis; 1 without one.
+  int64_t numMicroBatches() const;
 
-  /// Coordinates of `rank` (row-major, first axis major).
+  /// Coordinates of `rank` (row-major over the device axes, first axis
+  /// major); the micro-batch entry is 0.
   std::vector<int64_t> coordsOf(int64_t rank) const;
-  /// Inverse of coordsOf.
+  /// Inverse of coordsOf (the micro-batch entry is ignored).
   int64_t rankOf(const std::vector<int64_t> &coords) const;
+  /// `coords` with the micro-batch entry set to `microBatch` (unchanged
+  /// without a micro-batch axis).
+  std::vector<int64_t> withMicroBatch(std::vector<int64_t> coords,
+                                      int64_t microBatch) const;
 
   /// Number of blocks a dimension sharded over `axes` is cut into.
   int64_t numBlocks(const std::vector<int> &axes) const;
   /// Row-major index of `coords` restricted to `axes` (in that order).
   int64_t blockIndex(const std::vector<int> &axes,
                      const std::vector<int64_t> &coords) const;
-  /// Row-major index of `coords` restricted to the axes not in `axes` (in
-  /// mesh order): ranks with equal values form one collective group.
+  /// Row-major index of `coords` restricted to the device axes not in `axes`
+  /// (in mesh order): ranks with equal values form one collective group.
   int64_t groupColor(const std::vector<int> &axes,
                      const std::vector<int64_t> &coords) const;
   /// `x=2, y=4`, for messages.
@@ -58,6 +77,7 @@ public:
 private:
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
+  int mbAxis = -1;
 };
 
 /// How a tensor is spread over the mesh: for each dimension the mesh axes it
@@ -66,6 +86,8 @@ struct ShardSpec {
   std::vector<std::vector<int>> dims;
 
   bool isReplicated() const;
+  /// True if some dimension is sharded over mesh axis `axis`.
+  bool uses(int axis) const;
   /// `[{x}, {}]` style text with axis names, for messages.
   std::string str(const Mesh &mesh) const;
 };

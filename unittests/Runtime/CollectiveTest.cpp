@@ -216,3 +216,63 @@ TEST_F(CollectiveTest, LoadErrorsFailOnEveryRankWithoutHanging) {
             std::string::npos)
       << msg;
 }
+
+// Two programs (ranks 0-1 and 2-3, or interleaved 0, 2 and 1, 3) over two
+// micro-batches: the first sends its input, columns over x, to the second,
+// which wants rows over y and outputs twice what it received.
+TEST_F(CollectiveTest, PipelineSendsMicroBatchesBetweenPrograms) {
+  for (bool interleaved : {false, true}) {
+    std::string dir = sharedTempDir();
+    std::mt19937 rng(8);
+    Tensor X = randomF32({4, 6}, rng);
+    PlanBuilder b = twoProgramPlan();
+    if (interleaved) {
+      // Program k on ranks k and k + 2.
+      for (int k = 0; k < 2; ++k) {
+        plan::Program *p = b.plan.mutable_programs(k);
+        p->mutable_placement()->set_offset(k);
+        p->mutable_placement()->set_stride(2);
+        for (int j = 0; j < 2; ++j) {
+          plan::Transfer *t = b.plan.mutable_programs(j)
+                                  ->mutable_ops(0)
+                                  ->mutable_transfer();
+          plan::Layout *side = k == 0 ? t->mutable_src() : t->mutable_dst();
+          side->mutable_placement()->set_offset(k);
+          side->mutable_placement()->set_stride(2);
+        }
+      }
+    }
+    if (rank == 0) {
+      b.save(dir + "/pipe.plan");
+      ::mkdir((dir + "/in").c_str(), 0755);
+      writeNpy(dir + "/in/x.npy", X);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    RunOptions o;
+    o.planPath = dir + "/pipe.plan";
+    o.inputsDir = dir + "/in";
+    o.outputsDir = dir + "/out";
+    o.tracePath = dir + "/trace.json";
+    RunSummary s = runPlan(o);
+    EXPECT_EQ(s.bubbleExpected, 0.5);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      Tensor y = readNpy(dir + "/out/y.npy");
+      std::vector<float> expect = toVector<float>(X);
+      for (float &v : expect)
+        v *= 2;
+      EXPECT_EQ(y.shape(), (Shape{4, 6}));
+      EXPECT_EQ(toVector<float>(y), expect) << "interleaved " << interleaved;
+      std::string trace = readFile(dir + "/trace.json");
+      int second = interleaved ? 1 : 2;
+      for (std::string text :
+           {std::string("\"rank 0 (stage 0)\""),
+            "\"rank " + std::to_string(second) + " (stage 1)\"",
+            std::string("\"name\": \"Send 7\""),
+            std::string("\"name\": \"Recv 7\""),
+            std::string("\"name\": \"F1 task0\"")})
+        EXPECT_NE(trace.find(text), std::string::npos) << text;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}

@@ -30,9 +30,10 @@ PlanBuilder validPlan() {
   return b;
 }
 
-std::string errorOf(const PlanBuilder &b, int64_t world = 2) {
+std::string errorOf(const PlanBuilder &b, int64_t world = 2,
+                    int64_t rank = 0) {
   try {
-    checkPlan(b.plan, "test.plan", world);
+    checkPlan(b.plan, "test.plan", world, rank);
   } catch (const Error &e) {
     return e.what();
   }
@@ -63,8 +64,8 @@ TEST(PlanLoader, RejectsWrongMagicAndVersion) {
   b.plan.set_magic("nope");
   EXPECT_ERROR(b, "magic is 'nope', expected 'shoal.plan'");
   b = validPlan();
-  b.plan.set_format_version(2);
-  EXPECT_ERROR(b, "format_version is 2");
+  b.plan.set_format_version(3);
+  EXPECT_ERROR(b, "format_version is 3, this runtime reads versions 1 and 2");
 }
 
 TEST(PlanLoader, RejectsWrongWorldSize) {
@@ -201,4 +202,246 @@ TEST(PlanLoader, LoadPlanReportsUnreadableFiles) {
     EXPECT_NE(std::string(e.what()).find("is not a valid shoal plan"),
               std::string::npos);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Format version 2
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Expects `text` in the error of checking `b` on rank `rank` of 4.
+#define EXPECT_ERROR_ON(builder, rank, text)                                   \
+  do {                                                                         \
+    std::string msg_ = errorOf(builder, 4, rank);                              \
+    EXPECT_NE(msg_.find(text), std::string::npos) << "message was: " << msg_;  \
+    EXPECT_EQ(msg_.rfind("plan test.plan: ", 0), 0u) << msg_;                  \
+  } while (0)
+
+} // namespace
+
+TEST(PlanLoaderV2, PicksThisRanksProgram) {
+  PlanBuilder b = twoProgramPlan();
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 4, 1);
+  EXPECT_EQ(p.formatVersion, 2);
+  EXPECT_EQ(p.program, 0);
+  EXPECT_EQ(p.numPrograms, 2);
+  EXPECT_EQ(p.role, "first");
+  EXPECT_EQ(p.meshRank, 1);
+  EXPECT_EQ(p.programRanks, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(p.numMicroBatches, 2);
+  EXPECT_EQ(p.mesh.microBatchAxis(), 0);
+  EXPECT_EQ(p.mesh.worldSize(), 2);
+  ASSERT_EQ(p.tasks.size(), 1u);
+  EXPECT_EQ(p.tasks[0].begin, 0);
+  EXPECT_EQ(p.tasks[0].end, 1);
+  ASSERT_EQ(p.schedule.size(), 2u);
+  EXPECT_EQ(p.schedule[1].microBatch, 1);
+  ASSERT_EQ(p.transfers.size(), 1u);
+  EXPECT_EQ(p.ops[0].transfer, 0);
+  EXPECT_EQ(p.transfers[0].id, 7);
+  EXPECT_EQ(p.transfers[0].blockOffsets, (Shape{0, 3}));
+  // Each of ranks 2, 3 gets its row from both senders.
+  EXPECT_EQ(p.transfers[0].messages.size(), 4u);
+  EXPECT_TRUE(p.pipeline.present);
+  EXPECT_EQ(p.pipeline.stages, 2);
+  EXPECT_TRUE(p.isPipelined());
+
+  p = checkPlan(b.plan, "test.plan", 4, 3);
+  EXPECT_EQ(p.program, 1);
+  EXPECT_EQ(p.stage, 1);
+  EXPECT_EQ(p.meshRank, 1);
+  EXPECT_EQ(p.programRanks, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(p.transfers[0].blockOffsets, (Shape{1, 0}));
+  EXPECT_EQ(p.lastUse[0], 1);
+  EXPECT_EQ(p.definingTask[0], 0);
+}
+
+TEST(PlanLoaderV2, KeepsVersionOnePlansAsTheyWere) {
+  PlanBuilder b = validPlan();
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 2, 1);
+  EXPECT_EQ(p.formatVersion, 1);
+  EXPECT_EQ(p.meshRank, 1);
+  EXPECT_EQ(p.numMicroBatches, 1);
+  EXPECT_FALSE(p.isPipelined());
+  ASSERT_EQ(p.schedule.size(), 1u);
+  EXPECT_EQ(p.tasks[0].end, 1);
+}
+
+TEST(PlanLoaderV2, RejectsPlacementsThatDoNotTileTheWorld) {
+  PlanBuilder b = twoProgramPlan();
+  b.prog->mutable_placement()->set_offset(1);
+  EXPECT_ERROR_ON(b, 0,
+                  "world rank 1 is in the placement of program #0 'first' "
+                  "and of program #1 'second'; every rank runs exactly one "
+                  "program");
+  b = twoProgramPlan();
+  b.worldOf(5);
+  EXPECT_NE(errorOf(b, 5, 0).find("plan test.plan: world rank 4 runs no "
+                                  "program: no program's placement covers it"),
+            std::string::npos)
+      << errorOf(b, 5, 0);
+  b = twoProgramPlan();
+  b.prog->mutable_placement()->set_offset(3);
+  EXPECT_ERROR_ON(b, 0,
+                  "program #1 'second': placement (offset 3, stride 0) puts "
+                  "mesh rank 1 on world rank 4, outside the world of 4 ranks");
+}
+
+TEST(PlanLoaderV2, RejectsSendsWithoutTransfers) {
+  PlanBuilder b = twoProgramPlan();
+  b.plan.mutable_programs(0)->mutable_ops(0)->clear_transfer();
+  EXPECT_ERROR_ON(b, 0,
+                  "program #0 'first': op #0 'send_h' (Send): a Send needs a "
+                  "transfer");
+  // Without a Recv.
+  b = twoProgramPlan();
+  b.prog->mutable_ops(0)->mutable_transfer()->set_id(8);
+  EXPECT_ERROR_ON(b, 0, "transfer 7 is sent by program #0 'first' but nothing "
+                        "receives it");
+  // Both ends must agree.
+  b = twoProgramPlan();
+  PlanBuilder::setSharding(b.prog->mutable_ops(0)
+                               ->mutable_transfer()
+                               ->mutable_src()
+                               ->mutable_sharding(),
+                           {{"x"}, {}});
+  b.prog->mutable_ops(0)
+      ->mutable_transfer()
+      ->mutable_src()
+      ->mutable_sharding()
+      ->clear_dims();
+  EXPECT_ERROR_ON(b, 0, "transfer 7 differs between its Send in program #0 "
+                        "'first' and its Recv in program #1 'second'");
+}
+
+TEST(PlanLoaderV2, RejectsTransfersThatDoNotMatchTheirValues) {
+  PlanBuilder b = twoProgramPlan();
+  b.prog->mutable_values(0)->clear_shape();
+  PlanBuilder::setType(b.prog->mutable_values(0), plan::F32, {2, 6});
+  EXPECT_ERROR_ON(b, 2,
+                  "program #1 'second': op #0 'recv_h' (Recv): value 0 is "
+                  "declared f32[2, 6], but transfer 7 of f32[2, 6] sharded "
+                  "[{y}, {}] over its destination mesh (y=2) gives f32[1, 6] "
+                  "on world rank 2");
+  // The sending side must be the program's ranks.
+  b = twoProgramPlan();
+  for (int k = 0; k < 2; ++k)
+    b.plan.mutable_programs(k)
+        ->mutable_ops(0)
+        ->mutable_transfer()
+        ->mutable_src()
+        ->mutable_placement()
+        ->set_offset(1);
+  EXPECT_ERROR_ON(b, 0,
+                  "op #0 'send_h' (Send): the transfer's source ranks [1, 2] "
+                  "are not the ranks of the program [0, 1]");
+  // Transfers move one micro-batch: their shardings never name "mb".
+  b = twoProgramPlan();
+  for (int k = 0; k < 2; ++k) {
+    plan::Layout *dst =
+        b.plan.mutable_programs(k)->mutable_ops(0)->mutable_transfer()
+            ->mutable_dst();
+    PlanBuilder::setMesh(dst->mutable_mesh(), {{"mb", 2}, {"y", 2}});
+    dst->mutable_sharding()->clear_dims();
+    PlanBuilder::setSharding(dst->mutable_sharding(), {{"mb"}, {}});
+  }
+  EXPECT_ERROR_ON(b, 0, "the sharding names the micro-batch axis 'mb'");
+}
+
+TEST(PlanLoaderV2, ChecksTheMicroBatchAxis) {
+  PlanBuilder b = twoProgramPlan();
+  b.place({{"mb", 3}, {"y", 2}}, 2, 0, 2);
+  EXPECT_ERROR_ON(b, 2,
+                  "program #1 'second': mesh axis 'mb' has size 3 but the "
+                  "program has num_micro_batches 2");
+  // Collectives never run over micro-batches.
+  b = twoProgramPlan();
+  int s = b.value({1, 6});
+  PlanBuilder::attrStrings(b.op("AllReduce", {1}, {s}, "ar"), "axes",
+                           {"mb"});
+  EXPECT_ERROR_ON(b, 3,
+                  "op #2 'ar' (AllReduce): runs over the micro-batch axis "
+                  "'mb'; collectives never run over micro-batches");
+  // Weights are the same for every micro-batch.
+  b = twoProgramPlan();
+  int w = b.value({1, 6});
+  std::string dir = makeTempDir();
+  writeFile(dir + "/m.onnx", "");
+  b.weight("w", w, b.source(dir + "/m.onnx"), {2, 6}, {{"mb"}, {}});
+  EXPECT_ERROR_ON(b, 2, "weight 'w': weights are the same for every "
+                        "micro-batch and cannot be sharded over 'mb'");
+}
+
+TEST(PlanLoaderV2, ChecksTasksAndSchedules) {
+  // One program on a world of 1: task a (Relu), task b (Neg of a's value).
+  auto build = [] {
+    PlanBuilder b({{"world", 1}});
+    b.worldOf(1);
+    b.place({{"mb", 2}}, 0, 0, 2);
+    int x = b.value({1, 2}), r = b.value({1, 2}), n = b.value({1, 2});
+    b.input("x", x, {2, 2}, {{"mb"}, {}});
+    b.op("Relu", {x}, {r}, "relu").set_task_graph("a");
+    b.op("Neg", {r}, {n}, "neg").set_task_graph("b");
+    b.output("n", n, {2, 2}, {{"mb"}, {}});
+    b.prog->add_tasks("a");
+    b.prog->add_tasks("b");
+    return b;
+  };
+  PlanBuilder b = build();
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 1, 0);
+  ASSERT_EQ(p.tasks.size(), 2u);
+  EXPECT_EQ(p.tasks[1].begin, 1);
+  EXPECT_EQ(p.tasks[1].imports, std::vector<int>{1});
+  EXPECT_EQ(p.tasks[0].exports, std::vector<int>{1});
+  EXPECT_EQ(p.ops[1].task, 1);
+  // Default schedule: task-major.
+  ASSERT_EQ(p.schedule.size(), 4u);
+  EXPECT_EQ(p.schedule[1].task, 0);
+  EXPECT_EQ(p.schedule[1].microBatch, 1);
+
+  auto step = [](PlanBuilder &pb, int task, int mb, bool backward = false) {
+    plan::ScheduleStep *s = pb.prog->add_schedule();
+    s->set_task(task);
+    s->set_micro_batch(mb);
+    s->set_backward(backward);
+  };
+  auto error = [](const PlanBuilder &pb) { return errorOf(pb, 1, 0); };
+  b = build();
+  step(b, 0, 0);
+  step(b, 1, 0);
+  step(b, 0, 1);
+  step(b, 1, 1, true);
+  EXPECT_NE(error(b).find("the schedule never runs the forward of task 'b' "
+                          "for micro-batch 1"),
+            std::string::npos)
+      << error(b);
+  b = build();
+  step(b, 1, 0);
+  step(b, 0, 0);
+  step(b, 0, 1);
+  step(b, 1, 1);
+  EXPECT_NE(error(b).find("the schedule runs task 'b' for micro-batch 0 (step "
+                          "#0) before task 'a' (step #1), which defines value "
+                          "1 that it reads"),
+            std::string::npos)
+      << error(b);
+  b = build();
+  step(b, 2, 0);
+  EXPECT_NE(error(b).find("schedule step #0 runs task 2, out of range"),
+            std::string::npos)
+      << error(b);
+  b = build();
+  b.prog->mutable_ops(1)->set_task_graph("c");
+  EXPECT_NE(error(b).find("op #1 'neg' (Neg): task_graph 'c' is not one of "
+                          "the program's tasks (a, b)"),
+            std::string::npos)
+      << error(b);
+  b = build();
+  int z = b.value({1, 2});
+  b.op("Relu", {2}, {z}, "again").set_task_graph("a");
+  EXPECT_NE(error(b).find("op #2 'again' (Relu): the ops of task 'a' are not "
+                          "contiguous"),
+            std::string::npos)
+      << error(b);
 }

@@ -177,3 +177,101 @@ TEST_F(RunPlanTest, ReportsKernelErrorsWithTheOp) {
         << e.what();
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Format version 2: micro-batches, tasks and transfers in a world of one
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Runs and returns the message of the AgreedError, or "".
+std::string agreedErrorOf(const RunOptions &o) {
+  try {
+    runPlan(o);
+  } catch (const AgreedError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(RunPlanV2, RunsMicroBatchesTasksAndTransfersToItself) {
+  ensureMpi();
+  if (worldSize() != 1)
+    GTEST_SKIP() << "runs in a world of one rank";
+  std::string dir = makeTempDir();
+  std::mt19937 rng(5);
+  Tensor X = randomF32({4, 3}, rng), W = randomF32({3, 2}, rng);
+
+  // Task a: h = x @ w, sent (transfer 1) to task b of the same rank; task b:
+  // y = relu(received h) + h (h also read directly, across tasks).
+  PlanBuilder b({{"world", 1}});
+  b.worldOf(1);
+  b.place({{"mb", 2}, {"x", 1}}, 0, 0, 2);
+  int vx = b.value({2, 3}), vw = b.value({3, 2}), vh = b.value({2, 2});
+  int vr = b.value({2, 2}), vrelu = b.value({2, 2}), vy = b.value({2, 2});
+  b.input("x", vx, {4, 3}, {{"mb"}, {}});
+  b.constantF32(vw, toVector<float>(W));
+  PlanBuilder::Side self{{{"x", 1}}, {}, 0, 0};
+  b.op("MatMul", {vx, vw}, {vh}, "mm").set_task_graph("a");
+  b.send(vh, 1, {2, 2}, self, self, "send").set_task_graph("a");
+  b.recv(vr, 1, {2, 2}, self, self, "recv").set_task_graph("b");
+  b.op("Relu", {vr}, {vrelu}, "relu").set_task_graph("b");
+  b.op("Add", {vrelu, vh}, {vy}, "add").set_task_graph("b");
+  b.output("y", vy, {4, 2}, {{"mb"}, {}});
+  b.output("w", vw, {3, 2});
+  b.prog->add_tasks("a");
+  b.prog->add_tasks("b");
+  // a0, (a backward entry, skipped), a1, b0, b1.
+  for (auto [task, mb, backward] :
+       std::vector<std::tuple<int, int, bool>>{
+           {0, 0, false}, {1, 0, true}, {0, 1, false}, {1, 0, false},
+           {1, 1, false}}) {
+    plan::ScheduleStep *s = b.prog->add_schedule();
+    s->set_task(task);
+    s->set_micro_batch(mb);
+    s->set_backward(backward);
+  }
+  b.plan.mutable_pipeline()->set_schedule("gpipe");
+  b.plan.mutable_pipeline()->set_stages(1);
+  b.plan.mutable_pipeline()->set_micro_batches(2);
+  b.save(dir + "/mb.plan");
+  ::mkdir((dir + "/in").c_str(), 0755);
+  writeNpy(dir + "/in/x.npy", X);
+
+  RunOptions o;
+  o.planPath = dir + "/mb.plan";
+  o.inputsDir = dir + "/in";
+  o.outputsDir = dir + "/out";
+  o.tracePath = dir + "/traces/run.json";
+  o.steps = 2;
+  RunSummary s = runPlan(o);
+  EXPECT_EQ(s.bubbleExpected, 0.0);
+  EXPECT_GE(s.bubbleMeasured, 0.0);
+
+  std::vector<double> ref;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double h = 0;
+      for (int k = 0; k < 3; ++k)
+        h += double(X.data<float>()[i * 3 + k]) * W.data<float>()[k * 2 + j];
+      ref.push_back(std::max(h, 0.0) + h);
+    }
+  expectAllNear(readNpy(dir + "/out/y.npy"), ref, 1e-5);
+  EXPECT_EQ(toVector<float>(readNpy(dir + "/out/w.npy")), toVector<float>(W));
+
+  std::string trace = readFile(o.tracePath);
+  for (const char *text :
+       {"{\"traceEvents\": [", "\"rank 0 (stage 0)\"", "\"name\": \"F0 a\"",
+        "\"name\": \"F1 b\"", "\"name\": \"Send 1\"", "\"name\": \"Recv 1\"",
+        "\"micro_batch\": 1", "\"ph\": \"X\"", "\"bytes\": 16"})
+    EXPECT_NE(trace.find(text), std::string::npos) << text << "\n" << trace;
+
+  // The CUDA backend refuses pipelined plans.
+  o.backend = "cuda";
+  EXPECT_NE(agreedErrorOf(o).find("pipelined plans (several programs, "
+                                  "micro-batches, tasks or Send/Recv) run on "
+                                  "the CPU backend only for now"),
+            std::string::npos);
+}

@@ -269,6 +269,77 @@ public:
     writeFile(path, plan.SerializeAsString());
   }
 
+  // Format version 2.
+
+  using Axes = std::vector<std::pair<std::string, int64_t>>;
+  using DimAxes = std::vector<std::vector<std::string>>;
+
+  static void setMesh(plan::Mesh *m, const Axes &axes) {
+    m->clear_axes();
+    for (const auto &a : axes) {
+      auto *axis = m->add_axes();
+      axis->set_name(a.first);
+      axis->set_size(a.second);
+    }
+  }
+
+  /// Makes this a format-version-2 plan on a world of `n` ranks.
+  void worldOf(int64_t n) {
+    plan.set_format_version(2);
+    setMesh(plan.mutable_mesh(), {{"world", n}});
+  }
+
+  /// Sets the current program's mesh, placement and micro-batches.
+  void place(const Axes &mesh, int64_t offset = 0, int64_t stride = 0,
+             int numMicroBatches = 1) {
+    setMesh(prog->mutable_mesh(), mesh);
+    prog->mutable_placement()->set_offset(offset);
+    prog->mutable_placement()->set_stride(stride);
+    prog->set_num_micro_batches(numMicroBatches);
+  }
+
+  /// Adds a program and makes it the current one.
+  plan::Program *addProgram(const std::string &role) {
+    prog = plan.add_programs();
+    prog->set_role(role);
+    return prog;
+  }
+
+  /// One side of a transfer.
+  struct Side {
+    Axes mesh;
+    DimAxes sharding;
+    int64_t offset = 0, stride = 0;
+  };
+
+  static void setTransfer(plan::Transfer *t, int id, const Shape &global,
+                          const Side &src, const Side &dst,
+                          plan::DType dtype = plan::F32) {
+    t->set_id(id);
+    setType(t->mutable_global_type(), dtype, global);
+    for (auto [layout, side] :
+         {std::make_pair(t->mutable_src(), &src),
+          std::make_pair(t->mutable_dst(), &dst)}) {
+      setMesh(layout->mutable_mesh(), side->mesh);
+      setSharding(layout->mutable_sharding(), side->sharding);
+      layout->mutable_placement()->set_offset(side->offset);
+      layout->mutable_placement()->set_stride(side->stride);
+    }
+  }
+
+  plan::Op &send(int v, int id, const Shape &global, const Side &src,
+                 const Side &dst, const std::string &name = "") {
+    plan::Op &o = op("Send", {v}, {}, name);
+    setTransfer(o.mutable_transfer(), id, global, src, dst);
+    return o;
+  }
+  plan::Op &recv(int v, int id, const Shape &global, const Side &src,
+                 const Side &dst, const std::string &name = "") {
+    plan::Op &o = op("Recv", {}, {v}, name);
+    setTransfer(o.mutable_transfer(), id, global, src, dst);
+    return o;
+  }
+
   plan::Plan plan;
   plan::Program *prog;
 
@@ -282,6 +353,37 @@ private:
     setSharding(p->mutable_sharding(), sharding);
   }
 };
+
+/// A format-version-2 plan for a world of 4 with two programs over 2
+/// micro-batches: "first" on ranks 0-1 (mesh mb=2, x=2) reads x[4, 6] (rows
+/// over mb, columns over x) and sends each micro-batch's [2, 6] block
+/// (transfer 7) to "second" on ranks 2-3 (mesh mb=2, y=2), which receives it
+/// in rows over y and outputs y = h + h [4, 6] with rows over (mb, y).
+inline PlanBuilder twoProgramPlan() {
+  PlanBuilder b({{"world", 4}});
+  b.worldOf(4);
+  b.prog->set_role("first");
+  b.place({{"mb", 2}, {"x", 2}}, 0, 0, 2);
+  PlanBuilder::Side src{{{"x", 2}}, {{}, {"x"}}, 0, 0};
+  PlanBuilder::Side dst{{{"y", 2}}, {{"y"}, {}}, 2, 0};
+  int x = b.value({2, 3});
+  b.input("x", x, {4, 6}, {{"mb"}, {"x"}});
+  b.send(x, 7, {2, 6}, src, dst, "send_h");
+  b.addProgram("second");
+  b.place({{"mb", 2}, {"y", 2}}, 2, 0, 2);
+  b.prog->set_stage(1);
+  int h = b.value({1, 6});
+  b.recv(h, 7, {2, 6}, src, dst, "recv_h");
+  int y = b.value({1, 6});
+  b.op("Add", {h, h}, {y}, "double");
+  b.output("y", y, {4, 6}, {{"mb", "y"}, {}});
+  auto *pipe = b.plan.mutable_pipeline();
+  pipe->set_schedule("gpipe");
+  pipe->set_stages(2);
+  pipe->set_micro_batches(2);
+  pipe->set_chunks(1);
+  return b;
+}
 
 } // namespace test
 } // namespace rt

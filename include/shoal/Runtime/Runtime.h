@@ -60,6 +60,10 @@ struct RunOptions {
   /// Peak TFLOP/s of one device for the MFU report when the device is not
   /// in the catalog (CPUs); 0: no MFU.
   double peakTflops = 0;
+  /// If set, world rank 0 writes a Chrome trace (JSON) of the last timed
+  /// step there: one process per rank, a compute track (one event per task
+  /// and micro-batch) and a communication track (one event per Send/Recv).
+  std::string tracePath;
 };
 
 /// What a run did, for the summary line.
@@ -74,6 +78,12 @@ struct RunSummary {
   double stepSeconds = 0;
   /// Matrix-product FLOPs of one step, summed over ranks.
   double stepFlops = 0;
+  /// Pipelines (Plan.pipeline): the measured bubble, idle / busy time of the
+  /// timed steps averaged over ranks (busy: time in tasks less time blocked
+  /// in Recv), and the schedule's (stages - 1) / (chunks * micro-batches).
+  /// Both 0 for other plans.
+  double bubbleMeasured = 0;
+  double bubbleExpected = 0;
 };
 
 /// Runs the plan on MPI_COMM_WORLD. MPI must be initialized, and every rank
