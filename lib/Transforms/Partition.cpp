@@ -82,6 +82,30 @@ struct TaskGraphPartitioner {
              llvm::equal(target,
                          ArrayRef<StringRef>(cur[d]).take_front(target.size()));
     };
+    // One dimension giving up its minor axes X while another takes X as its
+    // minor axes is an all_to_all (expert dispatch and combine).
+    for (unsigned c = 0; c < rank; ++c) {
+      if (!coarsens(c))
+        continue;
+      SmallVector<StringRef> moved(cur[c].begin() + to.getDimAxes(c).size(),
+                                   cur[c].end());
+      if (llvm::is_contained(moved, ShoalDialect::kMicroBatchAxis))
+        continue;
+      for (unsigned s = 0; s < rank; ++s) {
+        SmallVector<StringRef> target = to.getDimAxes(s);
+        if (s == c || target.size() != cur[s].size() + moved.size() ||
+            !llvm::equal(cur[s],
+                         ArrayRef<StringRef>(target).take_front(cur[s].size())) ||
+            !llvm::equal(moved,
+                         ArrayRef<StringRef>(target).drop_front(cur[s].size())))
+          continue;
+        cur[c] = to.getDimAxes(c);
+        cur[s] = target;
+        out = b.create<AllToAllOp>(loc, localOf(), out, s, c,
+                                   b.getStrArrayAttr(moved));
+        break;
+      }
+    }
     for (unsigned d = 0; d < rank; ++d) {
       if (cur[d].empty() || cur[d] == to.getDimAxes(d) || refines(d))
         continue;

@@ -91,6 +91,54 @@ ShardingAttr translateSharding(ShardingAttr s, RankedTensorType type,
   return ShardingAttr::get(s.getContext(), dims);
 }
 
+/// A MatMul whose weight has rank >= 3 and whose dimension 0 is a parallel
+/// factor the activation has too holds stacked experts (one matrix per
+/// expert, GShard style): returns that factor, or -1.
+int expertFactor(Operation *op, const ShardingRule &rule) {
+  if (!isa<MatMulOp>(op))
+    return -1;
+  for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!v.getDefiningOp<WeightOp>() || !type || type.getRank() < 3 ||
+        rule.operands[k].empty() || rule.operands[k][0].empty())
+      continue;
+    int f = rule.operands[k][0].front();
+    if (rule.factorKinds[f] != FactorKind::Parallel)
+      continue;
+    for (auto [j, other] : llvm::enumerate(op->getOperands()))
+      if (j != k && !isWeightLike(other))
+        for (const DimFactors &df : rule.operands[j])
+          if (llvm::is_contained(df, f))
+            return f;
+  }
+  return -1;
+}
+
+/// True if an activation operand of `op` arrives split over tp on a
+/// dimension `op` reduces (a sum over experts, say).
+bool arrivesSplitOnReduced(Operation *op, const ShardingRule &rule) {
+  for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    if (isWeightLike(v))
+      continue;
+    ShardingAttr s = getValueSharding(v);
+    for (auto [d, df] : llvm::enumerate(rule.operands[k]))
+      if (!df.empty() && rule.factorKinds[df.front()] != FactorKind::Parallel &&
+          llvm::is_contained(s.getDimAxes(d), "tp"))
+        return true;
+  }
+  return false;
+}
+
+/// A split TaskGraph over a mixture of experts: it splits the experts, not
+/// the matrices, and keeps its tokens split over the same devices.
+bool hasStackedExperts(TaskGraphOp tg) {
+  for (Operation &op : tg.getBody().front())
+    if (auto iface = dyn_cast<ShardingRuleOpInterface>(op))
+      if (expertFactor(&op, iface.getShardingRule()) >= 0)
+        return true;
+  return false;
+}
+
 std::string describe(Operation *op) {
   if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
     return "node '" + loc.getName().getValue().str() + "'";
@@ -141,6 +189,11 @@ struct PropagateShardingPass
                             << "' has no mesh; run shoal-form-taskgraphs "
                                "with a world size first";
     bool isSplit = tg.getStrategy() == Strategy::split;
+    // Expert parallelism: tokens are split over the devices like in a
+    // replicate TaskGraph; the experts too, which all_to_all trades.
+    bool experts = isSplit && hasStackedExperts(tg);
+    if (experts)
+      isSplit = false;
     int64_t tpSize = mesh.getAxisSize("tp");
     // The batch is split over dp, and for replicate also over the scope's
     // own devices (Whale's replicate(n)). Axes of size 1 split nothing.
@@ -238,7 +291,8 @@ struct PropagateShardingPass
       if (!iface)
         return op.emitError()
                << "'" << op.getName() << "' has no sharding rule";
-      if (failed(decide(tg, iface, mesh, isSplit ? tpSize : 1)))
+      if (failed(decide(tg, iface, mesh, isSplit ? tpSize : 1,
+                        experts ? tpSize : 1)))
         return failure();
     }
 
@@ -258,7 +312,7 @@ struct PropagateShardingPass
   }
 
   LogicalResult decide(TaskGraphOp tg, ShardingRuleOpInterface iface,
-                       MeshAttr mesh, int64_t tpSize) {
+                       MeshAttr mesh, int64_t tpSize, int64_t expertSize) {
     Operation *op = iface.getOperation();
     MLIRContext *ctx = op->getContext();
     ShardingRule rule = iface.getShardingRule();
@@ -288,6 +342,47 @@ struct PropagateShardingPass
           continue;
         axes[f] = a;
         used.insert(a.begin(), a.end());
+      }
+    }
+
+    // Expert parallelism: the experts of a stacked-expert MatMul take tp
+    // from the tokens (the dispatch), and a reduction over split experts
+    // gives tp back to the tokens instead of summing partial results (the
+    // combine).
+    if (expertSize > 1) {
+      auto moveTp = [&](int from, int to) {
+        if (to < 0 || !axes[to].empty() && llvm::is_contained(axes[to], "tp"))
+          return;
+        SmallVector<StringRef> grown = axes[to];
+        grown.push_back("tp");
+        if (rule.factorSizes[to] % getAxesSize(mesh, grown) != 0)
+          return;
+        if (from >= 0)
+          llvm::erase(axes[from], "tp");
+        axes[to] = grown;
+      };
+      auto holdsTp = [&]() -> int {
+        for (auto [f, a] : llvm::enumerate(axes))
+          if (llvm::is_contained(a, "tp"))
+            return f;
+        return -1;
+      };
+      int e = expertFactor(op, rule);
+      if (e >= 0 && axes[e].empty()) {
+        moveTp(holdsTp(), e);
+      } else if (int f = holdsTp();
+                 (f >= 0 && rule.factorKinds[f] == FactorKind::Reduction) ||
+                 (f < 0 && arrivesSplitOnReduced(op, rule))) {
+        // The first parallel factor of the result (the tokens).
+        int to = -1;
+        for (const DimFactors &df : rule.results.front())
+          if (!df.empty() &&
+              rule.factorKinds[df.front()] == FactorKind::Parallel &&
+              !rule.isMinorSomewhere(df.front())) {
+            to = df.front();
+            break;
+          }
+        moveTp(f, to);
       }
     }
 

@@ -39,6 +39,31 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 import common  # noqa: E402
 
 
+def check_trace(path, world, stdout):
+    """The Chrome trace has compute work on every rank's track, and a
+    pipeline run printed its measured and theoretical bubble."""
+    import json
+    try:
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        print("trace %s unreadable: %s" % (path, e))
+        return False
+    work = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("tid") == 0:
+            work[e.get("pid")] = work.get(e.get("pid"), 0) + 1
+    missing = [r for r in range(world) if not work.get(r)]
+    if missing:
+        print("trace %s: no compute events for ranks %s" % (path, missing))
+        return False
+    print("trace: %d events, compute events per rank %s" % (len(events), work))
+    if "bubble measured" not in stdout:
+        print("shoal-run printed no pipeline bubble report")
+        return False
+    return True
+
+
 def resolve_spec(model, spec):
     """examples/<model>/<spec> if it exists there, else spec as a path."""
     cand = os.path.join(common.EXAMPLES_DIR, model, spec)
@@ -107,6 +132,10 @@ def main(argv=None):
                     help="backend of the sharded run (the one-rank run is on the CPU)")
     ap.add_argument("--precision", default="fp32",
                     help="shoal-run --precision for the sharded run on cuda")
+    ap.add_argument("--trace", action="store_true",
+                    help="also write a Chrome trace of the sharded run and check "
+                         "it has a track with work for every rank, and that a "
+                         "pipeline reports its bubble")
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
@@ -201,10 +230,17 @@ def main(argv=None):
         common.run_cmd(par_compile, timeout=args.timeout)
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
-        common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size,
-                                         [run, par_plan, "--inputs", inputs,
-                                          "--outputs", par_out] + backend_flags),
-                       env_extra=common.MPI_ENV, timeout=args.timeout)
+        trace = os.path.join(work, "trace.json")
+        trace_flags = ["--trace", trace] if args.trace else []
+        res = common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size,
+                                               [run, par_plan, "--inputs", inputs,
+                                                "--outputs", par_out]
+                                               + backend_flags + trace_flags),
+                             env_extra=common.MPI_ENV, timeout=args.timeout)
+        sys.stdout.write(res.stdout)
+        if args.trace and not check_trace(trace, args.world_size, res.stdout):
+            print("FAIL: " + title)
+            return 1
     except common.CommandError as e:
         print(str(e))
         print("FAIL: " + title)

@@ -612,6 +612,12 @@ private:
               setStrs("axes", c.getAxes());
               return "LocalSlice";
             })
+            .Case([&](AllToAllOp c) {
+              setI("split_dim", c.getSplitDim());
+              setI("concat_dim", c.getConcatDim());
+              setStrs("axes", c.getAxes());
+              return "AllToAll";
+            })
             .Case([&](SendOp s) {
               fillTransfer(out->mutable_transfer(), s.getId(), s.getInput(),
                            s.getFrom(), s.getFrom(), s.getTo());

@@ -152,3 +152,34 @@ func.func @add_layer_norm_types(%a: tensor<4x8xf32>, %b: tensor<4x4xf32>, %g: te
   %s, %y = shoal.add_layer_norm %a, %b, %g : (tensor<4x8xf32>, tensor<4x4xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+func.func @all_to_all_same_dim(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.all_to_all' op split dim 0 and concat dim 0 must be two different dimensions of rank 2}}
+  %0 = shoal.all_to_all %a split 0 concat 0 over ["tp"] : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @all_to_all_sizes(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.all_to_all' op split dim 0 must shrink by the factor concat dim 1 grows (4 -> 2, 8 -> 8)}}
+  %0 = shoal.all_to_all %a split 0 concat 1 over ["tp"] : (tensor<4x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @bridge_rank(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.bridge' op layout sharding has 1 dimensions for a value of rank 2}}
+  %0 = shoal.bridge %a from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[]]>, offset = 0, stride = 1> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 1, stride = 1> : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @placement() attributes {shoal.placement = array<i64: 0>} {
+  // expected-error @-1 {{'shoal.placement' must be array<i64: offset, stride> with non-negative entries}}
+  return
+}

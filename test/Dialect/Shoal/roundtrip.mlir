@@ -67,3 +67,17 @@ func.func @parallel(%x: tensor<4x8xf32> {shoal.sharding = #shoal.sharding<[["dp"
   }
   return %r : tensor<4x8xf32>
 }
+
+// Pipeline stages and expert parallelism.
+// CHECK-LABEL: func.func @stages
+// CHECK: shoal.all_to_all %{{.*}} split 0 concat 1 over ["tp"] : (tensor<4x8x16xf32>) -> tensor<2x16x16xf32>
+// CHECK: %[[B:.*]] = shoal.bridge %{{.*}} from <mesh = <["mb", "dp", "tp"], [2, 1, 1]>, sharding = <{{\[\[}}"mb"], []]>, offset = 0, stride = 3> to <mesh = <["mb", "dp", "tp"], [2, 1, 2]>, sharding = <{{\[\[}}"mb"], []]>, offset = 1, stride = 3> : (tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK: shoal.send %{{.*}} id 3 from <{{.*}}> to <{{.*}}> : tensor<8x16xf32>
+// CHECK: shoal.recv id 3 from <{{.*}}> to <{{.*}}> : tensor<8x16xf32>
+func.func @stages(%e: tensor<4x8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %t = shoal.all_to_all %e split 0 concat 1 over ["tp"] : (tensor<4x8x16xf32>) -> tensor<2x16x16xf32>
+  %b = shoal.bridge %x from <mesh = #shoal.mesh<["mb", "dp", "tp"], [2, 1, 1]>, sharding = #shoal.sharding<[["mb"], []]>, offset = 0, stride = 3> to <mesh = #shoal.mesh<["mb", "dp", "tp"], [2, 1, 2]>, sharding = #shoal.sharding<[["mb"], []]>, offset = 1, stride = 3> : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  shoal.send %b id 3 from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 2> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 1, stride = 2> : tensor<8x16xf32>
+  %r = shoal.recv id 3 from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 2> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 1, stride = 2> : tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}

@@ -910,6 +910,30 @@ LogicalResult LocalSliceOp::verify() {
   return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/false);
 }
 
+LogicalResult AllToAllOp::verify() {
+  if (failed(verifyAxes(*this, getAxes())))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  int64_t s = getSplitDim(), c = getConcatDim(), rank = in.size();
+  if (s < 0 || s >= rank || c < 0 || c >= rank || s == c)
+    return emitOpError() << "split dim " << s << " and concat dim " << c
+                         << " must be two different dimensions of rank "
+                         << rank;
+  if ((int64_t)out.size() != rank)
+    return emitOpError() << "result rank " << out.size()
+                         << " differs from input rank " << rank;
+  if (out[s] == 0 || in[s] % out[s] != 0 || out[c] != in[c] * (in[s] / out[s]))
+    return emitOpError() << "split dim " << s << " must shrink by the factor "
+                         << "concat dim " << c << " grows (" << in[s] << " -> "
+                         << out[s] << ", " << in[c] << " -> " << out[c] << ")";
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != s && d != c && in[d] != out[d])
+      return emitOpError() << "dimension " << d << " changes from " << in[d]
+                           << " to " << out[d];
+  return success();
+}
+
 LogicalResult BridgeOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
   if (in.getElementType() != out.getElementType() ||

@@ -483,6 +483,26 @@ def Shoal_LocalSliceOp : Shoal_CollectiveOp<"local_slice"> {
   }];
 }
 
+def Shoal_AllToAllOp : Shoal_CollectiveOp<"all_to_all"> {
+  let summary = "Trade a split of one dimension for a split of another";
+  let description = [{
+    Among the ranks of `axes` (in group order), every rank cuts dimension
+    `split_dim` of its block into one piece per rank, sends piece j to rank
+    j, and concatenates what it receives along `concat_dim` in group order.
+    A value split over `axes` on `concat_dim` comes out split over them on
+    `split_dim`: the dispatch and combine of expert parallelism.
+
+    ```mlir
+    %e = shoal.all_to_all %x split 0 concat 1 over ["tp"] : (tensor<4x8x32xf32>) -> tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$split_dim,
+                   I64Attr:$concat_dim, StrArrayAttr:$axes);
+  let assemblyFormat = [{
+    $input `split` $split_dim `concat` $concat_dim `over` $axes attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Bridges between TaskGraphs on different device sets
 //===----------------------------------------------------------------------===//
