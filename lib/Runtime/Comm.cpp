@@ -133,8 +133,7 @@ void Comm::gatherToRoot(const Tensor &in, uint8_t *recv) {
              worldComm);
 }
 
-void Comm::gatherBytesToRoot(const void *in, std::size_t bytes,
-                             uint8_t *recv) {
+void Comm::gatherBytesToRoot(const void *in, std::size_t bytes, uint8_t *recv) {
   int count = mpiCount(bytes, "gathering an output");
   MPI_Gather(in, count, MPI_BYTE, recv, count, MPI_BYTE, 0, worldComm);
 }

@@ -53,7 +53,8 @@ void Executor::setMicroBatchValue(int id, int microBatch, Tensor tensor) {
 
 Tensor Executor::fetchOutput(int id, int microBatch) {
   auto out = outputs.find(id);
-  if (out != outputs.end() && microBatch < static_cast<int>(out->second.size()) &&
+  if (out != outputs.end() &&
+      microBatch < static_cast<int>(out->second.size()) &&
       out->second[microBatch].defined())
     return out->second[microBatch];
   auto in = microBatchInputs.find(id);
@@ -108,8 +109,8 @@ void Executor::run(Comm &comm, bool verbose) {
     auto end = Clock::now();
     taskSeconds += secondsBetween(start, end);
     const TaskInfo &task = plan.tasks[e.task];
-    std::string name = task.name.empty() ? fmt::format("task{}", e.task)
-                                         : task.name;
+    std::string name =
+        task.name.empty() ? fmt::format("task{}", e.task) : task.name;
     stepProfile.events.push_back(
         {fmt::format("F{} {}", e.microBatch, name), 0, usSinceStart(start),
          usSinceStart(end) - usSinceStart(start),
@@ -229,8 +230,7 @@ void Executor::send(const OpInfo &op) {
     std::vector<uint8_t> buf(static_cast<std::size_t>(msg.numElements()) *
                              elem);
     copyBox(in.rawData(), in.shape(), relativeOffsets(msg, t.blockOffsets),
-            buf.data(), msg.shape, Shape(msg.shape.size(), 0), msg.shape,
-            elem);
+            buf.data(), msg.shape, Shape(msg.shape.size(), 0), msg.shape, elem);
     peers.push_back(msg.dst);
     total += buf.size();
     if (msg.dst == worldRank) {

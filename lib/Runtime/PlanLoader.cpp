@@ -12,11 +12,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -121,8 +121,7 @@ LoadedPlan PlanChecker::run() {
   out.numPrograms = plan.programs_size();
   out.mesh = meshes[mine];
   out.programRanks = ranks[mine];
-  out.meshRank = std::find(ranks[mine].begin(), ranks[mine].end(),
-                           worldRank) -
+  out.meshRank = std::find(ranks[mine].begin(), ranks[mine].end(), worldRank) -
                  ranks[mine].begin();
   const plan::Program &p = plan.programs(mine);
   out.stage = p.stage();
@@ -161,9 +160,9 @@ Mesh PlanChecker::convertMesh(const plan::Mesh &m, const std::string &prefix,
   return Mesh(names, sizes, v2);
 }
 
-std::vector<int64_t>
-PlanChecker::convertPlacement(const plan::Placement &p, const Mesh &mesh,
-                              const std::string &what) {
+std::vector<int64_t> PlanChecker::convertPlacement(const plan::Placement &p,
+                                                   const Mesh &mesh,
+                                                   const std::string &what) {
   if (p.offset() < 0 || p.stride() < 0)
     fail(fmt::format("{}: placement offset {} and stride {} must not be "
                      "negative",
@@ -194,10 +193,10 @@ TransferInfo PlanChecker::convertTransfer(const plan::Transfer &t,
   TransferInfo info;
   info.id = t.id();
   if (t.id() < 0 || t.id() > kMaxTransferId)
-    fail(fmt::format("{}: transfer id {} is out of range [0, {}]", what,
-                     t.id(), kMaxTransferId));
-  info.globalType =
-      convertType(t.global_type(), fmt::format("{}: transfer {}", what, t.id()));
+    fail(fmt::format("{}: transfer id {} is out of range [0, {}]", what, t.id(),
+                     kMaxTransferId));
+  info.globalType = convertType(t.global_type(),
+                                fmt::format("{}: transfer {}", what, t.id()));
   auto side = [&](const plan::Layout &l, const char *name) {
     std::string who = fmt::format("{}: transfer {} {}", what, t.id(), name);
     Layout layout;
@@ -240,7 +239,8 @@ int PlanChecker::checkPrograms() {
       if (listed != std::set<int64_t>(rs.begin(), rs.end()))
         fail(fmt::format("{}: Program.ranks [{}] are not the ranks of its "
                          "placement [{}]",
-                         where, fmt::join(p.ranks(), ", "), fmt::join(rs, ", ")));
+                         where, fmt::join(p.ranks(), ", "),
+                         fmt::join(rs, ", ")));
     }
     meshes.push_back(mesh);
     ranks.push_back(std::move(rs));
@@ -280,7 +280,8 @@ int PlanChecker::checkPrograms() {
         fail(fmt::format("{}: the transfer's {} ranks [{}] are not the ranks "
                          "of the program [{}]",
                          who, isSend ? "source" : "destination",
-                         fmt::join(sideRanks, ", "), fmt::join(ranks[i], ", ")));
+                         fmt::join(sideRanks, ", "),
+                         fmt::join(ranks[i], ", ")));
       Ends &ends = byId[t.id];
       int &prog = isSend ? ends.sendProgram : ends.recvProgram;
       if (prog >= 0)
@@ -296,8 +297,8 @@ int PlanChecker::checkPrograms() {
       fail(fmt::format("transfer {} is sent by {} but nothing receives it", id,
                        programName(ends.sendProgram)));
     if (ends.sendProgram < 0)
-      fail(fmt::format("transfer {} is received by {} but nothing sends it",
-                       id, programName(ends.recvProgram)));
+      fail(fmt::format("transfer {} is received by {} but nothing sends it", id,
+                       programName(ends.recvProgram)));
     if (ends.send != ends.recv)
       fail(fmt::format("transfer {} differs between its Send in {} and its "
                        "Recv in {}",
@@ -506,8 +507,9 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.source = w.source();
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
-    info.sharding = convertSharding(w.sharding(), info.globalType.shape,
-                                    out.mesh, fmt::format("{}: {}", where, who));
+    info.sharding =
+        convertSharding(w.sharding(), info.globalType.shape, out.mesh,
+                        fmt::format("{}: {}", where, who));
     int mb = out.mesh.microBatchAxis();
     if (mb >= 0 && info.sharding.uses(mb))
       fail(fmt::format("{}: {}: weights are the same for every micro-batch "
@@ -561,15 +563,16 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                          what, worldRank, isSend ? "source" : "destination",
                          fmt::join(sideRanks, ", ")));
       std::vector<int64_t> coords = side.mesh.coordsOf(it - sideRanks.begin());
-      TensorType local{t.globalType.dtype,
-                       localShape(t.globalType.shape, side.sharding, side.mesh)};
+      TensorType local{
+          t.globalType.dtype,
+          localShape(t.globalType.shape, side.sharding, side.mesh)};
       int v = isSend ? info.inputs[0] : info.outputs[0];
       if (out.values[v] != local)
         fail(fmt::format("{}: value {} is declared {}, but transfer {} of {} "
                          "sharded {} over its {} mesh ({}) gives {} on world "
                          "rank {}",
-                         what, v, out.values[v].str(), t.id,
-                         t.globalType.str(), side.sharding.str(side.mesh),
+                         what, v, out.values[v].str(), t.id, t.globalType.str(),
+                         side.sharding.str(side.mesh),
                          isSend ? "source" : "destination", side.mesh.str(),
                          local.str(), worldRank));
       t.blockOffsets =

@@ -130,8 +130,9 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
       bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
       for (int j = 0; j < (perMicroBatch ? plan.numMicroBatches : 1); ++j) {
         Tensor t(plan.values[port.value]);
-        Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
-                                     plan.mesh, plan.mesh.withMicroBatch(coords, j));
+        Shape offsets =
+            blockOffsets(port.globalType.shape, port.sharding, plan.mesh,
+                         plan.mesh.withMicroBatch(coords, j));
         extractBlock(file.data() + header.dataOffset, port.globalType.shape,
                      dtypeSize(t.dtype()), offsets, t.shape(), t.rawData());
         if (t.dtype() == DType::Bool) {
@@ -219,10 +220,11 @@ void writeTrace(const std::string &path, const LoadedPlan &plan,
       "{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, "
       "\"args\": {{\"name\": {}}}}}",
       rank, jsonString(fmt::format("rank {} (stage {})", rank, plan.stage))));
-  parts.push_back(fmt::format("{{\"name\": \"process_sort_index\", \"ph\": "
-                              "\"M\", \"pid\": {0}, \"args\": {{\"sort_index\": "
-                              "{0}}}}}",
-                              rank));
+  parts.push_back(
+      fmt::format("{{\"name\": \"process_sort_index\", \"ph\": "
+                  "\"M\", \"pid\": {0}, \"args\": {{\"sort_index\": "
+                  "{0}}}}}",
+                  rank));
   const char *tracks[] = {"compute", "comm"};
   for (int tid = 0; tid < 2; ++tid)
     parts.push_back(fmt::format("{{\"name\": \"thread_name\", \"ph\": \"M\", "
@@ -328,8 +330,7 @@ double matmulFlops(const LoadedPlan &plan) {
     const Shape &a = plan.values[op.inputs[0]].shape;
     double k =
         op.kind == OpKind::Gemm && op.attrs.transA ? a.front() : a.back();
-    flops +=
-        2.0 * k * plan.values[op.outputs[0]].numElements() * runs[op.task];
+    flops += 2.0 * k * plan.values[op.outputs[0]].numElements() * runs[op.task];
   }
   return flops;
 }
@@ -539,13 +540,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
     MPI_Comm_get_attr(world, MPI_TAG_UB, &tagUb, &hasTagUb);
     if (hasTagUb && tagUb)
       for (const TransferInfo &t : plan->transfers) {
-        int64_t top = int64_t(t.id) * kMaxMicroBatches + kMaxMicroBatches - 1;
+        int64_t top =
+            int64_t(t.id) * kMaxMicroBatches + plan->numMicroBatches - 1;
         if (top > *static_cast<int *>(tagUb))
           throw Error(fmt::format("plan {}: transfer {} needs MPI tags up to "
                                   "{} (id * {} + micro-batch), above this "
                                   "MPI's MPI_TAG_UB {}",
-                                  options.planPath, t.id, top,
-                                  kMaxMicroBatches,
+                                  options.planPath, t.id, top, kMaxMicroBatches,
                                   *static_cast<int *>(tagUb)));
       }
     loadWeights(*plan, coords, *exec);
@@ -589,22 +590,20 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   summary.numOps = plan->ops.size();
   summary.loadSeconds = secondsSince(start);
   if (print)
-    std::fprintf(stderr,
-                 "shoal-run: loaded %s: %s%smesh %s, %zu values, %zu "
-                 "weights, %zu ops on %s (%.3f s)\n",
-                 options.planPath.c_str(),
-                 plan->numPrograms > 1
-                     ? fmt::format("program {} of {}, ", plan->program,
-                                   plan->numPrograms)
-                           .c_str()
-                     : "",
-                 plan->numMicroBatches > 1
-                     ? fmt::format("{} micro-batches, ", plan->numMicroBatches)
-                           .c_str()
-                     : "",
-                 plan->mesh.str().c_str(), plan->values.size(),
-                 plan->weights.size(), plan->ops.size(),
-                 exec->deviceName().c_str(), summary.loadSeconds);
+    std::fprintf(
+        stderr,
+        "shoal-run: loaded %s: %s%smesh %s, %zu values, %zu "
+        "weights, %zu ops on %s (%.3f s)\n",
+        options.planPath.c_str(),
+        plan->numPrograms > 1 ? fmt::format("program {} of {}, ", plan->program,
+                                            plan->numPrograms)
+                                    .c_str()
+                              : "",
+        plan->numMicroBatches > 1
+            ? fmt::format("{} micro-batches, ", plan->numMicroBatches).c_str()
+            : "",
+        plan->mesh.str().c_str(), plan->values.size(), plan->weights.size(),
+        plan->ops.size(), exec->deviceName().c_str(), summary.loadSeconds);
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
@@ -644,14 +643,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
       double sum[2] = {0, 0};
       MPI_Allreduce(mineRatio, sum, 2, MPI_DOUBLE, MPI_SUM, world);
       summary.bubbleMeasured = sum[1] > 0 ? sum[0] / sum[1] : 0;
-      summary.bubbleExpected = double(pipe.stages - 1) /
-                               (double(pipe.chunks) * pipe.microBatches);
+      summary.bubbleExpected =
+          double(pipe.stages - 1) / (double(pipe.chunks) * pipe.microBatches);
       if (rank == 0)
         std::printf("shoal-run: pipeline %s, %d stages x %d micro-batches%s: "
                     "bubble measured %.3g (idle / busy time, mean over "
                     "ranks), schedule's (p-1)/(v*m) = %.3g\n",
-                    pipe.schedule.empty() ? "(unnamed)"
-                                          : pipe.schedule.c_str(),
+                    pipe.schedule.empty() ? "(unnamed)" : pipe.schedule.c_str(),
                     pipe.stages, pipe.microBatches,
                     pipe.chunks > 1
                         ? fmt::format(" x {} chunks", pipe.chunks).c_str()

@@ -28,9 +28,7 @@ int64_t Mesh::worldSize() const {
   return n;
 }
 
-int64_t Mesh::numMicroBatches() const {
-  return mbAxis < 0 ? 1 : sizes[mbAxis];
-}
+int64_t Mesh::numMicroBatches() const { return mbAxis < 0 ? 1 : sizes[mbAxis]; }
 
 std::vector<int64_t> Mesh::withMicroBatch(std::vector<int64_t> coords,
                                           int64_t microBatch) const {
@@ -95,10 +93,9 @@ int64_t Mesh::groupColor(const std::vector<int> &axes,
 std::string Mesh::str() const {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < sizes.size(); ++i)
-    parts.push_back(fmt::format("{}={}{}", names[i], sizes[i],
-                                static_cast<int>(i) == mbAxis
-                                    ? " (micro-batches)"
-                                    : ""));
+    parts.push_back(
+        fmt::format("{}={}{}", names[i], sizes[i],
+                    static_cast<int>(i) == mbAxis ? " (micro-batches)" : ""));
   return parts.empty() ? "(no axes)"
                        : fmt::format("{}", fmt::join(parts, ", "));
 }

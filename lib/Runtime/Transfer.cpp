@@ -64,8 +64,8 @@ std::vector<TransferMessage> shoal::rt::planTransfer(const Shape &global,
       bool empty = false;
       for (std::size_t d = 0; d < global.size(); ++d) {
         int64_t lo = std::max(block.offsets[d], dstOff[d]);
-        int64_t hi = std::min(block.offsets[d] + srcBlock[d],
-                              dstOff[d] + dstBlock[d]);
+        int64_t hi =
+            std::min(block.offsets[d] + srcBlock[d], dstOff[d] + dstBlock[d]);
         if (hi <= lo)
           empty = true;
         msg.offsets.push_back(lo);

@@ -66,8 +66,7 @@ struct TransferMessage {
 /// index, then by first source rank of the block. Layouts must be valid
 /// (shardings divide `global` evenly, ranks distinct).
 std::vector<TransferMessage> planTransfer(const Shape &global,
-                                          const Layout &src,
-                                          const Layout &dst);
+                                          const Layout &src, const Layout &dst);
 
 } // namespace rt
 } // namespace shoal

@@ -233,9 +233,8 @@ TEST_F(CollectiveTest, PipelineSendsMicroBatchesBetweenPrograms) {
         p->mutable_placement()->set_offset(k);
         p->mutable_placement()->set_stride(2);
         for (int j = 0; j < 2; ++j) {
-          plan::Transfer *t = b.plan.mutable_programs(j)
-                                  ->mutable_ops(0)
-                                  ->mutable_transfer();
+          plan::Transfer *t =
+              b.plan.mutable_programs(j)->mutable_ops(0)->mutable_transfer();
           plan::Layout *side = k == 0 ? t->mutable_src() : t->mutable_dst();
           side->mutable_placement()->set_offset(k);
           side->mutable_placement()->set_stride(2);

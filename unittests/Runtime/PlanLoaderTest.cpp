@@ -30,8 +30,7 @@ PlanBuilder validPlan() {
   return b;
 }
 
-std::string errorOf(const PlanBuilder &b, int64_t world = 2,
-                    int64_t rank = 0) {
+std::string errorOf(const PlanBuilder &b, int64_t world = 2, int64_t rank = 0) {
   try {
     checkPlan(b.plan, "test.plan", world, rank);
   } catch (const Error &e) {
@@ -297,8 +296,9 @@ TEST(PlanLoaderV2, RejectsSendsWithoutTransfers) {
   // Without a Recv.
   b = twoProgramPlan();
   b.prog->mutable_ops(0)->mutable_transfer()->set_id(8);
-  EXPECT_ERROR_ON(b, 0, "transfer 7 is sent by program #0 'first' but nothing "
-                        "receives it");
+  EXPECT_ERROR_ON(b, 0,
+                  "transfer 7 is sent by program #0 'first' but nothing "
+                  "receives it");
   // Both ends must agree.
   b = twoProgramPlan();
   PlanBuilder::setSharding(b.prog->mutable_ops(0)
@@ -311,8 +311,9 @@ TEST(PlanLoaderV2, RejectsSendsWithoutTransfers) {
       ->mutable_src()
       ->mutable_sharding()
       ->clear_dims();
-  EXPECT_ERROR_ON(b, 0, "transfer 7 differs between its Send in program #0 "
-                        "'first' and its Recv in program #1 'second'");
+  EXPECT_ERROR_ON(b, 0,
+                  "transfer 7 differs between its Send in program #0 "
+                  "'first' and its Recv in program #1 'second'");
 }
 
 TEST(PlanLoaderV2, RejectsTransfersThatDoNotMatchTheirValues) {
@@ -339,9 +340,10 @@ TEST(PlanLoaderV2, RejectsTransfersThatDoNotMatchTheirValues) {
   // Transfers move one micro-batch: their shardings never name "mb".
   b = twoProgramPlan();
   for (int k = 0; k < 2; ++k) {
-    plan::Layout *dst =
-        b.plan.mutable_programs(k)->mutable_ops(0)->mutable_transfer()
-            ->mutable_dst();
+    plan::Layout *dst = b.plan.mutable_programs(k)
+                            ->mutable_ops(0)
+                            ->mutable_transfer()
+                            ->mutable_dst();
     PlanBuilder::setMesh(dst->mutable_mesh(), {{"mb", 2}, {"y", 2}});
     dst->mutable_sharding()->clear_dims();
     PlanBuilder::setSharding(dst->mutable_sharding(), {{"mb"}, {}});
@@ -358,8 +360,7 @@ TEST(PlanLoaderV2, ChecksTheMicroBatchAxis) {
   // Collectives never run over micro-batches.
   b = twoProgramPlan();
   int s = b.value({1, 6});
-  PlanBuilder::attrStrings(b.op("AllReduce", {1}, {s}, "ar"), "axes",
-                           {"mb"});
+  PlanBuilder::attrStrings(b.op("AllReduce", {1}, {s}, "ar"), "axes", {"mb"});
   EXPECT_ERROR_ON(b, 3,
                   "op #2 'ar' (AllReduce): runs over the micro-batch axis "
                   "'mb'; collectives never run over micro-batches");
@@ -369,8 +370,9 @@ TEST(PlanLoaderV2, ChecksTheMicroBatchAxis) {
   std::string dir = makeTempDir();
   writeFile(dir + "/m.onnx", "");
   b.weight("w", w, b.source(dir + "/m.onnx"), {2, 6}, {{"mb"}, {}});
-  EXPECT_ERROR_ON(b, 2, "weight 'w': weights are the same for every "
-                        "micro-batch and cannot be sharded over 'mb'");
+  EXPECT_ERROR_ON(b, 2,
+                  "weight 'w': weights are the same for every "
+                  "micro-batch and cannot be sharded over 'mb'");
 }
 
 TEST(PlanLoaderV2, ChecksTasksAndSchedules) {

@@ -225,9 +225,11 @@ TEST(RunPlanV2, RunsMicroBatchesTasksAndTransfersToItself) {
   b.prog->add_tasks("b");
   // a0, (a backward entry, skipped), a1, b0, b1.
   for (auto [task, mb, backward] :
-       std::vector<std::tuple<int, int, bool>>{
-           {0, 0, false}, {1, 0, true}, {0, 1, false}, {1, 0, false},
-           {1, 1, false}}) {
+       std::vector<std::tuple<int, int, bool>>{{0, 0, false},
+                                               {1, 0, true},
+                                               {0, 1, false},
+                                               {1, 0, false},
+                                               {1, 1, false}}) {
     plan::ScheduleStep *s = b.prog->add_schedule();
     s->set_task(task);
     s->set_micro_batch(mb);

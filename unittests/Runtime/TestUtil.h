@@ -317,9 +317,8 @@ public:
                           plan::DType dtype = plan::F32) {
     t->set_id(id);
     setType(t->mutable_global_type(), dtype, global);
-    for (auto [layout, side] :
-         {std::make_pair(t->mutable_src(), &src),
-          std::make_pair(t->mutable_dst(), &dst)}) {
+    for (auto [layout, side] : {std::make_pair(t->mutable_src(), &src),
+                                std::make_pair(t->mutable_dst(), &dst)}) {
       setMesh(layout->mutable_mesh(), side->mesh);
       setSharding(layout->mutable_sharding(), side->sharding);
       layout->mutable_placement()->set_offset(side->offset);

@@ -1,4 +1,5 @@
-//===- TransferTest.cpp - Tests of placements and transfer plans -*- C++ -*-===//
+//===- TransferTest.cpp - Tests of placements and transfer plans -*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -18,8 +19,8 @@ namespace {
 
 Layout layout(const std::vector<std::string> &names,
               const std::vector<int64_t> &sizes,
-              const std::vector<std::vector<int>> &sharding,
-              int64_t offset = 0, int64_t stride = 0) {
+              const std::vector<std::vector<int>> &sharding, int64_t offset = 0,
+              int64_t stride = 0) {
   Layout l;
   l.mesh = Mesh(names, sizes, /*hasMicroBatchAxis=*/true);
   l.sharding.dims = sharding;
@@ -86,8 +87,7 @@ TEST(Transfer, PlacesRanksPackedAndStrided) {
   EXPECT_EQ(placeRanks(m, {0, 0}), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(placeRanks(m, {4, 0}), (std::vector<int64_t>{4, 5, 6, 7, 8, 9}));
   // Two pipeline replicas of 8 ranks each; this stage is ranks 3..5 of each.
-  EXPECT_EQ(placeRanks(m, {3, 8}),
-            (std::vector<int64_t>{3, 4, 5, 11, 12, 13}));
+  EXPECT_EQ(placeRanks(m, {3, 8}), (std::vector<int64_t>{3, 4, 5, 11, 12, 13}));
   // The micro-batch axis takes no devices.
   Mesh mb({"mb", "dp", "tp"}, {4, 2, 2}, true);
   EXPECT_EQ(mb.worldSize(), 4);
