@@ -92,6 +92,7 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
   case OpKind::AveragePool:
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
+  case OpKind::AllToAll:
   case OpKind::GatherElements:
   case OpKind::ScatterElements:
   case OpKind::TopK:

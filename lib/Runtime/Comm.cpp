@@ -127,6 +127,38 @@ void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
   cpu::concatBlocks(blocks.data(), groupSize, dim, out);
 }
 
+void Comm::allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
+                     int64_t concatDim, const std::vector<int> &axes) {
+  int64_t groupSize = meshInfo.numBlocks(axes);
+  Shape block = in.shape();
+  if (splitDim < 0 || splitDim >= in.rank() || concatDim < 0 ||
+      concatDim >= in.rank() || block[splitDim] % groupSize != 0)
+    throw Error(fmt::format("AllToAll: cannot split dimension {} of {} into "
+                            "{} blocks",
+                            splitDim, in.type().str(), groupSize));
+  block[splitDim] /= groupSize;
+  Shape shape = block;
+  shape[concatDim] *= groupSize;
+  if (out.dtype() != in.dtype() || out.shape() != shape)
+    throw Error(fmt::format("AllToAll: output is {} but expected {}",
+                            out.type().str(),
+                            TensorType{in.dtype(), shape}.str()));
+  // Block j of the split dimension goes to member j, packed densely.
+  std::vector<uint8_t> send, recv;
+  Tensor piece(TensorType{in.dtype(), block});
+  send.resize(piece.numBytes() * groupSize);
+  recv.resize(send.size());
+  for (int64_t j = 0; j < groupSize; ++j) {
+    cpu::sliceBlock(in, splitDim, groupSize, j, piece);
+    std::memcpy(send.data() + j * piece.numBytes(), piece.rawData(),
+                piece.numBytes());
+  }
+  int count = mpiCount(piece.numBytes(), "AllToAll");
+  MPI_Alltoall(send.data(), count, MPI_BYTE, recv.data(), count, MPI_BYTE,
+               group(axes));
+  cpu::concatBlocks(recv.data(), groupSize, concatDim, out);
+}
+
 void Comm::gatherToRoot(const Tensor &in, uint8_t *recv) {
   int count = mpiCount(in.numBytes(), "gathering an output");
   MPI_Gather(in.rawData(), count, MPI_BYTE, recv, count, MPI_BYTE, 0,

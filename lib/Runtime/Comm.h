@@ -57,6 +57,11 @@ public:
   void allReduce(const Tensor &in, Tensor &out, const std::vector<int> &axes);
   /// Gathers every group member's `in` and concatenates them along `dim` in
   /// group order into `out`.
+  /// Cuts dimension `splitDim` of `in` into one block per group member,
+  /// sends block j to member j, and concatenates the received blocks along
+  /// `concatDim` in group order into `out`.
+  void allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
+                int64_t concatDim, const std::vector<int> &axes);
   void allGather(const Tensor &in, Tensor &out, int64_t dim,
                  const std::vector<int> &axes);
   /// Gathers the same-sized `in` of every rank into `recv` (rank-major) on

@@ -435,6 +435,9 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
   case OpKind::AllGather:
     comm.allGather(input(op, 0), outs[0], a.dim, a.meshAxes);
     break;
+  case OpKind::AllToAll:
+    comm.allToAll(input(op, 0), outs[0], a.dim, a.concatDim, a.meshAxes);
+    break;
   case OpKind::Gelu:
     cpu::gelu(input(op, 0), optionalInput(1), outs[0]);
     break;

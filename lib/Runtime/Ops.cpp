@@ -46,6 +46,7 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"ReduceSum", OpKind::ReduceSum},
       {"AllReduce", OpKind::AllReduce},
       {"AllGather", OpKind::AllGather},
+      {"AllToAll", OpKind::AllToAll},
       {"LocalSlice", OpKind::LocalSlice},
       {"Gelu", OpKind::Gelu},
       {"AddLayerNorm", OpKind::AddLayerNorm},
@@ -384,6 +385,11 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::AllGather:
   case OpKind::LocalSlice:
     allowed = {{"dim", AttrType::Int}, {"axes", AttrType::Strings}};
+    break;
+  case OpKind::AllToAll:
+    allowed = {{"split_dim", AttrType::Int},
+               {"concat_dim", AttrType::Int},
+               {"axes", AttrType::Strings}};
     break;
   case OpKind::Gelu:
     maxIn = 2;
@@ -854,6 +860,26 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
                                 a.dim, shape[a.dim], a.groupSize));
       shape[a.dim] /= a.groupSize;
     }
+    expected.push_back({x.dtype, shape});
+    break;
+  }
+  case OpKind::AllToAll: {
+    attrs.require("split_dim");
+    attrs.require("concat_dim");
+    readMeshAxes(attrs, mesh, a);
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    a.dim = normalizeAxis(attrs.getInt("split_dim", 0), rank, "split_dim");
+    a.concatDim =
+        normalizeAxis(attrs.getInt("concat_dim", 0), rank, "concat_dim");
+    if (a.dim == a.concatDim)
+      throw Error(fmt::format("split_dim and concat_dim are both {}", a.dim));
+    Shape shape = x.shape;
+    if (shape[a.dim] % a.groupSize != 0)
+      throw Error(fmt::format("dimension {} of size {} does not split into {} "
+                              "blocks",
+                              a.dim, shape[a.dim], a.groupSize));
+    shape[a.dim] /= a.groupSize;
+    shape[a.concatDim] *= a.groupSize;
     expected.push_back({x.dtype, shape});
     break;
   }

@@ -53,6 +53,7 @@ enum class OpKind {
   ReduceSum,
   AllReduce,
   AllGather,
+  AllToAll,
   LocalSlice,
   // Fused ops made by shoal-fuse.
   Gelu,
@@ -118,7 +119,8 @@ struct OpAttrs {
   bool keepdims = true;          ///< Reduce*.
   bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
   Shape shape;                   ///< Reshape (the attribute as written).
-  int64_t dim = 0;               ///< AllGather, LocalSlice.
+  int64_t dim = 0;               ///< AllGather, LocalSlice; AllToAll: split.
+  int64_t concatDim = 0;         ///< AllToAll.
   std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
   int64_t groupSize = 1;         ///< Collectives: ranks per group.
   // Also: axis for Concat, Split, GatherElements, ScatterElements and TopK;
@@ -159,6 +161,7 @@ struct OpInfo {
   std::string describe() const;
   bool isCollective() const {
     return kind == OpKind::AllReduce || kind == OpKind::AllGather ||
+           kind == OpKind::AllToAll ||
            kind == OpKind::LocalSlice;
   }
 };

@@ -98,6 +98,36 @@ TEST_F(CollectiveTest, AllGatherOrdersBlocksRowMajorOverTheListedAxes) {
             (std::vector<float>{0, 10, 20, 30, 1, 11, 21, 31}));
 }
 
+TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {
+  Comm comm(MPI_COMM_WORLD, mesh);
+  // G[i][j] = 10 i + j, 4 x 4. Rank r holds row r (tokens split over all
+  // four ranks) and gets column r (experts split) back.
+  std::vector<float> row(4);
+  for (int j = 0; j < 4; ++j)
+    row[j] = float(rank * 10 + j);
+  Tensor in = makeTensor<float>({1, 4}, row);
+  Tensor out(DType::F32, {4, 1});
+  comm.allToAll(in, out, /*splitDim=*/1, /*concatDim=*/0, {0, 1});
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{float(rank), float(10 + rank),
+                                float(20 + rank), float(30 + rank)}));
+  // And back: column r split into rows again restores the row.
+  Tensor back(DType::F32, {1, 4});
+  comm.allToAll(out, back, /*splitDim=*/0, /*concatDim=*/1, {0, 1});
+  EXPECT_EQ(toVector<float>(back), row);
+  // Over y only (pairs {2x, 2x+1}): rank holds [2, 2] and trades dims.
+  Tensor in2 = makeTensor<float>(
+      {2, 2}, {float(rank * 4), float(rank * 4 + 1), float(rank * 4 + 2),
+               float(rank * 4 + 3)});
+  Tensor out2(DType::F32, {4, 1});
+  comm.allToAll(in2, out2, 1, 0, {1});
+  int y = rank % 2, first = rank - y;
+  EXPECT_EQ(toVector<float>(out2),
+            (std::vector<float>{float(first * 4 + y), float(first * 4 + 2 + y),
+                                float((first + 1) * 4 + y),
+                                float((first + 1) * 4 + 2 + y)}));
+}
+
 TEST_F(CollectiveTest, LocalSliceTakesThisRanksBlock) {
   Comm comm(MPI_COMM_WORLD, mesh);
   std::vector<float> v(16);
