@@ -45,8 +45,11 @@ private:
   Mesh convertMesh(const plan::Mesh &m, const std::string &prefix, bool v2);
   void checkSources();
   TensorType convertType(const plan::TensorType &t, const std::string &what);
+  /// `allowUneven`: a dimension may split into ceil-sized blocks, the last
+  /// ones zero-padded (weights of an uneven split).
   ShardSpec convertSharding(const plan::Sharding &s, const Shape &global,
-                            const Mesh &mesh, const std::string &what);
+                            const Mesh &mesh, const std::string &what,
+                            bool allowUneven = false);
   /// Validated world ranks of `mesh` placed by `p`.
   std::vector<int64_t> convertPlacement(const plan::Placement &p,
                                         const Mesh &mesh,
@@ -367,7 +370,8 @@ TensorType PlanChecker::convertType(const plan::TensorType &t,
 
 ShardSpec PlanChecker::convertSharding(const plan::Sharding &s,
                                        const Shape &global, const Mesh &mesh,
-                                       const std::string &what) {
+                                       const std::string &what,
+                                       bool allowUneven) {
   ShardSpec spec;
   if (s.dims_size() == 0)
     return spec;
@@ -391,7 +395,7 @@ ShardSpec PlanChecker::convertSharding(const plan::Sharding &s,
       axes.push_back(a);
     }
     int64_t blocks = mesh.numBlocks(axes);
-    if (global[d] % blocks != 0)
+    if (global[d] % blocks != 0 && !allowUneven)
       fail(fmt::format("{}: dimension {} of size {} does not split evenly "
                        "into {} blocks over mesh axes [{}]",
                        what, d, global[d], blocks,
@@ -509,7 +513,8 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
     info.sharding =
         convertSharding(w.sharding(), info.globalType.shape, out.mesh,
-                        fmt::format("{}: {}", where, who));
+                        fmt::format("{}: {}", where, who),
+                        /*allowUneven=*/true);
     int mb = out.mesh.microBatchAxis();
     if (mb >= 0 && info.sharding.uses(mb))
       fail(fmt::format("{}: {}: weights are the same for every micro-batch "

@@ -130,8 +130,11 @@ std::string ShardSpec::str(const Mesh &mesh) const {
 Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
                             const Mesh &mesh) {
   Shape local = global;
-  for (std::size_t d = 0; d < spec.dims.size() && d < local.size(); ++d)
-    local[d] /= mesh.numBlocks(spec.dims[d]);
+  // Uneven splits: ceil-sized blocks, the last ones zero-padded.
+  for (std::size_t d = 0; d < spec.dims.size() && d < local.size(); ++d) {
+    int64_t n = mesh.numBlocks(spec.dims[d]);
+    local[d] = (local[d] + n - 1) / n;
+  }
   return local;
 }
 
@@ -141,7 +144,8 @@ Shape shoal::rt::blockOffsets(const Shape &global, const ShardSpec &spec,
   Shape offsets(global.size(), 0);
   for (std::size_t d = 0; d < spec.dims.size() && d < global.size(); ++d) {
     int64_t blocks = mesh.numBlocks(spec.dims[d]);
-    offsets[d] = mesh.blockIndex(spec.dims[d], coords) * (global[d] / blocks);
+    offsets[d] = mesh.blockIndex(spec.dims[d], coords) *
+                 ((global[d] + blocks - 1) / blocks);
   }
   return offsets;
 }
@@ -209,13 +213,34 @@ void shoal::rt::copyBox(const void *src, const Shape &srcShape,
 void shoal::rt::extractBlock(const void *src, const Shape &srcShape,
                              std::size_t elemSize, const Shape &offsets,
                              const Shape &blockShape, void *dst) {
+  // A block past the end of the source (the last blocks of an uneven
+  // split) is padded with zeros.
+  Shape box = blockShape;
+  bool clipped = false;
+  for (std::size_t d = 0; d < box.size(); ++d) {
+    int64_t left = std::max<int64_t>(0, srcShape[d] - offsets[d]);
+    if (box[d] > left) {
+      box[d] = left;
+      clipped = true;
+    }
+  }
+  if (clipped) {
+    int64_t n = 1;
+    for (int64_t b : blockShape)
+      n *= b;
+    std::memset(dst, 0, static_cast<std::size_t>(n) * elemSize);
+  }
   copyBox(src, srcShape, offsets, dst, blockShape, Shape(blockShape.size(), 0),
-          blockShape, elemSize);
+          box, elemSize);
 }
 
 void shoal::rt::insertBlock(const void *src, const Shape &blockShape,
                             std::size_t elemSize, const Shape &offsets,
                             void *dst, const Shape &dstShape) {
+  // The zero padding of an uneven block stays out.
+  Shape box = blockShape;
+  for (std::size_t d = 0; d < box.size(); ++d)
+    box[d] = std::min(box[d], std::max<int64_t>(0, dstShape[d] - offsets[d]));
   copyBox(src, blockShape, Shape(blockShape.size(), 0), dst, dstShape, offsets,
-          blockShape, elemSize);
+          box, elemSize);
 }

@@ -6,7 +6,8 @@
 //
 // The conventions of proto/plan.proto: ranks are numbered row-major over the
 // mesh axes; a dimension sharded over axes (major first) is cut into
-// prod(sizes) equal blocks and a rank holds the block whose index is the
+// prod(sizes) blocks of ceil(d / n) elements (the last ones zero-padded when
+// n does not divide d) and a rank holds the block whose index is the
 // row-major index of its coordinates on those axes.
 //
 //===----------------------------------------------------------------------===//

@@ -120,9 +120,34 @@ struct TaskGraphPartitioner {
                                  "cannot run on micro-batches";
         failedReshard = true;
       }
+      int64_t blocks = getAxesSize(mesh, cur[d]);
+      bool uneven = type.getDimSize(d) % blocks != 0;
+      if (uneven && keep != 0) {
+        emitError(loc) << "dimension " << d << " of size "
+                       << type.getDimSize(d) << " is split unevenly over "
+                       << blocks
+                       << " devices and only partly gathered; uneven shards "
+                          "can only be gathered whole";
+        failedReshard = true;
+      }
+      // Gathering zero-padded (uneven) blocks: drop the padding after.
+      SmallVector<int64_t> gatheredShape(localOf().getShape());
       cur[d].resize(keep);
-      out = b.create<AllGatherOp>(loc, localOf(), out, d,
+      gatheredShape[d] *= getAxesSize(mesh, axes);
+      RankedTensorType gathered =
+          RankedTensorType::get(gatheredShape, type.getElementType());
+      out = b.create<AllGatherOp>(loc, gathered, out, d,
                                   b.getStrArrayAttr(axes));
+      if (gathered != localOf())
+        out = b.create<OnnxOp>(
+                  loc, TypeRange{localOf()}, "Slice",
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({0})),
+                       b.getNamedAttr("ends", b.getDenseI64ArrayAttr(
+                                                  {localOf().getDimSize(d)})),
+                       b.getNamedAttr("axes", b.getDenseI64ArrayAttr({d}))}),
+                  ValueRange{out})
+                  .getResult(0);
     }
     for (unsigned d = 0; d < rank; ++d) {
       SmallVector<StringRef> target = to.getDimAxes(d);
@@ -192,6 +217,10 @@ struct TaskGraphPartitioner {
         if (auto list =
                 w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
           s = cast<ShardingAttr>(list[0]);
+        // The plan needs the initializer's global shape, which the local
+        // type no longer gives when shards are uneven.
+        w->setAttr("shoal.global_shape",
+                   b.getDenseI64ArrayAttr(w.getType().getShape()));
         setLocal(w.getResult(), s);
         continue;
       }
@@ -242,6 +271,25 @@ struct TaskGraphPartitioner {
     for (auto [r, s] : llvm::zip(op->getResults(), resultSh))
       setLocal(r, cast<ShardingAttr>(s));
 
+    // Uneven (zero-padded) shards are only summed where every operand
+    // carrying the padded factor is a weight, padded with zeros too (a
+    // row-parallel product after a column-parallel one).
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds)) {
+      if (kind != FactorKind::Reduction || axes[f].empty() ||
+          rule.factorSizes[f] % getAxesSize(mesh, axes[f]) == 0)
+        continue;
+      bool zeroPadded = false;
+      for (auto [k, dims] : llvm::enumerate(rule.operands))
+        for (const DimFactors &df : dims)
+          zeroPadded |= llvm::is_contained(df, (int)f) &&
+                        op->getOperand(k).getDefiningOp<WeightOp>();
+      if (!zeroPadded)
+        return op->emitError()
+               << "sums a dimension of size " << rule.factorSizes[f]
+               << " split unevenly over " << getAxesSize(mesh, axes[f])
+               << " devices, but no operand along it is a weight (whose "
+                  "padding is zero)";
+    }
     // A split reduction factor leaves partial sums.
     SmallVector<StringRef> partial;
     for (auto [f, kind] : llvm::enumerate(rule.factorKinds))

@@ -114,6 +114,31 @@ int expertFactor(Operation *op, const ShardingRule &rule) {
   return -1;
 }
 
+/// An uneven (zero-padded) split of factor `f` may go on through `op` when
+/// `f` is a dimension of its own everywhere (not part of a reshaped one)
+/// and, if `op` sums over it, a weight (zero-padded too) is a factor of the
+/// sum: the padding then only ever meets zeros (Megatron's row-parallel
+/// product after a column-parallel one).
+bool carriesUneven(Operation *op, const ShardingRule &rule, int f) {
+  auto alone = [&](const TensorFactors &t) {
+    return llvm::all_of(t, [&](const DimFactors &df) {
+      return df.size() == 1 || !llvm::is_contained(df, f);
+    });
+  };
+  if (!llvm::all_of(rule.operands, alone) || !llvm::all_of(rule.results, alone))
+    return false;
+  if (rule.factorKinds[f] == FactorKind::Parallel)
+    return true;
+  if (rule.factorKinds[f] != FactorKind::Reduction)
+    return false;
+  for (auto [k, dims] : llvm::enumerate(rule.operands))
+    for (const DimFactors &df : dims)
+      if (llvm::is_contained(df, f) &&
+          op->getOperand(k).getDefiningOp<WeightOp>())
+        return true;
+  return false;
+}
+
 /// True if an activation operand of `op` arrives split over tp on a
 /// dimension `op` reduces (a sum over experts, say).
 bool arrivesSplitOnReduced(Operation *op, const ShardingRule &rule) {
@@ -301,10 +326,15 @@ struct PropagateShardingPass
     SmallVector<Attribute> outShardings;
     for (auto [v, r] : llvm::zip(tg.getYield().getOperands(), tg.getResults())) {
       ShardingAttr s = getValueSharding(v);
-      bool onlyElsewhere = !r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
-        auto other = dyn_cast<TaskGraphOp>(u);
-        return other && !samePlacement(other, tg);
-      });
+      auto type = cast<RankedTensorType>(v.getType());
+      bool even = true;
+      for (unsigned d = 0; d < type.getRank(); ++d)
+        even &= type.getDimSize(d) % getAxesSize(mesh, s.getDimAxes(d)) == 0;
+      bool onlyElsewhere =
+          even && !r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
+            auto other = dyn_cast<TaskGraphOp>(u);
+            return other && !samePlacement(other, tg);
+          });
       outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
@@ -338,7 +368,8 @@ struct PropagateShardingPass
         if (rule.factorKinds[f] == FactorKind::Blocked ||
             rule.isMinorSomewhere(f) || !axes[f].empty() ||
             llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
-            rule.factorSizes[f] % getAxesSize(mesh, a) != 0)
+            (rule.factorSizes[f] % getAxesSize(mesh, a) != 0 &&
+             !carriesUneven(op, rule, f)))
           continue;
         axes[f] = a;
         used.insert(a.begin(), a.end());
@@ -410,15 +441,15 @@ struct PropagateShardingPass
         }
       }
       if (best >= 0) {
-        if (rule.factorSizes[best] % tpSize != 0)
+        if (rule.factorSizes[best] < tpSize)
           return op->emitError()
                  << "split(" << tpSize << ") of TaskGraph '" << tg.getSymName()
                  << "': " << describe(op) << " would split a dimension of size "
                  << rule.factorSizes[best] << " of weight '"
                  << cast<WeightOp>(bestWeight.getDefiningOp()).getName()
-                 << "' over " << tpSize << " devices, but " << tpSize
-                 << " does not divide " << rule.factorSizes[best]
-                 << " (uneven shards are not supported yet)";
+                 << "' over " << tpSize
+                 << " devices, more devices than it has rows";
+        // Uneven splits get ceil-sized, zero-padded shards.
         axes[best] = {"tp"};
       }
     }

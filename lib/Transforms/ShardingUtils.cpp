@@ -60,8 +60,12 @@ int64_t shoal::getAxesSize(MeshAttr mesh, ArrayRef<StringRef> axes) {
 RankedTensorType shoal::getLocalType(RankedTensorType type,
                                      ShardingAttr sharding, MeshAttr mesh) {
   SmallVector<int64_t> shape(type.getShape());
-  for (unsigned d = 0; d < shape.size(); ++d)
-    shape[d] /= getAxesSize(mesh, sharding.getDimAxes(d));
+  // A dimension that does not divide evenly gets ceil-sized blocks; the
+  // last ones are padded with zeros (uneven shards).
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    int64_t n = getAxesSize(mesh, sharding.getDimAxes(d));
+    shape[d] = (shape[d] + n - 1) / n;
+  }
   return RankedTensorType::get(shape, type.getElementType());
 }
 

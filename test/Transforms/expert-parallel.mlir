@@ -7,7 +7,7 @@
 // CHECK: shoal.task_graph "moe" split(2)
 // CHECK: shoal.matmul %{{.*}} : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x4xf32>
 // Each rank loads and runs its 2 experts.
-// CHECK: shoal.weight "w1" {shoal.sharding = [#shoal.sharding<{{\[\[}}"tp"], [], []]>]} : tensor<2x32x64xf32>
+// CHECK: shoal.weight "w1" {shoal.global_shape = array<i64: 4, 32, 64>, shoal.sharding = [#shoal.sharding<{{\[\[}}"tp"], [], []]>]} : tensor<2x32x64xf32>
 // Dispatch: [experts, tokens/2, C] -> [experts/2, tokens, C].
 // CHECK: %[[D:.*]] = shoal.all_to_all %{{.*}} split 0 concat 1 over ["tp"] : (tensor<4x16x32xf32>) -> tensor<2x32x32xf32>
 // CHECK: shoal.matmul %[[D]], %{{.*}} : (tensor<2x32x32xf32>, tensor<2x32x64xf32>) -> tensor<2x32x64xf32>

@@ -59,6 +59,27 @@ TEST(Sharding, LocalShapesAndOffsets) {
             (Shape{0, 0}));
 }
 
+TEST(Sharding, UnevenBlocksAreCeilSizedAndZeroPadded) {
+  Mesh mesh({"tp"}, {3});
+  ShardSpec spec{{{0}}};
+  // 7 over 3: blocks [0, 3), [3, 6), [6, 7) + 2 padding.
+  EXPECT_EQ(localShape({7}, spec, mesh), (Shape{3}));
+  EXPECT_EQ(blockOffsets({7}, spec, mesh, mesh.coordsOf(2)), (Shape{6}));
+  std::vector<float> global = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<float> last(3, -1.f);
+  extractBlock(global.data(), {7}, sizeof(float), {6}, {3}, last.data());
+  EXPECT_EQ(last, (std::vector<float>{7, 0, 0}));
+  // Reassembling leaves the padding out.
+  std::vector<float> back(7, 0.f);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> block(3);
+    Shape off = blockOffsets({7}, spec, mesh, mesh.coordsOf(r));
+    extractBlock(global.data(), {7}, sizeof(float), off, {3}, block.data());
+    insertBlock(block.data(), {3}, sizeof(float), off, back.data(), {7});
+  }
+  EXPECT_EQ(back, global);
+}
+
 TEST(Sharding, BlocksReassembleTheGlobalTensor) {
   Mesh mesh({"a", "b"}, {2, 2});
   Shape global = {4, 3, 6};

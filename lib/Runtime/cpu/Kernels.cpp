@@ -781,13 +781,14 @@ void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
 
 void shoal::rt::cpu::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
                                 int64_t index, Tensor &out) {
-  if (dim < 0 || dim >= x.rank() || numBlocks <= 0 ||
-      x.shape()[dim] % numBlocks != 0 || index < 0 || index >= numBlocks)
+  if (dim < 0 || dim >= x.rank() || numBlocks <= 0 || index < 0 ||
+      index >= numBlocks)
     throw Error(fmt::format("LocalSlice: cannot take block {} of {} along "
                             "dimension {} of {}",
                             index, numBlocks, dim, x.type().str()));
+  // Uneven: ceil-sized blocks, the last ones zero-padded.
   Shape shape = x.shape();
-  shape[dim] /= numBlocks;
+  shape[dim] = (shape[dim] + numBlocks - 1) / numBlocks;
   checkOutput(out, x.dtype(), shape, "LocalSlice");
   Shape offsets(shape.size(), 0);
   offsets[dim] = index * shape[dim];

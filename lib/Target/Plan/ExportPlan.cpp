@@ -442,6 +442,13 @@ private:
           s = cast<ShardingAttr>(list[0]);
         fillGlobal(weight->mutable_global_type(), weight->mutable_sharding(), w,
                    s);
+        // Uneven shards: the local type times the blocks overstates it.
+        if (auto shape =
+                w->getAttrOfType<DenseI64ArrayAttr>("shoal.global_shape")) {
+          weight->mutable_global_type()->clear_shape();
+          for (int64_t d : shape.asArrayRef())
+            weight->mutable_global_type()->add_shape(d);
+        }
         continue;
       }
       if (auto c = dyn_cast<ConstantOp>(op)) {

@@ -884,7 +884,12 @@ LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
   for (size_t i = 0; i < in.size(); ++i) {
     if ((int64_t)i == dim) {
       int64_t big = grows ? out[i] : in[i], small = grows ? in[i] : out[i];
-      if (small < 0 || (small == 0 ? big != 0 : big % small != 0))
+      // A slice may cut uneven (ceil-sized, zero-padded) blocks.
+      if (!grows && small > big)
+        return op->emitOpError() << "slice dim " << dim << " cannot grow from "
+                                 << big << " to " << small;
+      if (small < 0 || (small == 0 ? big != 0
+                                   : (grows ? big % small != 0 : small > big)))
         return op->emitOpError() << what << " dim " << dim << ": size " << big
                                  << " is not a multiple of " << small;
     } else if (in[i] != out[i]) {
