@@ -6,6 +6,10 @@
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_broken.yaml" 2>&1 | FileCheck %s --check-prefix=BROKEN
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%t.missing.yaml" 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not shoal-opt %s --shoal-annotate 2>&1 | FileCheck %s --check-prefix=UNDECLARED
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_bad_schedule.yaml" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_bad_key.yaml" 2>&1 | FileCheck %s --check-prefix=PIPEKEY
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_virtual_no_interleave.yaml" 2>&1 | FileCheck %s --check-prefix=VNOINT
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_interleave_no_virtual.yaml" 2>&1 | FileCheck %s --check-prefix=INTNOV
 
 // NOMATCH: spec_nomatch.yaml:3: pattern '/nothing/*' of scope 'blocks' matches no node
 // TWICE: spec_twice.yaml:4: node '/fc1/Gemm' is claimed by scope 'a' (line 3) and by scope 'b'
@@ -14,6 +18,10 @@
 // BROKEN: spec_broken.yaml:{{[0-9]+}}: invalid YAML
 // MISSING: missing.yaml: cannot open the annotation spec
 // UNDECLARED: scope 'nope' is not declared in the module's 'shoal.scopes'
+// SCHEDULE: spec_pp_bad_schedule.yaml:2: schedule must be gpipe, 1f1b or interleaved, got 'zb'
+// PIPEKEY: spec_pp_bad_key.yaml:2: unknown pipeline key 'chunks' (expected num_micro_batch, schedule, virtual_stages)
+// VNOINT: spec_pp_virtual_no_interleave.yaml:3: virtual_stages needs schedule: interleaved
+// INTNOV: spec_pp_interleave_no_virtual.yaml:3: schedule: interleaved needs virtual_stages of at least 2
 
 func.func @undeclared(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = shoal.relu %x {shoal.scope = "nope"} : (tensor<4xf32>) -> tensor<4xf32>

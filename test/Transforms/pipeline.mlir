@@ -2,6 +2,7 @@
 // (p stages, m micro-batches; F3:s1 = forward of micro-batch 3 through s1).
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_gpipe.yaml fuse=0" | FileCheck %s --check-prefix=GPIPE
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_1f1b.yaml fuse=0" | FileCheck %s --check-prefix=1F1B
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp4_1f1b.yaml fuse=0" | FileCheck %s --check-prefix=P4
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved.yaml fuse=0" | FileCheck %s --check-prefix=INTER
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pipeline.yaml fuse=0" | FileCheck %s --check-prefix=ACCUM
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_rep1_split2.yaml fuse=0" | FileCheck %s --check-prefix=SENDRECV
@@ -15,6 +16,9 @@
 
 // In 1F1B, stage s runs p - s - 1 warm-up forwards, then alternates.
 // 1F1B: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "B0:s0", "F2:s0", "B1:s0", "F3:s0", "B2:s0", "B3:s0"], ["F0:s1", "B0:s1", "F1:s1", "B1:s1", "F2:s1", "B2:s1", "F3:s1", "B3:s1"]]
+
+// 1F1B with p = 4, m = 4: 3, 2, 1 and 0 warm-up forwards.
+// P4: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0", "B0:s0", "B1:s0", "B2:s0", "B3:s0"], ["F0:s1", "F1:s1", "F2:s1", "B0:s1", "F3:s1", "B1:s1", "B2:s1", "B3:s1"], ["F0:s2", "F1:s2", "B0:s2", "F2:s2", "B1:s2", "F3:s2", "B2:s2", "B3:s2"], ["F0:s3", "B0:s3", "F1:s3", "B1:s3", "F2:s3", "B2:s3", "F3:s3", "B3:s3"]]
 
 // Interleaved 1F1B, 2 stages x 2 chunks: c0 and c2 on stage 0, c1 and c3 on
 // stage 1; micro-batches go through the chunks in groups of p.
