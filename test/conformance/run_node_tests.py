@@ -49,6 +49,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -220,9 +221,16 @@ def run_tool(tool, args, cwd):
                 return 127, "", "%s: not found (waited for it)" % tool
             time.sleep(2)
             continue
+        # Each singleton MPI start gets its own session folder: Open MPI's
+        # shared one in /tmp can race between parallel starts ("mkdir
+        # failed ... File exists").
+        # (A short path: Open MPI puts Unix sockets there.)
         try:
-            p = subprocess.run([tool] + args, cwd=cwd, capture_output=True,
-                               text=True, errors="replace", timeout=TOOL_TIMEOUT_S)
+            with tempfile.TemporaryDirectory(prefix="shoal") as tmp:
+                p = subprocess.run([tool] + args, cwd=cwd, capture_output=True,
+                                   text=True, errors="replace",
+                                   timeout=TOOL_TIMEOUT_S,
+                                   env=dict(os.environ, TMPDIR=tmp))
         except subprocess.TimeoutExpired:
             return None, "", "timed out after %d s" % TOOL_TIMEOUT_S
         except OSError as e:  # ETXTBSY, ENOEXEC, ENOENT mid-rebuild
