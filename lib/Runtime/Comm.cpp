@@ -48,6 +48,12 @@ Comm::Comm(MPI_Comm world, const Mesh &mesh)
   myCoords = meshInfo.coordsOf(worldRank);
 }
 
+void Comm::setMicroBatch(int microBatch) {
+  int mb = meshInfo.microBatchAxis();
+  if (mb >= 0)
+    myCoords[mb] = microBatch;
+}
+
 Comm::~Comm() {
   int finalized = 0;
   MPI_Finalized(&finalized);

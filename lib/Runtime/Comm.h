@@ -41,6 +41,9 @@ public:
   MPI_Comm world() const { return worldComm; }
   const Mesh &mesh() const { return meshInfo; }
   const std::vector<int64_t> &coords() const { return myCoords; }
+  /// Sets this rank's coordinate on the micro-batch axis (if the mesh has
+  /// one) to the micro-batch about to run: LocalSlice over "mb" keeps it.
+  void setMicroBatch(int microBatch);
 
   /// Creates the communicators for each list of axes, in order. Collective
   /// over the world: every rank must pass the same lists.

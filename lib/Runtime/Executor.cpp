@@ -127,6 +127,7 @@ void Executor::run(Comm &comm, bool verbose) {
 void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
   const TaskInfo &task = plan.tasks[taskIndex];
   currentMicroBatch = microBatch;
+  comm.setMicroBatch(microBatch);
   for (auto &entry : microBatchInputs)
     values[entry.first] = entry.second[microBatch];
   for (int v : task.imports) {

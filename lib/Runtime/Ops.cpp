@@ -209,8 +209,11 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-/// Reads and checks a collective's mesh axes.
-void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out) {
+/// Reads and checks a collective's mesh axes. Only LocalSlice (no
+/// communication: it keeps this micro-batch's block) may name the
+/// micro-batch axis.
+void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
+                  bool allowMicroBatch = false) {
   attrs.require("axes");
   std::set<int> seen;
   for (const std::string &name : attrs.getStrings("axes")) {
@@ -220,7 +223,7 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out) {
                               mesh.str()));
     if (!seen.insert(a).second)
       throw Error(fmt::format("mesh axis '{}' is listed twice", name));
-    if (a == mesh.microBatchAxis())
+    if (a == mesh.microBatchAxis() && !allowMicroBatch)
       throw Error(fmt::format("runs over the micro-batch axis '{}'; "
                               "collectives never run over micro-batches",
                               name));
@@ -847,7 +850,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::AllGather:
   case OpKind::LocalSlice: {
     attrs.require("dim");
-    readMeshAxes(attrs, mesh, a);
+    readMeshAxes(attrs, mesh, a, kind == OpKind::LocalSlice);
     int64_t rank = static_cast<int64_t>(x.shape.size());
     a.dim = normalizeAxis(attrs.getInt("dim", 0), rank, "dim");
     Shape shape = x.shape;
