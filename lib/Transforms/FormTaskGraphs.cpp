@@ -136,6 +136,8 @@ struct FormTaskGraphsPass
     // Device groups: instance k runs on group k % p, with p = instances / v
     // (interleaved schedules give each group v model chunks).
     int64_t n = instances.size();
+    if (n == 0)
+      return places;
     if (n % virtualStages != 0)
       return func.emitError()
              << "virtual_stages = " << virtualStages << " needs a multiple of "
@@ -224,10 +226,18 @@ struct FormTaskGraphsPass
           break;
         }
       if (chosen < 0) {
-        unsigned n = count[scope.getName().getValue()]++;
+        // TaskGraph names are unique: a scope's later instances are
+        // "name.1", ... unless a scope already has that name.
         std::string name = scope.getName().getValue().str();
-        if (n)
-          name += "." + std::to_string(n);
+        while (true) {
+          unsigned n = count[scope.getName().getValue()]++;
+          std::string candidate =
+              n ? name + "." + std::to_string(n) : name;
+          if (n == 0 || !scopes.count(candidate)) {
+            name = candidate;
+            break;
+          }
+        }
         instances.push_back({scope, name, {}});
         chosen = instances.size() - 1;
       }
@@ -331,7 +341,13 @@ struct FormTaskGraphsPass
         last = places->back();
       }
       int64_t devices = last.mesh.getAxisSize("tp");
-      auto tg = b.create<TaskGraphOp>(ret->getLoc(), types, "outputs",
+      std::string outputsName = "outputs";
+      while (scopes.count(outputsName) ||
+             llvm::any_of(instances, [&](const Instance &i) {
+               return i.name == outputsName;
+             }))
+        outputsName = "_" + outputsName;
+      auto tg = b.create<TaskGraphOp>(ret->getLoc(), types, outputsName,
                                       Strategy::replicate, devices, last.mesh,
                                       ValueRange{});
       setPlace(tg, last);

@@ -94,6 +94,8 @@ struct TaskGraphPartitioner {
       for (unsigned s = 0; s < rank; ++s) {
         SmallVector<StringRef> target = to.getDimAxes(s);
         if (s == c || target.size() != cur[s].size() + moved.size() ||
+            type.getDimSize(s) % getAxesSize(mesh, target) != 0 ||
+            type.getDimSize(c) % getAxesSize(mesh, cur[c]) != 0 ||
             !llvm::equal(cur[s],
                          ArrayRef<StringRef>(target).take_front(cur[s].size())) ||
             !llvm::equal(moved,

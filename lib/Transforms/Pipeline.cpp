@@ -107,7 +107,7 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       auto stage = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr);
       if (!stage)
         return success(); // one device set: nothing to schedule
-      if (isOutputsTaskGraph(tg) && tg.getSymName() == "outputs") {
+      if (isOutputsTaskGraph(tg)) {
         outputs = tg;
         continue;
       }

@@ -73,20 +73,27 @@ ShardingAttr splitBatchFurther(ShardingAttr s, Value v,
 /// The layout a value laid out as `s` on another device set takes on
 /// `mesh`. A split TaskGraph keeps every cut its mesh can make (a hidden
 /// dimension split over tp arrives split, and its first contraction sums
-/// partial products); a replicate TaskGraph keeps only the batch cut.
-/// A dimension the kept axes do not divide arrives whole.
+/// partial products); a replicate TaskGraph keeps only the batch cut over
+/// tp. A split TaskGraph takes the batch whole over tp (tp is for its
+/// weights). The micro-batch and data-parallel cuts always stay, wherever
+/// they are: both sides of a bridge run the same micro-batch of the same
+/// replica. Where the kept axes do not divide a dimension, the minor ones
+/// go first.
 ShardingAttr translateSharding(ShardingAttr s, RankedTensorType type,
                                MeshAttr mesh, bool isSplit) {
   SmallVector<SmallVector<StringRef>> dims;
   for (unsigned d = 0; d < type.getRank(); ++d) {
     auto &out = dims.emplace_back();
-    if (!isSplit && d != 0)
-      continue;
-    for (StringRef a : s.getDimAxes(d))
-      if (mesh.getAxisSize(a) > 0)
+    for (StringRef a : s.getDimAxes(d)) {
+      bool keep = a == ShoalDialect::kMicroBatchAxis || a == "dp" ||
+                  (a == "tp" && (isSplit ? d != 0 : d == 0));
+      if (keep && mesh.getAxisSize(a) > 0)
         out.push_back(a);
-    if (type.getDimSize(d) % getAxesSize(mesh, out) != 0)
-      out.clear();
+    }
+    while (!out.empty() && out.back() != ShoalDialect::kMicroBatchAxis &&
+           out.back() != "dp" &&
+           type.getDimSize(d) % getAxesSize(mesh, out) != 0)
+      out.pop_back();
   }
   return ShardingAttr::get(s.getContext(), dims);
 }
@@ -127,8 +134,12 @@ bool carriesUneven(Operation *op, const ShardingRule &rule, int f) {
   };
   if (!llvm::all_of(rule.operands, alone) || !llvm::all_of(rule.results, alone))
     return false;
+  // Through ops that keep the zero padding finite (not 1/0, log 0, ...),
+  // so that it adds nothing when it meets a weight's zero padding.
   if (rule.factorKinds[f] == FactorKind::Parallel)
-    return true;
+    return isa<AddOp, SubOp, MulOp, ReluOp, ErfOp, TanhOp, SigmoidOp, NegOp,
+               AbsOp, ExpOp, SinOp, CosOp, SqrtOp, GeluOp, CastOp, MatMulOp,
+               GemmOp>(op);
   if (rule.factorKinds[f] != FactorKind::Reduction)
     return false;
   for (auto [k, dims] : llvm::enumerate(rule.operands))

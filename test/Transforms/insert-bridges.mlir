@@ -7,6 +7,7 @@
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges | FileCheck %s --check-prefix=DP
 // Same devices (no pipeline): no bridge op; shoal-partition reshards inside.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_blocks_like.yaml" --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges | FileCheck %s --check-prefix=SAME
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_rep2_split3.yaml" --shoal-form-taskgraphs --shoal-propagate-sharding --shoal-insert-bridges | FileCheck %s --check-prefix=REP2-SPLIT3
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-form-taskgraphs --shoal-insert-bridges 2>&1 | FileCheck %s --check-prefix=ERR
 
 // replicate(1) on rank 0 -> split(2) on ranks 1-2: the batch, cut into 2
@@ -40,3 +41,7 @@
 // SAME: shoal.task_graph "body"
 
 // ERR: TaskGraph 'default' has no shardings; run shoal-propagate-sharding first
+
+// replicate(2) -> split(3): the batch cut over tp is not the split stage's
+// (tp is for its weights), but the micro-batch cut stays on both sides.
+// REP2-SPLIT3: shoal.bridge %{{.*}} from <mesh = <["mb", "dp", "tp"], [2, 1, 2]>, sharding = <{{\[\[}}"mb", "tp"], []]>, offset = 0, stride = 5> to <mesh = <["mb", "dp", "tp"], [2, 1, 3]>, sharding = <{{\[\[}}"mb"], []]>, offset = 2, stride = 5>

@@ -6,6 +6,7 @@
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved.yaml fuse=0" | FileCheck %s --check-prefix=INTER
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pipeline.yaml fuse=0" | FileCheck %s --check-prefix=ACCUM
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_rep1_split2.yaml fuse=0" | FileCheck %s --check-prefix=SENDRECV
+// RUN: shoal-opt %inputs/mlp_weight_out.mlir --shoal-parallelize="spec=%inputs/spec_pp_named_outputs.yaml fuse=0" | FileCheck %s --check-prefix=NAMES
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved_bad.yaml" 2>&1 | FileCheck %s --check-prefix=BADM
 // Without shoal-partition, bridges are still global: shoal-pipeline only
 // moves them.
@@ -45,3 +46,9 @@
 
 // GLOBAL: shoal.send %{{.*}} id 0 {{.*}} : tensor<8x128xf32>
 // GLOBAL: shoal.recv id 0 {{.*}} : tensor<8x128xf32>
+
+// A scope named "outputs" keeps its name; the TaskGraph for the returned
+// weight gets another and runs once after the pipeline.
+// NAMES: shoal.schedule = {{\[\[}}"F0:s0", {{.*}}], ["F0:outputs", "B0:outputs", {{.*}}, "B3:outputs", "F0:_outputs"]]
+// NAMES: shoal.task_graph "outputs"
+// NAMES: shoal.task_graph "_outputs"

@@ -3,6 +3,7 @@
 // padding goes through the elementwise GELU part and meets the zero-padded
 // rows of fc2's weight in the row-parallel product, so it never shows.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_split3.yaml world-size=3 fuse=0" | FileCheck %s
+// RUN: shoal-opt %inputs/recip_mlp.mlir --shoal-parallelize="spec=%inputs/spec_split3.yaml world-size=3 fuse=0" | FileCheck %s --check-prefix=RECIP
 // Gathering an uneven dimension drops the padding.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split3.yaml" --shoal-form-taskgraphs="world-size=3" --shoal-propagate-sharding | FileCheck %s --check-prefix=PROP
 
@@ -17,3 +18,10 @@
 // CHECK: shoal.all_gather %{{.*}} dim 1 over ["tp"] : (tensor<8x8xf32>) -> tensor<8x24xf32>
 
 // PROP: shoal.erf {{.*}}shoal.sharding = [#shoal.sharding<{{\[\[}}], ["tp"]]>]
+
+// Reciprocal would turn the padding into infinity (and inf * 0 = NaN in the
+// next product): the uneven split is gathered before it, padding dropped.
+// RECIP: shoal.gemm {{.*}} -> tensor<8x43xf32>
+// RECIP-NEXT: shoal.all_gather %{{.*}} dim 1 over ["tp"] : (tensor<8x43xf32>) -> tensor<8x129xf32>
+// RECIP-NEXT: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: 128>, starts = array<i64: 0>} : (tensor<8x129xf32>) -> tensor<8x128xf32>
+// RECIP-NEXT: shoal.reciprocal %{{.*}} : (tensor<8x128xf32>) -> tensor<8x128xf32>

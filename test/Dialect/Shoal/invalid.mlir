@@ -185,3 +185,19 @@ func.func @placement() attributes {shoal.placement = array<i64: 0>} {
   // expected-error @-1 {{'shoal.placement' must be array<i64: offset, stride> with non-negative entries}}
   return
 }
+
+// -----
+
+func.func @bridge_axis(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'shoal.bridge' op layout sharding uses mesh axis 'zz', which its mesh does not have}}
+  %0 = shoal.bridge %a from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 1> to <mesh = #shoal.mesh<["dp", "tp"], [1, 2]>, sharding = #shoal.sharding<[["zz"], []]>, offset = 1, stride = 2> : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @recv_rank() {
+  // expected-error @+1 {{'shoal.recv' op layout sharding has 1 dimensions for a value of rank 2}}
+  %0 = shoal.recv id 0 from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 1> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[]]>, offset = 1, stride = 1> : tensor<4x8xf32>
+  return
+}

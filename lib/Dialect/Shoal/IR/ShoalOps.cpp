@@ -939,19 +939,47 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 
+namespace {
+/// A layout's sharding fits a value of `rank` dimensions on its mesh: one
+/// entry per dimension, mesh axes it has, each once.
+LogicalResult verifyLayouts(Operation *op, ArrayRef<LayoutAttr> layouts,
+                            int64_t rank) {
+  for (LayoutAttr l : layouts) {
+    ShardingAttr s = l.getSharding();
+    if ((int64_t)s.getDims().size() != rank)
+      return op->emitOpError() << "layout sharding has " << s.getDims().size()
+                               << " dimensions for a value of rank " << rank;
+    for (unsigned d = 0; d < s.getDims().size(); ++d)
+      for (StringRef a : s.getDimAxes(d))
+        if (l.getMesh().getAxisSize(a) == 0)
+          return op->emitOpError()
+                 << "layout sharding uses mesh axis '" << a
+                 << "', which its mesh does not have";
+    if (l.getOffset() < 0 || l.getStride() < 0)
+      return op->emitOpError() << "layout offset and stride must not be "
+                                  "negative";
+  }
+  return success();
+}
+} // namespace
+
 LogicalResult BridgeOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
   if (in.getElementType() != out.getElementType() ||
       in.getRank() != out.getRank())
     return emitOpError() << "changes the element type or rank (" << in
                          << " to " << out << ")";
-  for (LayoutAttr l : {getFrom(), getTo()})
-    if ((int64_t)l.getSharding().getDims().size() != in.getRank())
-      return emitOpError() << "layout sharding has "
-                           << l.getSharding().getDims().size()
-                           << " dimensions for a value of rank "
-                           << in.getRank();
-  return success();
+  return verifyLayouts(*this, {getFrom(), getTo()}, in.getRank());
+}
+
+LogicalResult SendOp::verify() {
+  return verifyLayouts(*this, {getFrom(), getTo()},
+                       getInput().getType().getRank());
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyLayouts(*this, {getFrom(), getTo()},
+                       getResult().getType().getRank());
 }
 
 #define GET_OP_CLASSES

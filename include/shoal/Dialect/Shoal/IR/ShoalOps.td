@@ -545,6 +545,7 @@ def Shoal_SendOp : Shoal_Op<"send"> {
   let assemblyFormat = [{
     $input `id` $id `from` $from `to` $to attr-dict `:` type($input)
   }];
+  let hasVerifier = 1;
 }
 
 def Shoal_RecvOp : Shoal_Op<"recv"> {
@@ -560,6 +561,7 @@ def Shoal_RecvOp : Shoal_Op<"recv"> {
   let assemblyFormat = [{
     `id` $id `from` $from `to` $to attr-dict `:` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_TD
