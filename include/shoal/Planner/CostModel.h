@@ -1,0 +1,103 @@
+//===- CostModel.h - Time and memory of ops and collectives -----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Predicted time of compute (a roofline over the device's peak rate and
+// memory bandwidth, each scaled by an efficiency that calibration can set),
+// of collectives (ring formulas over the slowest link the group crosses;
+// hierarchical when the group spans nodes), of point-to-point transfers, and
+// the memory a rank needs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_PLANNER_COSTMODEL_H
+#define SHOAL_PLANNER_COSTMODEL_H
+
+#include "shoal/Planner/Cluster.h"
+
+#include <vector>
+
+namespace shoal {
+namespace planner {
+
+/// Classes of ops that get their own efficiency.
+enum class OpClass { MatMul, Elementwise };
+
+/// Fractions of the datasheet figures that are achieved (calibrated per
+/// device type and op class, never per model).
+struct Efficiency {
+  double matmul = 1.0;      ///< of the peak FLOP/s
+  double memory = 1.0;      ///< of the memory bandwidth
+  double link = 1.0;        ///< of a link's bandwidth
+};
+
+class CostModel {
+public:
+  CostModel(const Cluster &cluster, Precision precision,
+            Efficiency efficiency = {})
+      : cluster(cluster), precision(precision), eff(efficiency) {}
+
+  /// Seconds for an op of `flops` that moves `bytes` on `rank`'s device:
+  /// the slower of compute and memory traffic.
+  double opSeconds(int rank, double flops, double bytes, OpClass cls) const;
+
+  /// Ring all-reduce of `bytes` (each rank's buffer) among `ranks`:
+  /// 2 (n-1)/n * bytes / bandwidth + 2 (n-1) * latency. A group that spans
+  /// nodes with several ranks on each reduce-scatters inside the nodes,
+  /// all-reduces 1/k of the data across them and all-gathers inside again.
+  double allReduceSeconds(const std::vector<int> &ranks, double bytes) const;
+  /// Ring all-gather producing `bytes` on every rank:
+  /// (n-1)/n * bytes / bandwidth + (n-1) * latency. Reduce-scatter and
+  /// all-to-all of `bytes` per rank cost the same.
+  double allGatherSeconds(const std::vector<int> &ranks, double bytes) const;
+  double reduceScatterSeconds(const std::vector<int> &ranks,
+                              double bytes) const {
+    return allGatherSeconds(ranks, bytes);
+  }
+  double allToAllSeconds(const std::vector<int> &ranks, double bytes) const {
+    return allGatherSeconds(ranks, bytes);
+  }
+  /// One message of `bytes` from `src` to `dst`: latency + bytes/bandwidth
+  /// (0 when they are the same rank).
+  double sendRecvSeconds(int src, int dst, double bytes) const;
+
+private:
+  double ring(const std::vector<int> &ranks, double bytes, double rounds) const;
+
+  const Cluster &cluster;
+  Precision precision;
+  Efficiency eff;
+};
+
+/// What a rank holds, for the memory model.
+struct MemoryInputs {
+  double parameters = 0;     ///< this rank's parameter count
+  double bytesPerParam = 4;  ///< 4 fp32, 2 bf16/fp16
+  bool training = false;
+  enum class Optimizer { None, SGD, Momentum, Adam } optimizer =
+      Optimizer::None;
+  double activationBytes = 0; ///< per micro-batch, kept for backward
+  int inFlight = 1;           ///< micro-batches whose activations are kept
+  double workspaceBytes = 0;
+};
+
+struct MemoryEstimate {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0,
+         workspace = 0;
+  double total() const {
+    return weights + gradients + optimizer + activations + workspace;
+  }
+};
+
+/// Weights; when training, gradients (same precision as weights) and the
+/// optimizer's state in fp32 (Adam: two moments, plus an fp32 master copy
+/// of weights kept in lower precision; momentum: one); activations times
+/// the micro-batches in flight; workspace.
+MemoryEstimate estimateMemory(const MemoryInputs &in);
+
+} // namespace planner
+} // namespace shoal
+
+#endif // SHOAL_PLANNER_COSTMODEL_H

@@ -1,0 +1,95 @@
+//===- CostModel.cpp - Time and memory of ops and collectives ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/CostModel.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace shoal::planner;
+
+double CostModel::opSeconds(int rank, double flops, double bytes,
+                            OpClass cls) const {
+  const DeviceType &d = cluster.groupOf(rank).device;
+  double compute = 0;
+  if (flops > 0) {
+    double rate = d.peakFlops(cls == OpClass::MatMul ? precision
+                                                     : Precision::FP32);
+    compute = flops / (rate * (cls == OpClass::MatMul ? eff.matmul : 1.0));
+  }
+  double memory = 0;
+  if (bytes > 0 && d.bandwidthGBps > 0)
+    memory = bytes / (d.bandwidthGBps * 1e9 * eff.memory);
+  return std::max(compute, memory);
+}
+
+double CostModel::ring(const std::vector<int> &ranks, double bytes,
+                       double rounds) const {
+  double n = static_cast<double>(ranks.size());
+  if (n <= 1 || bytes <= 0)
+    return 0;
+  Link l = cluster.slowestLink(ranks);
+  return rounds * ((n - 1) / n * bytes / (l.bandwidthGBps * 1e9 * eff.link) +
+                   (n - 1) * l.latencyUs * 1e-6);
+}
+
+double CostModel::allReduceSeconds(const std::vector<int> &ranks,
+                                   double bytes) const {
+  // Ranks per node; hierarchical when every node has the same k > 1.
+  std::map<int, std::vector<int>> byNode;
+  for (int r : ranks)
+    byNode[cluster.nodeOf(r)].push_back(r);
+  std::size_t k = byNode.begin()->second.size();
+  bool uniform = std::all_of(byNode.begin(), byNode.end(), [&](auto &e) {
+    return e.second.size() == k;
+  });
+  if (byNode.size() <= 1 || k <= 1 || !uniform)
+    return ring(ranks, bytes, 2);
+  std::vector<int> leaders;
+  for (auto &e : byNode)
+    leaders.push_back(e.second.front());
+  const std::vector<int> &local = byNode.begin()->second;
+  // Reduce-scatter in the node, all-reduce of 1/k across nodes, all-gather.
+  return ring(local, bytes, 1) + ring(leaders, bytes / k, 2) +
+         ring(local, bytes, 1);
+}
+
+double CostModel::allGatherSeconds(const std::vector<int> &ranks,
+                                   double bytes) const {
+  return ring(ranks, bytes, 1);
+}
+
+double CostModel::sendRecvSeconds(int src, int dst, double bytes) const {
+  if (src == dst)
+    return 0;
+  Link l = cluster.slowestLink({src, dst});
+  return l.latencyUs * 1e-6 + bytes / (l.bandwidthGBps * 1e9 * eff.link);
+}
+
+MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
+  MemoryEstimate m;
+  m.weights = in.parameters * in.bytesPerParam;
+  if (in.training) {
+    m.gradients = in.parameters * in.bytesPerParam;
+    switch (in.optimizer) {
+    case MemoryInputs::Optimizer::Adam:
+      m.optimizer = in.parameters * 8;
+      break;
+    case MemoryInputs::Optimizer::Momentum:
+      m.optimizer = in.parameters * 4;
+      break;
+    case MemoryInputs::Optimizer::SGD:
+    case MemoryInputs::Optimizer::None:
+      break;
+    }
+    // Weights kept below fp32 get an fp32 master copy for the update.
+    if (in.optimizer != MemoryInputs::Optimizer::None && in.bytesPerParam < 4)
+      m.optimizer += in.parameters * 4;
+  }
+  m.activations = in.activationBytes * std::max(1, in.inFlight);
+  m.workspace = in.workspaceBytes;
+  return m;
+}

@@ -1,0 +1,167 @@
+//===- PlannerTest.cpp - Cluster spec, cost and memory models ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every expected figure is computed by hand from the datasheet numbers and
+// the formulas in CostModel.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace shoal::planner;
+
+namespace {
+
+const char kMixed[] = R"(version: 1
+nodes:
+  - {count: 2, devices: {type: V100-32GB, count: 8}}
+  - {count: 2, devices: {type: T4, count: 8}}
+links:
+  inter_node: {bandwidth_Gbps: 100, latency_us: 25, transport: tcp}
+)";
+
+void expectSpecError(const std::string &text, const std::string &needle) {
+  try {
+    parseClusterSpecText(text, "c.yaml");
+    ADD_FAILURE() << "no error, expected one containing: " << needle;
+  } catch (const SpecError &e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Cluster, ReadsNodesDevicesAndLinks) {
+  Cluster c = parseClusterSpecText(kMixed, "c.yaml");
+  EXPECT_EQ(c.numNodes(), 4);
+  EXPECT_EQ(c.numDevices(), 32);
+  EXPECT_EQ(c.nodeOf(0), 0);
+  EXPECT_EQ(c.nodeOf(9), 1);
+  EXPECT_EQ(c.nodeOf(17), 2);
+  EXPECT_EQ(c.groupOf(3).device.name, "V100-32GB");
+  EXPECT_EQ(c.groupOf(17).device.name, "T4");
+  // Catalog figures (datasheets): V100 fp16 125 TFLOP/s, 32 GiB, 900 GB/s;
+  // T4 fp16 65, 16 GiB, 320 GB/s.
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.peakFlops(Precision::FP16), 125e12);
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.memoryGiB, 32);
+  EXPECT_DOUBLE_EQ(c.groupOf(20).device.peakFlops(Precision::FP16), 65e12);
+  // A V100 has no bf16: the planner takes its fp16 tensor-core rate.
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.peakFlops(Precision::BF16), 125e12);
+  // Default intra-node links: NVLink2 on V100 nodes, PCIe 3 on T4 nodes;
+  // 100 Gbit/s = 12.5 GB/s between nodes.
+  EXPECT_EQ(c.slowestLink({0, 1}).name, "nvlink2");
+  EXPECT_EQ(c.slowestLink({16, 17}).name, "pcie3");
+  EXPECT_DOUBLE_EQ(c.slowestLink({0, 8}).bandwidthGBps, 12.5);
+  EXPECT_DOUBLE_EQ(c.slowestLink({0, 8}).latencyUs, 25);
+}
+
+TEST(Cluster, OverridesAndCustomDevices) {
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: A100-40GB, count: 4, memory_GiB: 38, peak_tflops: {bf16: 250}}}
+links:
+  intra_node: {bandwidth_GBps: 100, latency_us: 2}
+)",
+                                   "c.yaml");
+  EXPECT_EQ(c.numDevices(), 4);
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.memoryGiB, 38);
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.peakFlops(Precision::BF16), 250e12);
+  EXPECT_DOUBLE_EQ(c.groupOf(0).device.peakFlops(Precision::FP32), 19.5e12);
+  EXPECT_DOUBLE_EQ(c.slowestLink({0, 3}).bandwidthGBps, 100);
+}
+
+TEST(Cluster, ErrorsNameTheFileAndLine) {
+  expectSpecError("version: 1\nnodes:\n  - {devices: {type: V200}}\n",
+                  "c.yaml:3: unknown device type 'V200'");
+  expectSpecError("version: 1\nnodes:\n  - {count: 2, devices: {type: T4}}\n",
+                  "2 nodes need links.inter_node");
+  expectSpecError("version: 1\nnodes:\n  - {devices: {type: T4, count: 0}}\n",
+                  "c.yaml:3: device count must be positive, got 0");
+  expectSpecError("version: 1\nnodes:\n  - {gpus: 8}\n",
+                  "c.yaml:3: unknown key 'gpus' in a node group");
+  expectSpecError("version: 2\nnodes: []\n", "c.yaml:1: expected 'version: 1'");
+  expectSpecError("version: 1\nnodes:\n  - {devices: {type: T4}}\nlinks:\n"
+                  "  intra_node: {type: nvlink9}\n",
+                  "c.yaml:5: unknown link type 'nvlink9'");
+  expectSpecError("version: 1\nnodes: [\n", "c.yaml:");
+}
+
+TEST(CostModel, ComputeIsARoofline) {
+  Cluster c = parseClusterSpecText(kMixed, "c.yaml");
+  CostModel m(c, Precision::FP16);
+  // 4096^3 GEMM: 2 * 4096^3 = 1.374e11 FLOP at 125 TFLOP/s = 1.0995 ms.
+  double flops = 2.0 * 4096 * 4096 * 4096;
+  EXPECT_NEAR(m.opSeconds(0, flops, 0, OpClass::MatMul), flops / 125e12,
+              1e-12);
+  // On a T4 (65 TFLOP/s) it is 125/65 times slower.
+  EXPECT_NEAR(m.opSeconds(16, flops, 0, OpClass::MatMul), flops / 65e12,
+              1e-12);
+  // An elementwise op moving 1 GB is bound by memory: 1e9 / 900e9 s.
+  EXPECT_NEAR(m.opSeconds(0, 1e8, 1e9, OpClass::Elementwise), 1e9 / 900e9,
+              1e-12);
+  // Efficiencies scale each side.
+  CostModel half(c, Precision::FP16, Efficiency{0.5, 0.5, 1.0});
+  EXPECT_NEAR(half.opSeconds(0, flops, 0, OpClass::MatMul),
+              2 * flops / 125e12, 1e-12);
+}
+
+TEST(CostModel, CollectivesFollowRingFormulas) {
+  Cluster c = parseClusterSpecText(kMixed, "c.yaml");
+  CostModel m(c, Precision::FP16);
+  std::vector<int> node0 = {0, 1, 2, 3, 4, 5, 6, 7};
+  // 1 GB all-reduce in one V100 node over NVLink2 (150 GB/s, 3 us):
+  // 2 * 7/8 * 1e9 / 150e9 + 2 * 7 * 3e-6 = 0.0116667 + 0.000042.
+  EXPECT_NEAR(m.allReduceSeconds(node0, 1e9),
+              2 * 7.0 / 8 * 1e9 / 150e9 + 2 * 7 * 3e-6, 1e-12);
+  // All-gather is half of that.
+  EXPECT_NEAR(m.allGatherSeconds(node0, 1e9),
+              7.0 / 8 * 1e9 / 150e9 + 7 * 3e-6, 1e-12);
+  // One rank per node across 2 nodes (12.5 GB/s, 25 us): plain ring.
+  EXPECT_NEAR(m.allReduceSeconds({0, 8}, 1e9),
+              2 * 0.5 * 1e9 / 12.5e9 + 2 * 25e-6, 1e-12);
+  // 16 ranks over 2 V100 nodes: reduce-scatter and all-gather in each node
+  // (NVLink2) and an all-reduce of 1/8 of the data between the nodes.
+  std::vector<int> two;
+  for (int r = 0; r < 16; ++r)
+    two.push_back(r);
+  double intra = 7.0 / 8 * 1e9 / 150e9 + 7 * 3e-6;
+  double inter = 2 * (0.5 * (1e9 / 8) / 12.5e9 + 25e-6);
+  EXPECT_NEAR(m.allReduceSeconds(two, 1e9), 2 * intra + inter, 1e-12);
+  // Point to point: latency + bytes / bandwidth; nothing to oneself.
+  EXPECT_NEAR(m.sendRecvSeconds(0, 8, 1e6), 25e-6 + 1e6 / 12.5e9, 1e-15);
+  EXPECT_EQ(m.sendRecvSeconds(3, 3, 1e6), 0);
+  EXPECT_EQ(m.allReduceSeconds({5}, 1e9), 0);
+}
+
+TEST(MemoryModel, TrainingStateFollowsZeROsAccounting) {
+  // 1e9 parameters in bf16 with Adam: 2 GB weights, 2 GB gradients, and
+  // 12 GB of fp32 state (two moments and a master copy): 16 bytes/param.
+  MemoryInputs in;
+  in.parameters = 1e9;
+  in.bytesPerParam = 2;
+  in.training = true;
+  in.optimizer = MemoryInputs::Optimizer::Adam;
+  in.activationBytes = 1e9;
+  in.inFlight = 4;
+  in.workspaceBytes = 5e8;
+  MemoryEstimate m = estimateMemory(in);
+  EXPECT_DOUBLE_EQ(m.weights, 2e9);
+  EXPECT_DOUBLE_EQ(m.gradients, 2e9);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12e9);
+  EXPECT_DOUBLE_EQ(m.activations, 4e9);
+  EXPECT_DOUBLE_EQ(m.total(), 20.5e9);
+  // Inference in fp32: weights and one micro-batch of activations.
+  MemoryInputs inf;
+  inf.parameters = 1e9;
+  inf.activationBytes = 1e8;
+  inf.inFlight = 3; // the caller's count of micro-batches held at once
+  EXPECT_DOUBLE_EQ(estimateMemory(inf).weights, 4e9);
+  EXPECT_DOUBLE_EQ(estimateMemory(inf).gradients, 0);
+  EXPECT_DOUBLE_EQ(estimateMemory(inf).activations, 3e8);
+}
+
+} // namespace
