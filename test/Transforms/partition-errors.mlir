@@ -9,7 +9,7 @@
 
 // CHECK: split(200) of TaskGraph 'model': node '/fc1/Gemm' would split a dimension of size 128 of weight 'fc1.weight' over 200 devices, more devices than it has rows
 
-// MIXES: error: dimension 0 is split into micro-batches here but needed whole (as #shoal.sharding<{{\[\[}}], []]>); an op that mixes the samples of a batch cannot run on micro-batches
+// MIXES: "/sm/Softmax"): dimension 0 is split into micro-batches here but needed whole (as #shoal.sharding<{{\[\[}}], []]>); an op that mixes the samples of a batch cannot run on micro-batches
 
 // UNEVEN: sums a dimension of size 10 split unevenly over 3 devices, but no operand along it is a weight (whose padding is zero)
 func.func @main(%x: tensor<4x10xf32> {shoal.sharding = #shoal.sharding<[[], []]>}, %y: tensor<10x6xf32> {shoal.sharding = #shoal.sharding<[[], []]>}) -> tensor<4x6xf32> {
