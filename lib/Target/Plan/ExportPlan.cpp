@@ -647,6 +647,10 @@ private:
     if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
       out->set_name(loc.getName().getValue().str());
     out->set_task_graph(taskGraph.str());
+    if (auto cost = dyn_cast<CostOpInterface>(op)) {
+      out->set_flops(cost.getFlops());
+      out->set_bytes(cost.getBytes());
+    }
     return success();
   }
 };
