@@ -38,4 +38,4 @@ if smi:
 
 tool_dirs = [config.shoal_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["shoal-opt", "shoal-translate", "shoal-compile", "shoal-run"], tool_dirs)
+    ["shoal-opt", "shoal-translate", "shoal-compile", "shoal-run", "shoal-sim"], tool_dirs)

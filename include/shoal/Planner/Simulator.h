@@ -1,0 +1,73 @@
+//===- Simulator.h - Predicting a plan's step on a cluster ------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Replays every program of a plan in its schedule order with the cost
+// model's times: ops on the program's slowest device, collectives over the
+// ranks of their group, sends as soon as their task ends and receives when
+// the message has arrived. Gives the predicted step time, each stage's busy
+// time and bubble, the weights each rank holds, and a timeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_PLANNER_SIMULATOR_H
+#define SHOAL_PLANNER_SIMULATOR_H
+
+#include "shoal/Planner/CostModel.h"
+
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace plan {
+class Plan;
+} // namespace plan
+
+namespace planner {
+
+/// One unit of predicted work, for the timeline.
+struct SimEvent {
+  int program = 0;
+  std::string name; ///< "F3 s1", or "send 2" / "recv 2"
+  double start = 0, seconds = 0;
+};
+
+struct ProgramPrediction {
+  std::string role;
+  std::vector<int> ranks;   ///< world ranks
+  double busySeconds = 0;   ///< compute and collectives, not waiting
+  double finishSeconds = 0; ///< when its last step ends
+  double weightBytes = 0;   ///< per rank
+  double valueBytes = 0;    ///< per rank: every other value, an upper bound
+  double capacityBytes = 0; ///< the smallest device memory among its ranks
+};
+
+struct Prediction {
+  double stepSeconds = 0;
+  double flopsPerStep = 0; ///< summed over ranks
+  int stages = 1, microBatches = 1, chunks = 1;
+  std::string schedule;
+  double batch = 0; ///< dimension 0 of the first graph input
+  std::vector<ProgramPrediction> programs;
+  std::vector<SimEvent> events;
+
+  /// Mean over programs of idle / busy time (what shoal-run reports).
+  double bubble() const;
+  /// The schedule's (p-1)/(v*m).
+  double expectedBubble() const;
+};
+
+/// Predicts `plan` on `cluster` (whose device count must equal the plan's
+/// world size). Throws SpecError on a mismatch or a plan it cannot replay.
+Prediction simulate(const plan::Plan &plan, const Cluster &cluster,
+                    const CostModel &cost);
+
+/// Chrome trace JSON of the predicted timeline: one track per program.
+std::string chromeTrace(const Prediction &p);
+
+} // namespace planner
+} // namespace shoal
+
+#endif // SHOAL_PLANNER_SIMULATOR_H

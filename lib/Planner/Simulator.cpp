@@ -1,0 +1,336 @@
+//===- Simulator.cpp - Predicting a plan's step on a cluster ----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/Simulator.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <functional>
+#include <set>
+
+using namespace shoal::planner;
+
+namespace {
+
+int64_t dtypeBytes(int dtype) {
+  switch (dtype) {
+  case shoal::plan::F64:
+  case shoal::plan::I64:
+    return 8;
+  case shoal::plan::F32:
+  case shoal::plan::I32:
+    return 4;
+  case shoal::plan::F16:
+  case shoal::plan::BF16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+double valueBytes(const shoal::plan::TensorType &t) {
+  double n = static_cast<double>(dtypeBytes(t.dtype()));
+  for (int64_t d : t.shape())
+    n *= static_cast<double>(d);
+  return n;
+}
+
+/// A program's mesh placed on world ranks.
+struct Placed {
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  int mbAxis = -1;
+  int64_t offset = 0, stride = 0;
+
+  std::vector<int> deviceAxes() const {
+    std::vector<int> a;
+    for (int i = 0; i < static_cast<int>(sizes.size()); ++i)
+      if (i != mbAxis)
+        a.push_back(i);
+    return a;
+  }
+  int rankOf(const std::vector<int64_t> &coords) const {
+    std::vector<int> axes = deviceAxes();
+    if (axes.empty())
+      return static_cast<int>(offset);
+    int64_t inner = 0, innerSize = 1;
+    for (std::size_t k = 1; k < axes.size(); ++k) {
+      inner = inner * sizes[axes[k]] + coords[axes[k]];
+      innerSize *= sizes[axes[k]];
+    }
+    int64_t s = stride ? stride : innerSize;
+    return static_cast<int>(offset + coords[axes[0]] * s + inner);
+  }
+  /// World ranks of the coordinates that vary over `vary` (others 0).
+  std::vector<int> ranksOver(const std::vector<int> &vary) const {
+    std::vector<int> out;
+    std::vector<int64_t> coords(sizes.size(), 0);
+    std::function<void(std::size_t)> rec = [&](std::size_t k) {
+      if (k == vary.size()) {
+        out.push_back(rankOf(coords));
+        return;
+      }
+      for (int64_t c = 0; c < sizes[vary[k]]; ++c) {
+        coords[vary[k]] = c;
+        rec(k + 1);
+      }
+      coords[vary[k]] = 0;
+    };
+    rec(0);
+    return out;
+  }
+  int axis(const std::string &name) const {
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name)
+        return static_cast<int>(i);
+    return -1;
+  }
+};
+
+Placed placeOf(const shoal::plan::Plan &plan,
+               const shoal::plan::Program &prog) {
+  Placed p;
+  const shoal::plan::Mesh &mesh =
+      prog.mesh().axes_size() ? prog.mesh() : plan.mesh();
+  for (const auto &a : mesh.axes()) {
+    if (plan.format_version() >= 2 && a.name() == "mb")
+      p.mbAxis = static_cast<int>(p.names.size());
+    p.names.push_back(a.name());
+    p.sizes.push_back(a.size());
+  }
+  p.offset = prog.placement().offset();
+  p.stride = prog.placement().stride();
+  return p;
+}
+
+bool isMatMulKind(const std::string &k) {
+  return k == "MatMul" || k == "Gemm" || k == "Attention" || k == "Conv";
+}
+
+} // namespace
+
+double Prediction::bubble() const {
+  if (programs.empty())
+    return 0;
+  double sum = 0;
+  for (const ProgramPrediction &p : programs)
+    sum += p.busySeconds > 0 ? (stepSeconds - p.busySeconds) / p.busySeconds
+                             : 0;
+  return sum / programs.size();
+}
+
+double Prediction::expectedBubble() const {
+  return static_cast<double>(stages - 1) /
+         (static_cast<double>(chunks) * microBatches);
+}
+
+Prediction shoal::planner::simulate(const plan::Plan &plan,
+                                    const Cluster &cluster,
+                                    const CostModel &cost) {
+  int64_t world = 1;
+  for (const auto &a : plan.mesh().axes())
+    world *= a.size();
+  if (world != cluster.numDevices())
+    throw SpecError(fmt::format("the plan is for {} ranks but the cluster has "
+                                "{} devices",
+                                world, cluster.numDevices()));
+  Prediction out;
+  if (plan.has_pipeline()) {
+    out.schedule = plan.pipeline().schedule();
+    out.stages = std::max(1, plan.pipeline().stages());
+    out.microBatches = std::max(1, plan.pipeline().micro_batches());
+    out.chunks = std::max(1, plan.pipeline().chunks());
+  }
+
+  struct Step {
+    int task;
+    int mb;
+  };
+  struct ProgState {
+    const plan::Program *prog;
+    Placed placed;
+    std::vector<std::vector<int>> taskOps; ///< op indices per task
+    std::vector<Step> steps;
+    std::size_t next = 0;
+    double clock = 0;
+    std::vector<double> opSeconds; ///< per op; Send/Recv: 0
+  };
+  std::vector<ProgState> progs;
+  for (const plan::Program &prog : plan.programs()) {
+    ProgState s;
+    s.prog = &prog;
+    s.placed = placeOf(plan, prog);
+    ProgramPrediction pp;
+    pp.role = prog.role();
+    pp.ranks = s.placed.ranksOver(s.placed.deviceAxes());
+    for (int r : pp.ranks)
+      if (r < 0 || r >= world)
+        throw SpecError(fmt::format("program '{}' places a rank at {}, "
+                                    "outside the world of {}",
+                                    prog.role(), r, world));
+    pp.capacityBytes = 1e300;
+    for (int r : pp.ranks)
+      pp.capacityBytes = std::min(
+          pp.capacityBytes,
+          cluster.groupOf(r).device.memoryGiB * 1024.0 * 1024 * 1024);
+    std::set<int> weights;
+    for (const auto &w : prog.weights())
+      weights.insert(w.value());
+    for (int v = 0; v < prog.values_size(); ++v)
+      (weights.count(v) ? pp.weightBytes : pp.valueBytes) +=
+          valueBytes(prog.values(v));
+    out.programs.push_back(pp);
+
+    // Tasks: the program's, or one holding every op.
+    std::map<std::string, int> taskIndex;
+    for (int t = 0; t < prog.tasks_size(); ++t)
+      taskIndex[prog.tasks(t)] = t;
+    s.taskOps.resize(std::max(1, prog.tasks_size()));
+    for (int i = 0; i < prog.ops_size(); ++i) {
+      auto it = taskIndex.find(prog.ops(i).task_graph());
+      s.taskOps[it == taskIndex.end() ? 0 : it->second].push_back(i);
+    }
+    int m = std::max(1, prog.num_micro_batches());
+    if (prog.schedule_size()) {
+      for (const auto &st : prog.schedule())
+        if (!st.backward())
+          s.steps.push_back({st.task(), st.micro_batch()});
+    } else {
+      for (int t = 0; t < static_cast<int>(s.taskOps.size()); ++t)
+        for (int mb = 0; mb < m; ++mb)
+          s.steps.push_back({t, mb});
+    }
+
+    // Each op's time on the program's slowest device, or over its group.
+    for (const plan::Op &op : prog.ops()) {
+      const std::string &k = op.kind();
+      double t = 0;
+      auto bytesOf = [&](int v) {
+        return v >= 0 && v < prog.values_size() ? valueBytes(prog.values(v))
+                                                : 0.0;
+      };
+      if (k == "AllReduce" || k == "AllGather" || k == "AllToAll") {
+        std::vector<int> axes;
+        auto it = op.attrs().find("axes");
+        if (it != op.attrs().end())
+          for (const std::string &a : it->second.strings().values())
+            if (int i = s.placed.axis(a); i >= 0)
+              axes.push_back(i);
+        std::vector<int> group = s.placed.ranksOver(axes);
+        double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
+        double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
+        t = k == "AllReduce"   ? cost.allReduceSeconds(group, in)
+            : k == "AllGather" ? cost.allGatherSeconds(group, outBytes)
+                               : cost.allToAllSeconds(group, in);
+      } else if (k != "Send" && k != "Recv") {
+        for (int r : pp.ranks)
+          t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
+                                         static_cast<double>(op.bytes()),
+                                         isMatMulKind(k) ? OpClass::MatMul
+                                                         : OpClass::Elementwise));
+      }
+      s.opSeconds.push_back(t);
+    }
+    progs.push_back(std::move(s));
+  }
+  if (plan.programs_size() && plan.programs(0).inputs_size() &&
+      plan.programs(0).inputs(0).global_type().shape_size())
+    out.batch = static_cast<double>(
+        plan.programs(0).inputs(0).global_type().shape(0));
+
+  // Replay: a step runs once every message it receives has been sent.
+  std::map<std::pair<int, int>, double> arrival; // (transfer id, mb)
+  bool progress = true;
+  auto done = [&]() {
+    return std::all_of(progs.begin(), progs.end(), [](const ProgState &s) {
+      return s.next == s.steps.size();
+    });
+  };
+  while (!done() && progress) {
+    progress = false;
+    for (std::size_t p = 0; p < progs.size(); ++p) {
+      ProgState &s = progs[p];
+      while (s.next < s.steps.size()) {
+        const Step &st = s.steps[s.next];
+        const std::vector<int> &ops = s.taskOps.at(st.task);
+        bool ready = true;
+        for (int i : ops)
+          if (s.prog->ops(i).kind() == "Recv" &&
+              !arrival.count({s.prog->ops(i).transfer().id(), st.mb}))
+            ready = false;
+        if (!ready)
+          break;
+        double t = s.clock, start = -1, busy = 0;
+        for (int i : ops) {
+          const plan::Op &op = s.prog->ops(i);
+          if (op.kind() == "Recv") {
+            double a = arrival[{op.transfer().id(), st.mb}];
+            if (a > t)
+              out.events.push_back({static_cast<int>(p),
+                                    fmt::format("wait {}", op.transfer().id()),
+                                    t, a - t});
+            t = std::max(t, a);
+            continue;
+          }
+          if (start < 0)
+            start = t;
+          out.flopsPerStep += static_cast<double>(op.flops()) *
+                              static_cast<double>(out.programs[p].ranks.size());
+          t += s.opSeconds[i];
+          busy += s.opSeconds[i];
+          if (op.kind() == "Send") {
+            double bytes = op.inputs_size() ? valueBytes(s.prog->values(
+                                                  op.inputs(0)))
+                                            : 0;
+            int src = out.programs[p].ranks.front();
+            int dst = static_cast<int>(op.transfer().dst().placement().offset());
+            arrival[{op.transfer().id(), st.mb}] =
+                t + cost.sendRecvSeconds(src, std::min<int>(dst, world - 1),
+                                         bytes);
+          }
+        }
+        std::string task = s.prog->tasks_size()
+                               ? s.prog->tasks(st.task)
+                               : s.prog->role();
+        out.events.push_back({static_cast<int>(p),
+                              fmt::format("F{} {}", st.mb, task),
+                              start < 0 ? t : start, busy});
+        out.programs[p].busySeconds += busy;
+        s.clock = t;
+        ++s.next;
+        progress = true;
+      }
+    }
+  }
+  if (!done())
+    throw SpecError("the plan's schedules wait on each other (a receive "
+                    "whose send never comes); it cannot be replayed");
+  for (std::size_t p = 0; p < progs.size(); ++p) {
+    out.programs[p].finishSeconds = progs[p].clock;
+    out.stepSeconds = std::max(out.stepSeconds, progs[p].clock);
+  }
+  return out;
+}
+
+std::string shoal::planner::chromeTrace(const Prediction &p) {
+  std::string json = "{\"traceEvents\":[";
+  bool first = true;
+  for (std::size_t i = 0; i < p.programs.size(); ++i) {
+    json += fmt::format("{}{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},"
+                        "\"args\":{{\"name\":\"{} (predicted)\"}}}}",
+                        first ? "" : ",", i, p.programs[i].role);
+    first = false;
+  }
+  for (const SimEvent &e : p.events)
+    json += fmt::format(",{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":0,"
+                        "\"ts\":{:.3f},\"dur\":{:.3f}}}",
+                        e.name, e.program, e.start * 1e6, e.seconds * 1e6);
+  return json + "]}\n";
+}

@@ -1,0 +1,140 @@
+//===- shoal-sim.cpp - Predict a plan's step on a cluster -------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+//   shoal-sim PLAN --cluster SPEC [--precision P] [--trace FILE]
+//
+// Prints the predicted step time, throughput, pipeline bubble and each
+// program's memory against its devices' capacity.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/Simulator.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using namespace shoal::planner;
+
+namespace {
+
+const char kUsage[] =
+    "usage: shoal-sim PLAN --cluster SPEC [--precision P] [--trace FILE]\n"
+    "\n"
+    "Predicts one step of a shoal plan on the cluster a spec describes\n"
+    "(docs/Planner.md), with datasheet figures: step time, samples/s,\n"
+    "pipeline bubble, and each program's memory against its devices'.\n"
+    "\n"
+    "  --cluster SPEC   cluster spec (YAML)\n"
+    "  --precision P    matrix products in fp32 (default), tf32, bf16, fp16\n"
+    "  --trace FILE     write the predicted timeline as a Chrome trace\n";
+
+int usage(const std::string &error) {
+  std::fprintf(stderr, "shoal-sim: error: %s\n%s", error.c_str(), kUsage);
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, clusterPath, tracePath, precisionName = "fp32";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &dst) {
+      if (i + 1 >= argc)
+        return false;
+      dst = argv[++i];
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--cluster") {
+      if (!value(clusterPath))
+        return usage("--cluster needs a spec file");
+    } else if (a == "--trace") {
+      if (!value(tracePath))
+        return usage("--trace needs a file");
+    } else if (a == "--precision") {
+      if (!value(precisionName))
+        return usage("--precision needs fp32, tf32, bf16 or fp16");
+    } else if (!a.empty() && a[0] == '-') {
+      return usage(fmt::format("unknown option '{}'", a));
+    } else if (planPath.empty()) {
+      planPath = a;
+    } else {
+      return usage(fmt::format("more than one plan given ('{}' and '{}')",
+                               planPath, a));
+    }
+  }
+  if (planPath.empty())
+    return usage("no plan file given");
+  if (clusterPath.empty())
+    return usage("missing --cluster SPEC");
+  const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
+  int p = 0;
+  while (p < 4 && precisionName != names[p])
+    ++p;
+  if (p == 4)
+    return usage(fmt::format("--precision must be fp32, tf32, bf16 or fp16, "
+                             "got '{}'",
+                             precisionName));
+  try {
+    Cluster cluster = parseClusterSpec(clusterPath);
+    std::ifstream in(planPath, std::ios::binary);
+    if (!in)
+      throw SpecError(fmt::format("{}: cannot open the plan", planPath));
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    shoal::plan::Plan plan;
+    if (!plan.ParseFromString(bytes.str()) || plan.magic() != "shoal.plan")
+      throw SpecError(fmt::format("{}: not a shoal plan", planPath));
+    CostModel cost(cluster, static_cast<Precision>(p));
+    Prediction pred = simulate(plan, cluster, cost);
+    std::printf("shoal-sim: %s on %d devices (%s): predicted step %.3f ms",
+                planPath.c_str(), cluster.numDevices(), names[p],
+                pred.stepSeconds * 1e3);
+    if (pred.batch > 0 && pred.stepSeconds > 0)
+      std::printf(", %.1f samples/s", pred.batch / pred.stepSeconds);
+    if (pred.stepSeconds > 0)
+      std::printf(", %.3f TFLOP/s per device",
+                  pred.flopsPerStep / cluster.numDevices() / pred.stepSeconds /
+                      1e12);
+    std::printf("\n");
+    if (pred.stages > 1 || pred.microBatches > 1)
+      std::printf("shoal-sim: pipeline %s, %d stages x %d micro-batches: "
+                  "bubble predicted %.3g (idle / busy time, mean over "
+                  "stages), schedule's (p-1)/(v*m) = %.3g\n",
+                  pred.schedule.c_str(), pred.stages, pred.microBatches,
+                  pred.bubble(), pred.expectedBubble());
+    bool fits = true;
+    for (const ProgramPrediction &pp : pred.programs) {
+      double total = pp.weightBytes + pp.valueBytes;
+      fits &= total <= pp.capacityBytes;
+      std::printf("shoal-sim: %s (%zu ranks): busy %.3f ms, memory %.1f MiB "
+                  "(weights %.1f MiB) of %.1f GiB%s\n",
+                  pp.role.c_str(), pp.ranks.size(), pp.busySeconds * 1e3,
+                  total / (1 << 20), pp.weightBytes / (1 << 20),
+                  pp.capacityBytes / (1 << 30), total > pp.capacityBytes
+                                                    ? " DOES NOT FIT"
+                                                    : "");
+    }
+    if (!tracePath.empty()) {
+      std::ofstream out(tracePath);
+      if (!out)
+        throw SpecError(fmt::format("{}: cannot write the trace", tracePath));
+      out << chromeTrace(pred);
+    }
+    return fits ? 0 : 2;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "shoal-sim: error: %s\n", e.what());
+    return 1;
+  }
+}
