@@ -6,10 +6,12 @@
 
 One calibration, then three sharded plans of the same model on 2 ranks:
 
-1. Calibrate. A one-rank run (one BLAS thread) of a stack of `layers`
-   Linear+GELU layers gives the FLOP/s one core achieves. That one figure
-   replaces the CPU entry's datasheet-free 0.1 TFLOP/s in the cluster spec
-   (one efficiency per device, not per plan).
+1. Calibrate. One-rank runs (one BLAS thread) of a stack of `layers`
+   Linear+GELU layers at the full batch and at a quarter of it give the
+   FLOP/s one core achieves on matrices of those row counts. Two figures
+   for the CPU entry follow, its peak P and the rows h at which matrix
+   products reach half of it (rate = P * m / (m + h)); they go in the
+   cluster spec. These are per device and op class, never per plan.
 2. Compare. For DP2, TP2 and PP2 (GPipe, 4 micro-batches), compile, predict
    with shoal-sim on 2 calibrated CPU devices, run under mpirun (one core
    each), and print both step times and the relative error.
@@ -31,7 +33,7 @@ from pipeline_bubble import make_model, spec_text  # noqa: E402
 
 CLUSTER = """version: 1
 nodes:
-  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}}}
+  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}, matmul_half_rows: %.3f}}
 """
 
 
@@ -72,23 +74,32 @@ def main(argv=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **common.MPI_ENV)
     steps = ["--steps", str(args.steps), "--warmup", "2"]
 
-    # 1. Calibration on one rank, one thread.
-    one = os.path.join(args.out, "one.plan")
-    subprocess.run([compile_, model, "-o", one], check=True)
-    res = subprocess.run([run, one, "--inputs", inputs, "--outputs",
-                          os.path.join(args.out, "out1")] + steps,
-                         check=True, capture_output=True, text=True, env=env)
-    measured = ms_per_step(res.stdout)
-    probe = os.path.join(args.out, "probe.yaml")
-    with open(probe, "w") as f:
-        f.write(CLUSTER % (1, 0.1))
-    predicted = predicted_ms(sim, one, probe)
-    tflops = 0.1 * predicted / measured
-    print("calibration: one rank %.3f ms/step; at 0.1 TFLOP/s predicted %.3f ms"
-          " -> %.4f TFLOP/s per core" % (measured, predicted, tflops))
+    # 1. Calibration on one rank, one thread, at two batch sizes.
+    rates = []
+    for rows in (args.batch, args.batch // 4):
+        d = os.path.join(args.out, "cal%d" % rows)
+        os.makedirs(os.path.join(d, "in"), exist_ok=True)
+        cm = os.path.join(d, "model.onnx")
+        np.save(os.path.join(d, "in", "x.npy"),
+                make_model(cm, args.layers, args.hidden, rows))
+        plan = os.path.join(d, "p.plan")
+        subprocess.run([compile_, cm, "-o", plan], check=True)
+        res = subprocess.run([run, plan, "--inputs", os.path.join(d, "in"),
+                              "--outputs", os.path.join(d, "out")] + steps,
+                             check=True, capture_output=True, text=True, env=env)
+        flops = 2.0 * rows * args.hidden * args.hidden * args.layers
+        rates.append((rows, flops / (ms_per_step(res.stdout) * 1e-3)))
+    (m1, r1), (m2, r2) = rates
+    # r = P m / (m + h) at two m: h and P from the two runs.
+    h = (r1 - r2) * m1 * m2 / (r2 * m1 - r1 * m2) if r2 * m1 != r1 * m2 else 0
+    h = max(h, 0.0)
+    peak = r1 * (m1 + h) / m1
+    print("calibration: %d rows %.1f GFLOP/s, %d rows %.1f GFLOP/s -> peak "
+          "%.1f GFLOP/s per core, half of it at %.1f rows"
+          % (m1, r1 / 1e9, m2, r2 / 1e9, peak / 1e9, h))
     cluster = os.path.join(args.out, "cluster.yaml")
     with open(cluster, "w") as f:
-        f.write(CLUSTER % (2, tflops))
+        f.write(CLUSTER % (2, peak / 1e12, h))
 
     # 2. Three sharded plans on 2 ranks.
     specs = {

@@ -180,7 +180,8 @@ Link readLink(const std::string &file, const YAML::Node &n,
 DeviceType readDevice(const std::string &file, const YAML::Node &n,
                       int &countOut) {
   checkKeys(file, n,
-            {"type", "count", "peak_tflops", "memory_GiB", "bandwidth_GBps"},
+            {"type", "count", "peak_tflops", "memory_GiB", "bandwidth_GBps",
+             "matmul_half_rows"},
             "devices");
   if (!n["type"])
     fail(file, n, "devices need a 'type'");
@@ -206,6 +207,9 @@ DeviceType readDevice(const std::string &file, const YAML::Node &n,
     d.memoryGiB = positive(file, n["memory_GiB"], "memory_GiB");
   if (n["bandwidth_GBps"])
     d.bandwidthGBps = positive(file, n["bandwidth_GBps"], "bandwidth_GBps");
+  if (n["matmul_half_rows"])
+    d.matmulHalfRows =
+        positive(file, n["matmul_half_rows"], "matmul_half_rows");
   return d;
 }
 

@@ -12,13 +12,16 @@
 using namespace shoal::planner;
 
 double CostModel::opSeconds(int rank, double flops, double bytes,
-                            OpClass cls) const {
+                            OpClass cls, double rows) const {
   const DeviceType &d = cluster.groupOf(rank).device;
   double compute = 0;
   if (flops > 0) {
     double rate = d.peakFlops(cls == OpClass::MatMul ? precision
                                                      : Precision::FP32);
-    compute = flops / (rate * (cls == OpClass::MatMul ? eff.matmul : 1.0));
+    double e = cls == OpClass::MatMul ? eff.matmul : 1.0;
+    if (cls == OpClass::MatMul && rows > 0 && d.matmulHalfRows > 0)
+      e *= rows / (rows + d.matmulHalfRows);
+    compute = flops / (rate * e);
   }
   double memory = 0;
   if (bytes > 0 && d.bandwidthGBps > 0)

@@ -230,11 +230,22 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             : k == "AllGather" ? cost.allGatherSeconds(group, outBytes)
                                : cost.allToAllSeconds(group, in);
       } else if (k != "Send" && k != "Recv") {
+        // Rows of a matrix product: its result's elements but the last
+        // dimension's.
+        double rows = 0;
+        if (isMatMulKind(k) && op.outputs_size() && op.outputs(0) >= 0 &&
+            op.outputs(0) < prog.values_size()) {
+          const auto &shape = prog.values(op.outputs(0)).shape();
+          rows = 1;
+          for (int d = 0; d + 1 < shape.size(); ++d)
+            rows *= static_cast<double>(shape[d]);
+        }
         for (int r : pp.ranks)
           t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
                                          static_cast<double>(op.bytes()),
                                          isMatMulKind(k) ? OpClass::MatMul
-                                                         : OpClass::Elementwise));
+                                                         : OpClass::Elementwise,
+                                         rows));
       }
       s.opSeconds.push_back(t);
     }

@@ -103,6 +103,17 @@ TEST(CostModel, ComputeIsARoofline) {
   // An elementwise op moving 1 GB is bound by memory: 1e9 / 900e9 s.
   EXPECT_NEAR(m.opSeconds(0, 1e8, 1e9, OpClass::Elementwise), 1e9 / 900e9,
               1e-12);
+  // A calibrated size curve: 64 rows with a half-efficiency of 64 rows run
+  // at half the peak.
+  Cluster slow = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: CPU, peak_tflops: {fp32: 0.1}, matmul_half_rows: 64}}
+)",
+                                      "c.yaml");
+  CostModel curve(slow, Precision::FP32);
+  EXPECT_NEAR(curve.opSeconds(0, 1e9, 0, OpClass::MatMul, 64), 2 * 1e9 / 1e11,
+              1e-12);
+  EXPECT_NEAR(curve.opSeconds(0, 1e9, 0, OpClass::MatMul), 1e9 / 1e11, 1e-12);
   // Efficiencies scale each side.
   CostModel half(c, Precision::FP16, Efficiency{0.5, 0.5, 1.0});
   EXPECT_NEAR(half.opSeconds(0, flops, 0, OpClass::MatMul),

@@ -42,6 +42,9 @@ struct DeviceType {
   double bandwidthGBps = 0;
   /// Name of the link between devices of one node by default.
   std::string defaultIntraLink;
+  /// Matrix products with m rows reach peak * m / (m + matmulHalfRows) (0:
+  /// the peak at any size). Calibrated, like the peak, from measurements.
+  double matmulHalfRows = 0;
 
   /// Peak FLOP/s at `p`, falling back to FP32 when `p` is not supported.
   double peakFlops(Precision p) const;

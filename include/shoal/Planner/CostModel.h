@@ -40,8 +40,11 @@ public:
       : cluster(cluster), precision(precision), eff(efficiency) {}
 
   /// Seconds for an op of `flops` that moves `bytes` on `rank`'s device:
-  /// the slower of compute and memory traffic.
-  double opSeconds(int rank, double flops, double bytes, OpClass cls) const;
+  /// the slower of compute and memory traffic. A matrix product with
+  /// `rows` rows (0: unknown) runs at the device's size-dependent rate
+  /// (DeviceType::matmulHalfRows).
+  double opSeconds(int rank, double flops, double bytes, OpClass cls,
+                   double rows = 0) const;
 
   /// Ring all-reduce of `bytes` (each rank's buffer) among `ranks`:
   /// 2 (n-1)/n * bytes / bandwidth + 2 (n-1) * latency. A group that spans
