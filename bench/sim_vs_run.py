@@ -11,7 +11,11 @@ One calibration, then three sharded plans of the same model on 2 ranks:
    FLOP/s one core achieves on matrices of those row counts. Two figures
    for the CPU entry follow, its peak P and the rows h at which matrix
    products reach half of it (rate = P * m / (m + h)); they go in the
-   cluster spec. These are per device and op class, never per plan.
+   cluster spec. The link between the 2 ranks is calibrated the same way:
+   the all-reduce times shoal-run --verbose reports for a tensor-parallel
+   plan of a *different* model (hidden 512) at two batch sizes give its
+   bandwidth and latency (ring all-reduce on 2 ranks: t = S/bw + 2 lat).
+   These are per device, link and op class, never per plan.
 2. Compare. For DP2, TP2 and PP2 (GPipe, 4 micro-batches), compile, predict
    with shoal-sim on 2 calibrated CPU devices, run under mpirun (one core
    each), and print both step times and the relative error.
@@ -34,6 +38,8 @@ from pipeline_bubble import make_model, spec_text  # noqa: E402
 CLUSTER = """version: 1
 nodes:
   - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}, matmul_half_rows: %.3f}}
+links:
+  intra_node: {bandwidth_GBps: %.6f, latency_us: %.3f}
 """
 
 
@@ -97,9 +103,39 @@ def main(argv=None):
     print("calibration: %d rows %.1f GFLOP/s, %d rows %.1f GFLOP/s -> peak "
           "%.1f GFLOP/s per core, half of it at %.1f rows"
           % (m1, r1 / 1e9, m2, r2 / 1e9, peak / 1e9, h))
+    # The link: median all-reduce time of a TP2 plan at two sizes.
+    points = []
+    for rows in (64, 256):
+        d = os.path.join(args.out, "link%d" % rows)
+        os.makedirs(os.path.join(d, "in"), exist_ok=True)
+        cm = os.path.join(d, "model.onnx")
+        np.save(os.path.join(d, "in", "x.npy"), make_model(cm, 4, 512, rows))
+        spec = os.path.join(d, "tp.yaml")
+        with open(spec, "w") as f:
+            f.write("version: 1\nscopes:\n  - {split: 2, name: m, nodes: [\"*\"]}\n")
+        plan = os.path.join(d, "p.plan")
+        subprocess.run([compile_, cm, "--annotate", spec, "--world-size", "2",
+                        "-o", plan], check=True)
+        res = subprocess.run(
+            common.mpirun_cmd(args.mpirun, 2, [run, plan, "--inputs",
+                                               os.path.join(d, "in"), "--outputs",
+                                               os.path.join(d, "out"), "--verbose"]
+                              + steps),
+            check=True, capture_output=True, text=True, env=env)
+        times = sorted(float(t) for t in re.findall(
+            r"\(AllReduce\)\s+([0-9.]+) ms", res.stderr))
+        if not times:
+            raise RuntimeError("no AllReduce timings in shoal-run --verbose")
+        points.append((rows * 512 * 4.0, times[len(times) // 2] * 1e-3))
+    (s1, t1), (s2, t2) = points
+    bw = (s2 - s1) / (t2 - t1) if t2 > t1 else s2 / t2
+    lat = max((t1 - s1 / bw) / 2, 0.0)
+    print("calibration: all-reduce %.0f KiB in %.1f us, %.0f KiB in %.1f us -> "
+          "link %.2f GB/s, %.1f us" % (s1 / 1024, t1 * 1e6, s2 / 1024, t2 * 1e6,
+                                      bw / 1e9, lat * 1e6))
     cluster = os.path.join(args.out, "cluster.yaml")
     with open(cluster, "w") as f:
-        f.write(CLUSTER % (2, peak / 1e12, h))
+        f.write(CLUSTER % (2, peak / 1e12, h, bw / 1e9, lat * 1e6))
 
     # 2. Three sharded plans on 2 ranks.
     specs = {
