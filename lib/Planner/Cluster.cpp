@@ -52,10 +52,10 @@ const CatalogEntry kCatalog[] = {
 // from the vendors' aggregate per-GPU figures, PCIe x16 from the standard,
 // networks from their line rates.
 const Link kLinks[] = {
-    {"nvlink1", 80, 3},     {"nvlink2", 150, 3},   {"nvlink3", 300, 3},
+    {"nvlink1", 80, 3},       {"nvlink2", 150, 3}, {"nvlink3", 300, 3},
     {"nvlink3-a800", 200, 3}, {"nvlink4", 450, 3}, {"pcie3", 16, 5},
-    {"pcie4", 32, 5},       {"pcie5", 64, 5},      {"tcp", 3.125, 50},
-    {"rdma", 25, 5},        {"shm", 20, 1},
+    {"pcie4", 32, 5},         {"pcie5", 64, 5},    {"tcp", 3.125, 50},
+    {"rdma", 25, 5},          {"shm", 20, 1},
 };
 
 DeviceType fromCatalog(const CatalogEntry &e) {
@@ -106,9 +106,9 @@ void checkKeys(const std::string &file, const YAML::Node &map,
       std::string list;
       for (const std::string &k : allowed)
         list += (list.empty() ? "" : ", ") + k;
-      fail(file, kv.first,
-           fmt::format("unknown key '{}' in {} (expected {})", key, what,
-                       list));
+      fail(
+          file, kv.first,
+          fmt::format("unknown key '{}' in {} (expected {})", key, what, list));
     }
   }
 }
@@ -137,10 +137,10 @@ int count(const std::string &file, const YAML::Node &n,
 /// A link given by `type` and/or explicit figures.
 Link readLink(const std::string &file, const YAML::Node &n,
               const std::string &what, const Link *fallback) {
-  checkKeys(file, n,
-            {"type", "bandwidth_GBps", "bandwidth_Gbps", "latency_us",
-             "transport"},
-            what.c_str());
+  checkKeys(
+      file, n,
+      {"type", "bandwidth_GBps", "bandwidth_Gbps", "latency_us", "transport"},
+      what.c_str());
   Link link;
   if (fallback)
     link = *fallback;
@@ -170,8 +170,7 @@ Link readLink(const std::string &file, const YAML::Node &n,
       fail(file, n["latency_us"], "latency_us must not be negative");
   }
   if (link.bandwidthGBps <= 0)
-    fail(file, n,
-         fmt::format("{} needs a type or a bandwidth", what));
+    fail(file, n, fmt::format("{} needs a type or a bandwidth", what));
   if (link.name.empty())
     link.name = fmt::format("{:g} GB/s", link.bandwidthGBps);
   return link;
@@ -319,8 +318,8 @@ Cluster shoal::planner::parseClusterSpecText(const std::string &text,
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException &e) {
-    throw SpecError(fmt::format("{}:{}: invalid YAML: {}", file,
-                                e.mark.line + 1, e.msg));
+    throw SpecError(
+        fmt::format("{}:{}: invalid YAML: {}", file, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap())
     throw SpecError(fmt::format("{}: expected a mapping with 'version', "
@@ -340,13 +339,13 @@ Cluster shoal::planner::parseClusterSpecText(const std::string &text,
   if (links) {
     checkKeys(file, links, {"intra_node", "inter_node"}, "links");
     if (links["intra_node"]) {
-      intraDefault = readLink(file, links["intra_node"], "links.intra_node",
-                              nullptr);
+      intraDefault =
+          readLink(file, links["intra_node"], "links.intra_node", nullptr);
       haveIntra = true;
     }
     if (links["inter_node"])
-      cluster.interNode = readLink(file, links["inter_node"],
-                                   "links.inter_node", nullptr);
+      cluster.interNode =
+          readLink(file, links["inter_node"], "links.inter_node", nullptr);
   }
   for (const YAML::Node &n : nodes) {
     checkKeys(file, n, {"count", "devices"}, "a node group");

@@ -11,13 +11,13 @@
 
 using namespace shoal::planner;
 
-double CostModel::opSeconds(int rank, double flops, double bytes,
-                            OpClass cls, double rows) const {
+double CostModel::opSeconds(int rank, double flops, double bytes, OpClass cls,
+                            double rows) const {
   const DeviceType &d = cluster.groupOf(rank).device;
   double compute = 0;
   if (flops > 0) {
-    double rate = d.peakFlops(cls == OpClass::MatMul ? precision
-                                                     : Precision::FP32);
+    double rate =
+        d.peakFlops(cls == OpClass::MatMul ? precision : Precision::FP32);
     double e = cls == OpClass::MatMul ? eff.matmul : 1.0;
     if (cls == OpClass::MatMul && rows > 0 && d.matmulHalfRows > 0)
       e *= rows / (rows + d.matmulHalfRows);
@@ -46,9 +46,8 @@ double CostModel::allReduceSeconds(const std::vector<int> &ranks,
   for (int r : ranks)
     byNode[cluster.nodeOf(r)].push_back(r);
   std::size_t k = byNode.begin()->second.size();
-  bool uniform = std::all_of(byNode.begin(), byNode.end(), [&](auto &e) {
-    return e.second.size() == k;
-  });
+  bool uniform = std::all_of(byNode.begin(), byNode.end(),
+                             [&](auto &e) { return e.second.size() == k; });
   if (byNode.size() <= 1 || k <= 1 || !uniform)
     return ring(ranks, bytes, 2);
   std::vector<int> leaders;

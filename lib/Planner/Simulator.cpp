@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <functional>
+#include <map>
 #include <set>
 
 using namespace shoal::planner;
@@ -121,8 +121,8 @@ double Prediction::bubble() const {
     return 0;
   double sum = 0;
   for (const ProgramPrediction &p : programs)
-    sum += p.busySeconds > 0 ? (stepSeconds - p.busySeconds) / p.busySeconds
-                             : 0;
+    sum +=
+        p.busySeconds > 0 ? (stepSeconds - p.busySeconds) / p.busySeconds : 0;
   return sum / programs.size();
 }
 
@@ -177,9 +177,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                                     prog.role(), r, world));
     pp.capacityBytes = 1e300;
     for (int r : pp.ranks)
-      pp.capacityBytes = std::min(
-          pp.capacityBytes,
-          cluster.groupOf(r).device.memoryGiB * 1024.0 * 1024 * 1024);
+      pp.capacityBytes =
+          std::min(pp.capacityBytes,
+                   cluster.groupOf(r).device.memoryGiB * 1024.0 * 1024 * 1024);
     std::set<int> weights;
     for (const auto &w : prog.weights())
       weights.insert(w.value());
@@ -253,8 +253,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   }
   if (plan.programs_size() && plan.programs(0).inputs_size() &&
       plan.programs(0).inputs(0).global_type().shape_size())
-    out.batch = static_cast<double>(
-        plan.programs(0).inputs(0).global_type().shape(0));
+    out.batch =
+        static_cast<double>(plan.programs(0).inputs(0).global_type().shape(0));
 
   // Replay: a step runs once every message it receives has been sent.
   std::map<std::pair<int, int>, double> arrival; // (transfer id, mb)
@@ -297,19 +297,18 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           t += s.opSeconds[i];
           busy += s.opSeconds[i];
           if (op.kind() == "Send") {
-            double bytes = op.inputs_size() ? valueBytes(s.prog->values(
-                                                  op.inputs(0)))
-                                            : 0;
+            double bytes =
+                op.inputs_size() ? valueBytes(s.prog->values(op.inputs(0))) : 0;
             int src = out.programs[p].ranks.front();
-            int dst = static_cast<int>(op.transfer().dst().placement().offset());
+            int dst =
+                static_cast<int>(op.transfer().dst().placement().offset());
             arrival[{op.transfer().id(), st.mb}] =
-                t + cost.sendRecvSeconds(src, std::min<int>(dst, world - 1),
-                                         bytes);
+                t +
+                cost.sendRecvSeconds(src, std::min<int>(dst, world - 1), bytes);
           }
         }
-        std::string task = s.prog->tasks_size()
-                               ? s.prog->tasks(st.task)
-                               : s.prog->role();
+        std::string task =
+            s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
         out.events.push_back({static_cast<int>(p),
                               fmt::format("F{} {}", st.mb, task),
                               start < 0 ? t : start, busy});

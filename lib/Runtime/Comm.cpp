@@ -134,7 +134,7 @@ void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
 }
 
 void Comm::allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
-                     int64_t concatDim, const std::vector<int> &axes) {
+                    int64_t concatDim, const std::vector<int> &axes) {
   int64_t groupSize = meshInfo.numBlocks(axes);
   Shape block = in.shape();
   if (splitDim < 0 || splitDim >= in.rank() || concatDim < 0 ||

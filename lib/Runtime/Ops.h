@@ -161,8 +161,7 @@ struct OpInfo {
   std::string describe() const;
   bool isCollective() const {
     return kind == OpKind::AllReduce || kind == OpKind::AllGather ||
-           kind == OpKind::AllToAll ||
-           kind == OpKind::LocalSlice;
+           kind == OpKind::AllToAll || kind == OpKind::LocalSlice;
   }
 };
 

@@ -511,10 +511,9 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.source = w.source();
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
-    info.sharding =
-        convertSharding(w.sharding(), info.globalType.shape, out.mesh,
-                        fmt::format("{}: {}", where, who),
-                        /*allowUneven=*/true);
+    info.sharding = convertSharding(w.sharding(), info.globalType.shape,
+                                    out.mesh, fmt::format("{}: {}", where, who),
+                                    /*allowUneven=*/true);
     int mb = out.mesh.microBatchAxis();
     if (mb >= 0 && info.sharding.uses(mb))
       fail(fmt::format("{}: {}: weights are the same for every micro-batch "

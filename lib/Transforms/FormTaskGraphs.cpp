@@ -59,8 +59,8 @@ struct FormTaskGraphsPass
     if (auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr))
       for (auto s : list.getAsRange<ScopeAttr>()) {
         scopes[s.getName().getValue()] = s;
-        countsDiffer |= !ordered.empty() &&
-                        s.getDevices() != ordered.front().getDevices();
+        countsDiffer |=
+            !ordered.empty() && s.getDevices() != ordered.front().getDevices();
         ordered.push_back(s);
       }
     // Whale: consecutive TaskGraphs are pipeline stages on their own
@@ -159,8 +159,9 @@ struct FormTaskGraphsPass
                << " with '" << instances[k % groups].name << "', which uses "
                << groupDevices[k % groups]
                << "; the virtual stages of one stage need the same count";
-    if (auto kind = func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
-            ShoalDialect::kScheduleKindAttr);
+    if (auto kind =
+            func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
+                ShoalDialect::kScheduleKindAttr);
         kind && kind.getValue() == "interleaved" && microBatches % groups != 0)
       return func.emitError()
              << "the interleaved schedule needs num_micro_batch ("
@@ -231,8 +232,7 @@ struct FormTaskGraphsPass
         std::string name = scope.getName().getValue().str();
         while (true) {
           unsigned n = count[scope.getName().getValue()]++;
-          std::string candidate =
-              n ? name + "." + std::to_string(n) : name;
+          std::string candidate = n ? name + "." + std::to_string(n) : name;
           if (n == 0 || !scopes.count(candidate)) {
             name = candidate;
             break;

@@ -64,9 +64,9 @@ struct InsertBridgesPass
             return signalPassFailure();
           }
           auto to = cast<ShardingAttr>(inSh[use.getOperandNumber()]);
-          auto bridge = b.create<BridgeOp>(tg.getLoc(), in.getType(), in,
-                                           getLayout(owner, from),
-                                           getLayout(tg, to));
+          auto bridge =
+              b.create<BridgeOp>(tg.getLoc(), in.getType(), in,
+                                 getLayout(owner, from), getLayout(tg, to));
           use.set(bridge.getResult());
         }
       }

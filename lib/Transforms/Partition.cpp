@@ -96,8 +96,8 @@ struct TaskGraphPartitioner {
         if (s == c || target.size() != cur[s].size() + moved.size() ||
             type.getDimSize(s) % getAxesSize(mesh, target) != 0 ||
             type.getDimSize(c) % getAxesSize(mesh, cur[c]) != 0 ||
-            !llvm::equal(cur[s],
-                         ArrayRef<StringRef>(target).take_front(cur[s].size())) ||
+            !llvm::equal(cur[s], ArrayRef<StringRef>(target).take_front(
+                                     cur[s].size())) ||
             !llvm::equal(moved,
                          ArrayRef<StringRef>(target).drop_front(cur[s].size())))
           continue;
@@ -118,16 +118,16 @@ struct TaskGraphPartitioner {
         emitError(loc) << "dimension " << d
                        << " is split into micro-batches here but needed whole "
                           "(as "
-                       << to << "); an op that mixes the samples of a batch "
-                                 "cannot run on micro-batches";
+                       << to
+                       << "); an op that mixes the samples of a batch "
+                          "cannot run on micro-batches";
         failedReshard = true;
       }
       int64_t blocks = getAxesSize(mesh, cur[d]);
       bool uneven = type.getDimSize(d) % blocks != 0;
       if (uneven && keep != 0) {
-        emitError(loc) << "dimension " << d << " of size "
-                       << type.getDimSize(d) << " is split unevenly over "
-                       << blocks
+        emitError(loc) << "dimension " << d << " of size " << type.getDimSize(d)
+                       << " is split unevenly over " << blocks
                        << " devices and only partly gathered; uneven shards "
                           "can only be gathered whole";
         failedReshard = true;
@@ -138,17 +138,17 @@ struct TaskGraphPartitioner {
       gatheredShape[d] *= getAxesSize(mesh, axes);
       RankedTensorType gathered =
           RankedTensorType::get(gatheredShape, type.getElementType());
-      out = b.create<AllGatherOp>(loc, gathered, out, d,
-                                  b.getStrArrayAttr(axes));
+      out =
+          b.create<AllGatherOp>(loc, gathered, out, d, b.getStrArrayAttr(axes));
       if (gathered != localOf())
         out = b.create<OnnxOp>(
-                  loc, TypeRange{localOf()}, "Slice",
-                  b.getDictionaryAttr(
-                      {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({0})),
-                       b.getNamedAttr("ends", b.getDenseI64ArrayAttr(
-                                                  {localOf().getDimSize(d)})),
-                       b.getNamedAttr("axes", b.getDenseI64ArrayAttr({d}))}),
-                  ValueRange{out})
+                   loc, TypeRange{localOf()}, "Slice",
+                   b.getDictionaryAttr(
+                       {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({0})),
+                        b.getNamedAttr("ends", b.getDenseI64ArrayAttr(
+                                                   {localOf().getDimSize(d)})),
+                        b.getNamedAttr("axes", b.getDenseI64ArrayAttr({d}))}),
+                   ValueRange{out})
                   .getResult(0);
     }
     for (unsigned d = 0; d < rank; ++d) {
@@ -341,9 +341,8 @@ struct PartitionPass : public ::shoal::impl::PartitionPassBase<PartitionPass> {
       // Bridges end in the layout of their destination.
       for (auto bridge : entry.getOps<BridgeOp>()) {
         LayoutAttr to = bridge.getTo();
-        bridge.getResult().setType(getLocalType(bridge.getResult().getType(),
-                                                to.getSharding(),
-                                                to.getMesh()));
+        bridge.getResult().setType(getLocalType(
+            bridge.getResult().getType(), to.getSharding(), to.getMesh()));
       }
       // A graph input is laid out on the mesh of the TaskGraph that reads it
       // first; others get it over a bridge.

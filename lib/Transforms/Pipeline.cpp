@@ -28,10 +28,9 @@ namespace {
 /// (shoal-form-taskgraphs); it runs once, after the pipeline.
 bool isOutputsTaskGraph(TaskGraphOp tg) {
   return tg.getInputs().empty() &&
-         llvm::all_of(tg.getBody().front().without_terminator(),
-                      [](Operation &op) {
-                        return isa<WeightOp, ConstantOp>(op);
-                      });
+         llvm::all_of(
+             tg.getBody().front().without_terminator(),
+             [](Operation &op) { return isa<WeightOp, ConstantOp>(op); });
 }
 
 struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
@@ -66,11 +65,9 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         }
       }
       if (!holder)
-        return bridge.emitError()
-               << "bridges a value no TaskGraph holds; run "
-                  "shoal-insert-bridges on TaskGraphs";
-      if (!src.getDefiningOp<TaskGraphOp>() &&
-          !isa<BlockArgument>(src))
+        return bridge.emitError() << "bridges a value no TaskGraph holds; run "
+                                     "shoal-insert-bridges on TaskGraphs";
+      if (!src.getDefiningOp<TaskGraphOp>() && !isa<BlockArgument>(src))
         return bridge.emitError() << "bridges a value that is neither a "
                                      "TaskGraph result nor a graph input";
       OpBuilder b(holder.getYield());
@@ -126,8 +123,8 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
             ShoalDialect::kVirtualStagesAttr))
       chunks = v.getInt();
     std::string kindName = "gpipe";
-    if (auto k = module->getAttrOfType<StringAttr>(
-            ShoalDialect::kScheduleKindAttr))
+    if (auto k =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kScheduleKindAttr))
       kindName = k.getValue().str();
     sched::Kind kind;
     if (!sched::parseKind(kindName, kind))
@@ -140,12 +137,12 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
                << " TaskGraphs but the schedule expects " << chunks
                << " (virtual_stages)";
     sched::Schedule s;
-    std::string error = sched::build(kind, groups.size(), microBatches,
-                                     chunks, /*forwardOnly=*/false, s);
+    std::string error = sched::build(kind, groups.size(), microBatches, chunks,
+                                     /*forwardOnly=*/false, s);
     if (!error.empty())
-      return module.emitError() << "pipeline schedule " << kindName << " for "
-                                << groups.size() << " stages and "
-                                << microBatches << " micro-batches: " << error;
+      return module.emitError()
+             << "pipeline schedule " << kindName << " for " << groups.size()
+             << " stages and " << microBatches << " micro-batches: " << error;
     Builder b(module.getContext());
     SmallVector<Attribute> perGroup;
     for (auto [g, steps] : llvm::enumerate(s.order)) {

@@ -256,8 +256,8 @@ struct PropagateShardingPass
             type.getRank() ? s.getDimAxes(0) : SmallVector<StringRef>();
         if (!isSplit && type.getRank() > 0 && !batchAxes.empty() &&
             dim0.size() < batchAxes.size() &&
-            llvm::equal(dim0, ArrayRef<StringRef>(batchAxes).take_front(
-                                  dim0.size())) &&
+            llvm::equal(
+                dim0, ArrayRef<StringRef>(batchAxes).take_front(dim0.size())) &&
             (!dim0.empty() || type.getDimSize(0) == getBatchSize(func)) &&
             type.getDimSize(0) % getAxesSize(mesh, batchAxes) == 0) {
           SmallVector<SmallVector<StringRef>> dims;
@@ -335,17 +335,18 @@ struct PropagateShardingPass
     // Outputs of a split TaskGraph are gathered over tp, except those read
     // only by other device sets: a bridge moves their blocks directly.
     SmallVector<Attribute> outShardings;
-    for (auto [v, r] : llvm::zip(tg.getYield().getOperands(), tg.getResults())) {
+    for (auto [v, r] :
+         llvm::zip(tg.getYield().getOperands(), tg.getResults())) {
       ShardingAttr s = getValueSharding(v);
       auto type = cast<RankedTensorType>(v.getType());
       bool even = true;
       for (unsigned d = 0; d < type.getRank(); ++d)
         even &= type.getDimSize(d) % getAxesSize(mesh, s.getDimAxes(d)) == 0;
-      bool onlyElsewhere =
-          even && !r.use_empty() && llvm::all_of(r.getUsers(), [&](Operation *u) {
-            auto other = dyn_cast<TaskGraphOp>(u);
-            return other && !samePlacement(other, tg);
-          });
+      bool onlyElsewhere = even && !r.use_empty() &&
+                           llvm::all_of(r.getUsers(), [&](Operation *u) {
+                             auto other = dyn_cast<TaskGraphOp>(u);
+                             return other && !samePlacement(other, tg);
+                           });
       outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));

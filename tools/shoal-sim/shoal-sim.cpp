@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
     } else if (planPath.empty()) {
       planPath = a;
     } else {
-      return usage(fmt::format("more than one plan given ('{}' and '{}')",
-                               planPath, a));
+      return usage(
+          fmt::format("more than one plan given ('{}' and '{}')", planPath, a));
     }
   }
   if (planPath.empty())
@@ -104,9 +104,9 @@ int main(int argc, char **argv) {
     if (pred.batch > 0 && pred.stepSeconds > 0)
       std::printf(", %.1f samples/s", pred.batch / pred.stepSeconds);
     if (pred.stepSeconds > 0)
-      std::printf(", %.3f TFLOP/s per device",
-                  pred.flopsPerStep / cluster.numDevices() / pred.stepSeconds /
-                      1e12);
+      std::printf(", %.3f TFLOP/s per device", pred.flopsPerStep /
+                                                   cluster.numDevices() /
+                                                   pred.stepSeconds / 1e12);
     std::printf("\n");
     if (pred.stages > 1 || pred.microBatches > 1)
       std::printf("shoal-sim: pipeline %s, %d stages x %d micro-batches: "
@@ -122,9 +122,8 @@ int main(int argc, char **argv) {
                   "(weights %.1f MiB) of %.1f GiB%s\n",
                   pp.role.c_str(), pp.ranks.size(), pp.busySeconds * 1e3,
                   total / (1 << 20), pp.weightBytes / (1 << 20),
-                  pp.capacityBytes / (1 << 30), total > pp.capacityBytes
-                                                    ? " DOES NOT FIT"
-                                                    : "");
+                  pp.capacityBytes / (1 << 30),
+                  total > pp.capacityBytes ? " DOES NOT FIT" : "");
     }
     if (!tracePath.empty()) {
       std::ofstream out(tracePath);

@@ -95,11 +95,9 @@ TEST(CostModel, ComputeIsARoofline) {
   CostModel m(c, Precision::FP16);
   // 4096^3 GEMM: 2 * 4096^3 = 1.374e11 FLOP at 125 TFLOP/s = 1.0995 ms.
   double flops = 2.0 * 4096 * 4096 * 4096;
-  EXPECT_NEAR(m.opSeconds(0, flops, 0, OpClass::MatMul), flops / 125e12,
-              1e-12);
+  EXPECT_NEAR(m.opSeconds(0, flops, 0, OpClass::MatMul), flops / 125e12, 1e-12);
   // On a T4 (65 TFLOP/s) it is 125/65 times slower.
-  EXPECT_NEAR(m.opSeconds(16, flops, 0, OpClass::MatMul), flops / 65e12,
-              1e-12);
+  EXPECT_NEAR(m.opSeconds(16, flops, 0, OpClass::MatMul), flops / 65e12, 1e-12);
   // An elementwise op moving 1 GB is bound by memory: 1e9 / 900e9 s.
   EXPECT_NEAR(m.opSeconds(0, 1e8, 1e9, OpClass::Elementwise), 1e9 / 900e9,
               1e-12);
@@ -116,8 +114,8 @@ nodes:
   EXPECT_NEAR(curve.opSeconds(0, 1e9, 0, OpClass::MatMul), 1e9 / 1e11, 1e-12);
   // Efficiencies scale each side.
   CostModel half(c, Precision::FP16, Efficiency{0.5, 0.5, 1.0});
-  EXPECT_NEAR(half.opSeconds(0, flops, 0, OpClass::MatMul),
-              2 * flops / 125e12, 1e-12);
+  EXPECT_NEAR(half.opSeconds(0, flops, 0, OpClass::MatMul), 2 * flops / 125e12,
+              1e-12);
 }
 
 TEST(CostModel, CollectivesFollowRingFormulas) {
@@ -129,8 +127,8 @@ TEST(CostModel, CollectivesFollowRingFormulas) {
   EXPECT_NEAR(m.allReduceSeconds(node0, 1e9),
               2 * 7.0 / 8 * 1e9 / 150e9 + 2 * 7 * 3e-6, 1e-12);
   // All-gather is half of that.
-  EXPECT_NEAR(m.allGatherSeconds(node0, 1e9),
-              7.0 / 8 * 1e9 / 150e9 + 7 * 3e-6, 1e-12);
+  EXPECT_NEAR(m.allGatherSeconds(node0, 1e9), 7.0 / 8 * 1e9 / 150e9 + 7 * 3e-6,
+              1e-12);
   // One rank per node across 2 nodes (12.5 GB/s, 25 us): plain ring.
   EXPECT_NEAR(m.allReduceSeconds({0, 8}, 1e9),
               2 * 0.5 * 1e9 / 12.5e9 + 2 * 25e-6, 1e-12);

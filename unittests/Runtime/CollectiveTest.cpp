@@ -109,16 +109,16 @@ TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {
   Tensor out(DType::F32, {4, 1});
   comm.allToAll(in, out, /*splitDim=*/1, /*concatDim=*/0, {0, 1});
   EXPECT_EQ(toVector<float>(out),
-            (std::vector<float>{float(rank), float(10 + rank),
-                                float(20 + rank), float(30 + rank)}));
+            (std::vector<float>{float(rank), float(10 + rank), float(20 + rank),
+                                float(30 + rank)}));
   // And back: column r split into rows again restores the row.
   Tensor back(DType::F32, {1, 4});
   comm.allToAll(out, back, /*splitDim=*/0, /*concatDim=*/1, {0, 1});
   EXPECT_EQ(toVector<float>(back), row);
   // Over y only (pairs {2x, 2x+1}): rank holds [2, 2] and trades dims.
-  Tensor in2 = makeTensor<float>(
-      {2, 2}, {float(rank * 4), float(rank * 4 + 1), float(rank * 4 + 2),
-               float(rank * 4 + 3)});
+  Tensor in2 =
+      makeTensor<float>({2, 2}, {float(rank * 4), float(rank * 4 + 1),
+                                 float(rank * 4 + 2), float(rank * 4 + 3)});
   Tensor out2(DType::F32, {4, 1});
   comm.allToAll(in2, out2, 1, 0, {1});
   int y = rank % 2, first = rank - y;

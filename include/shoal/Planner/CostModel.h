@@ -28,9 +28,9 @@ enum class OpClass { MatMul, Elementwise };
 /// Fractions of the datasheet figures that are achieved (calibrated per
 /// device type and op class, never per model).
 struct Efficiency {
-  double matmul = 1.0;      ///< of the peak FLOP/s
-  double memory = 1.0;      ///< of the memory bandwidth
-  double link = 1.0;        ///< of a link's bandwidth
+  double matmul = 1.0; ///< of the peak FLOP/s
+  double memory = 1.0; ///< of the memory bandwidth
+  double link = 1.0;   ///< of a link's bandwidth
 };
 
 class CostModel {
@@ -76,11 +76,15 @@ private:
 
 /// What a rank holds, for the memory model.
 struct MemoryInputs {
-  double parameters = 0;     ///< this rank's parameter count
-  double bytesPerParam = 4;  ///< 4 fp32, 2 bf16/fp16
+  double parameters = 0;    ///< this rank's parameter count
+  double bytesPerParam = 4; ///< 4 fp32, 2 bf16/fp16
   bool training = false;
-  enum class Optimizer { None, SGD, Momentum, Adam } optimizer =
-      Optimizer::None;
+  enum class Optimizer {
+    None,
+    SGD,
+    Momentum,
+    Adam
+  } optimizer = Optimizer::None;
   double activationBytes = 0; ///< per micro-batch, kept for backward
   int inFlight = 1;           ///< micro-batches whose activations are kept
   double workspaceBytes = 0;

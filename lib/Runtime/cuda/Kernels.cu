@@ -455,7 +455,6 @@ void binaryDispatch(BinaryOp op, const void *a, const Shape &aShape,
   throw Error("binary: internal error: unsupported op");
 }
 
-
 //===----------------------------------------------------------------------===//
 // Element-wise unary, fill and casts
 //===----------------------------------------------------------------------===//

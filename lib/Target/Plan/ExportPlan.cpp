@@ -204,19 +204,17 @@ private:
     if (failed(writeHeader(2, planDir)))
       return failure();
     MeshAttr first = groups.front().front().getMeshAttr();
-    int64_t stride = groups.front()
-                         .front()
-                         ->getAttrOfType<DenseI64ArrayAttr>(
-                             ShoalDialect::kPlacementAttr)[1];
+    int64_t stride = groups.front().front()->getAttrOfType<DenseI64ArrayAttr>(
+        ShoalDialect::kPlacementAttr)[1];
     int64_t world = first.getAxisSize("dp") * stride;
     auto *worldAxis = plan.mutable_mesh()->add_axes();
     worldAxis->set_name("world");
     worldAxis->set_size(world);
-    int64_t microBatches = std::max<int64_t>(
-        1, first.getAxisSize(ShoalDialect::kMicroBatchAxis));
+    int64_t microBatches =
+        std::max<int64_t>(1, first.getAxisSize(ShoalDialect::kMicroBatchAxis));
     auto *pipe = plan.mutable_pipeline();
-    if (auto k = module->getAttrOfType<StringAttr>(
-            ShoalDialect::kScheduleKindAttr))
+    if (auto k =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kScheduleKindAttr))
       pipe->set_schedule(k.getValue().str());
     else
       pipe->set_schedule("gpipe");
@@ -227,7 +225,8 @@ private:
             ShoalDialect::kVirtualStagesAttr))
       chunks = v.getInt();
     pipe->set_chunks(chunks);
-    auto schedules = func->getAttrOfType<ArrayAttr>(ShoalDialect::kScheduleAttr);
+    auto schedules =
+        func->getAttrOfType<ArrayAttr>(ShoalDialect::kScheduleAttr);
 
     Operation *ret = entry.getTerminator();
     for (auto [g, tgs] : llvm::enumerate(groups)) {

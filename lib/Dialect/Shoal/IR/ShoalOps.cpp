@@ -888,8 +888,8 @@ LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
       if (!grows && small > big)
         return op->emitOpError() << "slice dim " << dim << " cannot grow from "
                                  << big << " to " << small;
-      if (small < 0 || (small == 0 ? big != 0
-                                   : (grows ? big % small != 0 : small > big)))
+      if (small < 0 ||
+          (small == 0 ? big != 0 : (grows ? big % small != 0 : small > big)))
         return op->emitOpError() << what << " dim " << dim << ": size " << big
                                  << " is not a multiple of " << small;
     } else if (in[i] != out[i]) {
@@ -952,9 +952,8 @@ LogicalResult verifyLayouts(Operation *op, ArrayRef<LayoutAttr> layouts,
     for (unsigned d = 0; d < s.getDims().size(); ++d)
       for (StringRef a : s.getDimAxes(d))
         if (l.getMesh().getAxisSize(a) == 0)
-          return op->emitOpError()
-                 << "layout sharding uses mesh axis '" << a
-                 << "', which its mesh does not have";
+          return op->emitOpError() << "layout sharding uses mesh axis '" << a
+                                   << "', which its mesh does not have";
     if (l.getOffset() < 0 || l.getStride() < 0)
       return op->emitOpError() << "layout offset and stride must not be "
                                   "negative";
@@ -967,8 +966,8 @@ LogicalResult BridgeOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
   if (in.getElementType() != out.getElementType() ||
       in.getRank() != out.getRank())
-    return emitOpError() << "changes the element type or rank (" << in
-                         << " to " << out << ")";
+    return emitOpError() << "changes the element type or rank (" << in << " to "
+                         << out << ")";
   return verifyLayouts(*this, {getFrom(), getTo()}, in.getRank());
 }
 
