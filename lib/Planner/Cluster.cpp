@@ -272,29 +272,31 @@ int Cluster::numDevices() const {
   return n;
 }
 
-int Cluster::nodeOf(int rank) const {
-  int node = 0;
+const NodeGroup &Cluster::locate(int rank, int &node) const {
+  int r = rank;
+  node = 0;
   for (const NodeGroup &g : groups) {
     int size = g.count * g.devicesPerNode;
-    if (rank < size)
-      return node + rank / g.devicesPerNode;
-    rank -= size;
+    if (r >= 0 && r < size) {
+      node += r / g.devicesPerNode;
+      return g;
+    }
+    r -= size;
     node += g.count;
   }
-  throw SpecError(fmt::format("rank {} is beyond the cluster's {} devices",
+  throw SpecError(fmt::format("rank {} is not among the cluster's {} devices",
                               rank, numDevices()));
 }
 
+int Cluster::nodeOf(int rank) const {
+  int node;
+  locate(rank, node);
+  return node;
+}
+
 const NodeGroup &Cluster::groupOf(int rank) const {
-  int r = rank;
-  for (const NodeGroup &g : groups) {
-    int size = g.count * g.devicesPerNode;
-    if (r < size)
-      return g;
-    r -= size;
-  }
-  throw SpecError(fmt::format("rank {} is beyond the cluster's {} devices",
-                              rank, numDevices()));
+  int node;
+  return locate(rank, node);
 }
 
 Link Cluster::slowestLink(const std::vector<int> &ranks) const {

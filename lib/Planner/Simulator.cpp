@@ -100,6 +100,9 @@ Placed placeOf(const shoal::plan::Plan &plan,
   const shoal::plan::Mesh &mesh =
       prog.mesh().axes_size() ? prog.mesh() : plan.mesh();
   for (const auto &a : mesh.axes()) {
+    if (a.size() < 1)
+      throw SpecError(fmt::format("program '{}': mesh axis '{}' has size {}",
+                                  prog.role(), a.name(), a.size()));
     if (plan.format_version() >= 2 && a.name() == "mb")
       p.mbAxis = static_cast<int>(p.names.size());
     p.names.push_back(a.name());

@@ -394,7 +394,7 @@ struct PropagateShardingPass
     // combine).
     if (expertSize > 1) {
       auto moveTp = [&](int from, int to) {
-        if (to < 0 || !axes[to].empty() && llvm::is_contained(axes[to], "tp"))
+        if (to < 0 || llvm::is_contained(axes[to], "tp"))
           return;
         SmallVector<StringRef> grown = axes[to];
         grown.push_back("tp");

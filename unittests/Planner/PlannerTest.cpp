@@ -44,6 +44,8 @@ TEST(Cluster, ReadsNodesDevicesAndLinks) {
   EXPECT_EQ(c.nodeOf(17), 2);
   EXPECT_EQ(c.groupOf(3).device.name, "V100-32GB");
   EXPECT_EQ(c.groupOf(17).device.name, "T4");
+  EXPECT_THROW(c.nodeOf(32), SpecError);
+  EXPECT_THROW(c.groupOf(-1), SpecError);
   // Catalog figures (datasheets): V100 fp16 125 TFLOP/s, 32 GiB, 900 GB/s;
   // T4 fp16 65, 16 GiB, 320 GB/s.
   EXPECT_DOUBLE_EQ(c.groupOf(0).device.peakFlops(Precision::FP16), 125e12);

@@ -87,6 +87,10 @@ struct Cluster {
   /// The slowest link a group of ranks crosses: inter-node if they span
   /// nodes, else the slowest intra-node link among them.
   Link slowestLink(const std::vector<int> &ranks) const;
+
+private:
+  /// The group of rank `rank` and its node; SpecError if there is none.
+  const NodeGroup &locate(int rank, int &node) const;
 };
 
 /// Reads a cluster spec (YAML, DESIGN.md). Throws SpecError naming the

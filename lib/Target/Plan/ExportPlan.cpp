@@ -61,16 +61,8 @@ public:
     prog = plan.add_programs();
     prog->set_role("spmd");
 
-    for (BlockArgument arg : entry.getArguments()) {
-      auto *port = prog->add_inputs();
-      auto name =
-          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "shoal.name");
-      port->set_name(name ? name.getValue().str()
-                          : "input" + std::to_string(arg.getArgNumber()));
-      fillPort(port, arg,
-               func.getArgAttrOfType<ShardingAttr>(
-                   arg.getArgNumber(), ShoalDialect::kShardingAttr));
-    }
+    for (BlockArgument arg : entry.getArguments())
+      addInputPort(func, arg);
     for (Operation &op : entry) {
       if (auto tg = dyn_cast<TaskGraphOp>(op)) {
         if (failed(writeTaskGraph(tg)))
@@ -78,15 +70,8 @@ public:
         continue;
       }
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          auto *port = prog->add_outputs();
-          auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
-          port->set_name(name ? name.getValue().str()
-                              : "output" + std::to_string(i));
-          fillPort(port, v,
-                   func.getResultAttrOfType<ShardingAttr>(
-                       i, ShoalDialect::kShardingAttr));
-        }
+        for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+          addOutputPort(func, i, v);
         continue;
       }
       return op.emitError() << "'" << op.getName()
@@ -260,14 +245,7 @@ private:
               return llvm::is_contained(tgs, u);
             }))
           continue;
-        auto *port = prog->add_inputs();
-        auto name =
-            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "shoal.name");
-        port->set_name(name ? name.getValue().str()
-                            : "input" + std::to_string(arg.getArgNumber()));
-        fillPort(port, arg,
-                 func.getArgAttrOfType<ShardingAttr>(
-                     arg.getArgNumber(), ShoalDialect::kShardingAttr));
+        addInputPort(func, arg);
       }
       for (TaskGraphOp tg : tgs)
         if (failed(writeTaskGraph(tg)))
@@ -284,13 +262,7 @@ private:
         }
         if (!llvm::is_contained(tgs, tg))
           continue;
-        auto *port = prog->add_outputs();
-        auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
-        port->set_name(name ? name.getValue().str()
-                            : "output" + std::to_string(i));
-        fillPort(port, v,
-                 func.getResultAttrOfType<ShardingAttr>(
-                     i, ShoalDialect::kShardingAttr));
+        addOutputPort(func, i, v);
       }
       if (!schedules)
         continue;
@@ -407,6 +379,27 @@ private:
     port->set_value(idOf(v));
     fillGlobal(port->mutable_global_type(), port->mutable_sharding(), v,
                sharding);
+  }
+
+  /// The current program's port for graph input `arg`.
+  void addInputPort(func::FuncOp func, BlockArgument arg) {
+    unsigned i = arg.getArgNumber();
+    auto *port = prog->add_inputs();
+    auto name = func.getArgAttrOfType<StringAttr>(i, "shoal.name");
+    port->set_name(name ? name.getValue().str() : "input" + std::to_string(i));
+    fillPort(port, arg,
+             func.getArgAttrOfType<ShardingAttr>(i,
+                                                 ShoalDialect::kShardingAttr));
+  }
+
+  /// The current program's port for graph output `i`, the value `v`.
+  void addOutputPort(func::FuncOp func, unsigned i, Value v) {
+    auto *port = prog->add_outputs();
+    auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
+    port->set_name(name ? name.getValue().str() : "output" + std::to_string(i));
+    fillPort(port, v,
+             func.getResultAttrOfType<ShardingAttr>(
+                 i, ShoalDialect::kShardingAttr));
   }
 
   int idOf(Value v) {
