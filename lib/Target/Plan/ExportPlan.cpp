@@ -387,9 +387,9 @@ private:
     auto *port = prog->add_inputs();
     auto name = func.getArgAttrOfType<StringAttr>(i, "shoal.name");
     port->set_name(name ? name.getValue().str() : "input" + std::to_string(i));
-    fillPort(port, arg,
-             func.getArgAttrOfType<ShardingAttr>(i,
-                                                 ShoalDialect::kShardingAttr));
+    fillPort(
+        port, arg,
+        func.getArgAttrOfType<ShardingAttr>(i, ShoalDialect::kShardingAttr));
   }
 
   /// The current program's port for graph output `i`, the value `v`.
@@ -397,9 +397,9 @@ private:
     auto *port = prog->add_outputs();
     auto name = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
     port->set_name(name ? name.getValue().str() : "output" + std::to_string(i));
-    fillPort(port, v,
-             func.getResultAttrOfType<ShardingAttr>(
-                 i, ShoalDialect::kShardingAttr));
+    fillPort(
+        port, v,
+        func.getResultAttrOfType<ShardingAttr>(i, ShoalDialect::kShardingAttr));
   }
 
   int idOf(Value v) {
