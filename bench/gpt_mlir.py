@@ -33,6 +33,9 @@ or the parameter count beyond what is said here):
   parameter count has V*h more than Megatron's, which ties it to the word
   embedding); --tie-embeddings emits Transpose(wte.weight) -> MatMul instead.
 - Linear weights are stored [in, out] (what the exporter's MatMul reads).
+- The parameter count printed (header comment and stderr) leaves out the
+  mask; tied, it is the paper's equation (2) plus the final LayerNorm's 2h
+  (GPT-3: 174.62B tied, 175.24B untied).
 
   /usr/bin/python3 bench/gpt_mlir.py --layers 96 --hidden 12288 --heads 96 \\
       --seq 2048 --vocab 51200 --batch 1 -o gpt3-175b.mlir
@@ -74,7 +77,8 @@ class Emitter:
         self.lines.append('%s = shoal.weight "%s" : %s loc("%s")'
                           % (ssa, name, self._type(shape), name))
         self.weights[name] = (ssa, tuple(shape))
-        self.params += math.prod(shape)
+        if name != "mask":  # a buffer, not a parameter
+            self.params += math.prod(shape)
         return (ssa, tuple(shape))
 
     def const(self, value, loc):
