@@ -42,11 +42,35 @@ struct TraceEvent {
   std::string args;
 };
 
+/// The time one op took (profiling, ProgramRunner::setProfiling).
+struct OpTime {
+  int op = 0;
+  int microBatch = 0;
+  double seconds = 0;
+};
+
+/// A Send's or Recv's messages to or from other ranks (profiling): when the
+/// op started and, for a Recv, when its last message had arrived, in
+/// microseconds from the start of the step.
+struct TransferTime {
+  int transfer = 0;
+  int microBatch = 0;
+  bool send = false;
+  double startUs = 0, endUs = 0;
+  /// Bytes to or from other ranks (not counting messages to itself).
+  int64_t bytes = 0;
+  std::vector<int64_t> peers;
+};
+
 /// What a runner measured during its last step.
 struct StepProfile {
   /// Time in the ops of tasks, less the time blocked waiting for Recvs.
   double busySeconds = 0;
   std::vector<TraceEvent> events;
+  /// With profiling on: every op run, and every Send and Recv that
+  /// exchanged messages with other ranks.
+  std::vector<OpTime> ops;
+  std::vector<TransferTime> transfers;
 };
 
 /// Parses "cpu" or "cuda"; false otherwise.
@@ -83,6 +107,9 @@ public:
   }
   /// Timings of the last step, or null if the runner does not measure them.
   virtual const StepProfile *profile() const { return nullptr; }
+  /// With `on`, each run() times every op (StepProfile::ops) and the
+  /// transfers; returns false if the runner cannot.
+  virtual bool setProfiling(bool on) { return !on; }
   /// A name for reports ("cpu", "cuda:0 NVIDIA H100 80GB HBM3").
   virtual std::string deviceName() const = 0;
   /// The catalog entry of the device, or null when unknown (CPUs).

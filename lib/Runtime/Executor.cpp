@@ -151,6 +151,9 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
         msg = msg.substr(kind.size());
       throw Error(fmt::format("{}: {}", op.describe(), msg));
     }
+    if (profiling)
+      stepProfile.ops.push_back(
+          {op.index, microBatch, secondsBetween(start, Clock::now())});
     for (int v : op.inputs)
       if (v >= 0 && plan.lastUse[v] == op.index && !persistent[v])
         values[v] = Tensor();
@@ -246,6 +249,17 @@ void Executor::send(const OpInfo &op) {
     sendBuffers.push_back(std::move(buf));
   }
   auto end = Clock::now();
+  if (profiling) {
+    TransferTime tt{t.id, mb, true, usSinceStart(start), usSinceStart(end),
+                    0,    {}};
+    for (const TransferMessage &msg : t.messages)
+      if (msg.src == worldRank && msg.dst != worldRank) {
+        tt.bytes += msg.numElements() * static_cast<int64_t>(elem);
+        tt.peers.push_back(msg.dst);
+      }
+    if (!tt.peers.empty())
+      stepProfile.transfers.push_back(std::move(tt));
+  }
   stepProfile.events.push_back(
       {fmt::format("Send {}", t.id), 1, usSinceStart(start),
        usSinceStart(end) - usSinceStart(start),
@@ -295,7 +309,18 @@ void Executor::recv(const OpInfo &op) {
   if (!reqs.empty())
     MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
                 MPI_STATUSES_IGNORE);
-  recvWaitSeconds += secondsBetween(waitStart, Clock::now());
+  auto waitEnd = Clock::now();
+  recvWaitSeconds += secondsBetween(waitStart, waitEnd);
+  if (profiling && !reqs.empty()) {
+    TransferTime tt{t.id, mb, false, usSinceStart(start), usSinceStart(waitEnd),
+                    0,    {}};
+    for (const TransferMessage *msg : mine)
+      if (msg->src != worldRank) {
+        tt.bytes += msg->numElements() * static_cast<int64_t>(elem);
+        tt.peers.push_back(msg->src);
+      }
+    stepProfile.transfers.push_back(std::move(tt));
+  }
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const TransferMessage &msg = *mine[i];
     copyBox(bufs[i].data(), msg.shape, Shape(msg.shape.size(), 0),

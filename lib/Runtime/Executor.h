@@ -47,6 +47,10 @@ public:
   Tensor fetchOutput(int id, int microBatch) override;
   std::string deviceName() const override { return "cpu"; }
   const StepProfile *profile() const override { return &stepProfile; }
+  bool setProfiling(bool on) override {
+    profiling = on;
+    return true;
+  }
 
   /// Runs `op` on the CPU with `inputs` (null for absent optional ones) into
   /// `outs` (allocated here unless the op aliases its input). Used by the
@@ -88,6 +92,7 @@ private:
   Clock::time_point stepStart;
   double recvWaitSeconds = 0;
   StepProfile stepProfile;
+  bool profiling = false;
 };
 
 /// `text` as a JSON string literal (for traces).

@@ -320,6 +320,8 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   info.index = index;
   info.kindName = op.kind();
   info.name = op.name();
+  info.flops = static_cast<double>(op.flops());
+  info.bytes = static_cast<double>(op.bytes());
   if (!parseOpKind(op.kind(), info.kind))
     throw Error(fmt::format("unknown op kind '{}' (known: {})", op.kind(),
                             knownOpKinds()));

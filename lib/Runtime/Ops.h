@@ -156,6 +156,9 @@ struct OpInfo {
   int task = 0;
   /// Send and Recv: index into LoadedPlan::transfers; -1 otherwise.
   int transfer = -1;
+  /// FLOPs and bytes the compiler estimated for the op (Op.flops, Op.bytes;
+  /// 0 when unknown), for profiles.
+  double flops = 0, bytes = 0;
 
   /// `op #3 '/h.0/attn/MatMul' (MatMul)`, for messages.
   std::string describe() const;

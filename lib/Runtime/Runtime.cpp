@@ -21,6 +21,7 @@
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
+#include "Profile.h"
 #include "Sharding.h"
 #include "WeightLoader.h"
 
@@ -272,6 +273,24 @@ void writeTrace(const std::string &path, const LoadedPlan &plan,
     throw Error(fmt::format("cannot write the trace {}", path));
 }
 
+/// Creates the folder of the file `path` (if any) that `flag` names and
+/// checks that `path` is not a folder.
+void checkOutputFile(const std::string &path, const char *what,
+                     const char *flag) {
+  if (path.empty())
+    return;
+  fs::path folder = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty())
+    fs::create_directories(folder, ec);
+  if (!folder.empty() && !fs::is_directory(folder))
+    throw Error(fmt::format("cannot create the folder of the {} {}{}", what,
+                            path, ec ? ": " + ec.message() : std::string()));
+  if (fs::is_directory(path))
+    throw Error(fmt::format("the {} {} is a folder; {} needs a file", what,
+                            path, flag));
+}
+
 /// Gives each rank its share of the cores for BLAS unless the user chose.
 void configureBlasThreads(MPI_Comm world) {
   MPI_Comm local;
@@ -393,6 +412,9 @@ const char kUsage[] =
     "  --trace FILE   write a Chrome trace (JSON, chrome://tracing or\n"
     "                 Perfetto) of the last timed step: one track per rank\n"
     "                 for tasks and one for Send/Recv\n"
+    "  --profile FILE write every rank's op, collective and Send/Recv times\n"
+    "                 (JSON, medians over the timed steps) for the planner's\n"
+    "                 calibration (shoal-sim --calibration)\n"
     "  --help         print this help\n"
     "\n"
     "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
@@ -470,6 +492,9 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
     } else if (is("--trace")) {
       if (std::string e = value("--trace", opts.tracePath); !e.empty())
         return "--trace needs a file";
+    } else if (is("--profile")) {
+      if (std::string e = value("--profile", opts.profilePath); !e.empty())
+        return "--profile needs a file";
     } else if (is("--peak-tflops")) {
       if (std::string e = number("--peak-tflops", opts.peakTflops); !e.empty())
         return e;
@@ -562,20 +587,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
                                 options.outputsDir,
                                 ec ? ": " + ec.message() : std::string()));
     }
-    if (rank == 0 && !options.tracePath.empty()) {
-      fs::path folder = fs::path(options.tracePath).parent_path();
-      std::error_code ec;
-      if (!folder.empty())
-        fs::create_directories(folder, ec);
-      if (!folder.empty() && !fs::is_directory(folder))
-        throw Error(fmt::format("cannot create the folder of the trace {}{}",
-                                options.tracePath,
-                                ec ? ": " + ec.message() : std::string()));
-      if (fs::is_directory(options.tracePath))
-        throw Error(fmt::format("the trace {} is a folder; --trace needs a "
-                                "file",
-                                options.tracePath));
+    if (rank == 0) {
+      checkOutputFile(options.tracePath, "trace", "--trace");
+      checkOutputFile(options.profilePath, "profile", "--profile");
     }
+    if (!options.profilePath.empty() && !exec->setProfiling(true))
+      throw Error(fmt::format("the {} backend cannot profile (--profile)",
+                              exec->deviceName()));
   } catch (const std::exception &e) {
     error = e.what();
     if (error.empty())
@@ -616,6 +634,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
     comm.createGroups(plan->collectiveAxes);
     exec->connect(comm);
     double timed = 0, busy = 0;
+    std::unique_ptr<ProfileRecorder> recorder;
+    if (!options.profilePath.empty())
+      recorder = std::make_unique<ProfileRecorder>(*plan);
     for (int step = 0; step < options.warmup + options.steps; ++step) {
       MPI_Barrier(world);
       auto stepStart = Clock::now();
@@ -624,8 +645,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
       MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
       if (step >= options.warmup) {
         timed += slowest;
-        if (const StepProfile *profile = exec->profile())
+        if (const StepProfile *profile = exec->profile()) {
           busy += profile->busySeconds;
+          if (recorder)
+            recorder->addStep(*profile, slowest);
+        }
       }
     }
     summary.stepSeconds = timed / options.steps;
@@ -635,6 +659,19 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
       printStepReport(*plan, summary, options, *exec);
     if (!options.tracePath.empty())
       writeTrace(options.tracePath, *plan, exec->profile(), world);
+    if (recorder) {
+      ProfileRunInfo info;
+      info.planPath = options.planPath;
+      const DeviceSpec *spec = exec->deviceSpec();
+      info.deviceType = spec                          ? spec->name
+                        : exec->deviceName() == "cpu" ? "CPU"
+                                                      : exec->deviceName();
+      info.deviceName = exec->deviceName();
+      info.precision = exec->deviceName() == "cpu" ? "fp32" : options.precision;
+      info.steps = options.steps;
+      info.warmup = options.warmup;
+      recorder->write(options.profilePath, info, world);
+    }
     const PipelineInfo &pipe = plan->pipeline;
     if (pipe.present && (pipe.stages > 1 || pipe.microBatches > 1)) {
       // Idle / busy per rank, averaged over the ranks that did any work.

@@ -64,6 +64,10 @@ struct RunOptions {
   /// step there: one process per rank, a compute track (one event per task
   /// and micro-batch) and a communication track (one event per Send/Recv).
   std::string tracePath;
+  /// If set, world rank 0 writes there (JSON) the median time over the
+  /// timed steps of every op, collective and Send/Recv of every rank, for
+  /// the planner's calibration (docs/Runtime.md, "Profiles").
+  std::string profilePath;
 };
 
 /// What a run did, for the summary line.

@@ -224,6 +224,7 @@ public:
 
   void run(Comm &comm, bool verbose) override {
     bool print = verbose && comm.rank() == 0;
+    stepProfile.ops.clear();
     for (const OpInfo &op : plan.ops) {
       auto start = std::chrono::steady_clock::now();
       try {
@@ -232,11 +233,16 @@ public:
         else
           runOnCpu(op, comm);
         check(cudaGetLastError(), "kernel launch");
-        if (print)
+        if (print || profiling)
           check(cudaStreamSynchronize(compute), "running the op");
       } catch (const Error &e) {
         throw Error(fmt::format("{}: {}", op.describe(), e.what()));
       }
+      if (profiling)
+        stepProfile.ops.push_back({op.index, 0,
+                                   std::chrono::duration<double>(
+                                       std::chrono::steady_clock::now() - start)
+                                       .count()});
       if (print)
         std::fprintf(stderr, "shoal-run: %-60s %10.3f ms\n",
                      op.describe().c_str(),
@@ -265,6 +271,13 @@ public:
     return fmt::format("cuda:{} {}", device, props.name);
   }
   const DeviceSpec *deviceSpec() const override { return spec; }
+  const StepProfile *profile() const override {
+    return profiling ? &stepProfile : nullptr;
+  }
+  bool setProfiling(bool on) override {
+    profiling = on;
+    return true;
+  }
 
 private:
   const LoadedPlan &plan;
@@ -272,6 +285,8 @@ private:
   int device = 0;
   cudaDeviceProp props{};
   const DeviceSpec *spec = nullptr;
+  StepProfile stepProfile;
+  bool profiling = false;
   cudaStream_t compute = nullptr, commStream = nullptr;
   cudaEvent_t ready = nullptr, done = nullptr;
   cublasHandle_t blas = nullptr;

@@ -1,0 +1,285 @@
+//===- Profile.cpp - Measured op and communication times --------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each rank turns its own ops and collectives into JSON text (medians over
+// the timed steps); world rank 0 gathers those, and the raw Send/Recv times
+// of every step, which only it can pair: a transfer's time is from the later
+// of the Send's and the Recv's start to the arrival of its last message, so
+// that time spent waiting for a sender that is still computing does not
+// count. Step-relative times of different ranks are comparable because each
+// step starts after a barrier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Profile.h"
+
+#include "Executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <set>
+#include <tuple>
+
+using namespace shoal::rt;
+
+double shoal::rt::median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  double upper = v[mid];
+  if (v.size() % 2)
+    return upper;
+  double lower = *std::max_element(v.begin(), v.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+void ProfileRecorder::addStep(const StepProfile &profile, double seconds) {
+  int step = static_cast<int>(stepSeconds.size());
+  for (const OpTime &t : profile.ops)
+    opSeconds[{t.op, t.microBatch}].push_back(t.seconds);
+  for (const TransferTime &t : profile.transfers)
+    transfers.push_back({step, t});
+  stepSeconds.push_back(seconds);
+}
+
+namespace {
+
+/// Kinds the planner's simulator times as matrix products; their records
+/// carry the rows of the product (the result's elements over its last
+/// dimension), as the simulator computes them.
+bool isMatMulClass(OpKind k) {
+  return k == OpKind::MatMul || k == OpKind::Gemm || k == OpKind::Attention ||
+         k == OpKind::Conv;
+}
+
+/// Gathers every rank's text on rank 0 of `world` (empty elsewhere).
+std::vector<std::string> gatherText(const std::string &mine, MPI_Comm world) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  if (mine.size() > static_cast<std::size_t>(INT_MAX))
+    throw Error("the profile is too large");
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), displs(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::string all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += lens[r];
+    }
+    if (total > INT_MAX)
+      throw Error(fmt::format("the profile is too large ({} bytes)", total));
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+              displs.data(), MPI_CHAR, 0, world);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r)
+      out.push_back(all.substr(displs[r], lens[r]));
+  return out;
+}
+
+/// The node of every world rank: ranks sharing memory share a node,
+/// numbered in order of their lowest rank.
+std::vector<int> nodeOfRanks(MPI_Comm world) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  MPI_Comm local;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  int leader = rank;
+  MPI_Bcast(&leader, 1, MPI_INT, 0, local);
+  MPI_Comm_free(&local);
+  std::vector<int> leaders(size);
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world);
+  std::map<int, int> index;
+  std::vector<int> node(size);
+  for (int r = 0; r < size; ++r)
+    node[r] =
+        index.emplace(leaders[r], static_cast<int>(index.size())).first->second;
+  return node;
+}
+
+std::string number(double v) { return fmt::format("{:.9g}", v); }
+
+} // namespace
+
+void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
+                            MPI_Comm world) const {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  std::vector<int> node = nodeOfRanks(world);
+
+  // This rank's ops and collectives.
+  std::vector<std::string> ops, collectives;
+  std::vector<int64_t> coords = plan.mesh.coordsOf(plan.meshRank);
+  for (const auto &entry : opSeconds) {
+    const OpInfo &op = plan.ops.at(entry.first.first);
+    int mb = entry.first.second;
+    double seconds = median(entry.second);
+    std::string rows;
+    if (isMatMulClass(op.kind) && !op.outputs.empty() && op.outputs[0] >= 0) {
+      const Shape &shape = plan.values[op.outputs[0]].shape;
+      double m = 1;
+      for (std::size_t d = 0; d + 1 < shape.size(); ++d)
+        m *= static_cast<double>(shape[d]);
+      rows = fmt::format(", \"rows\": {:.0f}", m);
+    }
+    const TaskInfo &task = plan.tasks[op.task];
+    ops.push_back(fmt::format(
+        "{{\"op\": {}, \"name\": {}, \"kind\": {}, \"task\": {}, "
+        "\"micro_batch\": {}, \"flops\": {:.0f}, \"bytes\": {:.0f}{}, "
+        "\"seconds\": {}}}",
+        op.index, jsonString(op.name), jsonString(op.kindName),
+        jsonString(task.name), mb, op.flops, op.bytes, rows, number(seconds)));
+    if (op.kind != OpKind::AllReduce && op.kind != OpKind::AllGather &&
+        op.kind != OpKind::AllToAll)
+      continue;
+    // Bytes per rank as the cost model counts them: an all-gather's
+    // result, the input of the others.
+    int value = op.kind == OpKind::AllGather ? op.outputs[0] : op.inputs[0];
+    TensorType type = plan.values[value];
+    double bytes = static_cast<double>(numElements(type.shape)) *
+                   static_cast<double>(dtypeSize(type.dtype));
+    int64_t color = plan.mesh.groupColor(op.attrs.meshAxes, coords);
+    std::set<int> nodes;
+    int groupSize = 0;
+    for (int64_t r = 0; r < plan.mesh.worldSize(); ++r)
+      if (plan.mesh.groupColor(op.attrs.meshAxes, plan.mesh.coordsOf(r)) ==
+          color) {
+        ++groupSize;
+        nodes.insert(node.at(plan.programRanks.at(r)));
+      }
+    collectives.push_back(fmt::format(
+        "{{\"op\": {}, \"kind\": {}, \"micro_batch\": {}, \"bytes\": {:.0f}, "
+        "\"group_size\": {}, \"group_nodes\": {}, \"seconds\": {}}}",
+        op.index, jsonString(op.kindName), mb, bytes, groupSize, nodes.size(),
+        number(seconds)));
+  }
+  std::string mine = fmt::format(
+      "    {{\"rank\": {}, \"node\": {}, \"program\": {}, \"role\": {}, "
+      "\"stage\": {}, \"device\": {},\n     \"ops\": [{}],\n     "
+      "\"collectives\": [{}]}}",
+      rank, node[rank], plan.program, jsonString(plan.role), plan.stage,
+      jsonString(info.deviceType),
+      ops.empty() ? ""
+                  : "\n      " + fmt::format("{}", fmt::join(ops, ",\n      ")),
+      collectives.empty()
+          ? ""
+          : "\n      " +
+                fmt::format("{}", fmt::join(collectives, ",\n      ")));
+  std::vector<std::string> parts = gatherText(mine, world);
+
+  // Raw Send/Recv times: [send, transfer, micro-batch, step, rank, start,
+  // end, bytes, number of peers, peers...] per record.
+  std::vector<double> raw;
+  for (const auto &entry : transfers) {
+    const TransferTime &t = entry.second;
+    raw.insert(raw.end(),
+               {t.send ? 1.0 : 0.0, double(t.transfer), double(t.microBatch),
+                double(entry.first), double(rank), t.startUs, t.endUs,
+                double(t.bytes), double(t.peers.size())});
+    for (int64_t p : t.peers)
+      raw.push_back(static_cast<double>(p));
+  }
+  int len = static_cast<int>(raw.size());
+  std::vector<int> lens(size), displs(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::vector<double> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
+    all.resize(total);
+  }
+  MPI_Gatherv(raw.data(), len, MPI_DOUBLE, all.data(), lens.data(),
+              displs.data(), MPI_DOUBLE, 0, world);
+  if (rank != 0)
+    return;
+
+  struct Raw {
+    bool send;
+    int transfer, mb, step, rank;
+    double start, end, bytes;
+    std::vector<int> peers;
+  };
+  std::vector<Raw> records;
+  for (std::size_t i = 0; i < all.size();) {
+    Raw r{all[i] != 0,     int(all[i + 1]), int(all[i + 2]),
+          int(all[i + 3]), int(all[i + 4]), all[i + 5],
+          all[i + 6],      all[i + 7],      {}};
+    int n = static_cast<int>(all[i + 8]);
+    for (int k = 0; k < n; ++k)
+      r.peers.push_back(static_cast<int>(all[i + 9 + k]));
+    i += 9 + n;
+    records.push_back(std::move(r));
+  }
+  // (transfer, micro-batch, destination) -> seconds per step.
+  struct Pair {
+    std::vector<int> sources;
+    double bytes = 0;
+    std::vector<double> seconds;
+  };
+  std::map<std::tuple<int, int, int>, Pair> pairs;
+  for (const Raw &recv : records) {
+    if (recv.send)
+      continue;
+    double sendStart = -1e300;
+    for (const Raw &send : records)
+      if (send.send && send.transfer == recv.transfer && send.mb == recv.mb &&
+          send.step == recv.step &&
+          std::count(recv.peers.begin(), recv.peers.end(), send.rank) &&
+          std::count(send.peers.begin(), send.peers.end(), recv.rank))
+        sendStart = std::max(sendStart, send.start);
+    double begin = std::max(recv.start, sendStart);
+    Pair &p = pairs[{recv.transfer, recv.mb, recv.rank}];
+    p.sources = recv.peers;
+    p.bytes = recv.bytes;
+    p.seconds.push_back(std::max(0.0, recv.end - begin) * 1e-6);
+  }
+  std::vector<std::string> transferText;
+  for (const auto &entry : pairs) {
+    auto [transfer, mb, dst] = entry.first;
+    const Pair &p = entry.second;
+    std::set<int> nodes{node.at(dst)};
+    for (int s : p.sources)
+      nodes.insert(node.at(s));
+    transferText.push_back(fmt::format(
+        "{{\"transfer\": {}, \"micro_batch\": {}, \"src\": [{}], \"dst\": {}, "
+        "\"bytes\": {:.0f}, \"nodes\": {}, \"seconds\": {}}}",
+        transfer, mb, fmt::join(p.sources, ", "), dst, p.bytes, nodes.size(),
+        number(median(p.seconds))));
+  }
+
+  std::string text = fmt::format(
+      "{{\n  \"format\": \"shoal-profile\",\n  \"version\": 1,\n"
+      "  \"plan\": {},\n  \"device\": {},\n  \"device_name\": {},\n"
+      "  \"precision\": {},\n  \"world_size\": {},\n  \"nodes\": {},\n"
+      "  \"steps\": {},\n  \"warmup\": {},\n  \"step_seconds\": {},\n"
+      "  \"ranks\": [\n{}\n  ],\n  \"transfers\": [{}]\n}}\n",
+      jsonString(info.planPath), jsonString(info.deviceType),
+      jsonString(info.deviceName), jsonString(info.precision), size,
+      *std::max_element(node.begin(), node.end()) + 1, info.steps, info.warmup,
+      number(median(stepSeconds)), fmt::join(parts, ",\n"),
+      transferText.empty()
+          ? ""
+          : "\n    " + fmt::format("{}", fmt::join(transferText, ",\n    ")) +
+                "\n  ");
+  std::FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
+      std::fclose(f) != 0)
+    throw Error(fmt::format("cannot write the profile {}", path));
+}
