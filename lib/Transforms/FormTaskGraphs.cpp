@@ -43,6 +43,10 @@ struct FormTaskGraphsPass
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
+    // shoal-plan knows the world size from the cluster spec.
+    if (worldSize == 0)
+      if (auto w = module->getAttrOfType<IntegerAttr>("shoal.world_size"))
+        worldSize = w.getInt();
     int64_t microBatches = 1;
     if (auto mb = module->getAttrOfType<IntegerAttr>(
             ShoalDialect::kNumMicroBatchAttr))
@@ -173,10 +177,37 @@ struct FormTaskGraphsPass
              << "world size " << world
              << " is not a multiple of the pipeline's " << total
              << " devices (the sum of its stages' device counts)";
+    // shoal-plan may have placed the stages elsewhere (stage-major ranks).
+    SmallVector<int64_t> groupStride(groups, total);
+    if (auto plan = func->getParentOfType<ModuleOp>()
+                        ->getAttrOfType<DictionaryAttr>("shoal.plan"))
+      if (auto list = plan.getAs<ArrayAttr>("placements")) {
+        if (static_cast<int64_t>(list.size()) != groups)
+          return func.emitError()
+                 << "shoal.plan has " << list.size()
+                 << " placements for " << groups << " pipeline stages";
+        std::vector<char> used(world, 0);
+        for (int64_t g = 0; g < groups; ++g) {
+          auto p = dyn_cast<DenseI64ArrayAttr>(list[g]);
+          if (!p || p.size() != 2)
+            return func.emitError() << "shoal.plan placement " << g
+                                    << " is not [offset, stride]";
+          groupOffset[g] = p[0];
+          groupStride[g] = p[1];
+          for (int64_t i = 0; i < world / total; ++i)
+            for (int64_t t = 0; t < groupDevices[g]; ++t) {
+              int64_t r = p[0] + i * p[1] + t;
+              if (r < 0 || r >= world || used[r]++)
+                return func.emitError()
+                       << "shoal.plan placements do not tile the " << world
+                       << " ranks (rank " << r << " of stage " << g << ")";
+            }
+        }
+      }
     for (int64_t k = 0; k < n; ++k) {
       int64_t g = k % groups;
       places[k] = {meshOf(world / total, groupDevices[g]), g, groupOffset[g],
-                   total};
+                   groupStride[g]};
     }
     return places;
   }

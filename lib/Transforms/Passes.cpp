@@ -25,12 +25,27 @@ struct ParallelizePipelineOptions
                     llvm::cl::desc("Fuse GELU, add+LayerNorm and attention "
                                    "chains in the local programs"),
                     llvm::cl::init(true)};
+  Option<std::string> cluster{
+      *this, "cluster",
+      llvm::cl::desc("Cluster spec for shoal-plan (balancing, placement, "
+                     "memory check; a search when there is no spec)"),
+      llvm::cl::init("")};
+  Option<bool> explain{*this, "explain",
+                       llvm::cl::desc("shoal-plan prints its candidates"),
+                       llvm::cl::init(false)};
 };
 } // namespace
 
 void shoal::addParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
+  if (!options.cluster.empty()) {
+    PlanPassOptions plan;
+    plan.clusterPath = options.cluster;
+    plan.worldSize = options.worldSize;
+    plan.explain = options.explain;
+    pm.addPass(createPlanPass(plan));
+  }
   pm.addPass(
       createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
   pm.addPass(createPropagateShardingPass());
@@ -45,10 +60,11 @@ void shoal::registerAllShoalPasses() {
   registerShoalPasses();
   PassPipelineRegistration<ParallelizePipelineOptions>(
       "shoal-parallelize",
-      "Annotate, form TaskGraphs, propagate shardings, insert bridges, "
+      "Annotate, plan for a cluster, form TaskGraphs, propagate shardings, insert bridges, "
       "partition and schedule pipeline stages",
       [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
-        addParallelizePipeline(pm,
-                               ParallelizeOptions{o.spec, o.worldSize, o.fuse});
+        addParallelizePipeline(pm, ParallelizeOptions{o.spec, o.worldSize,
+                                                      o.fuse, o.cluster,
+                                                      o.explain});
       });
 }

@@ -5,12 +5,14 @@
 //===----------------------------------------------------------------------===//
 //
 //   shoal-sim PLAN --cluster SPEC [--precision P] [--trace FILE]
+//             [--calibration PROFILE.json]...
 //
 // Prints the predicted step time, throughput, pipeline bubble and each
 // program's memory against its devices' capacity.
 //
 //===----------------------------------------------------------------------===//
 
+#include "shoal/Planner/Calibration.h"
 #include "shoal/Planner/Simulator.h"
 
 #include "plan.pb.h"
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 using namespace shoal::planner;
 
@@ -27,6 +30,7 @@ namespace {
 
 const char kUsage[] =
     "usage: shoal-sim PLAN --cluster SPEC [--precision P] [--trace FILE]\n"
+    "                 [--calibration PROFILE.json]...\n"
     "\n"
     "Predicts one step of a shoal plan on the cluster a spec describes\n"
     "(docs/Planner.md), with datasheet figures: step time, samples/s,\n"
@@ -34,7 +38,10 @@ const char kUsage[] =
     "\n"
     "  --cluster SPEC   cluster spec (YAML)\n"
     "  --precision P    matrix products in fp32 (default), tf32, bf16, fp16\n"
-    "  --trace FILE     write the predicted timeline as a Chrome trace\n";
+    "  --trace FILE     write the predicted timeline as a Chrome trace\n"
+    "  --calibration F  use the figures fitted from the profile F (written\n"
+    "                   by shoal-run --profile) in place of the datasheet's;\n"
+    "                   may be repeated (one fit over all of them)\n";
 
 int usage(const std::string &error) {
   std::fprintf(stderr, "shoal-sim: error: %s\n%s", error.c_str(), kUsage);
@@ -45,6 +52,7 @@ int usage(const std::string &error) {
 
 int main(int argc, char **argv) {
   std::string planPath, clusterPath, tracePath, precisionName = "fp32";
+  std::vector<std::string> calibrations;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -59,6 +67,11 @@ int main(int argc, char **argv) {
     } else if (a == "--cluster") {
       if (!value(clusterPath))
         return usage("--cluster needs a spec file");
+    } else if (a == "--calibration") {
+      std::string f;
+      if (!value(f))
+        return usage("--calibration needs a profile (shoal-run --profile)");
+      calibrations.push_back(f);
     } else if (a == "--trace") {
       if (!value(tracePath))
         return usage("--trace needs a file");
@@ -88,6 +101,20 @@ int main(int argc, char **argv) {
                              precisionName));
   try {
     Cluster cluster = parseClusterSpec(clusterPath);
+    if (!calibrations.empty()) {
+      std::vector<Profile> profiles;
+      for (const std::string &f : calibrations)
+        profiles.push_back(loadProfile(f));
+      Calibration cal = fitProfiles(profiles);
+      for (const std::string &line : applyCalibration(cal, cluster))
+        std::printf("shoal-sim: calibrated: %s\n", line.c_str());
+      for (const DeviceFit &d : cal.devices)
+        if (d.matmul && static_cast<int>(d.precision) != p)
+          std::printf("shoal-sim: calibrated: note: %s was profiled at %s; "
+                      "its %s peak stays the datasheet's\n",
+                      d.device.c_str(), names[static_cast<int>(d.precision)],
+                      names[p]);
+    }
     std::ifstream in(planPath, std::ios::binary);
     if (!in)
       throw SpecError(fmt::format("{}: cannot open the plan", planPath));

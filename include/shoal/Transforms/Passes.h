@@ -20,6 +20,10 @@ struct ParallelizeOptions {
   int64_t worldSize = 0;
   /// Run shoal-fuse on the local programs.
   bool fuse = true;
+  /// Cluster spec for shoal-plan (empty: no planning).
+  std::string cluster;
+  /// shoal-plan prints its candidates and choice.
+  bool explain = false;
 };
 
 /// Adds the full parallelization pipeline to `pm`.

@@ -31,6 +31,63 @@ def AnnotatePass : Pass<"shoal-annotate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
+  let summary = "Hardware-aware planning: balance, placement, memory check, "
+                "search";
+  let description = [{
+    Runs between `shoal-annotate` and `shoal-form-taskgraphs` when a cluster
+    spec is given (docs/Planner.md); without one it does nothing.
+
+    On an annotated module it makes the layout hardware-aware as Whale does:
+    pipeline stage boundaries move so that each stage takes the same time on
+    its own devices (layers in proportion to speed; ops get new
+    `shoal.scope` labels), the stages that keep the most micro-batches in
+    flight go to the devices with the most memory (stage placements), and
+    data-parallel replicas get batch shares in proportion to their speed.
+    A layout that does not fit in some device's memory is refused with each
+    stage's estimate and capacity.
+
+    On a module with no annotation it searches (dp, tp, pp, micro-batches,
+    schedule, rank order), ranks the layouts by predicted step time among
+    those that fit, and annotates the module with the winner.
+
+    The decisions are in the module attribute `shoal.plan`:
+
+    ```mlir
+    module attributes {shoal.plan = {layout = "dp=1 tp=1 pp=2 m=4 1f1b stage-major",
+        placements = [array<i64: 0, 1>, array<i64: 8, 1>], step_ms = 1.5 : f64, ...}}
+    ```
+  }];
+  let options = [
+    Option<"clusterPath", "cluster", "std::string", /*default=*/"\"\"",
+           "Cluster spec (YAML)">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "Number of ranks (0: the cluster's device count)">,
+    Option<"step", "step", "std::string", /*default=*/"\"forward\"",
+           "What a step does for the time and memory model: forward, train "
+           "or train-recompute">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "Precision of matrix products: fp32, tf32, bf16, fp16">,
+    Option<"balance", "balance", "bool", /*default=*/"true",
+           "Whale's balancing (false: keep the annotated layout)">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Print the candidates and why the chosen one won (to stderr)">,
+    Option<"top", "top", "int64_t", /*default=*/"5",
+           "Candidates --explain prints">,
+    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+           "Samples per step when the graph is written for fewer "
+           "(0: the graph's batch)">,
+    Option<"dp", "dp", "int64_t", /*default=*/"0", "Search only this dp">,
+    Option<"tp", "tp", "int64_t", /*default=*/"0", "Search only this tp">,
+    Option<"pp", "pp", "int64_t", /*default=*/"0", "Search only this pp">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
+           "Search only this number of micro-batches">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "Search only this schedule: gpipe, 1f1b, interleaved">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def FormTaskGraphsPass : Pass<"shoal-form-taskgraphs", "::mlir::ModuleOp"> {
   let summary = "Turn annotated scopes into shoal.task_graph regions";
   let description = [{

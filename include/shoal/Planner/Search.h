@@ -1,0 +1,161 @@
+//===- Search.h - Balancing and strategy search -----------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The planner's fast model of a strategy (DESIGN.md, "The planner"). A model
+// is a profile: its ops in program order with their cost and what tensor
+// parallelism does to them. A layout says how many devices each pipeline
+// stage has, which ops it runs, how many pipelines run side by side and how
+// ranks map onto the cluster. evaluate() predicts a layout's step time and
+// each stage's memory; balance() makes a layout hardware-aware as Whale
+// does (stage boundaries in proportion to device speed, the stages that
+// keep the most activations on the devices with the most memory, batch
+// shares in proportion to speed); search() enumerates (dp, tp, pp,
+// micro-batches, schedule, layout) and ranks them.
+//
+// shoal-sim replays a compiled plan op by op; this model works on the
+// unpartitioned graph so that it can rank hundreds of strategies in well
+// under a second.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_PLANNER_SEARCH_H
+#define SHOAL_PLANNER_SEARCH_H
+
+#include "shoal/Planner/CostModel.h"
+
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace planner {
+
+/// One op of the model, in program order, for the graph's whole batch.
+struct OpCost {
+  double flops = 0, bytes = 0; ///< forward
+  double rows = 0;             ///< a matrix product's rows (0: not one)
+  double paramBytes = 0;       ///< the weights it reads (each counted once)
+  double outBytes = 0;         ///< the activations it produces
+  /// Under tensor parallelism its work divides over the group (Megatron's
+  /// column- and row-parallel products and the ops between them).
+  bool tpSharded = false;
+  /// Under tensor parallelism, bytes all-reduced after it (a row-parallel
+  /// product, a vocabulary-parallel embedding).
+  double tpAllReduceBytes = 0;
+  /// A stage may end after this op: one activation of `cutBytes` crosses.
+  bool cutAfter = false;
+  double cutBytes = 0;
+  /// Activation bytes alive just after this op (values freed at last use).
+  double liveBytes = 0;
+};
+
+struct ModelProfile {
+  std::vector<OpCost> ops;
+  double batch = 1;  ///< samples the ops' figures are for
+  double tokens = 1; ///< tokens per sample (1 when there is no sequence)
+  /// A step processes `batch * batchScale` samples (a graph written for one
+  /// sample can stand for a large global batch).
+  double batchScale = 1;
+
+  double stepBatch() const { return batch * batchScale; }
+};
+
+enum class StepKind { Forward, Train, TrainRecompute };
+
+struct PlanOptions {
+  StepKind step = StepKind::Forward;
+  Precision precision = Precision::FP32;
+  /// Only layouts with these degrees (0: any); an empty schedule: any.
+  int dp = 0, tp = 0, pp = 0, microBatches = 0, microBatchSize = 0;
+  std::string schedule;
+  /// Whale's balancing; false gives the even split to compare with.
+  bool balance = true;
+};
+
+/// One pipeline stage of a layout.
+struct StagePlan {
+  int begin = 0, end = 0; ///< ops [begin, end)
+  int devices = 1;        ///< per pipeline
+  /// Per op in [begin, end): split (tensor parallel) or replicated over the
+  /// stage's devices (each takes a part of the micro-batch).
+  std::vector<char> split;
+  /// World ranks: offset + replica * stride + index in the stage.
+  int offset = 0, stride = 1;
+
+  // Filled in by evaluate().
+  std::string device;     ///< the slowest device type among its ranks
+  double seconds = 0;     ///< one micro-batch on the slowest replica
+  double tpSeconds = 0;   ///< of which tensor-parallel all-reduces
+  int inFlight = 1;       ///< micro-batches whose activations it keeps
+  double memoryBytes = 0; ///< per device
+  double capacityBytes = 0;
+  MemoryEstimate memory;
+};
+
+struct Layout {
+  int dp = 1, microBatches = 1, virtualStages = 1;
+  std::string schedule = "1f1b"; ///< gpipe, 1f1b, interleaved
+  /// Ranks: pipeline-major (a pipeline's stages on consecutive ranks, as
+  /// Megatron-LM) or stage-major (a stage's replicas on consecutive ranks,
+  /// so that a stage can sit on one kind of device).
+  bool stageMajor = false;
+  std::vector<StagePlan> stages;
+  /// Samples per data-parallel replica (pipeline); empty: equal.
+  std::vector<double> batchShares;
+
+  // Filled in by evaluate().
+  double stepSeconds = 0;
+  double computeSeconds = 0; ///< the slowest pipeline without bubble
+  double bubbleSeconds = 0, p2pSeconds = 0, dpSeconds = 0, tpSeconds = 0;
+  double flopsPerStep = 0; ///< model FLOPs, including recomputation
+  bool fits = true;
+
+  int tp() const;
+  int pp() const { return static_cast<int>(stages.size()); }
+  int worldSize() const;
+  /// "dp=2 tp=4 pp=2 m=8 1f1b" and the layout's other choices.
+  std::string describe() const;
+};
+
+/// Sets the stages' ranks from the layout's order (pipeline-major, or
+/// stage-major with the stages in the given order of rank blocks).
+void placeRanks(Layout &layout, const std::vector<int> &blockOrder = {});
+
+/// Predicts `layout`: fills in its times, memory and `fits`.
+void evaluate(Layout &layout, const ModelProfile &profile,
+              const Cluster &cluster, const CostModel &cost,
+              const PlanOptions &options);
+
+/// Whale's balancing of a layout whose stage sizes and devices are fixed:
+/// moves stage boundaries (to ops with `cutAfter`) so that every stage
+/// takes the same time on its own devices, tries both rank orders with the
+/// stages that keep the most micro-batches on the devices with the most
+/// memory, and gives each replica a batch share in proportion to its speed.
+/// `moveBoundaries` false keeps the stages' ops.
+void balance(Layout &layout, const ModelProfile &profile,
+             const Cluster &cluster, const CostModel &cost,
+             const PlanOptions &options, bool moveBoundaries = true);
+
+/// The even split of `ops` into `pp` stages by FLOPs at cut points (the
+/// non-hardware-aware baseline); false if there are too few cut points.
+bool cutEvenly(Layout &layout, const ModelProfile &profile);
+
+/// Every layout of `profile` on `cluster` that options allow, balanced and
+/// evaluated, best first (layouts that fit before those that do not).
+std::vector<Layout> search(const ModelProfile &profile, const Cluster &cluster,
+                           const CostModel &cost, const PlanOptions &options);
+
+/// A table of the first `top` layouts with their predicted time and memory
+/// and why the first one won.
+std::string explain(const std::vector<Layout> &ranked, const Cluster &cluster,
+                    int top);
+
+/// "3.52 GiB".
+std::string formatBytes(double bytes);
+
+} // namespace planner
+} // namespace shoal
+
+#endif // SHOAL_PLANNER_SEARCH_H

@@ -1,0 +1,833 @@
+//===- Search.cpp - Balancing and strategy search ---------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/Search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+using namespace shoal::planner;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double stepFactor(StepKind k) {
+  switch (k) {
+  case StepKind::Forward:
+    return 1; // forward
+  case StepKind::Train:
+    return 3; // forward + backward (two products per forward one)
+  case StepKind::TrainRecompute:
+    return 4; // and the forward again before backward
+  }
+  return 1;
+}
+
+/// Tensor-parallel all-reduces per forward one: backward has one for each
+/// (the input gradient of a column-parallel product); recomputation redoes
+/// the forward ones.
+double tpCommFactor(StepKind k) {
+  return k == StepKind::Forward ? 1 : k == StepKind::Train ? 2 : 3;
+}
+
+bool training(StepKind k) { return k != StepKind::Forward; }
+
+double bytesPerParam(Precision p) {
+  return p == Precision::BF16 || p == Precision::FP16 ? 2 : 4;
+}
+
+int rankOf(const StagePlan &s, int replica, int t) {
+  return s.offset + replica * s.stride + t;
+}
+
+std::vector<int> replicaRanks(const StagePlan &s, int replica) {
+  std::vector<int> r(s.devices);
+  for (int t = 0; t < s.devices; ++t)
+    r[t] = rankOf(s, replica, t);
+  return r;
+}
+
+/// The rank with the lowest matrix-product rate among `ranks` (the one a
+/// lock-step group waits for).
+int slowestRank(const std::vector<int> &ranks, const Cluster &cluster,
+                Precision p) {
+  int best = ranks.front();
+  double rate = cluster.groupOf(best).device.peakFlops(p);
+  for (int r : ranks) {
+    double x = cluster.groupOf(r).device.peakFlops(p);
+    if (x < rate) {
+      rate = x;
+      best = r;
+    }
+  }
+  return best;
+}
+
+double capacityOf(const std::vector<int> &ranks, const Cluster &cluster) {
+  double c = 1e300;
+  for (int r : ranks)
+    c = std::min(c, cluster.groupOf(r).device.memoryGiB * kGiB);
+  return c;
+}
+
+/// Seconds of ops [begin, end) for `frac` of the profile's batch on a
+/// replica of `devices` devices (`rank` its slowest), and of its
+/// tensor-parallel all-reduces over `group`.
+struct RangeTime {
+  double compute = 0, tp = 0;
+};
+
+RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
+                    const std::vector<char> &split, int splitBase, int devices,
+                    double frac, int rank, const std::vector<int> &group,
+                    const CostModel &cost, StepKind step) {
+  RangeTime t;
+  for (int j = begin; j < end; ++j) {
+    const OpCost &op = profile.ops[j];
+    bool isSplit = split[j - splitBase];
+    double f = frac, rowsF = frac;
+    if (!isSplit) {
+      f /= devices; // each device takes a part of the micro-batch
+      rowsF /= devices;
+    } else if (op.tpSharded) {
+      f /= devices; // the product's columns (or heads) are divided
+    }
+    t.compute += cost.opSeconds(rank, op.flops * f, op.bytes * f,
+                                op.rows > 0 ? OpClass::MatMul
+                                            : OpClass::Elementwise,
+                                op.rows * rowsF);
+    if (isSplit && devices > 1 && op.tpAllReduceBytes > 0)
+      t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
+  }
+  t.compute *= stepFactor(step);
+  t.tp *= tpCommFactor(step);
+  return t;
+}
+
+int inFlightOf(const Layout &l, int k) {
+  int p = l.pp(), m = l.microBatches;
+  if (l.schedule == "gpipe")
+    return m;
+  if (p <= 1)
+    return 1;
+  int f = std::min(m, p - k);
+  if (l.schedule == "interleaved" && l.virtualStages > 1)
+    f = static_cast<int>(std::ceil(
+        f * (1.0 + double(p - 1) / (double(p) * l.virtualStages))));
+  return std::min(m, f);
+}
+
+} // namespace
+
+int Layout::tp() const {
+  int t = 1;
+  for (const StagePlan &s : stages)
+    if (!s.split.empty() && s.split.front())
+      t = std::max(t, s.devices);
+  return t;
+}
+
+int Layout::worldSize() const {
+  int s = 0;
+  for (const StagePlan &st : stages)
+    s += st.devices;
+  return s * dp;
+}
+
+std::string Layout::describe() const {
+  std::string s = fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(),
+                              microBatches);
+  if (pp() > 1) {
+    s += " " + schedule;
+    if (virtualStages > 1)
+      s += fmt::format(" v={}", virtualStages);
+    s += stageMajor ? " stage-major" : " pipeline-major";
+  }
+  return s;
+}
+
+std::string shoal::planner::formatBytes(double bytes) {
+  if (bytes >= kGiB)
+    return fmt::format("{:.2f} GiB", bytes / kGiB);
+  if (bytes >= 1024.0 * 1024.0)
+    return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024.0));
+  return fmt::format("{:.1f} KiB", bytes / 1024.0);
+}
+
+void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
+  if (!l.stageMajor || l.stages.size() <= 1) {
+    int total = 0;
+    for (const StagePlan &s : l.stages)
+      total += s.devices;
+    int off = 0;
+    for (StagePlan &s : l.stages) {
+      s.offset = off;
+      s.stride = total;
+      off += s.devices;
+    }
+    return;
+  }
+  std::vector<int> o = order;
+  if (o.empty()) {
+    o.resize(l.stages.size());
+    std::iota(o.begin(), o.end(), 0);
+  }
+  int start = 0;
+  for (int k : o) {
+    l.stages[k].offset = start;
+    l.stages[k].stride = l.stages[k].devices;
+    start += l.dp * l.stages[k].devices;
+  }
+}
+
+void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
+                              const Cluster &cluster, const CostModel &cost,
+                              const PlanOptions &options) {
+  const int p = l.pp(), m = l.microBatches, dp = l.dp;
+  const double batch = profile.stepBatch();
+  std::vector<double> shares = l.batchShares;
+  if (shares.size() != static_cast<std::size_t>(dp))
+    shares.assign(dp, batch / dp);
+  const StepKind step = options.step;
+  const double v = l.schedule == "interleaved" ? l.virtualStages : 1;
+
+  // Per stage and replica: one micro-batch's time. Replicas on the same kind
+  // of devices with the same share are computed once.
+  std::vector<std::vector<RangeTime>> t(p, std::vector<RangeTime>(dp));
+  l.tpSeconds = 0;
+  for (int k = 0; k < p; ++k) {
+    StagePlan &s = l.stages[k];
+    std::map<std::string, RangeTime> memo;
+    s.seconds = s.tpSeconds = 0;
+    for (int i = 0; i < dp; ++i) {
+      std::vector<int> ranks = replicaRanks(s, i);
+      std::string key = fmt::format("{}", shares[i]);
+      for (int r : ranks)
+        key += "," + cluster.groupOf(r).device.name;
+      key += cluster.nodeOf(ranks.front()) == cluster.nodeOf(ranks.back())
+                 ? "|node"
+                 : "|span";
+      auto it = memo.find(key);
+      if (it == memo.end()) {
+        double frac = shares[i] / m / profile.batch;
+        RangeTime rt = rangeTime(
+            profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
+            slowestRank(ranks, cluster, options.precision), ranks, cost, step);
+        it = memo.emplace(key, rt).first;
+      }
+      t[k][i] = it->second;
+      double total = it->second.compute + it->second.tp;
+      if (total > s.seconds) {
+        s.seconds = total;
+        s.tpSeconds = it->second.tp;
+      }
+    }
+  }
+
+  // Pipelines: fill and drain plus m - 1 steady steps of the slowest stage
+  // (the steady step of a stage is at least its incoming transfer).
+  l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
+  double passes = training(step) ? 2 : 1; // activations, then gradients
+  for (int i = 0; i < dp; ++i) {
+    double slowest = 0, sum = 0, p2p = 0, tpc = 0;
+    for (int k = 0; k < p; ++k) {
+      double tk = t[k][i].compute + t[k][i].tp;
+      double in = 0;
+      if (k > 0) {
+        const OpCost &edge = profile.ops[l.stages[k].begin - 1];
+        double frac = shares[i] / m / profile.batch;
+        in = passes * v *
+             cost.sendRecvSeconds(rankOf(l.stages[k - 1], i, 0),
+                                  rankOf(l.stages[k], i, 0),
+                                  edge.cutBytes * frac);
+      }
+      p2p += in;
+      slowest = std::max(slowest, std::max(tk, in));
+      sum += tk;
+      tpc += t[k][i].tp;
+    }
+    double total;
+    if (v > 1)
+      total = (m + double(p - 1) / v) * slowest + p2p;
+    else
+      total = (m - 1) * slowest + sum + p2p;
+    if (total > l.stepSeconds) {
+      l.stepSeconds = total;
+      l.computeSeconds = m * slowest;
+      l.p2pSeconds = p2p;
+      l.bubbleSeconds = std::max(0.0, total - l.computeSeconds - p2p);
+      l.tpSeconds = tpc * m;
+    }
+  }
+
+  // Gradients of replicated weights: one all-reduce per stage after the
+  // pipeline drains (not overlapped).
+  l.dpSeconds = 0;
+  const double bpp = bytesPerParam(options.precision);
+  l.fits = true;
+  for (int k = 0; k < p; ++k) {
+    StagePlan &s = l.stages[k];
+    double params = 0, kept = 0, cuts = 0, live = 0, work = 0;
+    for (int j = s.begin; j < s.end; ++j) {
+      const OpCost &op = profile.ops[j];
+      bool sp = s.split[j - s.begin];
+      double shard = sp && op.tpSharded ? s.devices : 1;
+      params += op.paramBytes / 4 / shard; // the graph's weights are fp32
+      kept += op.outBytes / s.devices;
+      live = std::max(live, op.liveBytes / s.devices);
+      work = std::max(work, op.bytes / s.devices);
+      if (op.cutAfter)
+        cuts += op.cutBytes;
+    }
+    if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
+      std::vector<int> group;
+      int width = s.split.front() ? 1 : s.devices;
+      for (int i = 0; i < dp; ++i)
+        for (int w = 0; w < width; ++w)
+          group.push_back(rankOf(s, i, w));
+      l.dpSeconds =
+          std::max(l.dpSeconds, cost.allReduceSeconds(group, params * bpp));
+    }
+    // Memory on the replica with the largest share.
+    double frac = *std::max_element(shares.begin(), shares.end()) / m /
+                  profile.batch;
+    MemoryInputs in;
+    in.parameters = params;
+    in.bytesPerParam = bpp;
+    in.training = training(step);
+    in.optimizer = in.training ? MemoryInputs::Optimizer::Adam
+                               : MemoryInputs::Optimizer::None;
+    s.inFlight = training(step) ? inFlightOf(l, k) : 1;
+    if (step == StepKind::Forward)
+      in.activationBytes = live * frac;
+    else if (step == StepKind::Train)
+      in.activationBytes = kept * frac;
+    else
+      in.activationBytes = cuts * frac + live * frac;
+    in.inFlight = s.inFlight;
+    in.workspaceBytes = work * frac;
+    s.memory = estimateMemory(in);
+    s.memoryBytes = s.memory.total();
+    std::vector<int> all;
+    for (int i = 0; i < dp; ++i)
+      for (int r : replicaRanks(s, i))
+        all.push_back(r);
+    s.capacityBytes = capacityOf(all, cluster);
+    s.device = cluster.groupOf(slowestRank(all, cluster, options.precision))
+                   .device.name;
+    if (s.memoryBytes > s.capacityBytes)
+      l.fits = false;
+  }
+  l.stepSeconds += l.dpSeconds;
+
+  double flops = 0;
+  for (const OpCost &op : profile.ops)
+    flops += op.flops;
+  l.flopsPerStep = flops * profile.batchScale * stepFactor(step);
+}
+
+namespace {
+
+/// Prefix sums of each op's time on a stage's devices (at an even share).
+std::vector<double> prefixTimes(const Layout &l, const StagePlan &s,
+                                const ModelProfile &profile,
+                                const Cluster &cluster, const CostModel &cost,
+                                const PlanOptions &options) {
+  int n = profile.ops.size();
+  std::vector<int> ranks = replicaRanks(s, 0);
+  // The slowest device any replica of the stage has.
+  std::vector<int> all;
+  for (int i = 0; i < l.dp; ++i)
+    for (int r : replicaRanks(s, i))
+      all.push_back(r);
+  int slow = slowestRank(all, cluster, options.precision);
+  std::vector<char> split(n, s.split.empty() ? 0 : s.split.front());
+  double frac = profile.stepBatch() / l.dp / l.microBatches / profile.batch;
+  std::vector<double> prefix(n + 1, 0);
+  for (int j = 0; j < n; ++j) {
+    RangeTime rt = rangeTime(profile, j, j + 1, split, 0, s.devices, frac,
+                             slow, ranks, cost, options.step);
+    prefix[j + 1] = prefix[j] + rt.compute + rt.tp;
+  }
+  return prefix;
+}
+
+/// Stage ends (exclusive) with every stage at most `limit` seconds, stages
+/// ending only after cut points; empty if impossible.
+std::vector<int> greedyEnds(const std::vector<std::vector<double>> &prefix,
+                            const std::vector<int> &cutEnds, int n,
+                            double limit) {
+  int p = prefix.size();
+  std::vector<int> ends;
+  int begin = 0;
+  std::size_t c = 0; // next candidate end
+  for (int k = 0; k < p; ++k) {
+    if (k == p - 1) {
+      if (prefix[k][n] - prefix[k][begin] > limit)
+        return {};
+      ends.push_back(n);
+      return ends;
+    }
+    while (c < cutEnds.size() && cutEnds[c] <= begin)
+      ++c;
+    int best = -1;
+    // Leave at least one cut point for each later stage.
+    std::size_t laterStages = p - 1 - k;
+    for (std::size_t d = c; d + laterStages <= cutEnds.size(); ++d) {
+      if (prefix[k][cutEnds[d]] - prefix[k][begin] > limit)
+        break;
+      best = cutEnds[d];
+    }
+    if (best < 0)
+      return {};
+    ends.push_back(best);
+    begin = best;
+  }
+  return ends;
+}
+
+void setRanges(Layout &l, const std::vector<int> &ends) {
+  int begin = 0;
+  for (std::size_t k = 0; k < l.stages.size(); ++k) {
+    StagePlan &s = l.stages[k];
+    char flag = s.split.empty() ? 0 : s.split.front();
+    s.begin = begin;
+    s.end = ends[k];
+    s.split.assign(s.end - s.begin, flag);
+    begin = ends[k];
+  }
+}
+
+std::vector<int> cutEnds(const ModelProfile &profile) {
+  std::vector<int> ends;
+  for (std::size_t j = 0; j + 1 < profile.ops.size(); ++j)
+    if (profile.ops[j].cutAfter)
+      ends.push_back(j + 1);
+  return ends;
+}
+
+bool balanceBoundaries(Layout &l, const ModelProfile &profile,
+                       const Cluster &cluster, const CostModel &cost,
+                       const PlanOptions &options) {
+  int n = profile.ops.size(), p = l.pp();
+  std::vector<int> ends = cutEnds(profile);
+  if (p <= 1 || static_cast<int>(ends.size()) < p - 1)
+    return false;
+  std::vector<std::vector<double>> prefix;
+  std::map<std::string, std::size_t> memo;
+  std::vector<std::vector<double>> tables;
+  for (const StagePlan &s : l.stages) {
+    std::vector<int> all;
+    for (int i = 0; i < l.dp; ++i)
+      for (int r : replicaRanks(s, i))
+        all.push_back(r);
+    std::string key = fmt::format(
+        "{}/{}/{}",
+        cluster.groupOf(slowestRank(all, cluster, options.precision))
+            .device.name,
+        s.devices, s.split.empty() ? 0 : int(s.split.front()));
+    auto it = memo.find(key);
+    if (it == memo.end()) {
+      tables.push_back(prefixTimes(l, s, profile, cluster, cost, options));
+      it = memo.emplace(key, tables.size() - 1).first;
+    }
+    prefix.push_back(tables[it->second]);
+  }
+  double hi = 0;
+  for (auto &pr : prefix)
+    hi = std::max(hi, pr[n]);
+  double lo = 0;
+  std::vector<int> best = greedyEnds(prefix, ends, n, hi);
+  if (best.empty())
+    return false;
+  for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; ++it) {
+    double mid = 0.5 * (lo + hi);
+    std::vector<int> e = greedyEnds(prefix, ends, n, mid);
+    if (e.empty()) {
+      lo = mid;
+    } else {
+      hi = mid;
+      best = std::move(e);
+    }
+  }
+  setRanges(l, best);
+  return true;
+}
+
+/// Replicas' batch shares in proportion to their speed, when they differ.
+void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
+                const CostModel &cost, const PlanOptions &options) {
+  l.batchShares.clear();
+  if (l.dp <= 1)
+    return;
+  Layout even = l;
+  evaluate(even, profile, cluster, cost, options);
+  // Per replica: its slowest stage per sample.
+  std::vector<double> perSample(l.dp, 0);
+  double batch = profile.stepBatch();
+  for (int i = 0; i < l.dp; ++i) {
+    for (const StagePlan &s : even.stages) {
+      std::vector<int> ranks = replicaRanks(s, i);
+      double frac = batch / l.dp / l.microBatches / profile.batch;
+      RangeTime rt = rangeTime(profile, s.begin, s.end, s.split, s.begin,
+                               s.devices, frac,
+                               slowestRank(ranks, cluster, options.precision),
+                               ranks, cost, options.step);
+      perSample[i] = std::max(perSample[i], rt.compute + rt.tp);
+    }
+  }
+  double lo = *std::min_element(perSample.begin(), perSample.end());
+  double hi = *std::max_element(perSample.begin(), perSample.end());
+  if (lo <= 0 || hi / lo < 1.01)
+    return;
+  // Whole samples, in units of the micro-batch count where the batch
+  // allows (each micro-batch then has whole samples), at least one unit
+  // each; largest remainders get the units left.
+  double inv = 0;
+  for (double x : perSample)
+    inv += 1 / x;
+  long total = std::lround(batch);
+  long unit = l.microBatches;
+  if (total % unit != 0 || total / unit < l.dp)
+    unit = 1;
+  long units = total / unit;
+  std::vector<long> whole(l.dp);
+  std::vector<std::pair<double, int>> rest;
+  long given = 0;
+  for (int i = 0; i < l.dp; ++i) {
+    double exact = units * (1 / perSample[i]) / inv;
+    whole[i] = std::max(1L, static_cast<long>(exact));
+    given += whole[i];
+    rest.push_back({exact - whole[i], i});
+  }
+  std::stable_sort(rest.begin(), rest.end(),
+                   [](auto &a, auto &b) { return a.first > b.first; });
+  for (std::size_t j = 0; given < units && j < rest.size(); ++j, ++given)
+    whole[rest[j].second] += 1;
+  // Rounding up to one unit each may give too many: take them back from
+  // the largest shares.
+  while (given > units) {
+    auto it = std::max_element(whole.begin(), whole.end());
+    if (*it <= 1)
+      return;
+    --*it;
+    --given;
+  }
+  if (std::all_of(whole.begin(), whole.end(),
+                  [&](long w) { return w == whole.front(); }))
+    return;
+  for (long w : whole)
+    l.batchShares.push_back(double(w * unit));
+}
+
+} // namespace
+
+bool shoal::planner::cutEvenly(Layout &l, const ModelProfile &profile) {
+  int n = profile.ops.size(), p = l.pp();
+  std::vector<int> ends = cutEnds(profile);
+  if (p <= 1) {
+    if (p == 1)
+      setRanges(l, {n});
+    return p == 1;
+  }
+  if (static_cast<int>(ends.size()) < p - 1)
+    return false;
+  std::vector<double> prefix(n + 1, 0);
+  for (int j = 0; j < n; ++j)
+    prefix[j + 1] = prefix[j] + profile.ops[j].flops;
+  std::vector<int> chosen;
+  std::size_t c = 0;
+  for (int k = 1; k < p; ++k) {
+    double target = prefix[n] * k / p;
+    // The cut nearest to the target that leaves room for the rest.
+    std::size_t best = c;
+    for (std::size_t d = c; d + (p - 1 - k) < ends.size(); ++d)
+      if (std::abs(prefix[ends[d]] - target) <
+          std::abs(prefix[ends[best]] - target))
+        best = d;
+    chosen.push_back(ends[best]);
+    c = best + 1;
+  }
+  chosen.push_back(n);
+  setRanges(l, chosen);
+  return true;
+}
+
+void shoal::planner::balance(Layout &l, const ModelProfile &profile,
+                             const Cluster &cluster, const CostModel &cost,
+                             const PlanOptions &options, bool moveBoundaries) {
+  // Rank orders to try: pipeline-major, and stage-major with the stages
+  // that keep the most micro-batches in flight on the blocks of ranks with
+  // the most memory (when the stages have the same size, so that blocks can
+  // be swapped).
+  std::vector<std::pair<bool, std::vector<int>>> orders = {{false, {}}};
+  int p = l.pp();
+  bool sameSize = std::all_of(l.stages.begin(), l.stages.end(),
+                              [&](const StagePlan &s) {
+                                return s.devices == l.stages[0].devices;
+                              });
+  if (p > 1) {
+    std::vector<int> order(p);
+    std::iota(order.begin(), order.end(), 0);
+    if (sameSize) {
+      int block = l.dp * l.stages[0].devices;
+      std::vector<std::pair<double, int>> blocks;
+      for (int b = 0; b < p; ++b) {
+        std::vector<int> ranks(block);
+        std::iota(ranks.begin(), ranks.end(), b * block);
+        blocks.push_back({capacityOf(ranks, cluster), b});
+      }
+      std::stable_sort(blocks.begin(), blocks.end(),
+                       [](auto &a, auto &b) { return a.first > b.first; });
+      std::vector<std::pair<int, int>> stages; // (in flight, stage)
+      for (int k = 0; k < p; ++k)
+        stages.push_back({inFlightOf(l, k), k});
+      std::stable_sort(stages.begin(), stages.end(),
+                       [](auto &a, auto &b) { return a.first > b.first; });
+      // Block b (in rank order) holds stage order[b].
+      for (int i = 0; i < p; ++i)
+        order[blocks[i].second] = stages[i].second;
+    }
+    orders.push_back({true, order});
+  }
+  Layout best;
+  bool have = false;
+  for (auto &[stageMajor, order] : orders) {
+    Layout c = l;
+    c.stageMajor = stageMajor;
+    placeRanks(c, order);
+    if (moveBoundaries)
+      balanceBoundaries(c, profile, cluster, cost, options);
+    shareBatch(c, profile, cluster, cost, options);
+    evaluate(c, profile, cluster, cost, options);
+    bool better = !have || (c.fits && !best.fits) ||
+                  (c.fits == best.fits &&
+                   c.stepSeconds < best.stepSeconds * (1 - 1e-9));
+    if (better) {
+      best = std::move(c);
+      have = true;
+    }
+  }
+  l = std::move(best);
+}
+
+std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
+                                           const Cluster &cluster,
+                                           const CostModel &cost,
+                                           const PlanOptions &options) {
+  const int world = cluster.numDevices();
+  int perNode = world;
+  for (const NodeGroup &g : cluster.groups)
+    perNode = std::min(perNode, g.devicesPerNode);
+  const double batch = profile.stepBatch();
+  const int maxStages = static_cast<int>(cutEnds(profile).size()) + 1;
+  auto divisors = [](int n) {
+    std::vector<int> d;
+    for (int i = 1; i <= n; ++i)
+      if (n % i == 0)
+        d.push_back(i);
+    return d;
+  };
+  std::vector<Layout> out;
+  for (int tp : divisors(perNode)) {
+    if (options.tp && tp != options.tp)
+      continue;
+    for (int pp : divisors(world / tp)) {
+      if ((options.pp && pp != options.pp) || pp > maxStages)
+        continue;
+      int dp = world / (tp * pp);
+      if (options.dp && dp != options.dp)
+        continue;
+      double perReplica = batch / dp;
+      if (perReplica < 1 || perReplica != std::floor(perReplica))
+        continue;
+      for (int mbs : divisors(static_cast<int>(perReplica))) {
+        int m = static_cast<int>(perReplica) / mbs;
+        if ((options.microBatches && m != options.microBatches) ||
+            (options.microBatchSize && mbs != options.microBatchSize))
+          continue;
+        std::vector<std::pair<std::string, int>> schedules;
+        if (pp == 1)
+          schedules = {{"1f1b", 1}};
+        else {
+          schedules = {{"gpipe", 1}, {"1f1b", 1}};
+          for (int v : {2, 4})
+            if (m % pp == 0 && pp * v <= maxStages)
+              schedules.push_back({"interleaved", v});
+        }
+        for (auto &[sched, v] : schedules) {
+          if (!options.schedule.empty() && sched != options.schedule)
+            continue;
+          Layout l;
+          l.dp = dp;
+          l.microBatches = m;
+          l.schedule = sched;
+          l.virtualStages = v;
+          l.stages.resize(pp);
+          for (StagePlan &s : l.stages) {
+            s.devices = tp;
+            s.split.assign(1, tp > 1);
+          }
+          if (!cutEvenly(l, profile))
+            continue;
+          if (options.balance) {
+            balance(l, profile, cluster, cost, options);
+          } else {
+            placeRanks(l);
+            evaluate(l, profile, cluster, cost, options);
+          }
+          out.push_back(std::move(l));
+        }
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Layout &a,
+                                              const Layout &b) {
+    if (a.fits != b.fits)
+      return a.fits;
+    if (a.stepSeconds != b.stepSeconds)
+      return a.stepSeconds < b.stepSeconds;
+    double ma = 0, mb = 0;
+    for (auto &s : a.stages)
+      ma = std::max(ma, s.memoryBytes);
+    for (auto &s : b.stages)
+      mb = std::max(mb, s.memoryBytes);
+    return ma < mb;
+  });
+  return out;
+}
+
+namespace {
+
+double peakMemory(const Layout &l, double *capacity = nullptr) {
+  double worst = -1, mem = 0;
+  for (const StagePlan &s : l.stages) {
+    double f = s.memoryBytes / s.capacityBytes;
+    if (f > worst) {
+      worst = f;
+      mem = s.memoryBytes;
+      if (capacity)
+        *capacity = s.capacityBytes;
+    }
+  }
+  return mem;
+}
+
+std::string reasons(const Layout &a, const Layout &b) {
+  struct Part {
+    const char *name;
+    double a, b;
+  };
+  Part parts[] = {{"compute", a.computeSeconds - a.tpSeconds,
+                   b.computeSeconds - b.tpSeconds},
+                  {"pipeline bubble", a.bubbleSeconds, b.bubbleSeconds},
+                  {"tensor-parallel all-reduces", a.tpSeconds, b.tpSeconds},
+                  {"stage-to-stage transfers", a.p2pSeconds, b.p2pSeconds},
+                  {"gradient all-reduce", a.dpSeconds, b.dpSeconds}};
+  std::sort(std::begin(parts), std::end(parts), [](auto &x, auto &y) {
+    return (x.b - x.a) > (y.b - y.a);
+  });
+  std::string s;
+  for (const Part &p : parts) {
+    double d = p.b - p.a;
+    if (d <= 1e-3 * b.stepSeconds)
+      continue;
+    if (!s.empty())
+      s += ", ";
+    s += fmt::format("{} {:.3g} ms less", p.name, d * 1e3);
+  }
+  std::string worse;
+  for (const Part &p : parts) {
+    double d = p.a - p.b;
+    if (d <= 1e-3 * b.stepSeconds)
+      continue;
+    if (!worse.empty())
+      worse += ", ";
+    worse += fmt::format("{} {:.3g} ms more", p.name, d * 1e3);
+  }
+  if (s.empty())
+    s = "the same time";
+  if (!worse.empty())
+    s += "; it pays " + worse;
+  return s;
+}
+
+} // namespace
+
+std::string shoal::planner::explain(const std::vector<Layout> &ranked,
+                                    const Cluster &cluster, int top) {
+  std::string out;
+  std::map<std::string, int> types;
+  for (int r = 0; r < cluster.numDevices(); ++r)
+    types[cluster.groupOf(r).device.name]++;
+  std::string devs;
+  for (auto &[name, n] : types)
+    devs += fmt::format("{}{} x {}", devs.empty() ? "" : " + ", n, name);
+  int fitting = std::count_if(ranked.begin(), ranked.end(),
+                              [](const Layout &l) { return l.fits; });
+  out += fmt::format("planner: {} ({} devices); {} layouts, {} fit in memory\n",
+                     devs, cluster.numDevices(), ranked.size(), fitting);
+  out += fmt::format("{:>3}  {:<52} {:>10} {:>12} {:>7} {:>22}\n", "#",
+                     "layout", "step (ms)", "TFLOP/s/dev", "bubble",
+                     "memory / capacity");
+  int shown = 0;
+  for (const Layout &l : ranked) {
+    if (shown >= top)
+      break;
+    double cap = 0, mem = peakMemory(l, &cap);
+    double tflops = l.flopsPerStep / l.stepSeconds / l.worldSize() / 1e12;
+    out += fmt::format(
+        "{:>3}  {:<52} {:>10.4g} {:>12.3g} {:>6.1f}% {:>22}{}\n", shown + 1,
+        l.describe(), l.stepSeconds * 1e3, tflops,
+        100 * l.bubbleSeconds / l.stepSeconds,
+        formatBytes(mem) + " / " + formatBytes(cap),
+        l.fits ? "" : "  does not fit");
+    ++shown;
+  }
+  if (ranked.empty() || !ranked.front().fits) {
+    out += "no layout fits in memory\n";
+    return out;
+  }
+  const Layout &w = ranked.front();
+  out += fmt::format("chosen: {}, {:.4g} ms per step\n", w.describe(),
+                     w.stepSeconds * 1e3);
+  if (ranked.size() > 1 && ranked[1].fits)
+    out += fmt::format("  against #2 ({}): {}\n", ranked[1].describe(),
+                       reasons(w, ranked[1]));
+  // The best layout of each other family (another pp or tp).
+  std::map<std::pair<int, int>, const Layout *> family;
+  for (const Layout &l : ranked)
+    if (l.fits && !family.count({l.tp(), l.pp()}))
+      family[{l.tp(), l.pp()}] = &l;
+  int lines = 0;
+  for (auto &[key, l] : family) {
+    if (l == &w || (ranked.size() > 1 && l == &ranked[1]) || lines >= 3)
+      continue;
+    out += fmt::format("  against the best with tp={} pp={} ({}, {:.4g} ms): "
+                       "{}\n",
+                       key.first, key.second, l->describe(),
+                       l->stepSeconds * 1e3, reasons(w, *l));
+    ++lines;
+  }
+  int refused = ranked.size() - fitting;
+  if (refused > 0) {
+    const Layout *fast = nullptr;
+    for (const Layout &l : ranked)
+      if (!l.fits && (!fast || l.stepSeconds < fast->stepSeconds))
+        fast = &l;
+    double cap = 0, mem = peakMemory(*fast, &cap);
+    out += fmt::format("  {} layouts do not fit; the fastest of them ({}, "
+                       "{:.4g} ms) needs {} on a device with {}\n",
+                       refused, fast->describe(), fast->stepSeconds * 1e3,
+                       formatBytes(mem), formatBytes(cap));
+  }
+  return out;
+}

@@ -1,0 +1,559 @@
+//===- Plan.cpp - Hardware-aware planning -----------------------*- C++ -*-===//
+//
+// Between shoal-annotate and shoal-form-taskgraphs. Reads the graph's cost
+// (the CostOpInterface), what tensor parallelism would do to each op and
+// where a pipeline stage may end, and hands that to the planner library
+// (lib/Planner/Search): Whale's balancing of an annotated layout, or the
+// search of one when there is no annotation. The decisions become scope
+// labels and the module attribute `shoal.plan`, which shoal-form-taskgraphs
+// reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Planner/Search.h"
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_PLANPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+namespace pl = shoal::planner;
+
+namespace {
+
+bool isSource(Operation *op) { return isa<WeightOp, ConstantOp>(op); }
+
+double bytesOf(Type t) {
+  return static_cast<double>(getTensorBytes(TypeRange{t}));
+}
+
+/// A matrix product with a weight as its right operand, or null.
+bool isWeightProduct(Operation *op) {
+  if (!isa<MatMulOp, GemmOp>(op) || op->getNumOperands() < 2)
+    return false;
+  Operation *def = op->getOperand(1).getDefiningOp();
+  return def && isa<WeightOp>(def);
+}
+
+/// The planner's view of `body`: every op but weights and constants, in
+/// order. Tensor parallelism follows Megatron-LM: a weight product whose
+/// input is whole is column-parallel (its output is split), one whose input
+/// is split is row-parallel (all-reduce after it); ops on split values are
+/// split; an embedding lookup is vocabulary-parallel (all-reduce after it).
+pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
+  pl::ModelProfile profile;
+  for (Operation &op : body.without_terminator())
+    if (!isSource(&op))
+      ops.push_back(&op);
+  const int n = ops.size();
+  profile.ops.resize(n);
+  DenseMap<Operation *, int> index;
+  for (int i = 0; i < n; ++i)
+    index[ops[i]] = i;
+
+  DenseSet<Value> split;
+  DenseSet<Operation *> seenWeights;
+  for (int i = 0; i < n; ++i) {
+    Operation *op = ops[i];
+    pl::OpCost &c = profile.ops[i];
+    if (auto cost = dyn_cast<CostOpInterface>(op)) {
+      c.flops = cost.getFlops();
+      c.bytes = cost.getBytes();
+    } else {
+      c.bytes = getTensorBytes(op->getOperandTypes()) +
+                getTensorBytes(op->getResultTypes());
+    }
+    for (Value r : op->getResults())
+      c.outBytes += bytesOf(r.getType());
+    if (isa<MatMulOp, GemmOp, AttentionOp>(op))
+      if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+          t && t.hasStaticShape() && t.getRank() >= 1)
+        c.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
+    bool readsSplit = false;
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def && isa<WeightOp>(def) && seenWeights.insert(def).second)
+        c.paramBytes += bytesOf(v.getType());
+      readsSplit |= split.contains(v);
+    }
+    bool outSplit = readsSplit;
+    if (isWeightProduct(op)) {
+      c.tpSharded = true;
+      if (readsSplit) {
+        c.tpAllReduceBytes = c.outBytes; // row-parallel
+        outSplit = false;
+      } else {
+        outSplit = true; // column-parallel
+      }
+    } else if (isa<GatherOp>(op) && op->getOperand(0).getDefiningOp() &&
+               isa<WeightOp>(op->getOperand(0).getDefiningOp())) {
+      c.tpSharded = true;
+      c.tpAllReduceBytes = c.outBytes;
+      outSplit = false;
+    } else {
+      c.tpSharded = readsSplit;
+    }
+    if (outSplit)
+      for (Value r : op->getResults())
+        split.insert(r);
+  }
+
+  // Values crossing the point after each op: defined at or before it, used
+  // after it (graph inputs count from the start, outputs to the end).
+  std::vector<int> count(n + 1, 0);
+  std::vector<double> bytes(n + 1, 0);
+  auto addSpan = [&](int def, int last, double b) {
+    // Crosses the points after ops def .. last-1.
+    int from = std::max(def, 0);
+    if (last <= from)
+      return;
+    count[from] += 1;
+    count[last] -= 1;
+    bytes[from] += b;
+    bytes[last] -= b;
+  };
+  auto lastUse = [&](Value v) {
+    int last = -1;
+    for (Operation *user : v.getUsers()) {
+      if (user == body.getTerminator())
+        return n;
+      if (auto it = index.find(user); it != index.end())
+        last = std::max(last, it->second);
+    }
+    return last;
+  };
+  for (BlockArgument a : body.getArguments())
+    addSpan(0, lastUse(a), bytesOf(a.getType()));
+  for (int i = 0; i < n; ++i)
+    for (Value r : ops[i]->getResults())
+      addSpan(i, lastUse(r), bytesOf(r.getType()));
+  int running = 0;
+  double live = 0;
+  for (int i = 0; i < n; ++i) {
+    running += count[i];
+    live += bytes[i];
+    profile.ops[i].liveBytes = live;
+    if (i + 1 < n && running == 1) {
+      profile.ops[i].cutAfter = true;
+      profile.ops[i].cutBytes = live;
+    }
+  }
+
+  if (body.getNumArguments() > 0)
+    if (auto t = dyn_cast<RankedTensorType>(body.getArgument(0).getType());
+        t && t.hasStaticShape() && t.getRank() >= 1) {
+      profile.batch = t.getDimSize(0);
+      if (t.getRank() == 2 && t.getElementType().isInteger(64))
+        profile.tokens = t.getDimSize(1);
+    }
+  return profile;
+}
+
+struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
+  using PlanPassBase::PlanPassBase;
+
+  void runOnOperation() final {
+    if (clusterPath.empty())
+      return;
+    ModuleOp module = getOperation();
+    pl::Cluster cluster;
+    try {
+      cluster = pl::parseClusterSpec(clusterPath);
+    } catch (const pl::SpecError &e) {
+      module.emitError() << e.what();
+      return signalPassFailure();
+    }
+    int64_t world = worldSize ? worldSize : cluster.numDevices();
+    if (world != cluster.numDevices()) {
+      module.emitError() << "the cluster spec '" << clusterPath << "' has "
+                         << cluster.numDevices()
+                         << " devices but the world size is " << world;
+      return signalPassFailure();
+    }
+    pl::PlanOptions options;
+    if (step == "forward")
+      options.step = pl::StepKind::Forward;
+    else if (step == "train")
+      options.step = pl::StepKind::Train;
+    else if (step == "train-recompute")
+      options.step = pl::StepKind::TrainRecompute;
+    else {
+      module.emitError() << "shoal-plan: step must be forward, train or "
+                            "train-recompute, got '"
+                         << step << "'";
+      return signalPassFailure();
+    }
+    const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
+    auto *it = llvm::find(names, precision);
+    if (it == std::end(names)) {
+      module.emitError() << "shoal-plan: precision must be fp32, tf32, bf16 "
+                            "or fp16, got '"
+                         << precision << "'";
+      return signalPassFailure();
+    }
+    options.precision = static_cast<pl::Precision>(it - std::begin(names));
+    options.balance = balance;
+    options.dp = dp;
+    options.tp = tp;
+    options.pp = pp;
+    options.microBatches = microBatches;
+    options.schedule = schedule;
+    pl::CostModel cost(cluster, options.precision);
+
+    func::FuncOp func;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f.isExternal()) {
+        func = f;
+        break;
+      }
+    if (!func || !func.getBody().hasOneBlock())
+      return;
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops;
+    pl::ModelProfile profile = buildProfile(body, ops);
+    if (globalBatch > 0)
+      profile.batchScale = double(globalBatch) / profile.batch;
+    if (ops.empty())
+      return;
+
+    module->setAttr("shoal.world_size",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     world));
+    LogicalResult r =
+        module->hasAttr(ShoalDialect::kScopesAttr)
+            ? planAnnotated(module, ops, profile, cluster, cost, options)
+            : searchLayout(module, ops, profile, cluster, cost, options);
+    if (failed(r))
+      signalPassFailure();
+  }
+
+  /// The `shoal.plan` attribute and, for stages, their placements.
+  void record(ModuleOp module, const pl::Layout &l,
+              ArrayRef<std::string> stageNames, bool staged,
+              ArrayRef<NamedAttribute> extra) {
+    MLIRContext *ctx = module.getContext();
+    Builder b(ctx);
+    SmallVector<NamedAttribute> attrs;
+    attrs.push_back(b.getNamedAttr("cluster", b.getStringAttr(clusterPath)));
+    attrs.push_back(b.getNamedAttr("layout", b.getStringAttr(l.describe())));
+    attrs.push_back(b.getNamedAttr("step_ms", b.getF64FloatAttr(
+                                                  l.stepSeconds * 1e3)));
+    SmallVector<Attribute> devices, placements, names;
+    SmallVector<int64_t> opsPerStage, memory, capacity;
+    for (auto [k, s] : llvm::enumerate(l.stages)) {
+      devices.push_back(b.getStringAttr(s.device));
+      names.push_back(b.getStringAttr(stageNames[k]));
+      placements.push_back(b.getDenseI64ArrayAttr({s.offset, s.stride}));
+      opsPerStage.push_back(s.end - s.begin);
+      memory.push_back(static_cast<int64_t>(s.memoryBytes / (1 << 20)));
+      capacity.push_back(static_cast<int64_t>(s.capacityBytes / (1 << 20)));
+    }
+    attrs.push_back(b.getNamedAttr("stages", b.getArrayAttr(names)));
+    attrs.push_back(b.getNamedAttr("stage_devices", b.getArrayAttr(devices)));
+    attrs.push_back(
+        b.getNamedAttr("stage_ops", b.getDenseI64ArrayAttr(opsPerStage)));
+    attrs.push_back(
+        b.getNamedAttr("stage_memory_MiB", b.getDenseI64ArrayAttr(memory)));
+    attrs.push_back(b.getNamedAttr("stage_capacity_MiB",
+                                   b.getDenseI64ArrayAttr(capacity)));
+    if (staged)
+      attrs.push_back(
+          b.getNamedAttr("placements", b.getArrayAttr(placements)));
+    if (!l.batchShares.empty())
+      attrs.push_back(b.getNamedAttr(
+          "batch_shares",
+          b.getDenseI64ArrayAttr(SmallVector<int64_t>(l.batchShares.begin(),
+                                                      l.batchShares.end()))));
+    attrs.append(extra.begin(), extra.end());
+    module->setAttr("shoal.plan", b.getDictionaryAttr(attrs));
+  }
+
+  /// Unequal batch shares and shards are not compiled yet.
+  static void warnPredictionOnly(ModuleOp module, const pl::Layout &l,
+                                 bool shards) {
+    if (l.batchShares.empty() && !shards)
+      return;
+    module.emitWarning()
+        << "shoal-plan: the batch shares and shards in 'shoal.plan' are "
+           "used for prediction only; the compiled plan still gives every "
+           "replica and shard an equal part";
+  }
+
+  /// The refusal: every stage's estimate against its capacity.
+  LogicalResult refuse(ModuleOp module, const pl::Layout &l,
+                       ArrayRef<std::string> names) {
+    auto diag = module.emitError()
+                << "the plan does not fit in memory on '" << clusterPath
+                << "' (" << l.describe() << "):";
+    for (auto [k, s] : llvm::enumerate(l.stages)) {
+      const pl::MemoryEstimate &m = s.memory;
+      diag << "\n  stage " << k << " '" << names[k] << "' on " << s.device
+           << ": needs " << pl::formatBytes(s.memoryBytes) << " of "
+           << pl::formatBytes(s.capacityBytes) << " (weights "
+           << pl::formatBytes(m.weights) << ", gradients "
+           << pl::formatBytes(m.gradients) << ", optimizer "
+           << pl::formatBytes(m.optimizer) << ", activations "
+           << pl::formatBytes(m.activations) << " for " << s.inFlight
+           << " micro-batch" << (s.inFlight == 1 ? "" : "es")
+           << " in flight, workspace " << pl::formatBytes(m.workspace) << ")"
+           << (s.memoryBytes > s.capacityBytes ? "  DOES NOT FIT" : "");
+    }
+    return failure();
+  }
+
+  /// Whale's balancing of the annotated layout.
+  LogicalResult planAnnotated(ModuleOp module, ArrayRef<Operation *> ops,
+                              const pl::ModelProfile &profile,
+                              const pl::Cluster &cluster,
+                              const pl::CostModel &cost,
+                              const pl::PlanOptions &options) {
+    MLIRContext *ctx = module.getContext();
+    SmallVector<ScopeAttr> scopes;
+    llvm::StringMap<int> scopeIndex;
+    for (auto s : module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr)
+                      .getAsRange<ScopeAttr>()) {
+      scopeIndex[s.getName().getValue()] = scopes.size();
+      scopes.push_back(s);
+    }
+    int64_t m = 1, v = 1;
+    if (auto a = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kNumMicroBatchAttr))
+      m = a.getInt();
+    if (auto a = module->getAttrOfType<IntegerAttr>(
+            ShoalDialect::kVirtualStagesAttr))
+      v = a.getInt();
+    std::string schedule = "1f1b";
+    if (auto a = module->getAttrOfType<StringAttr>(
+            ShoalDialect::kScheduleKindAttr))
+      schedule = a.getValue().str();
+    Strategy defaultStrategy = Strategy::replicate;
+    if (auto d = module->getAttrOfType<StringAttr>(
+            ShoalDialect::kDefaultStrategyAttr))
+      defaultStrategy = *symbolizeStrategy(d.getValue());
+    if (scopes.empty())
+      return success();
+    bool countsDiffer = llvm::any_of(scopes, [&](ScopeAttr s) {
+      return s.getDevices() != scopes.front().getDevices();
+    });
+    bool staged = m > 1 || countsDiffer;
+
+    // Each op's stage (as shoal-form-taskgraphs will place it): its scope,
+    // or in a pipeline the stage it reads from.
+    const int n = ops.size();
+    std::vector<int> stageOf(n, 0);
+    DenseMap<Operation *, int> index;
+    for (int i = 0; i < n; ++i)
+      index[ops[i]] = i;
+    bool ordered = true;
+    for (int i = 0; i < n; ++i) {
+      int from = -1;
+      for (Value x : ops[i]->getOperands())
+        if (auto it = index.find(x.getDefiningOp()); it != index.end())
+          from = std::max(from, stageOf[it->second]);
+      if (auto name =
+              ops[i]->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr)) {
+        auto it = scopeIndex.find(name.getValue());
+        if (it == scopeIndex.end())
+          return ops[i]->emitError()
+                 << "scope '" << name.getValue() << "' is not declared in '"
+                 << ShoalDialect::kScopesAttr << "'";
+        stageOf[i] = it->second;
+      } else {
+        stageOf[i] = staged ? std::max(from, 0) : -1;
+      }
+      if (staged && i > 0 && stageOf[i] < stageOf[i - 1])
+        ordered = false;
+    }
+
+    pl::Layout l;
+    l.microBatches = m;
+    l.schedule = schedule;
+    l.virtualStages = v;
+    std::vector<std::string> names;
+    if (staged) {
+      int64_t perPipeline = 0;
+      for (ScopeAttr s : scopes)
+        perPipeline += s.getDevices();
+      if (world() % perPipeline != 0 || v > 1 || !ordered) {
+        // shoal-form-taskgraphs reports a bad world size; interleaved
+        // chunks and scopes out of order are not balanced here.
+        if (v > 1 || !ordered)
+          module.emitRemark()
+              << "shoal-plan: "
+              << (v > 1 ? "interleaved stages" : "scopes out of model order")
+              << " are kept as annotated";
+        return success();
+      }
+      l.dp = world() / perPipeline;
+      for (auto [k, s] : llvm::enumerate(scopes)) {
+        pl::StagePlan st;
+        st.devices = s.getDevices();
+        auto first = llvm::find(stageOf, static_cast<int>(k));
+        auto last = std::find(stageOf.rbegin(), stageOf.rend(), int(k));
+        if (first == stageOf.end())
+          return module.emitError()
+                 << "shoal-plan: scope '" << s.getName().getValue()
+                 << "' has no ops", failure();
+        st.begin = first - stageOf.begin();
+        st.end = n - (last - stageOf.rbegin());
+        st.split.assign(st.end - st.begin,
+                        s.getStrategy() == Strategy::split);
+        l.stages.push_back(std::move(st));
+        names.push_back(s.getName().getValue().str());
+      }
+    } else {
+      int64_t c = scopes.front().getDevices();
+      if (world() % c != 0)
+        return success(); // shoal-form-taskgraphs reports it
+      l.dp = world() / c;
+      pl::StagePlan st;
+      st.devices = c;
+      st.begin = 0;
+      st.end = n;
+      for (int i = 0; i < n; ++i) {
+        Strategy s = stageOf[i] < 0 ? defaultStrategy
+                                    : scopes[stageOf[i]].getStrategy();
+        st.split.push_back(s == Strategy::split);
+      }
+      l.stages.push_back(std::move(st));
+      names.push_back("all");
+    }
+
+    // As annotated (even shares, pipeline-major ranks) and balanced.
+    pl::Layout asIs = l;
+    pl::placeRanks(asIs);
+    pl::evaluate(asIs, profile, cluster, cost, options);
+    pl::Layout chosen = asIs;
+    if (options.balance) {
+      chosen = l;
+      // A split stage may take ops of a replicate one and the reverse: each
+      // stage keeps its strategy.
+      pl::balance(chosen, profile, cluster, cost, options, staged);
+    }
+    if (explain)
+      llvm::errs() << llvm::formatv(
+          "shoal-plan: as annotated ({0}): {1:F4} ms per step\n"
+          "shoal-plan: hardware-aware ({2}): {3:F4} ms per step, {4:F2}x\n",
+          asIs.describe(), asIs.stepSeconds * 1e3, chosen.describe(),
+          chosen.stepSeconds * 1e3, asIs.stepSeconds / chosen.stepSeconds);
+    if (!chosen.fits)
+      return refuse(module, chosen, names);
+
+    // Stage boundaries that moved become new scope labels.
+    if (staged)
+      for (auto [k, s] : llvm::enumerate(chosen.stages))
+        for (int i = s.begin; i < s.end; ++i)
+          ops[i]->setAttr(ShoalDialect::kScopeAttr,
+                          StringAttr::get(ctx, names[k]));
+
+    Builder b(ctx);
+    SmallVector<NamedAttribute> extra;
+    extra.push_back(b.getNamedAttr("as_annotated_ms", b.getF64FloatAttr(
+                                                          asIs.stepSeconds *
+                                                          1e3)));
+    // A split stage whose devices differ gets shards in proportion to
+    // their speed (per mille of the split dimension).
+    SmallVector<NamedAttribute> shards;
+    for (auto [k, s] : llvm::enumerate(chosen.stages)) {
+      if (s.split.empty() || !s.split.front() || s.devices <= 1)
+        continue;
+      SmallVector<double> speed;
+      for (int t = 0; t < s.devices; ++t)
+        speed.push_back(cluster.groupOf(s.offset + t)
+                            .device.peakFlops(options.precision));
+      if (llvm::all_equal(speed))
+        continue;
+      double total = 0;
+      for (double x : speed)
+        total += x;
+      SmallVector<int64_t> perMille;
+      for (double x : speed)
+        perMille.push_back(std::llround(1000 * x / total));
+      shards.push_back(
+          b.getNamedAttr(names[k], b.getDenseI64ArrayAttr(perMille)));
+    }
+    if (!shards.empty())
+      extra.push_back(
+          b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
+    record(module, chosen, names, staged, extra);
+    warnPredictionOnly(module, chosen, !shards.empty());
+    return success();
+  }
+
+  /// No annotation: search, then annotate the module with the winner.
+  LogicalResult searchLayout(ModuleOp module, ArrayRef<Operation *> ops,
+                             const pl::ModelProfile &profile,
+                             const pl::Cluster &cluster,
+                             const pl::CostModel &cost,
+                             const pl::PlanOptions &options) {
+    std::vector<pl::Layout> ranked =
+        pl::search(profile, cluster, cost, options);
+    std::string text = pl::explain(ranked, cluster, top);
+    if (explain)
+      llvm::errs() << text;
+    if (ranked.empty())
+      return module.emitError()
+             << "shoal-plan: no layout of the model suits the "
+             << cluster.numDevices() << " devices of '" << clusterPath
+             << "' (the batch of " << profile.stepBatch()
+             << " must divide over the data-parallel replicas)";
+    if (!ranked.front().fits)
+      return module.emitError() << "shoal-plan: no layout fits in memory:\n"
+                                << text;
+    pl::Layout best = ranked.front();
+    MLIRContext *ctx = module.getContext();
+    Builder b(ctx);
+    int p = best.pp(), v = best.schedule == "interleaved"
+                               ? best.virtualStages
+                               : 1;
+    // Interleaved: p * v chunks in model order, chunk c on stage c % p.
+    pl::Layout chunks = best;
+    if (v > 1) {
+      chunks.stages.assign(p * v, best.stages.front());
+      if (!pl::cutEvenly(chunks, profile))
+        return module.emitError() << "shoal-plan: too few stage boundaries "
+                                     "for "
+                                  << p * v << " chunks";
+    }
+    SmallVector<Attribute> scopes;
+    std::vector<std::string> names;
+    for (auto [k, s] : llvm::enumerate(chunks.stages)) {
+      std::string name = llvm::formatv("stage{0}", k).str();
+      names.push_back(name);
+      scopes.push_back(ScopeAttr::get(
+          ctx, b.getStringAttr(name),
+          best.tp() > 1 ? Strategy::split : Strategy::replicate, best.tp()));
+      for (int i = s.begin; i < s.end; ++i)
+        ops[i]->setAttr(ShoalDialect::kScopeAttr, b.getStringAttr(name));
+    }
+    module->setAttr(ShoalDialect::kScopesAttr, b.getArrayAttr(scopes));
+    module->setAttr(ShoalDialect::kDefaultStrategyAttr,
+                    b.getStringAttr("replicate"));
+    module->setAttr(ShoalDialect::kNumMicroBatchAttr,
+                    b.getI64IntegerAttr(best.microBatches));
+    module->setAttr(ShoalDialect::kScheduleKindAttr,
+                    b.getStringAttr(best.schedule));
+    module->setAttr(ShoalDialect::kVirtualStagesAttr, b.getI64IntegerAttr(v));
+    std::vector<std::string> stageNames(names.begin(), names.begin() + p);
+    bool staged = best.microBatches > 1 || p > 1;
+    record(module, best, stageNames, staged && v == 1, {});
+    warnPredictionOnly(module, best, false);
+    return success();
+  }
+
+  int64_t world() {
+    return getOperation()
+        ->getAttrOfType<IntegerAttr>("shoal.world_size")
+        .getInt();
+  }
+};
+
+} // namespace
