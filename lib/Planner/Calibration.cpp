@@ -312,6 +312,8 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
     Precision precision = Precision::FP32;
     Lsq matmul, memory, link;
     std::set<double> rows;
+    /// The highest bytes / seconds of a matrix product.
+    double matmulBytesRate = 0;
   };
   std::map<std::string, Fits> byDevice;
   std::vector<std::string> order;
@@ -339,6 +341,9 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
           continue;
         f.matmul.add(o.flops, o.flops / o.rows, o.seconds, 1.0 / o.flops);
         f.rows.insert(o.rows);
+        if (o.seconds > 0)
+          f.matmulBytesRate =
+              std::max(f.matmulBytesRate, o.bytes / o.seconds);
       } else if (o.bytes > 0) {
         // t = bytes / bandwidth, weights 1 / bytes.
         f.memory.add(o.bytes, 0, o.seconds, 1.0 / o.bytes);
@@ -383,6 +388,18 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
         d.memory = true;
         d.bandwidthGBps = 1.0 / a / 1e9;
         d.memorySamples = f.memory.n;
+        // The cost model takes the slower of compute and memory for every
+        // op with one bandwidth: a bandwidth under what a measured matrix
+        // product moved would make it memory bound, slower than measured.
+        double floor = f.matmulBytesRate / 1e9;
+        if (d.matmul && floor > d.bandwidthGBps) {
+          cal.notes.push_back(fmt::format(
+              "{}: memory bandwidth raised from {} (other ops) to {}, the "
+              "most a measured matrix product moved, so that none is memory "
+              "bound in the cost model (one bandwidth for every op class)",
+              device, fmtRate(d.bandwidthGBps), fmtRate(floor)));
+          d.bandwidthGBps = floor;
+        }
       }
     }
     if (f.link.n > 0) {

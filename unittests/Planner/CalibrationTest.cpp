@@ -206,6 +206,25 @@ TEST(Calibration, OneSizeGivesThePeakAlone) {
                           "products of 64 rows only");
 }
 
+TEST(Calibration, BandwidthKeepsMatrixProductsComputeBound) {
+  // Elementwise ops at 1 GB/s, a matrix product that moved 4 MB in 1 ms:
+  // at 1 GB/s the cost model would make it take 4 ms.
+  std::string text = fmt::format(
+      R"({{"format": "shoal-profile", "version": 1, "device": "CPU",
+      "world_size": 1, "ranks": [{{"ops": [{}, {}, {}]}}]}})",
+      opRecord("Gemm", 1e8, 4e6, 64, 1e-3),
+      opRecord("Gelu", 1e5, 1e6, 0, 1e-3), opRecord("Add", 1e5, 2e6, 0, 2e-3));
+  Calibration cal = fitProfiles({parseProfile(text, "bw.json")});
+  const DeviceFit *d = cal.find("CPU");
+  ASSERT_NE(d, nullptr);
+  EXPECT_NEAR(d->bandwidthGBps, 4, 1e-9);
+  ASSERT_EQ(cal.notes.size(), 2u);
+  EXPECT_EQ(cal.notes[1], "CPU: memory bandwidth raised from 1 GB/s (other "
+                          "ops) to 4 GB/s, the most a measured matrix product "
+                          "moved, so that none is memory bound in the cost "
+                          "model (one bandwidth for every op class)");
+}
+
 TEST(Calibration, Errors) {
   expectError("[1, 2", "prof.json:1: not a valid profile (JSON)");
   expectError("[1, 2]", "prof.json: not a shoal-run profile");

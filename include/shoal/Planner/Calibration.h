@@ -10,7 +10,9 @@
 // cost model (CostModel.h) uses:
 //
 // - matrix products: peak P and half-rows h of rate = P * m / (m + h);
-// - other ops: the memory bandwidth, taking them as memory bound;
+// - other ops: the memory bandwidth, taking them as memory bound (raised
+//   to the most bytes per second a measured matrix product moved, since the
+//   cost model applies one bandwidth to every op class);
 // - links: bandwidth and latency of the ring formulas (collectives) and of
 //   latency + bytes / bandwidth (Send/Recv), per link class (inside a node,
 //   between nodes).
