@@ -342,8 +342,7 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
         f.matmul.add(o.flops, o.flops / o.rows, o.seconds, 1.0 / o.flops);
         f.rows.insert(o.rows);
         if (o.seconds > 0)
-          f.matmulBytesRate =
-              std::max(f.matmulBytesRate, o.bytes / o.seconds);
+          f.matmulBytesRate = std::max(f.matmulBytesRate, o.bytes / o.seconds);
       } else if (o.bytes > 0) {
         // t = bytes / bandwidth, weights 1 / bytes.
         f.memory.add(o.bytes, 0, o.seconds, 1.0 / o.bytes);

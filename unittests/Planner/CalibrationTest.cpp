@@ -212,8 +212,8 @@ TEST(Calibration, BandwidthKeepsMatrixProductsComputeBound) {
   std::string text = fmt::format(
       R"({{"format": "shoal-profile", "version": 1, "device": "CPU",
       "world_size": 1, "ranks": [{{"ops": [{}, {}, {}]}}]}})",
-      opRecord("Gemm", 1e8, 4e6, 64, 1e-3),
-      opRecord("Gelu", 1e5, 1e6, 0, 1e-3), opRecord("Add", 1e5, 2e6, 0, 2e-3));
+      opRecord("Gemm", 1e8, 4e6, 64, 1e-3), opRecord("Gelu", 1e5, 1e6, 0, 1e-3),
+      opRecord("Add", 1e5, 2e6, 0, 2e-3));
   Calibration cal = fitProfiles({parseProfile(text, "bw.json")});
   const DeviceFit *d = cal.find("CPU");
   ASSERT_NE(d, nullptr);
