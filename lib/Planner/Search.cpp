@@ -44,6 +44,12 @@ double bytesPerParam(Precision p) {
   return p == Precision::BF16 || p == Precision::FP16 ? 2 : 4;
 }
 
+/// Which node group a rank is in (groups may share a device name but
+/// differ in their figures).
+long groupId(const Cluster &cluster, int rank) {
+  return &cluster.groupOf(rank) - cluster.groups.data();
+}
+
 int rankOf(const StagePlan &s, int replica, int t) {
   return s.offset + replica * s.stride + t;
 }
@@ -211,7 +217,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       std::vector<int> ranks = replicaRanks(s, i);
       std::string key = fmt::format("{}", shares[i]);
       for (int r : ranks)
-        key += "," + cluster.groupOf(r).device.name;
+        key += fmt::format(",{}", groupId(cluster, r));
       key += cluster.nodeOf(ranks.front()) == cluster.nodeOf(ranks.back())
                  ? "|node"
                  : "|span";
@@ -431,8 +437,7 @@ bool balanceBoundaries(Layout &l, const ModelProfile &profile,
         all.push_back(r);
     std::string key = fmt::format(
         "{}/{}/{}",
-        cluster.groupOf(slowestRank(all, cluster, options.precision))
-            .device.name,
+        groupId(cluster, slowestRank(all, cluster, options.precision)),
         s.devices, s.split.empty() ? 0 : int(s.split.front()));
     auto it = memo.find(key);
     if (it == memo.end()) {
@@ -695,6 +700,8 @@ std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
       return a.fits;
     if (a.stepSeconds != b.stepSeconds)
       return a.stepSeconds < b.stepSeconds;
+    if (a.microBatches != b.microBatches)
+      return a.microBatches < b.microBatches; // simpler
     double ma = 0, mb = 0;
     for (auto &s : a.stages)
       ma = std::max(ma, s.memoryBytes);

@@ -132,6 +132,9 @@ def main(argv=None):
                     help="backend of the sharded run (the one-rank run is on the CPU)")
     ap.add_argument("--precision", default="fp32",
                     help="shoal-run --precision for the sharded run on cuda")
+    ap.add_argument("--cluster", metavar="SPEC", default=None,
+                    help="cluster spec for shoal-compile --cluster (shoal-plan); "
+                         "with --spec none the planner searches the layout")
     ap.add_argument("--trace", action="store_true",
                     help="also write a Chrome trace of the sharded run and check "
                          "it has a track with work for every rank, and that a "
@@ -147,14 +150,15 @@ def main(argv=None):
     if args.onnx is not None and not os.path.isfile(args.onnx):
         print("FAIL: --onnx %s not found" % args.onnx)
         return 1
-    spec = resolve_spec(args.model, args.spec)
-    if spec is None:
+    spec = None if args.spec == "none" else resolve_spec(args.model, args.spec)
+    if spec is None and args.spec != "none":
         print("FAIL: spec %s not found (neither in %s nor as a path)"
               % (args.spec, os.path.join(common.EXAMPLES_DIR, args.model)))
         return 1
 
     work = os.path.abspath(args.work)
-    title = "e2e %s %s world %d%s" % (args.model, os.path.basename(spec), args.world_size,
+    title = "e2e %s %s world %d%s" % (args.model, os.path.basename(spec or "search"),
+                                     args.world_size,
                                      " (expect error)" if args.expect_error is not None else "")
     print("== " + title)
     try:
@@ -181,8 +185,11 @@ def main(argv=None):
             sys.stdout.write(res.stdout)
 
         par_plan = os.path.join(work, "par.plan")
-        par_compile = [compile_, model, "--annotate", spec,
-                       "--world-size", args.world_size, "-o", par_plan]
+        par_compile = [compile_, model, "--world-size", args.world_size, "-o", par_plan]
+        if spec is not None:
+            par_compile += ["--annotate", spec]
+        if args.cluster is not None:
+            par_compile += ["--cluster", args.cluster, "--explain"]
 
         if args.expect_error is not None:
             print("-- sharded compile, expecting an error containing %r" % args.expect_error)
@@ -205,7 +212,8 @@ def main(argv=None):
                   % common.describe_returncode(res.returncode))
             return 0
 
-        describe_spec(spec, model)
+        if spec is not None:
+            describe_spec(spec, model)
 
         print("-- (b) one-rank run of the unsharded model")
         base_plan = os.path.join(work, "base.plan")
@@ -227,7 +235,8 @@ def main(argv=None):
                 return SKIP
         print("-- (c) sharded run on %d ranks (%s)" % (args.world_size, args.backend))
         par_out = os.path.join(work, "par_out")
-        common.run_cmd(par_compile, timeout=args.timeout)
+        res = common.run_cmd(par_compile, timeout=args.timeout)
+        sys.stdout.write(res.stderr if args.cluster is not None else "")
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
         trace = os.path.join(work, "trace.json")

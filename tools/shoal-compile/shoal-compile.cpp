@@ -1,6 +1,7 @@
 //===- shoal-compile.cpp - ONNX to executable plan in one go ----*- C++ -*-===//
 //
 //   shoal-compile model.onnx --annotate spec.yaml --world-size 4 -o model.plan
+//   shoal-compile model.onnx --cluster cluster.yaml --explain -o model.plan
 //
 // Imports the model, runs the shoal-parallelize pipeline and exports the
 // plan. The same as shoal-translate --import-onnx | shoal-opt
@@ -45,6 +46,16 @@ static cl::opt<std::string>
            cl::desc("Device the plan runs on by default: cpu or cuda "
                     "(shoal-run --backend overrides it)"),
            cl::init("cpu"));
+static cl::opt<std::string> clusterPath(
+    "cluster",
+    cl::desc("Cluster spec (YAML): balance the annotated layout for it, or "
+             "search for one when there is no --annotate"),
+    cl::value_desc("cluster.yaml"));
+static cl::opt<bool>
+    explain("explain",
+            cl::desc("Print the planner's top layouts with their predicted "
+                     "time and memory and why the chosen one won (needs "
+                     "--cluster)"));
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
              cl::value_desc("file"));
@@ -61,6 +72,8 @@ int main(int argc, char **argv) {
   };
   if (worldSize < 0)
     return fail("--world-size must be positive");
+  if (explain && clusterPath.empty())
+    return fail("--explain needs --cluster");
   if (device != "cpu" && device != "cuda")
     return fail("--device must be cpu or cuda, got '" + device + "'");
 
@@ -83,7 +96,12 @@ int main(int argc, char **argv) {
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  shoal::addParallelizePipeline(pm, {specPath, worldSize});
+  shoal::ParallelizeOptions options;
+  options.spec = specPath;
+  options.worldSize = worldSize;
+  options.cluster = clusterPath;
+  options.explain = explain;
+  shoal::addParallelizePipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
 

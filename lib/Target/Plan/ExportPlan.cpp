@@ -189,9 +189,13 @@ private:
     if (failed(writeHeader(2, planDir)))
       return failure();
     MeshAttr first = groups.front().front().getMeshAttr();
-    int64_t stride = groups.front().front()->getAttrOfType<DenseI64ArrayAttr>(
-        ShoalDialect::kPlacementAttr)[1];
-    int64_t world = first.getAxisSize("dp") * stride;
+    // Every device group holds dp x tp ranks of the world (placed
+    // pipeline-major or, by shoal-plan, stage-major).
+    int64_t world = 0;
+    for (auto &group : groups) {
+      MeshAttr mesh = group.front().getMeshAttr();
+      world += mesh.getAxisSize("dp") * mesh.getAxisSize("tp");
+    }
     auto *worldAxis = plan.mutable_mesh()->add_axes();
     worldAxis->set_name("world");
     worldAxis->set_size(world);
