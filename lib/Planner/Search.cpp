@@ -136,7 +136,7 @@ int inFlightOf(const Layout &l, int k) {
 int Layout::tp() const {
   int t = 1;
   for (const StagePlan &s : stages)
-    if (!s.split.empty() && s.split.front())
+    if (std::any_of(s.split.begin(), s.split.end(), [](char c) { return c; }))
       t = std::max(t, s.devices);
   return t;
 }

@@ -463,7 +463,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     // their speed (per mille of the split dimension).
     SmallVector<NamedAttribute> shards;
     for (auto [k, s] : llvm::enumerate(chosen.stages)) {
-      if (s.split.empty() || !s.split.front() || s.devices <= 1)
+      if (!llvm::is_contained(s.split, 1) || s.devices <= 1)
         continue;
       SmallVector<double> speed;
       for (int t = 0; t < s.devices; ++t)
@@ -477,8 +477,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       SmallVector<int64_t> perMille;
       for (double x : speed)
         perMille.push_back(std::llround(1000 * x / total));
-      shards.push_back(
-          b.getNamedAttr(names[k], b.getDenseI64ArrayAttr(perMille)));
+      // Keyed by the split scopes that run there.
+      for (ScopeAttr scope : scopes)
+        if (scope.getStrategy() == Strategy::split &&
+            (!staged || scope.getName().getValue() == names[k]))
+          shards.push_back(b.getNamedAttr(scope.getName(),
+                                          b.getDenseI64ArrayAttr(perMille)));
     }
     if (!shards.empty())
       extra.push_back(

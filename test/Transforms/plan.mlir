@@ -1,0 +1,117 @@
+// shoal-plan's decisions on heterogeneous clusters (docs/Planner.md). The
+// model is test/Inputs/gpt4.mlir: a 4-layer GPT (hidden 1024, seq 512,
+// vocab 8192, batch 32), shapes only.
+//
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml explain=true" 2>&1 | FileCheck %s --check-prefix=PP
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" --shoal-form-taskgraphs | FileCheck %s --check-prefix=FORM
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml balance=false" | FileCheck %s --check-prefix=NOBAL
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train" | FileCheck %s --check-prefix=NODES
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_split16.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=SPLIT
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml explain=true top=3" 2>&1 | FileCheck %s --check-prefix=SEARCH
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHFORM
+// RUN: shoal-opt %inputs/mlp.mlir | FileCheck %s --check-prefix=NOCLUSTER
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFITSEARCH
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml world-size=8" 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/no_such_cluster.yaml" 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml step=backward" 2>&1 | FileCheck %s --check-prefix=STEP
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml precision=fp8" 2>&1 | FileCheck %s --check-prefix=PRECISION
+// RUN: not shoal-opt %inputs/plan_bad_placements.mlir --shoal-form-taskgraphs="world-size=2" 2>&1 | FileCheck %s --check-prefix=TILE
+
+// 8 V100-32GB + 8 T4, two stages of one device, 8 pipelines. Pipeline-major
+// ranks would give every stage a T4; stage-major puts stage 0 (1F1B keeps
+// the most micro-batches there) on the V100 node, which has the most
+// memory, and stage 1 on the T4 node. Then the V100 stage takes three of
+// the four layers, as V100 is about twice as fast (15.7 against 8.1 fp32
+// TFLOP/s), and /h.3 starts stage 1.
+// PP: shoal-plan: as annotated (dp=8 tp=1 pp=2 m=4 1f1b pipeline-major): 30.60{{[0-9]+}} ms per step
+// PP: shoal-plan: hardware-aware (dp=8 tp=1 pp=2 m=4 1f1b stage-major): 18.57{{[0-9]+}} ms per step, 1.65x
+// PP: shoal.plan = {
+// PP-SAME: layout = "dp=8 tp=1 pp=2 m=4 1f1b stage-major"
+// PP-SAME: placements = [array<i64: 0, 1>, array<i64: 8, 1>]
+// PP-SAME: stage_capacity_MiB = array<i64: 32768, 16384>
+// PP-SAME: stage_devices = ["V100-32GB", "T4"]
+// PP-SAME: stage_ops = array<i64: 104, 36>
+// PP: shoal.weight "h.2.mlp.proj.bias"
+// PP-NEXT: shoal.add {{.*}}{shoal.scope = "s0"}
+// PP-NEXT: shoal.add {{.*}}{shoal.scope = "s0"}
+// PP-NEXT: shoal.weight "h.3.ln_1.weight"
+// PP-NEXT: shoal.weight "h.3.ln_1.bias"
+// PP-NEXT: shoal.layer_norm {{.*}}{shoal.scope = "s1"}
+
+// shoal-form-taskgraphs places the stages where the plan says.
+// FORM: shoal.task_graph "s0" replicate(1) mesh <["mb", "dp", "tp"], [4, 8, 1]>
+// FORM-SAME: shoal.placement = array<i64: 0, 1>, shoal.stage = 0
+// FORM: shoal.task_graph "s1" replicate(1) mesh <["mb", "dp", "tp"], [4, 8, 1]>
+// FORM-SAME: shoal.placement = array<i64: 8, 1>, shoal.stage = 1
+
+// balance=false keeps the annotation and predicts it.
+// NOBAL: layout = "dp=8 tp=1 pp=2 m=4 1f1b pipeline-major"
+// NOBAL-SAME: placements = [array<i64: 0, 2>, array<i64: 1, 2>]
+// NOBAL-SAME: stage_devices = ["T4", "T4"]
+// NOBAL-SAME: stage_ops = array<i64: 70, 70>
+// NOBAL: shoal.weight "h.2.ln_1.bias"
+// NOBAL-NEXT: shoal.layer_norm {{.*}}{shoal.scope = "s1"}
+
+// Two nodes of A100-80GB and two of V100-16GB, training: stage 0 keeps two
+// micro-batches of activations, so it goes to the A100 nodes (80 GiB), and
+// being faster it takes about two thirds of the ops.
+// NODES: layout = "dp=16 tp=1 pp=2 m=4 1f1b stage-major"
+// NODES-SAME: placements = [array<i64: 0, 1>, array<i64: 16, 1>]
+// NODES-SAME: stage_capacity_MiB = array<i64: 81920, 16384>
+// NODES-SAME: stage_devices = ["A100-80GB", "V100-16GB"]
+// NODES-SAME: stage_ops = array<i64: 93, 47>
+
+// Data parallel on V100 + T4: batch shares in proportion to speed (the 32
+// samples as 3 per V100 and 1 per T4), predicted only for now.
+// DP: warning: shoal-plan: the batch shares and shards in 'shoal.plan' are used for prediction only
+// DP: batch_shares = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>
+// DP-SAME: layout = "dp=16 tp=1 pp=1 m=1"
+// DP-NOT: placements
+
+// A split over both nodes: shards in proportion to speed (per mille).
+// SPLIT: warning: shoal-plan: the batch shares and shards
+// SPLIT: layout = "dp=1 tp=16 pp=1 m=1"
+// SPLIT-SAME: shard_per_mille = {blocks = array<i64: 82, 82, 82, 82, 82, 82, 82, 82, 43, 43, 43, 43, 43, 43, 43, 43>}
+
+// No annotation: the search ranks the layouts and annotates the winner.
+// SEARCH: planner: 16 x A100-80GB + 16 x V100-16GB (32 devices); {{[0-9]+}} layouts, {{[0-9]+}} fit in memory
+// SEARCH-NEXT: # layout
+// SEARCH-NEXT: {{^ *}}1 dp=32 tp=1 pp=1 m=1
+// SEARCH-NEXT: {{^ *}}2 dp=
+// SEARCH-NEXT: {{^ *}}3 dp=
+// SEARCH-NEXT: chosen: dp=32 tp=1 pp=1 m=1
+// SEARCH-NEXT: against #2 ({{.*}}): {{.*}} less
+// SEARCH: against the best with tp=1 pp=2
+// SEARCH: shoal.plan = {{{.*}}layout = "dp=32 tp=1 pp=1 m=1"
+// SEARCH-SAME: shoal.scopes = [#shoal.scope<"stage0", replicate, 1>]
+// SEARCH: shoal.scope = "stage0"
+
+// The search restricted to two 1F1B stages for training.
+// SEARCHPP: shoal.num_micro_batch = [[M:[0-9]+]] : i64
+// SEARCHPP-SAME: layout = "dp={{[0-9]+}} tp={{[0-9]+}} pp=2 m=[[M]] 1f1b stage-major"
+// SEARCHPP-SAME: stage_devices = ["A100-80GB", "V100-16GB"]
+// SEARCHPP-SAME: shoal.schedule_kind = "1f1b"
+// SEARCHPP-SAME: shoal.scopes = [#shoal.scope<"stage0", {{.*}}>, #shoal.scope<"stage1", {{.*}}>]
+// SEARCHFORM: shoal.task_graph "stage0"
+// SEARCHFORM-SAME: shoal.placement = array<i64: 0,
+// SEARCHFORM: shoal.task_graph "stage1"
+// SEARCHFORM-SAME: shoal.placement = array<i64: 16,
+
+// Without a cluster the pass does nothing.
+// NOCLUSTER-NOT: shoal.plan
+
+// NOFIT: error: the plan does not fit in memory on '{{.*}}cluster_t4_small.yaml' (dp=1 tp=1 pp=2 m=4 1f1b pipeline-major):
+// NOFIT-NEXT: stage 0 's0' on T4: needs {{.*}} GiB of 256.00 MiB (weights {{.*}}, gradients {{.*}}, optimizer {{.*}}, activations {{.*}} for 2 micro-batches in flight, workspace {{.*}})  DOES NOT FIT
+// NOFIT-NEXT: stage 1 's1' on T4: needs {{.*}} for 1 micro-batch in flight{{.*}}DOES NOT FIT
+// NOFITSEARCH: error: shoal-plan: no layout fits in memory:
+// NOFITSEARCH: {{[0-9]+}} layouts, 0 fit in memory
+// NOFITSEARCH: does not fit
+// NOFITSEARCH: no layout fits in memory
+// WORLD: error: the cluster spec '{{.*}}cluster_v100x8_t4x8.yaml' has 16 devices but the world size is 8
+// MISSING: error: {{.*}}no_such_cluster.yaml
+// STEP: error: shoal-plan: step must be forward, train or train-recompute, got 'backward'
+// PRECISION: error: shoal-plan: precision must be fp32, tf32, bf16 or fp16, got 'fp8'
+// TILE: error: shoal.plan placements do not tile the 2 ranks (rank 0 of stage 1)
