@@ -664,7 +664,10 @@ std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
           schedules = {{"1f1b", 1}};
         else {
           schedules = {{"gpipe", 1}, {"1f1b", 1}};
-          for (int v : {2, 4})
+          std::vector<int> chunks = {2, 4};
+          if (options.virtualStages > 1)
+            chunks = {options.virtualStages};
+          for (int v : chunks)
             if (m % pp == 0 && pp * v <= maxStages)
               schedules.push_back({"interleaved", v});
         }

@@ -206,7 +206,19 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     options.pp = pp;
     options.microBatches = microBatches;
     options.schedule = schedule;
-    pl::CostModel cost(cluster, options.precision);
+    options.virtualStages = virtualStages;
+    options.microBatchSize = microBatchSize;
+    if (matmulEfficiency <= 0 || matmulEfficiency > 1 ||
+        memoryEfficiency <= 0 || memoryEfficiency > 1 ||
+        linkEfficiency <= 0 || linkEfficiency > 1) {
+      module.emitError() << "shoal-plan: efficiencies must be in (0, 1]";
+      return signalPassFailure();
+    }
+    pl::Efficiency efficiency;
+    efficiency.matmul = matmulEfficiency;
+    efficiency.memory = memoryEfficiency;
+    efficiency.link = linkEfficiency;
+    pl::CostModel cost(cluster, options.precision, efficiency);
 
     func::FuncOp func;
     for (auto f : module.getOps<func::FuncOp>())

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/CostModel.h"
+#include "shoal/Planner/Search.h"
 
 #include <gtest/gtest.h>
 
@@ -176,3 +177,138 @@ TEST(MemoryModel, TrainingStateFollowsZeROsAccounting) {
 }
 
 } // namespace
+
+namespace {
+
+// Two one-device nodes, 3 and 1 GFLOP/s, memory and links too fast to
+// matter: every time below is FLOPs / rate.
+const char kFastSlow[] = R"(version: 1
+nodes:
+  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: 0.003}, bandwidth_GBps: 1000000}}
+  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
+links:
+  inter_node: {bandwidth_GBps: 1000000, latency_us: 0, transport: shm}
+)";
+
+/// Eight ops of 1 MFLOP on a batch of 8; a stage may end after any of them.
+ModelProfile eightOps() {
+  ModelProfile p;
+  p.batch = 8;
+  p.ops.resize(8);
+  for (OpCost &op : p.ops) {
+    op.flops = 1e6;
+    op.cutAfter = true;
+  }
+  p.ops.back().cutAfter = false;
+  return p;
+}
+
+Layout twoStages() {
+  Layout l;
+  l.stages.resize(2);
+  for (StagePlan &s : l.stages)
+    s.split.assign(1, 0);
+  return l;
+}
+
+} // namespace
+
+TEST(Balance, StagesTakeOpsInProportionToSpeed) {
+  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  PlanOptions o;
+  // Even: 4 ops each; the slow stage takes 4 ms, the fast one 4/3 ms; one
+  // micro-batch goes through both: 5.33 ms.
+  Layout even = twoStages();
+  ASSERT_TRUE(cutEvenly(even, p));
+  placeRanks(even);
+  evaluate(even, p, c, cost, o);
+  EXPECT_EQ(even.stages[0].end, 4);
+  EXPECT_NEAR(even.stepSeconds, 4e-3 + 4e-3 / 3, 1e-9);
+  // Balanced: 6 ops on the fast device (2 ms), 2 on the slow one (2 ms).
+  Layout l = twoStages();
+  ASSERT_TRUE(cutEvenly(l, p));
+  balance(l, p, c, cost, o);
+  EXPECT_EQ(l.stages[0].end, 6);
+  EXPECT_EQ(l.stages[1].begin, 6);
+  EXPECT_NEAR(l.stages[0].seconds, 2e-3, 1e-9);
+  EXPECT_NEAR(l.stages[1].seconds, 2e-3, 1e-9);
+  EXPECT_NEAR(l.stepSeconds, 4e-3, 1e-9);
+}
+
+TEST(Balance, ReplicasGetBatchSharesInProportionToSpeed) {
+  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  Layout l;
+  l.dp = 2;
+  l.stages.resize(1);
+  l.stages[0].split.assign(1, 0);
+  ASSERT_TRUE(cutEvenly(l, p));
+  PlanOptions o;
+  Layout even = l;
+  placeRanks(even);
+  evaluate(even, p, c, cost, o);
+  // Even: 4 samples on the slow device, 4/8 of 8 MFLOP at 1 GFLOP/s.
+  EXPECT_NEAR(even.stepSeconds, 4e-3, 1e-9);
+  balance(l, p, c, cost, o);
+  ASSERT_EQ(l.batchShares.size(), 2u);
+  EXPECT_EQ(l.batchShares[0], 6); // 3:1
+  EXPECT_EQ(l.batchShares[1], 2);
+  EXPECT_NEAR(l.stepSeconds, 2e-3, 1e-9); // 6/8 * 8e6 / 3e9
+}
+
+TEST(Search, RanksLayoutsAndExplains) {
+  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  std::vector<Layout> ranked = search(p, c, cost, PlanOptions{});
+  ASSERT_FALSE(ranked.empty());
+  // DP with 6:2 shares (2 ms) beats the balanced pipeline (8 micro-batches
+  // of one sample, 0.25 ms on each stage: 7 * 0.25 + 0.5 = 2.25 ms).
+  EXPECT_EQ(ranked.front().dp, 2);
+  EXPECT_EQ(ranked.front().pp(), 1);
+  EXPECT_NEAR(ranked.front().stepSeconds, 2e-3, 1e-9);
+  for (const Layout &l : ranked)
+    EXPECT_GE(l.stepSeconds, ranked.front().stepSeconds);
+  std::string text = explain(ranked, c, 3);
+  EXPECT_NE(text.find("chosen: dp=2 tp=1 pp=1 m=1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2 x CPU"), std::string::npos) << text;
+}
+
+TEST(Search, TrainingMemoryFollowsTheShards) {
+  // Two devices in one node: tensor parallelism is possible.
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: CPU, count: 2}}
+)",
+                                   "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p;
+  p.batch = 2;
+  p.ops.resize(1);
+  p.ops[0].paramBytes = 4e6; // 1M fp32 parameters
+  p.ops[0].tpSharded = true;
+  PlanOptions o;
+  o.step = StepKind::Train;
+  Layout dp;
+  dp.dp = 2;
+  dp.stages.resize(1);
+  dp.stages[0].split.assign(1, 0);
+  ASSERT_TRUE(cutEvenly(dp, p));
+  placeRanks(dp);
+  evaluate(dp, p, c, cost, o);
+  // fp32 weights 4 MB, gradients 4 MB, Adam's two moments 8 MB.
+  EXPECT_DOUBLE_EQ(dp.stages[0].memoryBytes, 16e6);
+  Layout tp;
+  tp.stages.resize(1);
+  tp.stages[0].devices = 2;
+  tp.stages[0].split.assign(1, 1);
+  ASSERT_TRUE(cutEvenly(tp, p));
+  placeRanks(tp);
+  evaluate(tp, p, c, cost, o);
+  EXPECT_EQ(tp.tp(), 2);
+  EXPECT_DOUBLE_EQ(tp.stages[0].memoryBytes, 8e6);
+}

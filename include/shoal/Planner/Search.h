@@ -69,6 +69,7 @@ struct PlanOptions {
   Precision precision = Precision::FP32;
   /// Only layouts with these degrees (0: any); an empty schedule: any.
   int dp = 0, tp = 0, pp = 0, microBatches = 0, microBatchSize = 0;
+  int virtualStages = 0; ///< interleaved chunks per stage (0: 2 or 4)
   std::string schedule;
   /// Whale's balancing; false gives the even split to compare with.
   bool balance = true;

@@ -77,6 +77,14 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
     Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
            "Samples per step when the graph is written for fewer "
            "(0: the graph's batch)">,
+    Option<"matmulEfficiency", "matmul-efficiency", "double",
+           /*default=*/"1.0",
+           "Fraction of the peak FLOP/s matrix products reach (calibration)">,
+    Option<"memoryEfficiency", "memory-efficiency", "double",
+           /*default=*/"1.0",
+           "Fraction of the memory bandwidth other ops reach (calibration)">,
+    Option<"linkEfficiency", "link-efficiency", "double", /*default=*/"1.0",
+           "Fraction of a link's bandwidth transfers reach (calibration)">,
     Option<"dp", "dp", "int64_t", /*default=*/"0", "Search only this dp">,
     Option<"tp", "tp", "int64_t", /*default=*/"0", "Search only this tp">,
     Option<"pp", "pp", "int64_t", /*default=*/"0", "Search only this pp">,
@@ -84,6 +92,10 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
            "Search only this number of micro-batches">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
            "Search only this schedule: gpipe, 1f1b, interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"0",
+           "Search only this many model chunks per stage (interleaved)">,
+    Option<"microBatchSize", "micro-batch-size", "int64_t", /*default=*/"0",
+           "Search only this micro-batch size (samples)">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
