@@ -286,7 +286,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       const OpCost &op = profile.ops[j];
       bool sp = s.split[j - s.begin];
       double shard = sp && op.tpSharded ? s.devices : 1;
-      params += op.paramBytes / 4 / shard; // the graph's weights are fp32
+      params += op.params / shard;
       kept += op.outBytes / s.devices;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);

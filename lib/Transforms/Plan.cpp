@@ -81,7 +81,9 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
       if (def && isa<WeightOp>(def) && seenWeights.insert(def).second)
-        c.paramBytes += bytesOf(v.getType());
+        if (auto t = dyn_cast<RankedTensorType>(v.getType());
+            t && t.hasStaticShape())
+          c.params += t.getNumElements();
       readsSplit |= split.contains(v);
     }
     bool outSplit = readsSplit;

@@ -289,7 +289,7 @@ nodes:
   ModelProfile p;
   p.batch = 2;
   p.ops.resize(1);
-  p.ops[0].paramBytes = 4e6; // 1M fp32 parameters
+  p.ops[0].params = 1e6;
   p.ops[0].tpSharded = true;
   PlanOptions o;
   o.step = StepKind::Train;
