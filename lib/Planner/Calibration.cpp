@@ -387,11 +387,12 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
         d.memory = true;
         d.bandwidthGBps = 1.0 / a / 1e9;
         d.memorySamples = f.memory.n;
-        // The cost model takes the slower of compute and memory for every
-        // op with one bandwidth: a bandwidth under what a measured matrix
-        // product moved would make it memory bound, slower than measured.
+        // A matrix product with a fitted size curve is compute time alone
+        // in the cost model; without one it takes the slower of compute
+        // and memory, so a bandwidth under what a measured product moved
+        // would make it memory bound, slower than measured.
         double floor = f.matmulBytesRate / 1e9;
-        if (d.matmul && floor > d.bandwidthGBps) {
+        if (d.matmul && d.halfRows <= 0 && floor > d.bandwidthGBps) {
           cal.notes.push_back(fmt::format(
               "{}: memory bandwidth raised from {} (other ops) to {}, the "
               "most a measured matrix product moved, so that none is memory "

@@ -23,6 +23,10 @@ double CostModel::opSeconds(int rank, double flops, double bytes, OpClass cls,
       e *= rows / (rows + d.matmulHalfRows);
     compute = flops / (rate * e);
   }
+  // A matrix product on a device with a size curve: the curve already
+  // holds what small (memory-bound) products lose.
+  if (cls == OpClass::MatMul && rows > 0 && d.matmulHalfRows > 0)
+    return compute;
   double memory = 0;
   if (bytes > 0 && d.bandwidthGBps > 0)
     memory = bytes / (d.bandwidthGBps * 1e9 * eff.memory);

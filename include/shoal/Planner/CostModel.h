@@ -42,7 +42,8 @@ public:
   /// Seconds for an op of `flops` that moves `bytes` on `rank`'s device:
   /// the slower of compute and memory traffic. A matrix product with
   /// `rows` rows (0: unknown) runs at the device's size-dependent rate
-  /// (DeviceType::matmulHalfRows).
+  /// (DeviceType::matmulHalfRows); that curve then stands for its memory
+  /// traffic too.
   double opSeconds(int rank, double flops, double bytes, OpClass cls,
                    double rows = 0) const;
 

@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""Whale-style heterogeneous scenarios: hardware-aware plan vs even split.
+
+    /usr/bin/python3 bench/hetero_balance.py --bin build/bin [--out DIR]
+
+A GPT-2 medium sized model (24 layers, hidden 1024, 16 heads, sequence
+1024, vocabulary 50304, batch 64; fp16 products, shapes only, written by
+gpt_mlir.py) on mixed clusters. For each scenario shoal-plan predicts the
+layout as annotated (even batch shares, the user's stage boundaries,
+Megatron's pipeline-major ranks) and its hardware-aware version (batch
+shares by speed, stage boundaries by speed, stages placed by memory), and
+prints both step times and the predicted speedup. Predictions only: the
+batch shares and shards are not yet compiled into plans (docs/Planner.md);
+stage boundaries and placements are.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CLUSTERS = {
+    "8 V100 + 8 T4": """version: 1
+nodes:
+  - {devices: {type: V100-32GB, count: 8}}
+  - {devices: {type: T4, count: 8}}
+links:
+  inter_node: {bandwidth_Gbps: 100, latency_us: 25, transport: tcp}
+""",
+    "8 V100 + 8 P100": """version: 1
+nodes:
+  - {devices: {type: V100-32GB, count: 8}}
+  - {devices: {type: P100, count: 8}}
+links:
+  inter_node: {bandwidth_Gbps: 100, latency_us: 25, transport: tcp}
+""",
+    "2 x 8 A100 + 2 x 8 V100": """version: 1
+nodes:
+  - {count: 2, devices: {type: A100-80GB, count: 8}}
+  - {count: 2, devices: {type: V100-16GB, count: 8}}
+links:
+  inter_node: {bandwidth_Gbps: 200, latency_us: 5, transport: rdma}
+""",
+}
+
+DP = """version: 1
+scopes:
+  - {replicate: 1, name: all, nodes: ["*"]}
+"""
+
+PP2 = """version: 1
+pipeline: {num_micro_batch: 8, schedule: 1f1b}
+scopes:
+  - {replicate: 1, name: s0, nodes: ["/wte/*", "/Add", "/h.[0-9]/*", "/h.1[01]/*"]}
+  - {replicate: 1, name: s1, nodes: ["/h.1[2-9]/*", "/h.2[0-3]/*", "/ln_f/*", "/lm_head/*"]}
+"""
+
+SPLIT8_PP2 = """version: 1
+pipeline: {num_micro_batch: 8, schedule: 1f1b}
+scopes:
+  - {split: 8, name: s0, nodes: ["/wte/*", "/Add", "/h.[0-9]/*", "/h.1[01]/*"]}
+  - {split: 8, name: s1, nodes: ["/h.1[2-9]/*", "/h.2[0-3]/*", "/ln_f/*", "/lm_head/*"]}
+"""
+
+SCENARIOS = [
+    ("data parallel", "8 V100 + 8 T4", DP, "forward"),
+    ("data parallel", "8 V100 + 8 T4", DP, "train"),
+    ("data parallel", "8 V100 + 8 P100", DP, "train"),
+    ("PP2 x DP8, 1F1B", "8 V100 + 8 T4", PP2, "train"),
+    ("PP2 x DP8, 1F1B", "2 x 8 A100 + 2 x 8 V100", PP2, "train"),
+    ("PP2 x TP8 x DP2, 1F1B", "2 x 8 A100 + 2 x 8 V100", SPLIT8_PP2, "train"),
+]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    work = args.out or tempfile.mkdtemp(prefix="shoal-hetero-")
+    os.makedirs(work, exist_ok=True)
+    mlir = os.path.join(work, "gpt_medium.mlir")
+    subprocess.run([sys.executable, os.path.join(HERE, "gpt_mlir.py"), "--layers", "24",
+                    "--hidden", "1024", "--heads", "16", "--seq", "1024",
+                    "--vocab", "50304", "--batch", "64", "--dtype", "f16", "-o", mlir],
+                   check=True, capture_output=True)
+    opt = os.path.join(args.bin, "shoal-opt")
+    print("| scenario | cluster | step | as annotated (ms) | hardware-aware (ms) "
+          "| speedup | hardware-aware layout |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for i, (name, cluster_name, spec_text, step) in enumerate(SCENARIOS):
+        cluster = os.path.join(work, "cluster%d.yaml" % i)
+        spec = os.path.join(work, "spec%d.yaml" % i)
+        with open(cluster, "w") as f:
+            f.write(CLUSTERS[cluster_name])
+        with open(spec, "w") as f:
+            f.write(spec_text)
+        res = subprocess.run([opt, mlir, "--shoal-annotate=spec=" + spec,
+                              "--shoal-plan=cluster=%s explain=true precision=fp16 step=%s"
+                              % (cluster, step), "-o", os.devnull],
+                             capture_output=True, text=True)
+        a = re.search(r"as annotated \((.*)\): ([0-9.]+) ms", res.stderr)
+        h = re.search(r"hardware-aware \((.*)\): ([0-9.]+) ms per step, ([0-9.]+)x", res.stderr)
+        if res.returncode != 0 or not a or not h:
+            print("| %s | %s | %s | failed: %s |" % (name, cluster_name, step,
+                                                     res.stderr.strip().splitlines()[0]))
+            continue
+        print("| %s | %s | %s | %.1f | %.1f | %.2fx | %s |"
+              % (name, cluster_name, step, float(a.group(2)), float(h.group(2)),
+                 float(h.group(3)), h.group(1)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
