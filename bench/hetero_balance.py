@@ -105,6 +105,12 @@ def main(argv=None):
                              capture_output=True, text=True)
         a = re.search(r"as annotated \((.*)\): ([0-9.]+) ms", res.stderr)
         h = re.search(r"hardware-aware \((.*)\): ([0-9.]+) ms per step, ([0-9.]+)x", res.stderr)
+        if res.returncode != 0 and a and "does not fit" in res.stderr:
+            need = re.search(r"needs (\S+ \S+) of (\S+ \S+)", res.stderr)
+            print("| %s | %s | %s | %.1f | refused: needs %s of %s | | |"
+                  % (name, cluster_name, step, float(a.group(2)),
+                     need.group(1) if need else "?", need.group(2) if need else "?"))
+            continue
         if res.returncode != 0 or not a or not h:
             print("| %s | %s | %s | failed: %s |" % (name, cluster_name, step,
                                                      res.stderr.strip().splitlines()[0]))
