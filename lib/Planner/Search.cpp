@@ -106,10 +106,9 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     } else if (op.tpSharded) {
       f /= devices; // the product's columns (or heads) are divided
     }
-    t.compute += cost.opSeconds(rank, op.flops * f, op.bytes * f,
-                                op.rows > 0 ? OpClass::MatMul
-                                            : OpClass::Elementwise,
-                                op.rows * rowsF);
+    t.compute += cost.opSeconds(
+        rank, op.flops * f, op.bytes * f,
+        op.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, op.rows * rowsF);
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0)
       t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
   }
@@ -126,8 +125,8 @@ int inFlightOf(const Layout &l, int k) {
     return 1;
   int f = std::min(m, p - k);
   if (l.schedule == "interleaved" && l.virtualStages > 1)
-    f = static_cast<int>(std::ceil(
-        f * (1.0 + double(p - 1) / (double(p) * l.virtualStages))));
+    f = static_cast<int>(
+        std::ceil(f * (1.0 + double(p - 1) / (double(p) * l.virtualStages))));
   return std::min(m, f);
 }
 
@@ -149,8 +148,8 @@ int Layout::worldSize() const {
 }
 
 std::string Layout::describe() const {
-  std::string s = fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(),
-                              microBatches);
+  std::string s =
+      fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(), microBatches);
   if (pp() > 1) {
     s += " " + schedule;
     if (virtualStages > 1)
@@ -303,8 +302,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
           std::max(l.dpSeconds, cost.allReduceSeconds(group, params * bpp));
     }
     // Memory on the replica with the largest share.
-    double frac = *std::max_element(shares.begin(), shares.end()) / m /
-                  profile.batch;
+    double frac =
+        *std::max_element(shares.begin(), shares.end()) / m / profile.batch;
     MemoryInputs in;
     in.parameters = params;
     in.bytesPerParam = bpp;
@@ -359,8 +358,8 @@ std::vector<double> prefixTimes(const Layout &l, const StagePlan &s,
   double frac = profile.stepBatch() / l.dp / l.microBatches / profile.batch;
   std::vector<double> prefix(n + 1, 0);
   for (int j = 0; j < n; ++j) {
-    RangeTime rt = rangeTime(profile, j, j + 1, split, 0, s.devices, frac,
-                             slow, ranks, cost, options.step);
+    RangeTime rt = rangeTime(profile, j, j + 1, split, 0, s.devices, frac, slow,
+                             ranks, cost, options.step);
     prefix[j + 1] = prefix[j] + rt.compute + rt.tp;
   }
   return prefix;
@@ -482,10 +481,10 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
     for (const StagePlan &s : even.stages) {
       std::vector<int> ranks = replicaRanks(s, i);
       double frac = batch / l.dp / l.microBatches / profile.batch;
-      RangeTime rt = rangeTime(profile, s.begin, s.end, s.split, s.begin,
-                               s.devices, frac,
-                               slowestRank(ranks, cluster, options.precision),
-                               ranks, cost, options.step);
+      RangeTime rt =
+          rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
+                    slowestRank(ranks, cluster, options.precision), ranks, cost,
+                    options.step);
       perSample[i] = std::max(perSample[i], rt.compute + rt.tp);
     }
   }
@@ -575,10 +574,10 @@ void shoal::planner::balance(Layout &l, const ModelProfile &profile,
   // be swapped).
   std::vector<std::pair<bool, std::vector<int>>> orders = {{false, {}}};
   int p = l.pp();
-  bool sameSize = std::all_of(l.stages.begin(), l.stages.end(),
-                              [&](const StagePlan &s) {
-                                return s.devices == l.stages[0].devices;
-                              });
+  bool sameSize =
+      std::all_of(l.stages.begin(), l.stages.end(), [&](const StagePlan &s) {
+        return s.devices == l.stages[0].devices;
+      });
   if (p > 1) {
     std::vector<int> order(p);
     std::iota(order.begin(), order.end(), 0);
@@ -613,9 +612,9 @@ void shoal::planner::balance(Layout &l, const ModelProfile &profile,
       balanceBoundaries(c, profile, cluster, cost, options);
     shareBatch(c, profile, cluster, cost, options);
     evaluate(c, profile, cluster, cost, options);
-    bool better = !have || (c.fits && !best.fits) ||
-                  (c.fits == best.fits &&
-                   c.stepSeconds < best.stepSeconds * (1 - 1e-9));
+    bool better =
+        !have || (c.fits && !best.fits) ||
+        (c.fits == best.fits && c.stepSeconds < best.stepSeconds * (1 - 1e-9));
     if (better) {
       best = std::move(c);
       have = true;
@@ -697,21 +696,21 @@ std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const Layout &a,
-                                              const Layout &b) {
-    if (a.fits != b.fits)
-      return a.fits;
-    if (a.stepSeconds != b.stepSeconds)
-      return a.stepSeconds < b.stepSeconds;
-    if (a.microBatches != b.microBatches)
-      return a.microBatches < b.microBatches; // simpler
-    double ma = 0, mb = 0;
-    for (auto &s : a.stages)
-      ma = std::max(ma, s.memoryBytes);
-    for (auto &s : b.stages)
-      mb = std::max(mb, s.memoryBytes);
-    return ma < mb;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Layout &a, const Layout &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     if (a.stepSeconds != b.stepSeconds)
+                       return a.stepSeconds < b.stepSeconds;
+                     if (a.microBatches != b.microBatches)
+                       return a.microBatches < b.microBatches; // simpler
+                     double ma = 0, mb = 0;
+                     for (auto &s : a.stages)
+                       ma = std::max(ma, s.memoryBytes);
+                     for (auto &s : b.stages)
+                       mb = std::max(mb, s.memoryBytes);
+                     return ma < mb;
+                   });
   return out;
 }
 
@@ -742,9 +741,8 @@ std::string reasons(const Layout &a, const Layout &b) {
                   {"tensor-parallel all-reduces", a.tpSeconds, b.tpSeconds},
                   {"stage-to-stage transfers", a.p2pSeconds, b.p2pSeconds},
                   {"gradient all-reduce", a.dpSeconds, b.dpSeconds}};
-  std::sort(std::begin(parts), std::end(parts), [](auto &x, auto &y) {
-    return (x.b - x.a) > (y.b - y.a);
-  });
+  std::sort(std::begin(parts), std::end(parts),
+            [](auto &x, auto &y) { return (x.b - x.a) > (y.b - y.a); });
   std::string s;
   for (const Part &p : parts) {
     double d = p.b - p.a;
@@ -785,21 +783,20 @@ std::string shoal::planner::explain(const std::vector<Layout> &ranked,
                               [](const Layout &l) { return l.fits; });
   out += fmt::format("planner: {} ({} devices); {} layouts, {} fit in memory\n",
                      devs, cluster.numDevices(), ranked.size(), fitting);
-  out += fmt::format("{:>3}  {:<52} {:>10} {:>12} {:>7} {:>22}\n", "#",
-                     "layout", "step (ms)", "TFLOP/s/dev", "bubble",
-                     "memory / capacity");
+  out +=
+      fmt::format("{:>3}  {:<52} {:>10} {:>12} {:>7} {:>22}\n", "#", "layout",
+                  "step (ms)", "TFLOP/s/dev", "bubble", "memory / capacity");
   int shown = 0;
   for (const Layout &l : ranked) {
     if (shown >= top)
       break;
     double cap = 0, mem = peakMemory(l, &cap);
     double tflops = l.flopsPerStep / l.stepSeconds / l.worldSize() / 1e12;
-    out += fmt::format(
-        "{:>3}  {:<52} {:>10.4g} {:>12.3g} {:>6.1f}% {:>22}{}\n", shown + 1,
-        l.describe(), l.stepSeconds * 1e3, tflops,
-        100 * l.bubbleSeconds / l.stepSeconds,
-        formatBytes(mem) + " / " + formatBytes(cap),
-        l.fits ? "" : "  does not fit");
+    out += fmt::format("{:>3}  {:<52} {:>10.4g} {:>12.3g} {:>6.1f}% {:>22}{}\n",
+                       shown + 1, l.describe(), l.stepSeconds * 1e3, tflops,
+                       100 * l.bubbleSeconds / l.stepSeconds,
+                       formatBytes(mem) + " / " + formatBytes(cap),
+                       l.fits ? "" : "  does not fit");
     ++shown;
   }
   if (ranked.empty() || !ranked.front().fits) {

@@ -179,13 +179,14 @@ struct FormTaskGraphsPass
              << " devices (the sum of its stages' device counts)";
     // shoal-plan may have placed the stages elsewhere (stage-major ranks).
     SmallVector<int64_t> groupStride(groups, total);
-    if (auto plan = func->getParentOfType<ModuleOp>()
-                        ->getAttrOfType<DictionaryAttr>("shoal.plan"))
+    if (auto plan =
+            func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+                "shoal.plan"))
       if (auto list = plan.getAs<ArrayAttr>("placements")) {
         if (static_cast<int64_t>(list.size()) != groups)
           return func.emitError()
-                 << "shoal.plan has " << list.size()
-                 << " placements for " << groups << " pipeline stages";
+                 << "shoal.plan has " << list.size() << " placements for "
+                 << groups << " pipeline stages";
         std::vector<char> used(world, 0);
         for (int64_t g = 0; g < groups; ++g) {
           auto p = dyn_cast<DenseI64ArrayAttr>(list[g]);

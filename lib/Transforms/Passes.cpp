@@ -60,11 +60,12 @@ void shoal::registerAllShoalPasses() {
   registerShoalPasses();
   PassPipelineRegistration<ParallelizePipelineOptions>(
       "shoal-parallelize",
-      "Annotate, plan for a cluster, form TaskGraphs, propagate shardings, insert bridges, "
+      "Annotate, plan for a cluster, form TaskGraphs, propagate shardings, "
+      "insert bridges, "
       "partition and schedule pipeline stages",
       [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
-        addParallelizePipeline(pm, ParallelizeOptions{o.spec, o.worldSize,
-                                                      o.fuse, o.cluster,
-                                                      o.explain});
+        addParallelizePipeline(pm,
+                               ParallelizeOptions{o.spec, o.worldSize, o.fuse,
+                                                  o.cluster, o.explain});
       });
 }

@@ -211,8 +211,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     options.virtualStages = virtualStages;
     options.microBatchSize = microBatchSize;
     if (matmulEfficiency <= 0 || matmulEfficiency > 1 ||
-        memoryEfficiency <= 0 || memoryEfficiency > 1 ||
-        linkEfficiency <= 0 || linkEfficiency > 1) {
+        memoryEfficiency <= 0 || memoryEfficiency > 1 || linkEfficiency <= 0 ||
+        linkEfficiency > 1) {
       module.emitError() << "shoal-plan: efficiencies must be in (0, 1]";
       return signalPassFailure();
     }
@@ -238,9 +238,9 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     if (ops.empty())
       return;
 
-    module->setAttr("shoal.world_size",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     world));
+    module->setAttr(
+        "shoal.world_size",
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), world));
     LogicalResult r =
         module->hasAttr(ShoalDialect::kScopesAttr)
             ? planAnnotated(module, ops, profile, cluster, cost, options)
@@ -258,8 +258,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     SmallVector<NamedAttribute> attrs;
     attrs.push_back(b.getNamedAttr("cluster", b.getStringAttr(clusterPath)));
     attrs.push_back(b.getNamedAttr("layout", b.getStringAttr(l.describe())));
-    attrs.push_back(b.getNamedAttr("step_ms", b.getF64FloatAttr(
-                                                  l.stepSeconds * 1e3)));
+    attrs.push_back(
+        b.getNamedAttr("step_ms", b.getF64FloatAttr(l.stepSeconds * 1e3)));
     SmallVector<Attribute> devices, placements, names;
     SmallVector<int64_t> opsPerStage, memory, capacity;
     for (auto [k, s] : llvm::enumerate(l.stages)) {
@@ -276,16 +276,14 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr("stage_ops", b.getDenseI64ArrayAttr(opsPerStage)));
     attrs.push_back(
         b.getNamedAttr("stage_memory_MiB", b.getDenseI64ArrayAttr(memory)));
-    attrs.push_back(b.getNamedAttr("stage_capacity_MiB",
-                                   b.getDenseI64ArrayAttr(capacity)));
+    attrs.push_back(
+        b.getNamedAttr("stage_capacity_MiB", b.getDenseI64ArrayAttr(capacity)));
     if (staged)
-      attrs.push_back(
-          b.getNamedAttr("placements", b.getArrayAttr(placements)));
+      attrs.push_back(b.getNamedAttr("placements", b.getArrayAttr(placements)));
     if (!l.batchShares.empty())
       attrs.push_back(b.getNamedAttr(
-          "batch_shares",
-          b.getDenseI64ArrayAttr(SmallVector<int64_t>(l.batchShares.begin(),
-                                                      l.batchShares.end()))));
+          "batch_shares", b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                              l.batchShares.begin(), l.batchShares.end()))));
     attrs.append(extra.begin(), extra.end());
     module->setAttr("shoal.plan", b.getDictionaryAttr(attrs));
   }
@@ -345,8 +343,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
             ShoalDialect::kVirtualStagesAttr))
       v = a.getInt();
     std::string schedule = "1f1b";
-    if (auto a = module->getAttrOfType<StringAttr>(
-            ShoalDialect::kScheduleKindAttr))
+    if (auto a =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kScheduleKindAttr))
       schedule = a.getValue().str();
     Strategy defaultStrategy = Strategy::replicate;
     if (auto d = module->getAttrOfType<StringAttr>(
@@ -413,13 +411,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         auto first = llvm::find(stageOf, static_cast<int>(k));
         auto last = std::find(stageOf.rbegin(), stageOf.rend(), int(k));
         if (first == stageOf.end())
-          return module.emitError()
-                 << "shoal-plan: scope '" << s.getName().getValue()
-                 << "' has no ops", failure();
+          return module.emitError() << "shoal-plan: scope '"
+                                    << s.getName().getValue() << "' has no ops",
+                 failure();
         st.begin = first - stageOf.begin();
         st.end = n - (last - stageOf.rbegin());
-        st.split.assign(st.end - st.begin,
-                        s.getStrategy() == Strategy::split);
+        st.split.assign(st.end - st.begin, s.getStrategy() == Strategy::split);
         l.stages.push_back(std::move(st));
         names.push_back(s.getName().getValue().str());
       }
@@ -433,8 +430,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       st.begin = 0;
       st.end = n;
       for (int i = 0; i < n; ++i) {
-        Strategy s = stageOf[i] < 0 ? defaultStrategy
-                                    : scopes[stageOf[i]].getStrategy();
+        Strategy s =
+            stageOf[i] < 0 ? defaultStrategy : scopes[stageOf[i]].getStrategy();
         st.split.push_back(s == Strategy::split);
       }
       l.stages.push_back(std::move(st));
@@ -470,9 +467,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
 
     Builder b(ctx);
     SmallVector<NamedAttribute> extra;
-    extra.push_back(b.getNamedAttr("as_annotated_ms", b.getF64FloatAttr(
-                                                          asIs.stepSeconds *
-                                                          1e3)));
+    extra.push_back(b.getNamedAttr("as_annotated_ms",
+                                   b.getF64FloatAttr(asIs.stepSeconds * 1e3)));
     // A split stage whose devices differ gets shards in proportion to
     // their speed (per mille of the split dimension).
     SmallVector<NamedAttribute> shards;
@@ -481,8 +477,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         continue;
       SmallVector<double> speed;
       for (int t = 0; t < s.devices; ++t)
-        speed.push_back(cluster.groupOf(s.offset + t)
-                            .device.peakFlops(options.precision));
+        speed.push_back(
+            cluster.groupOf(s.offset + t).device.peakFlops(options.precision));
       if (llvm::all_equal(speed))
         continue;
       double total = 0;
@@ -529,9 +525,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     pl::Layout best = ranked.front();
     MLIRContext *ctx = module.getContext();
     Builder b(ctx);
-    int p = best.pp(), v = best.schedule == "interleaved"
-                               ? best.virtualStages
-                               : 1;
+    int p = best.pp(),
+        v = best.schedule == "interleaved" ? best.virtualStages : 1;
     // Interleaved: p * v chunks in model order, chunk c on stage c % p.
     pl::Layout chunks = best;
     if (v > 1) {

@@ -273,8 +273,7 @@ TEST(Search, RanksLayoutsAndExplains) {
   for (const Layout &l : ranked)
     EXPECT_GE(l.stepSeconds, ranked.front().stepSeconds);
   std::string text = explain(ranked, c, 3);
-  EXPECT_NE(text.find("chosen: dp=2 tp=1 pp=1 m=1"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("chosen: dp=2 tp=1 pp=1 m=1"), std::string::npos) << text;
   EXPECT_NE(text.find("2 x CPU"), std::string::npos) << text;
 }
 

@@ -36,8 +36,8 @@ namespace planner {
 struct OpCost {
   double flops = 0, bytes = 0; ///< forward
   double rows = 0;             ///< a matrix product's rows (0: not one)
-  double params = 0;           ///< parameters of the weights it reads (each once)
-  double outBytes = 0;         ///< the activations it produces
+  double params = 0;   ///< parameters of the weights it reads (each once)
+  double outBytes = 0; ///< the activations it produces
   /// Under tensor parallelism its work divides over the group (Megatron's
   /// column- and row-parallel products and the ops between them).
   bool tpSharded = false;
