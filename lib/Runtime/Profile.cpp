@@ -59,36 +59,6 @@ bool isMatMulClass(OpKind k) {
          k == OpKind::Conv;
 }
 
-/// Gathers every rank's text on rank 0 of `world` (empty elsewhere).
-std::vector<std::string> gatherText(const std::string &mine, MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  if (mine.size() > static_cast<std::size_t>(INT_MAX))
-    throw Error("the profile is too large");
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(size), displs(size);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
-  std::string all;
-  if (rank == 0) {
-    int64_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = static_cast<int>(total);
-      total += lens[r];
-    }
-    if (total > INT_MAX)
-      throw Error(fmt::format("the profile is too large ({} bytes)", total));
-    all.resize(static_cast<std::size_t>(total));
-  }
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-              displs.data(), MPI_CHAR, 0, world);
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      out.push_back(all.substr(displs[r], lens[r]));
-  return out;
-}
-
 /// The node of every world rank: ranks sharing memory share a node,
 /// numbered in order of their lowest rank.
 std::vector<int> nodeOfRanks(MPI_Comm world) {
@@ -113,6 +83,37 @@ std::vector<int> nodeOfRanks(MPI_Comm world) {
 std::string number(double v) { return fmt::format("{:.9g}", v); }
 
 } // namespace
+
+std::vector<std::string> shoal::rt::gatherText(const std::string &mine,
+                                               MPI_Comm world,
+                                               const char *what) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  if (mine.size() > static_cast<std::size_t>(INT_MAX))
+    throw Error(fmt::format("the {} is too large", what));
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), displs(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::string all;
+  if (rank == 0) {
+    int64_t total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = static_cast<int>(total);
+      total += lens[r];
+    }
+    if (total > INT_MAX)
+      throw Error(fmt::format("the {} is too large ({} bytes)", what, total));
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+              displs.data(), MPI_CHAR, 0, world);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r)
+      out.push_back(all.substr(displs[r], lens[r]));
+  return out;
+}
 
 void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
                             MPI_Comm world) const {
@@ -179,7 +180,7 @@ void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
           ? ""
           : "\n      " +
                 fmt::format("{}", fmt::join(collectives, ",\n      ")));
-  std::vector<std::string> parts = gatherText(mine, world);
+  std::vector<std::string> parts = gatherText(mine, world, "profile");
 
   // Raw Send/Recv times: [send, transfer, micro-batch, step, rank, start,
   // end, bytes, number of peers, peers...] per record.

@@ -67,6 +67,11 @@ private:
 /// Median of `v` (0 when empty).
 double median(std::vector<double> v);
 
+/// Gathers every rank's text on rank 0 of `world` (empty elsewhere); `what`
+/// names it in the error when it is too large for MPI's int counts.
+std::vector<std::string> gatherText(const std::string &mine, MPI_Comm world,
+                                    const char *what);
+
 } // namespace rt
 } // namespace shoal
 

@@ -242,29 +242,14 @@ void writeTrace(const std::string &path, const LoadedPlan &plan,
   std::string mine = fmt::format("{}", fmt::join(parts, ",\n"));
   if (mine.size() > static_cast<std::size_t>(INT_MAX / 2))
     mine = parts.front();
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(size), displs(size);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
-  std::string all;
-  if (rank == 0) {
-    int64_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = static_cast<int>(total);
-      total += lens[r];
-    }
-    if (total > INT_MAX)
-      throw Error(fmt::format("the trace is too large ({} bytes)", total));
-    all.resize(static_cast<std::size_t>(total));
-  }
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-              displs.data(), MPI_CHAR, 0, world);
+  std::vector<std::string> all = gatherText(mine, world, "trace");
   if (rank != 0)
     return;
   std::string text = "{\"traceEvents\": [\n";
   for (int r = 0; r < size; ++r) {
     if (r)
       text += ",\n";
-    text += all.substr(displs[r], lens[r]);
+    text += all[r];
   }
   text += "\n],\n\"displayTimeUnit\": \"ms\"}\n";
   std::FILE *f = std::fopen(path.c_str(), "wb");
