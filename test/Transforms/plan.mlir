@@ -11,7 +11,7 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml explain=true top=3" 2>&1 | FileCheck %s --check-prefix=SEARCH
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHFORM
-// RUN: shoal-opt %inputs/mlp.mlir | FileCheck %s --check-prefix=NOCLUSTER
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-plan | FileCheck %s --check-prefix=NOCLUSTER
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFITSEARCH
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml world-size=8" 2>&1 | FileCheck %s --check-prefix=WORLD
@@ -101,6 +101,8 @@
 // SEARCHFORM-SAME: shoal.placement = array<i64: 16,
 
 // Without a cluster the pass does nothing.
+// NOCLUSTER-NOT: shoal.plan
+// NOCLUSTER: shoal.scopes
 // NOCLUSTER-NOT: shoal.plan
 
 // NOFIT: error: the plan does not fit in memory on '{{.*}}cluster_t4_small.yaml' (dp=1 tp=1 pp=2 m=4 1f1b pipeline-major):
