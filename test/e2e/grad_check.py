@@ -1,0 +1,461 @@
+#!/usr/bin/python3
+"""Per-op gradient checks of shoal's training plans (docs/Training.md).
+
+    /usr/bin/python3 test/e2e/grad_check.py --bin BUILD/bin --work DIR \
+        [--ops Add,MatMul,...] [--rtol 1e-4] [--identity-wrap]
+
+For every case (one ONNX node), a tiny ONNX model (opset 17) whose float
+operands are trainable initializers (float32), non-float operands (Gather's
+indices, Where's condition) graph inputs and static operands (Pow's exponent,
+Reshape's shape, ReduceSum's axes) Constant nodes; its output is `y`. It is
+compiled for one rank with
+
+    shoal-compile model.onnx --annotate test/e2e/spec_one_rank.yaml \
+        --world-size 1 --train train.yaml -o model.plan
+
+    train.yaml: loss {kind: mse, output: y, labels: target},
+                optimizer {kind: sgd, lr: 1.0, momentum: 0, weight_decay: 0,
+                           clip_norm: 0}
+
+and run for one step (`shoal-run --steps 1 --inputs DIR --save CKPT
+--outputs OUT`). With SGD at lr 1 the gradient is w_before - w_after, read
+from the checkpoint. It is compared with torch autograd in float64 on the
+same computation (loss = mean((y - target)^2)), max|g_shoal - g_torch| /
+max|g_torch| per weight <= --rtol (1e-4: g is recovered from a float32
+difference of weights of size ~1, whose rounding is ~1e-7 of them). The
+loss (out/loss.npy) is compared with torch's too. The torch reference is
+itself validated first: its forward against a numpy implementation of the
+ONNX op, and its gradient against central finite differences of that
+numpy forward in float64 (bound 1e-6).
+
+Cases whose op is in EXPECTED must pass; the others are tried and reported
+(supported or not) without failing the run. --identity-wrap passes every
+trainable initializer through an Identity node first (a diagnostic: shoal's
+importer folds nodes whose inputs are all small initializers; a training
+compile must not fold trainable weights away, and the default models check
+that).
+
+Exit status: 0 when every expected case passes, 1 otherwise, 2 usage error.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+from run_train_e2e import Failure, read_checkpoint  # noqa: E402
+
+ONE_RANK_SPEC = os.path.join(HERE, "spec_one_rank.yaml")
+TRAIN_YAML = """version: 1
+loss: {kind: mse, output: y, labels: target}
+optimizer: {kind: sgd, lr: 1.0, momentum: 0.0, weight_decay: 0.0, clip_norm: 0.0}
+"""
+
+# Ops whose gradient shoal must have (docs/Training.md, proto/plan.proto).
+EXPECTED = {
+    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
+    "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
+    "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
+}
+
+
+def erf_np(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+class Case:
+    """One node. operands: [(name, kind, array)], kind 'w' (trainable
+    initializer), 'in' (graph input, not differentiated) or 'const'
+    (Constant node). np_fn / torch_fn take {name: array / tensor}."""
+
+    def __init__(self, name, op, operands, np_fn, torch_fn, attrs=None, expected=None):
+        self.name, self.op, self.operands = name, op, operands
+        self.np_fn, self.torch_fn = np_fn, torch_fn
+        self.attrs = attrs or {}
+        self.expected = op in EXPECTED if expected is None else expected
+
+
+def cases(rng):
+    import torch
+
+    def u(shape, lo=-1.0, hi=1.0):
+        return rng.uniform(lo, hi, size=shape)
+
+    def n(shape):
+        return rng.normal(0.0, 1.0, size=shape)
+
+    def away_from_zero(shape, lo=0.2, hi=1.5):
+        return rng.uniform(lo, hi, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+
+    C = []
+    # Matrix products.
+    C.append(Case("MatMul", "MatMul", [("a", "w", n((2, 3, 4))), ("b", "w", n((4, 5)))],
+                  lambda v: v["a"] @ v["b"], lambda v: v["a"] @ v["b"]))
+    C.append(Case("MatMul_batched", "MatMul",
+                  [("a", "w", n((2, 3, 4))), ("b", "w", n((2, 4, 5)))],
+                  lambda v: v["a"] @ v["b"], lambda v: v["a"] @ v["b"]))
+    C.append(Case("Gemm_transB_bias", "Gemm",
+                  [("a", "w", n((3, 4))), ("b", "w", n((5, 4))), ("c", "w", n((5,)))],
+                  lambda v: v["a"] @ v["b"].T + v["c"],
+                  lambda v: v["a"] @ v["b"].T + v["c"], attrs={"transB": 1}))
+    C.append(Case("Gemm_alpha_beta_transA", "Gemm",
+                  [("a", "w", n((4, 3))), ("b", "w", n((4, 5))), ("c", "w", n((3, 5)))],
+                  lambda v: 0.5 * v["a"].T @ v["b"] + 2.0 * v["c"],
+                  lambda v: 0.5 * v["a"].T @ v["b"] + 2.0 * v["c"],
+                  attrs={"transA": 1, "alpha": 0.5, "beta": 2.0}, expected=False))
+    # Broadcasting binaries: the [4] operand's gradient sums over rows.
+    for op, f in (("Add", lambda a, b: a + b), ("Sub", lambda a, b: a - b),
+                  ("Mul", lambda a, b: a * b), ("Div", lambda a, b: a / b)):
+        bval = away_from_zero((4,), 1.0, 2.0) if op == "Div" else n((4,))
+        C.append(Case(op, op, [("a", "w", n((3, 4))), ("b", "w", bval)],
+                      (lambda f: lambda v: f(v["a"], v["b"]))(f),
+                      (lambda f: lambda v: f(v["a"], v["b"]))(f)))
+    C.append(Case("Mul_same_shape", "Mul", [("a", "w", n((3, 4))), ("b", "w", n((3, 4)))],
+                  lambda v: v["a"] * v["b"], lambda v: v["a"] * v["b"]))
+    C.append(Case("Pow", "Pow", [("x", "w", u((3, 4), 0.5, 1.5)),
+                                 ("e", "const", np.array(3.0))],
+                  lambda v: v["x"] ** 3.0, lambda v: v["x"] ** 3.0))
+    C.append(Case("Pow_half", "Pow", [("x", "w", u((3, 4), 0.5, 1.5)),
+                                      ("e", "const", np.array(0.5))],
+                  lambda v: v["x"] ** 0.5, lambda v: v["x"] ** 0.5))
+    # Unary.
+    C.append(Case("Sqrt", "Sqrt", [("x", "w", u((3, 4), 0.5, 2.0))],
+                  lambda v: np.sqrt(v["x"]), lambda v: torch.sqrt(v["x"])))
+    C.append(Case("Exp", "Exp", [("x", "w", n((3, 4)))],
+                  lambda v: np.exp(v["x"]), lambda v: torch.exp(v["x"])))
+    C.append(Case("Tanh", "Tanh", [("x", "w", n((3, 4)))],
+                  lambda v: np.tanh(v["x"]), lambda v: torch.tanh(v["x"])))
+    C.append(Case("Relu", "Relu", [("x", "w", away_from_zero((3, 4)))],
+                  lambda v: np.maximum(v["x"], 0), lambda v: torch.relu(v["x"])))
+    C.append(Case("Sigmoid", "Sigmoid", [("x", "w", n((3, 4)))],
+                  lambda v: 1 / (1 + np.exp(-v["x"])), lambda v: torch.sigmoid(v["x"])))
+    C.append(Case("Erf", "Erf", [("x", "w", n((3, 4)))],
+                  lambda v: erf_np(v["x"]), lambda v: torch.erf(v["x"])))
+    C.append(Case("Neg", "Neg", [("x", "w", n((3, 4)))],
+                  lambda v: -v["x"], lambda v: -v["x"]))
+    # Normalizations.
+    C.append(Case("Softmax", "Softmax", [("x", "w", n((2, 3, 5)))],
+                  lambda v: softmax_np(v["x"], -1), lambda v: torch.softmax(v["x"], -1),
+                  attrs={"axis": -1}))
+    C.append(Case("Softmax_axis1", "Softmax", [("x", "w", n((2, 3, 5)))],
+                  lambda v: softmax_np(v["x"], 1), lambda v: torch.softmax(v["x"], 1),
+                  attrs={"axis": 1}, expected=False))
+    C.append(Case("LayerNormalization", "LayerNormalization",
+                  [("x", "w", n((2, 3, 6))), ("scale", "w", u((6,), 0.5, 1.5)),
+                   ("bias", "w", n((6,)))],
+                  lambda v: layernorm_np(v["x"], v["scale"], v["bias"], 1e-5),
+                  lambda v: torch.nn.functional.layer_norm(v["x"], (6,), v["scale"], v["bias"], 1e-5),
+                  attrs={"axis": -1, "epsilon": 1e-5}))
+    # Data movement.
+    idx = np.array([[1, 3, 1], [6, 0, 3]], dtype=np.int64)  # repeats: scatter-add
+    C.append(Case("Gather", "Gather", [("data", "w", n((7, 4))), ("indices", "in", idx)],
+                  lambda v: np.take(v["data"], v["indices"], axis=0),
+                  lambda v: v["data"][v["indices"]], attrs={"axis": 0}))
+    C.append(Case("Reshape", "Reshape", [("x", "w", n((2, 3, 4))),
+                                         ("shape", "const", np.array([3, 8], dtype=np.int64))],
+                  lambda v: v["x"].reshape(3, 8), lambda v: v["x"].reshape(3, 8)))
+    C.append(Case("Transpose", "Transpose", [("x", "w", n((2, 3, 4)))],
+                  lambda v: np.transpose(v["x"], (2, 0, 1)), lambda v: v["x"].permute(2, 0, 1),
+                  attrs={"perm": [2, 0, 1]}))
+    # Reductions (opset 17: ReduceSum's axes are an input, ReduceMean's an
+    # attribute).
+    C.append(Case("ReduceSum", "ReduceSum", [("x", "w", n((2, 3, 4))),
+                                             ("axes", "const", np.array([1], dtype=np.int64))],
+                  lambda v: v["x"].sum(axis=1), lambda v: v["x"].sum(dim=1),
+                  attrs={"keepdims": 0}))
+    C.append(Case("ReduceMean", "ReduceMean", [("x", "w", n((2, 3, 4)))],
+                  lambda v: v["x"].mean(axis=-1, keepdims=True),
+                  lambda v: v["x"].mean(dim=-1, keepdim=True),
+                  attrs={"axes": [-1], "keepdims": 1}))
+    cond = np.array(rng.integers(0, 2, size=(3, 4)), dtype=bool)
+    C.append(Case("Where", "Where", [("cond", "in", cond), ("x", "w", n((3, 4))),
+                                     ("y_", "w", n((4,)))],
+                  lambda v: np.where(v["cond"], v["x"], v["y_"]),
+                  lambda v: torch.where(v["cond"], v["x"], v["y_"])))
+    # Importable ops outside the expected list (reported, not required).
+    C.append(Case("Log", "Log", [("x", "w", u((3, 4), 0.5, 2.0))],
+                  lambda v: np.log(v["x"]), lambda v: torch.log(v["x"])))
+    C.append(Case("Reciprocal", "Reciprocal", [("x", "w", away_from_zero((3, 4), 0.5, 2.0))],
+                  lambda v: 1 / v["x"], lambda v: 1 / v["x"]))
+    C.append(Case("Abs", "Abs", [("x", "w", away_from_zero((3, 4)))],
+                  lambda v: np.abs(v["x"]), lambda v: torch.abs(v["x"])))
+    C.append(Case("Sin", "Sin", [("x", "w", n((3, 4)))],
+                  lambda v: np.sin(v["x"]), lambda v: torch.sin(v["x"])))
+    C.append(Case("Cos", "Cos", [("x", "w", n((3, 4)))],
+                  lambda v: np.cos(v["x"]), lambda v: torch.cos(v["x"])))
+    return C
+
+
+def softmax_np(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def layernorm_np(x, scale, bias, eps):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+# ---------------------------------------------------------------------------
+
+def build_onnx(case, path, identity_wrap):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes, inits, inputs = [], [], []
+    node_inputs = []
+    for name, kind, arr in case.operands:
+        if kind == "w":
+            inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
+            if identity_wrap:
+                nodes.append(helper.make_node("Identity", [name], [name + "_id"],
+                                              name="/%s_identity" % name))
+                node_inputs.append(name + "_id")
+            else:
+                node_inputs.append(name)
+        elif kind == "in":
+            elem = {np.dtype(np.int64): TensorProto.INT64,
+                    np.dtype(bool): TensorProto.BOOL}[arr.dtype]
+            inputs.append(helper.make_tensor_value_info(name, elem, list(arr.shape)))
+            node_inputs.append(name)
+        else:  # const
+            a = arr.astype(np.float32) if arr.dtype.kind == "f" else arr
+            nodes.append(helper.make_node("Constant", [], [name], name="/" + name,
+                                          value=numpy_helper.from_array(a, name)))
+            node_inputs.append(name)
+    y = case.np_fn(np_values(case))
+    nodes.append(helper.make_node(case.op, node_inputs, ["y"], name="/op/" + case.op,
+                                  **case.attrs))
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))
+    graph = helper.make_graph(nodes, "grad_" + case.name, inputs, [out], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="shoal-grad-check")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return y.shape
+
+
+def np_values(case):
+    """Operands as the model stores them (float32-rounded), in float64."""
+    v = {}
+    for name, kind, arr in case.operands:
+        v[name] = arr.astype(np.float32).astype(np.float64) if arr.dtype.kind == "f" else arr
+    return v
+
+
+def torch_reference(case, target):
+    """(loss, {weight: grad}) in float64 by autograd."""
+    import torch
+    vals = np_values(case)
+    tv = {}
+    for name, kind, _ in case.operands:
+        t = torch.from_numpy(np.array(vals[name]))
+        if kind == "w":
+            t = t.double().requires_grad_(True)
+        tv[name] = t
+    y = case.torch_fn(tv)
+    loss = ((y - torch.from_numpy(target.astype(np.float64))) ** 2).mean()
+    loss.backward()
+    return float(loss), {n: tv[n].grad.numpy().copy() for n, k, _ in case.operands if k == "w"}, \
+        y.detach().numpy()
+
+
+def finite_differences(case, target, h=1e-6):
+    """Central differences of the numpy forward's mse loss, float64."""
+    base = np_values(case)
+    grads = {}
+    for name, kind, _ in case.operands:
+        if kind != "w":
+            continue
+        w = base[name]
+        g = np.zeros_like(w)
+        for i in np.ndindex(w.shape):
+            step = h * max(1.0, abs(w[i]))
+            vals = dict(base)
+            wp = w.copy()
+            wp[i] += step
+            vals[name] = wp
+            lp = np.mean((case.np_fn(vals) - target) ** 2)
+            wm = w.copy()
+            wm[i] -= step
+            vals[name] = wm
+            lm = np.mean((case.np_fn(vals) - target) ** 2)
+            g[i] = (lp - lm) / (2 * step)
+        grads[name] = g
+    return grads
+
+
+def rel(a, b):
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - b))) / max(float(np.max(np.abs(b))), 1e-30) \
+        if b.size else 0.0
+
+
+def run_case(case, args, tools, rng):
+    """Returns (status, detail, max error): status in pass / fail /
+    unsupported / reference-bad."""
+    d = os.path.join(args.work, case.name)
+    os.makedirs(d)
+    model = os.path.join(d, "model.onnx")
+    yshape = build_onnx(case, model, args.identity_wrap)
+    target = rng.normal(0.0, 2.0, size=yshape)
+    target32 = target.astype(np.float32)
+    target = target32.astype(np.float64)
+
+    # The torch reference, checked against the numpy op and finite
+    # differences.
+    loss_t, g_t, y_t = torch_reference(case, target)
+    y_np = case.np_fn(np_values(case))
+    ferr = rel(y_t, y_np)
+    g_fd = finite_differences(case, target)
+    fd_err = max(rel(g_t[n], g_fd[n]) for n in g_t)
+    if ferr > 1e-12 or fd_err > 1e-6:
+        return "reference-bad", "torch forward vs numpy %.1e, autograd vs finite " \
+            "differences %.1e" % (ferr, fd_err), None
+
+    inputs = os.path.join(d, "inputs")
+    os.makedirs(inputs)
+    np.save(os.path.join(inputs, "target.npy"), target32)
+    for name, kind, arr in case.operands:
+        if kind == "in":
+            np.save(os.path.join(inputs, name + ".npy"), arr)
+    cfg = os.path.join(d, "train.yaml")
+    with open(cfg, "w") as f:
+        f.write(TRAIN_YAML)
+    plan = os.path.join(d, "model.plan")
+    res = common.run_cmd([tools[0], model, "--annotate", ONE_RANK_SPEC, "--world-size", 1,
+                          "--train", cfg, "-o", plan], check=False, timeout=args.timeout,
+                         echo=args.verbose)
+    if res.returncode != 0:
+        msg = (res.stderr.strip().splitlines() or ["(no stderr)"])
+        return "unsupported", "shoal-compile %s: %s" % (
+            common.describe_returncode(res.returncode), " | ".join(msg[-3:])), None
+    ckpt, out = os.path.join(d, "ckpt"), os.path.join(d, "out")
+    res = common.run_cmd([tools[1], plan, "--steps", 1, "--inputs", inputs, "--save", ckpt,
+                          "--outputs", out], check=False, timeout=args.timeout,
+                         echo=args.verbose)
+    if res.returncode != 0:
+        msg = (res.stderr.strip().splitlines() or ["(no stderr)"])
+        return "fail", "shoal-run %s: %s" % (common.describe_returncode(res.returncode),
+                                             " | ".join(msg[-3:])), None
+    try:
+        _, t = read_checkpoint(ckpt, 1, 1)
+    except Failure as e:
+        return "fail", str(e).replace("\n", " | "), None
+    errs = []
+    problems = []
+    for name, kind, arr in case.operands:
+        if kind != "w":
+            continue
+        if name not in t:
+            problems.append("weight %s not in the checkpoint (not trained; folded to a "
+                            "constant?) - it has %s" % (name, sorted(t)))
+            continue
+        w0 = arr.astype(np.float32).astype(np.float64)
+        w1 = t[name].astype(np.float64)
+        if w1.shape != w0.shape:
+            problems.append("%s: checkpoint shape %s, expected %s"
+                            % (name, list(w1.shape), list(w0.shape)))
+            continue
+        g = w0 - w1
+        e = rel(g, g_t[name])
+        errs.append(e)
+        if not e <= args.rtol:
+            k = np.unravel_index(np.argmax(np.abs(g - g_t[name])), g.shape)
+            problems.append("d%s: error %.3e > %.0e (worst at %s: shoal %.6g, torch %.6g)"
+                            % (name, e, args.rtol, list(k), g[k], g_t[name][k]))
+    lp = os.path.join(out, "loss.npy")
+    if os.path.isfile(lp):
+        lerr = abs(float(np.load(lp)) - loss_t) / max(abs(loss_t), 1e-30)
+        errs.append(lerr)
+        if not lerr <= args.rtol:
+            problems.append("loss %.6g vs torch %.6g (error %.3e)"
+                            % (float(np.load(lp)), loss_t, lerr))
+    else:
+        problems.append("no loss.npy in --outputs")
+    worst = max(errs) if errs else None
+    if problems:
+        return "fail", "; ".join(problems), worst
+    return "pass", "grads of %s" % ", ".join(n for n, k, _ in case.operands if k == "w"), worst
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="shoal per-op gradient checks")
+    ap.add_argument("--bin", required=True, help="BUILD/bin with shoal-compile and shoal-run")
+    ap.add_argument("--work", required=True, help="work folder (emptied first)")
+    ap.add_argument("--ops", default=None,
+                    help="comma-separated case names or op types (default: all)")
+    ap.add_argument("--rtol", type=float, default=1e-4,
+                    help="bound on the gradients' relative error (default %(default)g)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--identity-wrap", action="store_true",
+                    help="route trainable initializers through Identity nodes")
+    ap.add_argument("--verbose", action="store_true", help="echo the commands")
+    args = ap.parse_args(argv)
+    args.work = os.path.abspath(args.work)
+
+    try:
+        tools = (common.find_tool(args.bin, "shoal-compile"), common.find_tool(args.bin, "shoal-run"))
+    except common.CommandError as e:
+        print("FAIL: %s" % e)
+        return 1
+    if os.path.isdir(args.work):
+        shutil.rmtree(args.work)
+    os.makedirs(args.work)
+    rng = np.random.default_rng(args.seed)
+    all_cases = cases(rng)
+    if args.ops:
+        want = set(args.ops.split(","))
+        all_cases = [c for c in all_cases if c.name in want or c.op in want]
+        if not all_cases:
+            ap.error("no case matches --ops %s" % args.ops)
+
+    rows = []
+    for c in all_cases:
+        crng = np.random.default_rng([args.seed, sum(map(ord, c.name))])
+        try:
+            st, detail, err = run_case(c, args, tools, crng)
+        except common.CommandError as e:
+            st, detail, err = "fail", str(e).splitlines()[0], None
+        rows.append((c, st, detail, err))
+        print("%-24s %-18s %-11s %10s  %s" % (c.name, c.op, st.upper(),
+                                            "%.2e" % err if err is not None else "-", detail),
+              flush=True)
+
+    bad = [(c, st, d) for c, st, d, _ in rows if c.expected and st != "pass"]
+    extra_ok = [c.name for c, st, _, _ in rows if not c.expected and st == "pass"]
+    extra_no = [(c.name, st) for c, st, _, _ in rows if not c.expected and st != "pass"]
+    print()
+    print("expected ops: %d cases, %d pass" % (sum(1 for r in rows if r[0].expected),
+                                               sum(1 for r in rows if r[0].expected and r[1] == "pass")))
+    if extra_ok:
+        print("other cases that pass: %s" % ", ".join(extra_ok))
+    if extra_no:
+        print("other cases not working (not required): %s"
+              % ", ".join("%s (%s)" % x for x in extra_no))
+    unsup = [c.name for c, st, _ in bad if st == "unsupported"]
+    if unsup:
+        print("EXPECTED BUT UNSUPPORTED by shoal-compile --train: %s" % ", ".join(unsup))
+    for c, st, d in bad:
+        print("FAIL %s (%s): %s: %s" % (c.name, c.op, st, d))
+    summary = {"pass": [c.name for c, st, _, _ in rows if st == "pass"],
+               "fail": [c.name for c, st, _, _ in rows if st != "pass"]}
+    with open(os.path.join(args.work, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print("PASS: grad check" if not bad else "FAIL: grad check (%d expected case(s))" % len(bad))
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,644 @@
+#!/usr/bin/python3
+"""End-to-end training test of shoal on the GPT example (docs/Training.md).
+
+    /usr/bin/python3 test/e2e/run_train_e2e.py --bin BUILD/bin \
+        --spec NAME.yaml --world-size N --work DIR [--steps K] [mode]
+
+Default mode (layout test):
+  (a) generate the GPT (examples/gpt/make_model.py) into DIR; random labels
+      DIR/inputs/labels.npy next to the example's input_ids.npy;
+  (b) one-rank training plan (test/e2e/spec_one_rank.yaml) and an N-rank one
+      under SPEC, both `shoal-compile ... --train CONFIG`;
+  (c) `shoal-run PLAN --steps K --inputs DIR/inputs --save CKPT` for each
+      (the N-rank one under mpirun);
+  (d) PyTorch: examples/gpt/train_reference.py, K steps from the same
+      weights (read from model.onnx) with the same config;
+  (e) assemble every weight and optimizer state from each checkpoint
+      (manifest.json + shard files at their offsets; every element must be
+      covered once, overlapping shards must agree) and compare:
+        N-rank vs one-rank, N-rank vs PyTorch, one-rank vs PyTorch.
+      Weights: max|a - b| / max(max|b|, 1e-12) per tensor <= --rtol (1e-5).
+      Optimizer state (adam.m = EMA of the clipped gradient, sqrt(adam.v),
+      sgd.momentum): max|a - b| / max(max|b|, 1e-3 * M) <= --state-rtol
+      (1e-4), M the largest |b| of that kind over all tensors (a floor for
+      the attention key biases, whose gradient is zero in exact arithmetic
+      and so only rounding noise). With Adam the weights alone barely see the
+      gradient's scale (m / sqrt(v) is scale-free), so the state is the
+      gradient check. Also the loss of every step (progress lines) and the
+      last step's loss.npy against PyTorch's at --rtol.
+
+--loss-drop FACTOR (use --steps 100 and a config with a real learning rate):
+  train the N-rank plan on a fixed synthetic task (next token of a
+  repeating 12-token pattern; DIR/tokens.npy [64, T+1] with --data) and
+  require final loss <= initial loss / FACTOR (step 1's loss vs the last
+  step's loss.npy). PyTorch's curve on the same data is printed alongside.
+
+--resume-check: under the N-rank plan with --data, 2K straight steps vs K
+  steps + --save, then --resume + K steps (K = --steps, 10 by default here):
+  every tensor of the two final checkpoints must be bit-identical, and the
+  losses of the last K steps equal.
+
+--reshard SPEC2 --world-size2 M: K steps under SPEC on N ranks (--data),
+  save; resume that checkpoint for 1 more step under SPEC (layout A) and
+  under SPEC2 on M ranks (layout B); compare B vs A, and both vs PyTorch's
+  K+1 steps, as in the default mode.
+
+Exit status: 0 pass, 1 fail, 2 usage error.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import common  # noqa: E402
+
+REFERENCE = os.path.join(REPO, "examples", "gpt", "train_reference.py")
+ONE_RANK_SPEC = os.path.join(HERE, "spec_one_rank.yaml")
+DEFAULT_CONFIG = os.path.join(HERE, "train_adamw.yaml")
+STATE_FLOOR = 1e-3
+
+
+class Failure(Exception):
+    """A check failed; the message says which and why."""
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints (docs/Training.md)
+
+def checkpoint_dir(ckpt):
+    """DIR/<latest> of a checkpoint folder."""
+    latest = os.path.join(ckpt, "latest")
+    if not os.path.isfile(latest):
+        raise Failure("checkpoint %s has no `latest` file (contents: %s)"
+                      % (ckpt, sorted(os.listdir(ckpt)) if os.path.isdir(ckpt) else "missing"))
+    with open(latest) as f:
+        name = f.read().strip()
+    step = os.path.join(ckpt, name)
+    if not name or not os.path.isdir(step):
+        raise Failure("checkpoint %s: latest names %r, which is not a folder" % (ckpt, name))
+    return step
+
+
+def read_checkpoint(ckpt, expect_step=None, expect_world=None):
+    """Assemble every tensor of the newest checkpoint in `ckpt`.
+
+    Returns (manifest, {name: array}). Raises Failure on a malformed
+    manifest, a shard outside the global shape, a shard of the wrong dtype,
+    overlapping shards that disagree, or elements no shard covers."""
+    step_dir = checkpoint_dir(ckpt)
+    mpath = os.path.join(step_dir, "manifest.json")
+    try:
+        with open(mpath) as f:
+            man = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Failure("cannot read %s: %s" % (mpath, e))
+    if man.get("format") != "shoal.checkpoint" or man.get("version") != 1:
+        raise Failure("%s: format %r version %r, expected shoal.checkpoint 1"
+                      % (mpath, man.get("format"), man.get("version")))
+    if expect_step is not None and man.get("step") != expect_step:
+        raise Failure("%s: step %r, expected %d" % (mpath, man.get("step"), expect_step))
+    if expect_world is not None and man.get("world_size") != expect_world:
+        raise Failure("%s: world_size %r, expected %d"
+                      % (mpath, man.get("world_size"), expect_world))
+    if os.path.basename(step_dir) != "step-%08d" % man.get("step", -1):
+        raise Failure("%s: folder name does not match step %r" % (step_dir, man.get("step")))
+    tensors = {}
+    problems = []
+    for name, t in sorted((man.get("tensors") or {}).items()):
+        shape = tuple(int(d) for d in t.get("shape", []))
+        dtype = np.dtype(t.get("dtype", "float32"))
+        full = np.zeros(shape, dtype=dtype)
+        count = np.zeros(shape, dtype=np.int32)
+        if not t.get("shards"):
+            problems.append("%s: no shards" % name)
+            continue
+        for sh in t["shards"]:
+            path = os.path.join(step_dir, sh["file"])
+            try:
+                a = np.load(path, allow_pickle=False)
+            except Exception as e:
+                problems.append("%s: cannot read shard %s: %s" % (name, sh["file"], e))
+                continue
+            off = tuple(int(o) for o in sh.get("offset", [0] * len(shape)))
+            if a.dtype != dtype:
+                problems.append("%s: shard %s has dtype %s, manifest %s"
+                                % (name, sh["file"], a.dtype, dtype))
+            if a.ndim != len(shape) or len(off) != len(shape) or any(
+                    o < 0 or o + n > d for o, n, d in zip(off, a.shape, shape)):
+                problems.append("%s: shard %s %s at offset %s outside %s"
+                                % (name, sh["file"], list(a.shape), list(off), list(shape)))
+                continue
+            sl = tuple(slice(o, o + n) for o, n in zip(off, a.shape))
+            seen = count[sl] > 0
+            if seen.any() and not np.array_equal(full[sl][seen], a[seen]):
+                problems.append("%s: shard %s overlaps another with different values"
+                                % (name, sh["file"]))
+            full[sl] = a
+            count[sl] += 1
+        if (count == 0).any():
+            problems.append("%s: %d of %d elements in no shard"
+                            % (name, int((count == 0).sum()), count.size))
+        tensors[name] = full
+    if problems:
+        raise Failure("checkpoint %s:\n  %s" % (step_dir, "\n  ".join(problems)))
+    return man, tensors
+
+
+def read_reference(folder):
+    """({weight name: array}, {state name: array}, index) of train_reference.py."""
+    with open(os.path.join(folder, "index.json")) as f:
+        idx = json.load(f)
+    w = {n: np.load(os.path.join(folder, "weights", f)) for n, f in idx["weights"].items()}
+    s = {n: np.load(os.path.join(folder, "state", f)) for n, f in idx["state"].items()}
+    return w, s, idx
+
+
+# ---------------------------------------------------------------------------
+# Comparison
+
+def state_kind(name):
+    return name.split("/", 1)[0] + "/" if "/" in name else ""
+
+
+def state_view(name, a):
+    """sqrt(adam.v) (the gradient's scale); others as they are."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.sqrt(np.maximum(a, 0)) if name.startswith("adam.v/") else a
+
+
+def compare_sets(label, actual, expected, names, rtol, state=False):
+    """Rows (label, name, err, problem) for names in both sets."""
+    rows = []
+    floors = {}
+    if state:
+        for n in names:
+            if n in expected:
+                k = state_kind(n)
+                m = float(np.max(np.abs(state_view(n, expected[n])))) if expected[n].size else 0.0
+                floors[k] = max(floors.get(k, 0.0), m)
+    for n in names:
+        if n not in actual or n not in expected:
+            rows.append((label, n, None, "missing in %s" % (
+                "actual" if n not in actual else "expected")))
+            continue
+        a, b = actual[n], expected[n]
+        if a.shape != b.shape:
+            rows.append((label, n, None, "shape %s != %s" % (list(a.shape), list(b.shape))))
+            continue
+        if not np.isfinite(a).all():
+            rows.append((label, n, None, "NaN/Inf in actual"))
+            continue
+        if state:
+            av, bv = state_view(n, a), state_view(n, b)
+            denom = max(float(np.max(np.abs(bv))) if bv.size else 0.0,
+                        STATE_FLOOR * floors.get(state_kind(n), 0.0), 1e-30)
+            err = float(np.max(np.abs(av - bv))) / denom if av.size else 0.0
+        else:
+            err = common.rel_error(a, b)
+        rows.append((label, n, err, None if err <= rtol else "error %.3e > %.1e" % (err, rtol)))
+    return rows
+
+
+def print_worst(rows, rtol, show):
+    """Per comparison: a summary line, the `show` worst tensors and every
+    failing one. Returns True when every row passed."""
+    ok = True
+    labels = []
+    for r in rows:
+        if r[0] not in labels:
+            labels.append(r[0])
+    w1 = max([len("tensor")] + [len(r[1]) for r in rows])
+    for label in labels:
+        rs = [r for r in rows if r[0] == label]
+        bad = [r for r in rs if r[3] is not None]
+        ok = ok and not bad
+        errs = [r for r in rs if r[2] is not None]
+        worst = sorted(errs, key=lambda r: -r[2])
+        top = worst[0] if worst else None
+        print("%s: %d tensors, max error %s%s, %s" % (
+            label, len(rs), "%.3e" % top[2] if top else "-",
+            " (%s)" % top[1] if top else "", "ok" if not bad else "%d FAIL" % len(bad)))
+        shown = worst[:show] + [r for r in bad if r not in worst[:show]]
+        for _, name, err, problem in shown:
+            print("    %-*s  %12s  %s" % (w1, name, "%.3e" % err if err is not None else "-",
+                                         "ok" if problem is None else "FAIL: " + problem))
+    sys.stdout.flush()
+    return ok
+
+
+STEP_RE = re.compile(r"^step\s+(\d+)/(\d+)\s+loss\s+(\S+)", re.M)
+
+
+def step_losses(stdout):
+    """[(step, loss)] from shoal-run's progress lines."""
+    out = []
+    for m in STEP_RE.finditer(stdout):
+        try:
+            out.append((int(m.group(1)), float(m.group(3))))
+        except ValueError:
+            out.append((int(m.group(1)), float("nan")))
+    return out
+
+
+def compare_losses(label, got, ref, rtol):
+    """got: [(step, loss)] of the run's last len(got) steps; ref: PyTorch's
+    losses of the same steps. Returns rows."""
+    rows = []
+    if len(got) != len(ref):
+        return [(label, "losses", None, "%d progress lines, expected %d"
+                 % (len(got), len(ref)))]
+    for (s, a), b in zip(got, ref):
+        err = abs(a - b) / max(abs(b), 1e-12)
+        rows.append((label, "loss step %d" % s, err,
+                     None if err <= rtol else "%.6f vs %.6f: error %.3e > %.1e"
+                     % (a, b, err, rtol)))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Runs
+
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.compile = common.find_tool(args.bin, "shoal-compile")
+        self.run = common.find_tool(args.bin, "shoal-run")
+        if shutil.which(args.mpirun) is None:
+            raise common.CommandError("mpirun not found: %s" % args.mpirun)
+        self.work = os.path.abspath(args.work)
+        self.model = os.path.join(self.work, "model.onnx")
+        self.inputs = os.path.join(self.work, "inputs")
+        self.config = args.config
+
+    def compile_plan(self, spec, world, out):
+        common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
+                        "--train", self.config, "-o", out], timeout=self.args.timeout)
+        print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
+        return out
+
+    def train(self, plan, world, steps, save, data=None, resume=None, outputs=None):
+        """shoal-run the training plan; returns its stdout."""
+        argv = [self.run, plan, "--steps", steps, "--save", save]
+        argv += ["--data", data] if data else ["--inputs", self.inputs]
+        if resume:
+            argv += ["--resume", resume]
+        if outputs:
+            argv += ["--outputs", outputs]
+        if world > 1:
+            argv = common.mpirun_cmd(self.args.mpirun, world, argv)
+        res = common.run_cmd(argv, env_extra=common.MPI_ENV if world > 1 else None,
+                             timeout=self.args.timeout)
+        lines = res.stdout.splitlines()
+        if len(lines) > 14:
+            lines = lines[:6] + ["  ... (%d lines)" % (len(lines) - 12)] + lines[-6:]
+        for ln in lines:
+            print("  | " + ln)
+        if res.stderr.strip():
+            for ln in res.stderr.strip().splitlines()[-8:]:
+                print("  ! " + ln)
+        print("  (%.1f s)" % res.elapsed)
+        return res.stdout
+
+    def reference(self, steps, out, data=None):
+        argv = [common.PYTHON, REFERENCE, "--model", self.model, "--config", self.config,
+                "--steps", steps, "--out", out, "--seed", self.args.seed, "--quiet"]
+        argv += ["--data", data] if data else ["--inputs", self.inputs]
+        res = common.run_cmd(argv, timeout=self.args.timeout)
+        sys.stdout.write(res.stdout)
+        return read_reference(out)
+
+
+def trained_names(ref_w, ref_s, ckpts):
+    """Names compared: PyTorch's trained weights and optimizer state. Fails
+    when a checkpoint lacks one; reports extra names."""
+    for label, (man, t) in ckpts.items():
+        missing = sorted(set(ref_w) - set(t))
+        if missing:
+            raise Failure("%s checkpoint lacks trained weights %s (it has %s)"
+                          % (label, missing, sorted(t)))
+        extra = sorted(set(t) - set(ref_w) - set(ref_s))
+        if extra:
+            print("note: %s checkpoint also holds %s" % (label, extra))
+        missing_s = sorted(set(ref_s) - set(t))
+        if missing_s:
+            print("note: %s checkpoint lacks optimizer state %s" % (label, missing_s[:6]
+                                                                   + (["..."] if len(missing_s) > 6 else [])))
+    return sorted(ref_w), sorted(ref_s)
+
+
+def onnx_initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def compare_ckpts(label_pairs, ref, rtol, state_rtol, initial):
+    """label_pairs: [(label, tensors_a, tensors_b)] with tensors_b=None for
+    PyTorch. Returns rows."""
+    ref_w, ref_s = ref
+    rows = []
+    wn, sn = sorted(ref_w), sorted(ref_s)
+    for label, a, b in label_pairs:
+        bw = ref_w if b is None else b
+        bs = ref_s if b is None else b
+        rows += compare_sets(label + " (weights)", a, bw, wn, rtol)
+        if sn:
+            present = [n for n in sn if n in a and n in bs]
+            if present:
+                rows += compare_sets(label + " (optimizer state)", a, bs, present,
+                                     state_rtol, state=True)
+    for label, a, _ in label_pairs:
+        frozen = {n: v for n, v in a.items() if n in initial and n not in ref_w}
+        for n, v in frozen.items():
+            same = v.shape == initial[n].shape and np.array_equal(v, initial[n])
+            if not same:
+                rows.append((label, n, None, "frozen initializer changed"))
+    return rows
+
+
+def write_labels(ctx):
+    ids = np.load(os.path.join(ctx.inputs, "input_ids.npy"))
+    vocab = onnx_initializers(ctx.model)["wte.weight"].shape[0]
+    rng = np.random.default_rng(ctx.args.seed + 1)
+    labels = rng.integers(0, vocab, size=ids.shape, dtype=np.int64)
+    np.save(os.path.join(ctx.inputs, "labels.npy"), labels)
+    print("labels: %s %s (random, seed %d)" % (os.path.join(ctx.inputs, "labels.npy"),
+                                               list(labels.shape), ctx.args.seed + 1))
+
+
+def write_tokens(ctx, path, rows=64, period=12, seed=7):
+    """Next token of a repeating pattern of `period` distinct tokens, each
+    row starting at a random phase: [rows, T+1] int64."""
+    T = np.load(os.path.join(ctx.inputs, "input_ids.npy")).shape[1]
+    rng = np.random.default_rng(seed)
+    pat = rng.choice(96, size=period, replace=False)
+    off = rng.integers(0, period, size=rows)
+    tok = np.stack([pat[(o + np.arange(T + 1)) % period] for o in off]).astype(np.int64)
+    np.save(path, tok)
+    print("tokens: %s %s (period-%d pattern)" % (path, list(tok.shape), period))
+    return path
+
+
+def mode_layout(ctx, spec):
+    a = ctx.args
+    K = a.steps
+    w = ctx.work
+    base_plan = ctx.compile_plan(ONE_RANK_SPEC, 1, os.path.join(w, "base.plan"))
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    print("-- (c) train %d step(s): one rank, then %d ranks" % (K, a.world_size))
+    out_b = ctx.train(base_plan, 1, K, os.path.join(w, "ckpt_base"),
+                      outputs=os.path.join(w, "base_out"))
+    out_p = ctx.train(par_plan, a.world_size, K, os.path.join(w, "ckpt_par"),
+                      outputs=os.path.join(w, "par_out"))
+    print("-- (d) PyTorch, %d step(s)" % K)
+    rw, rs, idx = ctx.reference(K, os.path.join(w, "reference_train"))
+    print("-- (e) compare")
+    base = read_checkpoint(os.path.join(w, "ckpt_base"), K, 1)[1]
+    par = read_checkpoint(os.path.join(w, "ckpt_par"), K, a.world_size)[1]
+    trained_names(rw, rs, {"one-rank": (None, base), "sharded": (None, par)})
+    initial = onnx_initializers(ctx.model)
+    rows = compare_ckpts([("sharded vs one-rank", par, base),
+                          ("sharded vs PyTorch", par, None),
+                          ("one-rank vs PyTorch", base, None)],
+                         (rw, rs), a.rtol, a.state_rtol, initial)
+    ref_losses = idx["losses"]
+    rows += compare_losses("sharded losses vs PyTorch", step_losses(out_p), ref_losses, a.rtol)
+    rows += compare_losses("one-rank losses vs PyTorch", step_losses(out_b), ref_losses, a.rtol)
+    for label, folder in (("sharded", "par_out"), ("one-rank", "base_out")):
+        p = os.path.join(w, folder, "loss.npy")
+        if not os.path.isfile(p):
+            rows.append((label + " loss.npy", "loss", None, "missing " + p))
+            continue
+        got = np.load(p)
+        if got.shape != () or got.dtype != np.float32:
+            rows.append((label + " loss.npy", "loss", None, "loss.npy is %s %s, expected "
+                         "a float32 scalar" % (got.dtype, list(got.shape))))
+            continue
+        rows += compare_losses(label + " loss.npy vs PyTorch", [(K, float(got))],
+                               ref_losses[-1:], a.rtol)
+    print("PyTorch: losses %s, grad norms %s" % (
+        ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
+    return print_worst(rows, a.rtol, a.show)
+
+
+def mode_loss_drop(ctx, spec):
+    a = ctx.args
+    w = ctx.work
+    tokens = write_tokens(ctx, os.path.join(w, "tokens.npy"))
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    print("-- train %d steps on %d ranks" % (a.steps, a.world_size))
+    out = ctx.train(par_plan, a.world_size, a.steps, os.path.join(w, "ckpt"), data=tokens,
+                    outputs=os.path.join(w, "out"))
+    losses = step_losses(out)
+    if not losses or losses[0][0] != 1:
+        raise Failure("no progress line for step 1 in shoal-run's output")
+    initial = losses[0][1]
+    lp = os.path.join(w, "out", "loss.npy")
+    if not os.path.isfile(lp):
+        raise Failure("missing %s" % lp)
+    final = float(np.load(lp))
+    if losses[-1][0] == a.steps and abs(losses[-1][1] - final) > 1e-5 * max(1.0, abs(final)):
+        raise Failure("the step-%d progress line says loss %.6f, loss.npy %.6f"
+                      % (a.steps, losses[-1][1], final))
+    _, _, idx = ctx.reference(a.steps, os.path.join(w, "reference_train"), data=tokens)
+    rl = idx["losses"]
+    print("%-6s %12s %12s" % ("step", "shoal", "PyTorch"))
+    for s, l in losses:
+        if s == 1 or s % 10 == 0:
+            print("%-6d %12.6f %12.6f" % (s, l, rl[s - 1] if s <= len(rl) else float("nan")))
+    bound = initial / a.loss_drop
+    print("initial loss %.6f, final loss %.6f (drop x%.1f), bound %.6f (x%g); "
+          "PyTorch: %.6f -> %.6f" % (initial, final, initial / max(final, 1e-30), bound,
+                                     a.loss_drop, rl[0], rl[-1]))
+    if not np.isfinite(final) or not final <= bound:
+        print("FAIL: final loss %.6f > initial / %g = %.6f" % (final, a.loss_drop, bound))
+        return False
+    return True
+
+
+def mode_resume(ctx, spec):
+    a = ctx.args
+    w = ctx.work
+    K = a.steps
+    tokens = write_tokens(ctx, os.path.join(w, "tokens.npy"))
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    print("-- %d straight steps" % (2 * K))
+    out_a = ctx.train(par_plan, a.world_size, 2 * K, os.path.join(w, "ckpt_straight"), data=tokens)
+    print("-- %d steps, save; resume, %d steps" % (K, K))
+    ctx.train(par_plan, a.world_size, K, os.path.join(w, "ckpt_half"), data=tokens)
+    out_c = ctx.train(par_plan, a.world_size, K, os.path.join(w, "ckpt_resumed"), data=tokens,
+                      resume=os.path.join(w, "ckpt_half"))
+    man_a, ta = read_checkpoint(os.path.join(w, "ckpt_straight"), 2 * K, a.world_size)
+    read_checkpoint(os.path.join(w, "ckpt_half"), K, a.world_size)
+    man_c, tc = read_checkpoint(os.path.join(w, "ckpt_resumed"), 2 * K, a.world_size)
+    ok = True
+    if sorted(ta) != sorted(tc):
+        print("FAIL: the checkpoints hold different tensors: only straight %s, only resumed %s"
+              % (sorted(set(ta) - set(tc)), sorted(set(tc) - set(ta))))
+        ok = False
+    diff = []
+    for n in sorted(set(ta) & set(tc)):
+        if ta[n].shape != tc[n].shape or ta[n].dtype != tc[n].dtype or not np.array_equal(ta[n], tc[n]):
+            err = common.rel_error(tc[n], ta[n]) if ta[n].shape == tc[n].shape else float("nan")
+            nd = int(np.sum(ta[n] != tc[n])) if ta[n].shape == tc[n].shape else -1
+            diff.append((n, err, nd))
+    print("bit-identical: %d of %d tensors" % (len(set(ta) & set(tc)) - len(diff),
+                                               len(set(ta) & set(tc))))
+    for n, err, nd in diff[:20]:
+        print("    FAIL %-40s %d elements differ, rel. error %.3e" % (n, nd, err))
+    ok = ok and not diff
+    la = [l for s, l in step_losses(out_a)][K:]
+    lc = [l for s, l in step_losses(out_c)]
+    print("losses of steps %d..%d: straight %s" % (K + 1, 2 * K, " ".join("%.6f" % x for x in la)))
+    print("                         resumed  %s" % " ".join("%.6f" % x for x in lc))
+    if la != lc:
+        print("FAIL: the resumed run's losses differ from the straight run's")
+        ok = False
+    return ok
+
+
+def mode_reshard(ctx, spec):
+    a = ctx.args
+    w = ctx.work
+    K = a.steps
+    spec2 = resolve_spec(a.reshard)
+    if spec2 is None:
+        raise Failure("spec %s not found" % a.reshard)
+    tokens = write_tokens(ctx, os.path.join(w, "tokens.npy"))
+    plan_a = ctx.compile_plan(spec, a.world_size, os.path.join(w, "a.plan"))
+    plan_b = ctx.compile_plan(spec2, a.world_size2, os.path.join(w, "b.plan"))
+    print("-- %d steps under layout A (%s, %d ranks)" % (K, os.path.basename(spec), a.world_size))
+    ctx.train(plan_a, a.world_size, K, os.path.join(w, "ckpt_a"), data=tokens)
+    print("-- 1 more step under layout A")
+    out_aa = ctx.train(plan_a, a.world_size, 1, os.path.join(w, "ckpt_aa"), data=tokens,
+                       resume=os.path.join(w, "ckpt_a"))
+    print("-- 1 more step under layout B (%s, %d ranks)" % (os.path.basename(spec2), a.world_size2))
+    out_ab = ctx.train(plan_b, a.world_size2, 1, os.path.join(w, "ckpt_ab"), data=tokens,
+                       resume=os.path.join(w, "ckpt_a"))
+    print("-- PyTorch, %d steps" % (K + 1))
+    rw, rs, idx = ctx.reference(K + 1, os.path.join(w, "reference_train"), data=tokens)
+    read_checkpoint(os.path.join(w, "ckpt_a"), K, a.world_size)
+    aa = read_checkpoint(os.path.join(w, "ckpt_aa"), K + 1, a.world_size)[1]
+    ab = read_checkpoint(os.path.join(w, "ckpt_ab"), K + 1, a.world_size2)[1]
+    trained_names(rw, rs, {"A->A": (None, aa), "A->B": (None, ab)})
+    initial = onnx_initializers(ctx.model)
+    rows = compare_ckpts([("A->B vs A->A", ab, aa),
+                          ("A->B vs PyTorch", ab, None),
+                          ("A->A vs PyTorch", aa, None)],
+                         (rw, rs), a.rtol, a.state_rtol, initial)
+    rows += compare_losses("A->B step loss vs PyTorch", step_losses(out_ab)[-1:],
+                           idx["losses"][-1:], a.rtol)
+    rows += compare_losses("A->A step loss vs PyTorch", step_losses(out_aa)[-1:],
+                           idx["losses"][-1:], a.rtol)
+    return print_worst(rows, a.rtol, a.show)
+
+
+def resolve_spec(spec):
+    for cand in (os.path.join(common.EXAMPLES_DIR, "gpt", spec), os.path.join(HERE, spec), spec):
+        if os.path.isfile(cand):
+            return os.path.abspath(cand)
+    return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="shoal end-to-end training test (GPT)")
+    ap.add_argument("--bin", required=True, help="BUILD/bin with shoal-compile and shoal-run")
+    ap.add_argument("--spec", required=True,
+                    help="annotation spec (name in examples/gpt/ or test/e2e/, or a path)")
+    ap.add_argument("--world-size", type=int, required=True, help="number of MPI ranks")
+    ap.add_argument("--work", required=True, help="work folder (emptied first)")
+    ap.add_argument("--config", default=DEFAULT_CONFIG,
+                    help="train.yaml (name in test/e2e/ or a path; default train_adamw.yaml)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="optimizer steps (default 1; --loss-drop 100; --resume-check 10 "
+                         "per half; --reshard 2 before the reshard)")
+    ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
+    ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
+                    help="bound on the weights' and losses' relative error (default %(default)g)")
+    ap.add_argument("--state-rtol", type=float, default=1e-4,
+                    help="bound on the optimizer state's relative error (default %(default)g)")
+    ap.add_argument("--seed", type=int, default=0, help="seed for the model generator")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds allowed to each command (default %(default)g)")
+    ap.add_argument("--show", type=int, default=5, help="worst tensors shown per comparison")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--loss-drop", type=float, metavar="FACTOR", default=None,
+                      help="final loss must be <= initial / FACTOR")
+    mode.add_argument("--resume-check", action="store_true",
+                      help="2K straight steps vs K + save + resume + K: bit-identical")
+    mode.add_argument("--reshard", metavar="SPEC2", default=None,
+                      help="resume layout A's checkpoint under SPEC2")
+    ap.add_argument("--world-size2", type=int, default=None, help="ranks of SPEC2")
+    args = ap.parse_args(argv)
+
+    if args.world_size < 1:
+        ap.error("--world-size must be at least 1")
+    if args.reshard is not None and not args.world_size2:
+        ap.error("--reshard needs --world-size2")
+    if args.loss_drop is not None and args.loss_drop <= 1:
+        ap.error("--loss-drop FACTOR must be > 1")
+    if args.steps is None:
+        args.steps = (100 if args.loss_drop is not None else 10 if args.resume_check
+                      else 2 if args.reshard else 1)
+    if args.steps < 1:
+        ap.error("--steps must be at least 1")
+    cfg = args.config
+    if not os.path.isfile(cfg) and os.path.isfile(os.path.join(HERE, cfg)):
+        cfg = os.path.join(HERE, cfg)
+    if not os.path.isfile(cfg):
+        ap.error("config %s not found" % args.config)
+    args.config = os.path.abspath(cfg)
+    spec = resolve_spec(args.spec)
+    if spec is None:
+        print("FAIL: spec %s not found" % args.spec)
+        return 1
+
+    if args.loss_drop is not None:
+        what = "loss drop x%g, %d steps" % (args.loss_drop, args.steps)
+    elif args.resume_check:
+        what = "resume, %d + %d steps" % (args.steps, args.steps)
+    elif args.reshard:
+        what = "reshard to %s on %d ranks after %d steps" % (
+            os.path.basename(args.reshard), args.world_size2, args.steps)
+    else:
+        what = "%d step(s)" % args.steps
+    title = "train e2e gpt %s world %d, %s, %s" % (
+        os.path.basename(spec), args.world_size, os.path.basename(args.config), what)
+    print("== " + title)
+    try:
+        ctx = Ctx(args)
+        if os.path.isdir(ctx.work):
+            shutil.rmtree(ctx.work)
+        os.makedirs(ctx.work)
+        print("-- (a) generate the GPT model")
+        res = common.generate_model("gpt", ctx.work, seed=args.seed, timeout=args.timeout)
+        print("\n".join(res.stdout.splitlines()[:3]))
+        write_labels(ctx)
+        if args.loss_drop is not None:
+            ok = mode_loss_drop(ctx, spec)
+        elif args.resume_check:
+            ok = mode_resume(ctx, spec)
+        elif args.reshard:
+            ok = mode_reshard(ctx, spec)
+        else:
+            ok = mode_layout(ctx, spec)
+    except common.CommandError as e:
+        print(str(e))
+        ok = False
+    except Failure as e:
+        print("FAIL: %s" % e)
+        ok = False
+    print(("PASS: " if ok else "FAIL: ") + title)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
