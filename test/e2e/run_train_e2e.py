@@ -25,7 +25,8 @@ Default mode (layout test):
       and so only rounding noise). With Adam the weights alone barely see the
       gradient's scale (m / sqrt(v) is scale-free), so the state is the
       gradient check. Also the loss of every step (progress lines) and the
-      last step's loss.npy against PyTorch's at --rtol.
+      last step's loss.npy against PyTorch's at --rtol. --ignore N sets N
+      labels to ignore_index (-100): the loss divides by all positions.
 
 --loss-drop FACTOR (use --steps 100 and a config with a real learning rate):
   train the N-rank plan on a fixed synthetic task (next token of a
@@ -369,9 +370,13 @@ def write_labels(ctx):
     vocab = onnx_initializers(ctx.model)["wte.weight"].shape[0]
     rng = np.random.default_rng(ctx.args.seed + 1)
     labels = rng.integers(0, vocab, size=ids.shape, dtype=np.int64)
+    if ctx.args.ignore:
+        flat = labels.reshape(-1)
+        flat[rng.choice(flat.size, size=min(ctx.args.ignore, flat.size), replace=False)] = -100
     np.save(os.path.join(ctx.inputs, "labels.npy"), labels)
-    print("labels: %s %s (random, seed %d)" % (os.path.join(ctx.inputs, "labels.npy"),
-                                               list(labels.shape), ctx.args.seed + 1))
+    print("labels: %s %s (random, seed %d; %d set to ignore_index -100)"
+          % (os.path.join(ctx.inputs, "labels.npy"), list(labels.shape), ctx.args.seed + 1,
+             int((labels == -100).sum())))
 
 
 def write_tokens(ctx, path, rows=64, period=12, seed=7):
@@ -568,6 +573,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="seed for the model generator")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds allowed to each command (default %(default)g)")
+    ap.add_argument("--ignore", type=int, default=0, metavar="N",
+                    help="set N random label positions to -100 (the config's ignore_index "
+                         "must be -100): the loss still divides by every position")
     ap.add_argument("--show", type=int, default=5, help="worst tensors shown per comparison")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--loss-drop", type=float, metavar="FACTOR", default=None,
