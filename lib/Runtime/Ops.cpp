@@ -86,6 +86,14 @@ const std::vector<std::pair<const char *, OpKind>> &kindTable() {
       {"ScatterElements", OpKind::ScatterElements},
       {"TopK", OpKind::TopK},
       {"Trilu", OpKind::Trilu},
+      {"SoftmaxCrossEntropy", OpKind::SoftmaxCrossEntropy},
+      {"SoftmaxCrossEntropyGrad", OpKind::SoftmaxCrossEntropyGrad},
+      {"SoftmaxGrad", OpKind::SoftmaxGrad},
+      {"LayerNormalizationGrad", OpKind::LayerNormalizationGrad},
+      {"LayerNormalizationScaleGrad", OpKind::LayerNormalizationScaleGrad},
+      {"GatherGrad", OpKind::GatherGrad},
+      {"AdamW", OpKind::AdamW},
+      {"SGD", OpKind::SGD},
       {"Send", OpKind::Send},
       {"Recv", OpKind::Recv},
   };
@@ -147,13 +155,16 @@ public:
     return v != 0;
   }
   float getFloat(const std::string &name, float dflt) const {
+    return static_cast<float>(getDouble(name, dflt));
+  }
+  double getDouble(const std::string &name, double dflt) const {
     const plan::Attribute *a = find(name);
     if (!a)
       return dflt;
     if (a->value_case() == plan::Attribute::kF)
-      return static_cast<float>(a->f());
+      return a->f();
     if (a->value_case() == plan::Attribute::kI)
-      return static_cast<float>(a->i());
+      return static_cast<double>(a->i());
     wrongType(name);
   }
   std::string getString(const std::string &name,
@@ -509,6 +520,51 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     break;
   case OpKind::Trilu:
     allowed = {{"upper", AttrType::Int}, {"k", AttrType::Int}};
+    break;
+  case OpKind::SoftmaxCrossEntropy:
+    minIn = maxIn = 2;
+    allowed = {{"ignore_index", AttrType::Int}};
+    break;
+  case OpKind::SoftmaxCrossEntropyGrad:
+    minIn = maxIn = 3;
+    allowed = {{"ignore_index", AttrType::Int}};
+    break;
+  case OpKind::SoftmaxGrad:
+    minIn = maxIn = 2;
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::LayerNormalizationGrad:
+    minIn = maxIn = 3;
+    allowed = {{"axis", AttrType::Int}, {"epsilon", AttrType::Float}};
+    break;
+  case OpKind::LayerNormalizationScaleGrad:
+    minIn = maxIn = 2;
+    allowed = {{"axis", AttrType::Int}, {"epsilon", AttrType::Float}};
+    break;
+  case OpKind::GatherGrad:
+    minIn = maxIn = 2;
+    allowed = {{"axis", AttrType::Int}};
+    break;
+  case OpKind::AdamW:
+    minIn = maxIn = 4;
+    minOut = maxOut = 0;
+    allowed = {
+        {"lr", AttrType::Float},           {"beta1", AttrType::Float},
+        {"beta2", AttrType::Float},        {"eps", AttrType::Float},
+        {"weight_decay", AttrType::Float}, {"clip_norm", AttrType::Float},
+        {"warmup_steps", AttrType::Int},   {"total_steps", AttrType::Int},
+        {"min_lr", AttrType::Float}};
+    break;
+  case OpKind::SGD:
+    // The momentum buffer may be absent (-1, or left out) without momentum.
+    minIn = 2;
+    maxIn = 3;
+    minOut = maxOut = 0;
+    allowed = {
+        {"lr", AttrType::Float},           {"momentum", AttrType::Float},
+        {"weight_decay", AttrType::Float}, {"clip_norm", AttrType::Float},
+        {"warmup_steps", AttrType::Int},   {"total_steps", AttrType::Int},
+        {"min_lr", AttrType::Float}};
     break;
   case OpKind::Send:
     minOut = maxOut = 0;
@@ -1046,7 +1102,15 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
           throw Error(fmt::format("attribute 'shape' {} has a negative "
                                   "dimension",
                                   formatShape(a.shape)));
-      expected.push_back({x.dtype, cpu::broadcastShape(x.shape, a.shape)});
+      Shape shape;
+      try {
+        shape = cpu::broadcastShape(x.shape, a.shape);
+      } catch (const Error &) {
+        throw Error(fmt::format("input {} does not broadcast to attribute "
+                                "'shape' {}",
+                                x.str(), formatShape(a.shape)));
+      }
+      expected.push_back({x.dtype, shape});
       break;
     }
     // Without the attribute the output value's declared type gives the
@@ -1300,6 +1364,147 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     a.k = attrs.getInt("k", 0);
     expected.push_back(x);
     break;
+  }
+  case OpKind::SoftmaxCrossEntropy:
+  case OpKind::SoftmaxCrossEntropyGrad: {
+    requireDType(x, DType::F32, "input logits");
+    const TensorType &labels = *in(1);
+    requireDType(labels, DType::I64, "input labels");
+    if (x.shape.empty())
+      throw Error(fmt::format("input logits must be [..., V] with rank >= 1, "
+                              "got {}",
+                              x.str()));
+    Shape rows(x.shape.begin(), x.shape.end() - 1);
+    if (labels.shape != rows)
+      throw Error(fmt::format("input labels must have the shape of the logits "
+                              "without the last dimension, {}, got {}",
+                              formatShape(rows), labels.str()));
+    a.ignoreIndex = attrs.getInt("ignore_index", -100);
+    if (kind == OpKind::SoftmaxCrossEntropy) {
+      expected.push_back({DType::F32, rows});
+      break;
+    }
+    const TensorType &dloss = *in(2);
+    if (dloss != TensorType{DType::F32, rows})
+      throw Error(fmt::format("input dloss must be {} (one per label), got {}",
+                              TensorType{DType::F32, rows}.str(), dloss.str()));
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::SoftmaxGrad: {
+    requireDType(x, DType::F32, "input y");
+    if (*in(1) != x)
+      throw Error(fmt::format("inputs y and dy must have the same type, got {}",
+                              typesStr()));
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    a.axis =
+        rank == 0 ? 0 : normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::LayerNormalizationGrad:
+  case OpKind::LayerNormalizationScaleGrad: {
+    requireDType(x, DType::F32, "input x");
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank == 0)
+      throw Error("input x must have rank >= 1");
+    a.axis = normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
+    a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+    if (!(a.epsilon >= 0))
+      throw Error(fmt::format("epsilon must be >= 0, got {}", a.epsilon));
+    Shape norm(x.shape.begin() + a.axis, x.shape.end());
+    bool isScale = kind == OpKind::LayerNormalizationScaleGrad;
+    const TensorType &dy = *in(isScale ? 1 : 2);
+    if (dy != x)
+      throw Error(fmt::format("input dy must have the type of x, {}, got {}",
+                              x.str(), dy.str()));
+    if (isScale) {
+      expected.push_back({DType::F32, norm});
+      break;
+    }
+    const TensorType &scale = *in(1);
+    requireDType(scale, DType::F32, "input scale");
+    if (!cpu::broadcastsTo(scale.shape, norm))
+      throw Error(fmt::format("scale of shape {} does not broadcast to the "
+                              "normalized shape {}",
+                              formatShape(scale.shape), formatShape(norm)));
+    expected.push_back(x);
+    break;
+  }
+  case OpKind::GatherGrad: {
+    // x is the indices; the output's declared type gives the row count.
+    if (x.dtype != DType::I64 && x.dtype != DType::I32)
+      throw Error(fmt::format("indices must be i64 or i32, got {}", x.str()));
+    int64_t axis = attrs.getInt("axis", 0);
+    if (axis != 0)
+      throw Error(fmt::format("axis {} is not supported (only 0)", axis));
+    a.axis = 0;
+    const TensorType &dy = *in(1);
+    requireDType(dy, DType::F32, "input dy");
+    const TensorType &out = types[info.outputs[0]];
+    if (out.dtype != DType::F32 || out.shape.empty())
+      throw Error(fmt::format("output value {} must be f32 [rows, ...], got "
+                              "{}",
+                              info.outputs[0], out.str()));
+    Shape want = x.shape;
+    want.insert(want.end(), out.shape.begin() + 1, out.shape.end());
+    if (dy.shape != want)
+      throw Error(fmt::format("input dy must be the indices' shape followed "
+                              "by the output's row shape, {}, got {}",
+                              formatShape(want), dy.str()));
+    expected.push_back(out);
+    break;
+  }
+  case OpKind::AdamW:
+  case OpKind::SGD: {
+    bool adam = kind == OpKind::AdamW;
+    const char *names[] = {"w", "g", adam ? "m" : "buf", "v"};
+    requireDType(x, DType::F32, "input w");
+    for (std::size_t i = 1; i < info.inputs.size(); ++i)
+      if (const TensorType *t = in(static_cast<int>(i)))
+        if (*t != x)
+          throw Error(fmt::format("input {} must have the type of w, {}, "
+                                  "got {}",
+                                  names[i], x.str(), t->str()));
+    cpu::OptimizerParams &p = a.optimizer;
+    p.kind = adam ? cpu::OptimizerParams::AdamW : cpu::OptimizerParams::SGD;
+    attrs.require("lr");
+    p.lr = attrs.getDouble("lr", 0);
+    p.weightDecay = attrs.getDouble("weight_decay", adam ? 1e-2 : 0.0);
+    p.clipNorm = attrs.getDouble("clip_norm", 0);
+    p.minLr = attrs.getDouble("min_lr", 0);
+    p.warmupSteps = attrs.getInt("warmup_steps", 0);
+    p.totalSteps = attrs.getInt("total_steps", 0);
+    auto nonNegative = [](const char *name, double v) {
+      if (!(v >= 0)) // also NaN
+        throw Error(
+            fmt::format("attribute '{}' must be >= 0, got {}", name, v));
+    };
+    nonNegative("lr", p.lr);
+    nonNegative("weight_decay", p.weightDecay);
+    nonNegative("clip_norm", p.clipNorm);
+    nonNegative("min_lr", p.minLr);
+    nonNegative("warmup_steps", static_cast<double>(p.warmupSteps));
+    nonNegative("total_steps", static_cast<double>(p.totalSteps));
+    if (adam) {
+      p.beta1 = attrs.getDouble("beta1", 0.9);
+      p.beta2 = attrs.getDouble("beta2", 0.999);
+      p.eps = attrs.getDouble("eps", 1e-8);
+      for (auto [name, beta] :
+           {std::pair<const char *, double>{"beta1", p.beta1},
+            {"beta2", p.beta2}})
+        if (!(beta >= 0 && beta < 1))
+          throw Error(fmt::format("attribute '{}' must be in [0, 1), got {}",
+                                  name, beta));
+      nonNegative("eps", p.eps);
+    } else {
+      p.momentum = attrs.getDouble("momentum", 0);
+      nonNegative("momentum", p.momentum);
+      if (p.momentum != 0 && !in(2))
+        throw Error(
+            fmt::format("momentum {} needs the input buf (#2)", p.momentum));
+    }
+    break; // No outputs.
   }
   case OpKind::Send:
   case OpKind::Recv:

@@ -18,6 +18,7 @@
 #include "Sharding.h"
 #include "Tensor.h"
 #include "cpu/Kernels.h"
+#include "cpu/Optimizers.h"
 
 #include <string>
 #include <vector>
@@ -95,6 +96,17 @@ enum class OpKind {
   ScatterElements,
   TopK,
   Trilu,
+  // Training ops (docs/Training.md).
+  SoftmaxCrossEntropy,
+  SoftmaxCrossEntropyGrad,
+  SoftmaxGrad,
+  LayerNormalizationGrad,
+  LayerNormalizationScaleGrad,
+  GatherGrad,
+  /// Optimizer updates: no outputs; they update their inputs in place and
+  /// run through the executor's optimizer step (cpu/Optimizers.h).
+  AdamW,
+  SGD,
   // Point-to-point transfers between programs or tasks (Op.transfer).
   Send,
   Recv,
@@ -109,8 +121,10 @@ std::string knownOpKinds();
 /// An op's attributes after validation, ONNX defaults filled in and axes
 /// normalized to be non-negative.
 struct OpAttrs {
-  int64_t axis = 0;              ///< Softmax, LayerNormalization, Gather.
-  float epsilon = 1e-5f;         ///< LayerNormalization.
+  /// Softmax, LayerNormalization, Gather; SoftmaxGrad,
+  /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
+  int64_t axis = 0;
+  float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
   float alpha = 1.f, beta = 1.f; ///< Gemm.
   float scale = 1.f;             ///< Attention.
   bool transA = false, transB = false;
@@ -141,6 +155,8 @@ struct OpAttrs {
   std::vector<int64_t> pads;
   cpu::PadMode padMode = cpu::PadMode::Constant; ///< Pad.
   double padValue = 0;                           ///< Pad: constant_value.
+  int64_t ignoreIndex = -100;                    ///< SoftmaxCrossEntropy(Grad).
+  cpu::OptimizerParams optimizer;                ///< AdamW and SGD.
 };
 
 /// One validated op of the program.

@@ -247,6 +247,48 @@ void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
 /// diagonal `k` on; zeroes the rest (ONNX Trilu).
 void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
 
+//===----------------------------------------------------------------------===//
+// Training ops (TrainKernels.cpp, docs/Training.md)
+//===----------------------------------------------------------------------===//
+
+/// Per position of f32 `logits` [..., V] with i64 `labels` [...]:
+/// logsumexp(logits) - logits[label] (stable, in double) into `loss` [...],
+/// or 0 where the label is `ignoreIndex`. Throws Error naming the label and
+/// its position when one is outside [0, V) and not ignoreIndex.
+void softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
+                         int64_t ignoreIndex, Tensor &loss);
+
+/// The gradient of softmaxCrossEntropy: (softmax(logits) - onehot(label)) *
+/// dloss per position into `dlogits` [..., V]; rows whose label is
+/// `ignoreIndex` are 0. `dloss` has the labels' shape.
+void softmaxCrossEntropyGrad(const Tensor &logits, const Tensor &labels,
+                             const Tensor &dloss, int64_t ignoreIndex,
+                             Tensor &dlogits);
+
+/// The gradient of Softmax from its output: dx = y * (dy - sum(dy * y))
+/// along normalized `axis` (the sum in double).
+void softmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis, Tensor &dx);
+
+/// The input gradient of LayerNormalization over dims axis..end (without
+/// its bias, which does not matter): with xhat = (x - mean) / sqrt(var + eps)
+/// (biased variance) and g = dy * scale, dx = (g - mean(g) - xhat *
+/// mean(g * xhat)) / sqrt(var + eps); statistics in double. `scale`
+/// broadcasts to x.shape[axis:].
+void layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
+                   int64_t axis, float epsilon, Tensor &dx);
+
+/// The gradient of LayerNormalization's scale: the sum over dims 0..axis-1
+/// of dy * xhat into `dscale` of shape x.shape[axis:] (in double).
+void layerNormScaleGrad(const Tensor &x, const Tensor &dy, int64_t axis,
+                        float epsilon, Tensor &dscale);
+
+/// The gradient of Gather along axis 0: zeroes `out` [rows, H...], then
+/// adds dy[i] (dy [indices..., H...]) into row indices[i] for every i (i64
+/// or i32 indices, negative ones counting from the end like Gather's; each
+/// row's sum in double, in index order). Throws Error naming the index when
+/// one is out of range.
+void gatherGrad(const Tensor &indices, const Tensor &dy, Tensor &out);
+
 } // namespace cpu
 } // namespace rt
 } // namespace shoal

@@ -1,0 +1,195 @@
+//===- Optimizers.cpp - AdamW and SGD updates of training plans -*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Scalars (learning rate, bias corrections) are computed in double, as
+// Python does for PyTorch, and enter the float32 element arithmetic rounded
+// to float, as PyTorch's kernels take them; each element is updated in the
+// order of torch/optim/adamw.py `_single_tensor_adamw` and
+// torch/optim/sgd.py `_single_tensor_sgd` (torch 1.13). PyTorch's vectorized
+// CPU kernels (AVX2 and up) and its CUDA kernels fuse `a + alpha * b`
+// (add_ with alpha) and `a + value * b * c` (addcmul_) into one fused
+// multiply-add, so these do too (checked against torch 1.13 on AVX2: the
+// same bits).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cpu/Optimizers.h"
+
+#include "Ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace shoal::rt;
+using namespace shoal::rt::cpu;
+
+namespace {
+
+const char *kindName(const OptimizerParams &p) {
+  return p.kind == OptimizerParams::AdamW ? "AdamW" : "SGD";
+}
+
+/// Checks that `t` is an f32 tensor of `g`'s shape.
+void checkLike(const OptimizerParams &p, const Tensor &t, const Tensor &g,
+               const char *what) {
+  if (!t.defined() || t.dtype() != DType::F32 || t.shape() != g.shape())
+    throw Error(fmt::format("{}: {} is {}, but the gradient is {}",
+                            kindName(p), what,
+                            t.defined() ? t.type().str() : "undefined",
+                            g.type().str()));
+}
+
+/// a * b + c rounded once, like an FMA instruction: the product of two
+/// floats is exact in double, so only the sum rounds (twice, to double and
+/// to float, which differs from one rounding only when the double lands on a
+/// float tie: rarely enough, and without needing FMA hardware).
+inline float fusedMulAdd(float a, float b, float c) {
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) +
+                            static_cast<double>(c));
+}
+
+void checkStep(const OptimizerParams &p, int64_t step) {
+  if (step < 1)
+    throw Error(fmt::format("{}: step {} is not 1-based", kindName(p), step));
+}
+
+} // namespace
+
+OptimizerParams shoal::rt::cpu::optimizerParams(const OpInfo &op) {
+  if (op.kind != OpKind::AdamW && op.kind != OpKind::SGD)
+    throw Error(fmt::format("{}: is not an optimizer op (AdamW or SGD)",
+                            op.describe()));
+  return op.attrs.optimizer;
+}
+
+double shoal::rt::cpu::learningRate(const OptimizerParams &p, int64_t step) {
+  int64_t s = step - 1;
+  if (s < p.warmupSteps)
+    return p.lr * static_cast<double>(s + 1) /
+           static_cast<double>(p.warmupSteps);
+  if (p.totalSteps > p.warmupSteps) {
+    if (s >= p.totalSteps)
+      return p.minLr;
+    const double pi = 3.14159265358979323846;
+    double progress = static_cast<double>(s - p.warmupSteps) /
+                      static_cast<double>(p.totalSteps - p.warmupSteps);
+    return p.minLr + 0.5 * (p.lr - p.minLr) * (1.0 + std::cos(pi * progress));
+  }
+  return p.lr;
+}
+
+float shoal::rt::cpu::clipScale(const OptimizerParams &p, double globalNorm) {
+  if (!(p.clipNorm > 0))
+    return 1.f;
+  // clip_grad_norm_: the norm is a float32 tensor, so are the sum and the
+  // quotient; clamp(max=1).
+  float coef = static_cast<float>(p.clipNorm) /
+               (static_cast<float>(globalNorm) + static_cast<float>(1e-6));
+  return std::min(coef, 1.f);
+}
+
+double shoal::rt::cpu::sumOfSquares(const Tensor &g) {
+  if (g.dtype() != DType::F32)
+    throw Error(fmt::format("sumOfSquares: the gradient must be f32, got {}",
+                            g.type().str()));
+  const float *pg = g.data<float>();
+  double sum = 0;
+  for (int64_t i = 0, n = g.numElements(); i < n; ++i)
+    sum += static_cast<double>(pg[i]) * pg[i];
+  return sum;
+}
+
+void shoal::rt::cpu::adamwUpdate(const OptimizerParams &p, int64_t step,
+                                 float gradScale, Tensor &w, const Tensor &g,
+                                 Tensor &m, Tensor &v) {
+  checkStep(p, step);
+  if (g.dtype() != DType::F32)
+    throw Error(
+        fmt::format("AdamW: the gradient must be f32, got {}", g.type().str()));
+  checkLike(p, w, g, "the weight");
+  checkLike(p, m, g, "the first moment");
+  checkLike(p, v, g, "the second moment");
+  double lr = learningRate(p, step);
+  // Python scalars, in double.
+  double t = static_cast<double>(step);
+  double biasCorrection1 = 1.0 - std::pow(p.beta1, t);
+  double biasCorrection2 = 1.0 - std::pow(p.beta2, t);
+  double stepSize = lr / biasCorrection1;
+  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
+  // The same scalars as the float32 kernels see them.
+  const float decay = static_cast<float>(1.0 - lr * p.weightDecay);
+  const float beta1 = static_cast<float>(p.beta1);
+  const float oneMinusBeta1 = static_cast<float>(1.0 - p.beta1);
+  const float beta2 = static_cast<float>(p.beta2);
+  const float oneMinusBeta2 = static_cast<float>(1.0 - p.beta2);
+  const float bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
+  const float eps = static_cast<float>(p.eps);
+  const float negStepSize = static_cast<float>(-stepSize);
+  const bool scaled = gradScale != 1.f;
+
+  float *pw = w.data<float>();
+  const float *pg = g.data<float>();
+  float *pm = m.data<float>();
+  float *pv = v.data<float>();
+  for (int64_t i = 0, n = g.numElements(); i < n; ++i) {
+    float grad = scaled ? pg[i] * gradScale : pg[i];
+    // param.mul_(1 - lr * weight_decay)
+    float param = pw[i] * decay;
+    // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+    float expAvg = fusedMulAdd(grad, oneMinusBeta1, pm[i] * beta1);
+    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    float expAvgSq = fusedMulAdd(oneMinusBeta2 * grad, grad, pv[i] * beta2);
+    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    float denom = std::sqrt(expAvgSq) / bc2Sqrt;
+    denom = denom + eps;
+    // param.addcdiv_(exp_avg, denom, value=-step_size)
+    param = param + negStepSize * expAvg / denom;
+    pw[i] = param;
+    pm[i] = expAvg;
+    pv[i] = expAvgSq;
+  }
+}
+
+void shoal::rt::cpu::sgdUpdate(const OptimizerParams &p, int64_t step,
+                               float gradScale, Tensor &w, const Tensor &g,
+                               Tensor &buf) {
+  checkStep(p, step);
+  if (g.dtype() != DType::F32)
+    throw Error(
+        fmt::format("SGD: the gradient must be f32, got {}", g.type().str()));
+  checkLike(p, w, g, "the weight");
+  bool useMomentum = p.momentum != 0;
+  if (useMomentum)
+    checkLike(p, buf, g, "the momentum buffer");
+  double lr = learningRate(p, step);
+  const float weightDecay = static_cast<float>(p.weightDecay);
+  const float momentum = static_cast<float>(p.momentum);
+  const float negLr = static_cast<float>(-lr);
+  const bool decay = p.weightDecay != 0;
+  const bool scaled = gradScale != 1.f;
+  const bool first = step == 1;
+
+  float *pw = w.data<float>();
+  const float *pg = g.data<float>();
+  float *pb = useMomentum ? buf.data<float>() : nullptr;
+  for (int64_t i = 0, n = g.numElements(); i < n; ++i) {
+    float d = scaled ? pg[i] * gradScale : pg[i];
+    // d_p = d_p.add(param, alpha=weight_decay)
+    if (decay)
+      d = fusedMulAdd(pw[i], weightDecay, d);
+    if (useMomentum) {
+      // buf = clone(d_p) at the first step, else
+      // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+      float b = first ? d : pb[i] * momentum + d;
+      pb[i] = b;
+      d = b;
+    }
+    // param.add_(d_p, alpha=-lr)
+    pw[i] = fusedMulAdd(d, negLr, pw[i]);
+  }
+}

@@ -1,0 +1,91 @@
+//===- Optimizers.h - AdamW and SGD updates of training plans ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The math of the AdamW and SGD plan ops (docs/Training.md): their
+// parameters, the learning-rate schedule, gradient clipping and the in-place
+// updates, following PyTorch's torch.optim.AdamW (amsgrad and maximize off)
+// and torch.optim.SGD (dampening 0, no Nesterov) step by step in float32, so
+// that a plan's weights track PyTorch's to float rounding.
+//
+// The ops have no outputs. The executor runs them once per optimizer step,
+// after every gradient of the step is known: it counts the steps, computes
+// the clipping scale from the global gradient norm (sumOfSquares, then
+// clipScale) and calls adamwUpdate or sgdUpdate.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_CPU_OPTIMIZERS_H
+#define SHOAL_RUNTIME_CPU_OPTIMIZERS_H
+
+#include "Tensor.h"
+
+#include <cstdint>
+
+namespace shoal {
+namespace rt {
+
+struct OpInfo;
+
+namespace cpu {
+
+/// The attributes of an AdamW or SGD op, validated when the plan is loaded
+/// (checkOp). Absent attributes take these defaults (PyTorch's where it has
+/// one); `lr` is required.
+struct OptimizerParams {
+  enum Kind { AdamW, SGD };
+  Kind kind = AdamW;
+  double lr = 1e-3;          ///< Peak learning rate (`lr`).
+  double beta1 = 0.9;        ///< AdamW (`beta1`).
+  double beta2 = 0.999;      ///< AdamW (`beta2`).
+  double eps = 1e-8;         ///< AdamW (`eps`).
+  double momentum = 0;       ///< SGD (`momentum`).
+  double weightDecay = 0.01; ///< `weight_decay`; SGD's default is 0.
+  /// Global gradient-norm clipping threshold (`clip_norm`); 0 is off.
+  double clipNorm = 0;
+  double minLr = 0;         ///< End of the cosine decay (`min_lr`).
+  int64_t warmupSteps = 0;  ///< Linear warmup steps (`warmup_steps`).
+  int64_t totalSteps = 0;   ///< Cosine decay ends here; 0: none.
+};
+
+/// The parameters of an AdamW or SGD op; throws Error naming the op if `op`
+/// is another kind.
+OptimizerParams optimizerParams(const OpInfo &op);
+
+/// The learning rate of 1-based step `step` (docs/Training.md): with
+/// s = step - 1, `lr * (s + 1) / warmup` while s < warmup; then, if
+/// total > warmup, cosine decay from lr to min_lr over [warmup, total) and
+/// min_lr from total on; else lr.
+double learningRate(const OptimizerParams &p, int64_t step);
+
+/// The factor clip_grad_norm_ multiplies every gradient by, given the
+/// global norm: min(1, clip_norm / (norm + 1e-6)), in float32 like PyTorch;
+/// 1 when clipping is off.
+float clipScale(const OptimizerParams &p, double globalNorm);
+
+/// The sum of the squares of f32 `g`'s elements, accumulated in double (one
+/// term of the squared global gradient norm).
+double sumOfSquares(const Tensor &g);
+
+/// One AdamW step, 1-based `step`, in place on f32 `w`, `m` and `v` (all of
+/// g's type) with the gradient `g * gradScale`:
+///   w *= 1 - lr_t * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+///   w -= lr_t / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+/// in the operation order of PyTorch's single-tensor AdamW.
+void adamwUpdate(const OptimizerParams &p, int64_t step, float gradScale,
+                 Tensor &w, const Tensor &g, Tensor &m, Tensor &v);
+
+/// One SGD step, 1-based `step`, in place on f32 `w` (and `buf`) with the
+/// gradient `g * gradScale`: d = g + wd w; with momentum, buf = d at step 1
+/// and momentum * buf + d after, and d = buf; w -= lr_t d. `buf` is not
+/// touched when momentum is 0 and may then be undefined.
+void sgdUpdate(const OptimizerParams &p, int64_t step, float gradScale,
+               Tensor &w, const Tensor &g, Tensor &buf);
+
+} // namespace cpu
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_CPU_OPTIMIZERS_H

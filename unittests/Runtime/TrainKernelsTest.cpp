@@ -1,0 +1,659 @@
+//===- TrainKernelsTest.cpp - Training kernels and optimizers ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The loss and gradient kernels against their forward formulas in double
+// (gradients by central differences), the AdamW and SGD updates against the
+// formulas of docs/Training.md computed here step by step, and the type
+// rules and error paths of the new op kinds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Ops.h"
+#include "cpu/Kernels.h"
+#include "cpu/Optimizers.h"
+
+#include "TestUtil.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace shoal;
+using namespace shoal::rt;
+using namespace shoal::rt::cpu;
+using namespace shoal::rt::test;
+
+namespace {
+
+std::vector<double> toDouble(const Tensor &t) {
+  const float *p = t.data<float>();
+  return std::vector<double>(p, p + t.numElements());
+}
+
+/// The gradient of `f` at `x` by central differences in double.
+std::vector<double>
+numericGradient(const std::function<double(const std::vector<double> &)> &f,
+                std::vector<double> x, double h = 1e-4) {
+  std::vector<double> g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double x0 = x[i];
+    x[i] = x0 + h;
+    double up = f(x);
+    x[i] = x0 - h;
+    double down = f(x);
+    x[i] = x0;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+/// logsumexp(row) - row[label] in double, the definition.
+double refCrossEntropy(const double *row, int64_t v, int64_t label) {
+  double mx = row[0];
+  for (int64_t j = 1; j < v; ++j)
+    mx = std::max(mx, row[j]);
+  double sum = 0;
+  for (int64_t j = 0; j < v; ++j)
+    sum += std::exp(row[j] - mx);
+  return mx + std::log(sum) - row[label];
+}
+
+/// LayerNormalization (no bias) of x over its last `n` elements per row, in
+/// double; scale has n entries.
+std::vector<double> refLayerNorm(const std::vector<double> &x,
+                                 const std::vector<double> &scale, int64_t n,
+                                 double eps) {
+  std::vector<double> y(x.size());
+  for (std::size_t o = 0; o < x.size() / n; ++o) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j)
+      mu += x[o * n + j];
+    mu /= n;
+    for (int64_t j = 0; j < n; ++j)
+      var += (x[o * n + j] - mu) * (x[o * n + j] - mu);
+    var /= n;
+    for (int64_t j = 0; j < n; ++j)
+      y[o * n + j] = (x[o * n + j] - mu) / std::sqrt(var + eps) * scale[j];
+  }
+  return y;
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Checks one op against `types` the way plan validation does.
+struct OpCheck {
+  explicit OpCheck(const std::string &kind) { op.set_kind(kind); }
+  int value(DType dtype, const Shape &shape) {
+    types.push_back({dtype, shape});
+    return static_cast<int>(types.size()) - 1;
+  }
+  OpCheck &in(DType dtype, const Shape &shape) {
+    op.add_inputs(value(dtype, shape));
+    return *this;
+  }
+  OpCheck &absentIn() {
+    op.add_inputs(-1);
+    return *this;
+  }
+  OpCheck &out(DType dtype, const Shape &shape) {
+    op.add_outputs(value(dtype, shape));
+    return *this;
+  }
+  OpCheck &i(const std::string &name, int64_t v) {
+    PlanBuilder::attrInt(op, name, v);
+    return *this;
+  }
+  OpCheck &f(const std::string &name, double v) {
+    PlanBuilder::attrFloat(op, name, v);
+    return *this;
+  }
+  OpCheck &ints(const std::string &name, const std::vector<int64_t> &v) {
+    op.mutable_attrs()->erase(name);
+    PlanBuilder::attrInts(op, name, v);
+    return *this;
+  }
+  OpInfo info() const { return checkOp(op, 0, types, Mesh()); }
+  std::string error() const {
+    return errorOf([&] { checkOp(op, 0, types, Mesh()); });
+  }
+
+  plan::Op op;
+  std::vector<TensorType> types;
+};
+
+#define EXPECT_CONTAINS(text, part)                                            \
+  do {                                                                         \
+    std::string text_ = (text);                                                \
+    EXPECT_NE(text_.find(part), std::string::npos)                             \
+        << "message was: " << text_;                                           \
+  } while (0)
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+TEST(TrainKernels, SoftmaxCrossEntropyIsLogSumExpMinusTheLabel) {
+  std::mt19937 rng(11);
+  Shape s = {2, 3, 7};
+  Tensor logits = randomF32(s, rng, -4.f, 4.f);
+  Tensor labels =
+      makeTensor<int64_t>({2, 3}, {0, 6, -100, 3, 2, 5}); // one ignored
+  Tensor loss(DType::F32, {2, 3});
+  softmaxCrossEntropy(logits, labels, -100, loss);
+  std::vector<double> x = toDouble(logits), ref;
+  for (int64_t r = 0; r < 6; ++r) {
+    int64_t label = labels.data<int64_t>()[r];
+    ref.push_back(label == -100 ? 0.0
+                                : refCrossEntropy(&x[r * 7], 7, label));
+  }
+  expectAllNear(loss, ref);
+  EXPECT_EQ(loss.data<float>()[2], 0.f);
+
+  // Stable for large logits; another ignore_index, which may be a class.
+  Tensor big = makeTensor<float>({2, 2}, {1000.f, 0.f, -1000.f, 5.f});
+  Tensor lab = makeTensor<int64_t>({2}, {1, 0});
+  Tensor out(DType::F32, {2});
+  softmaxCrossEntropy(big, lab, -1, out);
+  EXPECT_FLOAT_EQ(out.data<float>()[0], 1000.f);
+  EXPECT_FLOAT_EQ(out.data<float>()[1], 1005.f);
+  softmaxCrossEntropy(big, lab, 0, out);
+  EXPECT_FLOAT_EQ(out.data<float>()[0], 1000.f);
+  EXPECT_EQ(out.data<float>()[1], 0.f);
+}
+
+TEST(TrainKernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
+  std::mt19937 rng(12);
+  Shape s = {4, 5};
+  Tensor logits = randomF32(s, rng, -3.f, 3.f);
+  Tensor labels = makeTensor<int64_t>({4}, {2, -100, 0, 4});
+  Tensor dloss = randomF32({4}, rng, 0.5f, 2.f);
+  Tensor dlogits(DType::F32, s);
+  softmaxCrossEntropyGrad(logits, labels, dloss, -100, dlogits);
+  // d/dx of sum over rows of dloss * CE, from the forward formula.
+  auto total = [&](const std::vector<double> &x) {
+    double sum = 0;
+    for (int64_t r = 0; r < 4; ++r) {
+      int64_t label = labels.data<int64_t>()[r];
+      if (label != -100)
+        sum += dloss.data<float>()[r] * refCrossEntropy(&x[r * 5], 5, label);
+    }
+    return sum;
+  };
+  expectAllNear(dlogits, numericGradient(total, toDouble(logits)));
+  for (int64_t j = 0; j < 5; ++j)
+    EXPECT_EQ(dlogits.data<float>()[5 + j], 0.f); // the ignored row
+
+  // The forward kernel agrees with the formula the differences used.
+  Tensor loss(DType::F32, {4});
+  softmaxCrossEntropy(logits, labels, -100, loss);
+  double sum = 0;
+  for (int64_t r = 0; r < 4; ++r)
+    sum += double(dloss.data<float>()[r]) * loss.data<float>()[r];
+  EXPECT_NEAR(sum, total(toDouble(logits)), 1e-5);
+}
+
+TEST(TrainKernels, SoftmaxCrossEntropyRejectsBadLabels) {
+  Tensor logits(DType::F32, {2, 3});
+  Tensor loss(DType::F32, {2}), dlogits(DType::F32, {2, 3});
+  Tensor dloss = makeTensor<float>({2}, {1.f, 1.f});
+  for (int64_t bad : {3, -1}) {
+    Tensor labels = makeTensor<int64_t>({2}, {0, bad});
+    EXPECT_EQ(errorOf([&] { softmaxCrossEntropy(logits, labels, -100, loss); }),
+              fmt::format("SoftmaxCrossEntropy: label {} (at position 1 of "
+                          "the labels) is out of range [0, 3) and not the "
+                          "ignore_index -100",
+                          bad));
+    EXPECT_CONTAINS(errorOf([&] {
+                      softmaxCrossEntropyGrad(logits, labels, dloss, -100,
+                                              dlogits);
+                    }),
+                    fmt::format("SoftmaxCrossEntropyGrad: label {}", bad));
+  }
+  Tensor wrongShape = makeTensor<int64_t>({3}, {0, 0, 0});
+  EXPECT_CONTAINS(
+      errorOf([&] { softmaxCrossEntropy(logits, wrongShape, -100, loss); }),
+      "do not fit logits");
+}
+
+TEST(TrainKernels, SoftmaxGradMatchesFiniteDifferences) {
+  std::mt19937 rng(13);
+  Shape s = {2, 4, 3};
+  Tensor x = randomF32(s, rng, -2.f, 2.f);
+  Tensor dy = randomF32(s, rng);
+  for (int64_t axis : {1, 2}) {
+    Tensor y(DType::F32, s), dx(DType::F32, s);
+    softmax(x, axis, y);
+    softmaxGrad(y, dy, axis, dx);
+    // L = sum(dy * softmax(x)) in double.
+    auto total = [&](const std::vector<double> &xv) {
+      double sum = 0;
+      for (int64_t i = 0; i < numElements(s); ++i) {
+        auto c = unravel(i, s);
+        double denom = 0;
+        for (int64_t j = 0; j < s[axis]; ++j) {
+          auto cj = c;
+          cj[axis] = j;
+          denom += std::exp(xv[broadcastIndex(cj, s)]);
+        }
+        sum += dy.data<float>()[i] * std::exp(xv[i]) / denom;
+      }
+      return sum;
+    };
+    expectAllNear(dx, numericGradient(total, toDouble(x)));
+  }
+  // A scalar's softmax is constant.
+  Tensor one = makeTensor<float>({}, {1.f}), d = makeTensor<float>({}, {3.f});
+  Tensor out = makeTensor<float>({}, {7.f});
+  softmaxGrad(one, d, 0, out);
+  EXPECT_EQ(out.data<float>()[0], 0.f);
+}
+
+TEST(TrainKernels, LayerNormalizationGradsMatchFiniteDifferences) {
+  std::mt19937 rng(14);
+  Shape s = {2, 3, 4};
+  Tensor x = randomF32(s, rng, -2.f, 2.f);
+  Tensor dy = randomF32(s, rng);
+  double eps = 1e-5;
+  for (int64_t axis : {1, 2}) {
+    Shape norm(s.begin() + axis, s.end());
+    int64_t n = numElements(norm);
+    Tensor scale = randomF32(norm, rng, 0.5f, 1.5f);
+    // L = sum(dy * LayerNorm(x, scale)).
+    auto total = [&](const std::vector<double> &xv,
+                     const std::vector<double> &sv) {
+      std::vector<double> y = refLayerNorm(xv, sv, n, eps);
+      double sum = 0;
+      for (std::size_t i = 0; i < y.size(); ++i)
+        sum += dy.data<float>()[i] * y[i];
+      return sum;
+    };
+    std::vector<double> xd = toDouble(x), sd = toDouble(scale);
+
+    Tensor dx(DType::F32, s);
+    layerNormGrad(x, scale, dy, axis, float(eps), dx);
+    expectAllNear(dx, numericGradient(
+                          [&](const std::vector<double> &v) {
+                            return total(v, sd);
+                          },
+                          xd));
+
+    Tensor dscale(DType::F32, norm);
+    layerNormScaleGrad(x, dy, axis, float(eps), dscale);
+    expectAllNear(dscale, numericGradient(
+                              [&](const std::vector<double> &v) {
+                                return total(xd, v);
+                              },
+                              sd));
+  }
+  // A scale that broadcasts to the normalized shape [3, 4].
+  Tensor scale = makeTensor<float>({4}, {0.5f, 1.f, 2.f, -1.f});
+  Tensor full(DType::F32, {3, 4});
+  expand(scale, full);
+  Tensor a(DType::F32, s), b(DType::F32, s);
+  layerNormGrad(x, scale, dy, 1, 1e-5f, a);
+  layerNormGrad(x, full, dy, 1, 1e-5f, b);
+  EXPECT_EQ(toVector<float>(a), toVector<float>(b));
+  Tensor wrong(DType::F32, {3, 3});
+  EXPECT_CONTAINS(errorOf([&] { layerNormScaleGrad(x, dy, 1, 1e-5f, wrong); }),
+                  "LayerNormalizationScaleGrad: output is f32[3, 3] but the "
+                  "inputs give f32[3, 4]");
+}
+
+TEST(TrainKernels, GatherGradScatterAddsRows) {
+  // Rows 0 and 2 are hit twice (once as -1), row 1 never.
+  Tensor idx = makeTensor<int64_t>({2, 2}, {2, 0, -1, 0});
+  Tensor dy = makeTensor<float>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor out = makeTensor<float>({3, 2}, {9, 9, 9, 9, 9, 9});
+  gatherGrad(idx, dy, out);
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{3 + 7, 4 + 8, 0, 0, 1 + 5, 2 + 6}));
+
+  // The adjoint of Gather: <gather(w, i), dy> = <w, gatherGrad(i, dy)>.
+  std::mt19937 rng(15);
+  Tensor w = randomF32({5, 3}, rng);
+  Tensor i32(DType::I32, {4});
+  for (int k = 0; k < 4; ++k)
+    i32.data<int32_t>()[k] = (k * 3) % 5;
+  Tensor g(DType::F32, {4, 3}), d = randomF32({4, 3}, rng);
+  gather(w, i32, 0, g);
+  Tensor back(DType::F32, {5, 3});
+  gatherGrad(i32, d, back);
+  double lhs = 0, rhs = 0;
+  for (int k = 0; k < 12; ++k)
+    lhs += double(g.data<float>()[k]) * d.data<float>()[k];
+  for (int k = 0; k < 15; ++k)
+    rhs += double(w.data<float>()[k]) * back.data<float>()[k];
+  EXPECT_NEAR(lhs, rhs, 1e-5);
+
+  Tensor bad = makeTensor<int64_t>({2, 2}, {0, 3, 1, 1});
+  EXPECT_EQ(errorOf([&] { gatherGrad(bad, dy, out); }),
+            "GatherGrad: index 3 (at position 1 of the indices) is out of "
+            "range for 3 rows");
+  Tensor neg = makeTensor<int64_t>({2, 2}, {0, 1, -4, 1});
+  EXPECT_CONTAINS(errorOf([&] { gatherGrad(neg, dy, out); }), "index -4");
+  Tensor wrongRows(DType::F32, {3, 3});
+  EXPECT_CONTAINS(errorOf([&] { gatherGrad(idx, dy, wrongRows); }),
+                  "GatherGrad: dy f32[2, 2, 2] must be [2, 2, 3]");
+}
+
+TEST(TrainKernels, ExpandRejectsIncompatibleShapes) {
+  Tensor x = makeTensor<float>({3}, {1, 2, 3});
+  Tensor ok(DType::F32, {2, 3});
+  expand(x, ok);
+  EXPECT_EQ(toVector<float>(ok), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  Tensor bad(DType::F32, {3, 2});
+  EXPECT_EQ(errorOf([&] { expand(x, bad); }),
+            "Expand: input f32[3] does not broadcast to the output f32[3, 2]");
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
+
+TEST(Optimizers, LearningRateWarmsUpThenDecays) {
+  OptimizerParams p;
+  p.lr = 1.0;
+  p.minLr = 0.1;
+  p.warmupSteps = 2;
+  p.totalSteps = 6;
+  const double pi = 3.14159265358979323846;
+  EXPECT_DOUBLE_EQ(learningRate(p, 1), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(p, 2), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(p, 3), 1.0); // s = 2: cosine at 0
+  EXPECT_DOUBLE_EQ(learningRate(p, 4),
+                   0.1 + 0.45 * (1 + std::cos(pi * 1 / 4)));
+  EXPECT_DOUBLE_EQ(learningRate(p, 5), 0.55); // halfway
+  EXPECT_DOUBLE_EQ(learningRate(p, 6),
+                   0.1 + 0.45 * (1 + std::cos(pi * 3 / 4)));
+  EXPECT_DOUBLE_EQ(learningRate(p, 7), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(p, 1000), 0.1);
+  p.totalSteps = 0; // constant after warmup
+  EXPECT_DOUBLE_EQ(learningRate(p, 2), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(p, 50), 1.0);
+  p.warmupSteps = 0;
+  EXPECT_DOUBLE_EQ(learningRate(p, 1), 1.0);
+}
+
+TEST(Optimizers, ClipScaleAndSumOfSquares) {
+  Tensor g = makeTensor<float>({2, 2}, {3, 4, 0, 12});
+  EXPECT_EQ(sumOfSquares(g), 169.0);
+  OptimizerParams p;
+  EXPECT_EQ(clipScale(p, 13.0), 1.f); // off
+  p.clipNorm = 1.0;
+  EXPECT_FLOAT_EQ(clipScale(p, 13.0), float(1.0 / (13.0 + 1e-6)));
+  p.clipNorm = 100.0;
+  EXPECT_EQ(clipScale(p, 13.0), 1.f);
+}
+
+TEST(Optimizers, AdamWTwoStepsByHand) {
+  OptimizerParams p;
+  p.kind = OptimizerParams::AdamW;
+  p.lr = 0.1;
+  p.beta1 = 0.8;
+  p.beta2 = 0.95;
+  p.eps = 1e-3;
+  p.weightDecay = 0.5;
+  // Warmup 0.05, 0.1; cosine from step 3 (s = 2): 0.1, then halfway
+  // between 0.1 and 0.02.
+  p.warmupSteps = 2;
+  p.totalSteps = 4;
+  p.minLr = 0.02;
+  const double lrs[] = {0.05, 0.1, 0.1, 0.06};
+  const float scale = 0.5f;
+  std::vector<double> w0 = {1.0, -2.0, 0.5, 3.0}, m0(4, 0.0), v0(4, 0.0);
+  std::vector<std::vector<double>> grads = {{0.2, -0.4, 0.0, 1.5},
+                                            {-0.1, 0.3, 2.0, 1.0},
+                                            {0.7, 0.3, -1.0, 0.0},
+                                            {0.2, -0.6, 0.25, -2.0}};
+  Tensor w(DType::F32, {4}), m(DType::F32, {4}), v(DType::F32, {4});
+  for (int i = 0; i < 4; ++i)
+    w.data<float>()[i] = float(w0[i]);
+  std::vector<double> rw = w0, rm = m0, rv = v0;
+  for (int t = 1; t <= 4; ++t) {
+    double lr = lrs[t - 1];
+    EXPECT_NEAR(learningRate(p, t), lr, 1e-15);
+    Tensor g(DType::F32, {4});
+    for (int i = 0; i < 4; ++i)
+      g.data<float>()[i] = float(grads[t - 1][i]);
+    adamwUpdate(p, t, scale, w, g, m, v);
+    for (int i = 0; i < 4; ++i) {
+      double gi = grads[t - 1][i] * scale;
+      rw[i] *= 1 - lr * 0.5;
+      rm[i] = 0.8 * rm[i] + 0.2 * gi;
+      rv[i] = 0.95 * rv[i] + 0.05 * gi * gi;
+      double mhat = rm[i] / (1 - std::pow(0.8, t));
+      double vhat = rv[i] / (1 - std::pow(0.95, t));
+      rw[i] -= lr * mhat / (std::sqrt(vhat) + 1e-3);
+    }
+    expectAllNear(w, rw, 1e-6);
+    expectAllNear(m, rm, 1e-6);
+    expectAllNear(v, rv, 1e-6);
+  }
+  // Step 1 by hand for element 0: lr 0.05, g = 0.1, m = 0.2 * 0.1,
+  // v = 0.05 * 0.01, so mhat = 0.1, sqrt(vhat) = 0.1 and
+  // w = 1 * (1 - 0.05 * 0.5) - 0.05 * 0.1 / (0.1 + 1e-3).
+  Tensor w1 = makeTensor<float>({1}, {1.f}), g1 = makeTensor<float>({1}, {.2f});
+  Tensor m1(DType::F32, {1}), v1(DType::F32, {1});
+  adamwUpdate(p, 1, scale, w1, g1, m1, v1);
+  EXPECT_NEAR(w1.data<float>()[0], 0.975 - 0.005 / 0.101, 1e-6);
+
+  Tensor wrong(DType::F32, {3});
+  Tensor g(DType::F32, {4});
+  EXPECT_CONTAINS(errorOf([&] { adamwUpdate(p, 1, 1.f, w, g, wrong, v); }),
+                  "AdamW: the first moment is f32[3], but the gradient is "
+                  "f32[4]");
+  EXPECT_CONTAINS(errorOf([&] { adamwUpdate(p, 0, 1.f, w, g, m, v); }),
+                  "step 0 is not 1-based");
+}
+
+TEST(Optimizers, SgdTwoStepsByHand) {
+  OptimizerParams p;
+  p.kind = OptimizerParams::SGD;
+  p.lr = 0.5;
+  p.momentum = 0.9;
+  p.weightDecay = 0.1;
+  p.warmupSteps = 2; // 0.25, then 0.5
+  const float scale = 2.f;
+  std::vector<double> w0 = {1.0, -1.0, 2.0};
+  std::vector<std::vector<double>> grads = {{0.5, 0.25, -1.0},
+                                            {1.0, -0.5, 0.0}};
+  Tensor w = makeTensor<float>({3}, {1.f, -1.f, 2.f});
+  // A nonzero buffer is overwritten at step 1 (buf = g).
+  Tensor buf = makeTensor<float>({3}, {7.f, 7.f, 7.f});
+  std::vector<double> rw = w0, rb(3, 0.0);
+  for (int t = 1; t <= 2; ++t) {
+    double lr = 0.25 * t;
+    Tensor g(DType::F32, {3});
+    for (int i = 0; i < 3; ++i)
+      g.data<float>()[i] = float(grads[t - 1][i]);
+    sgdUpdate(p, t, scale, w, g, buf);
+    for (int i = 0; i < 3; ++i) {
+      double d = grads[t - 1][i] * scale + 0.1 * rw[i];
+      rb[i] = t == 1 ? d : 0.9 * rb[i] + d;
+      rw[i] -= lr * rb[i];
+    }
+    expectAllNear(w, rw, 1e-6);
+    expectAllNear(buf, rb, 1e-6);
+  }
+  // By hand, element 0: d1 = 1 + 0.1 = 1.1, w1 = 1 - 0.25 * 1.1 = 0.725;
+  // d2 = 2 + 0.0725 = 2.0725, buf = 0.99 + 2.0725, w2 = w1 - 0.5 * buf.
+  EXPECT_NEAR(w.data<float>()[0], 0.725 - 0.5 * (0.99 + 2.0725), 1e-6);
+
+  // Without momentum the buffer is not needed.
+  p.momentum = 0;
+  Tensor w2 = makeTensor<float>({1}, {1.f}), g2 = makeTensor<float>({1}, {1.f});
+  Tensor none;
+  sgdUpdate(p, 3, 1.f, w2, g2, none);
+  EXPECT_NEAR(w2.data<float>()[0], 1 - 0.5 * (1 + 0.1), 1e-7);
+}
+
+//===----------------------------------------------------------------------===//
+// Type rules
+//===----------------------------------------------------------------------===//
+
+TEST(TrainOps, LossAndGradientTypes) {
+  {
+    OpCheck c("SoftmaxCrossEntropy");
+    c.in(DType::F32, {2, 3, 5}).in(DType::I64, {2, 3}).out(DType::F32, {2, 3});
+    EXPECT_EQ(c.error(), "");
+    EXPECT_EQ(c.info().attrs.ignoreIndex, -100);
+    c.i("ignore_index", 0);
+    EXPECT_EQ(c.info().attrs.ignoreIndex, 0);
+    c.types[1] = {DType::I32, {2, 3}};
+    EXPECT_CONTAINS(c.error(), "input labels must be i64, got i32[2, 3]");
+    c.types[1] = {DType::I64, {2, 5}};
+    EXPECT_CONTAINS(c.error(), "input labels must have the shape of the "
+                               "logits without the last dimension, [2, 3]");
+    OpCheck g("SoftmaxCrossEntropyGrad");
+    g.in(DType::F32, {4, 5}).in(DType::I64, {4}).in(DType::F32, {4});
+    g.out(DType::F32, {4, 5});
+    EXPECT_EQ(g.error(), "");
+    g.types[2].shape = {};
+    EXPECT_CONTAINS(g.error(), "input dloss must be f32[4] (one per label)");
+    OpCheck bad("SoftmaxCrossEntropy");
+    bad.in(DType::F32, {4}).in(DType::I64, {}).out(DType::F32, {});
+    bad.f("ignore_index", 1.5);
+    EXPECT_CONTAINS(bad.error(), "attribute 'ignore_index' must be an integer");
+  }
+  {
+    OpCheck c("SoftmaxGrad");
+    c.in(DType::F32, {2, 3}).in(DType::F32, {2, 3}).out(DType::F32, {2, 3});
+    EXPECT_EQ(c.info().attrs.axis, 1);
+    c.i("axis", -2);
+    EXPECT_EQ(c.info().attrs.axis, 0);
+    c.types[1].shape = {3, 2};
+    EXPECT_CONTAINS(c.error(), "inputs y and dy must have the same type");
+  }
+  {
+    OpCheck c("LayerNormalizationGrad");
+    c.in(DType::F32, {2, 3, 4}).in(DType::F32, {4}).in(DType::F32, {2, 3, 4});
+    c.out(DType::F32, {2, 3, 4}).i("axis", -2).f("epsilon", 1e-6);
+    EXPECT_EQ(c.error(), "");
+    EXPECT_EQ(c.info().attrs.axis, 1);
+    EXPECT_FLOAT_EQ(c.info().attrs.epsilon, 1e-6f);
+    c.types[1].shape = {3};
+    EXPECT_CONTAINS(c.error(), "scale of shape [3] does not broadcast to the "
+                               "normalized shape [3, 4]");
+    c.types[1].shape = {4};
+    c.op.mutable_attrs()->at("axis").set_i(3);
+    EXPECT_CONTAINS(c.error(), "axis 3 is out of range for rank 3");
+    OpCheck s("LayerNormalizationScaleGrad");
+    s.in(DType::F32, {2, 3, 4}).in(DType::F32, {2, 3, 4});
+    s.out(DType::F32, {3, 4}).i("axis", 1);
+    EXPECT_EQ(s.error(), "");
+    s.types[2].shape = {4};
+    EXPECT_CONTAINS(s.error(), "is declared f32[4], but the inputs "
+                               "(f32[2, 3, 4], f32[2, 3, 4]) give f32[3, 4]");
+  }
+  {
+    OpCheck c("GatherGrad");
+    c.in(DType::I64, {2, 5}).in(DType::F32, {2, 5, 8}).out(DType::F32, {50, 8});
+    EXPECT_EQ(c.error(), "");
+    c.i("axis", 1);
+    EXPECT_CONTAINS(c.error(), "axis 1 is not supported (only 0)");
+    c.op.mutable_attrs()->at("axis").set_i(0);
+    c.types[1].shape = {2, 5, 7};
+    EXPECT_CONTAINS(c.error(), "input dy must be the indices' shape followed "
+                               "by the output's row shape, [2, 5, 8], got "
+                               "f32[2, 5, 7]");
+    c.types[1].shape = {2, 5, 8};
+    c.types[0].dtype = DType::F32;
+    EXPECT_CONTAINS(c.error(), "indices must be i64 or i32");
+  }
+  {
+    OpCheck c("Expand");
+    c.in(DType::F32, {3}).out(DType::F32, {2, 2}).ints("shape", {2, 2});
+    EXPECT_EQ(c.error(), "input f32[3] does not broadcast to attribute "
+                         "'shape' [2, 2]");
+  }
+}
+
+TEST(TrainOps, OptimizerTypesAndAttributes) {
+  {
+    OpCheck c("AdamW");
+    for (int i = 0; i < 4; ++i)
+      c.in(DType::F32, {3, 4});
+    c.f("lr", 3e-4).f("beta1", 0.8).f("beta2", 0.99).f("eps", 1e-6);
+    c.f("weight_decay", 0.1).f("clip_norm", 1.0).i("warmup_steps", 10);
+    c.i("total_steps", 100).f("min_lr", 1e-5);
+    EXPECT_EQ(c.error(), "");
+    OptimizerParams p = optimizerParams(c.info());
+    EXPECT_EQ(p.kind, OptimizerParams::AdamW);
+    EXPECT_EQ(p.lr, 3e-4); // kept in double
+    EXPECT_EQ(p.beta1, 0.8);
+    EXPECT_EQ(p.beta2, 0.99);
+    EXPECT_EQ(p.eps, 1e-6);
+    EXPECT_EQ(p.weightDecay, 0.1);
+    EXPECT_EQ(p.clipNorm, 1.0);
+    EXPECT_EQ(p.warmupSteps, 10);
+    EXPECT_EQ(p.totalSteps, 100);
+    EXPECT_EQ(p.minLr, 1e-5);
+    c.op.mutable_attrs()->at("beta2").set_f(1.0);
+    EXPECT_CONTAINS(c.error(), "attribute 'beta2' must be in [0, 1), got 1");
+    c.op.mutable_attrs()->at("beta2").set_f(0.99);
+    c.types[3].shape = {4, 3};
+    EXPECT_CONTAINS(c.error(), "input v must have the type of w, f32[3, 4], "
+                               "got f32[4, 3]");
+    c.types[3].shape = {3, 4};
+    c.op.mutable_attrs()->erase("lr");
+    EXPECT_CONTAINS(c.error(), "missing required attribute 'lr'");
+    c.f("lr", -1);
+    EXPECT_CONTAINS(c.error(), "attribute 'lr' must be >= 0, got -1");
+    c.op.mutable_attrs()->at("lr").set_f(1e-3);
+    c.f("momentum", 0.9);
+    EXPECT_CONTAINS(c.error(), "unknown attribute 'momentum'");
+
+    OpCheck d("AdamW"); // PyTorch's defaults
+    for (int i = 0; i < 4; ++i)
+      d.in(DType::F32, {2});
+    d.f("lr", 1e-3);
+    OptimizerParams q = optimizerParams(d.info());
+    EXPECT_EQ(q.beta1, 0.9);
+    EXPECT_EQ(q.beta2, 0.999);
+    EXPECT_EQ(q.eps, 1e-8);
+    EXPECT_EQ(q.weightDecay, 0.01);
+    EXPECT_EQ(q.clipNorm, 0.0);
+    OpCheck o("AdamW");
+    o.in(DType::F32, {2}).in(DType::F32, {2}).in(DType::F32, {2});
+    o.in(DType::F32, {2}).out(DType::F32, {2}).f("lr", 1e-3);
+    EXPECT_CONTAINS(o.error(), "expects 0 outputs, got 1");
+  }
+  {
+    OpCheck c("SGD");
+    c.in(DType::F32, {5}).in(DType::F32, {5}).in(DType::F32, {5});
+    c.f("lr", 0.1).f("momentum", 0.9);
+    EXPECT_EQ(c.error(), "");
+    OptimizerParams p = optimizerParams(c.info());
+    EXPECT_EQ(p.kind, OptimizerParams::SGD);
+    EXPECT_EQ(p.momentum, 0.9);
+    EXPECT_EQ(p.weightDecay, 0.0);
+    c.types[1].dtype = DType::I64;
+    EXPECT_CONTAINS(c.error(), "input g must have the type of w");
+    OpCheck n("SGD"); // no buffer without momentum
+    n.in(DType::F32, {5}).in(DType::F32, {5}).absentIn().f("lr", 0.1);
+    EXPECT_EQ(n.error(), "");
+    n.f("momentum", 0.5);
+    EXPECT_CONTAINS(n.error(), "momentum 0.5 needs the input buf (#2)");
+    OpCheck i("SGD");
+    i.in(DType::I64, {5}).in(DType::I64, {5}).f("lr", 0.1);
+    EXPECT_CONTAINS(i.error(), "input w must be f32, got i64[5]");
+  }
+  OpCheck m("MatMul");
+  m.in(DType::F32, {2, 2}).in(DType::F32, {2, 2}).out(DType::F32, {2, 2});
+  EXPECT_EQ(errorOf([&] { optimizerParams(m.info()); }),
+            "op #0 (MatMul): is not an optimizer op (AdamW or SGD)");
+}
