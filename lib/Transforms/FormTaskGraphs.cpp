@@ -34,7 +34,16 @@ struct Instance {
   ScopeAttr scope;
   std::string name;
   SmallVector<Operation *> ops;
+  /// Training, in a pipeline: "backward" or "optimizer" (empty: forward).
+  /// Each phase of a stage is a TaskGraph of its own on the stage's
+  /// devices, so that the schedule can run it on its own.
+  std::string phase;
 };
+
+/// The suffix of a phase's TaskGraph names.
+StringRef phaseSuffix(StringRef phase) {
+  return phase == "backward" ? ".bwd" : phase == "optimizer" ? ".opt" : "";
+}
 
 struct FormTaskGraphsPass
     : public ::shoal::impl::FormTaskGraphsPassBase<FormTaskGraphsPass> {
@@ -72,6 +81,7 @@ struct FormTaskGraphsPass
     // counts cannot share devices either. Otherwise every TaskGraph runs on
     // all devices (EPL's colocate_split_and_replicate).
     staged = microBatches > 1 || countsDiffer;
+    training = module->hasAttr(ShoalDialect::kTrainingAttr);
     firstScope = ordered.empty() ? ScopeAttr() : ordered.front();
     int64_t devices = firstScope ? firstScope.getDevices() : 1;
     Strategy defaultStrategy = Strategy::replicate;
@@ -106,6 +116,7 @@ struct FormTaskGraphsPass
   }
 
   bool staged = false;
+  bool training = false;
   int64_t virtualStages = 1;
   ScopeAttr firstScope;
 
@@ -137,31 +148,39 @@ struct FormTaskGraphsPass
       }
       return places;
     }
-    // Device groups: instance k runs on group k % p, with p = instances / v
-    // (interleaved schedules give each group v model chunks).
-    int64_t n = instances.size();
+    // Device groups: forward instance k runs on group k % p, with p =
+    // forward instances / v (interleaved schedules give each group v model
+    // chunks). A backward or optimizer instance runs on its scope's group.
+    SmallVector<unsigned> fwd;
+    for (auto [k, inst] : llvm::enumerate(instances))
+      if (inst.phase.empty())
+        fwd.push_back(k);
+    int64_t n = fwd.size();
     if (n == 0)
       return places;
     if (n % virtualStages != 0)
       return func.emitError()
              << "virtual_stages = " << virtualStages << " needs a multiple of "
              << virtualStages << " TaskGraphs, but the scopes form " << n;
+    if (virtualStages > 1 && fwd.size() != instances.size())
+      return func.emitError() << "training with virtual stages (interleaved "
+                                 "schedules) is not supported yet";
     int64_t groups = n / virtualStages;
     SmallVector<int64_t> groupDevices(groups), groupOffset(groups);
     int64_t total = 0;
     for (int64_t g = 0; g < groups; ++g) {
-      groupDevices[g] = instances[g].scope.getDevices();
+      groupDevices[g] = instances[fwd[g]].scope.getDevices();
       groupOffset[g] = total;
       total += groupDevices[g];
     }
     for (int64_t k = groups; k < n; ++k)
-      if (instances[k].scope.getDevices() != groupDevices[k % groups])
+      if (instances[fwd[k]].scope.getDevices() != groupDevices[k % groups])
         return func.emitError()
-               << "TaskGraph '" << instances[k].name << "' uses "
-               << instances[k].scope.getDevices()
+               << "TaskGraph '" << instances[fwd[k]].name << "' uses "
+               << instances[fwd[k]].scope.getDevices()
                << " devices but shares pipeline stage " << k % groups
-               << " with '" << instances[k % groups].name << "', which uses "
-               << groupDevices[k % groups]
+               << " with '" << instances[fwd[k % groups]].name
+               << "', which uses " << groupDevices[k % groups]
                << "; the virtual stages of one stage need the same count";
     if (auto kind =
             func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
@@ -205,8 +224,19 @@ struct FormTaskGraphsPass
             }
         }
       }
+    llvm::DenseMap<Attribute, int64_t> groupOfScope;
     for (int64_t k = 0; k < n; ++k) {
       int64_t g = k % groups;
+      groupOfScope.try_emplace(instances[fwd[k]].scope, g);
+    }
+    for (auto [k, inst] : llvm::enumerate(instances)) {
+      auto it = groupOfScope.find(inst.scope);
+      if (it == groupOfScope.end())
+        return func.emitError()
+               << "the " << inst.phase << " ops of scope '"
+               << inst.scope.getName().getValue()
+               << "' have no forward TaskGraph to follow";
+      int64_t g = it->second;
       places[k] = {meshOf(world / total, groupDevices[g]), g, groupOffset[g],
                    groupStride[g]};
     }
@@ -224,6 +254,7 @@ struct FormTaskGraphsPass
     // starts a new one. Instance edges then only go forward.
     std::vector<Instance> instances;
     llvm::DenseMap<Operation *, unsigned> instanceOf;
+    SmallVector<Operation *> floating;
     llvm::StringMap<unsigned> count;
     for (Operation &op : body.without_terminator()) {
       if (isClonedSource(&op))
@@ -239,6 +270,14 @@ struct FormTaskGraphsPass
             minIdx = std::max(minIdx, it->second);
             readsInstance = true;
           }
+      // Training in a pipeline: an op in no scope that reads no op (the
+      // loss gradient's seed, say) joins its first reader's TaskGraph,
+      // decided below; the first stage is no better a guess.
+      if (staged && training && !readsInstance &&
+          !op.hasAttr(ShoalDialect::kScopeAttr)) {
+        floating.push_back(&op);
+        continue;
+      }
       ScopeAttr scope = defaultScope;
       // In a pipeline, an op in no scope joins the stage it reads from (the
       // first scope's if it reads from none).
@@ -252,29 +291,50 @@ struct FormTaskGraphsPass
                  << ShoalDialect::kScopesAttr << "'";
         scope = it->second;
       }
+      // In a pipeline, each training phase of a scope is a TaskGraph of its
+      // own; otherwise the phases share their scope's TaskGraph.
+      std::string phase;
+      if (staged)
+        if (auto p = op.getAttrOfType<StringAttr>(ShoalDialect::kPhaseAttr))
+          phase = p.getValue().str();
       int chosen = -1;
       for (int i = (int)instances.size() - 1; i >= (int)minIdx; --i)
-        if (instances[i].scope == scope) {
+        if (instances[i].scope == scope && instances[i].phase == phase) {
           chosen = i;
           break;
         }
       if (chosen < 0) {
         // TaskGraph names are unique: a scope's later instances are
         // "name.1", ... unless a scope already has that name.
-        std::string name = scope.getName().getValue().str();
+        std::string name =
+            (scope.getName().getValue() + phaseSuffix(phase)).str();
         while (true) {
-          unsigned n = count[scope.getName().getValue()]++;
+          unsigned n = count[name]++;
           std::string candidate = n ? name + "." + std::to_string(n) : name;
           if (n == 0 || !scopes.count(candidate)) {
             name = candidate;
             break;
           }
         }
-        instances.push_back({scope, name, {}});
+        instances.push_back({scope, name, {}, phase});
         chosen = instances.size() - 1;
       }
       instances[chosen].ops.push_back(&op);
       instanceOf[&op] = chosen;
+    }
+
+    // Floating ops go first in the earliest TaskGraph that reads them (they
+    // read no TaskGraph, so anywhere is before their readers).
+    for (Operation *op : llvm::reverse(floating)) {
+      unsigned idx = instances.empty() ? 0 : instances.size() - 1;
+      for (Operation *user : op->getUsers())
+        if (auto it = instanceOf.find(user); it != instanceOf.end())
+          idx = std::min(idx, it->second);
+      if (instances.empty())
+        return op->emitError() << "reads nothing and nothing reads it";
+      auto &ops = instances[idx].ops;
+      ops.insert(ops.begin(), op);
+      instanceOf[op] = idx;
     }
 
     // A graph output that is a weight or a constant (no node computes it)
@@ -324,6 +384,9 @@ struct FormTaskGraphsPass
                                       inst.scope.getDevices(),
                                       (*places)[idx].mesh, operands);
       setPlace(tg, (*places)[idx]);
+      if (!inst.phase.empty())
+        tg->setAttr(ShoalDialect::kPhaseAttr,
+                    b.getStringAttr(inst.phase));
       Block *tgBody = new Block();
       tg.getBody().push_back(tgBody);
       IRMapping inner;
@@ -332,11 +395,13 @@ struct FormTaskGraphsPass
       OpBuilder ib = OpBuilder::atBlockEnd(tgBody);
       for (Operation *op : inst.ops) {
         // Weights and constants are cloned next to each use, so each use
-        // can get the slice it needs.
+        // can get the slice it needs. In training, a weight is one value
+        // per TaskGraph (its optimizer update must reach every reader).
         llvm::SmallPtrSet<Value, 4> cloned;
         for (Value v : op->getOperands())
           if (Operation *def = v.getDefiningOp();
-              def && isClonedSource(def) && cloned.insert(v).second) {
+              def && isClonedSource(def) && cloned.insert(v).second &&
+              !(training && isa<WeightOp>(def) && inner.contains(v))) {
             Operation *copy = ib.clone(*def);
             copy->removeAttr(ShoalDialect::kScopeAttr);
             inner.map(v, copy->getResult(0));

@@ -46,6 +46,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.explain = options.explain;
     pm.addPass(createPlanPass(plan));
   }
+  if (options.train)
+    addTrainingPasses(pm, *options.train);
   pm.addPass(
       createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
   pm.addPass(createPropagateShardingPass());

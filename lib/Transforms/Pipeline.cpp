@@ -98,8 +98,11 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
   LogicalResult schedule(ModuleOp module, func::FuncOp func) {
     Block &entry = func.getBody().front();
     // Device groups and their TaskGraphs (chunks) in model order.
-    SmallVector<SmallVector<TaskGraphOp>> groups;
+    // Training: each stage also has a backward TaskGraph per chunk and an
+    // optimizer TaskGraph, which runs once after the stage's last backward.
+    SmallVector<SmallVector<TaskGraphOp>> groups, backward, updates;
     TaskGraphOp outputs;
+    bool training = module->hasAttr(ShoalDialect::kTrainingAttr);
     for (auto tg : entry.getOps<TaskGraphOp>()) {
       auto stage = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr);
       if (!stage)
@@ -109,9 +112,18 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         continue;
       }
       int64_t g = stage.getInt();
-      if (g >= (int64_t)groups.size())
+      if (g >= (int64_t)groups.size()) {
         groups.resize(g + 1);
-      groups[g].push_back(tg);
+        backward.resize(g + 1);
+        updates.resize(g + 1);
+      }
+      auto phase = tg->getAttrOfType<StringAttr>(ShoalDialect::kPhaseAttr);
+      if (phase && phase.getValue() == "backward")
+        backward[g].push_back(tg);
+      else if (phase && phase.getValue() == "optimizer")
+        updates[g].push_back(tg);
+      else
+        groups[g].push_back(tg);
     }
     if (groups.empty())
       return success();
@@ -137,6 +149,13 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
                << " TaskGraphs but the schedule expects " << chunks
                << " (virtual_stages)";
     sched::Schedule s;
+    for (auto [g, tgs] : llvm::enumerate(backward))
+      if (training && !tgs.empty() && (int64_t)tgs.size() != chunks)
+        return func.emitError()
+               << "pipeline stage " << g << " holds " << tgs.size()
+               << " backward TaskGraphs but the schedule expects " << chunks;
+    // The schedule keeps its shape either way (1F1B's bounded in-flight
+    // micro-batches); a forward-only plan just drops the backward steps.
     std::string error = sched::build(kind, groups.size(), microBatches, chunks,
                                      /*forwardOnly=*/false, s);
     if (!error.empty())
@@ -147,10 +166,20 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     SmallVector<Attribute> perGroup;
     for (auto [g, steps] : llvm::enumerate(s.order)) {
       SmallVector<Attribute> names;
-      for (const sched::Step &step : steps)
-        names.push_back(b.getStringAttr(
-            (step.backward ? "B" : "F") + std::to_string(step.microBatch) +
-            ":" + groups[g][step.chunk].getSymName().str()));
+      for (const sched::Step &step : steps) {
+        if (step.backward && (!training || backward[g].empty()))
+          continue;
+        TaskGraphOp tg =
+            step.backward ? backward[g][step.chunk] : groups[g][step.chunk];
+        names.push_back(b.getStringAttr((step.backward ? "B" : "F") +
+                                        std::to_string(step.microBatch) + ":" +
+                                        tg.getSymName().str()));
+      }
+      // Updates run once, after the last micro-batch's backward (they read
+      // the gradients accumulated over the micro-batches).
+      for (TaskGraphOp tg : updates[g])
+        names.push_back(b.getStringAttr("F" + std::to_string(microBatches - 1) +
+                                        ":" + tg.getSymName().str()));
       if (outputs && g + 1 == s.order.size())
         names.push_back(b.getStringAttr("F0:" + outputs.getSymName().str()));
       perGroup.push_back(b.getArrayAttr(names));

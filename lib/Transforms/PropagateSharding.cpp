@@ -32,6 +32,16 @@ bool isWeightLike(Value v) {
   return def && isa<WeightOp, ConstantOp>(def);
 }
 
+/// A weight whose layout an earlier user (or the same weight in an earlier
+/// TaskGraph of its stage) decided: in training, a weight is one value per
+/// TaskGraph read by its forward op, its backward ops and its update, which
+/// must all agree on its layout. It then brings its layout like an
+/// activation.
+bool hasDecidedLayout(Value v) {
+  auto w = v.getDefiningOp<WeightOp>();
+  return w && w->hasAttr(ShoalDialect::kShardingAttr);
+}
+
 /// Removes `axis` from every dimension of `s`.
 ShardingAttr dropAxis(ShardingAttr s, StringRef axis) {
   SmallVector<SmallVector<StringRef>> dims;
@@ -187,15 +197,44 @@ struct PropagateShardingPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
+      bool training = getOperation()->hasAttr(ShoalDialect::kTrainingAttr);
+      SmallVector<TaskGraphOp> done;
       for (auto tg : llvm::make_early_inc_range(
-               func.getBody().front().getOps<TaskGraphOp>()))
+               func.getBody().front().getOps<TaskGraphOp>())) {
+        if (training)
+          seedWeights(tg, done);
         if (failed(propagate(func, tg)))
           return signalPassFailure();
+        done.push_back(tg);
+      }
       // Graph outputs keep the layout their TaskGraph produced.
       Operation *ret = func.getBody().front().getTerminator();
       for (auto [i, v] : llvm::enumerate(ret->getOperands()))
         func.setResultAttr(i, ShoalDialect::kShardingAttr,
                            getOuterSharding(func, v));
+    }
+  }
+
+  /// Training: a weight takes the layout the same weight has in an earlier
+  /// TaskGraph on the same devices (the forward's), so that the backward
+  /// and the update read and write the slice the forward reads.
+  static void seedWeights(TaskGraphOp tg, ArrayRef<TaskGraphOp> done) {
+    for (auto w : tg.getBody().front().getOps<WeightOp>()) {
+      if (w->hasAttr(ShoalDialect::kShardingAttr))
+        continue;
+      for (TaskGraphOp other : done) {
+        if (!samePlacement(other, tg) ||
+            other.getMeshAttr() != tg.getMeshAttr())
+          continue;
+        for (auto ow : other.getBody().front().getOps<WeightOp>())
+          if (ow.getName() == w.getName())
+            if (auto s = ow->getAttr(ShoalDialect::kShardingAttr)) {
+              w->setAttr(ShoalDialect::kShardingAttr, s);
+              break;
+            }
+        if (w->hasAttr(ShoalDialect::kShardingAttr))
+          break;
+      }
     }
   }
 
@@ -219,6 +258,7 @@ struct PropagateShardingPass
 
   LogicalResult propagate(func::FuncOp func, TaskGraphOp tg) {
     MLIRContext *ctx = tg.getContext();
+    bool training = getOperation()->hasAttr(ShoalDialect::kTrainingAttr);
     MeshAttr mesh = tg.getMeshAttr();
     if (!mesh)
       return tg.emitError() << "TaskGraph '" << tg.getSymName()
@@ -311,6 +351,14 @@ struct PropagateShardingPass
         }
       } else {
         s = getValueSharding(in);
+        // Training: a value saved by the forward TaskGraph of this stage
+        // for its backward keeps its layout (no gather and re-slice).
+        if (owner && owner != tg && training &&
+            owner.getMeshAttr() == mesh) {
+          inShardings.push_back(s);
+          argShardings.push_back(s);
+          continue;
+        }
       }
       inShardings.push_back(s);
       argShardings.push_back(isSplit
@@ -342,11 +390,13 @@ struct PropagateShardingPass
       bool even = true;
       for (unsigned d = 0; d < type.getRank(); ++d)
         even &= type.getDimSize(d) % getAxesSize(mesh, s.getDimAxes(d)) == 0;
-      bool onlyElsewhere = even && !r.use_empty() &&
-                           llvm::all_of(r.getUsers(), [&](Operation *u) {
-                             auto other = dyn_cast<TaskGraphOp>(u);
-                             return other && !samePlacement(other, tg);
-                           });
+      bool onlyElsewhere =
+          even && !r.use_empty() &&
+          llvm::all_of(r.getUsers(), [&](Operation *u) {
+            auto other = dyn_cast<TaskGraphOp>(u);
+            return other && (!samePlacement(other, tg) ||
+                             (training && other.getMeshAttr() == mesh));
+          });
       outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
@@ -368,7 +418,7 @@ struct PropagateShardingPass
     // Activations bring their shardings; the first operand wins conflicts
     // (the others are resharded by shoal-partition).
     for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-      if (isWeightLike(v))
+      if (isWeightLike(v) && !hasDecidedLayout(v))
         continue;
       ShardingAttr s = getValueSharding(v);
       for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
@@ -479,7 +529,7 @@ struct PropagateShardingPass
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
-      if (auto w = v.getDefiningOp<WeightOp>())
+      if (auto w = v.getDefiningOp<WeightOp>(); w && !hasDecidedLayout(v))
         w->setAttr(
             ShoalDialect::kShardingAttr,
             b.getArrayAttr({shardingFromFactors(ctx, rule.operands[k], axes)}));

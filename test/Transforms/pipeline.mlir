@@ -13,17 +13,17 @@
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-form-taskgraphs --shoal-propagate-sharding --shoal-insert-bridges --shoal-pipeline | FileCheck %s --check-prefix=GLOBAL
 
 // In GPipe, every forward, then every backward.
-// GPIPE: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0", "B0:s0", "B1:s0", "B2:s0", "B3:s0"], ["F0:s1", "F1:s1", "F2:s1", "F3:s1", "B0:s1", "B1:s1", "B2:s1", "B3:s1"]]
+// GPIPE: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0"], ["F0:s1", "F1:s1", "F2:s1", "F3:s1"]]
 
 // In 1F1B, stage s runs p - s - 1 warm-up forwards, then alternates.
-// 1F1B: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "B0:s0", "F2:s0", "B1:s0", "F3:s0", "B2:s0", "B3:s0"], ["F0:s1", "B0:s1", "F1:s1", "B1:s1", "F2:s1", "B2:s1", "F3:s1", "B3:s1"]]
+// 1F1B: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0"], ["F0:s1", "F1:s1", "F2:s1", "F3:s1"]]
 
 // 1F1B with p = 4, m = 4: 3, 2, 1 and 0 warm-up forwards.
-// P4: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0", "B0:s0", "B1:s0", "B2:s0", "B3:s0"], ["F0:s1", "F1:s1", "F2:s1", "B0:s1", "F3:s1", "B1:s1", "B2:s1", "B3:s1"], ["F0:s2", "F1:s2", "B0:s2", "F2:s2", "B1:s2", "F3:s2", "B2:s2", "B3:s2"], ["F0:s3", "B0:s3", "F1:s3", "B1:s3", "F2:s3", "B2:s3", "F3:s3", "B3:s3"]]
+// P4: shoal.schedule = {{\[\[}}"F0:s0", "F1:s0", "F2:s0", "F3:s0"], ["F0:s1", "F1:s1", "F2:s1", "F3:s1"], ["F0:s2", "F1:s2", "F2:s2", "F3:s2"], ["F0:s3", "F1:s3", "F2:s3", "F3:s3"]]
 
 // Interleaved 1F1B, 2 stages x 2 chunks: c0 and c2 on stage 0, c1 and c3 on
 // stage 1; micro-batches go through the chunks in groups of p.
-// INTER: shoal.schedule = {{\[\[}}"F0:c0", "F1:c0", "F0:c2", "F1:c2", "F2:c0", "B0:c2", "F3:c0", "B1:c2", "F2:c2", "B0:c0", "F3:c2", "B1:c0", "B2:c2", "B3:c2", "B2:c0", "B3:c0"], ["F0:c1", "F1:c1", "F0:c3", "B0:c3", "F1:c3", "B1:c3", "F2:c1", "B0:c1", "F3:c1", "B1:c1", "F2:c3", "B2:c3", "F3:c3", "B3:c3", "B2:c1", "B3:c1"]]
+// INTER: shoal.schedule = {{\[\[}}"F0:c0", "F1:c0", "F0:c2", "F1:c2", "F2:c0", "F3:c0", "F2:c2", "F3:c2"], ["F0:c1", "F1:c1", "F0:c3", "F1:c3", "F2:c1", "F3:c1", "F2:c3", "F3:c3"]]
 // INTER: shoal.task_graph "c0" {{.*}}shoal.stage = 0
 // INTER: shoal.task_graph "c1" {{.*}}shoal.stage = 1
 // INTER: shoal.task_graph "c2" {{.*}}shoal.stage = 0
@@ -31,7 +31,7 @@
 
 // One TaskGraph with micro-batches: gradient accumulation on the same
 // devices, no send/recv.
-// ACCUM: shoal.schedule = {{\[\[}}"F0:a", "F1:a", "F2:a", "F3:a", "B0:a", "B1:a", "B2:a", "B3:a"]]
+// ACCUM: shoal.schedule = {{\[\[}}"F0:a", "F1:a", "F2:a", "F3:a"]]
 // ACCUM-NOT: shoal.send
 
 // The producer sends its local micro-batch (8 / 2 = 4 rows) at its end; the
@@ -49,6 +49,6 @@
 
 // A scope named "outputs" keeps its name; the TaskGraph for the returned
 // weight gets another and runs once after the pipeline.
-// NAMES: shoal.schedule = {{\[\[}}"F0:s0", {{.*}}], ["F0:outputs", "B0:outputs", {{.*}}, "B3:outputs", "F0:_outputs"]]
+// NAMES: shoal.schedule = {{\[\[}}"F0:s0", {{.*}}], ["F0:outputs", {{.*}}, "F0:_outputs"]]
 // NAMES: shoal.task_graph "outputs"
 // NAMES: shoal.task_graph "_outputs"

@@ -2,6 +2,7 @@
 //
 //   shoal-compile model.onnx --annotate spec.yaml --world-size 4 -o model.plan
 //   shoal-compile model.onnx --cluster cluster.yaml --explain -o model.plan
+//   shoal-compile model.onnx --annotate spec.yaml --train train.yaml -o t.plan
 //
 // Imports the model, runs the shoal-parallelize pipeline and exports the
 // plan. The same as shoal-translate --import-onnx | shoal-opt
@@ -56,6 +57,11 @@ static cl::opt<bool>
             cl::desc("Print the planner's top layouts with their predicted "
                      "time and memory and why the chosen one won (needs "
                      "--cluster)"));
+static cl::opt<std::string> trainPath(
+    "train",
+    cl::desc("Training config (YAML: loss, optimizer, frozen weights): "
+             "compile a training step instead of a forward pass"),
+    cl::value_desc("train.yaml"));
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
              cl::value_desc("file"));
@@ -101,6 +107,13 @@ int main(int argc, char **argv) {
   options.worldSize = worldSize;
   options.cluster = clusterPath;
   options.explain = explain;
+  if (!trainPath.empty()) {
+    shoal::TrainConfig config;
+    std::string err = shoal::parseTrainConfig(trainPath, config);
+    if (!err.empty())
+      return fail(err);
+    options.train = std::move(config);
+  }
   shoal::addParallelizePipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;

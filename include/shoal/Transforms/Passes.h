@@ -7,12 +7,31 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace shoal {
 
 #define GEN_PASS_DECL
 #include "shoal/Transforms/Passes.h.inc"
+
+/// A training configuration (train.yaml; docs/Training.md).
+struct TrainConfig {
+  std::string loss = "cross_entropy";
+  std::string output;
+  std::string labels = "labels";
+  int64_t ignoreIndex = -100;
+  std::vector<std::string> frozen;
+  OptimizerPassOptions optimizer;
+};
+
+/// Reads a train.yaml into `out`; returns an error naming the file and line
+/// (empty on success).
+std::string parseTrainConfig(llvm::StringRef path, TrainConfig &out);
+
+/// Adds shoal-autodiff and shoal-optimizer for `config`.
+void addTrainingPasses(mlir::OpPassManager &pm, const TrainConfig &config);
 
 /// Options of the `shoal-parallelize` pipeline.
 struct ParallelizeOptions {
@@ -24,6 +43,8 @@ struct ParallelizeOptions {
   std::string cluster;
   /// shoal-plan prints its candidates and choice.
   bool explain = false;
+  /// Training: the loss and the optimizer (absent: a forward plan).
+  std::optional<TrainConfig> train;
 };
 
 /// Adds the full parallelization pipeline to `pm`.

@@ -31,6 +31,72 @@ def AnnotatePass : Pass<"shoal-annotate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def AutodiffPass : Pass<"shoal-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Append a loss and build the backward graph";
+  let description = [{
+    Turns a forward graph into a training graph (docs/Training.md). The
+    function gets a new input (`labels`) and one output, the scalar `loss`:
+    the mean over the global batch of the softmax cross-entropy of `output`
+    (or of the squared error). Reverse-mode differentiation then walks the
+    ops from the loss back to every trained weight, with each op's gradient
+    rule (GradientOpInterface). Backward ops keep their forward op's scope
+    and location and get `shoal.phase = "backward"`, so they follow their
+    forward op into its TaskGraph (Whale's rule: users annotate only the
+    forward graph). The gradient of each trained weight is marked with
+    `shoal.grad_of = ["<initializer>"]` for shoal-optimizer.
+
+    Runs after shoal-annotate (and shoal-plan), before
+    shoal-form-taskgraphs.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"cross_entropy\"",
+           "cross_entropy or mse">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "name of the graph output the loss reads (default: the first)">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
+           "name of the new labels input">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "cross_entropy: label value that adds nothing to the loss">,
+    ListOption<"frozen", "frozen", "std::string",
+               "initializers not trained (glob patterns)">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
+def OptimizerPass : Pass<"shoal-optimizer", "::mlir::ModuleOp"> {
+  let summary = "One optimizer update per trained weight";
+  let description = [{
+    For every gradient shoal-autodiff marked, adds the optimizer's state
+    (zero-initialized weights `adam.m/<name>`, `adam.v/<name>` or
+    `sgd.momentum/<name>`, marked `shoal.zero_init`) and a `shoal.adamw` or
+    `shoal.sgd` op that updates the weight in place. Updates keep the scope
+    of the weight's first user and get `shoal.phase = "optimizer"`.
+    Backward ops whose results nothing reads (gradients of inputs) are
+    erased.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "weight decay (decoupled for AdamW)">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0.0",
+           "clip the global gradient norm to this (0: off)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "linear learning-rate warmup steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "cosine decay ends here (0: constant after warmup)">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "learning rate at the end of the cosine decay">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
   let summary = "Hardware-aware planning: balance, placement, memory check, "
                 "search";

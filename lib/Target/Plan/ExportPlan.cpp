@@ -114,6 +114,17 @@ private:
       src->set_kind(plan::WeightSource::ONNX);
       src->set_path(relativeTo(source.getValue(), planDir));
     }
+    if (auto training = module->getAttrOfType<DictionaryAttr>(
+            ShoalDialect::kTrainingAttr)) {
+      auto *t = plan.mutable_training();
+      auto str = [&](StringRef key) {
+        auto v = training.getAs<StringAttr>(key);
+        return v ? v.getValue().str() : std::string();
+      };
+      t->set_loss(str("loss"));
+      t->set_labels(str("labels"));
+      t->set_optimizer(str("optimizer"));
+    }
     return success();
   }
 
@@ -424,7 +435,8 @@ private:
         continue;
       }
       if (auto w = dyn_cast<WeightOp>(op)) {
-        if (plan.sources_size() == 0)
+        bool zeros = w->hasAttr(ShoalDialect::kZeroInitAttr);
+        if (plan.sources_size() == 0 && !zeros)
           return w.emitError()
                  << "weight '" << w.getName() << "' but the module has no '"
                  << ShoalDialect::kSourceAttr << "'";
@@ -432,6 +444,7 @@ private:
         weight->set_value(idOf(w));
         weight->set_initializer(w.getName().str());
         weight->set_source(0);
+        weight->set_zero_init(zeros);
         ShardingAttr s;
         if (auto list =
                 w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
@@ -592,6 +605,58 @@ private:
               return "ReduceSum";
             })
             .Case([](GeluOp) { return "Gelu"; })
+            .Case([&](ExpandOp e) {
+              setInts("shape", e.getType().getShape());
+              return "Expand";
+            })
+            .Case([&](SoftmaxCrossEntropyOp c) {
+              setI("ignore_index", c.getIgnoreIndex());
+              return "SoftmaxCrossEntropy";
+            })
+            .Case([&](SoftmaxCrossEntropyGradOp c) {
+              setI("ignore_index", c.getIgnoreIndex());
+              return "SoftmaxCrossEntropyGrad";
+            })
+            .Case([&](SoftmaxGradOp s) {
+              setI("axis", s.getAxis());
+              return "SoftmaxGrad";
+            })
+            .Case([&](LayerNormGradOp l) {
+              setI("axis", l.getAxis());
+              setF("epsilon", l.getEpsilon().convertToDouble());
+              return "LayerNormalizationGrad";
+            })
+            .Case([&](LayerNormScaleGradOp l) {
+              setI("axis", l.getAxis());
+              setF("epsilon", l.getEpsilon().convertToDouble());
+              return "LayerNormalizationScaleGrad";
+            })
+            .Case([&](GatherGradOp) {
+              setI("axis", 0);
+              return "GatherGrad";
+            })
+            .Case([&](AdamWOp a) {
+              setF("lr", a.getLr().convertToDouble());
+              setF("beta1", a.getBeta1().convertToDouble());
+              setF("beta2", a.getBeta2().convertToDouble());
+              setF("eps", a.getEps().convertToDouble());
+              setF("weight_decay", a.getWeightDecay().convertToDouble());
+              setF("clip_norm", a.getClipNorm().convertToDouble());
+              setI("warmup_steps", a.getWarmupSteps());
+              setI("total_steps", a.getTotalSteps());
+              setF("min_lr", a.getMinLr().convertToDouble());
+              return "AdamW";
+            })
+            .Case([&](SGDOp a) {
+              setF("lr", a.getLr().convertToDouble());
+              setF("momentum", a.getMomentum().convertToDouble());
+              setF("weight_decay", a.getWeightDecay().convertToDouble());
+              setF("clip_norm", a.getClipNorm().convertToDouble());
+              setI("warmup_steps", a.getWarmupSteps());
+              setI("total_steps", a.getTotalSteps());
+              setF("min_lr", a.getMinLr().convertToDouble());
+              return "SGD";
+            })
             .Case([&](AddLayerNormOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());

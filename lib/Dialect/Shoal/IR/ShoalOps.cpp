@@ -149,8 +149,12 @@ ShardingRule shoal::getReduceShardingRule(Operation *op, ArrayRef<int64_t> axes,
   for (int64_t i = 0; i < rank; ++i) {
     bool reduced = llvm::any_of(
         axes, [&](int64_t a) { return normalizeAxis(a, rank) == i; });
-    int f = rule.addFactor(in[i], reduced ? FactorKind::Blocked
-                                          : FactorKind::Parallel);
+    // A sum over a split dimension is a sum of partial sums; a mean (or
+    // anything else) needs the dimension whole.
+    int f = rule.addFactor(in[i], !reduced ? FactorKind::Parallel
+                                  : isa<ReduceSumOp>(op)
+                                      ? FactorKind::Reduction
+                                      : FactorKind::Blocked);
     inF.push_back({f});
     if (!reduced)
       outF.push_back({f});
@@ -815,6 +819,205 @@ int64_t AttentionOp::getFlops() {
     n *= x;
   // Two matrix products over the keys.
   return 2 * n * v[v.size() - 2] * (q.back() + v.back());
+}
+
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpandOp::verify() {
+  auto bc = broadcastShapes({shapeOf(getInput()), shapeOf(getResult())});
+  if (failed(bc) || ArrayRef<int64_t>(*bc) != shapeOf(getResult()))
+    return emitOpError() << "cannot broadcast " << fmtShape(shapeOf(getInput()))
+                         << " to " << fmtShape(shapeOf(getResult()));
+  return success();
+}
+
+namespace {
+/// Checks that `labels` is an integer tensor of the logits' shape without
+/// the class axis, and returns the number of classes.
+LogicalResult verifyLabels(Operation *op, Value logits, Value labels) {
+  ArrayRef<int64_t> l = shapeOf(logits);
+  if (l.empty())
+    return op->emitOpError() << "logits must have a class axis";
+  auto et = cast<RankedTensorType>(labels.getType()).getElementType();
+  if (!et.isInteger(64) && !et.isInteger(32))
+    return op->emitOpError() << "labels must be i32 or i64, got " << et;
+  if (shapeOf(labels) != l.drop_back())
+    return op->emitOpError()
+           << "labels of shape " << fmtShape(shapeOf(labels))
+           << " do not match logits " << fmtShape(l) << " without the class axis";
+  return success();
+}
+
+/// Factors of a loss over `logits` [..., V]: the positions are parallel, the
+/// class axis stays whole.
+ShardingRule crossEntropyRule(Value logits, int numPositionOperands,
+                              bool gradResult) {
+  ShardingRule rule;
+  ArrayRef<int64_t> l = shapeOf(logits);
+  TensorFactors pos, full;
+  for (int64_t d : l.drop_back())
+    pos.push_back({rule.addFactor(d)});
+  full = pos;
+  full.push_back({rule.addFactor(l.back(), FactorKind::Blocked)});
+  rule.operands.push_back(full);
+  for (int i = 0; i < numPositionOperands; ++i)
+    rule.operands.push_back(pos);
+  rule.results.push_back(gradResult ? full : pos);
+  return rule;
+}
+} // namespace
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  if (failed(verifyLabels(*this, getLogits(), getLabels())))
+    return failure();
+  if (shapeOf(getResult()) != shapeOf(getLogits()).drop_back())
+    return emitOpError() << "result must have the logits' shape without the "
+                            "class axis";
+  return success();
+}
+
+ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
+  return crossEntropyRule(getLogits(), 1, false);
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  if (failed(verifyLabels(*this, getLogits(), getLabels())))
+    return failure();
+  if (shapeOf(getDloss()) != shapeOf(getLabels()))
+    return emitOpError() << "dloss must have the labels' shape";
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError() << "result type must equal the logits' type";
+  return success();
+}
+
+ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
+  return crossEntropyRule(getLogits(), 2, true);
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (normalizeAxis(getAxis(), rankOf(getOutput())) < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << rankOf(getOutput());
+  if (getOutput().getType() != getGrad().getType() ||
+      getOutput().getType() != getResult().getType())
+    return emitOpError() << "output, grad and result types must be equal";
+  return success();
+}
+
+ShardingRule SoftmaxGradOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t axis = normalizeAxis(getAxis(), rankOf(getOutput()));
+  TensorFactors tf;
+  for (auto [i, d] : llvm::enumerate(shapeOf(getOutput())))
+    tf.push_back({rule.addFactor(
+        d, (int64_t)i == axis ? FactorKind::Blocked : FactorKind::Parallel)});
+  rule.operands = {tf, tf};
+  rule.results = {tf};
+  return rule;
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormalization(*this, getInput(), getAxis(), getScale(),
+                                 Value())))
+    return failure();
+  if (getInput().getType() != getGrad().getType() ||
+      getInput().getType() != getResult().getType())
+    return emitOpError() << "input, grad and result types must be equal";
+  return success();
+}
+
+ShardingRule LayerNormGradOp::getShardingRule() {
+  ShardingRule rule = normalizationRule(getInput(), getAxis(), getScale(),
+                                        Value(), 1, 1);
+  // Operands are (input, scale, grad); the grad is laid out as the input.
+  rule.operands.push_back(rule.operands.front());
+  return rule;
+}
+
+LogicalResult LayerNormScaleGradOp::verify() {
+  int64_t rank = rankOf(getInput());
+  int64_t axis = normalizeAxis(getAxis(), rank);
+  if (axis < 0)
+    return emitOpError() << "axis " << getAxis() << " out of range for rank "
+                         << rank;
+  if (getInput().getType() != getGrad().getType())
+    return emitOpError() << "input and grad types must be equal";
+  if (shapeOf(getResult()) != shapeOf(getInput()).drop_front(axis))
+    return emitOpError() << "result must have the normalized shape "
+                         << fmtShape(shapeOf(getInput()).drop_front(axis));
+  return success();
+}
+
+ShardingRule LayerNormScaleGradOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  int64_t axis = normalizeAxis(getAxis(), in.size());
+  TensorFactors tf, res;
+  for (auto [i, d] : llvm::enumerate(in)) {
+    bool normalized = (int64_t)i >= axis;
+    tf.push_back({rule.addFactor(d, normalized ? FactorKind::Blocked
+                                               : FactorKind::Reduction)});
+    if (normalized)
+      res.push_back(tf.back());
+  }
+  rule.operands = {tf, tf};
+  rule.results = {res};
+  return rule;
+}
+
+LogicalResult GatherGradOp::verify() {
+  ArrayRef<int64_t> idx = shapeOf(getIndices()), g = shapeOf(getGrad()),
+                    out = shapeOf(getResult());
+  auto et = cast<RankedTensorType>(getIndices().getType()).getElementType();
+  if (!et.isInteger(64) && !et.isInteger(32))
+    return emitOpError() << "indices must be i32 or i64, got " << et;
+  if (out.empty() || g.size() != idx.size() + out.size() - 1 ||
+      g.take_front(idx.size()) != idx || g.drop_front(idx.size()) != out.drop_front())
+    return emitOpError() << "grad of shape " << fmtShape(g)
+                         << " does not match indices " << fmtShape(idx)
+                         << " gathering rows of " << fmtShape(out);
+  return success();
+}
+
+ShardingRule GatherGradOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> idx = shapeOf(getIndices()), out = shapeOf(getResult());
+  TensorFactors idxF, gF, outF;
+  for (int64_t d : idx)
+    idxF.push_back({rule.addFactor(d, FactorKind::Reduction)});
+  outF.push_back({rule.addFactor(out[0], FactorKind::Blocked)});
+  gF = idxF;
+  for (int64_t d : out.drop_front()) {
+    outF.push_back({rule.addFactor(d)});
+    gF.push_back(outF.back());
+  }
+  rule.operands = {idxF, gF};
+  rule.results = {outF};
+  return rule;
+}
+
+ShardingRule shoal::getOptimizerShardingRule(Operation *op) {
+  ShardingRule rule;
+  TensorFactors tf;
+  for (int64_t d : shapeOf(op->getOperand(0)))
+    tf.push_back({rule.addFactor(d)});
+  rule.operands.assign(op->getNumOperands(), tf);
+  return rule;
+}
+
+LogicalResult shoal::verifyOptimizerOp(Operation *op) {
+  Type t = op->getOperand(0).getType();
+  for (Value v : op->getOperands())
+    if (v.getType() != t)
+      return op->emitOpError()
+             << "every operand must have the weight's type " << t << ", got "
+             << v.getType();
+  if (!cast<RankedTensorType>(t).getElementType().isF32())
+    return op->emitOpError() << "updates f32 weights (master weights), got "
+                             << t;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

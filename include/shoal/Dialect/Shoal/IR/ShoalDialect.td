@@ -27,6 +27,15 @@ def Shoal_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// Discardable attribute names, kept in one place.
     static constexpr ::llvm::StringLiteral kScopeAttr = "shoal.scope";
+    /// Training: "backward" or "optimizer" on ops and TaskGraphs (absent:
+    /// forward).
+    static constexpr ::llvm::StringLiteral kPhaseAttr = "shoal.phase";
+    /// Training: the initializers whose gradient an op's result is.
+    static constexpr ::llvm::StringLiteral kGradOfAttr = "shoal.grad_of";
+    /// Training: a weight with no source, started at zeros.
+    static constexpr ::llvm::StringLiteral kZeroInitAttr = "shoal.zero_init";
+    /// Training: module attribute {loss, labels, optimizer}.
+    static constexpr ::llvm::StringLiteral kTrainingAttr = "shoal.training";
     static constexpr ::llvm::StringLiteral kScopesAttr = "shoal.scopes";
     static constexpr ::llvm::StringLiteral kDefaultStrategyAttr =
         "shoal.default_strategy";

@@ -46,4 +46,29 @@ def Shoal_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Shoal_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::shoal";
+  let description = [{
+    The op's gradient rule for reverse-mode differentiation (shoal-autodiff):
+    given the gradients of its results (null where a result does not reach
+    the loss), builds the gradients of its operands with graph ops at the
+    builder's insertion point. An operand that has no gradient (indices,
+    masks, comparisons) gets a null value. The rules live in
+    lib/Dialect/Shoal/IR/ShoalGradients.cpp; they are written with graph ops
+    (and a few *_grad ops) so that backward ops get sharding rules and costs
+    like any other op.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operands' gradients; fails (with an error "
+                    "naming the op) when the op has no gradient rule.",
+      "::mlir::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$b,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads),
+      [{}], [{
+        return ::shoal::buildGradient($_op, b, resultGrads, operandGrads);
+      }]>,
+  ];
+}
+
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALINTERFACES_TD

@@ -4,6 +4,7 @@
 #define SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
@@ -21,8 +22,18 @@ ShardingRule getElementwiseShardingRule(mlir::Operation *op);
 ShardingRule getReduceShardingRule(mlir::Operation *op,
                                    llvm::ArrayRef<int64_t> axes, bool keepdims);
 mlir::LogicalResult verifyElementwiseOp(mlir::Operation *op);
+/// Sharding rule and verifier of an optimizer update (every operand has the
+/// weight's shape; no results).
+ShardingRule getOptimizerShardingRule(mlir::Operation *op);
+mlir::LogicalResult verifyOptimizerOp(mlir::Operation *op);
 mlir::LogicalResult verifyReduceOp(mlir::Operation *op,
                                    llvm::ArrayRef<int64_t> axes, bool keepdims);
+/// The gradient rule of `op` (GradientOpInterface): builds the gradients of
+/// its operands from those of its results (ShoalGradients.cpp).
+mlir::LogicalResult
+buildGradient(mlir::Operation *op, mlir::OpBuilder &b,
+              llvm::ArrayRef<mlir::Value> resultGrads,
+              llvm::SmallVectorImpl<mlir::Value> &operandGrads);
 } // namespace shoal
 
 #include "shoal/Dialect/Shoal/IR/ShoalInterfaces.h.inc"

@@ -21,7 +21,7 @@ class Shoal_Op<string mnemonic, list<Trait> traits = []>
 class Shoal_GraphOp<string mnemonic, list<Trait> traits = []>
     : Shoal_Op<mnemonic, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<Shoal_ShardingRuleOpInterface>,
-        Shoal_CostOpInterface])> {
+        Shoal_CostOpInterface, Shoal_GradientOpInterface])> {
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -379,6 +379,180 @@ def Shoal_AttentionOp : Shoal_GraphOp<"attention"> {
                    F32Attr:$scale);
   let results = (outs AnyRankedTensor:$result);
   let extraClassDeclaration = [{ int64_t getFlops(); }];
+}
+
+//===----------------------------------------------------------------------===//
+// Training: losses, gradient ops and optimizer updates (shoal-autodiff,
+// shoal-optimizer; docs/Training.md)
+//===----------------------------------------------------------------------===//
+
+def Shoal_ExpandOp : Shoal_GraphOp<"expand"> {
+  let summary = "Broadcast to the result's shape (ONNX Expand, shape folded)";
+  let description = [{
+    Numpy broadcasting of the input to the static result shape; the gradient
+    of a sum over dimensions.
+
+    ```mlir
+    %e = shoal.expand %x : (tensor<4x1xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getElementwiseShardingRule(getOperation());
+    }
+  }];
+}
+
+def Shoal_SoftmaxCrossEntropyOp : Shoal_GraphOp<"softmax_cross_entropy"> {
+  let summary = "Per-position softmax cross-entropy of logits and labels";
+  let description = [{
+    `loss[i] = logsumexp(logits[i, :]) - logits[i, labels[i]]`, and 0 where
+    `labels[i] == ignore_index`. The class axis is the last one and stays
+    whole.
+
+    ```mlir
+    %l = shoal.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64} : (tensor<4x16x96xf32>, tensor<4x16xi64>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_SoftmaxCrossEntropyGradOp
+    : Shoal_GraphOp<"softmax_cross_entropy_grad"> {
+  let summary = "Gradient of softmax_cross_entropy with respect to the logits";
+  let description = [{
+    `dlogits[i, :] = (softmax(logits[i, :]) - onehot(labels[i])) * dloss[i]`,
+    and 0 where `labels[i] == ignore_index`.
+
+    ```mlir
+    %g = shoal.softmax_cross_entropy_grad %logits, %labels, %dl {ignore_index = -100 : i64} : (tensor<4x16x96xf32>, tensor<4x16xi64>, tensor<4x16xf32>) -> tensor<4x16x96xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
+                   AnyRankedTensor:$dloss,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_SoftmaxGradOp : Shoal_GraphOp<"softmax_grad"> {
+  let summary = "Gradient of softmax from its output";
+  let description = [{
+    `dx = y * (dy - sum(dy * y, axis, keepdims))` with `y` the softmax's
+    output.
+
+    ```mlir
+    %dx = shoal.softmax_grad %y, %dy {axis = -1 : i64} : (tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>) -> tensor<4x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$output, AnyRankedTensor:$grad,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_LayerNormGradOp : Shoal_GraphOp<"layer_norm_grad"> {
+  let summary = "Input gradient of a layer normalization";
+  let description = [{
+    With `xhat` the normalized input over `axis..rank-1` and `g = dy *
+    scale`: `dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps)`.
+
+    ```mlir
+    %dx = shoal.layer_norm_grad %x, %scale, %dy {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<64xf32>, tensor<4x16x64xf32>) -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$scale,
+                   AnyRankedTensor:$grad,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_LayerNormScaleGradOp : Shoal_GraphOp<"layer_norm_scale_grad"> {
+  let summary = "Scale gradient of a layer normalization";
+  let description = [{
+    `dscale = sum over the leading dimensions of dy * xhat`; the result has
+    the normalized shape. The leading dimensions are summed, so splitting
+    them (the batch) leaves partial sums.
+
+    ```mlir
+    %ds = shoal.layer_norm_scale_grad %x, %dy {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<4x16x64xf32>) -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$grad,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_GatherGradOp : Shoal_GraphOp<"gather_grad"> {
+  let summary = "Gradient of a gather along axis 0 (a scatter-add)";
+  let description = [{
+    Zeros of the result's shape (the gathered table), then
+    `out[indices[i], ...] += grad[i, ...]`. The index dimensions are summed
+    over, so splitting them (the batch) leaves partial sums.
+
+    ```mlir
+    %dt = shoal.gather_grad %ids, %dy : (tensor<4x16xi64>, tensor<4x16x64xf32>) -> tensor<96x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$grad);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+class Shoal_OptimizerOp<string mnemonic> : Shoal_Op<mnemonic, [
+    DeclareOpInterfaceMethods<Shoal_ShardingRuleOpInterface>,
+    Shoal_CostOpInterface, MemoryEffects<[MemWrite]>]> {
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getOptimizerShardingRule(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::shoal::verifyOptimizerOp(getOperation());
+    }
+  }];
+}
+
+def Shoal_AdamWOp : Shoal_OptimizerOp<"adamw"> {
+  let summary = "AdamW update of a weight and its moments, in place";
+  let description = [{
+    Made by `shoal-optimizer`. Updates the weight `w` and its moments `m`
+    and `v` (zero-initialized weights) from the gradient `g`, as PyTorch's
+    `torch.optim.AdamW`, at the runtime's step count; the learning rate
+    follows the warmup and cosine schedule; `clip_norm > 0` scales every
+    gradient of the step by the global-norm factor first (docs/Training.md).
+
+    ```mlir
+    shoal.adamw %w, %g, %m, %v {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.01 : f64, clip_norm = 0.0 : f64, warmup_steps = 0 : i64, total_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$weight, AnyRankedTensor:$grad,
+                   AnyRankedTensor:$exp_avg, AnyRankedTensor:$exp_avg_sq,
+                   F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                   F64Attr:$weight_decay, F64Attr:$clip_norm,
+                   I64Attr:$warmup_steps, I64Attr:$total_steps,
+                   F64Attr:$min_lr);
+}
+
+def Shoal_SGDOp : Shoal_OptimizerOp<"sgd"> {
+  let summary = "SGD (with momentum) update of a weight, in place";
+  let description = [{
+    As PyTorch's `torch.optim.SGD` (no dampening, no Nesterov); `buf` is the
+    momentum buffer (a zero-initialized weight).
+
+    ```mlir
+    shoal.sgd %w, %g, %buf {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64, clip_norm = 0.0 : f64, warmup_steps = 0 : i64, total_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$weight, AnyRankedTensor:$grad,
+                   AnyRankedTensor:$momentum_buffer, F64Attr:$lr,
+                   F64Attr:$momentum, F64Attr:$weight_decay, F64Attr:$clip_norm,
+                   I64Attr:$warmup_steps, I64Attr:$total_steps,
+                   F64Attr:$min_lr);
 }
 
 //===----------------------------------------------------------------------===//

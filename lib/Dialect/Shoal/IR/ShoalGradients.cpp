@@ -1,0 +1,411 @@
+//===- ShoalGradients.cpp - Gradient rules of shoal ops ---------*- C++ -*-===//
+//
+// The GradientOpInterface rules: for each graph op, the gradients of its
+// operands from those of its results, built from graph ops (and a few
+// dedicated *_grad ops where a rule written with graph ops would be slow or
+// inexact). Broadcast operands get their gradient summed back to their own
+// shape. Each rule is checked against PyTorch autograd and finite
+// differences by test/e2e/grad_check.py.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// Builds gradient ops at the builder's insertion point, located at `loc`.
+struct GradBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  RankedTensorType typeLike(ArrayRef<int64_t> shape, Value elemOf) {
+    return RankedTensorType::get(
+        shape, cast<RankedTensorType>(elemOf.getType()).getElementType());
+  }
+
+  /// A scalar constant of `like`'s element type.
+  Value scalar(double v, Value like) {
+    auto type = typeLike({}, like);
+    auto attr =
+        DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), v));
+    return b.create<ConstantOp>(loc, type, attr);
+  }
+
+  static SmallVector<int64_t> broadcast(ArrayRef<int64_t> a,
+                                        ArrayRef<int64_t> c) {
+    size_t rank = std::max(a.size(), c.size());
+    SmallVector<int64_t> out(rank, 1);
+    for (auto s : {a, c})
+      for (size_t i = 0; i < s.size(); ++i) {
+        int64_t &o = out[rank - s.size() + i];
+        if (s[i] != 1)
+          o = s[i];
+      }
+    return out;
+  }
+
+  template <typename OpT> Value binary(Value x, Value y) {
+    auto type = typeLike(broadcast(shapeOf(x), shapeOf(y)), x);
+    return b.create<OpT>(loc, type, x, y);
+  }
+  /// A comparison: an i1 tensor of the broadcast shape.
+  template <typename OpT> Value compare(Value x, Value y) {
+    auto type =
+        RankedTensorType::get(broadcast(shapeOf(x), shapeOf(y)), b.getI1Type());
+    return b.create<OpT>(loc, type, x, y);
+  }
+  template <typename OpT> Value unary(Value x) {
+    return b.create<OpT>(loc, x.getType(), x);
+  }
+  Value add(Value x, Value y) { return binary<AddOp>(x, y); }
+  Value sub(Value x, Value y) { return binary<SubOp>(x, y); }
+  Value mul(Value x, Value y) { return binary<MulOp>(x, y); }
+  Value div(Value x, Value y) { return binary<DivOp>(x, y); }
+  Value neg(Value x) { return unary<NegOp>(x); }
+
+  Value select(Value cond, Value x, Value y) {
+    SmallVector<int64_t> shape =
+        broadcast(broadcast(shapeOf(cond), shapeOf(x)), shapeOf(y));
+    return b.create<WhereOp>(loc, typeLike(shape, x), cond, x, y);
+  }
+
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    if (shapeOf(x) == shape)
+      return x;
+    return b.create<ReshapeOp>(loc, typeLike(shape, x), x);
+  }
+
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(shapeOf(x)[p]);
+    return b.create<TransposeOp>(loc, typeLike(shape, x), x,
+                                 b.getDenseI64ArrayAttr(perm));
+  }
+
+  /// Swaps the last two dimensions.
+  Value transposeLast2(Value x) {
+    int64_t rank = shapeOf(x).size();
+    SmallVector<int64_t> perm;
+    for (int64_t i = 0; i < rank; ++i)
+      perm.push_back(i);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return transpose(x, perm);
+  }
+
+  Value expand(Value x, ArrayRef<int64_t> shape) {
+    if (shapeOf(x) == shape)
+      return x;
+    return b.create<ExpandOp>(loc, typeLike(shape, x), x);
+  }
+
+  Value matmul(Value x, Value y) {
+    ArrayRef<int64_t> a = shapeOf(x), c = shapeOf(y);
+    SmallVector<int64_t> shape = broadcast(a.drop_back(2), c.drop_back(2));
+    shape.push_back(a[a.size() - 2]);
+    shape.push_back(c.back());
+    return b.create<MatMulOp>(loc, typeLike(shape, x), x, y);
+  }
+
+  Value gemm(Value x, Value y, bool transA, bool transB, float alpha = 1.0f) {
+    int64_t m = shapeOf(x)[transA ? 1 : 0], n = shapeOf(y)[transB ? 0 : 1];
+    return b.create<GemmOp>(loc, typeLike({m, n}, x), x, y, Value(),
+                            b.getF32FloatAttr(alpha), b.getF32FloatAttr(1.0f),
+                            b.getBoolAttr(transA), b.getBoolAttr(transB));
+  }
+
+  /// Sums `g` (of a broadcast result) back to `shape`: over the leading
+  /// dimensions `shape` lacks and over those where `shape` has 1.
+  Value sumTo(Value g, ArrayRef<int64_t> shape) {
+    ArrayRef<int64_t> gs = shapeOf(g);
+    if (gs == shape)
+      return g;
+    size_t lead = gs.size() - shape.size();
+    SmallVector<int64_t> axes;
+    bool inner = false;
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (i < lead) {
+        axes.push_back(i);
+      } else if (shape[i - lead] == 1 && gs[i] != 1) {
+        axes.push_back(i);
+        inner = true;
+      }
+    if (axes.empty())
+      return reshape(g, shape);
+    SmallVector<int64_t> out;
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (!llvm::is_contained(axes, (int64_t)i))
+        out.push_back(gs[i]);
+      else if (inner)
+        out.push_back(1);
+    Value s = b.create<ReduceSumOp>(loc, typeLike(out, g), g,
+                                    b.getDenseI64ArrayAttr(axes),
+                                    b.getBoolAttr(inner));
+    return reshape(s, shape);
+  }
+  Value sumTo(Value g, Value like) { return sumTo(g, shapeOf(like)); }
+};
+
+bool isFloat(Value v) {
+  return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+} // namespace
+
+LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
+                                   ArrayRef<Value> resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(op->getNumOperands(), Value());
+  if (op->getNumResults() != 1)
+    return op->emitError() << "'" << op->getName()
+                           << "' has no gradient rule (shoal-autodiff runs "
+                              "before shoal-fuse)";
+  Value g = resultGrads.empty() ? Value() : resultGrads[0];
+  if (!g)
+    return success();
+  GradBuilder gb{b, op->getLoc()};
+  Value y = op->getResult(0);
+  auto setBroadcast = [&](unsigned i, Value grad) {
+    if (isFloat(op->getOperand(i)))
+      operandGrads[i] = gb.sumTo(grad, op->getOperand(i));
+  };
+  auto noRule = [&]() -> LogicalResult {
+    std::string what = op->getName().getStringRef().str();
+    if (auto onnx = dyn_cast<OnnxOp>(op))
+      what += " (ONNX " + onnx.getOpType().str() + ")";
+    return op->emitError() << "'" << what
+                           << "' has no gradient rule, but the loss depends "
+                              "on it through a trained weight";
+  };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](AddOp o) {
+        setBroadcast(0, g);
+        setBroadcast(1, g);
+        return success();
+      })
+      .Case([&](SubOp o) {
+        setBroadcast(0, g);
+        setBroadcast(1, gb.neg(g));
+        return success();
+      })
+      .Case([&](MulOp o) {
+        setBroadcast(0, gb.mul(g, o.getRhs()));
+        setBroadcast(1, gb.mul(g, o.getLhs()));
+        return success();
+      })
+      .Case([&](DivOp o) {
+        setBroadcast(0, gb.div(g, o.getRhs()));
+        // d(a/b)/db = -a/b^2 = -y/b.
+        setBroadcast(1, gb.neg(gb.mul(g, gb.div(y, o.getRhs()))));
+        return success();
+      })
+      .Case([&](PowOp o) {
+        Value x = o.getLhs(), p = o.getRhs();
+        Value pm1 = gb.sub(p, gb.scalar(1.0, p));
+        setBroadcast(0, gb.mul(g, gb.mul(p, gb.binary<PowOp>(x, pm1))));
+        setBroadcast(1, gb.mul(g, gb.mul(y, gb.unary<LogOp>(x))));
+        return success();
+      })
+      .Case<MaxOp, MinOp>([&](Operation *o) {
+        Value a = o->getOperand(0), c = o->getOperand(1);
+        Value takeA = isa<MaxOp>(o) ? gb.compare<GreaterOrEqualOp>(a, c)
+                                    : gb.compare<LessOrEqualOp>(a, c);
+        Value zero = gb.scalar(0.0, g);
+        setBroadcast(0, gb.select(takeA, g, zero));
+        setBroadcast(1, gb.select(takeA, zero, g));
+        return success();
+      })
+      .Case([&](WhereOp o) {
+        Value zero = gb.scalar(0.0, g);
+        setBroadcast(1, gb.select(o.getCondition(), g, zero));
+        setBroadcast(2, gb.select(o.getCondition(), zero, g));
+        return success();
+      })
+      .Case([&](NegOp) {
+        operandGrads[0] = gb.neg(g);
+        return success();
+      })
+      .Case([&](ExpOp) {
+        operandGrads[0] = gb.mul(g, y);
+        return success();
+      })
+      .Case([&](LogOp o) {
+        operandGrads[0] = gb.div(g, o.getInput());
+        return success();
+      })
+      .Case([&](SqrtOp) {
+        operandGrads[0] = gb.div(gb.mul(g, gb.scalar(0.5, g)), y);
+        return success();
+      })
+      .Case([&](TanhOp) {
+        operandGrads[0] = gb.mul(g, gb.sub(gb.scalar(1.0, g), gb.mul(y, y)));
+        return success();
+      })
+      .Case([&](SigmoidOp) {
+        operandGrads[0] = gb.mul(g, gb.mul(y, gb.sub(gb.scalar(1.0, g), y)));
+        return success();
+      })
+      .Case([&](ReciprocalOp) {
+        operandGrads[0] = gb.neg(gb.mul(g, gb.mul(y, y)));
+        return success();
+      })
+      .Case([&](SinOp o) {
+        operandGrads[0] = gb.mul(g, gb.unary<CosOp>(o.getInput()));
+        return success();
+      })
+      .Case([&](CosOp o) {
+        operandGrads[0] = gb.neg(gb.mul(g, gb.unary<SinOp>(o.getInput())));
+        return success();
+      })
+      .Case([&](ReluOp o) {
+        Value zero = gb.scalar(0.0, g);
+        operandGrads[0] =
+            gb.select(gb.compare<GreaterOp>(o.getInput(), zero), g, zero);
+        return success();
+      })
+      .Case([&](AbsOp o) {
+        Value zero = gb.scalar(0.0, g);
+        operandGrads[0] = gb.select(
+            gb.compare<GreaterOrEqualOp>(o.getInput(), zero), g, gb.neg(g));
+        return success();
+      })
+      .Case([&](ErfOp o) {
+        // d erf(x)/dx = 2 / sqrt(pi) * exp(-x^2).
+        Value x = o.getInput();
+        Value e = gb.unary<ExpOp>(gb.neg(gb.mul(x, x)));
+        operandGrads[0] =
+            gb.mul(g, gb.mul(e, gb.scalar(2.0 / std::sqrt(M_PI), g)));
+        return success();
+      })
+      .Case<FloorOp, CeilOp, NotOp, AndOp, OrOp, XorOp, EqualOp, LessOp,
+            GreaterOp, LessOrEqualOp, GreaterOrEqualOp>(
+          [&](Operation *) { return success(); }) // zero or no gradient
+      .Case([&](CastOp o) {
+        if (isFloat(o.getInput()) && isFloat(y))
+          operandGrads[0] =
+              b.create<CastOp>(o.getLoc(), o.getInput().getType(), g);
+        return success();
+      })
+      .Case([&](ExpandOp o) {
+        setBroadcast(0, g);
+        return success();
+      })
+      .Case([&](ReshapeOp o) {
+        operandGrads[0] = gb.reshape(g, shapeOf(o.getInput()));
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        ArrayRef<int64_t> perm = o.getPerm();
+        SmallVector<int64_t> inverse(perm.size());
+        for (auto [i, p] : llvm::enumerate(perm))
+          inverse[p] = i;
+        operandGrads[0] = gb.transpose(g, inverse);
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *o) {
+        Value x = o->getOperand(0);
+        ArrayRef<int64_t> in = shapeOf(x);
+        auto axesAttr = o->getAttrOfType<DenseI64ArrayAttr>("axes");
+        SmallVector<int64_t> kept(in.begin(), in.end());
+        int64_t count = 1;
+        for (int64_t a : axesAttr.asArrayRef()) {
+          int64_t d = a < 0 ? a + (int64_t)in.size() : a;
+          count *= in[d];
+          kept[d] = 1;
+        }
+        Value grad = gb.expand(gb.reshape(g, kept), in);
+        if (isa<ReduceMeanOp>(o))
+          grad = gb.mul(grad, gb.scalar(1.0 / count, grad));
+        operandGrads[0] = grad;
+        return success();
+      })
+      .Case([&](MatMulOp o) -> LogicalResult {
+        Value a = o.getLhs(), c = o.getRhs();
+        ArrayRef<int64_t> as = shapeOf(a), cs = shapeOf(c);
+        if (as.size() < 2 || cs.size() < 2)
+          return o.emitError() << "gradient of a matmul of a vector is not "
+                                  "supported yet";
+        if (cs.size() == 2) {
+          // A weight: fold the batch into rows and use Gemm's transposes, so
+          // that no transposed copy of the weight is made.
+          int64_t rows = 1;
+          for (int64_t d : as.drop_back())
+            rows *= d;
+          Value g2 = gb.reshape(g, {rows, cs[1]});
+          Value a2 = gb.reshape(a, {rows, cs[0]});
+          operandGrads[0] = gb.reshape(gb.gemm(g2, c, false, true), as);
+          operandGrads[1] = gb.gemm(a2, g2, true, false);
+          return success();
+        }
+        operandGrads[0] = gb.sumTo(gb.matmul(g, gb.transposeLast2(c)), as);
+        operandGrads[1] = gb.sumTo(gb.matmul(gb.transposeLast2(a), g), cs);
+        return success();
+      })
+      .Case([&](GemmOp o) {
+        bool ta = o.getTransA(), tb = o.getTransB();
+        float alpha = o.getAlpha().convertToFloat();
+        Value a = o.getA(), c = o.getB();
+        operandGrads[0] = ta ? gb.gemm(c, g, tb, true, alpha)
+                             : gb.gemm(g, c, false, !tb, alpha);
+        operandGrads[1] = tb ? gb.gemm(g, a, true, ta, alpha)
+                             : gb.gemm(a, g, !ta, false, alpha);
+        if (Value bias = o.getC()) {
+          float beta = o.getBeta().convertToFloat();
+          Value gc = beta == 1.0f ? g : gb.mul(g, gb.scalar(beta, g));
+          operandGrads[2] = gb.sumTo(gc, bias);
+        }
+        return success();
+      })
+      .Case([&](SoftmaxOp o) {
+        operandGrads[0] = b.create<SoftmaxGradOp>(o.getLoc(), y.getType(), y, g,
+                                                  o.getAxisAttr());
+        return success();
+      })
+      .Case([&](LayerNormOp o) {
+        Value x = o.getInput(), scale = o.getScale();
+        operandGrads[0] =
+            b.create<LayerNormGradOp>(o.getLoc(), x.getType(), x, scale, g,
+                                      o.getAxisAttr(), o.getEpsilonAttr());
+        int64_t rank = shapeOf(x).size();
+        int64_t axis = static_cast<int64_t>(o.getAxis());
+        if (axis < 0)
+          axis += rank;
+        Value ds = b.create<LayerNormScaleGradOp>(
+            o.getLoc(), gb.typeLike(shapeOf(x).drop_front(axis), x), x, g,
+            o.getAxisAttr(), o.getEpsilonAttr());
+        operandGrads[1] = gb.sumTo(ds, scale);
+        if (Value bias = o.getBias())
+          operandGrads[2] = gb.sumTo(g, bias);
+        return success();
+      })
+      .Case([&](GatherOp o) -> LogicalResult {
+        int64_t rank = shapeOf(o.getData()).size();
+        int64_t axis = static_cast<int64_t>(o.getAxis());
+        if ((axis < 0 ? axis + rank : axis) != 0)
+          return o.emitError() << "gradient of a gather along axis " << axis
+                               << " is not supported yet "
+                               << "(axis 0, an embedding lookup, is)";
+        operandGrads[0] = b.create<GatherGradOp>(
+            o.getLoc(), o.getData().getType(), o.getIndices(), g);
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyOp o) {
+        operandGrads[0] = b.create<SoftmaxCrossEntropyGradOp>(
+            o.getLoc(), o.getLogits().getType(), o.getLogits(), o.getLabels(),
+            g, o.getIgnoreIndexAttr());
+        return success();
+      })
+      .Default([&](Operation *) { return noRule(); });
+}

@@ -1,0 +1,304 @@
+//===- Autodiff.cpp - Loss and backward graph -------------------*- C++ -*-===//
+//
+// Appends a loss to the forward graph and builds its gradient with respect to
+// every trained weight by reverse-mode differentiation: the ops are visited
+// from the loss back, each one's gradient rule (GradientOpInterface) turns
+// its results' gradients into its operands', and gradients reaching one
+// value from several uses are summed. Only values that depend on a trained
+// weight are differentiated. See docs/Training.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    func::FuncOp func;
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f.isExternal())
+        continue;
+      if (func) {
+        module.emitError() << "shoal-autodiff expects one function, found '"
+                           << func.getSymName() << "' and '" << f.getSymName()
+                           << "'";
+        return signalPassFailure();
+      }
+      func = f;
+    }
+    if (!func)
+      return;
+    if (module->hasAttr(ShoalDialect::kTrainingAttr)) {
+      module.emitError() << "the module is already a training graph";
+      return signalPassFailure();
+    }
+    if (loss != "cross_entropy" && loss != "mse") {
+      module.emitError() << "unknown loss '" << loss
+                         << "' (expected cross_entropy or mse)";
+      return signalPassFailure();
+    }
+    SmallVector<llvm::GlobPattern> frozenPatterns;
+    for (const std::string &p : frozen) {
+      auto pat = llvm::GlobPattern::create(p);
+      if (!pat) {
+        module.emitError() << "bad frozen pattern '" << p
+                           << "': " << llvm::toString(pat.takeError());
+        return signalPassFailure();
+      }
+      frozenPatterns.push_back(std::move(*pat));
+    }
+    if (failed(differentiate(func, frozenPatterns)))
+      return signalPassFailure();
+    Builder b(module.getContext());
+    module->setAttr(ShoalDialect::kTrainingAttr,
+                    b.getDictionaryAttr(
+                        {b.getNamedAttr("loss", b.getStringAttr("loss")),
+                         b.getNamedAttr("labels", b.getStringAttr(labels))}));
+  }
+
+  /// Appends the loss of `out`; returns the scalar loss.
+  FailureOr<Value> buildLoss(func::FuncOp func, Value out, StringAttr scope) {
+    MLIRContext *ctx = func.getContext();
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
+    auto outType = cast<RankedTensorType>(out.getType());
+    if (!isa<FloatType>(outType.getElementType()))
+      return func.emitError()
+             << "the loss needs a float output, but it is " << outType;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, "shoal.name");
+          n && n.getValue() == labels)
+        return func.emitError() << "the graph already has an input named '"
+                                << labels << "' (choose another labels name)";
+    RankedTensorType labelsType =
+        loss == "mse" ? outType
+                      : RankedTensorType::get(outType.getShape().drop_back(),
+                                              b.getI64Type());
+    if (loss == "cross_entropy" && outType.getRank() == 0)
+      return func.emitError()
+             << "cross_entropy needs logits with a class axis, got " << outType;
+    unsigned argIndex = func.getNumArguments();
+    (void)func.insertArgument(argIndex, labelsType,
+                              b.getDictionaryAttr({b.getNamedAttr(
+                                  "shoal.name", b.getStringAttr(labels))}),
+                              loc);
+    Value labelsArg = body.getArgument(argIndex);
+    SmallVector<Operation *> made;
+    auto track = [&](Value v) {
+      made.push_back(v.getDefiningOp());
+      return v;
+    };
+    Value perElement;
+    if (loss == "cross_entropy") {
+      perElement = track(b.create<SoftmaxCrossEntropyOp>(
+          loc, labelsType.clone(outType.getElementType()), out, labelsArg,
+          b.getI64IntegerAttr(ignoreIndex)));
+    } else {
+      Value diff = track(b.create<SubOp>(loc, outType, out, labelsArg));
+      perElement = track(b.create<MulOp>(loc, outType, diff, diff));
+    }
+    auto peType = cast<RankedTensorType>(perElement.getType());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < peType.getRank(); ++i)
+      axes.push_back(i);
+    auto scalarType = RankedTensorType::get({}, peType.getElementType());
+    Value sum = perElement;
+    if (!axes.empty())
+      sum = track(b.create<ReduceSumOp>(loc, scalarType, perElement,
+                                        b.getDenseI64ArrayAttr(axes),
+                                        b.getBoolAttr(false)));
+    Value inv = b.create<ConstantOp>(
+        loc, scalarType,
+        DenseElementsAttr::get(scalarType,
+                               b.getFloatAttr(peType.getElementType(),
+                                              1.0 / peType.getNumElements())));
+    Value lossValue = track(b.create<MulOp>(loc, scalarType, sum, inv));
+    if (scope)
+      for (Operation *op : made)
+        op->setAttr(ShoalDialect::kScopeAttr, scope);
+    ret->setOperands({lossValue});
+    func.setType(
+        FunctionType::get(ctx, func.getArgumentTypes(), {lossValue.getType()}));
+    func.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
+        {b.getNamedAttr("shoal.name", b.getStringAttr("loss"))})});
+    return lossValue;
+  }
+
+  LogicalResult differentiate(func::FuncOp func,
+                              ArrayRef<llvm::GlobPattern> frozenPatterns) {
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    if (ret->getNumOperands() == 0)
+      return func.emitError() << "the graph has no output to train on";
+    // The output the loss reads.
+    unsigned outIndex = 0;
+    if (!output.empty()) {
+      bool found = false;
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        if (auto n = func.getResultAttrOfType<StringAttr>(i, "shoal.name");
+            n && n.getValue() == output) {
+          outIndex = i;
+          found = true;
+        }
+      if (!found) {
+        std::string names;
+        for (unsigned i = 0; i < func.getNumResults(); ++i)
+          if (auto n = func.getResultAttrOfType<StringAttr>(i, "shoal.name"))
+            names += (names.empty() ? "" : ", ") + n.getValue().str();
+        return func.emitError() << "the loss reads output '" << output
+                                << "', but the graph's outputs are " << names;
+      }
+    }
+    Value out = ret->getOperand(outIndex);
+    StringAttr scope;
+    if (Operation *def = out.getDefiningOp())
+      scope = def->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+
+    // The forward ops, before the loss and backward ops are added.
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
+
+    FailureOr<Value> lossValue = buildLoss(func, out, scope);
+    if (failed(lossValue))
+      return failure();
+    for (Operation &op : body.without_terminator())
+      if (!llvm::is_contained(forward, &op))
+        forward.push_back(&op);
+
+    // Values that depend on a trained weight.
+    llvm::DenseSet<Value> active;
+    SmallVector<WeightOp> trained;
+    for (Operation *op : forward) {
+      if (auto w = dyn_cast<WeightOp>(op)) {
+        bool isFrozen = llvm::any_of(
+            frozenPatterns, [&](auto &p) { return p.match(w.getName()); });
+        if (!isFrozen && isFloatTensor(w.getResult())) {
+          active.insert(w.getResult());
+          trained.push_back(w);
+        }
+        continue;
+      }
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return active.contains(v); }))
+        for (Value r : op->getResults())
+          if (isFloatTensor(r))
+            active.insert(r);
+    }
+    if (trained.empty())
+      return func.emitError() << "nothing to train: every weight is frozen "
+                                 "or not a float tensor";
+    if (!active.contains(*lossValue))
+      return func.emitError() << "the loss does not depend on any trained "
+                                 "weight";
+
+    MLIRContext *ctx = func.getContext();
+    OpBuilder b(ret);
+    StringAttr backward = StringAttr::get(ctx, "backward");
+    llvm::DenseMap<Value, Value> grads;
+    // Marks the ops made since `before` as backward ops of `op`.
+    auto tagSince = [&](Operation *before, Operation *op) {
+      StringAttr s = op->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+      for (Operation *o = before ? before->getNextNode() : &body.front();
+           o != ret; o = o->getNextNode()) {
+        o->setAttr(ShoalDialect::kPhaseAttr, backward);
+        if (s)
+          o->setAttr(ShoalDialect::kScopeAttr, s);
+      }
+    };
+    {
+      Operation *before = ret->getPrevNode();
+      auto type = cast<RankedTensorType>(lossValue->getType());
+      grads[*lossValue] = b.create<ConstantOp>(
+          lossValue->getLoc(), type,
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 1.0)));
+      tagSince(before, lossValue->getDefiningOp());
+    }
+    for (Operation *op : llvm::reverse(forward)) {
+      if (isa<WeightOp, ConstantOp>(op))
+        continue;
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= static_cast<bool>(resultGrads.back());
+      }
+      if (!any)
+        continue;
+      auto iface = dyn_cast<GradientOpInterface>(op);
+      if (!iface)
+        return op->emitError()
+               << "'" << op->getName()
+               << "' has no gradient rule, but the loss depends on it "
+                  "through a trained weight";
+      Operation *before = ret->getPrevNode();
+      SmallVector<Value> operandGrads;
+      if (failed(iface.buildGradient(b, resultGrads, operandGrads)))
+        return failure();
+      for (auto [v, gv] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!gv || !active.contains(v))
+          continue;
+        if (gv.getType() != v.getType())
+          return op->emitError()
+                 << "gradient rule made a gradient of type " << gv.getType()
+                 << " for an operand of type " << v.getType();
+        Value &acc = grads[v];
+        acc = acc ? b.create<AddOp>(op->getLoc(), v.getType(), acc, gv)
+                        .getResult()
+                  : gv;
+      }
+      tagSince(before, op);
+    }
+
+    // Mark the weights' gradients for shoal-optimizer.
+    Builder ab(ctx);
+    for (WeightOp w : trained) {
+      Value gw = grads.lookup(w.getResult());
+      if (!gw)
+        continue; // the loss does not depend on it
+      Operation *def = gw.getDefiningOp();
+      SmallVector<Attribute> names;
+      if (auto list = def->getAttrOfType<ArrayAttr>(ShoalDialect::kGradOfAttr))
+        names.append(list.begin(), list.end());
+      names.push_back(ab.getStringAttr(w.getName()));
+      def->setAttr(ShoalDialect::kGradOfAttr, ab.getArrayAttr(names));
+    }
+
+    // Drop the backward ops nothing reads (gradients of values that need
+    // none, such as the inputs').
+    SmallVector<Operation *> all;
+    for (Operation &op : body.without_terminator())
+      all.push_back(&op);
+    for (Operation *op : llvm::reverse(all))
+      if (op->hasAttr(ShoalDialect::kPhaseAttr) && op->use_empty() &&
+          !op->hasAttr(ShoalDialect::kGradOfAttr))
+        op->erase();
+    return success();
+  }
+};
+
+} // namespace

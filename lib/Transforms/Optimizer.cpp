@@ -1,0 +1,124 @@
+//===- Optimizer.cpp - Optimizer updates of trained weights -----*- C++ -*-===//
+//
+// For every weight gradient shoal-autodiff marked, adds the optimizer state
+// (zero-initialized weights) and an in-place update op. Updates follow their
+// weight's first user into its TaskGraph, in a phase of their own, so that
+// in a pipeline they run once per step, after every micro-batch's backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace shoal {
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
+  using OptimizerPassBase::OptimizerPassBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    auto training =
+        module->getAttrOfType<DictionaryAttr>(ShoalDialect::kTrainingAttr);
+    if (!training) {
+      module.emitError() << "shoal-optimizer needs a training graph; run "
+                            "shoal-autodiff first";
+      return signalPassFailure();
+    }
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      module.emitError() << "unknown optimizer '" << optimizer
+                         << "' (expected adamw or sgd)";
+      return signalPassFailure();
+    }
+    auto positive = [&](StringRef name, double v, bool strict) {
+      if (v > 0 || (!strict && v == 0))
+        return true;
+      module.emitError() << "optimizer option " << name << " must be "
+                         << (strict ? "> 0" : ">= 0") << ", got " << v;
+      return false;
+    };
+    if (!positive("lr", lr, true) || !positive("eps", eps, false) ||
+        !positive("weight-decay", weightDecay, false) ||
+        !positive("clip-norm", clipNorm, false) ||
+        !positive("momentum", momentum, false) ||
+        !positive("min-lr", minLr, false) ||
+        !positive("warmup-steps", warmupSteps, false) ||
+        !positive("total-steps", totalSteps, false))
+      return signalPassFailure();
+    if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
+      module.emitError() << "AdamW betas must be in [0, 1), got " << beta1
+                         << " and " << beta2;
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        addUpdates(func);
+    Builder b(module.getContext());
+    NamedAttrList attrs(training);
+    attrs.set("optimizer", b.getStringAttr(optimizer));
+    module->setAttr(ShoalDialect::kTrainingAttr,
+                    attrs.getDictionary(module.getContext()));
+  }
+
+  void addUpdates(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    Operation *ret = body.getTerminator();
+    MLIRContext *ctx = func.getContext();
+    llvm::StringMap<WeightOp> weights;
+    for (auto w : body.getOps<WeightOp>())
+      weights.try_emplace(w.getName(), w);
+    SmallVector<std::pair<WeightOp, Value>> updates;
+    for (Operation &op : body.without_terminator()) {
+      auto names = op.getAttrOfType<ArrayAttr>(ShoalDialect::kGradOfAttr);
+      if (!names)
+        continue;
+      for (auto name : names.getAsRange<StringAttr>())
+        updates.push_back({weights.lookup(name.getValue()), op.getResult(0)});
+      op.removeAttr(ShoalDialect::kGradOfAttr);
+    }
+    OpBuilder b(ret);
+    StringAttr phase = StringAttr::get(ctx, "optimizer");
+    auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    for (auto [w, g] : updates) {
+      auto state = [&](StringRef prefix) {
+        auto s = b.create<WeightOp>(w.getLoc(), w.getType(),
+                                    (prefix + "/" + w.getName()).str());
+        s->setAttr(ShoalDialect::kZeroInitAttr, b.getUnitAttr());
+        return s.getResult();
+      };
+      Operation *update;
+      if (optimizer == "adamw")
+        update = b.create<AdamWOp>(
+            w.getLoc(), w.getResult(), g, state("adam.m"), state("adam.v"),
+            f64(lr), f64(beta1), f64(beta2), f64(eps), f64(weightDecay),
+            f64(clipNorm), i64(warmupSteps), i64(totalSteps), f64(minLr));
+      else
+        update = b.create<SGDOp>(w.getLoc(), w.getResult(), g,
+                                 state("sgd.momentum"), f64(lr), f64(momentum),
+                                 f64(weightDecay), f64(clipNorm),
+                                 i64(warmupSteps), i64(totalSteps), f64(minLr));
+      update->setAttr(ShoalDialect::kPhaseAttr, phase);
+      // The scope of the weight's first user (the forward op).
+      for (Operation *user : w->getUsers())
+        if (!user->hasAttr(ShoalDialect::kPhaseAttr)) {
+          if (auto s =
+                  user->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr))
+            update->setAttr(ShoalDialect::kScopeAttr, s);
+          break;
+        }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,156 @@
+//===- TrainConfig.cpp - Reading train.yaml ---------------------*- C++ -*-===//
+//
+// The training configuration of shoal-compile --train (docs/Training.md):
+// the loss of shoal-autodiff and the optimizer of shoal-optimizer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <yaml-cpp/yaml.h>
+
+using namespace shoal;
+
+namespace {
+
+struct Reader {
+  std::string path;
+  std::string error;
+
+  bool fail(const YAML::Node &n, const std::string &msg) {
+    if (error.empty())
+      error = path + ":" + std::to_string(n.Mark().line + 1) + ": " + msg;
+    return false;
+  }
+
+  /// Every key of map `n` must be in `known`.
+  bool checkKeys(const YAML::Node &n, const char *what,
+                 std::initializer_list<const char *> known) {
+    if (!n.IsMap())
+      return fail(n, std::string(what) + " must be a mapping");
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      bool ok = false;
+      std::string list;
+      for (const char *k : known) {
+        ok |= key == k;
+        list += (list.empty() ? "" : ", ") + std::string(k);
+      }
+      if (!ok)
+        return fail(it->first, "unknown key '" + key + "' in " + what +
+                                   " (expected one of " + list + ")");
+    }
+    return true;
+  }
+
+  template <typename T>
+  bool get(const YAML::Node &map, const char *key, T &out, const char *what) {
+    YAML::Node n = map[key];
+    if (!n)
+      return true;
+    try {
+      out = n.as<T>();
+    } catch (const YAML::Exception &) {
+      return fail(n, std::string("'") + key + "' must be " + what);
+    }
+    return true;
+  }
+};
+
+} // namespace
+
+std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
+  Reader r{pathRef.str(), ""};
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(r.path);
+  } catch (const YAML::BadFile &) {
+    return r.path + ": cannot read the training config";
+  } catch (const YAML::Exception &e) {
+    return r.path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
+  }
+  if (!r.checkKeys(root, "the training config",
+                   {"version", "loss", "optimizer", "frozen"}))
+    return r.error;
+  int64_t version = 1;
+  if (!r.get(root, "version", version, "an integer"))
+    return r.error;
+  if (version != 1) {
+    r.fail(root["version"],
+           "unsupported version " + std::to_string(version) + " (expected 1)");
+    return r.error;
+  }
+  YAML::Node loss = root["loss"];
+  if (!loss) {
+    r.fail(root, "missing 'loss' (e.g. {kind: cross_entropy, output: "
+                 "logits})");
+    return r.error;
+  }
+  if (!r.checkKeys(loss, "loss",
+                   {"kind", "output", "labels", "ignore_index"}) ||
+      !r.get(loss, "kind", out.loss, "a string") ||
+      !r.get(loss, "output", out.output, "a string") ||
+      !r.get(loss, "labels", out.labels, "a string") ||
+      !r.get(loss, "ignore_index", out.ignoreIndex, "an integer"))
+    return r.error;
+  if (out.loss != "cross_entropy" && out.loss != "mse") {
+    r.fail(loss["kind"],
+           "unknown loss '" + out.loss + "' (expected cross_entropy or mse)");
+    return r.error;
+  }
+  if (YAML::Node frozen = root["frozen"]) {
+    if (!frozen.IsSequence()) {
+      r.fail(frozen, "'frozen' must be a list of initializer patterns");
+      return r.error;
+    }
+    for (const YAML::Node &p : frozen)
+      out.frozen.push_back(p.as<std::string>());
+  }
+  OptimizerPassOptions &o = out.optimizer;
+  if (YAML::Node opt = root["optimizer"]) {
+    if (!r.checkKeys(opt, "optimizer",
+                     {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
+                      "clip_norm", "warmup_steps", "total_steps", "min_lr"}) ||
+        !r.get(opt, "kind", o.optimizer, "a string") ||
+        !r.get(opt, "lr", o.lr, "a number") ||
+        !r.get(opt, "eps", o.eps, "a number") ||
+        !r.get(opt, "momentum", o.momentum, "a number") ||
+        !r.get(opt, "weight_decay", o.weightDecay, "a number") ||
+        !r.get(opt, "clip_norm", o.clipNorm, "a number") ||
+        !r.get(opt, "warmup_steps", o.warmupSteps, "an integer") ||
+        !r.get(opt, "total_steps", o.totalSteps, "an integer") ||
+        !r.get(opt, "min_lr", o.minLr, "a number"))
+      return r.error;
+    if (YAML::Node betas = opt["betas"]) {
+      std::vector<double> b;
+      if (!r.get(opt, "betas", b, "a list of two numbers"))
+        return r.error;
+      if (b.size() != 2) {
+        r.fail(betas, "'betas' must be a list of two numbers");
+        return r.error;
+      }
+      o.beta1 = b[0];
+      o.beta2 = b[1];
+    }
+    if (o.optimizer != "adamw" && o.optimizer != "sgd") {
+      r.fail(opt["kind"],
+             "unknown optimizer '" + o.optimizer + "' (expected adamw or sgd)");
+      return r.error;
+    }
+  }
+  return "";
+}
+
+void shoal::addTrainingPasses(mlir::OpPassManager &pm,
+                              const TrainConfig &config) {
+  AutodiffPassOptions a;
+  a.loss = config.loss;
+  a.output = config.output;
+  a.labels = config.labels;
+  a.ignoreIndex = config.ignoreIndex;
+  a.frozen = config.frozen;
+  pm.addPass(createAutodiffPass(a));
+  pm.addPass(createOptimizerPass(config.optimizer));
+}
