@@ -98,16 +98,19 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
         return s.getResult();
       };
       Operation *update;
-      if (optimizer == "adamw")
+      if (optimizer == "adamw") {
+        Value m = state("adam.m");
+        Value v = state("adam.v");
         update = b.create<AdamWOp>(
-            w.getLoc(), w.getResult(), g, state("adam.m"), state("adam.v"),
-            f64(lr), f64(beta1), f64(beta2), f64(eps), f64(weightDecay),
-            f64(clipNorm), i64(warmupSteps), i64(totalSteps), f64(minLr));
-      else
+            w.getLoc(), w.getResult(), g, m, v, f64(lr), f64(beta1), f64(beta2),
+            f64(eps), f64(weightDecay), f64(clipNorm), i64(warmupSteps),
+            i64(totalSteps), f64(minLr));
+      } else {
         update = b.create<SGDOp>(w.getLoc(), w.getResult(), g,
                                  state("sgd.momentum"), f64(lr), f64(momentum),
                                  f64(weightDecay), f64(clipNorm),
                                  i64(warmupSteps), i64(totalSteps), f64(minLr));
+      }
       update->setAttr(ShoalDialect::kPhaseAttr, phase);
       // The scope of the weight's first user (the forward op).
       for (Operation *user : w->getUsers())

@@ -167,10 +167,22 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
                                    ArrayRef<Value> resultGrads,
                                    SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(op->getNumOperands(), Value());
-  if (op->getNumResults() != 1)
+  auto noRule = [&]() -> LogicalResult {
+    std::string what = op->getName().getStringRef().str();
+    if (auto onnx = dyn_cast<OnnxOp>(op))
+      what += " (ONNX " + onnx.getOpType().str() + ")";
+    return op->emitError() << "'" << what
+                           << "' has no gradient rule, but the loss depends "
+                              "on it through a trained weight";
+  };
+  if (isa<OnnxOp>(op))
+    return noRule();
+  if (isa<GeluOp, AddLayerNormOp, AttentionOp>(op))
     return op->emitError() << "'" << op->getName()
                            << "' has no gradient rule (shoal-autodiff runs "
                               "before shoal-fuse)";
+  if (op->getNumResults() != 1)
+    return noRule();
   Value g = resultGrads.empty() ? Value() : resultGrads[0];
   if (!g)
     return success();
@@ -179,14 +191,6 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
   auto setBroadcast = [&](unsigned i, Value grad) {
     if (isFloat(op->getOperand(i)))
       operandGrads[i] = gb.sumTo(grad, op->getOperand(i));
-  };
-  auto noRule = [&]() -> LogicalResult {
-    std::string what = op->getName().getStringRef().str();
-    if (auto onnx = dyn_cast<OnnxOp>(op))
-      what += " (ONNX " + onnx.getOpType().str() + ")";
-    return op->emitError() << "'" << what
-                           << "' has no gradient rule, but the loss depends "
-                              "on it through a trained weight";
   };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
