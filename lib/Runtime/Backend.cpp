@@ -98,6 +98,16 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
   case OpKind::TopK:
   case OpKind::Trilu:
     return false;
+  // Training plans run on the CPU backend only (kTrainingNeedsCpu).
+  case OpKind::SoftmaxCrossEntropy:
+  case OpKind::SoftmaxCrossEntropyGrad:
+  case OpKind::SoftmaxGrad:
+  case OpKind::LayerNormalizationGrad:
+  case OpKind::LayerNormalizationScaleGrad:
+  case OpKind::GatherGrad:
+  case OpKind::AdamW:
+  case OpKind::SGD:
+    return false;
   case OpKind::Gather:
   case OpKind::Reshape:
   case OpKind::Transpose:
@@ -118,7 +128,9 @@ bool shoal::rt::cudaHasKernel(const LoadedPlan &plan, const OpInfo &op) {
 bool shoal::rt::cudaBackendBuilt() { return false; }
 
 std::unique_ptr<ProgramRunner>
-shoal::rt::makeCudaRunner(const LoadedPlan &, const CudaOptions &, int) {
+shoal::rt::makeCudaRunner(const LoadedPlan &plan, const CudaOptions &, int) {
+  if (plan.training.present)
+    throw Error(kTrainingNeedsCpu);
   throw Error("this shoal-run was built without the CUDA backend; rebuild "
               "with -DSHOAL_ENABLE_CUDA=ON on a machine with nvcc, or use "
               "--backend cpu");

@@ -128,6 +128,11 @@ struct CudaOptions {
   Precision matmulPrecision = Precision::FP32;
 };
 
+/// The error for a training plan (Plan.training) on the CUDA backend, which
+/// does not run backward and optimizer ops.
+inline constexpr const char kTrainingNeedsCpu[] =
+    "training plans run on the CPU backend; use --backend cpu";
+
 /// True if this build has the CUDA backend.
 bool cudaBackendBuilt();
 

@@ -8,12 +8,14 @@
 
 #include "Comm.h"
 #include "cpu/Kernels.h"
+#include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -21,7 +23,10 @@ using namespace shoal::rt;
 
 Executor::Executor(const LoadedPlan &plan)
     : plan(plan), values(plan.values.size()),
-      persistent(plan.values.size(), false) {}
+      persistent(plan.values.size(), false) {
+  for (const WeightInfo &w : plan.weights)
+    weightOfValue[w.value] = &w;
+}
 
 void Executor::setValue(int id, Tensor tensor) {
   if (id < 0 || id >= static_cast<int>(values.size()))
@@ -100,10 +105,9 @@ void Executor::run(Comm &comm, bool verbose) {
   recvWaitSeconds = 0;
   stepProfile = StepProfile();
   double taskSeconds = 0;
+  deferred.clear();
+  accumulators.clear();
   for (const ScheduleEntry &e : plan.schedule) {
-    // Plans are forward-only for now: backward steps have no ops yet.
-    if (e.backward)
-      continue;
     auto start = Clock::now();
     runTask(e.task, e.microBatch, comm, print);
     auto end = Clock::now();
@@ -112,15 +116,24 @@ void Executor::run(Comm &comm, bool verbose) {
     std::string name =
         task.name.empty() ? fmt::format("task{}", e.task) : task.name;
     stepProfile.events.push_back(
-        {fmt::format("F{} {}", e.microBatch, name), 0, usSinceStart(start),
-         usSinceStart(end) - usSinceStart(start),
-         fmt::format("{{\"task\": {}, \"task_name\": {}, \"micro_batch\": {}}}",
-                     e.task, jsonString(name), e.microBatch)});
+        {fmt::format("{}{} {}", e.backward ? 'B' : 'F', e.microBatch, name), 0,
+         usSinceStart(start), usSinceStart(end) - usSinceStart(start),
+         fmt::format("{{\"task\": {}, \"task_name\": {}, \"micro_batch\": "
+                     "{}, \"backward\": {}}}",
+                     e.task, jsonString(name), e.microBatch,
+                     e.backward ? "true" : "false")});
     progressSends(false);
   }
   progressSends(true);
   stash.clear();
   selfMessages.clear();
+  accumulators.clear();
+  if (plan.training.present) {
+    auto start = Clock::now();
+    applyOptimizers();
+    taskSeconds += secondsBetween(start, Clock::now());
+    ++completedSteps;
+  }
   stepProfile.busySeconds = std::max(0.0, taskSeconds - recvWaitSeconds);
 }
 
@@ -189,6 +202,17 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
     recv(op);
     return;
   }
+  if (op.kind == OpKind::AdamW || op.kind == OpKind::SGD) {
+    defer(op);
+    return;
+  }
+  int mbAxis = plan.mesh.microBatchAxis();
+  if (op.kind == OpKind::AllReduce && mbAxis >= 0 &&
+      std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mbAxis) !=
+          op.attrs.meshAxes.end()) {
+    accumulate(op, comm);
+    return;
+  }
   std::vector<const Tensor *> inputs;
   for (std::size_t i = 0; i < op.inputs.size(); ++i)
     inputs.push_back(op.inputs[i] < 0 ? nullptr : &input(op, i));
@@ -197,6 +221,113 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
   for (std::size_t i = 0; i < op.outputs.size(); ++i)
     if (op.outputs[i] >= 0)
       values[op.outputs[i]] = std::move(outs[i]);
+}
+
+namespace {
+
+template <typename T> void addInto(Tensor &acc, const Tensor &in) {
+  T *a = acc.data<T>();
+  const T *b = in.data<T>();
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
+    a[i] += b[i];
+}
+
+} // namespace
+
+void Executor::accumulate(const OpInfo &op, Comm &comm) {
+  const Tensor &in = input(op, 0);
+  int j = currentMicroBatch, m = plan.numMicroBatches;
+  Accumulator &acc = accumulators[op.index];
+  if (j != acc.count)
+    throw Error(fmt::format("accumulates over micro-batches, but micro-batch "
+                            "{} runs after {} of them; the schedule must run "
+                            "an accumulating AllReduce for micro-batches 0 "
+                            "to {} in order",
+                            j, acc.count, m - 1));
+  if (j == 0) {
+    // A copy: the input may be a weight or a value read elsewhere.
+    acc.sum = Tensor(in.type());
+    if (in.numBytes())
+      std::memcpy(acc.sum.rawData(), in.rawData(), in.numBytes());
+  } else {
+    switch (in.dtype()) {
+    case DType::F32:
+      addInto<float>(acc.sum, in);
+      break;
+    case DType::I64:
+      addInto<int64_t>(acc.sum, in);
+      break;
+    case DType::I32:
+      addInto<int32_t>(acc.sum, in);
+      break;
+    case DType::Bool:
+      throw Error("AllReduce is not supported on bool tensors");
+    }
+  }
+  ++acc.count;
+  Tensor out = acc.sum;
+  if (j == m - 1) {
+    std::vector<int> rest;
+    for (int a : op.attrs.meshAxes)
+      if (a != plan.mesh.microBatchAxis())
+        rest.push_back(a);
+    if (!rest.empty())
+      comm.allReduce(out, out, rest);
+    accumulators.erase(op.index);
+  }
+  // Before the last micro-batch: the running partial sum (which the plan
+  // reads only at the last micro-batch).
+  values[op.outputs[0]] = std::move(out);
+}
+
+void Executor::defer(const OpInfo &op) {
+  DeferredUpdate d;
+  d.op = &op;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    d.operands.push_back(op.inputs[i] < 0 ? Tensor() : input(op, i));
+  // SGD without momentum may have no buffer.
+  d.operands.resize(op.kind == OpKind::AdamW ? 4 : 3);
+  deferred.push_back(std::move(d));
+}
+
+void Executor::applyOptimizers() {
+  gradNorm = 0;
+  if (plan.training.clipping) {
+    // Every rank joins, with or without optimizer ops of its own.
+    double local = 0;
+    for (const DeferredUpdate &d : deferred) {
+      int w = d.op->inputs[0];
+      auto it = weightOfValue.find(w);
+      int64_t replicas = 1;
+      for (std::size_t a = 0; a < plan.mesh.numAxes(); ++a) {
+        if (static_cast<int>(a) == plan.mesh.microBatchAxis())
+          continue;
+        if (it == weightOfValue.end() ||
+            !it->second->sharding.uses(static_cast<int>(a)))
+          replicas *= plan.mesh.axisSize(a);
+      }
+      local += cpu::sumOfSquares(d.operands[1]) / static_cast<double>(replicas);
+    }
+    double global = 0;
+    MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    gradNorm = std::sqrt(global);
+  }
+  int64_t step = completedSteps + 1;
+  for (DeferredUpdate &d : deferred) {
+    const OpInfo &op = *d.op;
+    try {
+      const cpu::OptimizerParams &params = op.attrs.optimizer;
+      float scale = cpu::clipScale(params, gradNorm);
+      std::vector<Tensor> &t = d.operands;
+      if (op.kind == OpKind::AdamW)
+        cpu::adamwUpdate(params, step, scale, t[0], t[1], t[2], t[3]);
+      else
+        cpu::sgdUpdate(params, step, scale, t[0], t[1], t[2]);
+    } catch (const Error &e) {
+      throw Error(fmt::format("{}: {}", op.describe(), e.what()));
+    }
+  }
+  deferred.clear();
 }
 
 namespace {
@@ -589,6 +720,31 @@ void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
   case OpKind::Trilu:
     cpu::trilu(input(op, 0), a.upper, a.k, outs[0]);
     break;
+  case OpKind::SoftmaxCrossEntropy:
+    cpu::softmaxCrossEntropy(input(op, 0), input(op, 1), a.ignoreIndex,
+                             outs[0]);
+    break;
+  case OpKind::SoftmaxCrossEntropyGrad:
+    cpu::softmaxCrossEntropyGrad(input(op, 0), input(op, 1), input(op, 2),
+                                 a.ignoreIndex, outs[0]);
+    break;
+  case OpKind::SoftmaxGrad:
+    cpu::softmaxGrad(input(op, 0), input(op, 1), a.axis, outs[0]);
+    break;
+  case OpKind::LayerNormalizationGrad:
+    cpu::layerNormGrad(input(op, 0), input(op, 1), input(op, 2), a.axis,
+                       a.epsilon, outs[0]);
+    break;
+  case OpKind::LayerNormalizationScaleGrad:
+    cpu::layerNormScaleGrad(input(op, 0), input(op, 1), a.axis, a.epsilon,
+                            outs[0]);
+    break;
+  case OpKind::GatherGrad:
+    cpu::gatherGrad(input(op, 0), input(op, 1), outs[0]);
+    break;
+  case OpKind::AdamW:
+  case OpKind::SGD:
+    throw Error("optimizer ops run in the CPU executor's optimizer step only");
   case OpKind::Send:
   case OpKind::Recv:
     throw Error("Send and Recv run in the CPU executor's schedule only");

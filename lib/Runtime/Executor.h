@@ -23,11 +23,20 @@ namespace rt {
 
 class Comm;
 
-/// Holds the values of one program and runs its schedule: each forward entry
-/// runs the ops of one task for one micro-batch, freeing each value after its
-/// last use. Values that cross tasks, program outputs and inputs sharded over
-/// micro-batches are kept per micro-batch. Send and Recv move values between
-/// ranks with point-to-point messages on MPI_COMM_WORLD.
+/// Holds the values of one program and runs its schedule: each entry
+/// (forward or backward) runs the ops of one task for one micro-batch,
+/// freeing each value after its last use. Values that cross tasks, program
+/// outputs and inputs sharded over micro-batches are kept per micro-batch.
+/// Send and Recv move values between ranks with point-to-point messages on
+/// MPI_COMM_WORLD.
+///
+/// Training plans (docs/Training.md): an AllReduce over "mb" accumulates its
+/// input over the step's micro-batches and reduces over its other axes at
+/// the last one. Optimizer ops (AdamW, SGD) are deferred to the end of the
+/// step, which then computes the global gradient norm when some op clips
+/// (an all-reduce over MPI_COMM_WORLD that every rank of a clipping plan
+/// joins) and updates the weights in place; weights of one initializer share
+/// their buffer, so every reader sees the update in later steps.
 class Executor : public ProgramRunner {
 public:
   explicit Executor(const LoadedPlan &plan);
@@ -39,6 +48,15 @@ public:
   const Tensor &value(int id) const { return values.at(id); }
 
   void setMicroBatchValue(int id, int microBatch, Tensor tensor) override;
+
+  /// Training: optimizer steps completed so far; the next run() is step
+  /// stepsCompleted() + 1 (1-based, for the learning-rate schedule and
+  /// AdamW's bias correction). Each run() of a training plan adds one.
+  int64_t stepsCompleted() const { return completedSteps; }
+  void setStepsCompleted(int64_t steps) { completedSteps = steps; }
+  /// The global gradient norm of the last step (before clipping); 0 unless
+  /// the plan clips.
+  double lastGradNorm() const { return gradNorm; }
 
   /// Runs one step: the schedule. With `verbose`, world rank 0 prints one
   /// timing line per op to stderr. Errors are thrown as Error naming the op.
@@ -64,6 +82,13 @@ private:
 
   void runTask(int task, int microBatch, Comm &comm, bool print);
   void runOp(const OpInfo &op, Comm &comm);
+  /// AllReduce over "mb": adds the input to the op's accumulator; at the
+  /// last micro-batch reduces it over the other axes.
+  void accumulate(const OpInfo &op, Comm &comm);
+  /// Keeps an optimizer op's operands for the end of the step.
+  void defer(const OpInfo &op);
+  /// Clipping and the deferred optimizer updates.
+  void applyOptimizers();
   void send(const OpInfo &op);
   void recv(const OpInfo &op);
   /// Frees the buffers of completed sends; with `wait`, waits for all.
@@ -93,6 +118,24 @@ private:
   double recvWaitSeconds = 0;
   StepProfile stepProfile;
   bool profiling = false;
+
+  /// An optimizer op with its operands (w, g, then m, v or buf), held so
+  /// that they outlive their last use in the schedule.
+  struct DeferredUpdate {
+    const OpInfo *op = nullptr;
+    std::vector<Tensor> operands;
+  };
+  std::vector<DeferredUpdate> deferred;
+  /// AllReduce-over-"mb" op index -> running sum and micro-batches added.
+  struct Accumulator {
+    Tensor sum;
+    int count = 0;
+  };
+  std::map<int, Accumulator> accumulators;
+  /// Weight value -> its weight (for the replica count of clipping).
+  std::map<int, const WeightInfo *> weightOfValue;
+  int64_t completedSteps = 0;
+  double gradNorm = 0;
 };
 
 /// `text` as a JSON string literal (for traces).

@@ -63,6 +63,9 @@ private:
   void checkProgram(const plan::Program &p, int index);
   void checkTasks(const plan::Program &p, const std::string &where);
   void checkSchedule(const plan::Program &p, const std::string &where);
+  /// Plan.training: the loss and labels ports, the other inputs, clipping
+  /// and which program owns each initializer.
+  void checkTraining();
 
   const plan::Plan &plan;
   std::string path;
@@ -117,6 +120,7 @@ LoadedPlan PlanChecker::run() {
       out.programRanks.push_back(r);
     out.meshRank = worldRank;
     checkProgram(plan.programs(0), 0);
+    checkTraining();
     return std::move(out);
   }
   int mine = checkPrograms();
@@ -130,7 +134,75 @@ LoadedPlan PlanChecker::run() {
   out.stage = p.stage();
   out.placement = {p.placement().offset(), p.placement().stride()};
   checkProgram(p, mine);
+  checkTraining();
   return std::move(out);
+}
+
+void PlanChecker::checkTraining() {
+  if (!plan.has_training())
+    return;
+  const plan::Training &t = plan.training();
+  TrainingInfo &info = out.training;
+  info.present = true;
+  info.loss = t.loss();
+  info.labels = t.labels();
+  info.optimizer = t.optimizer();
+  if (t.loss().empty())
+    fail("the training plan names no loss output (Plan.training.loss)");
+  if (t.labels().empty())
+    fail("the training plan names no labels input (Plan.training.labels)");
+  bool sawLoss = false, sawLabels = false;
+  for (int i = 0; i < plan.programs_size(); ++i) {
+    const plan::Program &p = plan.programs(i);
+    std::string where = programName(i);
+    for (const plan::Port &port : p.outputs()) {
+      if (port.name() != t.loss())
+        continue;
+      sawLoss = true;
+      TensorType type = convertType(
+          port.global_type(), fmt::format("{}: output '{}'", where, t.loss()));
+      if (type != TensorType{DType::F32, {}})
+        fail(fmt::format("{}: the loss output '{}' is {}; it must be a "
+                         "float32 scalar (f32[])",
+                         where, t.loss(), type.str()));
+    }
+    for (const plan::Port &port : p.inputs()) {
+      TensorType type =
+          convertType(port.global_type(),
+                      fmt::format("{}: input '{}'", where, port.name()));
+      if (port.name() == t.labels()) {
+        if (!sawLabels)
+          info.labelsType = type;
+        sawLabels = true;
+      } else if (std::find(info.otherInputs.begin(), info.otherInputs.end(),
+                           port.name()) == info.otherInputs.end()) {
+        info.otherInputs.push_back(port.name());
+        info.otherInputTypes.push_back(type);
+      }
+    }
+    for (const plan::Weight &w : p.weights())
+      info.initializerProgram.emplace(w.initializer(), i);
+    for (const plan::Op &op : p.ops()) {
+      if (op.kind() != "AdamW" && op.kind() != "SGD")
+        continue;
+      auto it = op.attrs().find("clip_norm");
+      if (it == op.attrs().end())
+        continue;
+      double clip = it->second.has_f()   ? it->second.f()
+                    : it->second.has_i() ? double(it->second.i())
+                                         : 0.0;
+      if (clip > 0)
+        info.clipping = true;
+    }
+  }
+  if (!sawLoss)
+    fail(fmt::format("Plan.training.loss names the output '{}', which no "
+                     "program has",
+                     t.loss()));
+  if (!sawLabels)
+    fail(fmt::format("Plan.training.labels names the input '{}', which no "
+                     "program has",
+                     t.labels()));
 }
 
 std::string PlanChecker::programName(int index) const {
@@ -501,7 +573,12 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     if (w.initializer().empty())
       fail(fmt::format("{}: weight #{} names no initializer", where, i));
     define(w.value(), who);
-    if (w.source() < 0 || w.source() >= plan.sources_size())
+    if (w.zero_init()) {
+      if (!plan.has_training())
+        fail(fmt::format("{}: {} is zero_init (optimizer state), which only "
+                         "training plans (Plan.training) have",
+                         where, who));
+    } else if (w.source() < 0 || w.source() >= plan.sources_size())
       fail(fmt::format("{}: {} uses weight source #{}, but the plan has {} "
                        "sources",
                        where, who, w.source(), plan.sources_size()));
@@ -509,6 +586,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.value = w.value();
     info.initializer = w.initializer();
     info.source = w.source();
+    info.zeroInit = w.zero_init();
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,
@@ -520,6 +598,27 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                        "and cannot be sharded over '{}'",
                        where, who, kMicroBatchAxis));
     checkLocal(w.value(), info.globalType, info.sharding, out.mesh, who);
+    // In a training plan the values of one initializer are one buffer (an
+    // optimizer's in-place update is seen by every reader), so they must
+    // agree on everything that shapes the buffer.
+    if (plan.has_training())
+      for (const WeightInfo &other : out.weights) {
+        if (other.initializer != info.initializer)
+          continue;
+        if (other.sharding.dims != info.sharding.dims)
+          fail(fmt::format("{}: {} appears with two different shardings ({} "
+                           "for value {} and {} for value {}); in a training "
+                           "plan the values of one initializer share one "
+                           "buffer and must have one sharding",
+                           where, who, other.sharding.str(out.mesh),
+                           other.value, info.sharding.str(out.mesh),
+                           info.value));
+        if (other.globalType != info.globalType ||
+            other.zeroInit != info.zeroInit || other.source != info.source)
+          fail(fmt::format("{}: {} appears twice with different global "
+                           "types, sources or zero_init (values {} and {})",
+                           where, who, other.value, info.value));
+      }
     out.weights.push_back(std::move(info));
   }
 
@@ -598,9 +697,17 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     for (int v : info.outputs)
       if (v >= 0)
         define(v, who);
-    if (info.isCollective() && info.kind != OpKind::LocalSlice &&
-        seenAxes.insert(info.attrs.meshAxes).second)
-      out.collectiveAxes.push_back(info.attrs.meshAxes);
+    if (info.isCollective() && info.kind != OpKind::LocalSlice) {
+      // An AllReduce over "mb" reduces over its other axes (if any) at the
+      // last micro-batch.
+      std::vector<int> axes;
+      for (int a : info.attrs.meshAxes)
+        if (a != out.mesh.microBatchAxis())
+          axes.push_back(a);
+      bool onlyMicroBatches = axes.empty() && !info.attrs.meshAxes.empty();
+      if (!onlyMicroBatches && seenAxes.insert(axes).second)
+        out.collectiveAxes.push_back(axes);
+    }
     out.ops.push_back(std::move(info));
   }
 
@@ -681,10 +788,21 @@ void PlanChecker::checkSchedule(const plan::Program &p,
                                 const std::string &where) {
   int numTasks = static_cast<int>(out.tasks.size());
   int m = out.numMicroBatches;
+  bool training = plan.has_training();
+  auto endsWith = [](const std::string &s, const char *suffix) {
+    std::size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+  };
   if (out.formatVersion == 1 || p.schedule_size() == 0) {
-    for (int t = 0; t < numTasks; ++t)
-      for (int j = 0; j < m; ++j)
-        out.schedule.push_back({t, j, false});
+    // Task-major; in a training plan `<scope>.bwd` tasks run backward and
+    // `<scope>.opt` tasks once, at the last micro-batch.
+    for (int t = 0; t < numTasks; ++t) {
+      const std::string &name = out.tasks[t].name;
+      bool backward = training && endsWith(name, ".bwd");
+      bool once = training && endsWith(name, ".opt");
+      for (int j = once ? m - 1 : 0; j < m; ++j)
+        out.schedule.push_back({t, j, backward});
+    }
   } else {
     for (int k = 0; k < p.schedule_size(); ++k) {
       const plan::ScheduleStep &step = p.schedule(k);
@@ -700,28 +818,55 @@ void PlanChecker::checkSchedule(const plan::Program &p,
           {step.task(), step.micro_batch(), step.backward()});
     }
   }
-  // Every forward (task, micro-batch) exactly once, after the forwards that
-  // define the values it imports.
+  // A task runs forward when the schedule runs it forward at all, else
+  // backward; either way once for every micro-batch, after the runs that
+  // define the values it imports. In a training plan a task may instead run
+  // once per step, at the last micro-batch (the optimizer).
+  // Forward plans have no backward work: their backward entries are
+  // ignored (and dropped below).
+  auto ignored = [&](const ScheduleEntry &e) {
+    return !training && e.backward;
+  };
+  std::vector<int> direction(numTasks, -1); // 0 forward, 1 backward
+  for (const ScheduleEntry &e : out.schedule)
+    if (!ignored(e) && (!e.backward || direction[e.task] < 0))
+      direction[e.task] = e.backward ? 1 : 0;
+  auto dirName = [&](int t) {
+    return direction[t] == 1 ? "backward" : "forward";
+  };
   std::vector<std::vector<int>> position(numTasks, std::vector<int>(m, -1));
   for (std::size_t k = 0; k < out.schedule.size(); ++k) {
     const ScheduleEntry &e = out.schedule[k];
-    if (e.backward)
-      continue;
+    if (ignored(e) || (e.backward ? 1 : 0) != direction[e.task])
+      continue; // reported below as a missing run in the task's direction
     int &pos = position[e.task][e.microBatch];
     if (pos >= 0)
-      fail(fmt::format("{}: schedule steps #{} and #{} both run the forward "
-                       "of task '{}' for micro-batch {}",
-                       where, pos, k, out.tasks[e.task].name, e.microBatch));
+      fail(fmt::format("{}: schedule steps #{} and #{} both run the {} of "
+                       "task '{}' for micro-batch {}",
+                       where, pos, k, dirName(e.task), out.tasks[e.task].name,
+                       e.microBatch));
     pos = static_cast<int>(k);
   }
-  for (int t = 0; t < numTasks; ++t)
+  for (int t = 0; t < numTasks; ++t) {
+    bool once = training && m > 1 && position[t][m - 1] >= 0;
+    for (int j = 0; j + 1 < m && once; ++j)
+      once = position[t][j] < 0;
     for (int j = 0; j < m; ++j) {
-      if (position[t][j] < 0)
-        fail(fmt::format("{}: the schedule never runs the forward of task "
-                         "'{}' for micro-batch {}",
-                         where, out.tasks[t].name, j));
+      if (position[t][j] < 0) {
+        if (once)
+          continue;
+        fail(fmt::format("{}: the schedule never runs the {} of task '{}' "
+                         "for micro-batch {}",
+                         where, dirName(t), out.tasks[t].name, j));
+      }
       for (int v : out.tasks[t].imports) {
         int u = out.definingTask[v];
+        if (position[u][j] < 0)
+          fail(fmt::format("{}: task '{}' reads value {} for micro-batch {}, "
+                           "but task '{}', which defines it, runs only at "
+                           "micro-batch {}",
+                           where, out.tasks[t].name, v, j, out.tasks[u].name,
+                           m - 1));
         if (position[u][j] > position[t][j])
           fail(fmt::format("{}: the schedule runs task '{}' for micro-batch "
                            "{} (step #{}) before task '{}' (step #{}), which "
@@ -730,6 +875,17 @@ void PlanChecker::checkSchedule(const plan::Program &p,
                            out.tasks[u].name, position[u][j], v));
       }
     }
+  }
+  for (std::size_t k = 0; k < out.schedule.size(); ++k) {
+    const ScheduleEntry &e = out.schedule[k];
+    if (!ignored(e) && (e.backward ? 1 : 0) != direction[e.task])
+      fail(fmt::format("{}: schedule step #{} runs the backward of task '{}', "
+                       "which the schedule also runs forward",
+                       where, k, out.tasks[e.task].name));
+  }
+  out.schedule.erase(
+      std::remove_if(out.schedule.begin(), out.schedule.end(), ignored),
+      out.schedule.end());
 }
 
 } // namespace

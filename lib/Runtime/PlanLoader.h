@@ -17,6 +17,7 @@
 #include "Tensor.h"
 #include "Transfer.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct WeightInfo {
   int source = 0;
   TensorType globalType;
   ShardSpec sharding;
+  /// No source: every rank starts it at zeros (optimizer state of training
+  /// plans).
+  bool zeroInit = false;
 };
 
 /// A constant: raw little-endian bytes of the value's local type.
@@ -74,7 +78,10 @@ struct TaskInfo {
   std::vector<int> exports;
 };
 
-/// One entry of a program's schedule.
+/// One entry of a program's schedule. A task runs either forward or
+/// backward (its own TaskGraph, `<scope>.bwd`) for every micro-batch; in a
+/// training plan a task may also run once per step, at the last micro-batch
+/// (the optimizer's `<scope>.opt`).
 struct ScheduleEntry {
   int task = 0;
   int microBatch = 0;
@@ -86,6 +93,28 @@ struct PipelineInfo {
   bool present = false;
   std::string schedule;
   int stages = 1, microBatches = 1, chunks = 1;
+};
+
+/// Plan.training: what makes a plan a training plan (docs/Training.md).
+struct TrainingInfo {
+  bool present = false;
+  /// The output holding the loss and the input holding the labels.
+  std::string loss, labels;
+  /// adamw or sgd (for reports and checkpoints).
+  std::string optimizer;
+  /// Some optimizer op of some program clips gradients (clip_norm > 0):
+  /// every rank then joins the global norm's all-reduce in every step.
+  bool clipping = false;
+  /// The plan's inputs other than the labels, over every program (distinct
+  /// names, in order of first appearance) with their global types; with one
+  /// such input, it is the token input that --data feeds.
+  std::vector<std::string> otherInputs;
+  std::vector<TensorType> otherInputTypes;
+  /// The labels' global type (from the program that reads them).
+  TensorType labelsType;
+  /// The lowest index of a program that holds each initializer (weights and
+  /// optimizer states): that program writes it to checkpoints.
+  std::map<std::string, int> initializerProgram;
 };
 
 /// A validated plan, reduced to what this rank executes: the one program
@@ -119,6 +148,7 @@ struct LoadedPlan {
   /// Transfers of the program's Send and Recv ops (OpInfo::transfer).
   std::vector<TransferInfo> transfers;
   PipelineInfo pipeline;
+  TrainingInfo training;
   /// Weight source files, resolved against the plan's folder.
   std::vector<std::string> sourcePaths;
   /// The backend the plan asks for (shoal-compile --device).
@@ -137,8 +167,10 @@ struct LoadedPlan {
   /// For each value, the task of the op that defines it; -1 for values set
   /// from outside the ops (inputs, weights, constants).
   std::vector<int> definingTask;
-  /// Every distinct list of mesh axes a collective runs over, in order of
-  /// first use; each rank creates these communicators in this order.
+  /// Every distinct list of mesh axes a collective runs over (without the
+  /// micro-batch axis: an AllReduce over "mb" accumulates over micro-batches
+  /// and reduces over its other axes), in order of first use; each rank
+  /// creates these communicators in this order.
   std::vector<std::vector<int>> collectiveAxes;
 
   static constexpr int kKeepAlive = 1 << 30;

@@ -15,6 +15,7 @@
 #include "shoal/Runtime/Runtime.h"
 
 #include "Backend.h"
+#include "Checkpoint.h"
 #include "Comm.h"
 #include "DeviceCatalog.h"
 #include "Executor.h"
@@ -31,12 +32,14 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 // OpenBLAS's thread control, if the BLAS in use is OpenBLAS.
@@ -75,25 +78,43 @@ void agree(const std::string &error, MPI_Comm world) {
   throw AgreedError(msg);
 }
 
-/// Loads this rank's slice of every weight, opening each source once.
+/// Loads this rank's slice of every weight, opening each source once (or
+/// reading it from `checkpoint` when resuming). Weights with the same
+/// initializer, type and sharding share one buffer, so that an optimizer's
+/// in-place update is seen by every value of the initializer.
 void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
-                 ProgramRunner &exec) {
-  std::map<int, std::vector<const WeightInfo *>> bySource;
-  for (const WeightInfo &w : plan.weights)
-    bySource[w.source].push_back(&w);
-  for (const auto &entry : bySource) {
-    OnnxWeightFile file(plan.sourcePaths[entry.first]);
-    for (const WeightInfo *w : entry.second) {
-      Shape offsets =
-          blockOffsets(w->globalType.shape, w->sharding, plan.mesh, coords);
+                 ProgramRunner &exec, const Checkpoint *checkpoint) {
+  std::map<int, std::unique_ptr<OnnxWeightFile>> files;
+  std::map<std::string, Tensor> loaded;
+  for (const WeightInfo &w : plan.weights) {
+    std::string key =
+        fmt::format("{}\n{}\n{}", w.initializer, w.globalType.str(),
+                    w.sharding.str(plan.mesh));
+    auto it = loaded.find(key);
+    if (it != loaded.end()) {
+      exec.setValue(w.value, it->second);
+      continue;
+    }
+    Shape offsets =
+        blockOffsets(w.globalType.shape, w.sharding, plan.mesh, coords);
+    const Shape &local = plan.values[w.value].shape;
+    Tensor t;
+    if (checkpoint) {
+      t = checkpoint->readBlock(w.initializer, w.globalType, offsets, local);
+    } else if (w.zeroInit) {
+      t = Tensor(plan.values[w.value]);
+    } else {
+      std::unique_ptr<OnnxWeightFile> &file = files[w.source];
+      if (!file)
+        file = std::make_unique<OnnxWeightFile>(plan.sourcePaths[w.source]);
       try {
-        exec.setValue(w->value,
-                      file.loadBlock(w->initializer, w->globalType, offsets,
-                                     plan.values[w->value].shape));
+        t = file->loadBlock(w.initializer, w.globalType, offsets, local);
       } catch (const Error &e) {
-        throw Error(fmt::format("weight '{}': {}", w->initializer, e.what()));
+        throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
       }
     }
+    loaded.emplace(key, t);
+    exec.setValue(w.value, std::move(t));
   }
 }
 
@@ -111,13 +132,143 @@ void loadConstants(const LoadedPlan &plan, ProgramRunner &exec) {
   }
 }
 
+/// Sets this rank's block(s) of input `port` from its global tensor at
+/// `global` (one block per micro-batch for an input sharded over "mb").
+void setInputBlocks(const LoadedPlan &plan, const PortInfo &port,
+                    const uint8_t *global, const std::vector<int64_t> &coords,
+                    ProgramRunner &exec) {
+  int mbAxis = plan.mesh.microBatchAxis();
+  bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
+  for (int j = 0; j < (perMicroBatch ? plan.numMicroBatches : 1); ++j) {
+    Tensor t(plan.values[port.value]);
+    Shape offsets =
+        blockOffsets(port.globalType.shape, port.sharding, plan.mesh,
+                     plan.mesh.withMicroBatch(coords, j));
+    extractBlock(global, port.globalType.shape, dtypeSize(t.dtype()), offsets,
+                 t.shape(), t.rawData());
+    if (t.dtype() == DType::Bool) {
+      uint8_t *b = t.data<uint8_t>();
+      for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+        b[i] = b[i] != 0;
+    }
+    if (perMicroBatch)
+      exec.setMicroBatchValue(port.value, j, std::move(t));
+    else
+      exec.setValue(port.value, std::move(t));
+  }
+}
+
+/// --data: token rows [N, T + 1] feeding a training plan's token input
+/// (row[:T]) and labels (row[1:]); step s takes rows (s * B + i) mod N.
+class TokenData {
+public:
+  TokenData(const std::string &path, const TrainingInfo &training)
+      : path(path) {
+    if (training.otherInputs.size() != 1)
+      throw Error(fmt::format(
+          "--data {}: the training plan has {} inputs besides the labels "
+          "'{}'{}; --data feeds exactly one token input (use --inputs DIR "
+          "instead)",
+          path, training.otherInputs.size(), training.labels,
+          training.otherInputs.empty()
+              ? std::string()
+              : fmt::format(" ({})", fmt::join(training.otherInputs, ", "))));
+    tokenName = training.otherInputs[0];
+    labelsName = training.labels;
+    tokenType = training.otherInputTypes[0];
+    labelsType = training.labelsType;
+    auto integer = [](const TensorType &t) {
+      return (t.dtype == DType::I64 || t.dtype == DType::I32) &&
+             t.shape.size() == 2;
+    };
+    if (!integer(tokenType) || !integer(labelsType) ||
+        tokenType.shape != labelsType.shape)
+      throw Error(fmt::format("--data {}: the token input '{}' is {} and the "
+                              "labels '{}' are {}; --data needs both to be "
+                              "integer [B, T]",
+                              path, tokenName, tokenType.str(), labelsName,
+                              labelsType.str()));
+    batch = tokenType.shape[0];
+    seq = tokenType.shape[1];
+    file = std::make_unique<MappedFile>(path, "data file");
+    NpyHeader header = parseNpyHeader(file->data(), file->size(), path);
+    const TensorType &t = header.type;
+    if ((t.dtype != DType::I64 && t.dtype != DType::I32) ||
+        t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] != seq + 1)
+      throw Error(fmt::format("--data {} is {}; expected an int32 or int64 "
+                              "array [N, {}] of token rows (N >= 1; the token "
+                              "input '{}' is {}, so each row holds {} + 1 "
+                              "tokens)",
+                              path, t.str(), seq + 1, tokenName,
+                              tokenType.str(), seq));
+    rows = t.shape[0];
+    dtype = t.dtype;
+    data = file->data() + header.dataOffset;
+  }
+
+  const std::string &tokenInput() const { return tokenName; }
+  const std::string &labelsInput() const { return labelsName; }
+
+  /// The global token and label tensors of step `step` (0-based).
+  void make(int64_t step, Tensor &tokens, Tensor &labels) const {
+    tokens = Tensor(tokenType);
+    labels = Tensor(labelsType);
+    for (int64_t i = 0; i < batch; ++i) {
+      int64_t row = static_cast<int64_t>(
+          (static_cast<unsigned __int128>(step) * batch + i) % rows);
+      for (int64_t t = 0; t < seq; ++t) {
+        put(tokens, i * seq + t, at(row, t));
+        put(labels, i * seq + t, at(row, t + 1));
+      }
+    }
+  }
+
+private:
+  int64_t at(int64_t row, int64_t col) const {
+    std::size_t k = static_cast<std::size_t>(row * (seq + 1) + col);
+    if (dtype == DType::I64) {
+      int64_t v;
+      std::memcpy(&v, data + k * 8, 8);
+      return v;
+    }
+    int32_t v;
+    std::memcpy(&v, data + k * 4, 4);
+    return v;
+  }
+  static void put(Tensor &t, int64_t k, int64_t v) {
+    if (t.dtype() == DType::I64)
+      t.data<int64_t>()[k] = v;
+    else
+      t.data<int32_t>()[k] = static_cast<int32_t>(v);
+  }
+
+  std::string path, tokenName, labelsName;
+  TensorType tokenType, labelsType;
+  int64_t batch = 0, seq = 0, rows = 0;
+  DType dtype = DType::I64;
+  std::unique_ptr<MappedFile> file;
+  const uint8_t *data = nullptr;
+};
+
+/// Sets this rank's blocks of the token input and labels for step `step`.
+void feedData(const LoadedPlan &plan, const TokenData &data, int64_t step,
+              const std::vector<int64_t> &coords, ProgramRunner &exec) {
+  Tensor tokens, labels;
+  data.make(step, tokens, labels);
+  for (const PortInfo &port : plan.inputs) {
+    if (port.name == data.tokenInput())
+      setInputBlocks(plan, port, tokens.bytes(), coords, exec);
+    else if (port.name == data.labelsInput())
+      setInputBlocks(plan, port, labels.bytes(), coords, exec);
+  }
+}
+
 void loadInputs(const LoadedPlan &plan, const std::string &dir,
                 const std::vector<int64_t> &coords, ProgramRunner &exec) {
   if (!plan.inputs.empty() && dir.empty())
     throw Error(fmt::format("the plan has {} inputs but no inputs folder was "
                             "given (--inputs DIR)",
                             plan.inputs.size()));
-  int mbAxis = plan.mesh.microBatchAxis();
   for (const PortInfo &port : plan.inputs) {
     std::string path =
         (fs::path(dir) / (sanitizeName(port.name) + ".npy")).string();
@@ -127,25 +278,7 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
       if (header.type != port.globalType)
         throw Error(fmt::format("{} is {}, expected {}", path,
                                 header.type.str(), port.globalType.str()));
-      // An input sharded over micro-batches has one block per micro-batch.
-      bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
-      for (int j = 0; j < (perMicroBatch ? plan.numMicroBatches : 1); ++j) {
-        Tensor t(plan.values[port.value]);
-        Shape offsets =
-            blockOffsets(port.globalType.shape, port.sharding, plan.mesh,
-                         plan.mesh.withMicroBatch(coords, j));
-        extractBlock(file.data() + header.dataOffset, port.globalType.shape,
-                     dtypeSize(t.dtype()), offsets, t.shape(), t.rawData());
-        if (t.dtype() == DType::Bool) {
-          uint8_t *b = t.data<uint8_t>();
-          for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-            b[i] = b[i] != 0;
-        }
-        if (perMicroBatch)
-          exec.setMicroBatchValue(port.value, j, std::move(t));
-        else
-          exec.setValue(port.value, std::move(t));
-      }
+      setInputBlocks(plan, port, file.data() + header.dataOffset, coords, exec);
     } catch (const Error &e) {
       throw Error(fmt::format("input '{}': {}", port.name, e.what()));
     }
@@ -400,13 +533,30 @@ const char kUsage[] =
     "  --profile FILE write every rank's op, collective and Send/Recv times\n"
     "                 (JSON, medians over the timed steps) for the planner's\n"
     "                 calibration (shoal-sim --calibration)\n"
+    "\n"
+    "Training plans (shoal-compile --train, docs/Training.md):\n"
+    "  --steps N      run N optimizer steps (after the checkpoint's, with\n"
+    "                 --resume)\n"
+    "  --data FILE    int32/int64 .npy [N, T + 1] of token rows: step s feeds\n"
+    "                 rows (s * B + i) mod N, row[:T] to the token input and\n"
+    "                 row[1:] to the labels; without it --inputs DIR gives\n"
+    "                 one batch (labels.npy included) used at every step\n"
+    "  --log-every K  a progress line every K steps (default 1): step,\n"
+    "                 loss, step time, tokens/s and MFU\n"
+    "  --save DIR     write a checkpoint at the end (and every K steps with\n"
+    "                 --save-every K)\n"
+    "  --resume DIR   start from the newest checkpoint in DIR, under this\n"
+    "                 plan's layout\n"
+    "  --outputs DIR  optional: writes the last step's loss.npy\n"
+    "\n"
     "  --help         print this help\n"
     "\n"
     "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
     "is replaced by '_'.\n";
 
 /// Parses the command line; returns an error message or "".
-std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
+std::string parseArgs(int argc, char **argv, RunOptions &opts,
+                      TrainingOptions &train, bool &help) {
   help = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -474,6 +624,24 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
                            steps ? "--steps" : "--warmup",
                            steps ? " of at least 1" : "");
       (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
+    } else if (is("--log-every") || is("--save-every")) {
+      bool log = is("--log-every");
+      const char *flag = log ? "--log-every" : "--save-every";
+      double n = 0;
+      if (std::string e = number(flag, n); !e.empty())
+        return e;
+      if (n != static_cast<int>(n) || n < 1)
+        return fmt::format("{} needs a whole number of at least 1", flag);
+      (log ? train.logEvery : train.saveEvery) = static_cast<int>(n);
+    } else if (is("--data")) {
+      if (std::string e = value("--data", train.dataPath); !e.empty())
+        return "--data needs a .npy file";
+    } else if (is("--save")) {
+      if (std::string e = value("--save", train.saveDir); !e.empty())
+        return e;
+    } else if (is("--resume")) {
+      if (std::string e = value("--resume", train.resumeDir); !e.empty())
+        return e;
     } else if (is("--trace")) {
       if (std::string e = value("--trace", opts.tracePath); !e.empty())
         return "--trace needs a file";
@@ -500,16 +668,86 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts, bool &help) {
   }
   if (opts.planPath.empty())
     return "no plan file given";
-  if (opts.inputsDir.empty())
-    return "missing --inputs DIR";
-  if (opts.outputsDir.empty())
-    return "missing --outputs DIR";
+  if (train.saveEvery > 0 && train.saveDir.empty())
+    return "--save-every needs --save DIR";
+  // --inputs and --outputs: forward plans need them (checked once the plan
+  // is loaded); training plans may take --data and skip the outputs.
   return "";
 }
 
 } // namespace
 
 RunSummary shoal::rt::runPlan(const RunOptions &options) {
+  return runPlan(options, TrainingOptions());
+}
+
+namespace {
+
+/// Checks what a plan asks of the command line: forward plans need --inputs
+/// and --outputs and take none of the training options; training plans run
+/// on the CPU and take no warm-up.
+void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
+                         const TrainingOptions &train, BackendKind backend) {
+  if (!plan.training.present) {
+    for (auto [flag, value] : {std::pair<const char *, const std::string *>{
+                                   "--data", &train.dataPath},
+                               {"--save", &train.saveDir},
+                               {"--resume", &train.resumeDir}})
+      if (!value->empty())
+        throw Error(fmt::format("{} needs a training plan (shoal-compile "
+                                "--train); {} is a forward plan",
+                                flag, options.planPath));
+    if (!plan.inputs.empty() && options.inputsDir.empty())
+      throw Error("missing --inputs DIR");
+    if (options.outputsDir.empty())
+      throw Error("missing --outputs DIR");
+    return;
+  }
+  if (backend == BackendKind::CUDA)
+    throw Error(kTrainingNeedsCpu);
+  if (options.warmup > 0)
+    throw Error("--warmup does not apply to training plans: every step is an "
+                "optimizer step (use --steps)");
+  if (!train.dataPath.empty() && !options.inputsDir.empty())
+    throw Error("give --data FILE or --inputs DIR, not both: --data feeds "
+                "the token input and the labels of every step");
+}
+
+/// FLOPs of this rank's ops in one step (Op.flops of every op each time the
+/// schedule runs its task).
+double scheduledFlops(const LoadedPlan &plan) {
+  std::vector<double> perTask(plan.tasks.size(), 0);
+  for (const OpInfo &op : plan.ops)
+    perTask[op.task] += op.flops;
+  double flops = 0;
+  for (const ScheduleEntry &e : plan.schedule)
+    flops += perTask[e.task];
+  return flops;
+}
+
+/// The tensors this rank's program writes to checkpoints: one per
+/// initializer that no lower program also holds.
+std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
+                                                ProgramRunner &exec) {
+  std::vector<CheckpointTensor> out;
+  std::set<std::string> seen;
+  for (const WeightInfo &w : plan.weights) {
+    auto owner = plan.training.initializerProgram.find(w.initializer);
+    if (owner != plan.training.initializerProgram.end() &&
+        owner->second != plan.program)
+      continue;
+    if (!seen.insert(w.initializer).second)
+      continue;
+    out.push_back(
+        {w.initializer, w.globalType, w.sharding, exec.fetch(w.value)});
+  }
+  return out;
+}
+
+} // namespace
+
+RunSummary shoal::rt::runPlan(const RunOptions &options,
+                              const TrainingOptions &train) {
   MPI_Comm world = MPI_COMM_WORLD;
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
@@ -520,17 +758,21 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   // Phase 1: everything that can fail on bad input, without communication.
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<ProgramRunner> exec;
+  std::unique_ptr<TokenData> data;
   std::vector<std::string> fallbacks;
+  std::vector<int64_t> coords;
+  int64_t resumedStep = -1;
   std::string error;
   try {
     if (options.planPath.empty())
       throw Error("no plan file given");
     plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size, rank));
-    std::vector<int64_t> coords = plan->mesh.coordsOf(plan->meshRank);
+    coords = plan->mesh.coordsOf(plan->meshRank);
     BackendKind backend =
         plan->defaultCuda ? BackendKind::CUDA : BackendKind::CPU;
     if (!options.backend.empty() && !parseBackend(options.backend, backend))
       throw Error(fmt::format("unknown backend '{}'", options.backend));
+    checkOptionsForPlan(*plan, options, train, backend);
     if (backend == BackendKind::CUDA) {
       if (plan->isPipelined())
         throw Error("pipelined plans (several programs, micro-batches, tasks "
@@ -559,17 +801,34 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
                                   options.planPath, t.id, top, kMaxMicroBatches,
                                   *static_cast<int *>(tagUb)));
       }
-    loadWeights(*plan, coords, *exec);
+    std::unique_ptr<Checkpoint> checkpoint;
+    if (!train.resumeDir.empty()) {
+      checkpoint =
+          std::make_unique<Checkpoint>(Checkpoint::openLatest(train.resumeDir));
+      resumedStep = checkpoint->manifest().step;
+      static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
+    }
+    loadWeights(*plan, coords, *exec, checkpoint.get());
     loadConstants(*plan, *exec);
-    loadInputs(*plan, options.inputsDir, coords, *exec);
-    if (plan->meshRank == 0 && !plan->outputs.empty()) {
-      if (options.outputsDir.empty())
-        throw Error("no outputs folder given (--outputs DIR)");
+    if (!train.dataPath.empty())
+      data = std::make_unique<TokenData>(train.dataPath, plan->training);
+    else
+      loadInputs(*plan, options.inputsDir, coords, *exec);
+    if (plan->meshRank == 0 && !plan->outputs.empty() &&
+        !options.outputsDir.empty()) {
       std::error_code ec;
       fs::create_directories(options.outputsDir, ec);
       if (!fs::is_directory(options.outputsDir))
         throw Error(fmt::format("cannot create the outputs folder {}{}",
                                 options.outputsDir,
+                                ec ? ": " + ec.message() : std::string()));
+    }
+    if (rank == 0 && !train.saveDir.empty()) {
+      std::error_code ec;
+      fs::create_directories(train.saveDir, ec);
+      if (!fs::is_directory(train.saveDir))
+        throw Error(fmt::format("cannot create the checkpoint folder {}{}",
+                                train.saveDir,
                                 ec ? ": " + ec.message() : std::string()));
     }
     if (rank == 0) {
@@ -607,6 +866,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
             : "",
         plan->mesh.str().c_str(), plan->values.size(), plan->weights.size(),
         plan->ops.size(), exec->deviceName().c_str(), summary.loadSeconds);
+  if (rank == 0 && resumedStep >= 0)
+    std::printf("shoal-run: resumed from %s at step %lld\n",
+                train.resumeDir.c_str(), static_cast<long long>(resumedStep));
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
@@ -622,26 +884,109 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
     std::unique_ptr<ProfileRecorder> recorder;
     if (!options.profilePath.empty())
       recorder = std::make_unique<ProfileRecorder>(*plan);
-    for (int step = 0; step < options.warmup + options.steps; ++step) {
-      MPI_Barrier(world);
-      auto stepStart = Clock::now();
-      exec->run(comm, options.verbose && step == options.warmup);
-      double mine = secondsSince(stepStart), slowest = 0;
-      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
-      if (step >= options.warmup) {
-        timed += slowest;
-        if (const StepProfile *profile = exec->profile()) {
-          busy += profile->busySeconds;
-          if (recorder)
-            recorder->addStep(*profile, slowest);
+    auto record = [&](double slowest) {
+      timed += slowest;
+      if (const StepProfile *profile = exec->profile()) {
+        busy += profile->busySeconds;
+        if (recorder)
+          recorder->addStep(*profile, slowest);
+      }
+    };
+    if (plan->training.present) {
+      const TrainingInfo &training = plan->training;
+      auto &trainer = static_cast<Executor &>(*exec);
+      int64_t last = trainer.stepsCompleted() + options.steps;
+      // The loss comes from the lowest rank whose program outputs it.
+      int lossValue = -1;
+      for (const PortInfo &port : plan->outputs)
+        if (port.name == training.loss)
+          lossValue = port.value;
+      int mine = lossValue >= 0 ? rank : INT_MAX, owner = 0;
+      MPI_Allreduce(&mine, &owner, 1, MPI_INT, MPI_MIN, world);
+      double flops = scheduledFlops(*plan), allFlops = 0;
+      MPI_Allreduce(&flops, &allFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+      summary.stepFlops = allFlops;
+      double peak = options.peakTflops;
+      if (peak == 0 && exec->deviceSpec())
+        peak = peakTflops(*exec->deviceSpec(), Precision::FP32);
+      // Tokens per step: B * T of a [B, T] integer token input, else the
+      // labels' leading dimension (samples).
+      double perStep = 0;
+      const char *unit = "tokens/s";
+      if (training.otherInputs.size() == 1 &&
+          training.otherInputTypes[0].shape.size() == 2 &&
+          training.otherInputTypes[0].dtype != DType::F32) {
+        perStep = double(training.otherInputTypes[0].numElements());
+      } else if (!training.labelsType.shape.empty()) {
+        perStep = double(training.labelsType.shape[0]);
+        unit = "samples/s";
+      }
+      int64_t lastSaved = -1;
+      double sinceLog = 0;
+      int stepsSinceLog = 0;
+      for (int i = 0; i < options.steps; ++i) {
+        int64_t step = trainer.stepsCompleted();
+        if (data)
+          feedData(*plan, *data, step, coords, *exec);
+        MPI_Barrier(world);
+        auto stepStart = Clock::now();
+        exec->run(comm, options.verbose && i == 0);
+        double mineSeconds = secondsSince(stepStart), slowest = 0;
+        MPI_Allreduce(&mineSeconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+        record(slowest);
+        sinceLog += slowest;
+        ++stepsSinceLog;
+        int64_t done = trainer.stepsCompleted();
+        if (done % train.logEvery == 0 || i + 1 == options.steps) {
+          float loss = std::nanf("");
+          if (rank == owner)
+            loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
+                       .data<float>()[0];
+          MPI_Bcast(&loss, 1, MPI_FLOAT, owner, world);
+          if (rank == 0) {
+            double seconds = sinceLog / stepsSinceLog;
+            std::string mfu =
+                peak > 0 ? fmt::format("{:.2f}%", 100 * allFlops / seconds /
+                                                      (size * peak * 1e12))
+                         : std::string("n/a");
+            std::printf("step %lld/%lld loss %.6f time %.1f ms %s %.0f mfu "
+                        "%s\n",
+                        static_cast<long long>(done),
+                        static_cast<long long>(last), loss, seconds * 1e3, unit,
+                        perStep / seconds, mfu.c_str());
+            std::fflush(stdout);
+          }
+          sinceLog = 0;
+          stepsSinceLog = 0;
+        }
+        if (!train.saveDir.empty() && train.saveEvery > 0 &&
+            done % train.saveEvery == 0) {
+          saveCheckpoint(train.saveDir, done, training.optimizer, plan->mesh,
+                         coords, checkpointTensors(*plan, *exec), world);
+          lastSaved = done;
         }
       }
+      if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted())
+        saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
+                       training.optimizer, plan->mesh, coords,
+                       checkpointTensors(*plan, *exec), world);
+      summary.stepSeconds = timed / options.steps;
+    } else {
+      for (int step = 0; step < options.warmup + options.steps; ++step) {
+        MPI_Barrier(world);
+        auto stepStart = Clock::now();
+        exec->run(comm, options.verbose && step == options.warmup);
+        double mine = secondsSince(stepStart), slowest = 0;
+        MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+        if (step >= options.warmup)
+          record(slowest);
+      }
+      summary.stepSeconds = timed / options.steps;
+      double flops = matmulFlops(*plan);
+      MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+      if (rank == 0 && (options.steps > 1 || options.warmup > 0))
+        printStepReport(*plan, summary, options, *exec);
     }
-    summary.stepSeconds = timed / options.steps;
-    double flops = matmulFlops(*plan);
-    MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
-    if (rank == 0 && (options.steps > 1 || options.warmup > 0))
-      printStepReport(*plan, summary, options, *exec);
     if (!options.tracePath.empty())
       writeTrace(options.tracePath, *plan, exec->profile(), world);
     if (recorder) {
@@ -678,7 +1023,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
                         : "",
                     summary.bubbleMeasured, summary.bubbleExpected);
     }
-    writeOutputs(*plan, options.outputsDir, *exec, comm);
+    if (!options.outputsDir.empty())
+      writeOutputs(*plan, options.outputsDir, *exec, comm);
   }
   MPI_Comm_free(&programComm);
   summary.runSeconds = secondsSince(runStart);
@@ -692,8 +1038,9 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   RunOptions opts;
+  TrainingOptions train;
   bool help = false;
-  std::string usageError = parseArgs(argc, argv, opts, help);
+  std::string usageError = parseArgs(argc, argv, opts, train, help);
   if (help || !usageError.empty()) {
     if (rank == 0) {
       if (help) {
@@ -710,7 +1057,7 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
 
   RunSummary summary;
   try {
-    summary = runPlan(opts);
+    summary = runPlan(opts, train);
   } catch (const AgreedError &e) {
     if (rank == 0)
       std::fprintf(stderr, "shoal-run: error: %s\n", e.what());

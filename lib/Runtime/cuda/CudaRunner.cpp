@@ -668,6 +668,8 @@ bool shoal::rt::cudaBackendBuilt() { return true; }
 std::unique_ptr<ProgramRunner>
 shoal::rt::makeCudaRunner(const LoadedPlan &plan, const CudaOptions &options,
                           int localRank) {
+  if (plan.training.present)
+    throw Error(kTrainingNeedsCpu);
   if (plan.isPipelined())
     throw Error("pipelined plans (several programs, micro-batches, tasks or "
                 "Send/Recv) run on the CPU backend only for now; use "

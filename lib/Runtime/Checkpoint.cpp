@@ -1,0 +1,783 @@
+//===- Checkpoint.cpp - Saving and resuming training runs -------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include "MappedFile.h"
+#include "Npy.h"
+#include "Profile.h"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+
+using namespace shoal::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// A small JSON reader (the manifest and the shard lists ranks send rank 0).
+//===----------------------------------------------------------------------===//
+
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  /// Numbers keep their text, so that integers convert exactly.
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json *find(const std::string &key) const {
+    for (const auto &m : members)
+      if (m.first == key)
+        return &m.second;
+    return nullptr;
+  }
+};
+
+class JsonParser {
+public:
+  JsonParser(const std::string &text, const std::string &what)
+      : text(text), what(what) {}
+
+  Json parse() {
+    Json v = value(0);
+    space();
+    if (pos != text.size())
+      fail("unexpected text after the JSON value");
+    return v;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string &why) const {
+    throw Error(
+        fmt::format("{} is not valid JSON: {} at byte {}", what, why, pos));
+  }
+  void space() {
+    while (pos < text.size() && std::strchr(" \t\r\n", text[pos]))
+      ++pos;
+  }
+  bool literal(const char *word) {
+    std::size_t n = std::strlen(word);
+    if (text.compare(pos, n, word) != 0)
+      return false;
+    pos += n;
+    return true;
+  }
+  Json value(int depth) {
+    if (depth > 64)
+      fail("nesting too deep");
+    space();
+    if (pos >= text.size())
+      fail("unexpected end");
+    Json v;
+    char c = text[pos];
+    if (c == '{') {
+      v.kind = Json::Object;
+      ++pos;
+      space();
+      if (pos < text.size() && text[pos] == '}') {
+        ++pos;
+        return v;
+      }
+      while (true) {
+        space();
+        std::string key = string();
+        space();
+        if (pos >= text.size() || text[pos] != ':')
+          fail("expected ':'");
+        ++pos;
+        v.members.emplace_back(std::move(key), value(depth + 1));
+        space();
+        if (pos < text.size() && text[pos] == ',') {
+          ++pos;
+          continue;
+        }
+        if (pos < text.size() && text[pos] == '}') {
+          ++pos;
+          return v;
+        }
+        fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      v.kind = Json::Array;
+      ++pos;
+      space();
+      if (pos < text.size() && text[pos] == ']') {
+        ++pos;
+        return v;
+      }
+      while (true) {
+        v.items.push_back(value(depth + 1));
+        space();
+        if (pos < text.size() && text[pos] == ',') {
+          ++pos;
+          continue;
+        }
+        if (pos < text.size() && text[pos] == ']') {
+          ++pos;
+          return v;
+        }
+        fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      v.kind = Json::String;
+      v.text = string();
+      return v;
+    }
+    if (literal("true")) {
+      v.kind = Json::Bool;
+      v.boolean = true;
+      return v;
+    }
+    if (literal("false")) {
+      v.kind = Json::Bool;
+      return v;
+    }
+    if (literal("null"))
+      return v;
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      std::size_t start = pos;
+      ++pos;
+      while (pos < text.size() && std::strchr("0123456789.eE+-", text[pos]))
+        ++pos;
+      v.kind = Json::Number;
+      v.text = text.substr(start, pos - start);
+      return v;
+    }
+    fail(fmt::format("unexpected character '{}'", c));
+  }
+  std::string string() {
+    if (pos >= text.size() || text[pos] != '"')
+      fail("expected a string");
+    ++pos;
+    std::string out;
+    while (true) {
+      if (pos >= text.size())
+        fail("unterminated string");
+      char c = text[pos++];
+      if (c == '"')
+        return out;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos >= text.size())
+        fail("unterminated string");
+      char e = text[pos++];
+      switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        out += e;
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'u': {
+        if (pos + 4 > text.size())
+          fail("bad \\u escape");
+        unsigned code = std::stoul(text.substr(pos, 4), nullptr, 16);
+        pos += 4;
+        // Names are ASCII in practice; encode the code point as UTF-8.
+        if (code < 0x80) {
+          out += static_cast<char>(code);
+        } else if (code < 0x800) {
+          out += static_cast<char>(0xc0 | (code >> 6));
+          out += static_cast<char>(0x80 | (code & 0x3f));
+        } else {
+          out += static_cast<char>(0xe0 | (code >> 12));
+          out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
+          out += static_cast<char>(0x80 | (code & 0x3f));
+        }
+        break;
+      }
+      default:
+        fail(fmt::format("bad escape '\\{}'", e));
+      }
+    }
+  }
+
+  const std::string &text;
+  std::string what;
+  std::size_t pos = 0;
+};
+
+std::string jsonQuote(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += {'\\', c};
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+const char *dtypeJsonName(DType d) {
+  switch (d) {
+  case DType::F32:
+    return "float32";
+  case DType::I64:
+    return "int64";
+  case DType::I32:
+    return "int32";
+  case DType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+bool parseDtypeName(const std::string &s, DType &d) {
+  if (s == "float32")
+    d = DType::F32;
+  else if (s == "int64")
+    d = DType::I64;
+  else if (s == "int32")
+    d = DType::I32;
+  else if (s == "bool")
+    d = DType::Bool;
+  else
+    return false;
+  return true;
+}
+
+/// Reads manifest-shaped JSON, failing with messages that name `what`.
+class ManifestReader {
+public:
+  explicit ManifestReader(std::string what) : what(std::move(what)) {}
+
+  [[noreturn]] void fail(const std::string &why) const {
+    throw Error(fmt::format("{}: {}", what, why));
+  }
+  const Json &member(const Json &obj, const char *key, Json::Kind kind,
+                     const std::string &where) const {
+    const Json *v = obj.find(key);
+    if (!v)
+      fail(fmt::format("{} has no \"{}\"", where, key));
+    if (v->kind != kind)
+      fail(fmt::format("{}: \"{}\" has the wrong JSON type", where, key));
+    return *v;
+  }
+  int64_t integer(const Json &v, const std::string &where) const {
+    if (v.kind != Json::Number)
+      fail(fmt::format("{} is not a number", where));
+    char *end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(v.text.c_str(), &end, 10);
+    if (errno || *end != '\0')
+      fail(fmt::format("{} is not an integer ({})", where, v.text));
+    return n;
+  }
+  Shape ints(const Json &v, const std::string &where) const {
+    if (v.kind != Json::Array)
+      fail(fmt::format("{} is not a list", where));
+    Shape out;
+    for (const Json &item : v.items) {
+      int64_t n = integer(item, where);
+      if (n < 0)
+        fail(fmt::format("{} has a negative entry", where));
+      out.push_back(n);
+    }
+    return out;
+  }
+  /// {"dtype", "shape", "shards": [{"file", "offset"[, "shape"]}]}.
+  CheckpointEntry entry(const Json &t, const std::string &name) const {
+    std::string where = fmt::format("tensor '{}'", name);
+    if (t.kind != Json::Object)
+      fail(fmt::format("{} is not an object", where));
+    CheckpointEntry e;
+    const std::string &dtype = member(t, "dtype", Json::String, where).text;
+    if (!parseDtypeName(dtype, e.globalType.dtype))
+      fail(fmt::format("{} has dtype '{}' (expected float32, int64, int32 or "
+                       "bool)",
+                       where, dtype));
+    e.globalType.shape =
+        ints(member(t, "shape", Json::Array, where), where + " shape");
+    for (const Json &s : member(t, "shards", Json::Array, where).items) {
+      if (s.kind != Json::Object)
+        fail(fmt::format("{} has a shard that is not an object", where));
+      CheckpointShard shard;
+      shard.file = member(s, "file", Json::String, where + " shard").text;
+      if (shard.file.empty() || shard.file.find('/') != std::string::npos ||
+          shard.file == "." || shard.file == "..")
+        fail(fmt::format("{} has a shard file '{}' that is not a plain file "
+                         "name",
+                         where, shard.file));
+      shard.offset = ints(member(s, "offset", Json::Array, where + " shard"),
+                          where + " shard offset");
+      if (shard.offset.size() != e.globalType.shape.size())
+        fail(fmt::format("{}: shard {} has an offset of rank {}, the tensor "
+                         "has rank {}",
+                         where, shard.file, shard.offset.size(),
+                         e.globalType.shape.size()));
+      if (const Json *shape = s.find("shape"))
+        shard.shape = ints(*shape, where + " shard shape");
+      e.shards.push_back(std::move(shard));
+    }
+    return e;
+  }
+
+private:
+  std::string what;
+};
+
+std::string shapeJson(const Shape &s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+std::string entryJson(const CheckpointEntry &e) {
+  std::vector<std::string> shards;
+  for (const CheckpointShard &s : e.shards)
+    shards.push_back(fmt::format("{{\"file\": {}, \"offset\": {}, \"shape\": "
+                                 "{}}}",
+                                 jsonQuote(s.file), shapeJson(s.offset),
+                                 shapeJson(s.shape)));
+  return fmt::format("{{\"dtype\": \"{}\", \"shape\": {}, \"shards\": [{}]}}",
+                     dtypeJsonName(e.globalType.dtype),
+                     shapeJson(e.globalType.shape), fmt::join(shards, ", "));
+}
+
+std::string tensorsJson(const std::map<std::string, CheckpointEntry> &tensors,
+                        const char *sep) {
+  std::vector<std::string> parts;
+  for (const auto &[name, e] : tensors)
+    parts.push_back(fmt::format("{}: {}", jsonQuote(name), entryJson(e)));
+  return fmt::format("{{{}{}}}", sep, fmt::join(parts, std::string(",") + sep));
+}
+
+std::map<std::string, CheckpointEntry> parseTensors(const Json &obj,
+                                                    const ManifestReader &r) {
+  if (obj.kind != Json::Object)
+    r.fail("\"tensors\" is not an object");
+  std::map<std::string, CheckpointEntry> out;
+  for (const auto &[name, t] : obj.members)
+    if (!out.emplace(name, r.entry(t, name)).second)
+      r.fail(fmt::format("tensor '{}' is listed twice", name));
+  return out;
+}
+
+std::string readText(const std::string &path, const char *what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(
+        fmt::format("cannot open {} {}: {}", what, path, std::strerror(errno)));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad())
+    throw Error(fmt::format("cannot read {} {}", what, path));
+  return buf.str();
+}
+
+/// fsync of a file or folder.
+void syncPath(const std::string &path, bool folder) {
+  int fd = ::open(path.c_str(), folder ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0)
+    throw Error(fmt::format("cannot open {} to sync it: {}", path,
+                            std::strerror(errno)));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL && err != EROFS)
+    throw Error(fmt::format("cannot sync {}: {}", path, std::strerror(err)));
+}
+
+/// Writes `text` to `path` and fsyncs it.
+void writeDurable(const std::string &path, const std::string &text) {
+  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "wb"),
+                                           &std::fclose);
+  if (!f)
+    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f.get()) == text.size() &&
+            std::fflush(f.get()) == 0 && ::fsync(fileno(f.get())) == 0;
+  int err = errno;
+  if (std::fclose(f.release()) != 0 && ok) {
+    err = errno;
+    ok = false;
+  }
+  if (!ok)
+    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+}
+
+void renameOrThrow(const fs::path &from, const fs::path &to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec)
+    throw Error(fmt::format("cannot rename {} to {}: {}", from.string(),
+                            to.string(), ec.message()));
+}
+
+/// Clips the block at `offsets` of shape `local` to `global`.
+Shape clippedShape(const Shape &global, const Shape &offsets,
+                   const Shape &local) {
+  Shape s(local.size());
+  for (std::size_t d = 0; d < local.size(); ++d)
+    s[d] = std::max<int64_t>(0, std::min(local[d], global[d] - offsets[d]));
+  return s;
+}
+
+} // namespace
+
+std::string shoal::rt::checkpointFolderName(int64_t step) {
+  return fmt::format("step-{:08d}", step);
+}
+
+std::map<std::string, CheckpointEntry>
+shoal::rt::writeCheckpointShards(const std::string &folder, const Mesh &mesh,
+                                 const std::vector<int64_t> &coords,
+                                 const std::vector<CheckpointTensor> &tensors) {
+  std::map<std::string, CheckpointEntry> written;
+  for (const CheckpointTensor &t : tensors) {
+    // One replica of each block writes it: coordinate 0 on every device
+    // axis the tensor is not split over.
+    bool writer = true;
+    for (std::size_t a = 0; a < mesh.numAxes(); ++a)
+      if (static_cast<int>(a) != mesh.microBatchAxis() &&
+          !t.sharding.uses(static_cast<int>(a)) && coords[a] != 0)
+        writer = false;
+    if (!writer)
+      continue;
+    const Shape &global = t.globalType.shape;
+    Shape offsets = blockOffsets(global, t.sharding, mesh, coords);
+    Shape clipped = clippedShape(global, offsets, t.block.shape());
+    // The block's index in the tensor's grid of blocks.
+    int64_t shard = 0;
+    bool first = true;
+    for (std::size_t d = 0; d < global.size(); ++d) {
+      const std::vector<int> none;
+      const std::vector<int> &axes =
+          d < t.sharding.dims.size() ? t.sharding.dims[d] : none;
+      int64_t index = mesh.blockIndex(axes, coords);
+      shard = shard * mesh.numBlocks(axes) + index;
+      first = first && index == 0;
+    }
+    // A block wholly in the padding of an uneven split holds nothing (the
+    // first block is kept for tensors without elements).
+    if (numElements(clipped) == 0 && !first)
+      continue;
+    Tensor out(TensorType{t.globalType.dtype, clipped});
+    if (out.numBytes())
+      copyBox(t.block.rawData(), t.block.shape(), Shape(clipped.size(), 0),
+              out.rawData(), clipped, Shape(clipped.size(), 0), clipped,
+              dtypeSize(out.dtype()));
+    std::string file = fmt::format("{}.{}.npy", sanitizeName(t.name), shard);
+    std::string path = (fs::path(folder) / file).string();
+    writeNpy(path, out);
+    syncPath(path, false);
+    CheckpointEntry &e = written[t.name];
+    e.globalType = t.globalType;
+    e.shards.push_back({file, offsets, clipped});
+  }
+  return written;
+}
+
+std::string shoal::rt::manifestJson(const CheckpointManifest &m) {
+  return fmt::format("{{\"format\": \"shoal.checkpoint\", \"version\": 1, "
+                     "\"step\": {}, \"world_size\": {},\n \"optimizer\": {},\n "
+                     "\"tensors\": {}}}\n",
+                     m.step, m.worldSize, jsonQuote(m.optimizer),
+                     tensorsJson(m.tensors, "\n  "));
+}
+
+void shoal::rt::commitCheckpoint(const std::string &dir,
+                                 const std::string &tmpFolder,
+                                 const CheckpointManifest &manifest) {
+  // Two tensors must not share a file (names that sanitize alike).
+  std::map<std::string, std::string> files;
+  for (const auto &[name, e] : manifest.tensors)
+    for (const CheckpointShard &s : e.shards) {
+      auto [it, fresh] = files.emplace(s.file, name);
+      if (!fresh)
+        throw Error(fmt::format("checkpoint {}: tensors '{}' and '{}' both "
+                                "write {} (their names differ only in "
+                                "characters outside [A-Za-z0-9._-])",
+                                tmpFolder, it->second, name, s.file));
+    }
+  fs::path root(dir);
+  writeDurable((fs::path(tmpFolder) / "manifest.json").string(),
+               manifestJson(manifest));
+  syncPath(tmpFolder, true);
+  fs::path final = root / checkpointFolderName(manifest.step);
+  std::error_code ec;
+  if (fs::exists(final, ec)) {
+    // Saved again at the same step: move the old one aside first.
+    fs::path old = root / (".old-" + checkpointFolderName(manifest.step));
+    fs::remove_all(old, ec);
+    renameOrThrow(final, old);
+    renameOrThrow(tmpFolder, final);
+    fs::remove_all(old, ec);
+  } else {
+    renameOrThrow(tmpFolder, final);
+  }
+  syncPath(dir, true);
+  fs::path latestTmp = root / ".latest.tmp";
+  writeDurable(latestTmp.string(), checkpointFolderName(manifest.step) + "\n");
+  renameOrThrow(latestTmp, root / "latest");
+  syncPath(dir, true);
+}
+
+void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
+                               const std::string &optimizer, const Mesh &mesh,
+                               const std::vector<int64_t> &coords,
+                               const std::vector<CheckpointTensor> &tensors,
+                               MPI_Comm world) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  std::string tmp =
+      (fs::path(dir) / (".tmp-" + checkpointFolderName(step))).string();
+  if (rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec); // a leftover of a crashed save
+    fs::create_directories(tmp, ec);
+    if (!fs::is_directory(tmp))
+      throw Error(fmt::format("cannot create the checkpoint folder {}{}", tmp,
+                              ec ? ": " + ec.message() : std::string()));
+  }
+  MPI_Barrier(world);
+  std::string mine =
+      tensorsJson(writeCheckpointShards(tmp, mesh, coords, tensors), "");
+  // Gathering is also the barrier: a rank sends its list once its files are
+  // written and synced.
+  std::vector<std::string> all = gatherText(mine, world, "checkpoint list");
+  if (rank == 0) {
+    CheckpointManifest manifest;
+    manifest.step = step;
+    manifest.worldSize = size;
+    manifest.optimizer = optimizer;
+    for (int r = 0; r < size; ++r) {
+      ManifestReader reader(fmt::format("the checkpoint list of rank {}", r));
+      Json parsed =
+          JsonParser(all[r], fmt::format("the checkpoint list of rank {}", r))
+              .parse();
+      for (auto &[name, e] : parseTensors(parsed, reader)) {
+        auto [it, fresh] = manifest.tensors.emplace(name, e);
+        if (fresh)
+          continue;
+        if (it->second.globalType != e.globalType)
+          throw Error(fmt::format("checkpoint {}: ranks disagree on the type "
+                                  "of tensor '{}' ({} and {})",
+                                  tmp, name, it->second.globalType.str(),
+                                  e.globalType.str()));
+        for (CheckpointShard &s : e.shards)
+          it->second.shards.push_back(std::move(s));
+      }
+    }
+    for (auto &[name, e] : manifest.tensors)
+      std::sort(e.shards.begin(), e.shards.end(),
+                [](const CheckpointShard &a, const CheckpointShard &b) {
+                  return a.offset < b.offset;
+                });
+    commitCheckpoint(dir, tmp, manifest);
+  }
+  MPI_Barrier(world);
+}
+
+std::string Checkpoint::manifestPath() const {
+  return (fs::path(dir) / "manifest.json").string();
+}
+
+Checkpoint Checkpoint::open(const std::string &folder) {
+  Checkpoint c;
+  c.dir = folder;
+  std::string path = c.manifestPath();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw Error(fmt::format("checkpoint {} has no manifest ({} not found)",
+                            folder, path));
+  std::string text = readText(path, "checkpoint manifest");
+  Json root = JsonParser(text, "checkpoint manifest " + path).parse();
+  ManifestReader r("checkpoint manifest " + path);
+  if (root.kind != Json::Object)
+    r.fail("the manifest is not a JSON object");
+  if (r.member(root, "format", Json::String, "the manifest").text !=
+      "shoal.checkpoint")
+    r.fail("\"format\" is not \"shoal.checkpoint\"");
+  int64_t version = r.integer(
+      r.member(root, "version", Json::Number, "the manifest"), "\"version\"");
+  if (version != 1)
+    r.fail(fmt::format("version {} is not supported (this runtime reads "
+                       "version 1)",
+                       version));
+  c.info.step =
+      r.integer(r.member(root, "step", Json::Number, "the manifest"), "step");
+  if (c.info.step < 0)
+    r.fail("\"step\" is negative");
+  if (const Json *w = root.find("world_size"))
+    c.info.worldSize = r.integer(*w, "\"world_size\"");
+  if (const Json *o = root.find("optimizer"); o && o->kind == Json::String)
+    c.info.optimizer = o->text;
+  c.info.tensors =
+      parseTensors(r.member(root, "tensors", Json::Object, "the manifest"), r);
+  return c;
+}
+
+Checkpoint Checkpoint::openLatest(const std::string &dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw Error(fmt::format("checkpoint folder {} not found (--resume DIR "
+                            "names the folder given to --save)",
+                            dir));
+  if (!fs::is_directory(dir, ec))
+    throw Error(fmt::format("checkpoint folder {} is not a folder", dir));
+  fs::path root(dir);
+  // `latest` names the newest complete checkpoint.
+  fs::path latest = root / "latest";
+  if (fs::is_regular_file(latest, ec)) {
+    std::string name = readText(latest.string(), "checkpoint pointer");
+    while (!name.empty() &&
+           std::isspace(static_cast<unsigned char>(name.back())))
+      name.pop_back();
+    bool plain = !name.empty() && name.find('/') == std::string::npos &&
+                 name != "." && name != "..";
+    if (plain && fs::is_regular_file(root / name / "manifest.json", ec))
+      return open((root / name).string());
+  }
+  // No usable `latest`: the complete step folder with the highest step.
+  int64_t best = -1;
+  fs::path bestPath;
+  for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || name.size() <= 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    if (!fs::is_regular_file(e.path() / "manifest.json", ec))
+      continue;
+    int64_t step = std::stoll(name.substr(5));
+    if (step > best) {
+      best = step;
+      bestPath = e.path();
+    }
+  }
+  if (best < 0)
+    throw Error(fmt::format("no checkpoint in {} (no 'latest' naming a step "
+                            "folder and no step-* folder with a "
+                            "manifest.json)",
+                            dir));
+  return open(bestPath.string());
+}
+
+Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
+                             const Shape &offsets, const Shape &local) const {
+  auto it = info.tensors.find(name);
+  if (it == info.tensors.end())
+    throw Error(
+        fmt::format("checkpoint {} has no tensor '{}'", manifestPath(), name));
+  const CheckpointEntry &e = it->second;
+  if (e.globalType != global)
+    throw Error(fmt::format("checkpoint {}: tensor '{}' is {}, but the plan "
+                            "expects {}",
+                            manifestPath(), name, e.globalType.str(),
+                            global.str()));
+  Tensor out(TensorType{global.dtype, local});
+  std::size_t rank = local.size();
+  Shape region = clippedShape(global.shape, offsets, local);
+  std::size_t elem = dtypeSize(global.dtype);
+  int64_t covered = 0;
+  for (const CheckpointShard &s : e.shards) {
+    std::string path = (fs::path(dir) / s.file).string();
+    auto corrupt = [&](const std::string &why) {
+      return Error(fmt::format("checkpoint {}: tensor '{}': shard {} {}",
+                               manifestPath(), name, path, why));
+    };
+    // Skip shards that cannot overlap (when the manifest gives their shape).
+    if (s.shape.size() == rank) {
+      bool overlaps = true;
+      for (std::size_t d = 0; d < rank; ++d)
+        overlaps = overlaps && s.offset[d] < offsets[d] + region[d] &&
+                   offsets[d] < s.offset[d] + s.shape[d];
+      if (!overlaps && numElements(region) > 0)
+        continue;
+    }
+    MappedFile file = [&] {
+      try {
+        return MappedFile(path, "checkpoint shard");
+      } catch (const Error &err) {
+        throw Error(fmt::format("checkpoint {}: tensor '{}': {}",
+                                manifestPath(), name, err.what()));
+      }
+    }();
+    NpyHeader header;
+    try {
+      header = parseNpyHeader(file.data(), file.size(), path);
+    } catch (const Error &err) {
+      throw Error(fmt::format("checkpoint {}: tensor '{}': {}", manifestPath(),
+                              name, err.what()));
+    }
+    const Shape &shape = header.type.shape;
+    if (header.type.dtype != global.dtype || shape.size() != rank)
+      throw corrupt(fmt::format("is {}, not a block of {}", header.type.str(),
+                                global.str()));
+    if (!s.shape.empty() && s.shape != shape)
+      throw corrupt(fmt::format("is {}, but the manifest says {}",
+                                header.type.str(), formatShape(s.shape)));
+    for (std::size_t d = 0; d < rank; ++d)
+      if (s.offset[d] + shape[d] > global.shape[d])
+        throw corrupt(fmt::format("({} at offset {}) reaches past the global "
+                                  "shape {}",
+                                  header.type.str(), formatShape(s.offset),
+                                  formatShape(global.shape)));
+    Shape lo(rank), box(rank);
+    bool empty = false;
+    for (std::size_t d = 0; d < rank; ++d) {
+      lo[d] = std::max(s.offset[d], offsets[d]);
+      int64_t hi = std::min(s.offset[d] + shape[d], offsets[d] + region[d]);
+      box[d] = hi - lo[d];
+      empty = empty || box[d] <= 0;
+    }
+    if (empty)
+      continue;
+    Shape src(rank), dst(rank);
+    for (std::size_t d = 0; d < rank; ++d) {
+      src[d] = lo[d] - s.offset[d];
+      dst[d] = lo[d] - offsets[d];
+    }
+    copyBox(file.data() + header.dataOffset, shape, src, out.rawData(), local,
+            dst, box, elem);
+    covered += numElements(box);
+  }
+  if (covered != numElements(region))
+    throw Error(fmt::format("checkpoint {}: the shards of tensor '{}' cover {} "
+                            "of the {} elements of the block at offset {} "
+                            "(a missing or overlapping shard)",
+                            manifestPath(), name, covered, numElements(region),
+                            formatShape(offsets)));
+  if (global.dtype == DType::Bool) {
+    uint8_t *b = out.data<uint8_t>();
+    for (int64_t i = 0, n = out.numElements(); i < n; ++i)
+      b[i] = b[i] != 0;
+  }
+  return out;
+}

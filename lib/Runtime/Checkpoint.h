@@ -1,0 +1,160 @@
+//===- Checkpoint.h - Saving and resuming training runs ---------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A checkpoint (docs/Training.md, "Checkpoints") is a folder of .npy files,
+// one per distinct block of every weight and optimizer state, clipped to the
+// global shape, and a manifest.json that says where each block lies in its
+// tensor:
+//
+//   DIR/latest                       the name of the newest step folder
+//   DIR/step-00000010/manifest.json
+//   DIR/step-00000010/<tensor>.<shard>.npy
+//
+// Saving writes into DIR/.tmp-step-00000010; once every rank has written its
+// blocks, rank 0 writes the manifest, fsyncs, renames the folder and then
+// replaces `latest` by renaming a new file over it, so a crash at any point
+// leaves the previous checkpoint intact and named by `latest`. Loading reads,
+// for each block a rank holds under the current plan, the overlapping parts
+// of whichever shard files cover it, so a checkpoint saved under one layout
+// loads under any other (resharding).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_CHECKPOINT_H
+#define SHOAL_RUNTIME_CHECKPOINT_H
+
+#include "Sharding.h"
+#include "Tensor.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// shoal-run's options for training plans (docs/Training.md, "Running").
+struct TrainingOptions {
+  /// --data: an integer .npy [N, T + 1] of token rows; empty: the fixed
+  /// batch of --inputs.
+  std::string dataPath;
+  /// --log-every: a progress line every K steps (and after the last).
+  int logEvery = 1;
+  /// --save DIR and --save-every K (0: only at the end).
+  std::string saveDir;
+  int saveEvery = 0;
+  /// --resume DIR: start from its newest checkpoint.
+  std::string resumeDir;
+};
+
+/// runPlan with the training options (defined in Runtime.cpp; runPlan
+/// without them runs with the defaults).
+RunSummary runPlan(const RunOptions &options, const TrainingOptions &train);
+
+/// A tensor as one rank holds it: its block of the global tensor.
+struct CheckpointTensor {
+  std::string name;
+  TensorType globalType;
+  ShardSpec sharding;
+  /// The rank's block (the local type; blocks of uneven shards reach past
+  /// the global shape and are zero-padded there).
+  Tensor block;
+};
+
+/// One shard file: a block of a tensor, clipped to the global shape.
+struct CheckpointShard {
+  /// File name inside the step folder.
+  std::string file;
+  Shape offset;
+  /// The block's shape (from the file's header when loading).
+  Shape shape;
+};
+
+struct CheckpointEntry {
+  TensorType globalType;
+  std::vector<CheckpointShard> shards;
+};
+
+/// What manifest.json says.
+struct CheckpointManifest {
+  /// Completed optimizer steps.
+  int64_t step = 0;
+  int64_t worldSize = 0;
+  std::string optimizer;
+  std::map<std::string, CheckpointEntry> tensors;
+};
+
+/// `step-00000010`.
+std::string checkpointFolderName(int64_t step);
+
+/// Writes into `folder` the blocks of `tensors` that the rank at `coords` of
+/// `mesh` writes: those for which it is the replica with coordinate 0 on
+/// every device axis the tensor is not split over. Each is clipped to the
+/// global shape (a block wholly in the padding is skipped), written as
+/// `<sanitized name>.<shard>.npy` (shard: the block's row-major index in the
+/// tensor's grid of blocks) and fsynced. Returns what it wrote.
+std::map<std::string, CheckpointEntry>
+writeCheckpointShards(const std::string &folder, const Mesh &mesh,
+                      const std::vector<int64_t> &coords,
+                      const std::vector<CheckpointTensor> &tensors);
+
+/// Finishes a checkpoint whose shards are in `tmpFolder` (inside `dir`):
+/// writes its manifest, fsyncs, renames the folder to
+/// `dir/step-<step>` (replacing one of that name) and atomically points
+/// `dir/latest` at it. Throws Error naming the file on I/O errors.
+void commitCheckpoint(const std::string &dir, const std::string &tmpFolder,
+                      const CheckpointManifest &manifest);
+
+/// The manifest as JSON text.
+std::string manifestJson(const CheckpointManifest &manifest);
+
+/// The whole save, collective over `world`: rank 0 makes
+/// `dir/.tmp-step-<step>`, every rank writes its blocks, rank 0 gathers what
+/// they wrote and commits. Every rank passes its own `mesh`, `coords` and
+/// the tensors its program writes.
+void saveCheckpoint(const std::string &dir, int64_t step,
+                    const std::string &optimizer, const Mesh &mesh,
+                    const std::vector<int64_t> &coords,
+                    const std::vector<CheckpointTensor> &tensors,
+                    MPI_Comm world);
+
+/// A checkpoint opened for reading.
+class Checkpoint {
+public:
+  /// Opens the step folder `folder` (reads and checks its manifest).
+  static Checkpoint open(const std::string &folder);
+  /// Opens the newest complete checkpoint under `dir`: the one `latest`
+  /// names or, when `latest` is missing or names no complete folder, the
+  /// step folder with a manifest and the highest step (leftover .tmp-step
+  /// folders and folders without a manifest are ignored). Throws Error when
+  /// there is none.
+  static Checkpoint openLatest(const std::string &dir);
+
+  const std::string &folder() const { return dir; }
+  const CheckpointManifest &manifest() const { return info; }
+  /// The manifest's path, for messages.
+  std::string manifestPath() const;
+
+  /// The block of tensor `name` at `offsets` of shape `local` (zero past the
+  /// global shape), assembled from every shard that overlaps it. Throws
+  /// Error naming the checkpoint and the tensor when it is missing, its type
+  /// is not `global`, a shard file is missing or corrupt, or the shards do
+  /// not cover the block.
+  Tensor readBlock(const std::string &name, const TensorType &global,
+                   const Shape &offsets, const Shape &local) const;
+
+private:
+  std::string dir;
+  CheckpointManifest info;
+};
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_CHECKPOINT_H
