@@ -221,8 +221,9 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what) {
 }
 
 /// Reads and checks a collective's mesh axes. Only LocalSlice (no
-/// communication: it keeps this micro-batch's block) may name the
-/// micro-batch axis.
+/// communication: it keeps this micro-batch's block) and AllReduce
+/// (accumulation over the step's micro-batches) may name the micro-batch
+/// axis.
 void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
                   bool allowMicroBatch = false) {
   attrs.require("axes");
@@ -898,7 +899,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     break;
   }
   case OpKind::AllReduce: {
-    readMeshAxes(attrs, mesh, a);
+    // Over "mb": gradient accumulation (the executor sums the micro-batches
+    // of a step, then reduces over the other axes; docs/Training.md).
+    readMeshAxes(attrs, mesh, a, /*allowMicroBatch=*/true);
     if (x.dtype != DType::F32 && x.dtype != DType::I64 && x.dtype != DType::I32)
       throw Error(fmt::format("AllReduce is not supported on {} tensors",
                               dtypeName(x.dtype)));
