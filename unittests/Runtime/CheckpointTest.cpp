@@ -315,6 +315,59 @@ TEST(Checkpoint, SavesUnderMpi) {
   expectLoadsAsMesh(c, Mesh(), tensors);
 }
 
+// Under mpiexec with 4 ranks (shoal-runtime-mpi-tests): every rank writes
+// its own blocks, rank 0 gathers the lists and commits; then every rank
+// reads its block under another layout.
+TEST(CollectiveCheckpoint, SavesOnFourRanksAndReshards) {
+  ensureMpi();
+  if (worldSize() != 4)
+    GTEST_SKIP() << "needs 4 MPI ranks";
+  int rank = worldRank();
+  std::string dir = rank == 0 ? makeTempDir() + "/ckpt" : std::string();
+  int len = static_cast<int>(dir.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(len);
+  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    fs::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  Mesh mesh({"x", "y"}, {2, 2});
+  std::vector<int64_t> coords = mesh.coordsOf(rank);
+  std::vector<GlobalTensor> tensors = sampleTensors();
+  std::vector<CheckpointTensor> mine;
+  for (const GlobalTensor &g : tensors) {
+    ShardSpec spec = specOf(mesh, g.sharding);
+    Shape offsets = blockOffsets(g.value.shape(), spec, mesh, coords);
+    Shape local = localShape(g.value.shape(), spec, mesh);
+    mine.push_back(
+        {g.name, g.value.type(), spec, blockOf(g.value, offsets, local)});
+  }
+  saveCheckpoint(dir, 7, "adamw", mesh, coords, mine, MPI_COMM_WORLD);
+
+  Checkpoint c = Checkpoint::openLatest(dir);
+  EXPECT_EQ(c.manifest().step, 7);
+  EXPECT_EQ(c.manifest().worldSize, 4);
+  EXPECT_EQ(c.manifest().tensors.at("h.0.attn.weight").shards.size(), 4u);
+  EXPECT_EQ(c.manifest().tensors.at("ln.scale").shards.size(), 1u);
+  // Rank r reads its block of a 4-way split of another dimension.
+  Mesh other({"a"}, {4});
+  std::vector<int64_t> at = other.coordsOf(rank);
+  for (GlobalTensor g : tensors) {
+    g.sharding = g.value.rank() ? std::vector<std::vector<std::string>>{{"a"}}
+                                : std::vector<std::vector<std::string>>{};
+    if (g.value.rank() == 2)
+      g.sharding.push_back({});
+    ShardSpec spec = specOf(other, g.sharding);
+    Shape offsets = blockOffsets(g.value.shape(), spec, other, at);
+    Shape local = localShape(g.value.shape(), spec, other);
+    EXPECT_TRUE(sameBytes(c.readBlock(g.name, g.value.type(), offsets, local),
+                          blockOf(g.value, offsets, local)))
+        << g.name << " on rank " << rank;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 //===----------------------------------------------------------------------===//
 // Training runs
 //===----------------------------------------------------------------------===//
