@@ -2,7 +2,7 @@
 """Per-op gradient checks of shoal's training plans (docs/Training.md).
 
     /usr/bin/python3 test/e2e/grad_check.py --bin BUILD/bin --work DIR \
-        [--ops Add,MatMul,...] [--rtol 1e-4] [--identity-wrap]
+        [--ops Add,MatMul,...] [--rtol 1e-4] [--anchor]
 
 For every case (one ONNX node), a tiny ONNX model (opset 17) whose float
 operands are trainable initializers (float32), non-float operands (Gather's
@@ -29,11 +29,12 @@ ONNX op, and its gradient against central finite differences of that
 numpy forward in float64 (bound 1e-6).
 
 Cases whose op is in EXPECTED must pass; the others are tried and reported
-(supported or not) without failing the run. --identity-wrap passes every
-trainable initializer through an Identity node first (a diagnostic: shoal's
-importer folds nodes whose inputs are all small initializers; a training
-compile must not fold trainable weights away, and the default models check
-that).
+(supported or not) without failing the run. --anchor passes every
+trainable initializer w through Add(w, w_zero), w_zero a graph input fed
+zeros: a diagnostic that keeps the op's gradient testable when the importer
+folds a node whose operands are all small initializers (it must not fold
+trainable weights away in a training compile; the default models check
+that, and a weight missing from the checkpoint fails the case).
 
 Exit status: 0 when every expected case passes, 1 otherwise, 2 usage error.
 """
@@ -68,14 +69,21 @@ EXPECTED = {
 }
 
 
+# Operand kinds that are trainable initializers: "w" feeds the node
+# directly, "w2" through Mul(w, Constant 2) (np_fn/torch_fn get the raw w and
+# scale it themselves).
+TRAINED = ("w", "w2")
+
+
 def erf_np(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 class Case:
     """One node. operands: [(name, kind, array)], kind 'w' (trainable
-    initializer), 'in' (graph input, not differentiated) or 'const'
-    (Constant node). np_fn / torch_fn take {name: array / tensor}."""
+    initializer), 'w2' (trainable, fed as w * 2), 'in' (graph input, not
+    differentiated) or 'const' (Constant node). np_fn / torch_fn take
+    {name: array / tensor}."""
 
     def __init__(self, name, op, operands, np_fn, torch_fn, attrs=None, expected=None):
         self.name, self.op, self.operands = name, op, operands
@@ -103,6 +111,11 @@ def cases(rng):
     C.append(Case("MatMul_batched", "MatMul",
                   [("a", "w", n((2, 3, 4))), ("b", "w", n((2, 4, 5)))],
                   lambda v: v["a"] @ v["b"], lambda v: v["a"] @ v["b"]))
+    # A weight used through a weight-only subexpression (w * 2) next to a
+    # graph input: the weight must still be trained.
+    C.append(Case("MatMul_scaled_weight", "MatMul",
+                  [("x", "in", n((2, 3, 4))), ("b", "w2", n((4, 5)))],
+                  lambda v: v["x"] @ (2 * v["b"]), lambda v: v["x"] @ (2 * v["b"])))
     C.append(Case("Gemm_transB_bias", "Gemm",
                   [("a", "w", n((3, 4))), ("b", "w", n((5, 4))), ("c", "w", n((5,)))],
                   lambda v: v["a"] @ v["b"].T + v["c"],
@@ -208,23 +221,35 @@ def layernorm_np(x, scale, bias, eps):
 
 # ---------------------------------------------------------------------------
 
-def build_onnx(case, path, identity_wrap):
+def build_onnx(case, path, anchor):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     nodes, inits, inputs = [], [], []
     node_inputs = []
     for name, kind, arr in case.operands:
-        if kind == "w":
+        if kind in TRAINED:
             inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
-            if identity_wrap:
-                nodes.append(helper.make_node("Identity", [name], [name + "_id"],
-                                              name="/%s_identity" % name))
-                node_inputs.append(name + "_id")
+            if anchor:
+                # w + zeros (a graph input): the node's operand is no longer
+                # a constant the importer could fold.
+                inputs.append(helper.make_tensor_value_info(name + "_zero", TensorProto.FLOAT,
+                                                            list(arr.shape)))
+                nodes.append(helper.make_node("Add", [name, name + "_zero"], [name + "_a"],
+                                              name="/%s_anchor" % name))
+                node_inputs.append(name + "_a")
             else:
                 node_inputs.append(name)
+            if kind == "w2":
+                src = node_inputs.pop()
+                nodes.append(helper.make_node(
+                    "Constant", [], [name + "_two"], name="/%s_two" % name,
+                    value=numpy_helper.from_array(np.array(2.0, np.float32), name + "_two")))
+                nodes.append(helper.make_node("Mul", [src, name + "_two"], [name + "_x2"],
+                                              name="/%s_scale/Mul" % name))
+                node_inputs.append(name + "_x2")
         elif kind == "in":
-            elem = {np.dtype(np.int64): TensorProto.INT64,
-                    np.dtype(bool): TensorProto.BOOL}[arr.dtype]
+            elem = {np.dtype(np.int64): TensorProto.INT64, np.dtype(bool): TensorProto.BOOL,
+                    np.dtype(np.float64): TensorProto.FLOAT}[arr.dtype]
             inputs.append(helper.make_tensor_value_info(name, elem, list(arr.shape)))
             node_inputs.append(name)
         else:  # const
@@ -260,13 +285,13 @@ def torch_reference(case, target):
     tv = {}
     for name, kind, _ in case.operands:
         t = torch.from_numpy(np.array(vals[name]))
-        if kind == "w":
+        if kind in TRAINED:
             t = t.double().requires_grad_(True)
         tv[name] = t
     y = case.torch_fn(tv)
     loss = ((y - torch.from_numpy(target.astype(np.float64))) ** 2).mean()
     loss.backward()
-    return float(loss), {n: tv[n].grad.numpy().copy() for n, k, _ in case.operands if k == "w"}, \
+    return float(loss), {n: tv[n].grad.numpy().copy() for n, k, _ in case.operands if k in TRAINED}, \
         y.detach().numpy()
 
 
@@ -275,7 +300,7 @@ def finite_differences(case, target, h=1e-6):
     base = np_values(case)
     grads = {}
     for name, kind, _ in case.operands:
-        if kind != "w":
+        if kind not in TRAINED:
             continue
         w = base[name]
         g = np.zeros_like(w)
@@ -303,11 +328,11 @@ def rel(a, b):
 
 def run_case(case, args, tools, rng):
     """Returns (status, detail, max error): status in pass / fail /
-    unsupported / reference-bad."""
+    unsupported / folded / reference-bad."""
     d = os.path.join(args.work, case.name)
     os.makedirs(d)
     model = os.path.join(d, "model.onnx")
-    yshape = build_onnx(case, model, args.identity_wrap)
+    yshape = build_onnx(case, model, args.anchor)
     target = rng.normal(0.0, 2.0, size=yshape)
     target32 = target.astype(np.float32)
     target = target32.astype(np.float64)
@@ -328,7 +353,10 @@ def run_case(case, args, tools, rng):
     np.save(os.path.join(inputs, "target.npy"), target32)
     for name, kind, arr in case.operands:
         if kind == "in":
-            np.save(os.path.join(inputs, name + ".npy"), arr)
+            np.save(os.path.join(inputs, name + ".npy"),
+                    arr.astype(np.float32) if arr.dtype.kind == "f" else arr)
+        if kind in TRAINED and args.anchor:
+            np.save(os.path.join(inputs, name + "_zero.npy"), np.zeros(arr.shape, np.float32))
     cfg = os.path.join(d, "train.yaml")
     with open(cfg, "w") as f:
         f.write(TRAIN_YAML)
@@ -338,6 +366,10 @@ def run_case(case, args, tools, rng):
                          echo=args.verbose)
     if res.returncode != 0:
         msg = (res.stderr.strip().splitlines() or ["(no stderr)"])
+        if "nothing to train" in res.stderr:
+            return "folded", "shoal-compile %s (the node's weights were folded into " \
+                "a constant at import): %s" % (common.describe_returncode(res.returncode),
+                                                " | ".join(msg[-3:])), None
         return "unsupported", "shoal-compile %s: %s" % (
             common.describe_returncode(res.returncode), " | ".join(msg[-3:])), None
     ckpt, out = os.path.join(d, "ckpt"), os.path.join(d, "out")
@@ -355,7 +387,7 @@ def run_case(case, args, tools, rng):
     errs = []
     problems = []
     for name, kind, arr in case.operands:
-        if kind != "w":
+        if kind not in TRAINED:
             continue
         if name not in t:
             problems.append("weight %s not in the checkpoint (not trained; folded to a "
@@ -386,7 +418,7 @@ def run_case(case, args, tools, rng):
     worst = max(errs) if errs else None
     if problems:
         return "fail", "; ".join(problems), worst
-    return "pass", "grads of %s" % ", ".join(n for n, k, _ in case.operands if k == "w"), worst
+    return "pass", "grads of %s" % ", ".join(n for n, k, _ in case.operands if k in TRAINED), worst
 
 
 def main(argv=None):
@@ -399,8 +431,9 @@ def main(argv=None):
                     help="bound on the gradients' relative error (default %(default)g)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=120)
-    ap.add_argument("--identity-wrap", action="store_true",
-                    help="route trainable initializers through Identity nodes")
+    ap.add_argument("--anchor", action="store_true",
+                    help="feed each trainable initializer through Add(w, zeros graph "
+                         "input), so that no node has only constant operands")
     ap.add_argument("--verbose", action="store_true", help="echo the commands")
     args = ap.parse_args(argv)
     args.work = os.path.abspath(args.work)
@@ -444,9 +477,13 @@ def main(argv=None):
     if extra_no:
         print("other cases not working (not required): %s"
               % ", ".join("%s (%s)" % x for x in extra_no))
-    unsup = [c.name for c, st, _ in bad if st == "unsupported"]
-    if unsup:
-        print("EXPECTED BUT UNSUPPORTED by shoal-compile --train: %s" % ", ".join(unsup))
+    for st, what in (("unsupported", "EXPECTED BUT UNSUPPORTED by shoal-compile --train"),
+                     ("folded", "EXPECTED BUT WEIGHTS FOLDED AWAY (no trainable weight left)"),
+                     ("fail", "EXPECTED BUT WRONG OR FAILING"),
+                     ("reference-bad", "REFERENCE CHECK FAILED")):
+        names = [c.name for c, s_, _ in bad if s_ == st]
+        if names:
+            print("%s: %s" % (what, ", ".join(names)))
     for c, st, d in bad:
         print("FAIL %s (%s): %s: %s" % (c.name, c.op, st, d))
     summary = {"pass": [c.name for c, st, _, _ in rows if st == "pass"],
