@@ -357,12 +357,15 @@ TEST(PlanLoaderV2, ChecksTheMicroBatchAxis) {
   EXPECT_ERROR_ON(b, 2,
                   "program #1 'second': mesh axis 'mb' has size 3 but the "
                   "program has num_micro_batches 2");
-  // Collectives never run over micro-batches.
+  // Collectives that move data never run over micro-batches (an
+  // AllReduce over "mb" accumulates them; see docs/Training.md).
   b = twoProgramPlan();
-  int s = b.value({1, 6});
-  PlanBuilder::attrStrings(b.op("AllReduce", {1}, {s}, "ar"), "axes", {"mb"});
+  int s = b.value({2, 6});
+  plan::Op &ag = b.op("AllGather", {1}, {s}, "ag");
+  PlanBuilder::attrInt(ag, "dim", 0);
+  PlanBuilder::attrStrings(ag, "axes", {"mb"});
   EXPECT_ERROR_ON(b, 3,
-                  "op #2 'ar' (AllReduce): runs over the micro-batch axis "
+                  "op #2 'ag' (AllGather): runs over the micro-batch axis "
                   "'mb'; collectives never run over micro-batches");
   // Weights are the same for every micro-batch.
   b = twoProgramPlan();
