@@ -94,7 +94,9 @@ int main(int argc, char **argv) {
 
   MLIRContext ctx;
   ctx.loadDialect<shoal::ShoalDialect, func::FuncDialect>();
-  OwningOpRef<ModuleOp> module = shoal::importONNX(modelPath, shapes, &ctx);
+  // A training compile must not fold weights away (they are trained).
+  OwningOpRef<ModuleOp> module = shoal::importONNX(
+      modelPath, shapes, &ctx, /*foldFloatInitializers=*/trainPath.empty());
   if (!module)
     return 1;
 

@@ -27,10 +27,12 @@ std::string parseInputShape(llvm::StringRef text, InputShape &out);
 /// shoal dialect. Runs ONNX's checker and shape inference first. Weights
 /// become `shoal.weight` references; their data is not copied. Errors are
 /// emitted on `ctx`'s diagnostic engine (naming the file and node) and a
-/// null module is returned.
+/// null module is returned. Nodes whose inputs are all small initializers
+/// are folded into constants; without `foldFloatInitializers` (training:
+/// float initializers are weights to train) only integer ones are.
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
-           mlir::MLIRContext *ctx);
+           mlir::MLIRContext *ctx, bool foldFloatInitializers = true);
 
 /// Like `importONNX`, but reads the model from `bytes` (the contents of
 /// `path`) instead of from the file; `path` still decides the format, names
@@ -38,7 +40,7 @@ importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
                  llvm::ArrayRef<InputShape> inputShapes,
-                 mlir::MLIRContext *ctx);
+                 mlir::MLIRContext *ctx, bool foldFloatInitializers = true);
 
 } // namespace shoal
 

@@ -666,7 +666,8 @@ std::optional<std::vector<int64_t>> staticDims(const onnx::TypeProto *type) {
 }
 } // namespace
 
-int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph) {
+int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph,
+                                          bool foldFloatInitializers) {
   std::unordered_map<std::string, const onnx::TypeProto *> types;
   for (const auto &v : graph.input())
     types[v.name()] = &v.type();
@@ -682,7 +683,12 @@ int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph) {
       n *= d;
     bool external = t.data_location() == TensorProto::EXTERNAL ||
                     t.external_data_size() > 0;
-    if (n <= 4096 && !external)
+    // Training: float initializers are weights to train, not constants.
+    bool isFloat = t.data_type() == TensorProto::FLOAT ||
+                   t.data_type() == TensorProto::DOUBLE ||
+                   t.data_type() == TensorProto::FLOAT16 ||
+                   t.data_type() == TensorProto::BFLOAT16;
+    if (n <= 4096 && !external && (foldFloatInitializers || !isFloat))
       constants[t.name()] = &t;
   }
   int folded = 0;

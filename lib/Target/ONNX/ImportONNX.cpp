@@ -227,7 +227,8 @@ LogicalResult applyInputShapes(MLIRContext *ctx, StringRef path,
 /// Runs ONNX's checker and strict shape inference, turning their exceptions
 /// into errors.
 LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
-                                  StringRef modelDir, onnx::ModelProto &model) {
+                                  StringRef modelDir, onnx::ModelProto &model,
+                                  bool foldFloatInitializers) {
   try {
     onnx::checker::CheckerContext checkerCtx;
     checkerCtx.set_model_dir(modelDir.str());
@@ -244,7 +245,8 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
     // Exporters compute shapes at run time; with static inputs they are
     // constants. Fold them and infer again until every shape is known.
     for (int round = 0; round < 16; ++round) {
-      if (onnx_import::foldModelConstants(*model.mutable_graph()) == 0)
+      if (onnx_import::foldModelConstants(*model.mutable_graph(),
+                                            foldFloatInitializers) == 0)
         break;
       model.mutable_graph()->clear_value_info();
       onnx::shape_inference::InferShapes(
@@ -260,7 +262,8 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
 
 OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
                                               ArrayRef<InputShape> inputShapes,
-                                              MLIRContext *ctx) {
+                                              MLIRContext *ctx,
+                                              bool foldFloatInitializers) {
   ctx->loadDialect<ShoalDialect, func::FuncDialect>();
 
   // External data and `shoal.source` are relative to the model's folder.
@@ -279,14 +282,18 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
       failed(checkOpTypes(ctx, path, model.graph())) ||
       failed(
           applyInputShapes(ctx, path, *model.mutable_graph(), inputShapes)) ||
-      failed(checkAndInferShapes(ctx, path, modelDir, model)))
+      failed(checkAndInferShapes(ctx, path, modelDir, model,
+                                 foldFloatInitializers)))
     return {};
-  return onnx_import::Importer(ctx, path, source, model).run();
+  onnx_import::Importer importer(ctx, path, source, model);
+  importer.foldFloatInitializers = foldFloatInitializers;
+  return importer.run();
 }
 
 OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
                                         ArrayRef<InputShape> inputShapes,
-                                        MLIRContext *ctx) {
+                                        MLIRContext *ctx,
+                                        bool foldFloatInitializers) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
@@ -294,5 +301,6 @@ OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
         << path << ": cannot read: " << buffer.getError().message();
     return {};
   }
-  return importONNXBuffer(path, (*buffer)->getBuffer(), inputShapes, ctx);
+  return importONNXBuffer(path, (*buffer)->getBuffer(), inputShapes, ctx,
+                          foldFloatInitializers);
 }

@@ -528,8 +528,15 @@ bool Importer::tryFold(const onnx::NodeProto &node) {
     if (!t || isExternal(*t))
       return false;
     int64_t n = getNumElements(*t);
+    bool isInitializer = initializers.lookup(name) == t;
     if (n > kMaxFoldedConstant ||
-        (initializers.lookup(name) == t && n > kMaxFoldedInitializer))
+        (isInitializer && n > kMaxFoldedInitializer))
+      return false;
+    if (isInitializer && !foldFloatInitializers &&
+        (t->data_type() == onnx::TensorProto::FLOAT ||
+         t->data_type() == onnx::TensorProto::DOUBLE ||
+         t->data_type() == onnx::TensorProto::FLOAT16 ||
+         t->data_type() == onnx::TensorProto::BFLOAT16))
       return false;
     inputs.push_back(t);
     any = true;

@@ -40,6 +40,9 @@ class Importer {
 public:
   /// `path` names the file in errors; `source` (its absolute path) goes into
   /// `shoal.source` and the ops' locations.
+  /// Training imports keep float initializers as weights (never folded).
+  bool foldFloatInitializers = true;
+
   Importer(mlir::MLIRContext *ctx, llvm::StringRef path, llvm::StringRef source,
            const onnx::ModelProto &model);
 
@@ -186,7 +189,8 @@ foldNode(const onnx::NodeProto &node,
 /// statically shaped value, or a foldable op on constants) by Constant
 /// nodes; returns how many nodes it folded. Run between rounds of shape
 /// inference until nothing changes.
-int foldModelConstants(onnx::GraphProto &graph);
+int foldModelConstants(onnx::GraphProto &graph,
+                       bool foldFloatInitializers = true);
 
 } // namespace onnx_import
 } // namespace shoal
