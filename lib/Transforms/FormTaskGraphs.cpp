@@ -232,10 +232,9 @@ struct FormTaskGraphsPass
     for (auto [k, inst] : llvm::enumerate(instances)) {
       auto it = groupOfScope.find(inst.scope);
       if (it == groupOfScope.end())
-        return func.emitError()
-               << "the " << inst.phase << " ops of scope '"
-               << inst.scope.getName().getValue()
-               << "' have no forward TaskGraph to follow";
+        return func.emitError() << "the " << inst.phase << " ops of scope '"
+                                << inst.scope.getName().getValue()
+                                << "' have no forward TaskGraph to follow";
       int64_t g = it->second;
       places[k] = {meshOf(world / total, groupDevices[g]), g, groupOffset[g],
                    groupStride[g]};
@@ -385,8 +384,7 @@ struct FormTaskGraphsPass
                                       (*places)[idx].mesh, operands);
       setPlace(tg, (*places)[idx]);
       if (!inst.phase.empty())
-        tg->setAttr(ShoalDialect::kPhaseAttr,
-                    b.getStringAttr(inst.phase));
+        tg->setAttr(ShoalDialect::kPhaseAttr, b.getStringAttr(inst.phase));
       Block *tgBody = new Block();
       tg.getBody().push_back(tgBody);
       IRMapping inner;

@@ -353,8 +353,7 @@ struct PropagateShardingPass
         s = getValueSharding(in);
         // Training: a value saved by the forward TaskGraph of this stage
         // for its backward keeps its layout (no gather and re-slice).
-        if (owner && owner != tg && training &&
-            owner.getMeshAttr() == mesh) {
+        if (owner && owner != tg && training && owner.getMeshAttr() == mesh) {
           inShardings.push_back(s);
           argShardings.push_back(s);
           continue;

@@ -157,8 +157,7 @@ TEST(TrainKernels, SoftmaxCrossEntropyIsLogSumExpMinusTheLabel) {
   std::vector<double> x = toDouble(logits), ref;
   for (int64_t r = 0; r < 6; ++r) {
     int64_t label = labels.data<int64_t>()[r];
-    ref.push_back(label == -100 ? 0.0
-                                : refCrossEntropy(&x[r * 7], 7, label));
+    ref.push_back(label == -100 ? 0.0 : refCrossEntropy(&x[r * 7], 7, label));
   }
   expectAllNear(loss, ref);
   EXPECT_EQ(loss.data<float>()[2], 0.f);
@@ -285,19 +284,17 @@ TEST(TrainKernels, LayerNormalizationGradsMatchFiniteDifferences) {
 
     Tensor dx(DType::F32, s);
     layerNormGrad(x, scale, dy, axis, float(eps), dx);
-    expectAllNear(dx, numericGradient(
-                          [&](const std::vector<double> &v) {
-                            return total(v, sd);
-                          },
-                          xd));
+    expectAllNear(
+        dx,
+        numericGradient(
+            [&](const std::vector<double> &v) { return total(v, sd); }, xd));
 
     Tensor dscale(DType::F32, norm);
     layerNormScaleGrad(x, dy, axis, float(eps), dscale);
-    expectAllNear(dscale, numericGradient(
-                              [&](const std::vector<double> &v) {
-                                return total(xd, v);
-                              },
-                              sd));
+    expectAllNear(
+        dscale,
+        numericGradient(
+            [&](const std::vector<double> &v) { return total(xd, v); }, sd));
   }
   // A scale that broadcasts to the normalized shape [3, 4].
   Tensor scale = makeTensor<float>({4}, {0.5f, 1.f, 2.f, -1.f});
@@ -374,11 +371,9 @@ TEST(Optimizers, LearningRateWarmsUpThenDecays) {
   EXPECT_DOUBLE_EQ(learningRate(p, 1), 0.5);
   EXPECT_DOUBLE_EQ(learningRate(p, 2), 1.0);
   EXPECT_DOUBLE_EQ(learningRate(p, 3), 1.0); // s = 2: cosine at 0
-  EXPECT_DOUBLE_EQ(learningRate(p, 4),
-                   0.1 + 0.45 * (1 + std::cos(pi * 1 / 4)));
+  EXPECT_DOUBLE_EQ(learningRate(p, 4), 0.1 + 0.45 * (1 + std::cos(pi * 1 / 4)));
   EXPECT_DOUBLE_EQ(learningRate(p, 5), 0.55); // halfway
-  EXPECT_DOUBLE_EQ(learningRate(p, 6),
-                   0.1 + 0.45 * (1 + std::cos(pi * 3 / 4)));
+  EXPECT_DOUBLE_EQ(learningRate(p, 6), 0.1 + 0.45 * (1 + std::cos(pi * 3 / 4)));
   EXPECT_DOUBLE_EQ(learningRate(p, 7), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(p, 1000), 0.1);
   p.totalSteps = 0; // constant after warmup

@@ -39,8 +39,8 @@ importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
 /// the file in errors and is recorded as `shoal.source`.
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
-                 llvm::ArrayRef<InputShape> inputShapes,
-                 mlir::MLIRContext *ctx, bool foldFloatInitializers = true);
+                 llvm::ArrayRef<InputShape> inputShapes, mlir::MLIRContext *ctx,
+                 bool foldFloatInitializers = true);
 
 } // namespace shoal
 

@@ -38,9 +38,8 @@ const char *kindName(const OptimizerParams &p) {
 void checkLike(const OptimizerParams &p, const Tensor &t, const Tensor &g,
                const char *what) {
   if (!t.defined() || t.dtype() != DType::F32 || t.shape() != g.shape())
-    throw Error(fmt::format("{}: {} is {}, but the gradient is {}",
-                            kindName(p), what,
-                            t.defined() ? t.type().str() : "undefined",
+    throw Error(fmt::format("{}: {} is {}, but the gradient is {}", kindName(p),
+                            what, t.defined() ? t.type().str() : "undefined",
                             g.type().str()));
 }
 

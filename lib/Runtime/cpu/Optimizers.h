@@ -45,9 +45,9 @@ struct OptimizerParams {
   double weightDecay = 0.01; ///< `weight_decay`; SGD's default is 0.
   /// Global gradient-norm clipping threshold (`clip_norm`); 0 is off.
   double clipNorm = 0;
-  double minLr = 0;         ///< End of the cosine decay (`min_lr`).
-  int64_t warmupSteps = 0;  ///< Linear warmup steps (`warmup_steps`).
-  int64_t totalSteps = 0;   ///< Cosine decay ends here; 0: none.
+  double minLr = 0;        ///< End of the cosine decay (`min_lr`).
+  int64_t warmupSteps = 0; ///< Linear warmup steps (`warmup_steps`).
+  int64_t totalSteps = 0;  ///< Cosine decay ends here; 0: none.
 };
 
 /// The parameters of an AdamW or SGD op; throws Error naming the op if `op`

@@ -157,9 +157,8 @@ void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
   int64_t v = checkLogitsAndLabels(logits, labels, ignoreIndex, what);
   checkIn(dloss, DType::F32, what, "dloss");
   if (dloss.shape() != labels.shape())
-    throw Error(fmt::format("{}: dloss {} must have the labels' shape {}",
-                            what, dloss.type().str(),
-                            formatShape(labels.shape())));
+    throw Error(fmt::format("{}: dloss {} must have the labels' shape {}", what,
+                            dloss.type().str(), formatShape(labels.shape())));
   checkOut(dlogits, DType::F32, logits.shape(), what);
   const float *px = logits.data<float>();
   const int64_t *pl = labels.data<int64_t>();

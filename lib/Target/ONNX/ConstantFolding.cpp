@@ -667,7 +667,7 @@ std::optional<std::vector<int64_t>> staticDims(const onnx::TypeProto *type) {
 } // namespace
 
 int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph,
-                                          bool foldFloatInitializers) {
+                                           bool foldFloatInitializers) {
   std::unordered_map<std::string, const onnx::TypeProto *> types;
   for (const auto &v : graph.input())
     types[v.name()] = &v.type();

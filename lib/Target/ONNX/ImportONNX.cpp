@@ -246,7 +246,7 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
     // constants. Fold them and infer again until every shape is known.
     for (int round = 0; round < 16; ++round) {
       if (onnx_import::foldModelConstants(*model.mutable_graph(),
-                                            foldFloatInitializers) == 0)
+                                          foldFloatInitializers) == 0)
         break;
       model.mutable_graph()->clear_value_info();
       onnx::shape_inference::InferShapes(

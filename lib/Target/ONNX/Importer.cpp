@@ -529,8 +529,7 @@ bool Importer::tryFold(const onnx::NodeProto &node) {
       return false;
     int64_t n = getNumElements(*t);
     bool isInitializer = initializers.lookup(name) == t;
-    if (n > kMaxFoldedConstant ||
-        (isInitializer && n > kMaxFoldedInitializer))
+    if (n > kMaxFoldedConstant || (isInitializer && n > kMaxFoldedInitializer))
       return false;
     if (isInitializer && !foldFloatInitializers &&
         (t->data_type() == onnx::TensorProto::FLOAT ||

@@ -151,10 +151,9 @@ ShardingRule shoal::getReduceShardingRule(Operation *op, ArrayRef<int64_t> axes,
         axes, [&](int64_t a) { return normalizeAxis(a, rank) == i; });
     // A sum over a split dimension is a sum of partial sums; a mean (or
     // anything else) needs the dimension whole.
-    int f = rule.addFactor(in[i], !reduced ? FactorKind::Parallel
-                                  : isa<ReduceSumOp>(op)
-                                      ? FactorKind::Reduction
-                                      : FactorKind::Blocked);
+    int f = rule.addFactor(in[i], !reduced               ? FactorKind::Parallel
+                                  : isa<ReduceSumOp>(op) ? FactorKind::Reduction
+                                                         : FactorKind::Blocked);
     inF.push_back({f});
     if (!reduced)
       outF.push_back({f});
@@ -844,9 +843,9 @@ LogicalResult verifyLabels(Operation *op, Value logits, Value labels) {
   if (!et.isInteger(64) && !et.isInteger(32))
     return op->emitOpError() << "labels must be i32 or i64, got " << et;
   if (shapeOf(labels) != l.drop_back())
-    return op->emitOpError()
-           << "labels of shape " << fmtShape(shapeOf(labels))
-           << " do not match logits " << fmtShape(l) << " without the class axis";
+    return op->emitOpError() << "labels of shape " << fmtShape(shapeOf(labels))
+                             << " do not match logits " << fmtShape(l)
+                             << " without the class axis";
   return success();
 }
 
@@ -929,8 +928,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 ShardingRule LayerNormGradOp::getShardingRule() {
-  ShardingRule rule = normalizationRule(getInput(), getAxis(), getScale(),
-                                        Value(), 1, 1);
+  ShardingRule rule =
+      normalizationRule(getInput(), getAxis(), getScale(), Value(), 1, 1);
   // Operands are (input, scale, grad); the grad is laid out as the input.
   rule.operands.push_back(rule.operands.front());
   return rule;
@@ -974,7 +973,8 @@ LogicalResult GatherGradOp::verify() {
   if (!et.isInteger(64) && !et.isInteger(32))
     return emitOpError() << "indices must be i32 or i64, got " << et;
   if (out.empty() || g.size() != idx.size() + out.size() - 1 ||
-      g.take_front(idx.size()) != idx || g.drop_front(idx.size()) != out.drop_front())
+      g.take_front(idx.size()) != idx ||
+      g.drop_front(idx.size()) != out.drop_front())
     return emitOpError() << "grad of shape " << fmtShape(g)
                          << " does not match indices " << fmtShape(idx)
                          << " gathering rows of " << fmtShape(out);
@@ -1011,12 +1011,11 @@ LogicalResult shoal::verifyOptimizerOp(Operation *op) {
   Type t = op->getOperand(0).getType();
   for (Value v : op->getOperands())
     if (v.getType() != t)
-      return op->emitOpError()
-             << "every operand must have the weight's type " << t << ", got "
-             << v.getType();
+      return op->emitOpError() << "every operand must have the weight's type "
+                               << t << ", got " << v.getType();
   if (!cast<RankedTensorType>(t).getElementType().isF32())
-    return op->emitOpError() << "updates f32 weights (master weights), got "
-                             << t;
+    return op->emitOpError()
+           << "updates f32 weights (master weights), got " << t;
   return success();
 }
 
