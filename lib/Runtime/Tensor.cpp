@@ -20,8 +20,14 @@ std::size_t shoal::rt::dtypeSize(DType dtype) {
   case DType::I32:
     return 4;
   case DType::I64:
+  case DType::F64:
     return 8;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
   case DType::Bool:
+  case DType::I8:
+  case DType::U8:
     return 1;
   }
   return 1;
@@ -37,6 +43,16 @@ const char *shoal::rt::dtypeName(DType dtype) {
     return "i32";
   case DType::Bool:
     return "bool";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F64:
+    return "f64";
+  case DType::I8:
+    return "i8";
+  case DType::U8:
+    return "u8";
   }
   return "?";
 }

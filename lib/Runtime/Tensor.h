@@ -24,9 +24,9 @@
 namespace shoal {
 namespace rt {
 
-/// Element types the runtime computes with. Plans may name others (F16, ...);
-/// those are rejected when the plan is loaded.
-enum class DType : uint8_t { F32, I64, I32, Bool };
+/// Element types the runtime computes with. BF16 and F16 are stored as
+/// their 16-bit patterns (uint16_t) and computed in f32 on the CPU.
+enum class DType : uint8_t { F32, I64, I32, Bool, F16, BF16, F64, I8, U8 };
 
 /// Bytes per element.
 std::size_t dtypeSize(DType dtype);
