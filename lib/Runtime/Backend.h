@@ -16,6 +16,7 @@
 #define SHOAL_RUNTIME_BACKEND_H
 
 #include "DeviceCatalog.h"
+#include "KernelRegistry.h"
 #include "Ops.h"
 #include "Tensor.h"
 
@@ -28,8 +29,6 @@ namespace rt {
 
 class Comm;
 struct LoadedPlan;
-
-enum class BackendKind { CPU, CUDA };
 
 /// One event of a step's trace (Chrome trace "X" events), relative to the
 /// start of the step.

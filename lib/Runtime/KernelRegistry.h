@@ -1,0 +1,66 @@
+//===- KernelRegistry.h - Kernels per (op kind, backend) --------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Kernels are registered per (op kind, backend), as PyTorch's dispatcher does
+// with `dispatch: CPU: ... CUDA: ...`. The scheduler looks a kernel up and
+// calls it; "which ops does the CUDA backend have" is a lookup. A backend
+// registers its kernels in one function (registerCpuKernels,
+// registerCudaKernels) that the engine calls once: registration in static
+// initializers would be dropped by the linker from static libraries.
+//
+// A kernel gets its inputs (null for an absent optional operand) and its
+// outputs already allocated with their declared local types on the backend's
+// device, except for ops whose table entry says they alias their input
+// (Reshape): those set their output themselves. Collectives, Send/Recv and
+// optimizer ops are the scheduler's, not kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_KERNELREGISTRY_H
+#define SHOAL_RUNTIME_KERNELREGISTRY_H
+
+#include "Ops.h"
+#include "Tensor.h"
+
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+class Device;
+struct LoadedPlan;
+
+enum class BackendKind { CPU, CUDA };
+constexpr int kNumBackends = 2;
+
+/// What a kernel may need besides its operands.
+struct KernelContext {
+  const LoadedPlan &plan;
+  /// The device the operands live on (a CUDA kernel takes its stream here).
+  Device &device;
+  /// This rank's index in its group over the op's mesh axes (LocalSlice).
+  int64_t groupIndex = 0;
+};
+
+using KernelFn = void (*)(KernelContext &ctx, const OpInfo &op,
+                          const std::vector<const Tensor *> &inputs,
+                          std::vector<Tensor> &outputs);
+
+/// The kernel of `kind` on `backend`, or null if it has none.
+KernelFn findKernel(OpKind kind, BackendKind backend);
+/// Registers (or replaces) a kernel.
+void registerKernel(OpKind kind, BackendKind backend, KernelFn fn);
+
+/// Registers the CPU backend's kernels (cpu/Registry.cpp). Idempotent.
+void registerCpuKernels();
+/// Registers the CUDA backend's kernels (cuda/Registry.cpp); a no-op in a
+/// build without CUDA. Idempotent.
+void registerCudaKernels();
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_KERNELREGISTRY_H
