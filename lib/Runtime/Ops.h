@@ -15,10 +15,10 @@
 #ifndef SHOAL_RUNTIME_OPS_H
 #define SHOAL_RUNTIME_OPS_H
 
+#include "OpAttrs.h"
 #include "Sharding.h"
 #include "Tensor.h"
-#include "cpu/Kernels.h"
-#include "cpu/Optimizers.h"
+#include "shoal/Runtime/OpTable.h"
 
 #include <string>
 #include <vector>
@@ -30,134 +30,13 @@ class Op;
 
 namespace rt {
 
-enum class OpKind {
-  MatMul,
-  Gemm,
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Erf,
-  Tanh,
-  Relu,
-  Sqrt,
-  Exp,
-  Neg,
-  Sigmoid,
-  Softmax,
-  LayerNormalization,
-  Gather,
-  Reshape,
-  Transpose,
-  ReduceMean,
-  ReduceSum,
-  AllReduce,
-  AllGather,
-  AllToAll,
-  LocalSlice,
-  // Fused ops made by shoal-fuse.
-  Gelu,
-  AddLayerNorm,
-  Attention,
-  // More ONNX ops.
-  Cast,
-  Where,
-  Equal,
-  Less,
-  Greater,
-  LessOrEqual,
-  GreaterOrEqual,
-  And,
-  Or,
-  Xor,
-  Not,
-  Sin,
-  Cos,
-  Abs,
-  Log,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Max,
-  Min,
-  Concat,
-  Split,
-  Slice,
-  Expand,
-  Pad,
-  Conv,
-  BatchNormalization,
-  MaxPool,
-  AveragePool,
-  GlobalAveragePool,
-  GlobalMaxPool,
-  GatherElements,
-  ScatterElements,
-  TopK,
-  Trilu,
-  // Training ops (docs/Training.md).
-  SoftmaxCrossEntropy,
-  SoftmaxCrossEntropyGrad,
-  SoftmaxGrad,
-  LayerNormalizationGrad,
-  LayerNormalizationScaleGrad,
-  GatherGrad,
-  /// Optimizer updates: no outputs; they update their inputs in place and
-  /// run through the executor's optimizer step (cpu/Optimizers.h).
-  AdamW,
-  SGD,
-  // Point-to-point transfers between programs or tasks (Op.transfer).
-  Send,
-  Recv,
-};
+// OpKind and its table come from include/shoal/Runtime/Ops.def (OpTable.h).
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
 /// unknown.
 bool parseOpKind(const std::string &name, OpKind &kind);
 /// The names of every kind, for messages.
 std::string knownOpKinds();
-
-/// An op's attributes after validation, ONNX defaults filled in and axes
-/// normalized to be non-negative.
-struct OpAttrs {
-  /// Softmax, LayerNormalization, Gather; SoftmaxGrad,
-  /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
-  int64_t axis = 0;
-  float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
-  float alpha = 1.f, beta = 1.f; ///< Gemm.
-  float scale = 1.f;             ///< Attention.
-  bool transA = false, transB = false;
-  std::vector<int64_t> perm;     ///< Transpose.
-  std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.
-  bool keepdims = true;          ///< Reduce*.
-  bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
-  Shape shape;                   ///< Reshape (the attribute as written).
-  int64_t dim = 0;               ///< AllGather, LocalSlice; AllToAll: split.
-  int64_t concatDim = 0;         ///< AllToAll.
-  std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
-  int64_t groupSize = 1;         ///< Collectives: ranks per group.
-  // Also: axis for Concat, Split, GatherElements, ScatterElements and TopK;
-  // epsilon for BatchNormalization; shape for Expand (the attribute, empty
-  // when absent).
-  DType to = DType::F32;      ///< Cast.
-  std::vector<int64_t> split; ///< Split: every output's size.
-  /// Slice: first index and step of every dimension (resolved).
-  std::vector<int64_t> starts, steps;
-  cpu::WindowParams window;           ///< Conv, MaxPool, AveragePool.
-  int64_t group = 1;                  ///< Conv.
-  bool countIncludePad = false;       ///< AveragePool.
-  int64_t k = 0;                      ///< TopK.
-  bool largest = true, sorted = true; ///< TopK.
-  bool upper = true;                  ///< Trilu (its diagonal offset is k).
-  cpu::ScatterReduction reduction = cpu::ScatterReduction::None;
-  /// Pad: begins of every dimension, then ends.
-  std::vector<int64_t> pads;
-  cpu::PadMode padMode = cpu::PadMode::Constant; ///< Pad.
-  double padValue = 0;                           ///< Pad: constant_value.
-  int64_t ignoreIndex = -100;                    ///< SoftmaxCrossEntropy(Grad).
-  cpu::OptimizerParams optimizer;                ///< AdamW and SGD.
-};
 
 /// One validated op of the program.
 struct OpInfo {
@@ -176,17 +55,22 @@ struct OpInfo {
   /// 0 when unknown), for profiles.
   double flops = 0, bytes = 0;
 
+  /// Its output shares its input's buffer (an op flagged kMayAlias whose
+  /// type rule found it an identity or reshape): the kernel sets the output
+  /// with Tensor::alias instead of writing into a preallocated one.
+  bool aliasesInput = false;
+
   /// `op #3 '/h.0/attn/MatMul' (MatMul)`, for messages.
   std::string describe() const;
-  bool isCollective() const {
-    return kind == OpKind::AllReduce || kind == OpKind::AllGather ||
-           kind == OpKind::AllToAll || kind == OpKind::LocalSlice;
-  }
+  /// Whether its kind has any of `flags` (OpFlags).
+  bool has(unsigned flags) const { return opKindHas(kind, flags); }
+  bool isCollective() const { return has(kCollective); }
 };
 
 /// Checks `op` (number `index` in its program) against the local `types` of
-/// the program's values: known kind, arity, value ids in range, attributes,
-/// and declared output types equal to what the inputs give. Returns the
+/// the program's values: known kind, arity (both from Ops.def), value ids in
+/// range, then the kind's type rule (ops/TypeRules.h): attributes, and
+/// declared output types equal to what the inputs give. Returns the
 /// parsed op; throws Error saying what is wrong (without the op prefix).
 /// Send and Recv are only checked for arity and for having a transfer: their
 /// types depend on the rank, which the plan loader knows.

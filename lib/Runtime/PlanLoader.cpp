@@ -183,7 +183,7 @@ void PlanChecker::checkTraining() {
     for (const plan::Weight &w : p.weights())
       info.initializerProgram.emplace(w.initializer(), i);
     for (const plan::Op &op : p.ops()) {
-      if (op.kind() != "AdamW" && op.kind() != "SGD")
+      if (!opKindHas(op.kind(), kOptimizer))
         continue;
       auto it = op.attrs().find("clip_norm");
       if (it == op.attrs().end())
@@ -337,9 +337,9 @@ int PlanChecker::checkPrograms() {
     const plan::Program &p = plan.programs(i);
     for (int k = 0; k < p.ops_size(); ++k) {
       const plan::Op &op = p.ops(k);
-      bool isSend = op.kind() == "Send";
-      if (!isSend && op.kind() != "Recv")
+      if (!opKindHas(op.kind(), kTransfer))
         continue;
+      bool isSend = op.kind() == opKindName(OpKind::Send);
       std::string who = fmt::format("{}: op #{} '{}' ({})", programName(i), k,
                                     op.name(), op.kind());
       if (!op.has_transfer())

@@ -15,7 +15,9 @@
 #ifndef SHOAL_RUNTIME_CPU_KERNELS_H
 #define SHOAL_RUNTIME_CPU_KERNELS_H
 
+#include "OpAttrs.h"
 #include "Tensor.h"
+#include "ops/ShapeRules.h"
 
 #include <cstdint>
 #include <vector>
@@ -25,56 +27,24 @@ namespace rt {
 namespace cpu {
 
 //===----------------------------------------------------------------------===//
-// Shape rules (shared with plan validation)
+// Shape rules and parameters (the op model's: ops/ShapeRules.h, OpAttrs.h)
 //===----------------------------------------------------------------------===//
 
-/// numpy broadcasting of two shapes; throws Error if they do not broadcast.
-Shape broadcastShape(const Shape &a, const Shape &b);
-/// Whether `from` broadcasts to `to` without changing `to`.
-bool broadcastsTo(const Shape &from, const Shape &to);
-/// numpy.matmul's result shape (1-D operands and batch broadcasting).
-Shape matmulShape(const Shape &a, const Shape &b);
-/// Gemm's (M, N) result shape.
-Shape gemmShape(const Shape &a, const Shape &b, bool transA, bool transB);
-/// Gather's result shape: data[:axis] + indices + data[axis+1:].
-Shape gatherShape(const Shape &data, const Shape &indices, int64_t axis);
-/// Transpose's result shape.
-Shape transposeShape(const Shape &x, const std::vector<int64_t> &perm);
-/// Reduce's result shape for sorted, unique, normalized `axes`.
-Shape reduceShape(const Shape &x, const std::vector<int64_t> &axes,
-                  bool keepdims);
-/// Concat's result shape along normalized `axis`: every input has the same
-/// rank and the same dimensions except `axis`; throws Error otherwise.
-Shape concatShape(const std::vector<Shape> &inputs, int64_t axis);
-
-/// ONNX Slice on one shape: `starts`, `ends`, `axes` and `steps` as the op
-/// takes them (axes may be negative, empty axes means 0..n-1, empty steps
-/// means 1s). Resolves them with ONNX's clamping rules into the first index
-/// and step of every dimension (`first`, `step`, both of x's rank) and the
-/// result shape; throws Error on bad lengths, repeated axes or a zero step.
-Shape sliceShape(const Shape &x, const std::vector<int64_t> &starts,
-                 const std::vector<int64_t> &ends,
-                 const std::vector<int64_t> &axes,
-                 const std::vector<int64_t> &steps, std::vector<int64_t> &first,
-                 std::vector<int64_t> &step);
-
-/// A sliding window over the spatial dimensions (Conv and the pools).
-/// Every vector has one entry per spatial dimension, except `pads`: the
-/// begins of every spatial dimension, then the ends.
-struct WindowParams {
-  std::vector<int64_t> kernel, strides, pads, dilations;
-  bool ceilMode = false;
-};
-/// The spatial output size of a window along one dimension; with ceil
-/// mode, a last window that would start in the end padding is dropped (ONNX,
-/// onnx/onnx#5741). Throws Error if the dilated kernel is larger than the
-/// padded input.
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                         int64_t padBegin, int64_t padEnd, int64_t dilation,
-                         bool ceilMode);
-/// [N, channels, out spatial...] for x [N, C, spatial...].
-Shape windowOutputShape(const Shape &x, int64_t channels,
-                        const WindowParams &w);
+// The kernels name them as their own.
+using rt::broadcastShape;
+using rt::broadcastsTo;
+using rt::concatShape;
+using rt::gatherShape;
+using rt::gemmShape;
+using rt::matmulShape;
+using rt::PadMode;
+using rt::reduceShape;
+using rt::ScatterReduction;
+using rt::sliceShape;
+using rt::transposeShape;
+using rt::windowOutputShape;
+using rt::windowOutputSize;
+using rt::WindowParams;
 
 //===----------------------------------------------------------------------===//
 // Kernels
@@ -223,7 +193,6 @@ void globalPool(PoolOp op, const Tensor &x, Tensor &out);
 void gatherElements(const Tensor &data, const Tensor &indices, int64_t axis,
                     Tensor &out);
 
-enum class ScatterReduction { None, Add, Mul, Max, Min };
 /// out = data, then out[i with i[axis] replaced by indices[i]] = updates[i]
 /// (or combined with it by `reduction`), in index order.
 void scatterElements(const Tensor &data, const Tensor &indices,
@@ -236,7 +205,6 @@ void scatterElements(const Tensor &data, const Tensor &indices,
 void topK(const Tensor &x, int64_t k, int64_t axis, bool largest,
           Tensor &values, Tensor *indices);
 
-enum class PadMode { Constant, Reflect, Edge };
 /// ONNX Pad of any dtype; `pads` has the begins of every dimension, then
 /// the ends (negative pads crop). `value` (cast to the dtype) fills in
 /// constant mode.

@@ -20,6 +20,7 @@
 #ifndef SHOAL_RUNTIME_CPU_OPTIMIZERS_H
 #define SHOAL_RUNTIME_CPU_OPTIMIZERS_H
 
+#include "OpAttrs.h"
 #include "Tensor.h"
 
 #include <cstdint>
@@ -32,23 +33,8 @@ struct OpInfo;
 namespace cpu {
 
 /// The attributes of an AdamW or SGD op, validated when the plan is loaded
-/// (checkOp). Absent attributes take these defaults (PyTorch's where it has
-/// one); `lr` is required.
-struct OptimizerParams {
-  enum Kind { AdamW, SGD };
-  Kind kind = AdamW;
-  double lr = 1e-3;          ///< Peak learning rate (`lr`).
-  double beta1 = 0.9;        ///< AdamW (`beta1`).
-  double beta2 = 0.999;      ///< AdamW (`beta2`).
-  double eps = 1e-8;         ///< AdamW (`eps`).
-  double momentum = 0;       ///< SGD (`momentum`).
-  double weightDecay = 0.01; ///< `weight_decay`; SGD's default is 0.
-  /// Global gradient-norm clipping threshold (`clip_norm`); 0 is off.
-  double clipNorm = 0;
-  double minLr = 0;        ///< End of the cosine decay (`min_lr`).
-  int64_t warmupSteps = 0; ///< Linear warmup steps (`warmup_steps`).
-  int64_t totalSteps = 0;  ///< Cosine decay ends here; 0: none.
-};
+/// (checkOp): part of the op model (OpAttrs.h).
+using rt::OptimizerParams;
 
 /// The parameters of an AdamW or SGD op; throws Error naming the op if `op`
 /// is another kind.

@@ -1,0 +1,101 @@
+//===- OpAttrs.h - Validated attributes of plan ops -------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// An op's attributes after its type rule (ops/TypeRules.h) has read and
+// checked them: ONNX defaults filled in, axes normalized to be non-negative.
+// Part of the op model, which no backend owns: kernels of every backend
+// take their parameters from here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_OPATTRS_H
+#define SHOAL_RUNTIME_OPATTRS_H
+
+#include "Tensor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// A sliding window over the spatial dimensions (Conv and the pools).
+/// Every vector has one entry per spatial dimension, except `pads`: the
+/// begins of every spatial dimension, then the ends.
+struct WindowParams {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceilMode = false;
+};
+
+/// How ScatterElements combines an update with the element it lands on.
+enum class ScatterReduction { None, Add, Mul, Max, Min };
+
+/// Pad's modes.
+enum class PadMode { Constant, Reflect, Edge };
+
+/// The attributes of an AdamW or SGD op. Absent attributes take these
+/// defaults (PyTorch's where it has one); `lr` is required.
+struct OptimizerParams {
+  enum Kind { AdamW, SGD };
+  Kind kind = AdamW;
+  double lr = 1e-3;          ///< Peak learning rate (`lr`).
+  double beta1 = 0.9;        ///< AdamW (`beta1`).
+  double beta2 = 0.999;      ///< AdamW (`beta2`).
+  double eps = 1e-8;         ///< AdamW (`eps`).
+  double momentum = 0;       ///< SGD (`momentum`).
+  double weightDecay = 0.01; ///< `weight_decay`; SGD's default is 0.
+  /// Global gradient-norm clipping threshold (`clip_norm`); 0 is off.
+  double clipNorm = 0;
+  double minLr = 0;        ///< End of the cosine decay (`min_lr`).
+  int64_t warmupSteps = 0; ///< Linear warmup steps (`warmup_steps`).
+  int64_t totalSteps = 0;  ///< Cosine decay ends here; 0: none.
+};
+
+/// An op's attributes after validation, ONNX defaults filled in and axes
+/// normalized to be non-negative.
+struct OpAttrs {
+  /// Softmax, LayerNormalization, Gather; SoftmaxGrad,
+  /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
+  int64_t axis = 0;
+  float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
+  float alpha = 1.f, beta = 1.f; ///< Gemm.
+  float scale = 1.f;             ///< Attention.
+  bool transA = false, transB = false;
+  std::vector<int64_t> perm;     ///< Transpose.
+  std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.
+  bool keepdims = true;          ///< Reduce*.
+  bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
+  Shape shape;                   ///< Reshape (the attribute as written).
+  int64_t dim = 0;               ///< AllGather, LocalSlice; AllToAll: split.
+  int64_t concatDim = 0;         ///< AllToAll.
+  std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
+  int64_t groupSize = 1;         ///< Collectives: ranks per group.
+  // Also: axis for Concat, Split, GatherElements, ScatterElements and TopK;
+  // epsilon for BatchNormalization; shape for Expand (the attribute, empty
+  // when absent).
+  DType to = DType::F32;      ///< Cast.
+  std::vector<int64_t> split; ///< Split: every output's size.
+  /// Slice: first index and step of every dimension (resolved).
+  std::vector<int64_t> starts, steps;
+  WindowParams window;                ///< Conv, MaxPool, AveragePool.
+  int64_t group = 1;                  ///< Conv.
+  bool countIncludePad = false;       ///< AveragePool.
+  int64_t k = 0;                      ///< TopK.
+  bool largest = true, sorted = true; ///< TopK.
+  bool upper = true;                  ///< Trilu (its diagonal offset is k).
+  ScatterReduction reduction = ScatterReduction::None;
+  /// Pad: begins of every dimension, then ends.
+  std::vector<int64_t> pads;
+  PadMode padMode = PadMode::Constant; ///< Pad.
+  double padValue = 0;                 ///< Pad: constant_value.
+  int64_t ignoreIndex = -100;          ///< SoftmaxCrossEntropy(Grad).
+  OptimizerParams optimizer;           ///< AdamW and SGD.
+};
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_OPATTRS_H

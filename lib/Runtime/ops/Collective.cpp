@@ -1,0 +1,110 @@
+//===- Collective.cpp - Type rules: collectives and transfers ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops/TypeRules.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+namespace {
+
+/// Reads and checks a collective's mesh axes. Only LocalSlice (no
+/// communication: it keeps this micro-batch's block) and AllReduce
+/// (accumulation over the step's micro-batches) may name the micro-batch
+/// axis.
+void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
+                  bool allowMicroBatch = false) {
+  attrs.require("axes");
+  std::set<int> seen;
+  for (const std::string &name : attrs.getStrings("axes")) {
+    int a = mesh.findAxis(name);
+    if (a < 0)
+      throw Error(fmt::format("mesh axis '{}' is not in the mesh ({})", name,
+                              mesh.str()));
+    if (!seen.insert(a).second)
+      throw Error(fmt::format("mesh axis '{}' is listed twice", name));
+    if (a == mesh.microBatchAxis() && !allowMicroBatch)
+      throw Error(fmt::format("runs over the micro-batch axis '{}'; "
+                              "collectives never run over micro-batches",
+                              name));
+    out.meshAxes.push_back(a);
+  }
+  out.groupSize = mesh.numBlocks(out.meshAxes);
+}
+
+} // namespace
+
+/// AllReduce.
+void shoal::rt::allReduceRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  // Over "mb": gradient accumulation (the executor sums the micro-batches
+  // of a step, then reduces over the other axes; docs/Training.md).
+  readMeshAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
+  if (x.dtype != DType::F32 && x.dtype != DType::I64 && x.dtype != DType::I32)
+    throw Error(fmt::format("AllReduce is not supported on {} tensors",
+                            dtypeName(x.dtype)));
+  ctx.expected.push_back(x);
+}
+
+/// AllGather, LocalSlice.
+void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.attrs.require("dim");
+  readMeshAxes(ctx.attrs, ctx.mesh, a, ctx.kind() == OpKind::LocalSlice);
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
+  Shape shape = x.shape;
+  if (ctx.kind() == OpKind::AllGather) {
+    shape[a.dim] *= a.groupSize;
+  } else {
+    // Uneven: ceil-sized blocks, the last ones zero-padded.
+    shape[a.dim] = (shape[a.dim] + a.groupSize - 1) / a.groupSize;
+  }
+  ctx.expected.push_back({x.dtype, shape});
+}
+
+/// AllToAll.
+void shoal::rt::allToAllRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.attrs.require("split_dim");
+  ctx.attrs.require("concat_dim");
+  readMeshAxes(ctx.attrs, ctx.mesh, a);
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  a.dim = normalizeAxis(ctx.attrs.getInt("split_dim", 0), rank, "split_dim");
+  a.concatDim =
+      normalizeAxis(ctx.attrs.getInt("concat_dim", 0), rank, "concat_dim");
+  if (a.dim == a.concatDim)
+    throw Error(fmt::format("split_dim and concat_dim are both {}", a.dim));
+  Shape shape = x.shape;
+  if (shape[a.dim] % a.groupSize != 0)
+    throw Error(fmt::format("dimension {} of size {} does not split into {} "
+                            "blocks",
+                            a.dim, shape[a.dim], a.groupSize));
+  shape[a.dim] /= a.groupSize;
+  shape[a.concatDim] *= a.groupSize;
+  ctx.expected.push_back({x.dtype, shape});
+}
+
+/// Send, Recv: only checked for having a transfer. Their types depend on
+/// the rank, which the plan loader knows: it checks them against the
+/// transfer.
+void shoal::rt::transferRule(TypeRuleContext &ctx) {
+  if (!ctx.op.has_transfer())
+    throw Error(fmt::format("a {} needs a transfer (Op.transfer) saying "
+                            "how the value is laid out on both sides",
+                            ctx.op.kind()));
+  for (int v : ctx.info.outputs)
+    ctx.expected.push_back(v < 0 ? TensorType() : ctx.types[v]);
+}

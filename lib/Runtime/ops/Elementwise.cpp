@@ -1,0 +1,172 @@
+//===- Elementwise.cpp - Type rules: element-wise ops -----------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops/TypeRules.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+namespace {
+
+/// ONNX TensorProto.DataType names, for messages.
+std::string onnxDataTypeName(int64_t t) {
+  static const char *names[] = {
+      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+      "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+      "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  if (t >= 0 && t < static_cast<int64_t>(sizeof(names) / sizeof(names[0])))
+    return fmt::format("{} ({})", t, names[t]);
+  return fmt::format("{}", t);
+}
+
+} // namespace
+
+/// Add, Sub, Mul, Div, Pow.
+void shoal::rt::arithmeticRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  const TensorType &y = *ctx.in(1);
+  auto numeric = [](DType t) {
+    return t == DType::F32 || t == DType::I64 || t == DType::I32;
+  };
+  // ONNX's Pow takes any numeric base and exponent; the result has the
+  // base's type.
+  bool mixedPow =
+      ctx.kind() == OpKind::Pow && numeric(x.dtype) && numeric(y.dtype);
+  if (x.dtype != y.dtype && !mixedPow)
+    throw Error(
+        fmt::format("inputs have different dtypes ({})", ctx.typesStr()));
+  bool intOk = ctx.kind() == OpKind::Add || ctx.kind() == OpKind::Sub ||
+               ctx.kind() == OpKind::Mul || ctx.kind() == OpKind::Pow;
+  bool supported = x.dtype == DType::F32 ||
+                   (intOk && (x.dtype == DType::I64 || x.dtype == DType::I32));
+  if (!supported)
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  ctx.expected.push_back({x.dtype, broadcastShape(x.shape, y.shape)});
+}
+
+/// Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid.
+void shoal::rt::activationRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  bool intOk = ctx.kind() == OpKind::Neg || ctx.kind() == OpKind::Relu;
+  if (x.dtype != DType::F32 &&
+      !(intOk && (x.dtype == DType::I64 || x.dtype == DType::I32)))
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  ctx.expected.push_back(x);
+}
+
+/// Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil.
+void shoal::rt::mathRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  if (x.dtype != DType::F32 &&
+      !(ctx.kind() == OpKind::Abs && isNumeric(x.dtype)))
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  ctx.expected.push_back(x);
+}
+
+/// Max, Min.
+void shoal::rt::minMaxRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  if (!isNumeric(x.dtype))
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  Shape shape = x.shape;
+  for (std::size_t i = 1; i < ctx.info.inputs.size(); ++i) {
+    if (ctx.in(i)->dtype != x.dtype)
+      throw Error(
+          fmt::format("inputs have different dtypes ({})", ctx.typesStr()));
+    shape = broadcastShape(shape, ctx.in(i)->shape);
+  }
+  ctx.expected.push_back({x.dtype, shape});
+}
+
+/// Equal, Less, Greater, LessOrEqual, GreaterOrEqual.
+void shoal::rt::compareRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  const TensorType &y = *ctx.in(1);
+  if (x.dtype != y.dtype)
+    throw Error(
+        fmt::format("inputs have different dtypes ({})", ctx.typesStr()));
+  if (!isNumeric(x.dtype) &&
+      !(ctx.kind() == OpKind::Equal && x.dtype == DType::Bool))
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  ctx.expected.push_back({DType::Bool, broadcastShape(x.shape, y.shape)});
+}
+
+/// And, Or, Xor.
+void shoal::rt::logicRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireDType(x, DType::Bool, "input A");
+  ctx.requireDType(*ctx.in(1), DType::Bool, "input B");
+  ctx.expected.push_back(
+      {DType::Bool, broadcastShape(x.shape, ctx.in(1)->shape)});
+}
+
+/// Not.
+void shoal::rt::notRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireDType(x, DType::Bool, "input");
+  ctx.expected.push_back(x);
+}
+
+/// Where.
+void shoal::rt::whereRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireDType(x, DType::Bool, "input condition");
+  const TensorType &tx = *ctx.in(1), &ty = *ctx.in(2);
+  if (tx.dtype != ty.dtype)
+    throw Error(fmt::format("inputs X and Y have different dtypes ({})",
+                            ctx.typesStr()));
+  ctx.expected.push_back(
+      {tx.dtype, broadcastShape(broadcastShape(x.shape, tx.shape), ty.shape)});
+}
+
+/// Cast.
+void shoal::rt::castRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.attrs.require("to");
+  int64_t to = ctx.attrs.getInt("to", 0);
+  switch (to) {
+  case 1:
+    a.to = DType::F32;
+    break;
+  case 6:
+    a.to = DType::I32;
+    break;
+  case 7:
+    a.to = DType::I64;
+    break;
+  case 9:
+    a.to = DType::Bool;
+    break;
+  default:
+    throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), INT32 "
+                            "(6), INT64 (7) and BOOL (9) are supported",
+                            onnxDataTypeName(to)));
+  }
+  ctx.expected.push_back({a.to, x.shape});
+}
+
+/// Gelu.
+void shoal::rt::geluRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireDType(x, DType::F32, "input");
+  if (const TensorType *b = ctx.in(1)) {
+    ctx.requireDType(*b, DType::F32, "bias");
+    if (!broadcastsTo(b->shape, x.shape))
+      throw Error(fmt::format("bias of shape {} does not broadcast to {}",
+                              formatShape(b->shape), formatShape(x.shape)));
+  }
+  ctx.expected.push_back(x);
+}

@@ -1,0 +1,75 @@
+//===- Matrix.cpp - Type rules: matrix products -----------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops/TypeRules.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+/// MatMul.
+void shoal::rt::matmulRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireDType(x, DType::F32, "input A");
+  ctx.requireDType(*ctx.in(1), DType::F32, "input B");
+  ctx.expected.push_back({DType::F32, matmulShape(x.shape, ctx.in(1)->shape)});
+}
+
+/// Gemm.
+void shoal::rt::gemmRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  a.alpha = ctx.attrs.getFloat("alpha", 1.f);
+  a.beta = ctx.attrs.getFloat("beta", 1.f);
+  a.transA = ctx.attrs.getBool("transA", false);
+  a.transB = ctx.attrs.getBool("transB", false);
+  ctx.requireDType(x, DType::F32, "input A");
+  ctx.requireDType(*ctx.in(1), DType::F32, "input B");
+  Shape shape = gemmShape(x.shape, ctx.in(1)->shape, a.transA, a.transB);
+  if (const TensorType *c = ctx.in(2)) {
+    ctx.requireDType(*c, DType::F32, "input C");
+    if (!broadcastsTo(c->shape, shape))
+      throw Error(fmt::format("input C of shape {} does not broadcast to "
+                              "the result shape {}",
+                              formatShape(c->shape), formatShape(shape)));
+  }
+  ctx.expected.push_back({DType::F32, shape});
+}
+
+/// Attention.
+void shoal::rt::attentionRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  const TensorType &kt = *ctx.in(1), &v = *ctx.in(2);
+  for (const TensorType *t : {&x, &kt, &v})
+    ctx.requireDType(*t, DType::F32, "q, kt and v");
+  std::size_t r = x.shape.size();
+  if (r < 2 || kt.shape.size() != r || v.shape.size() != r ||
+      !std::equal(x.shape.begin(), x.shape.end() - 2, kt.shape.begin()) ||
+      !std::equal(x.shape.begin(), x.shape.end() - 2, v.shape.begin()) ||
+      x.shape[r - 1] != kt.shape[r - 2] || kt.shape[r - 1] != v.shape[r - 2])
+    throw Error(fmt::format("q [.., T, D], kt [.., D, S] and v [.., S, E] "
+                            "do not fit: {}",
+                            ctx.typesStr()));
+  Shape scores(x.shape.begin(), x.shape.end() - 1);
+  scores.push_back(kt.shape[r - 1]);
+  if (const TensorType *m = ctx.in(3)) {
+    ctx.requireDType(*m, DType::F32, "mask");
+    if (!broadcastsTo(m->shape, scores))
+      throw Error(fmt::format("mask of shape {} does not broadcast to the "
+                              "scores {}",
+                              formatShape(m->shape), formatShape(scores)));
+  }
+  a.scale = ctx.attrs.getFloat("scale", 1.f);
+  Shape out(x.shape.begin(), x.shape.end() - 1);
+  out.push_back(v.shape[r - 1]);
+  ctx.expected.push_back({DType::F32, out});
+}

@@ -1,0 +1,42 @@
+//===- Reduction.cpp - Type rules: reductions -------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops/TypeRules.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+/// ReduceMean, ReduceSum.
+void shoal::rt::reduceRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.requireDType(x, DType::F32, "input");
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  a.keepdims = ctx.attrs.getBool("keepdims", true);
+  bool noop = ctx.attrs.getBool("noop_with_empty_axes", false);
+  std::set<int64_t> axes;
+  for (int64_t ax : ctx.attrs.getInts("axes"))
+    if (!axes.insert(normalizeAxis(ax, rank, "reduction axis")).second)
+      throw Error(fmt::format("reduction axis {} is listed twice", ax));
+  if (axes.empty() && noop) {
+    a.reduceIsIdentity = true;
+    ctx.info.aliasesInput = true;
+    ctx.expected.push_back(x);
+    return;
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.insert(d);
+  a.axes.assign(axes.begin(), axes.end());
+  ctx.expected.push_back(
+      {DType::F32, reduceShape(x.shape, a.axes, a.keepdims)});
+}

@@ -1,0 +1,166 @@
+//===- Training.cpp - Type rules: training ops ------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ops/TypeRules.h"
+
+#include "plan.pb.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+using namespace shoal;
+using namespace shoal::rt;
+
+/// SoftmaxCrossEntropy, SoftmaxCrossEntropyGrad.
+void shoal::rt::crossEntropyRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.requireDType(x, DType::F32, "input logits");
+  const TensorType &labels = *ctx.in(1);
+  ctx.requireDType(labels, DType::I64, "input labels");
+  if (x.shape.empty())
+    throw Error(fmt::format("input logits must be [..., V] with rank >= 1, "
+                            "got {}",
+                            x.str()));
+  Shape rows(x.shape.begin(), x.shape.end() - 1);
+  if (labels.shape != rows)
+    throw Error(fmt::format("input labels must have the shape of the logits "
+                            "without the last dimension, {}, got {}",
+                            formatShape(rows), labels.str()));
+  a.ignoreIndex = ctx.attrs.getInt("ignore_index", -100);
+  if (ctx.kind() == OpKind::SoftmaxCrossEntropy) {
+    ctx.expected.push_back({DType::F32, rows});
+    return;
+  }
+  const TensorType &dloss = *ctx.in(2);
+  if (dloss != TensorType{DType::F32, rows})
+    throw Error(fmt::format("input dloss must be {} (one per label), got {}",
+                            TensorType{DType::F32, rows}.str(), dloss.str()));
+  ctx.expected.push_back(x);
+}
+
+/// SoftmaxGrad.
+void shoal::rt::softmaxGradRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.requireDType(x, DType::F32, "input y");
+  if (*ctx.in(1) != x)
+    throw Error(fmt::format("inputs y and dy must have the same type, got {}",
+                            ctx.typesStr()));
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  a.axis =
+      rank == 0 ? 0 : normalizeAxis(ctx.attrs.getInt("axis", -1), rank, "axis");
+  ctx.expected.push_back(x);
+}
+
+/// LayerNormalizationGrad, LayerNormalizationScaleGrad.
+void shoal::rt::layerNormGradRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.requireDType(x, DType::F32, "input x");
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0)
+    throw Error("input x must have rank >= 1");
+  a.axis = normalizeAxis(ctx.attrs.getInt("axis", -1), rank, "axis");
+  a.epsilon = ctx.attrs.getFloat("epsilon", 1e-5f);
+  checkEpsilon(a.epsilon);
+  Shape norm(x.shape.begin() + a.axis, x.shape.end());
+  bool isScale = ctx.kind() == OpKind::LayerNormalizationScaleGrad;
+  const TensorType &dy = *ctx.in(isScale ? 1 : 2);
+  if (dy != x)
+    throw Error(fmt::format("input dy must have the type of x, {}, got {}",
+                            x.str(), dy.str()));
+  if (isScale) {
+    ctx.expected.push_back({DType::F32, norm});
+    return;
+  }
+  const TensorType &scale = *ctx.in(1);
+  ctx.requireDType(scale, DType::F32, "input scale");
+  if (!broadcastsTo(scale.shape, norm))
+    throw Error(fmt::format("scale of shape {} does not broadcast to the "
+                            "normalized shape {}",
+                            formatShape(scale.shape), formatShape(norm)));
+  ctx.expected.push_back(x);
+}
+
+/// GatherGrad.
+void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  // x is the indices; the output's declared type gives the row count.
+  if (x.dtype != DType::I64 && x.dtype != DType::I32)
+    throw Error(fmt::format("indices must be i64 or i32, got {}", x.str()));
+  int64_t axis = ctx.attrs.getInt("axis", 0);
+  if (axis != 0)
+    throw Error(fmt::format("axis {} is not supported (only 0)", axis));
+  a.axis = 0;
+  const TensorType &dy = *ctx.in(1);
+  ctx.requireDType(dy, DType::F32, "input dy");
+  const TensorType &out = ctx.types[ctx.info.outputs[0]];
+  if (out.dtype != DType::F32 || out.shape.empty())
+    throw Error(fmt::format("output value {} must be f32 [rows, ...], got "
+                            "{}",
+                            ctx.info.outputs[0], out.str()));
+  Shape want = x.shape;
+  want.insert(want.end(), out.shape.begin() + 1, out.shape.end());
+  if (dy.shape != want)
+    throw Error(fmt::format("input dy must be the indices' shape followed "
+                            "by the output's row shape, {}, got {}",
+                            formatShape(want), dy.str()));
+  ctx.expected.push_back(out);
+}
+
+/// AdamW, SGD.
+void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  bool adam = ctx.kind() == OpKind::AdamW;
+  const char *names[] = {"w", "g", adam ? "m" : "buf", "v"};
+  ctx.requireDType(x, DType::F32, "input w");
+  for (std::size_t i = 1; i < ctx.info.inputs.size(); ++i)
+    if (const TensorType *t = ctx.in(static_cast<int>(i)))
+      if (*t != x)
+        throw Error(fmt::format("input {} must have the type of w, {}, "
+                                "got {}",
+                                names[i], x.str(), t->str()));
+  OptimizerParams &p = a.optimizer;
+  p.kind = adam ? OptimizerParams::AdamW : OptimizerParams::SGD;
+  ctx.attrs.require("lr");
+  p.lr = ctx.attrs.getDouble("lr", 0);
+  p.weightDecay = ctx.attrs.getDouble("weight_decay", adam ? 1e-2 : 0.0);
+  p.clipNorm = ctx.attrs.getDouble("clip_norm", 0);
+  p.minLr = ctx.attrs.getDouble("min_lr", 0);
+  p.warmupSteps = ctx.attrs.getInt("warmup_steps", 0);
+  p.totalSteps = ctx.attrs.getInt("total_steps", 0);
+  auto nonNegative = [](const char *name, double v) {
+    if (!(v >= 0)) // also NaN
+      throw Error(fmt::format("attribute '{}' must be >= 0, got {}", name, v));
+  };
+  nonNegative("lr", p.lr);
+  nonNegative("weight_decay", p.weightDecay);
+  nonNegative("clip_norm", p.clipNorm);
+  nonNegative("min_lr", p.minLr);
+  nonNegative("warmup_steps", static_cast<double>(p.warmupSteps));
+  nonNegative("total_steps", static_cast<double>(p.totalSteps));
+  if (adam) {
+    p.beta1 = ctx.attrs.getDouble("beta1", 0.9);
+    p.beta2 = ctx.attrs.getDouble("beta2", 0.999);
+    p.eps = ctx.attrs.getDouble("eps", 1e-8);
+    for (auto [name, beta] : {std::pair<const char *, double>{"beta1", p.beta1},
+                              {"beta2", p.beta2}})
+      if (!(beta >= 0 && beta < 1))
+        throw Error(fmt::format("attribute '{}' must be in [0, 1), got {}",
+                                name, beta));
+    nonNegative("eps", p.eps);
+  } else {
+    p.momentum = ctx.attrs.getDouble("momentum", 0);
+    nonNegative("momentum", p.momentum);
+    if (p.momentum != 0 && !ctx.in(2))
+      throw Error(
+          fmt::format("momentum {} needs the input buf (#2)", p.momentum));
+  }
+}
