@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Calibration.h"
+#include "shoal/Runtime/OpTable.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -25,6 +26,7 @@
 #include <tuple>
 
 using namespace shoal::planner;
+namespace rt = shoal::rt;
 
 namespace {
 
@@ -94,13 +96,18 @@ YAML::Node list(const std::string &file, const YAML::Node &rec, const char *key,
   return n;
 }
 
+/// Plan op kinds fitted at the rate of matrix products (Ops.def).
 bool isMatMulClass(const std::string &k) {
-  return k == "MatMul" || k == "Gemm" || k == "Attention" || k == "Conv";
+  return rt::opKindHas(k, rt::kMatMulClass);
 }
 
-bool isCommunication(const std::string &k) {
-  return k == "AllReduce" || k == "AllGather" || k == "AllToAll" ||
-         k == "ReduceScatter" || k == "Send" || k == "Recv";
+/// Ops whose time says nothing of a device's compute or memory rates:
+/// communication, LocalSlice (a copy of a block) and Reshape (an alias).
+bool isNotFitted(const std::string &k) {
+  rt::OpKind kind;
+  return rt::lookupOpKind(k, kind) &&
+         (rt::opKindHas(kind, rt::kCommunicates | rt::kTransfer) ||
+          kind == rt::OpKind::LocalSlice || kind == rt::OpKind::Reshape);
 }
 
 /// Device type names compare without case and punctuation ("h100-pcie"
@@ -285,7 +292,7 @@ void addLink(Lsq &fit, const CommSample &c) {
   double n = std::max(2, c.groupSize);
   double x = c.bytes, z = 1;
   if (c.kind != "SendRecv") {
-    double rounds = c.kind == "AllReduce" ? 2 : 1;
+    double rounds = c.kind == rt::opKindName(rt::OpKind::AllReduce) ? 2 : 1;
     x = rounds * (n - 1) / n * c.bytes;
     z = rounds * (n - 1);
   }
@@ -330,8 +337,7 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
   for (const Profile &p : profiles) {
     cal.sources.push_back(p.path);
     for (const OpSample &o : p.ops) {
-      if (isCommunication(o.kind) || o.kind == "LocalSlice" ||
-          o.kind == "Reshape")
+      if (isNotFitted(o.kind))
         continue;
       Fits &f = fitsOf(o.device, p.precision);
       if (isMatMulClass(o.kind)) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Simulator.h"
+#include "shoal/Runtime/OpTable.h"
 
 #include "plan.pb.h"
 
@@ -16,6 +17,7 @@
 #include <set>
 
 using namespace shoal::planner;
+namespace rt = shoal::rt;
 
 namespace {
 
@@ -114,7 +116,12 @@ Placed placeOf(const shoal::plan::Plan &plan,
 }
 
 bool isMatMulKind(const std::string &k) {
-  return k == "MatMul" || k == "Gemm" || k == "Attention" || k == "Conv";
+  return rt::opKindHas(k, rt::kMatMulClass);
+}
+
+/// Whether `op` is of `kind` (kinds as Ops.def spells them).
+bool is(const shoal::plan::Op &op, rt::OpKind kind) {
+  return op.kind() == rt::opKindName(kind);
 }
 
 } // namespace
@@ -219,7 +226,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         return v >= 0 && v < prog.values_size() ? valueBytes(prog.values(v))
                                                 : 0.0;
       };
-      if (k == "AllReduce" || k == "AllGather" || k == "AllToAll") {
+      if (rt::opKindHas(k, rt::kCommunicates)) {
         std::vector<int> axes;
         auto it = op.attrs().find("axes");
         if (it != op.attrs().end())
@@ -229,10 +236,11 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         std::vector<int> group = s.placed.ranksOver(axes);
         double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
         double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
-        t = k == "AllReduce"   ? cost.allReduceSeconds(group, in)
-            : k == "AllGather" ? cost.allGatherSeconds(group, outBytes)
-                               : cost.allToAllSeconds(group, in);
-      } else if (k != "Send" && k != "Recv") {
+        t = is(op, rt::OpKind::AllReduce) ? cost.allReduceSeconds(group, in)
+            : is(op, rt::OpKind::AllGather)
+                ? cost.allGatherSeconds(group, outBytes)
+                : cost.allToAllSeconds(group, in);
+      } else if (!rt::opKindHas(k, rt::kTransfer)) {
         // Rows of a matrix product: its result's elements but the last
         // dimension's.
         double rows = 0;
@@ -276,7 +284,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         const std::vector<int> &ops = s.taskOps.at(st.task);
         bool ready = true;
         for (int i : ops)
-          if (s.prog->ops(i).kind() == "Recv" &&
+          if (is(s.prog->ops(i), rt::OpKind::Recv) &&
               !arrival.count({s.prog->ops(i).transfer().id(), st.mb}))
             ready = false;
         if (!ready)
@@ -284,7 +292,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         double t = s.clock, start = -1, busy = 0;
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
-          if (op.kind() == "Recv") {
+          if (is(op, rt::OpKind::Recv)) {
             double a = arrival[{op.transfer().id(), st.mb}];
             if (a > t)
               out.events.push_back({static_cast<int>(p),
@@ -299,7 +307,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                               static_cast<double>(out.programs[p].ranks.size());
           t += s.opSeconds[i];
           busy += s.opSeconds[i];
-          if (op.kind() == "Send") {
+          if (is(op, rt::OpKind::Send)) {
             double bytes =
                 op.inputs_size() ? valueBytes(s.prog->values(op.inputs(0))) : 0;
             int src = out.programs[p].ranks.front();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Runtime/OpTable.h"
 #include "shoal/Target/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,10 @@ using namespace mlir;
 using namespace shoal;
 
 namespace {
+
+/// The kind plans give `kind` (include/shoal/Runtime/Ops.def, which the
+/// runtime parses plans with).
+StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
 
 class PlanWriter {
 public:
@@ -510,40 +515,43 @@ private:
     };
     StringRef kind =
         llvm::TypeSwitch<Operation *, StringRef>(op)
-            .Case([](AddOp) { return "Add"; })
-            .Case([](SubOp) { return "Sub"; })
-            .Case([](MulOp) { return "Mul"; })
-            .Case([](DivOp) { return "Div"; })
-            .Case([](PowOp) { return "Pow"; })
-            .Case([](ErfOp) { return "Erf"; })
-            .Case([](TanhOp) { return "Tanh"; })
-            .Case([](ReluOp) { return "Relu"; })
-            .Case([](SqrtOp) { return "Sqrt"; })
-            .Case([](ExpOp) { return "Exp"; })
-            .Case([](NegOp) { return "Neg"; })
-            .Case([](SigmoidOp) { return "Sigmoid"; })
-            .Case([](SinOp) { return "Sin"; })
-            .Case([](CosOp) { return "Cos"; })
-            .Case([](AbsOp) { return "Abs"; })
-            .Case([](LogOp) { return "Log"; })
-            .Case([](ReciprocalOp) { return "Reciprocal"; })
-            .Case([](FloorOp) { return "Floor"; })
-            .Case([](CeilOp) { return "Ceil"; })
-            .Case([](NotOp) { return "Not"; })
-            .Case([](MaxOp) { return "Max"; })
-            .Case([](MinOp) { return "Min"; })
-            .Case([](EqualOp) { return "Equal"; })
-            .Case([](LessOp) { return "Less"; })
-            .Case([](GreaterOp) { return "Greater"; })
-            .Case([](LessOrEqualOp) { return "LessOrEqual"; })
-            .Case([](GreaterOrEqualOp) { return "GreaterOrEqual"; })
-            .Case([](AndOp) { return "And"; })
-            .Case([](OrOp) { return "Or"; })
-            .Case([](XorOp) { return "Xor"; })
-            .Case([](WhereOp) { return "Where"; })
+            .Case([](AddOp) { return planKind(rt::OpKind::Add); })
+            .Case([](SubOp) { return planKind(rt::OpKind::Sub); })
+            .Case([](MulOp) { return planKind(rt::OpKind::Mul); })
+            .Case([](DivOp) { return planKind(rt::OpKind::Div); })
+            .Case([](PowOp) { return planKind(rt::OpKind::Pow); })
+            .Case([](ErfOp) { return planKind(rt::OpKind::Erf); })
+            .Case([](TanhOp) { return planKind(rt::OpKind::Tanh); })
+            .Case([](ReluOp) { return planKind(rt::OpKind::Relu); })
+            .Case([](SqrtOp) { return planKind(rt::OpKind::Sqrt); })
+            .Case([](ExpOp) { return planKind(rt::OpKind::Exp); })
+            .Case([](NegOp) { return planKind(rt::OpKind::Neg); })
+            .Case([](SigmoidOp) { return planKind(rt::OpKind::Sigmoid); })
+            .Case([](SinOp) { return planKind(rt::OpKind::Sin); })
+            .Case([](CosOp) { return planKind(rt::OpKind::Cos); })
+            .Case([](AbsOp) { return planKind(rt::OpKind::Abs); })
+            .Case([](LogOp) { return planKind(rt::OpKind::Log); })
+            .Case([](ReciprocalOp) { return planKind(rt::OpKind::Reciprocal); })
+            .Case([](FloorOp) { return planKind(rt::OpKind::Floor); })
+            .Case([](CeilOp) { return planKind(rt::OpKind::Ceil); })
+            .Case([](NotOp) { return planKind(rt::OpKind::Not); })
+            .Case([](MaxOp) { return planKind(rt::OpKind::Max); })
+            .Case([](MinOp) { return planKind(rt::OpKind::Min); })
+            .Case([](EqualOp) { return planKind(rt::OpKind::Equal); })
+            .Case([](LessOp) { return planKind(rt::OpKind::Less); })
+            .Case([](GreaterOp) { return planKind(rt::OpKind::Greater); })
+            .Case(
+                [](LessOrEqualOp) { return planKind(rt::OpKind::LessOrEqual); })
+            .Case([](GreaterOrEqualOp) {
+              return planKind(rt::OpKind::GreaterOrEqual);
+            })
+            .Case([](AndOp) { return planKind(rt::OpKind::And); })
+            .Case([](OrOp) { return planKind(rt::OpKind::Or); })
+            .Case([](XorOp) { return planKind(rt::OpKind::Xor); })
+            .Case([](WhereOp) { return planKind(rt::OpKind::Where); })
             .Case([&](CastOp c) {
               setI("to", onnxDataType(c.getType().getElementType()));
-              return "Cast";
+              return planKind(rt::OpKind::Cast);
             })
             .Case([&](OnnxOp o) {
               for (NamedAttribute a : o.getOnnxAttrs()) {
@@ -565,75 +573,75 @@ private:
               }
               return o.getOpType();
             })
-            .Case([](MatMulOp) { return "MatMul"; })
+            .Case([](MatMulOp) { return planKind(rt::OpKind::MatMul); })
             .Case([&](GemmOp g) {
               setF("alpha", g.getAlpha().convertToDouble());
               setF("beta", g.getBeta().convertToDouble());
               setI("transA", g.getTransA());
               setI("transB", g.getTransB());
-              return "Gemm";
+              return planKind(rt::OpKind::Gemm);
             })
             .Case([&](SoftmaxOp s) {
               setI("axis", s.getAxis());
-              return "Softmax";
+              return planKind(rt::OpKind::Softmax);
             })
             .Case([&](LayerNormOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
-              return "LayerNormalization";
+              return planKind(rt::OpKind::LayerNormalization);
             })
             .Case([&](GatherOp g) {
               setI("axis", g.getAxis());
-              return "Gather";
+              return planKind(rt::OpKind::Gather);
             })
             .Case([&](ReshapeOp r) {
               setInts("shape", r.getType().getShape());
-              return "Reshape";
+              return planKind(rt::OpKind::Reshape);
             })
             .Case([&](TransposeOp t) {
               setInts("perm", t.getPerm());
-              return "Transpose";
+              return planKind(rt::OpKind::Transpose);
             })
             .Case([&](ReduceMeanOp r) {
               setInts("axes", r.getAxes());
               setI("keepdims", r.getKeepdims());
-              return "ReduceMean";
+              return planKind(rt::OpKind::ReduceMean);
             })
             .Case([&](ReduceSumOp r) {
               setInts("axes", r.getAxes());
               setI("keepdims", r.getKeepdims());
-              return "ReduceSum";
+              return planKind(rt::OpKind::ReduceSum);
             })
-            .Case([](GeluOp) { return "Gelu"; })
+            .Case([](GeluOp) { return planKind(rt::OpKind::Gelu); })
             .Case([&](ExpandOp e) {
               setInts("shape", e.getType().getShape());
-              return "Expand";
+              return planKind(rt::OpKind::Expand);
             })
             .Case([&](SoftmaxCrossEntropyOp c) {
               setI("ignore_index", c.getIgnoreIndex());
-              return "SoftmaxCrossEntropy";
+              return planKind(rt::OpKind::SoftmaxCrossEntropy);
             })
             .Case([&](SoftmaxCrossEntropyGradOp c) {
               setI("ignore_index", c.getIgnoreIndex());
-              return "SoftmaxCrossEntropyGrad";
+              return planKind(rt::OpKind::SoftmaxCrossEntropyGrad);
             })
             .Case([&](SoftmaxGradOp s) {
               setI("axis", s.getAxis());
-              return "SoftmaxGrad";
+              return planKind(rt::OpKind::SoftmaxGrad);
             })
             .Case([&](LayerNormGradOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
-              return "LayerNormalizationGrad";
+              return planKind(rt::OpKind::LayerNormalizationGrad);
             })
             .Case([&](LayerNormScaleGradOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
-              return "LayerNormalizationScaleGrad";
+              return planKind(rt::OpKind::LayerNormalizationScaleGrad);
             })
             .Case([&](GatherGradOp) {
               setI("axis", 0);
-              return "GatherGrad";
+              return planKind(rt::OpKind::GatherGrad);
             })
             .Case([&](AdamWOp a) {
               setF("lr", a.getLr().convertToDouble());
@@ -645,7 +653,7 @@ private:
               setI("warmup_steps", a.getWarmupSteps());
               setI("total_steps", a.getTotalSteps());
               setF("min_lr", a.getMinLr().convertToDouble());
-              return "AdamW";
+              return planKind(rt::OpKind::AdamW);
             })
             .Case([&](SGDOp a) {
               setF("lr", a.getLr().convertToDouble());
@@ -655,46 +663,46 @@ private:
               setI("warmup_steps", a.getWarmupSteps());
               setI("total_steps", a.getTotalSteps());
               setF("min_lr", a.getMinLr().convertToDouble());
-              return "SGD";
+              return planKind(rt::OpKind::SGD);
             })
             .Case([&](AddLayerNormOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
-              return "AddLayerNorm";
+              return planKind(rt::OpKind::AddLayerNorm);
             })
             .Case([&](AttentionOp a) {
               setF("scale", a.getScale().convertToDouble());
-              return "Attention";
+              return planKind(rt::OpKind::Attention);
             })
             .Case([&](AllReduceOp c) {
               setStrs("axes", c.getAxes());
-              return "AllReduce";
+              return planKind(rt::OpKind::AllReduce);
             })
             .Case([&](AllGatherOp c) {
               setI("dim", c.getDim());
               setStrs("axes", c.getAxes());
-              return "AllGather";
+              return planKind(rt::OpKind::AllGather);
             })
             .Case([&](LocalSliceOp c) {
               setI("dim", c.getDim());
               setStrs("axes", c.getAxes());
-              return "LocalSlice";
+              return planKind(rt::OpKind::LocalSlice);
             })
             .Case([&](AllToAllOp c) {
               setI("split_dim", c.getSplitDim());
               setI("concat_dim", c.getConcatDim());
               setStrs("axes", c.getAxes());
-              return "AllToAll";
+              return planKind(rt::OpKind::AllToAll);
             })
             .Case([&](SendOp s) {
               fillTransfer(out->mutable_transfer(), s.getId(), s.getInput(),
                            s.getFrom(), s.getFrom(), s.getTo());
-              return "Send";
+              return planKind(rt::OpKind::Send);
             })
             .Case([&](RecvOp r) {
               fillTransfer(out->mutable_transfer(), r.getId(), r.getResult(),
                            r.getTo(), r.getFrom(), r.getTo());
-              return "Recv";
+              return planKind(rt::OpKind::Recv);
             })
             .Default([](Operation *) { return ""; });
     if (kind.empty())
