@@ -4,11 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The ops a plan may contain (proto/plan.proto, message Op): their arity,
-// their attributes with ONNX names and defaults, and the rule that gives
-// their output types from their input types. Plan validation runs these rules
-// on every op before anything executes, so kernels only ever see consistent
-// types.
+// The ops a plan may contain (proto/plan.proto, message Op), validated. Their
+// kinds, arities and attributes are named once in
+// include/shoal/Runtime/Ops.def; each kind's type rule (lib/Runtime/ops/)
+// reads its attributes and gives its output types from its input types. Plan
+// validation runs these rules on every op before anything executes, so
+// kernels only ever see consistent types. No backend owns this op model.
 //
 //===----------------------------------------------------------------------===//
 
