@@ -72,8 +72,7 @@ public:
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   /// Reduces `count` elements of `dtype` over the group, in place.
-  virtual std::unique_ptr<Work> allReduce(void *buf, int64_t count,
-                                          DType dtype,
+  virtual std::unique_ptr<Work> allReduce(void *buf, int64_t count, DType dtype,
                                           ReduceOp op = ReduceOp::Sum) = 0;
   /// Concatenates every member's `bytes` bytes of `in` into `out`
   /// (size() * bytes bytes), in rank order. `in` may not alias `out`.
