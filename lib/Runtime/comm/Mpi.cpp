@@ -17,6 +17,7 @@
 
 #include "comm/Mpi.h"
 
+#include "Comm.h"
 #include "comm/HalfFloat.h"
 #include "shoal/Runtime/Runtime.h"
 
@@ -302,4 +303,13 @@ MPI_Comm shoal::rt::mpiCommOf(Communicator &comm) {
   if (auto *mpi = dynamic_cast<MpiCommunicator *>(&comm))
     return mpi->handle();
   return MPI_COMM_NULL;
+}
+
+MPI_Comm Comm::world() const {
+  MPI_Comm comm = mpiCommOf(worldComm);
+  if (comm == MPI_COMM_NULL)
+    throw Error(fmt::format("this needs an MPI communicator, but the world "
+                            "is a {} communicator (--comm mpi)",
+                            worldComm.name()));
+  return comm;
 }
