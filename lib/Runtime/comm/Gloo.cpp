@@ -243,7 +243,8 @@ private:
 struct GlooShared {
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::shared_ptr<gloo::transport::Device> device;
-  std::chrono::milliseconds timeout;
+  /// How long an operation may wait, and how long connecting may.
+  std::chrono::milliseconds timeout, connectTimeout;
 };
 
 class GlooCommunicator : public Communicator {
@@ -283,13 +284,14 @@ public:
       if (members[i].second == rank())
         subRank = static_cast<int>(i);
     std::string subPrefix =
-        fmt::format("{}split{}.{}/", prefix, splits++, color);
+        fmt::format("{}/split{}.{}", prefix, splits++, color);
     auto sub = std::make_shared<gloo::rendezvous::Context>(
         subRank, static_cast<int>(members.size()));
-    sub->setTimeout(shared->timeout);
+    sub->setTimeout(shared->connectTimeout);
     gloo::rendezvous::PrefixStore store(subPrefix, *shared->store);
     try {
       sub->connectFullMesh(store, shared->device);
+      sub->setTimeout(shared->timeout);
     } catch (const Error &) {
       throw;
     } catch (const std::exception &e) {
@@ -584,6 +586,9 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
   long timeoutS = envInt("SHOAL_COMM_TIMEOUT", 1, 86400,
                          "seconds a collective may wait", false, 1800);
   shared->timeout = std::chrono::seconds(timeoutS);
+  long connectS = envInt("SHOAL_RENDEZVOUS_TIMEOUT", 1, 86400,
+                         "seconds to wait for the rendezvous", false, 60);
+  shared->connectTimeout = std::chrono::seconds(connectS);
   std::string host = "127.0.0.1";
   if (size > 1) {
     const char *addr = std::getenv("MASTER_ADDR");
@@ -595,8 +600,6 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
     long port =
         envInt("MASTER_PORT", 1, 65535,
                "the TCP port rank 0 serves the rendezvous store on", true, 0);
-    long connectS = envInt("SHOAL_RENDEZVOUS_TIMEOUT", 1, 86400,
-                           "seconds to wait for the rendezvous", false, 60);
     shared->store = std::make_shared<TcpStore>(
         host, static_cast<int>(port), rank == 0, std::chrono::seconds(connectS),
         std::chrono::seconds(connectS));
@@ -619,11 +622,12 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
     shared->device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(
         static_cast<int>(rank), static_cast<int>(size));
-    context->setTimeout(shared->timeout);
-    gloo::rendezvous::PrefixStore store("shoal/world/", *shared->store);
+    context->setTimeout(shared->connectTimeout);
+    gloo::rendezvous::PrefixStore store("shoal/world", *shared->store);
     context->connectFullMesh(store, shared->device);
+    context->setTimeout(shared->timeout);
     return std::make_unique<GlooCommunicator>(shared, std::move(context),
-                                              "shoal/world/");
+                                              "shoal/world");
   } catch (const Error &) {
     throw;
   } catch (const std::exception &e) {
