@@ -6,7 +6,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libonnx-dev python3-onnx libonnx-testdata libprotobuf-dev protobuf-compiler
   libfmt-dev libgtest-dev libyaml-cpp-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libgloo-dev
   python3-torch python3-numpy python3-yaml
 )
 missing=()

@@ -552,10 +552,8 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
                                const std::string &optimizer, const Mesh &mesh,
                                const std::vector<int64_t> &coords,
                                const std::vector<CheckpointTensor> &tensors,
-                               MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
+                               Communicator &world) {
+  int rank = world.rank(), size = world.size();
   std::string tmp =
       (fs::path(dir) / (".tmp-" + checkpointFolderName(step))).string();
   if (rank == 0) {
@@ -566,7 +564,7 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
       throw Error(fmt::format("cannot create the checkpoint folder {}{}", tmp,
                               ec ? ": " + ec.message() : std::string()));
   }
-  MPI_Barrier(world);
+  world.barrier();
   std::string mine =
       tensorsJson(writeCheckpointShards(tmp, mesh, coords, tensors), "");
   // Gathering is also the barrier: a rank sends its list once its files are
@@ -602,7 +600,7 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
                 });
     commitCheckpoint(dir, tmp, manifest);
   }
-  MPI_Barrier(world);
+  world.barrier();
 }
 
 std::string Checkpoint::manifestPath() const {

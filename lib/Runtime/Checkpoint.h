@@ -26,10 +26,9 @@
 #ifndef SHOAL_RUNTIME_CHECKPOINT_H
 #define SHOAL_RUNTIME_CHECKPOINT_H
 
+#include "Communicator.h"
 #include "Sharding.h"
 #include "Tensor.h"
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <map>
@@ -53,8 +52,11 @@ struct TrainingOptions {
   std::string resumeDir;
 };
 
-/// runPlan with the training options (defined in Runtime.cpp; runPlan
-/// without them runs with the defaults).
+/// runPlan with the training options, on `world` (defined in Runtime.cpp;
+/// runPlan without them runs with the defaults).
+RunSummary runPlan(const RunOptions &options, const TrainingOptions &train,
+                   Communicator &world);
+/// The same on the MPI world (MPI must be initialized).
 RunSummary runPlan(const RunOptions &options, const TrainingOptions &train);
 
 /// A tensor as one rank holds it: its block of the global tensor.
@@ -122,7 +124,7 @@ void saveCheckpoint(const std::string &dir, int64_t step,
                     const std::string &optimizer, const Mesh &mesh,
                     const std::vector<int64_t> &coords,
                     const std::vector<CheckpointTensor> &tensors,
-                    MPI_Comm world);
+                    Communicator &world);
 
 /// A checkpoint opened for reading.
 class Checkpoint {

@@ -1,4 +1,4 @@
-//===- Comm.cpp - MPI communication over mesh axes --------------*- C++ -*-===//
+//===- Comm.cpp - Communication over mesh axes ------------------*- C++ -*-===//
 //
 // Part of the shoal project.
 //
@@ -10,43 +10,65 @@
 
 #include <fmt/format.h>
 
-#include <climits>
 #include <cstring>
+#include <functional>
 
 using namespace shoal::rt;
 
 namespace {
 
-MPI_Datatype mpiType(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return MPI_FLOAT;
-  case DType::I64:
-    return MPI_INT64_T;
-  case DType::I32:
-    return MPI_INT32_T;
-  case DType::Bool:
-    return MPI_UINT8_T;
+/// A collective's Work followed by a step on this rank (unpacking received
+/// blocks) once it has completed; owns the buffers both need.
+class ThenWork : public Work {
+public:
+  ThenWork(std::unique_ptr<Work> inner, std::function<void()> then)
+      : inner(std::move(inner)), then(std::move(then)) {}
+  ~ThenWork() override {
+    try {
+      wait();
+    } catch (...) {
+      // Destruction must not throw; the error was the caller's to see.
+    }
   }
-  return MPI_BYTE;
-}
+  bool test() override {
+    if (finished)
+      return true;
+    if (!inner->test())
+      return false;
+    finish();
+    return true;
+  }
+  void wait() override {
+    if (finished)
+      return;
+    inner->wait();
+    finish();
+  }
 
-int mpiCount(std::size_t bytes, const char *what) {
-  if (bytes > static_cast<std::size_t>(INT_MAX))
-    throw Error(fmt::format("{}: blocks of {} bytes (over 2 GiB) are not "
-                            "supported yet",
-                            what, bytes));
-  return static_cast<int>(bytes);
-}
+  std::vector<uint8_t> sendBuf, recvBuf;
+  std::vector<Tensor> keep;
+
+private:
+  void finish() {
+    finished = true;
+    if (then)
+      then();
+  }
+  std::unique_ptr<Work> inner;
+  std::function<void()> then;
+  bool finished = false;
+};
 
 } // namespace
 
-Comm::Comm(MPI_Comm world, const Mesh &mesh)
+Comm::Comm(Communicator &world, const Mesh &mesh)
     : worldComm(world), meshInfo(mesh) {
-  MPI_Comm_rank(world, &worldRank);
-  MPI_Comm_size(world, &worldSize);
+  worldRank = world.rank();
+  worldSize = world.size();
   myCoords = meshInfo.coordsOf(worldRank);
 }
+
+Comm::~Comm() = default;
 
 void Comm::setMicroBatch(int microBatch) {
   int mb = meshInfo.microBatchAxis();
@@ -54,30 +76,32 @@ void Comm::setMicroBatch(int microBatch) {
     myCoords[mb] = microBatch;
 }
 
-Comm::~Comm() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized)
-    return;
-  for (auto &entry : groups)
-    MPI_Comm_free(&entry.second);
-}
-
 void Comm::createGroups(const std::vector<std::vector<int>> &axesLists) {
   for (const auto &axes : axesLists)
     group(axes);
 }
 
-MPI_Comm Comm::group(const std::vector<int> &axes) {
+Communicator &Comm::group(const std::vector<int> &axes) {
   auto it = groups.find(axes);
   if (it != groups.end())
-    return it->second;
+    return *it->second;
   int color = static_cast<int>(meshInfo.groupColor(axes, myCoords));
   int key = static_cast<int>(meshInfo.blockIndex(axes, myCoords));
-  MPI_Comm comm;
-  MPI_Comm_split(worldComm, color, key, &comm);
-  groups.emplace(axes, comm);
-  return comm;
+  std::unique_ptr<Communicator> comm = worldComm.split(color, key);
+  Communicator &ref = *comm;
+  groups.emplace(axes, std::move(comm));
+  return ref;
+}
+
+std::unique_ptr<Work>
+Comm::allReduceAsync(Tensor &inout, const std::vector<int> &axes, ReduceOp op) {
+  if (inout.dtype() == DType::Bool)
+    throw Error("AllReduce is not supported on bool tensors");
+  auto work = group(axes).allReduce(inout.rawData(), inout.numElements(),
+                                    inout.dtype(), op);
+  auto then = std::make_unique<ThenWork>(std::move(work), nullptr);
+  then->keep.push_back(inout);
+  return then;
 }
 
 void Comm::allReduce(const Tensor &in, Tensor &out,
@@ -89,20 +113,12 @@ void Comm::allReduce(const Tensor &in, Tensor &out,
     throw Error("AllReduce is not supported on bool tensors");
   if (out.rawData() != in.rawData() && in.numBytes())
     std::memcpy(out.rawData(), in.rawData(), in.numBytes());
-  MPI_Comm comm = group(axes);
-  // Sum in chunks so that counts fit in an int.
-  std::size_t elem = dtypeSize(in.dtype());
-  int64_t n = in.numElements();
-  const int64_t chunk = INT_MAX / 8;
-  for (int64_t off = 0; off < n; off += chunk) {
-    int count = static_cast<int>(std::min<int64_t>(chunk, n - off));
-    MPI_Allreduce(MPI_IN_PLACE, out.bytes() + off * elem, count,
-                  mpiType(in.dtype()), MPI_SUM, comm);
-  }
+  allReduceAsync(out, axes)->wait();
 }
 
-void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
-                     const std::vector<int> &axes) {
+std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
+                                           int64_t dim,
+                                           const std::vector<int> &axes) {
   int64_t groupSize = meshInfo.numBlocks(axes);
   if (dim < 0 || dim >= in.rank())
     throw Error(fmt::format("AllGather: dim {} is out of range for {}", dim,
@@ -114,8 +130,7 @@ void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
                             "{} ranks along dimension {} gives {}",
                             out.type().str(), in.type().str(), groupSize, dim,
                             TensorType{in.dtype(), shape}.str()));
-  MPI_Comm comm = group(axes);
-  int count = mpiCount(in.numBytes(), "AllGather");
+  Communicator &comm = group(axes);
   // Blocks arrive one after the other in group order; that is already the
   // layout of `out` when every dimension before `dim` has size 1.
   bool direct = true;
@@ -123,18 +138,31 @@ void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
     if (shape[d] != 1)
       direct = false;
   if (direct) {
-    MPI_Allgather(in.rawData(), count, MPI_BYTE, out.rawData(), count, MPI_BYTE,
-                  comm);
-    return;
+    auto then = std::make_unique<ThenWork>(
+        comm.allGather(in.rawData(), out.rawData(), in.numBytes()), nullptr);
+    then->keep = {in, out};
+    return then;
   }
-  std::vector<uint8_t> blocks(in.numBytes() * groupSize);
-  MPI_Allgather(in.rawData(), count, MPI_BYTE, blocks.data(), count, MPI_BYTE,
-                comm);
-  cpu::concatBlocks(blocks.data(), groupSize, dim, out);
+  auto blocks =
+      std::make_shared<std::vector<uint8_t>>(in.numBytes() * groupSize);
+  Tensor result = out;
+  auto then = std::make_unique<ThenWork>(
+      comm.allGather(in.rawData(), blocks->data(), in.numBytes()),
+      [blocks, groupSize, dim, result]() mutable {
+        cpu::concatBlocks(blocks->data(), groupSize, dim, result);
+      });
+  then->keep = {in};
+  return then;
 }
 
-void Comm::allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
-                    int64_t concatDim, const std::vector<int> &axes) {
+void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
+                     const std::vector<int> &axes) {
+  allGatherAsync(in, out, dim, axes)->wait();
+}
+
+std::unique_ptr<Work> Comm::allToAllAsync(const Tensor &in, Tensor &out,
+                                          int64_t splitDim, int64_t concatDim,
+                                          const std::vector<int> &axes) {
   int64_t groupSize = meshInfo.numBlocks(axes);
   Shape block = in.shape();
   if (splitDim < 0 || splitDim >= in.rank() || concatDim < 0 ||
@@ -150,28 +178,33 @@ void Comm::allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
                             out.type().str(),
                             TensorType{in.dtype(), shape}.str()));
   // Block j of the split dimension goes to member j, packed densely.
-  std::vector<uint8_t> send, recv;
+  auto send = std::make_shared<std::vector<uint8_t>>();
+  auto recv = std::make_shared<std::vector<uint8_t>>();
   Tensor piece(TensorType{in.dtype(), block});
-  send.resize(piece.numBytes() * groupSize);
-  recv.resize(send.size());
+  send->resize(piece.numBytes() * groupSize);
+  recv->resize(send->size());
   for (int64_t j = 0; j < groupSize; ++j) {
     cpu::sliceBlock(in, splitDim, groupSize, j, piece);
-    std::memcpy(send.data() + j * piece.numBytes(), piece.rawData(),
+    std::memcpy(send->data() + j * piece.numBytes(), piece.rawData(),
                 piece.numBytes());
   }
-  int count = mpiCount(piece.numBytes(), "AllToAll");
-  MPI_Alltoall(send.data(), count, MPI_BYTE, recv.data(), count, MPI_BYTE,
-               group(axes));
-  cpu::concatBlocks(recv.data(), groupSize, concatDim, out);
+  Tensor result = out;
+  return std::make_unique<ThenWork>(
+      group(axes).allToAll(send->data(), recv->data(), piece.numBytes()),
+      [send, recv, groupSize, concatDim, result]() mutable {
+        cpu::concatBlocks(recv->data(), groupSize, concatDim, result);
+      });
+}
+
+void Comm::allToAll(const Tensor &in, Tensor &out, int64_t splitDim,
+                    int64_t concatDim, const std::vector<int> &axes) {
+  allToAllAsync(in, out, splitDim, concatDim, axes)->wait();
 }
 
 void Comm::gatherToRoot(const Tensor &in, uint8_t *recv) {
-  int count = mpiCount(in.numBytes(), "gathering an output");
-  MPI_Gather(in.rawData(), count, MPI_BYTE, recv, count, MPI_BYTE, 0,
-             worldComm);
+  gatherBytesToRoot(in.rawData(), in.numBytes(), recv);
 }
 
 void Comm::gatherBytesToRoot(const void *in, std::size_t bytes, uint8_t *recv) {
-  int count = mpiCount(bytes, "gathering an output");
-  MPI_Gather(in, count, MPI_BYTE, recv, count, MPI_BYTE, 0, worldComm);
+  worldComm.gather(in, recv, bytes, 0)->wait();
 }

@@ -138,8 +138,9 @@ enum class Bootstrap {
   Env,
 };
 
-/// The world's bootstrap: Env if WORLD_SIZE and RANK are set and no MPI
-/// launcher's variables are, MPI otherwise.
+/// The world's bootstrap: Env if WORLD_SIZE or RANK is set and no MPI
+/// launcher's variables are (so that a launch missing one of them gets
+/// makeEnvWorld's error naming it), MPI otherwise.
 Bootstrap detectBootstrap();
 
 /// The MPI world (MPI_COMM_WORLD). MPI must be initialized.
@@ -150,8 +151,13 @@ std::unique_ptr<Communicator> makeMpiWorld();
 std::unique_ptr<Communicator> makeEnvWorld();
 
 /// This process's rank among the ranks on its node: LOCAL_RANK, or the
-/// launcher's variables (OpenMPI, MPICH, SLURM); 0 if none is set.
+/// launcher's variables (OpenMPI, MPICH, SLURM); 0 if none is set. Throws
+/// Error naming the variable if it is not a non-negative integer.
 int localRankFromEnv();
+
+/// The node of every member of `comm`: members whose host names are equal
+/// share a node, numbered in order of their lowest rank. Collective.
+std::vector<int> nodeOfRanks(Communicator &comm);
 
 } // namespace rt
 } // namespace shoal

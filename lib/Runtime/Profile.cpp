@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <tuple>
 
@@ -59,67 +60,41 @@ bool isMatMulClass(OpKind k) {
          k == OpKind::Conv;
 }
 
-/// The node of every world rank: ranks sharing memory share a node,
-/// numbered in order of their lowest rank.
-std::vector<int> nodeOfRanks(MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  MPI_Comm local;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
-  int leader = rank;
-  MPI_Bcast(&leader, 1, MPI_INT, 0, local);
-  MPI_Comm_free(&local);
-  std::vector<int> leaders(size);
-  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world);
-  std::map<int, int> index;
-  std::vector<int> node(size);
-  for (int r = 0; r < size; ++r)
-    node[r] =
-        index.emplace(leaders[r], static_cast<int>(index.size())).first->second;
-  return node;
-}
-
 std::string number(double v) { return fmt::format("{:.9g}", v); }
 
 } // namespace
 
 std::vector<std::string> shoal::rt::gatherText(const std::string &mine,
-                                               MPI_Comm world,
+                                               Communicator &world,
                                                const char *what) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  if (mine.size() > static_cast<std::size_t>(INT_MAX))
-    throw Error(fmt::format("the {} is too large", what));
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(size), displs(size);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
-  std::string all;
-  if (rank == 0) {
-    int64_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = static_cast<int>(total);
-      total += lens[r];
-    }
-    if (total > INT_MAX)
-      throw Error(fmt::format("the {} is too large ({} bytes)", what, total));
-    all.resize(static_cast<std::size_t>(total));
-  }
-  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-              displs.data(), MPI_CHAR, 0, world);
+  int size = world.size();
+  // Every rank learns every length, then the texts travel in one uneven
+  // all-gather (the communicators have no uneven gather to one rank).
+  uint64_t len = mine.size();
+  std::vector<uint64_t> lens(size);
+  world.allGather(&len, lens.data(), sizeof len)->wait();
+  std::vector<std::size_t> bytes(lens.begin(), lens.end());
+  uint64_t total = 0;
+  for (uint64_t l : lens)
+    total += l;
+  if (total > static_cast<uint64_t>(INT_MAX))
+    throw Error(fmt::format("the {} is too large ({} bytes)", what, total));
+  std::string all(static_cast<std::size_t>(total), '\0');
+  world.allGatherV(mine.data(), all.data(), bytes)->wait();
   std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      out.push_back(all.substr(displs[r], lens[r]));
+  if (world.rank() == 0) {
+    std::size_t offset = 0;
+    for (int r = 0; r < size; ++r) {
+      out.push_back(all.substr(offset, lens[r]));
+      offset += lens[r];
+    }
+  }
   return out;
 }
 
 void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
-                            MPI_Comm world) const {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
+                            Communicator &world) const {
+  int rank = world.rank(), size = world.size();
   std::vector<int> node = nodeOfRanks(world);
 
   // This rank's ops and collectives.
@@ -194,20 +169,17 @@ void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
     for (int64_t p : t.peers)
       raw.push_back(static_cast<double>(p));
   }
-  int len = static_cast<int>(raw.size());
-  std::vector<int> lens(size), displs(size);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, world);
+  std::string packed(raw.size() * sizeof(double), '\0');
+  if (!raw.empty())
+    std::memcpy(packed.data(), raw.data(), packed.size());
+  std::vector<std::string> gathered = gatherText(packed, world, "profile");
   std::vector<double> all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = total;
-      total += lens[r];
-    }
-    all.resize(total);
+  for (const std::string &part : gathered) {
+    std::size_t n = part.size() / sizeof(double);
+    all.resize(all.size() + n);
+    if (n)
+      std::memcpy(all.data() + all.size() - n, part.data(), part.size());
   }
-  MPI_Gatherv(raw.data(), len, MPI_DOUBLE, all.data(), lens.data(),
-              displs.data(), MPI_DOUBLE, 0, world);
   if (rank != 0)
     return;
 

@@ -16,9 +16,8 @@
 #define SHOAL_RUNTIME_PROFILE_H
 
 #include "Backend.h"
+#include "Communicator.h"
 #include "PlanLoader.h"
-
-#include <mpi.h>
 
 #include <map>
 #include <string>
@@ -53,7 +52,7 @@ public:
   /// `path`. Collective over `world`. Throws Error if the file cannot be
   /// written (on rank 0 only).
   void write(const std::string &path, const ProfileRunInfo &info,
-             MPI_Comm world) const;
+             Communicator &world) const;
 
 private:
   const LoadedPlan &plan;
@@ -68,9 +67,10 @@ private:
 double median(std::vector<double> v);
 
 /// Gathers every rank's text on rank 0 of `world` (empty elsewhere); `what`
-/// names it in the error when it is too large for MPI's int counts.
-std::vector<std::string> gatherText(const std::string &mine, MPI_Comm world,
-                                    const char *what);
+/// names it in the error when it is too large (over INT_MAX bytes in all).
+/// Collective over `world`.
+std::vector<std::string> gatherText(const std::string &mine,
+                                    Communicator &world, const char *what);
 
 } // namespace rt
 } // namespace shoal

@@ -1,14 +1,14 @@
-//===- Runtime.cpp - Running a plan under MPI -------------------*- C++ -*-===//
+//===- Runtime.cpp - Running a plan on a world of ranks ---------*- C++ -*-===//
 //
 // Part of the shoal project.
 //
 //===----------------------------------------------------------------------===//
 //
-// The order of a run is what keeps failures clean under MPI: everything that
-// can fail because of a bad plan or bad files (validation, weights, inputs,
-// the output folder) happens before the first collective, and the ranks then
-// agree on whether any of them failed. Only kernel errors can remain after
-// that point, and those abort the job.
+// The order of a run is what keeps failures clean on many ranks: everything
+// that can fail because of a bad plan or bad files (validation, weights,
+// inputs, the output folder) happens before the first collective, and the
+// ranks then agree on whether any of them failed. Only kernel errors can remain
+// after that point, and those abort the job.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,20 +59,13 @@ double secondsSince(Clock::time_point start) {
 /// Every rank calls this with its error message (empty if it succeeded).
 /// If any rank failed, every rank throws AgreedError with the message of the
 /// lowest failing rank.
-void agree(const std::string &error, MPI_Comm world) {
-  int rank, size;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  int mine = error.empty() ? INT_MAX : rank;
-  int first = INT_MAX;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world);
+void agree(const std::string &error, Communicator &world) {
+  int64_t first = world.min(error.empty() ? INT_MAX : world.rank());
   if (first == INT_MAX)
     return;
-  std::string msg = error;
-  int len = static_cast<int>(std::min<std::size_t>(msg.size(), 1 << 20));
-  MPI_Bcast(&len, 1, MPI_INT, first, world);
-  msg.resize(len);
-  MPI_Bcast(msg.data(), len, MPI_CHAR, first, world);
+  std::string msg = world.broadcastString(
+      error.substr(0, std::min<std::size_t>(error.size(), 1 << 20)),
+      static_cast<int>(first));
   if (first != 0)
     msg = fmt::format("rank {}: {}", first, msg);
   throw AgreedError(msg);
@@ -345,10 +338,8 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
 /// Gathers every rank's events of the last step to world rank 0, which
 /// writes them as a Chrome trace.
 void writeTrace(const std::string &path, const LoadedPlan &plan,
-                const StepProfile *profile, MPI_Comm world) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
+                const StepProfile *profile, Communicator &world) {
+  int rank = world.rank(), size = world.size();
   std::vector<std::string> parts;
   parts.push_back(fmt::format(
       "{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, "
@@ -410,12 +401,10 @@ void checkOutputFile(const std::string &path, const char *what,
 }
 
 /// Gives each rank its share of the cores for BLAS unless the user chose.
-void configureBlasThreads(MPI_Comm world) {
-  MPI_Comm local;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int ranksHere = 1;
-  MPI_Comm_size(local, &ranksHere);
-  MPI_Comm_free(&local);
+void configureBlasThreads(Communicator &world) {
+  std::vector<int> node = nodeOfRanks(world);
+  int ranksHere = static_cast<int>(
+      std::count(node.begin(), node.end(), node[world.rank()]));
   if (ranksHere <= 1 || !openblas_set_num_threads ||
       std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS"))
     return;
@@ -426,10 +415,10 @@ void configureBlasThreads(MPI_Comm world) {
 /// This rank's index among the ranks of its node, without communicating
 /// (so that it is safe before every rank has loaded).
 int localRank(int worldRank) {
-  for (const char *var :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
+  for (const char *var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (std::getenv(var))
+      return localRankFromEnv();
   return worldRank;
 }
 
@@ -509,6 +498,8 @@ const char kUsage[] =
     "Runs a shoal plan on the ranks of an MPI job; without mpirun it runs as\n"
     "a world of one rank. Start a plan made for N ranks with\n"
     "  mpirun -np N shoal-run PLAN --inputs DIR --outputs DIR\n"
+    "or without MPI, as torchrun does, with one process per rank started with\n"
+    "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (docs/Runtime.md)\n"
     "\n"
     "  PLAN           the plan file (written by shoal-compile)\n"
     "  --inputs DIR   folder with one <name>.npy per program input\n"
@@ -517,6 +508,9 @@ const char kUsage[] =
     "  --verbose      print per-op timings of rank 0 to stderr\n"
     "  --backend B    cpu or cuda (default: the plan's device, see\n"
     "                 shoal-compile --device)\n"
+    "  --comm C       mpi (under mpirun), gloo (TCP, torchrun-style\n"
+    "                 variables; the default when they are set without\n"
+    "                 mpirun) or nccl (with --backend cuda)\n"
     "  --strict       an op without a kernel on the backend is an error, not\n"
     "                 a warning and a CPU fallback\n"
     "  --precision P  matrix products on the GPU: fp32 (default), tf32,\n"
@@ -606,6 +600,12 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       if (!parseBackend(opts.backend, kind))
         return fmt::format("--backend must be cpu or cuda, got '{}'",
                            opts.backend);
+    } else if (is("--comm")) {
+      if (std::string e = value("--comm", opts.comm); !e.empty())
+        return "--comm needs mpi, gloo or nccl";
+      if (opts.comm != "mpi" && opts.comm != "gloo" && opts.comm != "nccl")
+        return fmt::format("--comm must be mpi, gloo or nccl, got '{}'",
+                           opts.comm);
     } else if (is("--precision")) {
       if (std::string e = value("--precision", opts.precision); !e.empty())
         return "--precision needs fp32, tf32, bf16 or fp16";
@@ -681,6 +681,12 @@ RunSummary shoal::rt::runPlan(const RunOptions &options) {
   return runPlan(options, TrainingOptions());
 }
 
+RunSummary shoal::rt::runPlan(const RunOptions &options,
+                              const TrainingOptions &train) {
+  std::unique_ptr<Communicator> world = makeMpiWorld();
+  return runPlan(options, train, *world);
+}
+
 namespace {
 
 /// Checks what a plan asks of the command line: forward plans need --inputs
@@ -747,11 +753,9 @@ std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
 } // namespace
 
 RunSummary shoal::rt::runPlan(const RunOptions &options,
-                              const TrainingOptions &train) {
-  MPI_Comm world = MPI_COMM_WORLD;
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
+                              const TrainingOptions &train,
+                              Communicator &world) {
+  int rank = world.rank(), size = world.size();
   auto start = Clock::now();
   bool print = options.verbose && rank == 0;
 
@@ -774,6 +778,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       throw Error(fmt::format("unknown backend '{}'", options.backend));
     checkOptionsForPlan(*plan, options, train, backend);
     if (backend == BackendKind::CUDA) {
+      if (world.name() != "mpi")
+        throw Error(fmt::format("the CUDA backend needs an MPI world for now "
+                                "(started with mpirun, --comm mpi or nccl); "
+                                "this world is {}",
+                                world.name()));
       if (plan->isPipelined())
         throw Error("pipelined plans (several programs, micro-batches, tasks "
                     "or Send/Recv) run on the CPU backend only for now; use "
@@ -787,20 +796,16 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       exec = std::make_unique<Executor>(*plan);
     }
     // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
-    void *tagUb = nullptr;
-    int hasTagUb = 0;
-    MPI_Comm_get_attr(world, MPI_TAG_UB, &tagUb, &hasTagUb);
-    if (hasTagUb && tagUb)
-      for (const TransferInfo &t : plan->transfers) {
-        int64_t top =
-            int64_t(t.id) * kMaxMicroBatches + plan->numMicroBatches - 1;
-        if (top > *static_cast<int *>(tagUb))
-          throw Error(fmt::format("plan {}: transfer {} needs MPI tags up to "
-                                  "{} (id * {} + micro-batch), above this "
-                                  "MPI's MPI_TAG_UB {}",
-                                  options.planPath, t.id, top, kMaxMicroBatches,
-                                  *static_cast<int *>(tagUb)));
-      }
+    for (const TransferInfo &t : plan->transfers) {
+      int64_t top =
+          int64_t(t.id) * kMaxMicroBatches + plan->numMicroBatches - 1;
+      if (top > world.maxTag())
+        throw Error(fmt::format("plan {}: transfer {} needs message tags up "
+                                "to {} (id * {} + micro-batch), above this "
+                                "{} communicator's largest tag {}",
+                                options.planPath, t.id, top, kMaxMicroBatches,
+                                world.name(), world.maxTag()));
+    }
     std::unique_ptr<Checkpoint> checkpoint;
     if (!train.resumeDir.empty()) {
       checkpoint =
@@ -873,11 +878,10 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
   // Collectives run inside each program, ranks ordered as its mesh.
-  MPI_Comm programComm;
-  MPI_Comm_split(world, plan->program, static_cast<int>(plan->meshRank),
-                 &programComm);
+  std::unique_ptr<Communicator> programComm =
+      world.split(plan->program, static_cast<int>(plan->meshRank));
   {
-    Comm comm(programComm, plan->mesh);
+    Comm comm(*programComm, plan->mesh);
     comm.createGroups(plan->collectiveAxes);
     exec->connect(comm);
     double timed = 0, busy = 0;
@@ -901,10 +905,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       for (const PortInfo &port : plan->outputs)
         if (port.name == training.loss)
           lossValue = port.value;
-      int mine = lossValue >= 0 ? rank : INT_MAX, owner = 0;
-      MPI_Allreduce(&mine, &owner, 1, MPI_INT, MPI_MIN, world);
-      double flops = scheduledFlops(*plan), allFlops = 0;
-      MPI_Allreduce(&flops, &allFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+      int owner = static_cast<int>(world.min(lossValue >= 0 ? rank : INT_MAX));
+      double allFlops = world.sum(scheduledFlops(*plan));
       summary.stepFlops = allFlops;
       double peak = options.peakTflops;
       if (peak == 0 && exec->deviceSpec())
@@ -928,11 +930,10 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         int64_t step = trainer.stepsCompleted();
         if (data)
           feedData(*plan, *data, step, coords, *exec);
-        MPI_Barrier(world);
+        world.barrier();
         auto stepStart = Clock::now();
         exec->run(comm, options.verbose && i == 0);
-        double mineSeconds = secondsSince(stepStart), slowest = 0;
-        MPI_Allreduce(&mineSeconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+        double slowest = world.max(secondsSince(stepStart));
         record(slowest);
         sinceLog += slowest;
         ++stepsSinceLog;
@@ -942,7 +943,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
           if (rank == owner)
             loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
                        .data<float>()[0];
-          MPI_Bcast(&loss, 1, MPI_FLOAT, owner, world);
+          world.broadcast(&loss, sizeof loss, owner)->wait();
           if (rank == 0) {
             double seconds = sinceLog / stepsSinceLog;
             std::string mfu =
@@ -973,17 +974,15 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       summary.stepSeconds = timed / options.steps;
     } else {
       for (int step = 0; step < options.warmup + options.steps; ++step) {
-        MPI_Barrier(world);
+        world.barrier();
         auto stepStart = Clock::now();
         exec->run(comm, options.verbose && step == options.warmup);
-        double mine = secondsSince(stepStart), slowest = 0;
-        MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+        double slowest = world.max(secondsSince(stepStart));
         if (step >= options.warmup)
           record(slowest);
       }
       summary.stepSeconds = timed / options.steps;
-      double flops = matmulFlops(*plan);
-      MPI_Allreduce(&flops, &summary.stepFlops, 1, MPI_DOUBLE, MPI_SUM, world);
+      summary.stepFlops = world.sum(matmulFlops(*plan));
       if (rank == 0 && (options.steps > 1 || options.warmup > 0))
         printStepReport(*plan, summary, options, *exec);
     }
@@ -1007,8 +1006,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       // Idle / busy per rank, averaged over the ranks that did any work.
       double mineRatio[2] = {busy > 0 ? (timed - busy) / busy : 0,
                              busy > 0 ? 1.0 : 0.0};
-      double sum[2] = {0, 0};
-      MPI_Allreduce(mineRatio, sum, 2, MPI_DOUBLE, MPI_SUM, world);
+      double *sum = mineRatio;
+      world.allReduceNow(sum, 2, DType::F64);
       summary.bubbleMeasured = sum[1] > 0 ? sum[0] / sum[1] : 0;
       summary.bubbleExpected =
           double(pipe.stages - 1) / (double(pipe.chunks) * pipe.microBatches);
@@ -1026,21 +1025,53 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     if (!options.outputsDir.empty())
       writeOutputs(*plan, options.outputsDir, *exec, comm);
   }
-  MPI_Comm_free(&programComm);
+  programComm.reset();
   summary.runSeconds = secondsSince(runStart);
   return summary;
 }
 
-int shoal::rt::runPlanMain(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+namespace {
 
+/// This process's rank before any communicator exists (for who prints a
+/// usage error): the launcher's variables, else 0.
+int rankFromEnv() {
+  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 0;
+}
+
+} // namespace
+
+int shoal::rt::runPlanMain(int argc, char **argv) {
   RunOptions opts;
   TrainingOptions train;
   bool help = false;
   std::string usageError = parseArgs(argc, argv, opts, train, help);
+  // The world comes from mpirun, or from torchrun-style variables without
+  // MPI at all (--comm gloo, or RANK/WORLD_SIZE and no MPI launcher).
+  Bootstrap bootstrap = detectBootstrap();
+  if (usageError.empty() && !help) {
+    if (opts.comm == "gloo")
+      bootstrap = Bootstrap::Env;
+    else if (opts.comm == "mpi" && bootstrap == Bootstrap::Env)
+      usageError = "--comm mpi needs a launch by mpirun, but this process "
+                   "has torchrun-style variables (RANK, WORLD_SIZE) and no "
+                   "MPI launcher's; use --comm gloo or start it with mpirun";
+    else if (opts.comm == "nccl" && opts.backend != "cuda")
+      usageError = "--comm nccl needs --backend cuda";
+  }
+  bool useMpi = bootstrap == Bootstrap::MPI;
+  if (useMpi)
+    MPI_Init(&argc, &argv);
+  auto finish = [&](int status) {
+    if (useMpi)
+      MPI_Finalize();
+    return status;
+  };
+  int rank = rankFromEnv();
+  if (useMpi)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (help || !usageError.empty()) {
     if (rank == 0) {
       if (help) {
@@ -1050,31 +1081,44 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
         std::fputs(kUsage, stderr);
       }
     }
-    MPI_Finalize();
-    return help ? 0 : 1;
+    return finish(help ? 0 : 1);
   }
-  configureBlasThreads(MPI_COMM_WORLD);
+
+  std::unique_ptr<Communicator> world;
+  try {
+    world = useMpi ? makeMpiWorld() : makeEnvWorld();
+  } catch (const std::exception &e) {
+    // Every rank sees its own environment: each reports.
+    std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
+    return finish(1);
+  }
+  rank = world->rank();
+  int size = world->size();
+  configureBlasThreads(*world);
 
   RunSummary summary;
   try {
-    summary = runPlan(opts, train);
+    summary = runPlan(opts, train, *world);
   } catch (const AgreedError &e) {
     if (rank == 0)
       std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
-    MPI_Finalize();
-    return 1;
+    world.reset();
+    return finish(1);
   } catch (const std::exception &e) {
     if (size == 1) {
       // Nobody can be left waiting: finish normally.
       std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
-      MPI_Finalize();
-      return 1;
+      world.reset();
+      return finish(1);
     }
-    // The other ranks may be blocked in a collective: abort the job.
+    // The other ranks may be blocked in a collective: abort the job (under
+    // Gloo, leaving closes the connections, which ends theirs with an error).
     std::fprintf(stderr, "shoal-run: error: rank %d: %s\n", rank, e.what());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
+    if (useMpi)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    std::fflush(stdout);
+    std::_Exit(1);
   }
   if (rank == 0)
     std::printf("shoal-run: %s: world %d, %zu ops, %.3f s (load %.3f s, run "
@@ -1082,6 +1126,9 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
                 opts.planPath.c_str(), summary.worldSize, summary.numOps,
                 summary.loadSeconds + summary.runSeconds, summary.loadSeconds,
                 summary.runSeconds);
-  MPI_Finalize();
-  return 0;
+  // Every rank is done with the others before any tears its connections
+  // down.
+  world->barrier();
+  world.reset();
+  return finish(0);
 }

@@ -117,6 +117,11 @@ def main(argv=None):
     ap.add_argument("--world-size", type=int, required=True, help="number of MPI ranks")
     ap.add_argument("--work", required=True, help="work folder (emptied first)")
     ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
+    ap.add_argument("--launch", choices=["mpirun", "env"], default="mpirun",
+                    help="start the sharded run's ranks with mpirun, or as "
+                         "torchrun does: one process per rank with RANK, "
+                         "WORLD_SIZE, MASTER_ADDR and MASTER_PORT and no MPI "
+                         "(test/launch_env.py)")
     ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
                     help="bound on the relative error (default %(default)g)")
     ap.add_argument("--seed", type=int, default=0, help="seed for the model generator")
@@ -164,7 +169,8 @@ def main(argv=None):
     try:
         compile_ = common.find_tool(args.bin, "shoal-compile")
         run = None if args.expect_error is not None else common.find_tool(args.bin, "shoal-run")
-        if run is not None and shutil.which(args.mpirun) is None:
+        if (run is not None and args.launch == "mpirun"
+                and shutil.which(args.mpirun) is None):
             raise common.CommandError("mpirun not found: %s" % args.mpirun)
 
         # Fresh work folder: stale outputs must never make a test pass.
@@ -241,11 +247,15 @@ def main(argv=None):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
         trace = os.path.join(work, "trace.json")
         trace_flags = ["--trace", trace] if args.trace else []
-        res = common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size,
-                                               [run, par_plan, "--inputs", inputs,
-                                                "--outputs", par_out]
-                                               + backend_flags + trace_flags),
-                             env_extra=common.MPI_ENV, timeout=args.timeout)
+        par_run = ([run, par_plan, "--inputs", inputs, "--outputs", par_out]
+                   + backend_flags + trace_flags)
+        if args.launch == "env":
+            launcher = [sys.executable, os.path.join(REPO, "test", "launch_env.py"),
+                        "--np", args.world_size, "--timeout", args.timeout, "--"]
+            res = common.run_cmd(launcher + par_run, timeout=args.timeout + 30)
+        else:
+            res = common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size, par_run),
+                                 env_extra=common.MPI_ENV, timeout=args.timeout)
         sys.stdout.write(res.stdout)
         if args.trace and not check_trace(trace, args.world_size, res.stdout):
             print("FAIL: " + title)

@@ -306,7 +306,7 @@ TEST(Checkpoint, SavesUnderMpi) {
   // A leftover of an earlier crash at the same step is replaced.
   fs::create_directories(dir + "/.tmp-step-00000002");
   writeFile(dir + "/.tmp-step-00000002/junk.npy", "junk");
-  saveCheckpoint(dir, 2, "sgd", Mesh(), {}, mine, MPI_COMM_WORLD);
+  saveCheckpoint(dir, 2, "sgd", Mesh(), {}, mine, mpiWorld());
   Checkpoint c = Checkpoint::openLatest(dir);
   EXPECT_EQ(c.manifest().step, 2);
   EXPECT_EQ(c.manifest().optimizer, "sgd");
@@ -343,7 +343,7 @@ TEST(CollectiveCheckpoint, SavesOnFourRanksAndReshards) {
     mine.push_back(
         {g.name, g.value.type(), spec, blockOf(g.value, offsets, local)});
   }
-  saveCheckpoint(dir, 7, "adamw", mesh, coords, mine, MPI_COMM_WORLD);
+  saveCheckpoint(dir, 7, "adamw", mesh, coords, mine, mpiWorld());
 
   Checkpoint c = Checkpoint::openLatest(dir);
   EXPECT_EQ(c.manifest().step, 7);

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Comm.h"
+#include "CommunicatorSuite.h"
 #include "Npy.h"
 #include "TestUtil.h"
 #include "cpu/Kernels.h"
@@ -51,8 +52,31 @@ protected:
 
 } // namespace
 
+TEST_F(CollectiveTest, MpiCommunicatorRunsEveryOperation) {
+  EXPECT_EQ(mpiWorld().name(), "mpi");
+  runCommunicatorSuite(mpiWorld());
+}
+
+TEST_F(CollectiveTest, MpiCommRunsAsynchronousCollectives) {
+  runCommSuite(mpiWorld());
+}
+
+TEST_F(CollectiveTest, MpiCountsOverIntMaxAreErrors) {
+  Communicator &c = mpiWorld();
+  std::size_t huge = std::size_t(3) << 30;
+  // Refused before any buffer is touched.
+  EXPECT_THROW(c.allGather(nullptr, nullptr, huge), Error);
+  EXPECT_THROW(c.allToAll(nullptr, nullptr, huge), Error);
+  EXPECT_THROW(c.broadcast(nullptr, huge, 0), Error);
+  EXPECT_THROW(c.send(nullptr, huge, 0, 1), Error);
+  EXPECT_THROW(c.reduceScatter(nullptr, nullptr, int64_t(huge), DType::F32),
+               Error);
+  EXPECT_THROW(c.allGatherV(nullptr, nullptr, {huge, 1, 1, 1}), Error);
+  c.barrier();
+}
+
 TEST_F(CollectiveTest, AllReduceSumsOverGroups) {
-  Comm comm(MPI_COMM_WORLD, mesh);
+  Comm comm(mpiWorld(), mesh);
   Tensor in = makeTensor<float>({2}, {float(rank + 1), float(10 * rank)});
   Tensor out(DType::F32, {2});
   // Over x: groups {0, 2} and {1, 3}.
@@ -76,7 +100,7 @@ TEST_F(CollectiveTest, AllReduceSumsOverGroups) {
 }
 
 TEST_F(CollectiveTest, AllGatherOrdersBlocksRowMajorOverTheListedAxes) {
-  Comm comm(MPI_COMM_WORLD, mesh);
+  Comm comm(mpiWorld(), mesh);
   // Each rank holds [2, 1] = {rank*10, rank*10 + 1}.
   Tensor in =
       makeTensor<float>({2, 1}, {float(rank * 10), float(rank * 10 + 1)});
@@ -99,7 +123,7 @@ TEST_F(CollectiveTest, AllGatherOrdersBlocksRowMajorOverTheListedAxes) {
 }
 
 TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {
-  Comm comm(MPI_COMM_WORLD, mesh);
+  Comm comm(mpiWorld(), mesh);
   // G[i][j] = 10 i + j, 4 x 4. Rank r holds row r (tokens split over all
   // four ranks) and gets column r (experts split) back.
   std::vector<float> row(4);
@@ -129,7 +153,7 @@ TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {
 }
 
 TEST_F(CollectiveTest, LocalSliceTakesThisRanksBlock) {
-  Comm comm(MPI_COMM_WORLD, mesh);
+  Comm comm(mpiWorld(), mesh);
   std::vector<float> v(16);
   for (int i = 0; i < 16; ++i)
     v[i] = float(i);

@@ -1368,7 +1368,7 @@ runPlan(const LoadedPlan &p,
   auto ex = std::make_unique<Executor>(p);
   for (const auto &kv : inputs)
     ex->setValue(kv.first, kv.second);
-  Comm comm(MPI_COMM_WORLD, p.mesh);
+  Comm comm(mpiWorld(), p.mesh);
   ex->run(comm, false);
   return ex;
 }

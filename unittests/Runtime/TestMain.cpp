@@ -10,10 +10,20 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Communicator.h"
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdlib>
+#include <memory>
+
+shoal::rt::Communicator &shoal::rt::test::mpiWorld() {
+  ensureMpi();
+  static std::unique_ptr<Communicator> world = makeMpiWorld();
+  return *world;
+}
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -24,6 +24,7 @@
 
 namespace shoal {
 namespace rt {
+class Communicator;
 namespace test {
 
 /// Starts MPI (a world of one unless launched by mpiexec) once.
@@ -33,6 +34,9 @@ inline void ensureMpi() {
   if (!initialized)
     MPI_Init(nullptr, nullptr);
 }
+
+/// The MPI world as a Communicator, MPI started by ensureMpi (TestMain.cpp).
+Communicator &mpiWorld();
 
 inline int worldRank() {
   int r;

@@ -48,6 +48,9 @@ struct RunOptions {
   bool verbose = false;
   /// "cpu" or "cuda"; empty: the plan's default device.
   std::string backend;
+  /// The communicator: "mpi", "gloo" or "nccl" (CUDA backend); empty: the
+  /// launch decides (mpirun: MPI, torchrun-style variables: Gloo).
+  std::string comm;
   /// Make an op without a kernel on the chosen backend an error instead of a
   /// one-time warning and a CPU fallback.
   bool strict = false;
@@ -90,15 +93,17 @@ struct RunSummary {
   double bubbleExpected = 0;
 };
 
-/// Runs the plan on MPI_COMM_WORLD. MPI must be initialized, and every rank
+/// Runs the plan on MPI_COMM_WORLD (the runtime's internal runPlan takes
+/// any world Communicator). MPI must be initialized, and every rank
 /// must call this with the same options. Errors found while loading (plan,
 /// weights, inputs) are thrown as AgreedError on every rank; errors found
 /// later are thrown as Error on the ranks that hit them only, so the caller
 /// must MPI_Abort then (see runPlanMain).
 RunSummary runPlan(const RunOptions &options);
 
-/// The whole `shoal-run` tool: parses the command line, initializes and
-/// finalizes MPI, runs the plan and reports errors as
+/// The whole `shoal-run` tool: parses the command line, makes the world
+/// (initializing and finalizing MPI under mpirun, over Gloo from
+/// torchrun-style variables), runs the plan and reports errors as
 /// `shoal-run: error: <message>`. Returns the process exit status (0 or 1);
 /// on an error that only some ranks see it calls MPI_Abort instead.
 int runPlanMain(int argc, char **argv);

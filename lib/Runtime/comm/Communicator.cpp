@@ -1,0 +1,85 @@
+//===- Communicator.cpp - What every communicator shares --------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Communicator.h"
+
+#include "shoal/Runtime/Runtime.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <unistd.h>
+
+using namespace shoal::rt;
+
+std::string Communicator::broadcastString(const std::string &text, int root) {
+  uint64_t len = rank() == root ? text.size() : 0;
+  broadcast(&len, sizeof len, root)->wait();
+  std::string out = rank() == root ? text : std::string(len, '\0');
+  if (len)
+    broadcast(out.data(), len, root)->wait();
+  return out;
+}
+
+namespace {
+
+/// Environment variables that mpirun/mpiexec launchers set in every rank.
+const char *const kMpiLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                        "PMIX_RANK", "MPI_LOCALNRANKS",
+                                        "HYDRA_CONTROL_FD"};
+
+} // namespace
+
+Bootstrap shoal::rt::detectBootstrap() {
+  for (const char *var : kMpiLauncherVars)
+    if (std::getenv(var))
+      return Bootstrap::MPI;
+  if (std::getenv("WORLD_SIZE") || std::getenv("RANK"))
+    return Bootstrap::Env;
+  return Bootstrap::MPI;
+}
+
+int shoal::rt::localRankFromEnv() {
+  for (const char *var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(var)) {
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (!*v || *end != '\0' || n < 0 || n > INT_MAX)
+        throw Error(fmt::format("{}='{}' is not valid: expected this "
+                                "process's rank on its node (an integer from "
+                                "0)",
+                                var, v));
+      return static_cast<int>(n);
+    }
+  return 0;
+}
+
+std::vector<int> shoal::rt::nodeOfRanks(Communicator &comm) {
+  char mine[256] = {0};
+  ::gethostname(mine, sizeof mine - 1);
+  std::vector<char> all(sizeof mine * comm.size());
+  comm.allGather(mine, all.data(), sizeof mine)->wait();
+  std::map<std::string, int> index;
+  std::vector<int> node(comm.size());
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string host(all.data() + r * sizeof mine);
+    node[r] = index.emplace(host, static_cast<int>(index.size())).first->second;
+  }
+  return node;
+}
+
+#ifndef SHOAL_HAVE_GLOO
+std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
+  throw Error("this shoal-run was built without Gloo (libgloo-dev), which "
+              "the torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, "
+              "MASTER_PORT) needs; start it with mpirun instead");
+}
+#endif

@@ -1,0 +1,222 @@
+//===- GlooTest.cpp - The Gloo communicator and its bootstrap ---*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// GlooWorld.* run only in a world started without MPI by test/launch_env.py
+// (ctest shoal-runtime-gloo-tests: two processes with RANK, WORLD_SIZE,
+// MASTER_ADDR and MASTER_PORT); elsewhere they skip. GlooBootstrap.* run
+// in one process and check the bootstrap's errors. HalfFloat.* check the
+// conversions the host communicators reduce f16 and bf16 with.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CommunicatorSuite.h"
+#include "comm/HalfFloat.h"
+#include "shoal/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+
+using namespace shoal::rt;
+using namespace shoal::rt::test;
+
+namespace {
+
+bool launchedWithEnv() {
+  return std::getenv("RANK") && std::getenv("WORLD_SIZE") &&
+         !std::getenv("OMPI_COMM_WORLD_SIZE");
+}
+
+/// Sets (or with nullptr unsets) environment variables for one test and
+/// restores them after.
+class ScopedEnv {
+public:
+  explicit ScopedEnv(const std::map<std::string, const char *> &vars) {
+    for (const auto &[name, value] : vars) {
+      const char *old = std::getenv(name.c_str());
+      saved.push_back({name, old ? std::string(old) : std::string(), !!old});
+      if (value)
+        setenv(name.c_str(), value, 1);
+      else
+        unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (const Saved &s : saved)
+      if (s.present)
+        setenv(s.name.c_str(), s.value.c_str(), 1);
+      else
+        unsetenv(s.name.c_str());
+  }
+
+private:
+  struct Saved {
+    std::string name, value;
+    bool present;
+  };
+  std::vector<Saved> saved;
+};
+
+/// A TCP port on the loopback that nothing listens on (bound, then freed).
+int unusedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(GlooWorld, RunsEveryOperation) {
+  if (!launchedWithEnv())
+    GTEST_SKIP() << "needs a torchrun-style launch (test/launch_env.py)";
+  EXPECT_EQ(detectBootstrap(), Bootstrap::Env);
+  std::unique_ptr<Communicator> world = makeEnvWorld();
+  EXPECT_EQ(world->name(), "gloo");
+  EXPECT_EQ(world->rank(), std::atoi(std::getenv("RANK")));
+  EXPECT_EQ(world->size(), std::atoi(std::getenv("WORLD_SIZE")));
+  EXPECT_EQ(localRankFromEnv(), std::atoi(std::getenv("LOCAL_RANK")));
+  runCommunicatorSuite(*world);
+  runCommSuite(*world);
+  std::vector<int> node = nodeOfRanks(*world);
+  EXPECT_EQ(node, std::vector<int>(world->size(), 0));
+  world->barrier();
+}
+
+TEST(GlooBootstrap, MissingWorldSizeIsNamed) {
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", nullptr}});
+  EXPECT_EQ(detectBootstrap(), Bootstrap::Env);
+  std::string e = errorOf([] { makeEnvWorld(); });
+  EXPECT_NE(e.find("WORLD_SIZE is not set"), std::string::npos) << e;
+}
+
+TEST(GlooBootstrap, BadVariablesAreNamed) {
+  {
+    ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "2"}});
+    std::string e = errorOf([] { makeEnvWorld(); });
+    EXPECT_NE(e.find("RANK='2' is not valid"), std::string::npos) << e;
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "two"}});
+    std::string e = errorOf([] { makeEnvWorld(); });
+    EXPECT_NE(e.find("WORLD_SIZE='two' is not valid"), std::string::npos) << e;
+  }
+  {
+    ScopedEnv env(
+        {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", nullptr}});
+    std::string e = errorOf([] { makeEnvWorld(); });
+    EXPECT_NE(e.find("MASTER_ADDR is not set"), std::string::npos) << e;
+  }
+  {
+    ScopedEnv env({{"RANK", "1"},
+                   {"WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", "70000"}});
+    std::string e = errorOf([] { makeEnvWorld(); });
+    EXPECT_NE(e.find("MASTER_PORT='70000' is not valid"), std::string::npos)
+        << e;
+  }
+  {
+    ScopedEnv env(
+        {{"LOCAL_RANK", "-1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}});
+    std::string e = errorOf([] { localRankFromEnv(); });
+    EXPECT_NE(e.find("LOCAL_RANK='-1' is not valid"), std::string::npos) << e;
+  }
+}
+
+TEST(GlooBootstrap, UnreachableMasterTimesOut) {
+  std::string port = std::to_string(unusedPort());
+  ScopedEnv env({{"RANK", "1"},
+                 {"WORLD_SIZE", "2"},
+                 {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", port.c_str()},
+                 {"SHOAL_RENDEZVOUS_TIMEOUT", "1"}});
+  auto start = std::chrono::steady_clock::now();
+  std::string e = errorOf([] { makeEnvWorld(); });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_NE(e.find("cannot reach the rendezvous store at "
+                   "MASTER_ADDR:MASTER_PORT 127.0.0.1:" +
+                   port + " within 1 s"),
+            std::string::npos)
+      << e;
+  EXPECT_LT(seconds, 10);
+}
+
+TEST(GlooBootstrap, WorldOfOneNeedsNoMaster) {
+  ScopedEnv env({{"RANK", "0"},
+                 {"WORLD_SIZE", "1"},
+                 {"MASTER_ADDR", nullptr},
+                 {"MASTER_PORT", nullptr}});
+  std::unique_ptr<Communicator> world = makeEnvWorld();
+  EXPECT_EQ(world->size(), 1);
+  float x[2] = {1.5f, 2};
+  world->allReduce(x, 2, DType::F32)->wait();
+  EXPECT_EQ(x[0], 1.5f);
+  std::unique_ptr<Communicator> sub = world->split(3, 0);
+  EXPECT_EQ(sub->size(), 1);
+  int64_t v = 5, out = 0;
+  sub->allGather(&v, &out, sizeof v)->wait();
+  EXPECT_EQ(out, 5);
+  world->barrier();
+}
+
+TEST(HalfFloat, RoundsToNearestEven) {
+  using namespace shoal::rt::half;
+  // bf16: ties go to the even mantissa.
+  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(floatToBf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
+  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(floatToBf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::nanf("")))));
+  EXPECT_EQ(floatToBf16(INFINITY), 0x7f80);
+  // f16: normal, tie, overflow, subnormal and underflow.
+  EXPECT_EQ(floatToF16(1.0f), 0x3c00);
+  EXPECT_EQ(floatToF16(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(floatToF16(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
+  EXPECT_EQ(floatToF16(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToF16(65519.0f), 0x7bff);
+  EXPECT_EQ(floatToF16(65520.0f), 0x7c00);
+  EXPECT_EQ(floatToF16(0x1p-24f), 0x0001);
+  EXPECT_EQ(floatToF16(0x1p-25f), 0x0000);
+  EXPECT_EQ(floatToF16(0x1.8p-25f), 0x0001);
+  EXPECT_EQ(floatToF16(-0x1p-14f), 0x8400);
+  EXPECT_EQ(f16ToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(f16ToFloat(0x03ff), 0x3ffp-24f);
+  EXPECT_EQ(f16ToFloat(0xfc00), -INFINITY);
+  EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16(std::nanf("")))));
+  // Every f16 survives the round trip through f32.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
+      continue; // NaNs
+    ASSERT_EQ(floatToF16(f16ToFloat(uint16_t(h))), h) << std::hex << h;
+  }
+}
