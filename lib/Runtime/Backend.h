@@ -5,10 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // A ProgramRunner holds one program's values on one device and runs its ops.
-// The CPU backend (Executor) is the reference; the CUDA backend (cuda/)
-// keeps every value on the GPU, runs matrix products through cuBLAS and
-// collectives through NCCL, and falls back to the CPU kernels for ops it has
-// no kernel for.
+// Its one implementation is the Executor, which runs every plan kind on
+// every Device (Device.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,34 +112,6 @@ public:
   /// The catalog entry of the device, or null when unknown (CPUs).
   virtual const DeviceSpec *deviceSpec() const { return nullptr; }
 };
-
-/// True if the CUDA backend has a kernel for `op` of `plan` (its kind, with
-/// its dtypes and outputs); other ops run on the CPU, with a one-time warning
-/// naming them, or an error under --strict.
-bool cudaHasKernel(const LoadedPlan &plan, const OpInfo &op);
-
-/// Options of the CUDA backend.
-struct CudaOptions {
-  /// Precision of matrix products: fp32, tf32 (allowed by --allow-tf32),
-  /// bf16 or fp16 (inputs rounded, fp32 accumulation and storage).
-  Precision matmulPrecision = Precision::FP32;
-};
-
-/// The error for a training plan (Plan.training) on the CUDA backend, which
-/// does not run backward and optimizer ops.
-inline constexpr const char kTrainingNeedsCpu[] =
-    "training plans run on the CPU backend; use --backend cpu";
-
-/// True if this build has the CUDA backend.
-bool cudaBackendBuilt();
-
-/// Makes the CUDA runner for this rank without communicating: picks the GPU
-/// `localRank % device count` and plans and allocates device memory once.
-/// connect() then bootstraps NCCL over MPI for the plan's collectives.
-/// Throws Error when no GPU is usable or the build has no CUDA.
-std::unique_ptr<ProgramRunner> makeCudaRunner(const LoadedPlan &plan,
-                                              const CudaOptions &options,
-                                              int localRank);
 
 } // namespace rt
 } // namespace shoal

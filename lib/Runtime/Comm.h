@@ -20,9 +20,6 @@
 #include "Sharding.h"
 #include "Tensor.h"
 
-// Only for the transitional world() below.
-#include <mpi.h>
-
 #include <map>
 #include <memory>
 #include <vector>
@@ -44,10 +41,6 @@ public:
   int size() const { return worldSize; }
   /// The communicator of all the mesh's ranks.
   Communicator &communicator() const { return worldComm; }
-  /// Transitional, for cuda/CudaRunner.cpp until it bootstraps NCCL through
-  /// communicator().broadcast: the MPI communicator of the world. Throws
-  /// Error when the world is not an MPI communicator.
-  MPI_Comm world() const;
   const Mesh &mesh() const { return meshInfo; }
   const std::vector<int64_t> &coords() const { return myCoords; }
   /// Sets this rank's coordinate on the micro-batch axis (if the mesh has

@@ -145,6 +145,13 @@ Bootstrap detectBootstrap();
 
 /// The MPI world (MPI_COMM_WORLD). MPI must be initialized.
 std::unique_ptr<Communicator> makeMpiWorld();
+/// MPI's lifetime, for the tools (the only MPI calls outside comm/Mpi.cpp
+/// go through these): MPI_Init, MPI_Finalize (once; no-op after),
+/// this process's rank in MPI_COMM_WORLD, MPI_Abort of the whole job.
+void mpiInit(int &argc, char **&argv);
+void mpiFinalize();
+int mpiWorldRank();
+[[noreturn]] void mpiAbort(int status);
 /// The world from the torchrun-style environment, over Gloo's TCP
 /// transport, rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves it).
 /// Throws Error naming the missing or bad variable.

@@ -1,4 +1,4 @@
-//===- Executor.cpp - Running a program's ops -------------------*- C++ -*-===//
+//===- Executor.cpp - The scheduler of every plan on every device -*- C++ -*-//
 //
 // Part of the shoal project.
 //
@@ -7,7 +7,6 @@
 #include "Executor.h"
 
 #include "Comm.h"
-#include "cpu/Kernels.h"
 #include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
@@ -21,11 +20,76 @@
 
 using namespace shoal::rt;
 
-Executor::Executor(const LoadedPlan &plan)
-    : plan(plan), values(plan.values.size()),
-      persistent(plan.values.size(), false) {
+/// A collective in flight: its Work, the value it writes and, when the
+/// device's tensors are staged through the host for a host communicator,
+/// the host buffer to copy back.
+struct Executor::Pending {
+  std::unique_ptr<Work> work;
+  std::string name;
+  Clock::time_point start;
+  std::size_t bytes = 0;
+  /// (value, device tensor, host staging buffer or undefined).
+  struct Part {
+    int value = -1;
+    Tensor target;
+    Tensor host;
+    /// Offset of the part in a bucket's flat buffer (bytes).
+    std::size_t offset = 0;
+  };
+  std::vector<Part> parts;
+  /// A bucket's flat buffer (on the host when staged, else on the device).
+  Tensor flat;
+  bool packed = false;
+  bool done = false;
+};
+
+/// Gradient all-reduces waiting to be packed into one.
+struct Executor::Bucket {
+  std::vector<int> axes;
+  DType dtype = DType::F32;
+  std::size_t bytes = 0;
+  std::vector<std::pair<int, Tensor>> parts;
+};
+
+Executor::Executor(const LoadedPlan &plan, ExecutorOptions options)
+    : Executor(plan, *makeCpuDevice().release(), options) {
+  ownDevice.reset(&device);
+}
+
+Executor::Executor(const LoadedPlan &plan, Device &device,
+                   ExecutorOptions options)
+    : plan(plan), device(device), options(options),
+      values(plan.values.size()), persistent(plan.values.size(), false) {
+  registerCpuKernels();
+  if (device.kind() == BackendKind::CUDA)
+    registerCudaKernels();
   for (const WeightInfo &w : plan.weights)
     weightOfValue[w.value] = &w;
+  // Values only optimizer ops read: gradients, whose reductions may join a
+  // bucket.
+  gradientOnly.assign(plan.values.size(), false);
+  std::vector<bool> otherReader(plan.values.size(), false);
+  for (const OpInfo &o : plan.ops)
+    for (int v : o.inputs)
+      if (v >= 0)
+        (o.kind == OpKind::AdamW || o.kind == OpKind::SGD ? gradientOnly
+                                                          : otherReader)[v] =
+            true;
+  for (std::size_t v = 0; v < otherReader.size(); ++v)
+    if (otherReader[v])
+      gradientOnly[v] = false;
+  memory = planMemory(plan);
+  device.reserveArena(memory.arenaBytes);
+  made.assign(plan.values.size() * plan.numMicroBatches, 0);
+}
+
+Executor::~Executor() {
+  // Outstanding work must finish before its buffers go.
+  try {
+    progress(true);
+    progressSends(true);
+  } catch (...) {
+  }
 }
 
 void Executor::setValue(int id, Tensor tensor) {
@@ -34,15 +98,16 @@ void Executor::setValue(int id, Tensor tensor) {
   if (tensor.type() != plan.values[id])
     throw Error(fmt::format("value {} is {} but was given a {} tensor", id,
                             plan.values[id].str(), tensor.type().str()));
-  values[id] = std::move(tensor);
+  values[id] = device.fromHost(tensor);
   persistent[id] = true;
 }
 
-const Tensor &Executor::input(const OpInfo &op, std::size_t i) const {
-  const Tensor &t = values[op.inputs[i]];
+const Tensor &Executor::input(const OpInfo &op, std::size_t i) {
+  int v = op.inputs[i];
+  waitFor(v);
+  const Tensor &t = values[v];
   if (!t.defined())
-    throw Error(
-        fmt::format("input #{} (value {}) has no data", i, op.inputs[i]));
+    throw Error(fmt::format("input #{} (value {}) has no data", i, v));
   return t;
 }
 
@@ -53,19 +118,24 @@ void Executor::setMicroBatchValue(int id, int microBatch, Tensor tensor) {
   setValue(id, tensor);
   std::vector<Tensor> &blocks = microBatchInputs[id];
   blocks.resize(plan.numMicroBatches);
-  blocks[microBatch] = std::move(tensor);
+  blocks[microBatch] = values[id];
+}
+
+Tensor Executor::fetch(int id) {
+  waitFor(id);
+  device.synchronize();
+  return device.toHost(values.at(id));
 }
 
 Tensor Executor::fetchOutput(int id, int microBatch) {
-  auto out = outputs.find(id);
-  if (out != outputs.end() &&
-      microBatch < static_cast<int>(out->second.size()) &&
-      out->second[microBatch].defined())
-    return out->second[microBatch];
+  device.synchronize();
+  auto k = kept.find({id, microBatch});
+  if (k != kept.end())
+    return device.toHost(k->second);
   auto in = microBatchInputs.find(id);
   if (in != microBatchInputs.end())
-    return in->second.at(microBatch);
-  return values.at(id);
+    return device.toHost(in->second.at(microBatch));
+  return device.toHost(values.at(id));
 }
 
 double Executor::usSinceStart(Clock::time_point t) const {
@@ -94,13 +164,20 @@ double secondsBetween(std::chrono::steady_clock::time_point a,
 
 } // namespace
 
+void Executor::commEvent(const std::string &name, Clock::time_point start,
+                         Clock::time_point end, const std::string &args) {
+  stepProfile.events.push_back({name, 1, usSinceStart(start),
+                                usSinceStart(end) - usSinceStart(start), args});
+}
+
 void Executor::run(Comm &comm, bool verbose) {
-  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  worldRank = comm.rank();
   bool print = verbose && worldRank == 0;
-  // Values nothing reads (and that are no outputs) can go right away.
+  // Values of the last step are dead; persistent ones stay.
   for (std::size_t v = 0; v < values.size(); ++v)
-    if (plan.lastUse[v] == -1 && !persistent[v])
+    if (!persistent[v])
       values[v] = Tensor();
+  std::fill(made.begin(), made.end(), 0);
   stepStart = Clock::now();
   recvWaitSeconds = 0;
   stepProfile = StepProfile();
@@ -109,12 +186,12 @@ void Executor::run(Comm &comm, bool verbose) {
   accumulators.clear();
   for (const ScheduleEntry &e : plan.schedule) {
     auto start = Clock::now();
-    runTask(e.task, e.microBatch, comm, print);
-    auto end = Clock::now();
-    taskSeconds += secondsBetween(start, end);
     const TaskInfo &task = plan.tasks[e.task];
     std::string name =
         task.name.empty() ? fmt::format("task{}", e.task) : task.name;
+    runTask(e.task, e.microBatch, comm, print);
+    auto end = Clock::now();
+    taskSeconds += secondsBetween(start, end);
     stepProfile.events.push_back(
         {fmt::format("{}{} {}", e.backward ? 'B' : 'F', e.microBatch, name), 0,
          usSinceStart(start), usSinceStart(end) - usSinceStart(start),
@@ -124,17 +201,39 @@ void Executor::run(Comm &comm, bool verbose) {
                      e.backward ? "true" : "false")});
     progressSends(false);
   }
+  flushBucket(comm);
+  progress(true);
   progressSends(true);
-  stash.clear();
   selfMessages.clear();
   accumulators.clear();
   if (plan.training.present) {
     auto start = Clock::now();
-    applyOptimizers();
+    applyOptimizers(comm);
     taskSeconds += secondsBetween(start, Clock::now());
     ++completedSteps;
   }
+  device.synchronize();
   stepProfile.busySeconds = std::max(0.0, taskSeconds - recvWaitSeconds);
+}
+
+Tensor Executor::resultBuffer(int v) {
+  switch (memory.residence[v]) {
+  case Residence::Arena:
+    return device.arenaView(plan.values[v],
+                            static_cast<std::size_t>(memory.offset[v]));
+  case Residence::Kept: {
+    auto key = std::make_pair(v, currentMicroBatch);
+    auto it = kept.find(key);
+    if (it == kept.end())
+      it = kept.emplace(key, device.allocate(plan.values[v])).first;
+    return it->second;
+  }
+  case Residence::Persistent:
+    break;
+  }
+  throw Error(fmt::format("internal error: value {} is set from outside the "
+                          "ops but an op defines it",
+                          v));
 }
 
 void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
@@ -143,9 +242,10 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
   comm.setMicroBatch(microBatch);
   for (auto &entry : microBatchInputs)
     values[entry.first] = entry.second[microBatch];
+  std::size_t m = static_cast<std::size_t>(plan.numMicroBatches);
   for (int v : task.imports) {
-    auto it = stash.find({microBatch, v});
-    if (it == stash.end())
+    auto it = kept.find({v, microBatch});
+    if (it == kept.end() || !made[v * m + microBatch])
       throw Error(fmt::format("task '{}' of micro-batch {} reads value {}, "
                               "which the task defining it has not made",
                               task.name, microBatch, v));
@@ -156,6 +256,8 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     auto start = Clock::now();
     try {
       runOp(op, comm);
+      if (print || profiling)
+        device.synchronize();
     } catch (const Error &e) {
       // Kernel messages start with the op kind, which describe() has too.
       std::string msg = e.what();
@@ -164,75 +266,362 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
         msg = msg.substr(kind.size());
       throw Error(fmt::format("{}: {}", op.describe(), msg));
     }
-    if (profiling)
-      stepProfile.ops.push_back(
-          {op.index, microBatch, secondsBetween(start, Clock::now())});
-    for (int v : op.inputs)
-      if (v >= 0 && plan.lastUse[v] == op.index && !persistent[v])
-        values[v] = Tensor();
+    auto end = Clock::now();
     for (int v : op.outputs)
-      if (v >= 0 && plan.lastUse[v] == -1 && !persistent[v])
-        values[v] = Tensor();
+      if (v >= 0)
+        made[v * m + microBatch] = 1;
+    if (profiling)
+      stepProfile.ops.push_back({op.index, microBatch,
+                                 secondsBetween(start, end)});
+    if (!op.isCollective() && op.kind != OpKind::Send &&
+        op.kind != OpKind::Recv)
+      stepProfile.events.push_back(
+          {op.name.empty() ? op.kindName : op.name, 0, usSinceStart(start),
+           usSinceStart(end) - usSinceStart(start),
+           fmt::format("{{\"op\": {}, \"kind\": {}, \"micro_batch\": {}}}",
+                       op.index, jsonString(op.kindName), microBatch)});
+    // Let collectives in flight progress between ops.
+    if (!pending.empty())
+      progress(false);
     if (print) {
-      double ms = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
+      double ms = std::chrono::duration<double, std::milli>(end - start).count();
       std::string what = op.describe();
       if (plan.numMicroBatches > 1)
         what += fmt::format(" mb {}", microBatch);
       std::fprintf(stderr, "shoal-run: %-60s %10.3f ms\n", what.c_str(), ms);
     }
   }
-  for (int v : task.exports)
-    stash[{microBatch, v}] = values[v];
-  for (const PortInfo &port : plan.outputs)
-    if (plan.definingTask[port.value] == taskIndex) {
-      std::vector<Tensor> &perMicroBatch = outputs[port.value];
-      perMicroBatch.resize(plan.numMicroBatches);
-      perMicroBatch[microBatch] = values[port.value];
-    }
 }
 
 void Executor::runOp(const OpInfo &op, Comm &comm) {
-  if (op.kind == OpKind::Send) {
-    send(op);
+  switch (op.kind) {
+  case OpKind::Send:
+    send(op, comm);
     return;
-  }
-  if (op.kind == OpKind::Recv) {
-    recv(op);
+  case OpKind::Recv:
+    recv(op, comm);
     return;
-  }
-  if (op.kind == OpKind::AdamW || op.kind == OpKind::SGD) {
+  case OpKind::AdamW:
+  case OpKind::SGD:
     defer(op);
     return;
-  }
-  int mbAxis = plan.mesh.microBatchAxis();
-  if (op.kind == OpKind::AllReduce && mbAxis >= 0 &&
-      std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mbAxis) !=
-          op.attrs.meshAxes.end()) {
-    accumulate(op, comm);
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::AllToAll:
+    if (accumulatesOverMicroBatches(plan, op))
+      accumulate(op, comm);
+    else
+      collective(op, comm);
     return;
+  default:
+    runKernel(op, comm);
   }
+}
+
+void Executor::runKernel(const OpInfo &op, Comm &comm) {
   std::vector<const Tensor *> inputs;
   for (std::size_t i = 0; i < op.inputs.size(); ++i)
     inputs.push_back(op.inputs[i] < 0 ? nullptr : &input(op, i));
+  bool aliases = aliasesInput(op);
   std::vector<Tensor> outs;
-  runOnCpu(plan, op, inputs, outs, comm);
+  outs.reserve(op.outputs.size());
+  for (int v : op.outputs)
+    outs.push_back(v >= 0 && !aliases ? resultBuffer(v) : Tensor());
+  // Kernels may accumulate into their outputs or skip elements, as when
+  // they owned freshly zeroed buffers.
+  for (Tensor &t : outs)
+    if (t.defined())
+      device.zero(t);
+  KernelContext ctx{plan, device, 0};
+  if (op.kind == OpKind::LocalSlice)
+    ctx.groupIndex = comm.groupIndex(op.attrs.meshAxes);
+  KernelFn fn = findKernel(op.kind, device.kind());
+  bool ran = false;
+  if (fn) {
+    try {
+      fn(ctx, op, inputs, outs);
+      ran = true;
+    } catch (const KernelUnsupported &) {
+      if (device.kind() == BackendKind::CPU)
+        throw;
+    }
+  }
+  if (!ran) {
+    // No kernel on this device: run the CPU kernel on host copies.
+    KernelFn cpuFn = findKernel(op.kind, BackendKind::CPU);
+    if (!cpuFn)
+      throw Error(fmt::format("no kernel for {} on any backend", op.kindName));
+    if (options.strict)
+      throw Error(fmt::format("the {} backend has no kernel for {} "
+                              "(--strict)",
+                              backendName(device.kind()), op.kindName));
+    if (warnedFallback.insert(op.kind).second && worldRank == 0)
+      std::fprintf(stderr,
+                   "shoal-run: warning: the %s backend has no kernel for %s; "
+                   "it runs on the CPU\n",
+                   backendName(device.kind()), op.kindName.c_str());
+    std::vector<Tensor> hostIn;
+    hostIn.reserve(inputs.size());
+    std::vector<const Tensor *> hostInputs;
+    for (const Tensor *t : inputs) {
+      if (!t) {
+        hostInputs.push_back(nullptr);
+        continue;
+      }
+      hostIn.push_back(device.toHost(*t));
+      hostInputs.push_back(&hostIn.back());
+    }
+    std::vector<Tensor> hostOuts;
+    for (const Tensor &t : outs)
+      hostOuts.push_back(t.defined() ? Tensor(t.type()) : Tensor());
+    KernelContext hostCtx = ctx;
+    cpuFn(hostCtx, op, hostInputs, hostOuts);
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      if (op.outputs[i] < 0)
+        continue;
+      if (outs[i].defined())
+        device.copyFromHost(hostOuts[i], outs[i]);
+      else
+        outs[i] = device.fromHost(hostOuts[i]);
+    }
+  }
   for (std::size_t i = 0; i < op.outputs.size(); ++i)
     if (op.outputs[i] >= 0)
       values[op.outputs[i]] = std::move(outs[i]);
 }
 
+MemoryReport Executor::memoryReport() const {
+  MemoryReport r;
+  std::set<const void *> seen;
+  std::vector<bool> isWeight(values.size(), false), isState(values.size(),
+                                                              false);
+  for (const WeightInfo &w : plan.weights)
+    (w.zeroInit ? isState : isWeight)[w.value] = true;
+  std::vector<bool> isGrad(values.size(), false);
+  for (const OpInfo &op : plan.ops)
+    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
+        op.inputs.size() > 1 && op.inputs[1] >= 0)
+      isGrad[op.inputs[1]] = true;
+  for (std::size_t v = 0; v < values.size(); ++v) {
+    if (!persistent[v] || !values[v].defined() ||
+        !seen.insert(values[v].rawData()).second)
+      continue;
+    std::size_t bytes = values[v].numBytes();
+    if (isWeight[v])
+      r.weights += bytes;
+    else if (isState[v])
+      r.optimizer += bytes;
+    else
+      r.activations += bytes;
+  }
+  for (const auto &[v, blocks] : microBatchInputs)
+    for (const Tensor &t : blocks)
+      if (t.defined() && seen.insert(t.rawData()).second)
+        r.activations += t.numBytes();
+  for (const auto &[key, t] : kept) {
+    if (!seen.insert(t.rawData()).second)
+      continue;
+    (isGrad[key.first] ? r.grads : r.activations) += t.numBytes();
+  }
+  r.activations += memory.arenaBytes;
+  r.peak = device.peakBytes();
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
 namespace {
 
-template <typename T> void addInto(Tensor &acc, const Tensor &in) {
-  T *a = acc.data<T>();
-  const T *b = in.data<T>();
-  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
-    a[i] += b[i];
+/// The readers of value `v` after op `after`: true if the next op reads it
+/// (then an asynchronous start gains nothing).
+bool readNext(const LoadedPlan &plan, int v, int after) {
+  int next = after + 1;
+  if (next >= static_cast<int>(plan.ops.size()))
+    return false;
+  for (int in : plan.ops[next].inputs)
+    if (in == v)
+      return true;
+  return false;
+}
+
+std::string axesName(const Mesh &mesh, const std::vector<int> &axes) {
+  std::vector<std::string> names;
+  for (int a : axes)
+    names.push_back(mesh.axisName(a));
+  return fmt::format("{}", fmt::join(names, ","));
 }
 
 } // namespace
+
+void Executor::collective(const OpInfo &op, Comm &comm) {
+  const OpAttrs &a = op.attrs;
+  if (op.kind == OpKind::AllReduce) {
+    const Tensor &in = input(op, 0);
+    Tensor out = resultBuffer(op.outputs[0]);
+    device.copy(in, out);
+    values[op.outputs[0]] = out;
+    bool async = plan.lastUse[op.outputs[0]] >= 0 &&
+                 !readNext(plan, op.outputs[0], op.index);
+    bool bucketable =
+        async && options.gradBucketBytes > 0 &&
+        plan.training.present && gradientOnly[op.outputs[0]];
+    if (async) {
+      startAllReduce(op, out, a.meshAxes, comm, bucketable);
+      return;
+    }
+    startAllReduce(op, out, a.meshAxes, comm, false);
+    waitFor(op.outputs[0]);
+    return;
+  }
+  // AllGather and AllToAll run synchronously, on host tensors.
+  auto start = Clock::now();
+  Tensor in = device.toHost(input(op, 0));
+  Tensor out = resultBuffer(op.outputs[0]);
+  Tensor hostOut = device.memory() == MemoryKind::Host
+                       ? out
+                       : Tensor::uninitialized(out.type());
+  if (op.kind == OpKind::AllGather)
+    comm.allGather(in, hostOut, a.dim, a.meshAxes);
+  else
+    comm.allToAll(in, hostOut, a.dim, a.concatDim, a.meshAxes);
+  if (device.memory() != MemoryKind::Host)
+    device.copyFromHost(hostOut, out);
+  values[op.outputs[0]] = out;
+  commEvent(fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
+            start, Clock::now(),
+            fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
+                        out.numBytes()));
+}
+
+void Executor::startAllReduce(const OpInfo &op, Tensor t,
+                              const std::vector<int> &axes, Comm &comm,
+                              bool bucketable) {
+  int v = op.outputs[0];
+  if (bucketable) {
+    if (bucket && (bucket->axes != axes || bucket->dtype != t.dtype()))
+      flushBucket(comm);
+    if (!bucket) {
+      bucket = std::make_unique<Bucket>();
+      bucket->axes = axes;
+      bucket->dtype = t.dtype();
+    }
+    bucket->parts.emplace_back(v, t);
+    bucket->bytes += t.numBytes();
+    pendingOf[v] = nullptr; // In the open bucket.
+    if (bucket->bytes >= options.gradBucketBytes)
+      flushBucket(comm);
+    return;
+  }
+  auto p = std::make_unique<Pending>();
+  p->name = fmt::format("AllReduce over {}", axesName(plan.mesh, axes));
+  p->start = Clock::now();
+  p->bytes = t.numBytes();
+  Pending::Part part;
+  part.value = v;
+  part.target = t;
+  Communicator &group = comm.group(axes);
+  bool staged = device.memory() != MemoryKind::Host && !group.deviceMemory();
+  if (staged)
+    part.host = device.toHost(t);
+  Tensor &buf = staged ? part.host : part.target;
+  p->work = group.allReduce(buf.rawData(), buf.numElements(), buf.dtype());
+  p->parts.push_back(std::move(part));
+  pendingOf[v] = p.get();
+  pending.push_back(std::move(p));
+}
+
+void Executor::flushBucket(Comm &comm) {
+  if (!bucket)
+    return;
+  std::unique_ptr<Bucket> b = std::move(bucket);
+  auto p = std::make_unique<Pending>();
+  p->name = fmt::format("AllReduce over {} (bucket of {})",
+                        axesName(plan.mesh, b->axes), b->parts.size());
+  p->start = Clock::now();
+  p->bytes = b->bytes;
+  p->packed = true;
+  Communicator &group = comm.group(b->axes);
+  bool host = device.memory() == MemoryKind::Host || !group.deviceMemory();
+  int64_t elems = static_cast<int64_t>(b->bytes / dtypeSize(b->dtype));
+  TensorType flatType{b->dtype, {elems}};
+  p->flat = host ? Tensor::uninitialized(flatType) : device.allocate(flatType);
+  std::size_t offset = 0;
+  for (auto &[v, t] : b->parts) {
+    Pending::Part part;
+    part.value = v;
+    part.target = t;
+    part.offset = offset;
+    Tensor slot = Tensor::view(
+        t.type(),
+        std::shared_ptr<uint8_t>(p->flat.storageHandle(),
+                                 p->flat.bytes() + offset),
+        p->flat.memory());
+    if (host)
+      device.copyToHost(t, slot);
+    else
+      device.copy(t, slot);
+    offset += t.numBytes();
+    pendingOf[v] = p.get();
+    p->parts.push_back(std::move(part));
+  }
+  if (!host)
+    device.synchronize();
+  p->work = group.allReduce(p->flat.rawData(), elems, b->dtype);
+  pending.push_back(std::move(p));
+}
+
+void Executor::finishPending(Pending &p) {
+  if (p.done)
+    return;
+  p.work->wait();
+  auto end = Clock::now();
+  for (Pending::Part &part : p.parts) {
+    if (p.packed) {
+      Tensor slot = Tensor::view(
+          part.target.type(),
+          std::shared_ptr<uint8_t>(p.flat.storageHandle(),
+                                   p.flat.bytes() + part.offset),
+          p.flat.memory());
+      if (slot.onHost() && device.memory() != MemoryKind::Host)
+        device.copyFromHost(slot, part.target);
+      else
+        device.copy(slot, part.target);
+    } else if (part.host.defined()) {
+      device.copyFromHost(part.host, part.target);
+    }
+    pendingOf.erase(part.value);
+  }
+  p.done = true;
+  commEvent(p.name, p.start, end,
+            fmt::format("{{\"bytes\": {}, \"values\": {}}}", p.bytes,
+                        p.parts.size()));
+}
+
+void Executor::progress(bool all) {
+  for (auto &p : pending)
+    if (!p->done && (all || p->work->test()))
+      finishPending(*p);
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [](const std::unique_ptr<Pending> &p) {
+                                 return p->done;
+                               }),
+                pending.end());
+}
+
+void Executor::waitFor(int v) {
+  auto it = pendingOf.find(v);
+  if (it == pendingOf.end())
+    return;
+  if (!it->second) {
+    // In the open bucket: a reader needs it now.
+    throw Error(fmt::format("internal error: value {} is read while its "
+                            "gradient bucket is open",
+                            v));
+  }
+  finishPending(*it->second);
+}
 
 void Executor::accumulate(const OpInfo &op, Comm &comm) {
   const Tensor &in = input(op, 0);
@@ -245,52 +634,66 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
                             "to {} in order",
                             j, acc.count, m - 1));
   if (j == 0) {
-    // A copy: the input may be a weight or a value read elsewhere.
-    acc.sum = Tensor(in.type());
-    if (in.numBytes())
-      std::memcpy(acc.sum.rawData(), in.rawData(), in.numBytes());
+    // The step's sum lives in micro-batch 0's buffer of the output.
+    int saved = currentMicroBatch;
+    currentMicroBatch = 0;
+    acc.sum = resultBuffer(op.outputs[0]);
+    currentMicroBatch = saved;
+    device.copy(in, acc.sum);
   } else {
-    switch (in.dtype()) {
-    case DType::F32:
-      addInto<float>(acc.sum, in);
-      break;
-    case DType::I64:
-      addInto<int64_t>(acc.sum, in);
-      break;
-    case DType::I32:
-      addInto<int32_t>(acc.sum, in);
-      break;
-    case DType::Bool:
-      throw Error("AllReduce is not supported on bool tensors");
-    }
+    device.addInto(acc.sum, in);
   }
   ++acc.count;
-  Tensor out = acc.sum;
+  // Before the last micro-batch: the running partial sum (which the plan
+  // reads only at the last micro-batch).
+  values[op.outputs[0]] = acc.sum;
   if (j == m - 1) {
     std::vector<int> rest;
     for (int a : op.attrs.meshAxes)
       if (a != plan.mesh.microBatchAxis())
         rest.push_back(a);
-    if (!rest.empty())
-      comm.allReduce(out, out, rest);
+    if (!rest.empty()) {
+      bool async = plan.lastUse[op.outputs[0]] >= 0 &&
+                   !readNext(plan, op.outputs[0], op.index);
+      bool bucketable = async && options.gradBucketBytes > 0 &&
+                        plan.training.present &&
+                        gradientOnly[op.outputs[0]];
+      startAllReduce(op, acc.sum, rest, comm, bucketable);
+      if (!async)
+        waitFor(op.outputs[0]);
+    }
     accumulators.erase(op.index);
   }
-  // Before the last micro-batch: the running partial sum (which the plan
-  // reads only at the last micro-batch).
-  values[op.outputs[0]] = std::move(out);
 }
+
+//===----------------------------------------------------------------------===//
+// Optimizers
+//===----------------------------------------------------------------------===//
 
 void Executor::defer(const OpInfo &op) {
   DeferredUpdate d;
   d.op = &op;
-  for (std::size_t i = 0; i < op.inputs.size(); ++i)
-    d.operands.push_back(op.inputs[i] < 0 ? Tensor() : input(op, i));
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] < 0) {
+      d.operands.emplace_back();
+      continue;
+    }
+    // Gradients may still be in a bucket: read them at the end of the step.
+    int v = op.inputs[i];
+    d.operands.push_back(pendingOf.count(v) ? Tensor() : input(op, i));
+  }
   // SGD without momentum may have no buffer.
   d.operands.resize(op.kind == OpKind::AdamW ? 4 : 3);
   deferred.push_back(std::move(d));
 }
 
-void Executor::applyOptimizers() {
+void Executor::applyOptimizers(Comm &comm) {
+  // Every gradient is reduced by now (run() waited); read the ones that were
+  // in flight when their optimizer op ran.
+  for (DeferredUpdate &d : deferred)
+    for (std::size_t i = 0; i < d.op->inputs.size(); ++i)
+      if (!d.operands[i].defined() && d.op->inputs[i] >= 0)
+        d.operands[i] = input(*d.op, i);
   gradNorm = 0;
   if (plan.training.clipping) {
     // Every rank joins, with or without optimizer ops of its own.
@@ -306,11 +709,10 @@ void Executor::applyOptimizers() {
             !it->second->sharding.uses(static_cast<int>(a)))
           replicas *= plan.mesh.axisSize(a);
       }
-      local += cpu::sumOfSquares(d.operands[1]) / static_cast<double>(replicas);
+      local += device.sumOfSquares(d.operands[1]) /
+               static_cast<double>(replicas);
     }
-    double global = 0;
-    MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    gradNorm = std::sqrt(global);
+    gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }
   int64_t step = completedSteps + 1;
   for (DeferredUpdate &d : deferred) {
@@ -320,15 +722,19 @@ void Executor::applyOptimizers() {
       float scale = cpu::clipScale(params, gradNorm);
       std::vector<Tensor> &t = d.operands;
       if (op.kind == OpKind::AdamW)
-        cpu::adamwUpdate(params, step, scale, t[0], t[1], t[2], t[3]);
+        device.adamw(params, step, scale, t[0], t[1], t[2], t[3]);
       else
-        cpu::sgdUpdate(params, step, scale, t[0], t[1], t[2]);
+        device.sgd(params, step, scale, t[0], t[1], t[2]);
     } catch (const Error &e) {
       throw Error(fmt::format("{}: {}", op.describe(), e.what()));
     }
   }
   deferred.clear();
 }
+
+//===----------------------------------------------------------------------===//
+// Send and Recv
+//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -340,43 +746,34 @@ Shape relativeOffsets(const TransferMessage &msg, const Shape &blockOffsets) {
   return rel;
 }
 
-int messageBytes(std::size_t bytes) {
-  if (bytes > static_cast<std::size_t>(INT_MAX))
-    throw Error(fmt::format("messages of {} bytes (over 2 GiB) are not "
-                            "supported yet",
-                            bytes));
-  return static_cast<int>(bytes);
-}
-
 } // namespace
 
-void Executor::send(const OpInfo &op) {
+void Executor::send(const OpInfo &op, Comm &comm) {
   auto start = Clock::now();
   const TransferInfo &t = plan.transfers[op.transfer];
-  const Tensor &in = input(op, 0);
+  Tensor in = device.toHost(input(op, 0));
   int mb = currentMicroBatch;
   int tag = t.id * kMaxMicroBatches + mb;
   std::size_t elem = dtypeSize(in.dtype());
   std::vector<int64_t> peers;
   std::size_t total = 0;
+  Communicator &world = global ? *global : comm.communicator();
   for (const TransferMessage &msg : t.messages) {
     if (msg.src != worldRank)
       continue;
-    std::vector<uint8_t> buf(static_cast<std::size_t>(msg.numElements()) *
-                             elem);
+    Tensor buf = Tensor::uninitialized({in.dtype(), msg.shape});
     copyBox(in.rawData(), in.shape(), relativeOffsets(msg, t.blockOffsets),
-            buf.data(), msg.shape, Shape(msg.shape.size(), 0), msg.shape, elem);
+            buf.rawData(), msg.shape, Shape(msg.shape.size(), 0), msg.shape,
+            elem);
     peers.push_back(msg.dst);
-    total += buf.size();
+    total += buf.numBytes();
     if (msg.dst == worldRank) {
       // Buffered: this rank's Recv may run later in the schedule.
       selfMessages[{t.id, mb}] = std::move(buf);
       continue;
     }
-    MPI_Request req;
-    MPI_Isend(buf.data(), messageBytes(buf.size()), MPI_BYTE,
-              static_cast<int>(msg.dst), tag, MPI_COMM_WORLD, &req);
-    sendRequests.push_back(req);
+    sendWork.push_back(world.send(buf.rawData(), buf.numBytes(),
+                                  static_cast<int>(msg.dst), tag));
     sendBuffers.push_back(std::move(buf));
   }
   auto end = Clock::now();
@@ -391,29 +788,32 @@ void Executor::send(const OpInfo &op) {
     if (!tt.peers.empty())
       stepProfile.transfers.push_back(std::move(tt));
   }
-  stepProfile.events.push_back(
-      {fmt::format("Send {}", t.id), 1, usSinceStart(start),
-       usSinceStart(end) - usSinceStart(start),
-       fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"to\": [{}], "
-                   "\"bytes\": {}}}",
-                   t.id, mb, fmt::join(peers, ", "), total)});
+  commEvent(fmt::format("Send {}", t.id), start, end,
+            fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"to\": "
+                        "[{}], \"bytes\": {}}}",
+                        t.id, mb, fmt::join(peers, ", "), total));
 }
 
-void Executor::recv(const OpInfo &op) {
+void Executor::recv(const OpInfo &op, Comm &comm) {
   auto start = Clock::now();
   const TransferInfo &t = plan.transfers[op.transfer];
   int mb = currentMicroBatch;
   int tag = t.id * kMaxMicroBatches + mb;
-  Tensor out(plan.values[op.outputs[0]]);
+  Tensor out = resultBuffer(op.outputs[0]);
+  Tensor hostOut =
+      device.memory() == MemoryKind::Host ? out : Tensor(out.type());
+  if (device.memory() == MemoryKind::Host)
+    device.zero(out);
   std::size_t elem = dtypeSize(out.dtype());
   std::vector<const TransferMessage *> mine;
   for (const TransferMessage &msg : t.messages)
     if (msg.dst == worldRank)
       mine.push_back(&msg);
-  std::vector<std::vector<uint8_t>> bufs(mine.size());
-  std::vector<MPI_Request> reqs;
+  std::vector<Tensor> bufs(mine.size());
+  std::vector<std::unique_ptr<Work>> work;
   std::vector<int64_t> peers;
   std::size_t total = 0;
+  Communicator &world = global ? *global : comm.communicator();
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const TransferMessage &msg = *mine[i];
     peers.push_back(msg.src);
@@ -427,22 +827,20 @@ void Executor::recv(const OpInfo &op) {
                                 t.id, mb));
       bufs[i] = std::move(it->second);
       selfMessages.erase(it);
-      total += bufs[i].size();
+      total += bufs[i].numBytes();
       continue;
     }
-    bufs[i].resize(static_cast<std::size_t>(msg.numElements()) * elem);
-    total += bufs[i].size();
-    reqs.emplace_back();
-    MPI_Irecv(bufs[i].data(), messageBytes(bufs[i].size()), MPI_BYTE,
-              static_cast<int>(msg.src), tag, MPI_COMM_WORLD, &reqs.back());
+    bufs[i] = Tensor::uninitialized({out.dtype(), msg.shape});
+    total += bufs[i].numBytes();
+    work.push_back(world.recv(bufs[i].rawData(), bufs[i].numBytes(),
+                              static_cast<int>(msg.src), tag));
   }
   auto waitStart = Clock::now();
-  if (!reqs.empty())
-    MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
-                MPI_STATUSES_IGNORE);
+  for (auto &w : work)
+    w->wait();
   auto waitEnd = Clock::now();
   recvWaitSeconds += secondsBetween(waitStart, waitEnd);
-  if (profiling && !reqs.empty()) {
+  if (profiling && !work.empty()) {
     TransferTime tt{t.id, mb, false, usSinceStart(start), usSinceStart(waitEnd),
                     0,    {}};
     for (const TransferMessage *msg : mine)
@@ -454,299 +852,31 @@ void Executor::recv(const OpInfo &op) {
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const TransferMessage &msg = *mine[i];
-    copyBox(bufs[i].data(), msg.shape, Shape(msg.shape.size(), 0),
-            out.rawData(), out.shape(), relativeOffsets(msg, t.blockOffsets),
-            msg.shape, elem);
+    copyBox(bufs[i].rawData(), msg.shape, Shape(msg.shape.size(), 0),
+            hostOut.rawData(), hostOut.shape(),
+            relativeOffsets(msg, t.blockOffsets), msg.shape, elem);
   }
-  values[op.outputs[0]] = std::move(out);
-  auto end = Clock::now();
-  stepProfile.events.push_back(
-      {fmt::format("Recv {}", t.id), 1, usSinceStart(start),
-       usSinceStart(end) - usSinceStart(start),
-       fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"from\": [{}], "
-                   "\"bytes\": {}}}",
-                   t.id, mb, fmt::join(peers, ", "), total)});
+  if (device.memory() != MemoryKind::Host)
+    device.copyFromHost(hostOut, out);
+  values[op.outputs[0]] = out;
+  commEvent(fmt::format("Recv {}", t.id), start, Clock::now(),
+            fmt::format("{{\"transfer\": {}, \"micro_batch\": {}, \"from\": "
+                        "[{}], \"bytes\": {}}}",
+                        t.id, mb, fmt::join(peers, ", "), total));
 }
 
 void Executor::progressSends(bool wait) {
-  if (sendRequests.empty())
+  if (sendWork.empty())
     return;
-  int done = 0;
-  if (wait) {
-    MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(),
-                MPI_STATUSES_IGNORE);
-    done = 1;
-  } else {
-    MPI_Testall(static_cast<int>(sendRequests.size()), sendRequests.data(),
-                &done, MPI_STATUSES_IGNORE);
+  bool done = true;
+  for (auto &w : sendWork) {
+    if (wait)
+      w->wait();
+    else if (!w->test())
+      done = false;
   }
   if (done) {
-    sendRequests.clear();
+    sendWork.clear();
     sendBuffers.clear();
-  }
-}
-
-void Executor::runOnCpu(const LoadedPlan &plan, const OpInfo &op,
-                        const std::vector<const Tensor *> &inputs,
-                        std::vector<Tensor> &outs, Comm &comm) {
-  const OpAttrs &a = op.attrs;
-  // Allocate the outputs with their declared local types, except for ops
-  // that alias their input.
-  bool aliases =
-      op.kind == OpKind::Reshape ||
-      ((op.kind == OpKind::ReduceMean || op.kind == OpKind::ReduceSum) &&
-       a.reduceIsIdentity);
-  outs.clear();
-  for (int v : op.outputs)
-    outs.push_back(v >= 0 && !aliases ? Tensor(plan.values[v]) : Tensor());
-  auto input = [&](const OpInfo &, std::size_t i) -> const Tensor & {
-    if (i >= inputs.size() || !inputs[i] || !inputs[i]->defined())
-      throw Error(fmt::format("input #{} has no data", i));
-    return *inputs[i];
-  };
-  auto optionalInput = [&](std::size_t i) -> const Tensor * {
-    if (i >= inputs.size() || !inputs[i])
-      return nullptr;
-    return &input(op, i);
-  };
-  auto optionalOutput = [&](std::size_t i) -> Tensor * {
-    if (i >= outs.size() || !outs[i].defined())
-      return nullptr;
-    return &outs[i];
-  };
-
-  switch (op.kind) {
-  case OpKind::MatMul:
-    cpu::matmul(input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Gemm:
-    cpu::gemm(input(op, 0), input(op, 1), optionalInput(2), a.alpha, a.beta,
-              a.transA, a.transB, outs[0]);
-    break;
-  case OpKind::Add:
-    cpu::binary(cpu::BinaryOp::Add, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Sub:
-    cpu::binary(cpu::BinaryOp::Sub, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Mul:
-    cpu::binary(cpu::BinaryOp::Mul, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Div:
-    cpu::binary(cpu::BinaryOp::Div, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Pow:
-    cpu::binary(cpu::BinaryOp::Pow, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Erf:
-    cpu::unary(cpu::UnaryOp::Erf, input(op, 0), outs[0]);
-    break;
-  case OpKind::Tanh:
-    cpu::unary(cpu::UnaryOp::Tanh, input(op, 0), outs[0]);
-    break;
-  case OpKind::Relu:
-    cpu::unary(cpu::UnaryOp::Relu, input(op, 0), outs[0]);
-    break;
-  case OpKind::Sqrt:
-    cpu::unary(cpu::UnaryOp::Sqrt, input(op, 0), outs[0]);
-    break;
-  case OpKind::Exp:
-    cpu::unary(cpu::UnaryOp::Exp, input(op, 0), outs[0]);
-    break;
-  case OpKind::Neg:
-    cpu::unary(cpu::UnaryOp::Neg, input(op, 0), outs[0]);
-    break;
-  case OpKind::Sigmoid:
-    cpu::unary(cpu::UnaryOp::Sigmoid, input(op, 0), outs[0]);
-    break;
-  case OpKind::Softmax:
-    cpu::softmax(input(op, 0), a.axis, outs[0]);
-    break;
-  case OpKind::LayerNormalization:
-    cpu::layerNorm(input(op, 0), input(op, 1), optionalInput(2), a.axis,
-                   a.epsilon, outs[0], optionalOutput(1), optionalOutput(2));
-    break;
-  case OpKind::Gather:
-    cpu::gather(input(op, 0), input(op, 1), a.axis, outs[0]);
-    break;
-  case OpKind::Reshape:
-    // Shares the input's buffer.
-    outs[0] = Tensor::alias(input(op, 0), plan.values[op.outputs[0]].shape);
-    break;
-  case OpKind::Transpose:
-    cpu::transpose(input(op, 0), a.perm, outs[0]);
-    break;
-  case OpKind::ReduceMean:
-  case OpKind::ReduceSum:
-    if (a.reduceIsIdentity) {
-      outs[0] = Tensor::alias(input(op, 0), input(op, 0).shape());
-      break;
-    }
-    cpu::reduce(op.kind == OpKind::ReduceSum ? cpu::ReduceOp::Sum
-                                             : cpu::ReduceOp::Mean,
-                input(op, 0), a.axes, outs[0]);
-    break;
-  case OpKind::AllReduce:
-    comm.allReduce(input(op, 0), outs[0], a.meshAxes);
-    break;
-  case OpKind::AllGather:
-    comm.allGather(input(op, 0), outs[0], a.dim, a.meshAxes);
-    break;
-  case OpKind::AllToAll:
-    comm.allToAll(input(op, 0), outs[0], a.dim, a.concatDim, a.meshAxes);
-    break;
-  case OpKind::Gelu:
-    cpu::gelu(input(op, 0), optionalInput(1), outs[0]);
-    break;
-  case OpKind::AddLayerNorm:
-    cpu::addLayerNorm(input(op, 0), input(op, 1), input(op, 2),
-                      optionalInput(3), a.axis, a.epsilon, outs[0], outs[1]);
-    break;
-  case OpKind::Attention:
-    cpu::attention(input(op, 0), input(op, 1), input(op, 2), optionalInput(3),
-                   a.scale, outs[0]);
-    break;
-  case OpKind::LocalSlice:
-    cpu::sliceBlock(input(op, 0), a.dim, a.groupSize,
-                    comm.groupIndex(a.meshAxes), outs[0]);
-    break;
-  case OpKind::Cast:
-    cpu::cast(input(op, 0), outs[0]);
-    break;
-  case OpKind::Where:
-    cpu::where(input(op, 0), input(op, 1), input(op, 2), outs[0]);
-    break;
-  case OpKind::Equal:
-  case OpKind::Less:
-  case OpKind::Greater:
-  case OpKind::LessOrEqual:
-  case OpKind::GreaterOrEqual: {
-    static const cpu::CompareOp cmp[] = {
-        cpu::CompareOp::Equal, cpu::CompareOp::Less, cpu::CompareOp::Greater,
-        cpu::CompareOp::LessOrEqual, cpu::CompareOp::GreaterOrEqual};
-    cpu::compare(
-        cmp[static_cast<int>(op.kind) - static_cast<int>(OpKind::Equal)],
-        input(op, 0), input(op, 1), outs[0]);
-    break;
-  }
-  case OpKind::And:
-    cpu::logical(cpu::LogicOp::And, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Or:
-    cpu::logical(cpu::LogicOp::Or, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Xor:
-    cpu::logical(cpu::LogicOp::Xor, input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::Not:
-    cpu::logicalNot(input(op, 0), outs[0]);
-    break;
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Abs:
-  case OpKind::Log:
-  case OpKind::Reciprocal:
-  case OpKind::Floor:
-  case OpKind::Ceil: {
-    static const cpu::MathOp math[] = {
-        cpu::MathOp::Sin, cpu::MathOp::Cos,        cpu::MathOp::Abs,
-        cpu::MathOp::Log, cpu::MathOp::Reciprocal, cpu::MathOp::Floor,
-        cpu::MathOp::Ceil};
-    cpu::math(math[static_cast<int>(op.kind) - static_cast<int>(OpKind::Sin)],
-              input(op, 0), outs[0]);
-    break;
-  }
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Concat: {
-    std::vector<const Tensor *> all;
-    for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      all.push_back(&input(op, i));
-    if (op.kind == OpKind::Concat)
-      cpu::concat(all, a.axis, outs[0]);
-    else
-      cpu::minMax(op.kind == OpKind::Max ? cpu::MinMaxOp::Max
-                                         : cpu::MinMaxOp::Min,
-                  all, outs[0]);
-    break;
-  }
-  case OpKind::Split: {
-    std::vector<Tensor *> parts;
-    for (std::size_t i = 0; i < outs.size(); ++i)
-      parts.push_back(optionalOutput(i));
-    cpu::split(input(op, 0), a.axis, a.split, parts);
-    break;
-  }
-  case OpKind::Slice:
-    cpu::slice(input(op, 0), a.starts, a.steps, outs[0]);
-    break;
-  case OpKind::Expand:
-    cpu::expand(input(op, 0), outs[0]);
-    break;
-  case OpKind::Pad:
-    cpu::pad(input(op, 0), a.pads, a.padMode, a.padValue, outs[0]);
-    break;
-  case OpKind::Conv:
-    cpu::conv(input(op, 0), input(op, 1), optionalInput(2), a.window, a.group,
-              outs[0]);
-    break;
-  case OpKind::BatchNormalization:
-    cpu::batchNorm(input(op, 0), input(op, 1), input(op, 2), input(op, 3),
-                   input(op, 4), a.epsilon, outs[0]);
-    break;
-  case OpKind::MaxPool:
-    cpu::pool(cpu::PoolOp::Max, input(op, 0), a.window, false, outs[0]);
-    break;
-  case OpKind::AveragePool:
-    cpu::pool(cpu::PoolOp::Average, input(op, 0), a.window, a.countIncludePad,
-              outs[0]);
-    break;
-  case OpKind::GlobalAveragePool:
-    cpu::globalPool(cpu::PoolOp::Average, input(op, 0), outs[0]);
-    break;
-  case OpKind::GlobalMaxPool:
-    cpu::globalPool(cpu::PoolOp::Max, input(op, 0), outs[0]);
-    break;
-  case OpKind::GatherElements:
-    cpu::gatherElements(input(op, 0), input(op, 1), a.axis, outs[0]);
-    break;
-  case OpKind::ScatterElements:
-    cpu::scatterElements(input(op, 0), input(op, 1), input(op, 2), a.axis,
-                         a.reduction, outs[0]);
-    break;
-  case OpKind::TopK:
-    cpu::topK(input(op, 0), a.k, a.axis, a.largest, outs[0], optionalOutput(1));
-    break;
-  case OpKind::Trilu:
-    cpu::trilu(input(op, 0), a.upper, a.k, outs[0]);
-    break;
-  case OpKind::SoftmaxCrossEntropy:
-    cpu::softmaxCrossEntropy(input(op, 0), input(op, 1), a.ignoreIndex,
-                             outs[0]);
-    break;
-  case OpKind::SoftmaxCrossEntropyGrad:
-    cpu::softmaxCrossEntropyGrad(input(op, 0), input(op, 1), input(op, 2),
-                                 a.ignoreIndex, outs[0]);
-    break;
-  case OpKind::SoftmaxGrad:
-    cpu::softmaxGrad(input(op, 0), input(op, 1), a.axis, outs[0]);
-    break;
-  case OpKind::LayerNormalizationGrad:
-    cpu::layerNormGrad(input(op, 0), input(op, 1), input(op, 2), a.axis,
-                       a.epsilon, outs[0]);
-    break;
-  case OpKind::LayerNormalizationScaleGrad:
-    cpu::layerNormScaleGrad(input(op, 0), input(op, 1), a.axis, a.epsilon,
-                            outs[0]);
-    break;
-  case OpKind::GatherGrad:
-    cpu::gatherGrad(input(op, 0), input(op, 1), outs[0]);
-    break;
-  case OpKind::AdamW:
-  case OpKind::SGD:
-    throw Error("optimizer ops run in the CPU executor's optimizer step only");
-  case OpKind::Send:
-  case OpKind::Recv:
-    throw Error("Send and Recv run in the CPU executor's schedule only");
   }
 }

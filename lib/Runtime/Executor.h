@@ -1,4 +1,4 @@
-//===- Executor.h - Running a program's ops ---------------------*- C++ -*-===//
+//===- Executor.h - The scheduler of every plan on every device -*- C++ -*-===//
 //
 // Part of the shoal project.
 //
@@ -8,13 +8,16 @@
 #define SHOAL_RUNTIME_EXECUTOR_H
 
 #include "Backend.h"
+#include "Communicator.h"
+#include "Device.h"
+#include "MemoryPlan.h"
 #include "PlanLoader.h"
 #include "Tensor.h"
 
-#include <mpi.h>
-
 #include <chrono>
 #include <map>
+#include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -23,28 +26,68 @@ namespace rt {
 
 class Comm;
 
-/// Holds the values of one program and runs its schedule: each entry
-/// (forward or backward) runs the ops of one task for one micro-batch,
-/// freeing each value after its last use. Values that cross tasks, program
-/// outputs and inputs sharded over micro-batches are kept per micro-batch.
-/// Send and Recv move values between ranks with point-to-point messages on
-/// MPI_COMM_WORLD.
+/// Options of the scheduler.
+struct ExecutorOptions {
+  /// Gradient all-reduces are packed into buckets of about this many bytes
+  /// (PyTorch DDP's bucket_cap_mb, 25 MiB by default) and started as soon
+  /// as a bucket is full, overlapping the rest of backward; 0 starts each
+  /// all-reduce alone.
+  std::size_t gradBucketBytes = std::size_t(25) << 20;
+  /// Ops without a kernel on the device run on the CPU (their operands
+  /// staged through the host) with a one-time warning; with `strict`, that
+  /// is an error instead.
+  bool strict = false;
+};
+
+/// Bytes a rank holds, by kind (shoal-run --report-memory).
+struct MemoryReport {
+  /// Weights loaded from the model (distinct buffers).
+  std::size_t weights = 0;
+  /// Gradients the optimizer reads (their kept buffers).
+  std::size_t grads = 0;
+  /// Optimizer state (zero-initialized weights: AdamW's m and v, SGD's
+  /// momentum).
+  std::size_t optimizer = 0;
+  /// Everything else: the arena of op results, other kept values (per
+  /// micro-batch), inputs and constants.
+  std::size_t activations = 0;
+  /// The device's measured peak (for the CPU, the process's peak resident
+  /// set, which also counts code, libraries and communication buffers).
+  std::size_t peak = 0;
+};
+
+/// The one scheduler: it holds the values of one program on one Device and
+/// runs the plan's schedule, whatever the plan kind (forward, pipelined,
+/// training) and the device (CPU, CUDA). Each schedule entry runs the ops of
+/// one task for one micro-batch, each op through the kernel its device's
+/// backend registered (KernelRegistry.h). Op results live where the memory
+/// plan put them (MemoryPlan.h): task-local values in one arena, values kept
+/// across tasks in one buffer per micro-batch, all allocated before or in
+/// the first step and reused after, so the step loop does not allocate.
 ///
-/// Training plans (docs/Training.md): an AllReduce over "mb" accumulates its
-/// input over the step's micro-batches and reduces over its other axes at
-/// the last one. Optimizer ops (AdamW, SGD) are deferred to the end of the
-/// step, which then computes the global gradient norm when some op clips
-/// (an all-reduce over MPI_COMM_WORLD that every rank of a clipping plan
-/// joins) and updates the weights in place; weights of one initializer share
-/// their buffer, so every reader sees the update in later steps.
+/// The scheduler runs itself what is not a kernel: collectives through the
+/// mesh's communicators (asynchronously where no op reads their result
+/// right away: gradient all-reduces are bucketed and overlap the rest of
+/// backward), Send and Recv between ranks, the accumulation of an
+/// AllReduce over "mb" over the step's micro-batches, and the optimizer ops
+/// (AdamW, SGD), deferred to the end of the step, after the global gradient
+/// norm when some op clips (an all-reduce over the world that every rank of
+/// a clipping plan joins). Weights of one initializer share their buffer,
+/// so every reader sees the update in later steps.
 class Executor : public ProgramRunner {
 public:
-  explicit Executor(const LoadedPlan &plan);
+  /// Runs on `device`, which must outlive the executor.
+  Executor(const LoadedPlan &plan, Device &device,
+           ExecutorOptions options = {});
+  /// Runs on a CPU device of its own.
+  explicit Executor(const LoadedPlan &plan, ExecutorOptions options = {});
+  ~Executor() override;
 
-  /// Sets a value defined outside the ops (input, weight or constant); its
-  /// type must be the value's local type. It stays across runs.
+  /// Sets a value defined outside the ops (input, weight or constant) from a
+  /// host tensor of its local type. It stays across runs.
   void setValue(int id, Tensor tensor) override;
-  /// The value `id` (undefined once freed).
+  /// The value `id` as the last step left it (undefined once dead), on the
+  /// device.
   const Tensor &value(int id) const { return values.at(id); }
 
   void setMicroBatchValue(int id, int microBatch, Tensor tensor) override;
@@ -61,58 +104,95 @@ public:
   /// Runs one step: the schedule. With `verbose`, world rank 0 prints one
   /// timing line per op to stderr. Errors are thrown as Error naming the op.
   void run(Comm &comm, bool verbose) override;
-  Tensor fetch(int id) override { return values.at(id); }
+  /// A host copy of value `id`.
+  Tensor fetch(int id) override;
   Tensor fetchOutput(int id, int microBatch) override;
-  std::string deviceName() const override { return "cpu"; }
+  std::string deviceName() const override { return device.name(); }
+  const DeviceSpec *deviceSpec() const override { return device.spec(); }
   const StepProfile *profile() const override { return &stepProfile; }
   bool setProfiling(bool on) override {
     profiling = on;
     return true;
   }
 
-  /// Runs `op` on the CPU with `inputs` (null for absent optional ones) into
-  /// `outs` (allocated here unless the op aliases its input). Used by the
-  /// CUDA backend for ops it has no kernel for.
-  static void runOnCpu(const LoadedPlan &plan, const OpInfo &op,
-                       const std::vector<const Tensor *> &inputs,
-                       std::vector<Tensor> &outs, Comm &comm);
+  /// The communicator of every rank of the run, for Send and Recv (whose
+  /// peers are world ranks) and the clipping norm; without one, the
+  /// program's communicator.
+  void setGlobal(Communicator &world) { global = &world; }
+
+  /// What this rank holds, after at least one step.
+  MemoryReport memoryReport() const;
+
+  Device &getDevice() { return device; }
+  const MemoryPlan &memoryPlan() const { return memory; }
 
 private:
   using Clock = std::chrono::steady_clock;
+  struct Pending;
+  struct Bucket;
 
   void runTask(int task, int microBatch, Comm &comm, bool print);
   void runOp(const OpInfo &op, Comm &comm);
+  void runKernel(const OpInfo &op, Comm &comm);
+  /// The buffer op results of value `v` go to for the current micro-batch.
+  Tensor resultBuffer(int v);
+  /// Collectives.
+  void collective(const OpInfo &op, Comm &comm);
+  /// Starts an all-reduce of `t` in place over `axes`, or adds it to the
+  /// open gradient bucket.
+  void startAllReduce(const OpInfo &op, Tensor t, const std::vector<int> &axes,
+                      Comm &comm, bool bucketable);
+  void flushBucket(Comm &comm);
+  /// Lets outstanding communication progress; with `all`, waits for it.
+  void progress(bool all);
+  /// Waits for the communication that writes value `v`, if any.
+  void waitFor(int v);
+  void finishPending(Pending &p);
   /// AllReduce over "mb": adds the input to the op's accumulator; at the
   /// last micro-batch reduces it over the other axes.
   void accumulate(const OpInfo &op, Comm &comm);
   /// Keeps an optimizer op's operands for the end of the step.
   void defer(const OpInfo &op);
   /// Clipping and the deferred optimizer updates.
-  void applyOptimizers();
-  void send(const OpInfo &op);
-  void recv(const OpInfo &op);
+  void applyOptimizers(Comm &comm);
+  void send(const OpInfo &op, Comm &comm);
+  void recv(const OpInfo &op, Comm &comm);
   /// Frees the buffers of completed sends; with `wait`, waits for all.
   void progressSends(bool wait);
-  const Tensor &input(const OpInfo &op, std::size_t i) const;
+  const Tensor &input(const OpInfo &op, std::size_t i);
   double usSinceStart(Clock::time_point t) const;
+  void commEvent(const std::string &name, Clock::time_point start,
+                 Clock::time_point end, const std::string &args);
 
   const LoadedPlan &plan;
+  std::unique_ptr<Device> ownDevice;
+  Device &device;
+  ExecutorOptions options;
+  Communicator *global = nullptr;
+  MemoryPlan memory;
   int worldRank = 0;
   std::vector<Tensor> values;
   /// Values set from outside the ops, kept across runs.
   std::vector<bool> persistent;
+  /// Kept values: (value, micro-batch) -> its buffer, allocated on first
+  /// use and reused in every later step.
+  std::map<std::pair<int, int>, Tensor> kept;
+  /// (value * micro-batches + micro-batch) -> made in this step.
+  std::vector<uint8_t> made;
   /// Inputs sharded over micro-batches: value -> one tensor per micro-batch.
   std::map<int, std::vector<Tensor>> microBatchInputs;
-  /// Program outputs as each micro-batch left them: value -> micro-batch ->
-  /// tensor.
-  std::map<int, std::vector<Tensor>> outputs;
-  /// Values crossing tasks, per (micro-batch, value), for the current step.
-  std::map<std::pair<int, int>, Tensor> stash;
   /// Messages this rank sent itself, per (transfer id, micro-batch).
-  std::map<std::pair<int, int>, std::vector<uint8_t>> selfMessages;
-  /// Outstanding sends and their buffers.
-  std::vector<MPI_Request> sendRequests;
-  std::vector<std::vector<uint8_t>> sendBuffers;
+  std::map<std::pair<int, int>, Tensor> selfMessages;
+  /// Outstanding sends and their host buffers.
+  std::vector<std::unique_ptr<Work>> sendWork;
+  std::vector<Tensor> sendBuffers;
+  /// Outstanding collectives.
+  std::vector<std::unique_ptr<Pending>> pending;
+  /// Value -> the outstanding collective that writes it.
+  std::map<int, Pending *> pendingOf;
+  std::unique_ptr<Bucket> bucket;
+  /// Ops with no kernel on the device, warned about once.
+  std::set<OpKind> warnedFallback;
   int currentMicroBatch = 0;
   Clock::time_point stepStart;
   double recvWaitSeconds = 0;
@@ -134,6 +214,8 @@ private:
   std::map<int, Accumulator> accumulators;
   /// Weight value -> its weight (for the replica count of clipping).
   std::map<int, const WeightInfo *> weightOfValue;
+  /// Per value: only optimizer ops read it (a gradient).
+  std::vector<bool> gradientOnly;
   int64_t completedSteps = 0;
   double gradNorm = 0;
 };

@@ -49,6 +49,14 @@ using KernelFn = void (*)(KernelContext &ctx, const OpInfo &op,
                           const std::vector<const Tensor *> &inputs,
                           std::vector<Tensor> &outputs);
 
+/// Thrown by a kernel, before it starts any work, for operands it does not
+/// handle (a dtype, a broadcast): the scheduler then runs the CPU kernel on
+/// host copies, as for an op without a kernel on the backend.
+class KernelUnsupported : public Error {
+public:
+  using Error::Error;
+};
+
 /// The kernel of `kind` on `backend`, or null if it has none.
 KernelFn findKernel(OpKind kind, BackendKind backend);
 /// Registers (or replaces) a kernel.

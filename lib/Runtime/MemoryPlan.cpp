@@ -19,56 +19,104 @@ std::size_t alignUp(std::size_t n, std::size_t a) {
 }
 } // namespace
 
+bool shoal::rt::aliasesInput(const OpInfo &op) {
+  return op.kind == OpKind::Reshape ||
+         ((op.kind == OpKind::ReduceMean || op.kind == OpKind::ReduceSum) &&
+          op.attrs.reduceIsIdentity);
+}
+
+bool shoal::rt::accumulatesOverMicroBatches(const LoadedPlan &plan,
+                                            const OpInfo &op) {
+  int mb = plan.mesh.microBatchAxis();
+  return op.kind == OpKind::AllReduce && mb >= 0 &&
+         std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mb) !=
+             op.attrs.meshAxes.end();
+}
+
 MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
                                  std::size_t alignment) {
   std::size_t numValues = plan.values.size();
   int numOps = static_cast<int>(plan.ops.size());
   MemoryPlan mp;
+  mp.residence.assign(numValues, Residence::Persistent);
   mp.offset.assign(numValues, -1);
   mp.aliasOf.assign(numValues, -1);
   mp.firstUse.assign(numValues, -1);
   mp.lastUse.assign(numValues, -1);
+  auto bytesOf = [&](int v) {
+    return alignUp(std::max<std::size_t>(plan.values[v].numBytes(), 1),
+                   alignment);
+  };
 
-  std::vector<bool> produced(numValues, false);
+  std::vector<bool> produced(numValues, false), kept(numValues, false);
+  std::vector<int> producer(numValues, -1);
   for (const OpInfo &op : plan.ops)
     for (int v : op.outputs)
-      if (v >= 0)
+      if (v >= 0) {
         produced[v] = true;
+        producer[v] = op.index;
+      }
   for (std::size_t v = 0; v < numValues; ++v)
     if (!produced[v])
-      mp.persistentBytes += alignUp(plan.values[v].numBytes(), alignment);
+      mp.persistentBytes += bytesOf(static_cast<int>(v));
 
-  // Lifetimes: from the producing op to the last reader; outputs of the
-  // program stay to the end. A Reshape's result shares its input's buffer,
-  // which must then live as long as either of them.
+  // What must outlive its task's run.
+  for (const OpInfo &op : plan.ops) {
+    bool optimizer = op.kind == OpKind::AdamW || op.kind == OpKind::SGD;
+    for (int v : op.inputs)
+      if (v >= 0 && produced[v] &&
+          (optimizer || plan.definingTask[v] != op.task))
+        kept[v] = true;
+    if (accumulatesOverMicroBatches(plan, op))
+      kept[op.outputs[0]] = true;
+  }
+  for (const TaskInfo &task : plan.tasks)
+    for (int v : task.exports)
+      kept[v] = true;
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (produced[v] && plan.lastUse[v] == LoadedPlan::kKeepAlive)
+      kept[v] = true;
+
+  // Aliases share their root's buffer, so a kept alias keeps its root and
+  // the whole chain.
   auto root = [&](int v) {
     while (mp.aliasOf[v] >= 0)
       v = mp.aliasOf[v];
     return v;
   };
-  for (const OpInfo &op : plan.ops) {
-    for (int v : op.outputs) {
-      if (v < 0)
-        continue;
-      int last = plan.lastUse[v];
-      if (last == LoadedPlan::kKeepAlive)
-        last = numOps;
-      if (op.kind == OpKind::Reshape && produced[op.inputs[0]]) {
-        mp.aliasOf[v] = op.inputs[0];
-        int r = root(v);
-        mp.lastUse[r] = std::max({mp.lastUse[r], last, op.index});
-        continue;
-      }
-      mp.firstUse[v] = op.index;
-      mp.lastUse[v] = std::max(last, op.index);
+  for (const OpInfo &op : plan.ops)
+    if (aliasesInput(op) && op.outputs[0] >= 0 && produced[op.inputs[0]])
+      mp.aliasOf[op.outputs[0]] = op.inputs[0];
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (kept[v])
+      kept[root(static_cast<int>(v))] = true;
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (produced[v]) {
+      bool k = kept[root(static_cast<int>(v))];
+      mp.residence[v] = k ? Residence::Kept : Residence::Arena;
+      if (k && mp.aliasOf[v] < 0)
+        mp.keptBytes += bytesOf(static_cast<int>(v));
     }
+
+  // Lifetimes of arena values: from the producing op to the last reader,
+  // stretched over the readers of their aliases.
+  for (std::size_t v = 0; v < numValues; ++v) {
+    if (mp.residence[v] != Residence::Arena)
+      continue;
+    int r = root(static_cast<int>(v));
+    int last = plan.lastUse[v];
+    if (last == LoadedPlan::kKeepAlive)
+      last = numOps;
+    if (mp.firstUse[r] < 0)
+      mp.firstUse[r] = producer[r];
+    mp.lastUse[r] = std::max({mp.lastUse[r], last, producer[v]});
   }
 
   std::vector<int> order;
   for (std::size_t v = 0; v < numValues; ++v)
-    if (produced[v] && mp.aliasOf[v] < 0) {
+    if (mp.residence[v] == Residence::Arena && mp.aliasOf[v] < 0) {
       order.push_back(static_cast<int>(v));
-      mp.unsharedBytes += alignUp(plan.values[v].numBytes(), alignment);
+      mp.unsharedBytes += bytesOf(static_cast<int>(v));
     }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return plan.values[a].numBytes() > plan.values[b].numBytes();
@@ -76,17 +124,12 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
 
   std::vector<int> placed;
   for (int v : order) {
-    std::size_t size =
-        alignUp(std::max<std::size_t>(plan.values[v].numBytes(), 1), alignment);
+    std::size_t size = bytesOf(v);
     // Intervals of buffers alive at the same time, by offset.
     std::vector<std::pair<std::size_t, std::size_t>> busy;
     for (int p : placed)
       if (mp.firstUse[p] <= mp.lastUse[v] && mp.firstUse[v] <= mp.lastUse[p])
-        busy.emplace_back(
-            mp.offset[p],
-            mp.offset[p] +
-                alignUp(std::max<std::size_t>(plan.values[p].numBytes(), 1),
-                        alignment));
+        busy.emplace_back(mp.offset[p], mp.offset[p] + bytesOf(p));
     std::sort(busy.begin(), busy.end());
     std::size_t at = 0;
     for (auto [begin, end] : busy) {

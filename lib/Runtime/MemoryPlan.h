@@ -4,10 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Places every value an op produces in one arena, reusing memory between
-// values whose lifetimes do not overlap, so that a device backend allocates
-// once and never in the step loop. Values defined outside the ops (inputs,
-// weights, constants) are persistent and live outside the arena.
+// Places the values ops produce so that no device allocates in the step
+// loop. Values defined outside the ops (inputs, weights, constants) are
+// persistent. A value that only ops of its own task read lives in one arena,
+// which reuses memory between values whose lifetimes (op index ranges) do not
+// overlap; tasks run one at a time, so values of different tasks never
+// compete for it, whatever the schedule. Values that outlive their task's
+// run (read by another task, program outputs, gradients the optimizer reads
+// at the end of the step, sums over micro-batches) are kept: one buffer per
+// micro-batch, allocated once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +27,14 @@ namespace shoal {
 namespace rt {
 
 struct LoadedPlan;
+struct OpInfo;
+
+/// Where a value's buffer is.
+enum class Residence : uint8_t { Persistent, Arena, Kept };
 
 struct MemoryPlan {
+  /// Per value.
+  std::vector<Residence> residence;
   /// Bytes of the arena holding every op result.
   std::size_t arenaBytes = 0;
   /// Bytes of the values defined outside the ops (inputs, weights,
@@ -32,18 +43,28 @@ struct MemoryPlan {
   /// Sum of the sizes of the op results: what the arena would need without
   /// reuse.
   std::size_t unsharedBytes = 0;
-  /// Per value: its offset in the arena, or -1 if it is persistent, unused,
-  /// or shares the buffer of another value (see aliasOf).
+  /// Bytes of the kept values (one micro-batch's).
+  std::size_t keptBytes = 0;
+  /// Per value: its offset in the arena, or -1 if it is not in the arena or
+  /// shares the buffer of another value (see aliasOf).
   std::vector<int64_t> offset;
-  /// Per value: the value whose buffer it shares (a Reshape's result shares
-  /// its input's), or -1.
+  /// Per value: the value whose buffer it shares (a Reshape's result, or an
+  /// identity reduction's, shares its input's), or -1. A value and the
+  /// values it aliases have the same residence.
   std::vector<int> aliasOf;
   /// Per value: first and last op index during which its buffer must hold
   /// it (for the arena values; -1 for the others).
   std::vector<int> firstUse, lastUse;
 };
 
-/// Plans the arena of `plan`'s program. Buffers are `alignment`-aligned.
+/// True for ops whose result shares its input's buffer (Reshape, identity
+/// reductions).
+bool aliasesInput(const OpInfo &op);
+/// True for an AllReduce over the micro-batch axis: it sums its input over
+/// the step's micro-batches (gradient accumulation).
+bool accumulatesOverMicroBatches(const LoadedPlan &plan, const OpInfo &op);
+
+/// Plans the buffers of `plan`'s program. Buffers are `alignment`-aligned.
 /// Greedy by decreasing size: each buffer goes at the lowest offset that does
 /// not overlap a placed buffer alive at the same time.
 MemoryPlan planMemory(const LoadedPlan &plan, std::size_t alignment = 256);

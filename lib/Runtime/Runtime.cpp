@@ -27,7 +27,6 @@
 #include "WeightLoader.h"
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -422,25 +421,25 @@ int localRank(int worldRank) {
   return worldRank;
 }
 
-/// One warning per op the CUDA backend runs on the CPU; under `strict`, an
-/// error naming the first.
-std::vector<std::string> cudaFallbacks(const LoadedPlan &plan, bool strict) {
-  std::vector<std::string> warnings;
-  std::map<std::string, int> seen;
-  for (const OpInfo &op : plan.ops) {
-    if (cudaHasKernel(plan, op))
-      continue;
-    if (strict)
-      throw Error(fmt::format("--strict: the CUDA backend has no kernel for "
-                              "{}",
-                              op.describe()));
-    if (seen[op.kindName]++ == 0)
-      warnings.push_back(fmt::format(
-          "the CUDA backend has no kernel for {}; it runs on the CPU (and so "
-          "does every other {} op like it)",
-          op.describe(), op.kindName));
+/// The memory line of the rank with the largest measured peak, printed by
+/// rank 0.
+void printMemoryReport(const MemoryReport &r, Communicator &world) {
+  int rank = world.rank();
+  // The largest peak, ties to the lowest rank.
+  int64_t largest = world.max(static_cast<double>(r.peak));
+  int owner = static_cast<int>(world.min(
+      static_cast<int64_t>(r.peak) == largest ? rank : INT_MAX));
+  double bytes[5] = {double(r.weights), double(r.grads), double(r.optimizer),
+                     double(r.activations), double(r.peak)};
+  world.broadcast(bytes, sizeof bytes, owner)->wait();
+  if (rank == 0) {
+    auto mib = [](double b) { return b / double(1 << 20); };
+    std::printf("shoal-run: memory: weights %.3f MiB, grads %.3f MiB, "
+                "optimizer %.3f MiB, activations %.3f MiB, peak %.3f MiB "
+                "(rank %d)\n",
+                mib(bytes[0]), mib(bytes[1]), mib(bytes[2]), mib(bytes[3]),
+                mib(bytes[4]), owner);
   }
-  return warnings;
 }
 
 /// FLOPs of this rank's matrix products in one step.
@@ -513,6 +512,11 @@ const char kUsage[] =
     "                 mpirun) or nccl (with --backend cuda)\n"
     "  --strict       an op without a kernel on the backend is an error, not\n"
     "                 a warning and a CPU fallback\n"
+    "  --report-memory  print the bytes of the rank with the largest peak:\n"
+    "                 weights, gradients, optimizer state, activations\n"
+    "                 (planned) and the measured peak\n"
+    "  --grad-bucket-mb MB  gradient all-reduces packed into buckets of MB\n"
+    "                 (default 25; 0: one all-reduce per gradient)\n"
     "  --precision P  matrix products on the GPU: fp32 (default), tf32,\n"
     "                 bf16 or fp16 (fp32 accumulation and storage)\n"
     "  --allow-tf32   same as --precision tf32\n"
@@ -591,6 +595,12 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       opts.verbose = true;
     } else if (arg == "--strict") {
       opts.strict = true;
+    } else if (arg == "--report-memory") {
+      opts.reportMemory = true;
+    } else if (is("--grad-bucket-mb")) {
+      if (std::string e = number("--grad-bucket-mb", opts.gradBucketMb);
+          !e.empty())
+        return e;
     } else if (arg == "--allow-tf32") {
       opts.precision = "tf32";
     } else if (is("--backend")) {
@@ -709,8 +719,6 @@ void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
       throw Error("missing --outputs DIR");
     return;
   }
-  if (backend == BackendKind::CUDA)
-    throw Error(kTrainingNeedsCpu);
   if (options.warmup > 0)
     throw Error("--warmup does not apply to training plans: every step is an "
                 "optimizer step (use --steps)");
@@ -761,9 +769,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
 
   // Phase 1: everything that can fail on bad input, without communication.
   std::unique_ptr<LoadedPlan> plan;
-  std::unique_ptr<ProgramRunner> exec;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Executor> exec;
   std::unique_ptr<TokenData> data;
-  std::vector<std::string> fallbacks;
   std::vector<int64_t> coords;
   int64_t resumedStep = -1;
   std::string error;
@@ -777,24 +785,22 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     if (!options.backend.empty() && !parseBackend(options.backend, backend))
       throw Error(fmt::format("unknown backend '{}'", options.backend));
     checkOptionsForPlan(*plan, options, train, backend);
+    // The device starts here: a CUDA run on a machine without a GPU stops
+    // with "no CUDA device", whatever the plan kind.
     if (backend == BackendKind::CUDA) {
-      if (world.name() != "mpi")
-        throw Error(fmt::format("the CUDA backend needs an MPI world for now "
-                                "(started with mpirun, --comm mpi or nccl); "
-                                "this world is {}",
-                                world.name()));
-      if (plan->isPipelined())
-        throw Error("pipelined plans (several programs, micro-batches, tasks "
-                    "or Send/Recv) run on the CPU backend only for now; use "
-                    "--backend cpu");
-      fallbacks = cudaFallbacks(*plan, options.strict);
-      CudaOptions cudaOptions;
-      if (!parsePrecision(options.precision, cudaOptions.matmulPrecision))
+      Precision matmul = Precision::FP32;
+      if (!parsePrecision(options.precision, matmul))
         throw Error(fmt::format("unknown precision '{}'", options.precision));
-      exec = makeCudaRunner(*plan, cudaOptions, localRank(rank));
+      device = makeCudaDevice(localRank(rank), matmul);
     } else {
-      exec = std::make_unique<Executor>(*plan);
+      device = makeCpuDevice();
     }
+    ExecutorOptions executorOptions;
+    executorOptions.strict = options.strict;
+    if (options.gradBucketMb >= 0)
+      executorOptions.gradBucketBytes =
+          static_cast<std::size_t>(options.gradBucketMb * (1 << 20));
+    exec = std::make_unique<Executor>(*plan, *device, executorOptions);
     // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
     for (const TransferInfo &t : plan->transfers) {
       int64_t top =
@@ -849,9 +855,6 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       error = "unknown error while loading";
   }
   agree(error, world);
-  if (rank == 0)
-    for (const std::string &warning : fallbacks)
-      std::fprintf(stderr, "shoal-run: warning: %s\n", warning.c_str());
   RunSummary summary;
   summary.worldSize = size;
   summary.numOps = plan->ops.size();
@@ -878,12 +881,18 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
   // Collectives run inside each program, ranks ordered as its mesh.
+  // Under --comm nccl the program's collectives and transfers run over NCCL
+  // on the device; the world stays the host communicator for control.
+  std::unique_ptr<Communicator> ncclWorld;
+  if (options.comm == "nccl")
+    ncclWorld = makeNcclWorld(world, *device);
+  Communicator &dataWorld = ncclWorld ? *ncclWorld : world;
   std::unique_ptr<Communicator> programComm =
-      world.split(plan->program, static_cast<int>(plan->meshRank));
+      dataWorld.split(plan->program, static_cast<int>(plan->meshRank));
   {
     Comm comm(*programComm, plan->mesh);
     comm.createGroups(plan->collectiveAxes);
-    exec->connect(comm);
+    exec->setGlobal(world);
     double timed = 0, busy = 0;
     std::unique_ptr<ProfileRecorder> recorder;
     if (!options.profilePath.empty())
@@ -986,6 +995,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       if (rank == 0 && (options.steps > 1 || options.warmup > 0))
         printStepReport(*plan, summary, options, *exec);
     }
+    if (options.reportMemory)
+      printMemoryReport(exec->memoryReport(), world);
     if (!options.tracePath.empty())
       writeTrace(options.tracePath, *plan, exec->profile(), world);
     if (recorder) {
@@ -1026,6 +1037,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       writeOutputs(*plan, options.outputsDir, *exec, comm);
   }
   programComm.reset();
+  ncclWorld.reset();
   summary.runSeconds = secondsSince(runStart);
   return summary;
 }
@@ -1063,15 +1075,15 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
   }
   bool useMpi = bootstrap == Bootstrap::MPI;
   if (useMpi)
-    MPI_Init(&argc, &argv);
+    mpiInit(argc, argv);
   auto finish = [&](int status) {
     if (useMpi)
-      MPI_Finalize();
+      mpiFinalize();
     return status;
   };
   int rank = rankFromEnv();
   if (useMpi)
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    rank = mpiWorldRank();
   if (help || !usageError.empty()) {
     if (rank == 0) {
       if (help) {
@@ -1116,7 +1128,7 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
     std::fprintf(stderr, "shoal-run: error: rank %d: %s\n", rank, e.what());
     std::fflush(stderr);
     if (useMpi)
-      MPI_Abort(MPI_COMM_WORLD, 1);
+      mpiAbort(1);
     std::fflush(stdout);
     std::_Exit(1);
   }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -88,6 +89,27 @@ Tensor::Tensor(DType dtype, Shape shape)
   storage.reset(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
 }
 
+Tensor Tensor::uninitialized(const TensorType &type) {
+  std::size_t bytes = type.numBytes();
+  std::size_t alloc = std::max<std::size_t>((bytes + 63) / 64 * 64, 64);
+  void *p = std::aligned_alloc(64, alloc);
+  if (!p)
+    throw Error(fmt::format("out of memory allocating {} bytes for a {} tensor",
+                            bytes, type.str()));
+  return view(type, std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
+                                             [](uint8_t *q) { std::free(q); }));
+}
+
+Tensor Tensor::view(const TensorType &type, std::shared_ptr<uint8_t> storage,
+                    MemoryKind where) {
+  Tensor t;
+  t.elemType = type.dtype;
+  t.dims = type.shape;
+  t.storage = std::move(storage);
+  t.where = where;
+  return t;
+}
+
 Tensor Tensor::alias(const Tensor &base, Shape shape) {
   if (rt::numElements(shape) != base.numElements())
     throw Error(fmt::format("cannot view a {} tensor as shape {}",
@@ -96,10 +118,13 @@ Tensor Tensor::alias(const Tensor &base, Shape shape) {
   t.elemType = base.elemType;
   t.dims = std::move(shape);
   t.storage = base.storage;
+  t.where = base.where;
   return t;
 }
 
 void Tensor::checkElementType(DType requested) const {
+  if (where != MemoryKind::Host)
+    throw Error("internal error: a device tensor accessed on the host");
   if (requested != elemType)
     throw Error(fmt::format("internal error: {} tensor accessed as {}",
                             dtypeName(elemType), dtypeName(requested)));

@@ -74,14 +74,25 @@ template <> struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::Bool;
 };
 
+/// Where a tensor's buffer is.
+enum class MemoryKind : uint8_t { Host, Cuda };
+
 /// A dense row-major tensor with a shared, owning buffer.
 class Tensor {
 public:
   /// An undefined tensor (no buffer).
   Tensor() = default;
-  /// A zero-filled tensor of the given type.
+  /// A zero-filled host tensor of the given type.
   Tensor(DType dtype, Shape shape);
   explicit Tensor(const TensorType &type) : Tensor(type.dtype, type.shape) {}
+
+  /// A host tensor whose elements are not initialized (buffers that are
+  /// overwritten whole before they are read).
+  static Tensor uninitialized(const TensorType &type);
+  /// A tensor over `storage`, which the tensor shares (an arena view made
+  /// with shared_ptr's aliasing constructor, or a device allocation).
+  static Tensor view(const TensorType &type, std::shared_ptr<uint8_t> storage,
+                     MemoryKind where = MemoryKind::Host);
 
   /// A tensor of shape `shape` that shares `base`'s buffer; the element
   /// counts must agree.
@@ -96,6 +107,11 @@ public:
     return static_cast<std::size_t>(numElements()) * dtypeSize(elemType);
   }
   TensorType type() const { return {elemType, dims}; }
+  MemoryKind memory() const { return where; }
+  bool onHost() const { return where == MemoryKind::Host; }
+
+  /// The shared buffer (for views into it).
+  const std::shared_ptr<uint8_t> &storageHandle() const { return storage; }
 
   void *rawData() { return storage.get(); }
   const void *rawData() const { return storage.get(); }
@@ -104,7 +120,8 @@ public:
     return static_cast<const uint8_t *>(rawData());
   }
 
-  /// Typed access; throws Error if T does not match the dtype.
+  /// Typed access to a host tensor; throws Error if T does not match the
+  /// dtype or the buffer is device memory.
   template <typename T> T *data() {
     checkElementType(DTypeOf<T>::value);
     return static_cast<T *>(rawData());
@@ -118,6 +135,7 @@ private:
   void checkElementType(DType requested) const;
 
   DType elemType = DType::F32;
+  MemoryKind where = MemoryKind::Host;
   Shape dims;
   std::shared_ptr<uint8_t> storage;
 };

@@ -294,6 +294,10 @@ class Ctx:
         if outputs:
             argv += ["--outputs", outputs]
         if world > 1:
+            argv += self.args.run_arg
+            if self.args.check_overlap:
+                self.trace = os.path.join(self.work, "trace.json")
+                argv += ["--trace", self.trace]
             argv = common.mpirun_cmd(self.args.mpirun, world, argv)
         res = common.run_cmd(argv, env_extra=common.MPI_ENV if world > 1 else None,
                              timeout=self.args.timeout)
@@ -585,6 +589,11 @@ def main(argv=None):
     mode.add_argument("--reshard", metavar="SPEC2", default=None,
                       help="resume layout A's checkpoint under SPEC2")
     ap.add_argument("--world-size2", type=int, default=None, help="ranks of SPEC2")
+    ap.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                    help="extra shoal-run argument of the N-rank runs (repeat)")
+    ap.add_argument("--check-overlap", action="store_true",
+                    help="trace the N-rank runs and check that gradient all-reduces "
+                         "overlap compute on some rank (check_overlap.py)")
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
@@ -638,6 +647,12 @@ def main(argv=None):
             ok = mode_reshard(ctx, spec)
         else:
             ok = mode_layout(ctx, spec)
+        if ok and args.check_overlap:
+            import check_overlap
+            trace = getattr(ctx, "trace", None)
+            if not trace:
+                raise Failure("--check-overlap: no N-rank run wrote a trace")
+            ok = check_overlap.check(trace)
     except common.CommandError as e:
         print(str(e))
         ok = False

@@ -54,6 +54,12 @@ struct RunOptions {
   /// Make an op without a kernel on the chosen backend an error instead of a
   /// one-time warning and a CPU fallback.
   bool strict = false;
+  /// Print the memory line of the rank with the largest peak
+  /// (--report-memory).
+  bool reportMemory = false;
+  /// Gradient all-reduce buckets in MiB (--grad-bucket-mb); negative: the
+  /// default, 25 (PyTorch DDP's); 0: one all-reduce per gradient.
+  double gradBucketMb = -1;
   /// Precision of matrix products on the GPU: fp32, tf32, bf16 or fp16.
   std::string precision = "fp32";
   /// Timed steps (each runs the whole program on the same inputs) and

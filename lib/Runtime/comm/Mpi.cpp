@@ -305,11 +305,19 @@ MPI_Comm shoal::rt::mpiCommOf(Communicator &comm) {
   return MPI_COMM_NULL;
 }
 
-MPI_Comm Comm::world() const {
-  MPI_Comm comm = mpiCommOf(worldComm);
-  if (comm == MPI_COMM_NULL)
-    throw Error(fmt::format("this needs an MPI communicator, but the world "
-                            "is a {} communicator (--comm mpi)",
-                            worldComm.name()));
-  return comm;
+void shoal::rt::mpiInit(int &argc, char **&argv) { MPI_Init(&argc, &argv); }
+
+void shoal::rt::mpiFinalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
 }
+
+int shoal::rt::mpiWorldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+void shoal::rt::mpiAbort(int status) { MPI_Abort(MPI_COMM_WORLD, status); }

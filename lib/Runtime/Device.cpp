@@ -1,0 +1,109 @@
+//===- Device.cpp - Defaults of the device interface ------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include "cpu/Optimizers.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+using namespace shoal::rt;
+
+Tensor Device::toHost(const Tensor &t) {
+  if (t.onHost())
+    return t;
+  Tensor host = Tensor::uninitialized(t.type());
+  copyToHost(t, host);
+  return host;
+}
+
+Tensor Device::fromHost(const Tensor &host) {
+  if (memory() == MemoryKind::Host)
+    return host;
+  Tensor t = allocate(host.type());
+  copyFromHost(host, t);
+  return t;
+}
+
+namespace {
+
+template <typename T> void addLoop(Tensor &acc, const Tensor &in) {
+  T *a = acc.data<T>();
+  const T *b = in.data<T>();
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
+    a[i] += b[i];
+}
+
+/// Runs `f` on host copies of device tensors and copies the `written` ones
+/// back.
+template <typename F>
+void onHost(Device &dev, std::initializer_list<Tensor *> written,
+            std::initializer_list<const Tensor *> read, F &&f) {
+  if (dev.memory() == MemoryKind::Host) {
+    f();
+    return;
+  }
+  std::vector<std::pair<Tensor *, Tensor>> saved;
+  for (Tensor *t : written)
+    if (t->defined())
+      saved.emplace_back(t, *t), *t = dev.toHost(*t);
+  std::vector<std::pair<Tensor *, Tensor>> savedRead;
+  for (const Tensor *t : read) {
+    auto *m = const_cast<Tensor *>(t);
+    if (m->defined())
+      savedRead.emplace_back(m, *m), *m = dev.toHost(*m);
+  }
+  f();
+  for (auto &[t, orig] : saved) {
+    dev.copyFromHost(*t, orig);
+    *t = orig;
+  }
+  for (auto &[t, orig] : savedRead)
+    *t = orig;
+}
+
+} // namespace
+
+void Device::addInto(Tensor &acc, const Tensor &x) {
+  onHost(*this, {&acc}, {&x}, [&] {
+    switch (acc.dtype()) {
+    case DType::F32:
+      addLoop<float>(acc, x);
+      break;
+    case DType::I64:
+      addLoop<int64_t>(acc, x);
+      break;
+    case DType::I32:
+      addLoop<int32_t>(acc, x);
+      break;
+    default:
+      throw Error(fmt::format("cannot accumulate {} tensors over "
+                              "micro-batches",
+                              dtypeName(acc.dtype())));
+    }
+  });
+}
+
+double Device::sumOfSquares(const Tensor &g) {
+  return cpu::sumOfSquares(toHost(g));
+}
+
+void Device::adamw(const cpu::OptimizerParams &p, int64_t step,
+                   float gradScale, Tensor &w, const Tensor &g, Tensor &m,
+                   Tensor &v) {
+  onHost(*this, {&w, &m, &v}, {&g},
+         [&] { cpu::adamwUpdate(p, step, gradScale, w, g, m, v); });
+}
+
+void Device::sgd(const cpu::OptimizerParams &p, int64_t step, float gradScale,
+                 Tensor &w, const Tensor &g, Tensor &buf) {
+  onHost(*this, {&w, &buf}, {&g},
+         [&] { cpu::sgdUpdate(p, step, gradScale, w, g, buf); });
+}

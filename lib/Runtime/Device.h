@@ -1,0 +1,118 @@
+//===- Device.h - Where a rank's tensors live and its kernels run -*- C++ -*-//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The scheduler (Executor) talks to a device through this interface only, as
+// IREE's HAL separates its scheduler from drivers: memory (buffers of their
+// own, and one arena planned ahead of time for op results), copies between
+// host and device, completion, and the little arithmetic the scheduler does
+// itself (gradient accumulation, the clipping norm, optimizer updates).
+// Kernels of plan ops are looked up in the KernelRegistry by the device's
+// backend kind. The CPU device (cpu/CpuDevice.cpp) is the reference; the
+// CUDA device (cuda/CudaDevice.cpp) keeps every tensor in GPU memory and
+// orders its work on one compute stream.
+//
+// Operations on device tensors are enqueued in order; copies to the host
+// and synchronize() wait for what came before them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_DEVICE_H
+#define SHOAL_RUNTIME_DEVICE_H
+
+#include "DeviceCatalog.h"
+#include "KernelRegistry.h"
+#include "Tensor.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace shoal {
+namespace rt {
+
+namespace cpu {
+struct OptimizerParams;
+} // namespace cpu
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  virtual BackendKind kind() const = 0;
+  /// Where this device's tensors are.
+  virtual MemoryKind memory() const = 0;
+  /// A name for reports ("cpu", "cuda:0 NVIDIA H100 80GB HBM3").
+  virtual std::string name() const = 0;
+  /// The catalog entry of the device, or null when unknown (CPUs).
+  virtual const DeviceSpec *spec() const { return nullptr; }
+
+  // Memory.
+  /// A zero-filled buffer of its own (weights, inputs, optimizer state, and
+  /// values kept across tasks: allocated once, before or in the first step).
+  virtual Tensor allocate(const TensorType &type) = 0;
+  /// Reserves the arena of op results once; later calls with no more bytes
+  /// keep it.
+  virtual void reserveArena(std::size_t bytes) = 0;
+  /// A tensor at `offset` in the arena (not initialized).
+  virtual Tensor arenaView(const TensorType &type, std::size_t offset) = 0;
+  /// Bytes held by allocate() and the arena so far.
+  virtual std::size_t bytesAllocated() const = 0;
+  /// The most bytes the device has held at once (the allocator's peak; for
+  /// the CPU, the process's peak resident set).
+  virtual std::size_t peakBytes() const = 0;
+
+  // Copies; the tensors' types must agree.
+  virtual void copyFromHost(const Tensor &host, Tensor &dst) = 0;
+  virtual void copyToHost(const Tensor &src, Tensor &host) = 0;
+  virtual void copy(const Tensor &src, Tensor &dst) = 0;
+  virtual void zero(Tensor &t) = 0;
+
+  /// A host copy of `t` (the same tensor on the CPU).
+  Tensor toHost(const Tensor &t);
+  /// A device copy of host tensor `host` in a buffer of its own (the same
+  /// tensor on the CPU).
+  Tensor fromHost(const Tensor &host);
+
+  /// Waits for all enqueued work; throws the errors kernels flagged (an
+  /// index out of range).
+  virtual void synchronize() = 0;
+
+  // The scheduler's own arithmetic. The defaults stage device tensors
+  // through the host and run the CPU code.
+  /// acc += x (same type).
+  virtual void addInto(Tensor &acc, const Tensor &x);
+  /// The sum of the squares of a f32 gradient, in double.
+  virtual double sumOfSquares(const Tensor &g);
+  /// One AdamW step (w, g, m, v) or SGD step (w, g, buf; buf may be
+  /// undefined) in place; `gradScale` multiplies the gradient (clipping).
+  virtual void adamw(const cpu::OptimizerParams &p, int64_t step,
+                     float gradScale, Tensor &w, const Tensor &g, Tensor &m,
+                     Tensor &v);
+  virtual void sgd(const cpu::OptimizerParams &p, int64_t step,
+                   float gradScale, Tensor &w, const Tensor &g, Tensor &buf);
+};
+
+/// The CPU device: host memory, kernels run synchronously.
+std::unique_ptr<Device> makeCpuDevice();
+
+/// True if this build has the CUDA backend.
+bool cudaBackendBuilt();
+
+/// The GPU `localRank % device count`. Throws Error ("no CUDA device ...")
+/// when there is none or the build has no CUDA.
+std::unique_ptr<Device> makeCudaDevice(int localRank, Precision matmul);
+
+class Communicator;
+/// The NCCL world of the ranks of `bootstrap` (a host communicator that
+/// carries NCCL's unique id), on `device`'s GPU (a CUDA device). Collective
+/// over `bootstrap`. Throws Error in a build without CUDA.
+std::unique_ptr<Communicator> makeNcclWorld(Communicator &bootstrap,
+                                            Device &device);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_DEVICE_H

@@ -1,0 +1,170 @@
+//===- CudaDevice.cpp - The CUDA device -------------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/CudaDevice.h"
+
+#include "cuda/Kernels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+using namespace shoal::rt;
+using namespace shoal::rt::cuda;
+
+void shoal::rt::cuda::check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw Error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+}
+
+void shoal::rt::cuda::check(cublasStatus_t s, const char *what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(fmt::format("{}: cuBLAS status {}", what, static_cast<int>(s)));
+}
+
+CudaDevice::CudaDevice(int localRank, Precision matmul) : precision(matmul) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    throw Error(fmt::format(
+        "no CUDA device is usable ({}); run on a machine with a GPU or use "
+        "--backend cpu",
+        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices"));
+  deviceIndex = localRank % count;
+  check(cudaSetDevice(deviceIndex), "cudaSetDevice");
+  check(cudaGetDeviceProperties(&props, deviceIndex),
+        "cudaGetDeviceProperties");
+  catalogEntry = findDevice(props.name);
+  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+        "cudaStreamCreate");
+  check(cublasCreate(&blasHandle), "cublasCreate");
+  check(cublasSetStream(blasHandle, compute), "cublasSetStream");
+  check(cublasSetMathMode(blasHandle, precision == Precision::TF32
+                                          ? CUBLAS_TF32_TENSOR_OP_MATH
+                                          : CUBLAS_DEFAULT_MATH),
+        "cublasSetMathMode");
+  check(cudaMalloc(&flag, sizeof(int)), "cudaMalloc");
+  check(cudaMemset(flag, 0, sizeof(int)), "cudaMemset");
+}
+
+CudaDevice::~CudaDevice() {
+  cudaStreamSynchronize(compute);
+  arena.reset();
+  cudaFree(scratch);
+  cudaFree(flag);
+  cublasDestroy(blasHandle);
+  cudaStreamDestroy(compute);
+}
+
+std::string CudaDevice::name() const {
+  return fmt::format("cuda:{} {}", deviceIndex, props.name);
+}
+
+namespace {
+
+std::shared_ptr<uint8_t> deviceBuffer(std::size_t bytes, const char *what) {
+  void *p = nullptr;
+  check(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)), what);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
+                                  [](uint8_t *q) { cudaFree(q); });
+}
+
+} // namespace
+
+Tensor CudaDevice::allocate(const TensorType &type) {
+  Tensor t = Tensor::view(type, deviceBuffer(type.numBytes(), "cudaMalloc"),
+                          MemoryKind::Cuda);
+  check(cudaMemsetAsync(t.rawData(), 0, std::max<std::size_t>(t.numBytes(), 1),
+                        compute),
+        "cudaMemsetAsync");
+  allocated += type.numBytes();
+  peak = std::max(peak, allocated);
+  return t;
+}
+
+void CudaDevice::reserveArena(std::size_t bytes) {
+  if (arena && bytes <= arenaSize)
+    return;
+  synchronize();
+  arena = deviceBuffer(bytes, "allocating the activation arena");
+  arenaSize = bytes;
+}
+
+Tensor CudaDevice::arenaView(const TensorType &type, std::size_t offset) {
+  if (offset + type.numBytes() > arenaSize)
+    throw Error(fmt::format("internal error: arena view at {} of {} bytes past "
+                            "the {} byte arena",
+                            offset, type.numBytes(), arenaSize));
+  return Tensor::view(type, std::shared_ptr<uint8_t>(arena, arena.get() + offset),
+                      MemoryKind::Cuda);
+}
+
+void CudaDevice::copyFromHost(const Tensor &host, Tensor &dst) {
+  // Synchronous: the host buffer may go as soon as this returns.
+  check(cudaMemcpyAsync(dst.rawData(), host.rawData(), host.numBytes(),
+                        cudaMemcpyHostToDevice, compute),
+        "copying to the GPU");
+  check(cudaStreamSynchronize(compute), "copying to the GPU");
+}
+
+void CudaDevice::copyToHost(const Tensor &src, Tensor &host) {
+  check(cudaMemcpyAsync(host.rawData(), src.rawData(), src.numBytes(),
+                        cudaMemcpyDeviceToHost, compute),
+        "copying from the GPU");
+  check(cudaStreamSynchronize(compute), "copying from the GPU");
+}
+
+void CudaDevice::copy(const Tensor &src, Tensor &dst) {
+  if (src.rawData() != dst.rawData() && src.numBytes())
+    check(cudaMemcpyAsync(dst.rawData(), src.rawData(), src.numBytes(),
+                          cudaMemcpyDeviceToDevice, compute),
+          "cudaMemcpyAsync");
+}
+
+void CudaDevice::zero(Tensor &t) {
+  if (t.numBytes())
+    check(cudaMemsetAsync(t.rawData(), 0, t.numBytes(), compute),
+          "cudaMemsetAsync");
+}
+
+void CudaDevice::synchronize() {
+  check(cudaStreamSynchronize(compute), "running the program");
+  int bad = 0;
+  check(cudaMemcpy(&bad, flag, sizeof(int), cudaMemcpyDeviceToHost),
+        "reading the error flag");
+  if (bad) {
+    check(cudaMemset(flag, 0, sizeof(int)), "cudaMemset");
+    throw Error("Gather: an index is out of range");
+  }
+}
+
+void CudaDevice::addInto(Tensor &acc, const Tensor &x) {
+  if (acc.dtype() != DType::F32 && acc.dtype() != DType::I64 &&
+      acc.dtype() != DType::I32) {
+    Device::addInto(acc, x);
+    return;
+  }
+  cuda::binary(cpu::BinaryOp::Add, acc.dtype(), acc.rawData(), acc.shape(),
+               x.rawData(), x.shape(), acc.rawData(), acc.shape(), compute);
+}
+
+void *CudaDevice::workspace(std::size_t bytes) {
+  if (bytes > scratchSize) {
+    check(cudaStreamSynchronize(compute), "growing the workspace");
+    cudaFree(scratch);
+    scratch = nullptr;
+    check(cudaMalloc(&scratch, bytes), "allocating the workspace");
+    scratchSize = bytes;
+  }
+  return scratch;
+}
+
+bool shoal::rt::cudaBackendBuilt() { return true; }
+
+std::unique_ptr<Device> shoal::rt::makeCudaDevice(int localRank,
+                                                  Precision matmul) {
+  return std::make_unique<CudaDevice>(localRank, matmul);
+}

@@ -1,0 +1,252 @@
+//===- Nccl.cpp - The NCCL communicator -------------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Collectives among GPUs through NCCL, on a stream of their own. Each
+// operation waits (on the GPU) for the work enqueued on the device's compute
+// stream before it, so it reads finished values; its Work completes when the
+// communication stream has passed it. The unique id is broadcast over a host
+// communicator (MPI or Gloo), so NCCL runs under mpirun and under
+// torchrun-style launchers alike. Buffers are device memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Communicator.h"
+#include "Device.h"
+
+#include "cuda/CudaDevice.h"
+
+#include <fmt/format.h>
+#include <nccl.h>
+
+using namespace shoal::rt;
+using namespace shoal::rt::cuda;
+
+namespace {
+
+void checkNccl(ncclResult_t r, const char *what) {
+  if (r != ncclSuccess)
+    throw Error(fmt::format("{}: {}", what, ncclGetErrorString(r)));
+}
+
+ncclDataType_t ncclTypeOf(DType t) {
+  switch (t) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F64:
+    return ncclFloat64;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::I64:
+    return ncclInt64;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I8:
+    return ncclInt8;
+  case DType::U8:
+  case DType::Bool:
+    return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t ncclOpOf(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return ncclSum;
+  case ReduceOp::Max:
+    return ncclMax;
+  case ReduceOp::Min:
+    return ncclMin;
+  }
+  return ncclSum;
+}
+
+/// Completes when the communication stream passes its event.
+class NcclWork : public Work {
+public:
+  explicit NcclWork(cudaEvent_t event) : event(event) {}
+  ~NcclWork() override {
+    cudaEventSynchronize(event);
+    cudaEventDestroy(event);
+  }
+  bool test() override {
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaErrorNotReady)
+      return false;
+    check(e, "NCCL operation");
+    return true;
+  }
+  void wait() override { check(cudaEventSynchronize(event), "NCCL operation"); }
+
+private:
+  cudaEvent_t event;
+};
+
+class NcclCommunicator : public Communicator {
+public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t compute)
+      : comm(comm), myRank(rank), mySize(size), compute(compute) {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+          "cudaStreamCreate");
+  }
+  ~NcclCommunicator() override {
+    cudaStreamSynchronize(stream);
+    ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+
+  int rank() const override { return myRank; }
+  int size() const override { return mySize; }
+  std::string name() const override { return "nccl"; }
+  bool deviceMemory() const override { return true; }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    ncclComm_t sub;
+    checkNccl(ncclCommSplit(comm, color, key, &sub, nullptr), "ncclCommSplit");
+    int r = 0, n = 0;
+    checkNccl(ncclCommUserRank(sub, &r), "ncclCommUserRank");
+    checkNccl(ncclCommCount(sub, &n), "ncclCommCount");
+    return std::make_unique<NcclCommunicator>(sub, r, n, compute);
+  }
+
+  std::unique_ptr<Work> allReduce(void *buf, int64_t count, DType dtype,
+                                  ReduceOp op) override {
+    return enqueue([&] {
+      checkNccl(ncclAllReduce(buf, buf, count, ncclTypeOf(dtype), ncclOpOf(op),
+                              comm, stream),
+                "ncclAllReduce");
+    });
+  }
+  std::unique_ptr<Work> allGather(const void *in, void *out,
+                                  std::size_t bytes) override {
+    return enqueue([&] {
+      checkNccl(ncclAllGather(in, out, bytes, ncclUint8, comm, stream),
+                "ncclAllGather");
+    });
+  }
+  std::unique_ptr<Work>
+  allGatherV(const void *in, void *out,
+             const std::vector<std::size_t> &bytes) override {
+    return enqueue([&] {
+      // Uneven blocks: one broadcast per member, grouped.
+      checkNccl(ncclGroupStart(), "ncclGroupStart");
+      std::size_t offset = 0;
+      for (int r = 0; r < mySize; ++r) {
+        char *dst = static_cast<char *>(out) + offset;
+        checkNccl(ncclBroadcast(r == myRank ? in : dst, dst, bytes[r],
+                                ncclUint8, r, comm, stream),
+                  "ncclBroadcast");
+        offset += bytes[r];
+      }
+      checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
+  std::unique_ptr<Work> reduceScatter(const void *in, void *out, int64_t count,
+                                      DType dtype) override {
+    return enqueue([&] {
+      checkNccl(ncclReduceScatter(in, out, count, ncclTypeOf(dtype), ncclSum,
+                                  comm, stream),
+                "ncclReduceScatter");
+    });
+  }
+  std::unique_ptr<Work> allToAll(const void *in, void *out,
+                                 std::size_t bytes) override {
+    return enqueue([&] {
+      checkNccl(ncclGroupStart(), "ncclGroupStart");
+      for (int r = 0; r < mySize; ++r) {
+        checkNccl(ncclSend(static_cast<const char *>(in) + r * bytes, bytes,
+                           ncclUint8, r, comm, stream),
+                  "ncclSend");
+        checkNccl(ncclRecv(static_cast<char *>(out) + r * bytes, bytes,
+                           ncclUint8, r, comm, stream),
+                  "ncclRecv");
+      }
+      checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
+  std::unique_ptr<Work> broadcast(void *buf, std::size_t bytes,
+                                  int root) override {
+    return enqueue([&] {
+      checkNccl(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, stream),
+                "ncclBroadcast");
+    });
+  }
+  std::unique_ptr<Work> gather(const void *in, void *out, std::size_t bytes,
+                               int root) override {
+    return enqueue([&] {
+      checkNccl(ncclGroupStart(), "ncclGroupStart");
+      if (myRank == root)
+        for (int r = 0; r < mySize; ++r)
+          checkNccl(ncclRecv(static_cast<char *>(out) + r * bytes, bytes,
+                             ncclUint8, r, comm, stream),
+                    "ncclRecv");
+      checkNccl(ncclSend(in, bytes, ncclUint8, root, comm, stream),
+                "ncclSend");
+      checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
+  std::unique_ptr<Work> send(const void *buf, std::size_t bytes, int peer,
+                             int) override {
+    return enqueue([&] {
+      checkNccl(ncclSend(buf, bytes, ncclUint8, peer, comm, stream),
+                "ncclSend");
+    });
+  }
+  std::unique_ptr<Work> recv(void *buf, std::size_t bytes, int peer,
+                             int) override {
+    return enqueue([&] {
+      checkNccl(ncclRecv(buf, bytes, ncclUint8, peer, comm, stream),
+                "ncclRecv");
+    });
+  }
+  void barrier() override {
+    int *one = nullptr;
+    check(cudaMalloc(&one, sizeof(int)), "cudaMalloc");
+    allReduce(one, 1, DType::I32, ReduceOp::Sum)->wait();
+    cudaFree(one);
+  }
+
+private:
+  /// Orders `f`'s work after the compute stream's and returns its Work.
+  template <typename F> std::unique_ptr<Work> enqueue(F &&f) {
+    cudaEvent_t ready, done;
+    check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+          "cudaEventCreate");
+    check(cudaEventRecord(ready, compute), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(ready);
+    f();
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+          "cudaEventCreate");
+    check(cudaEventRecord(done, stream), "cudaEventRecord");
+    return std::make_unique<NcclWork>(done);
+  }
+
+  ncclComm_t comm;
+  int myRank, mySize;
+  cudaStream_t compute;
+  cudaStream_t stream = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator>
+shoal::rt::makeNcclWorld(Communicator &bootstrap, Device &device) {
+  auto *gpu = dynamic_cast<CudaDevice *>(&device);
+  if (!gpu)
+    throw Error("--comm nccl needs --backend cuda");
+  ncclUniqueId id;
+  if (bootstrap.rank() == 0)
+    checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  bootstrap.broadcast(&id, sizeof(id), 0)->wait();
+  ncclComm_t comm;
+  checkNccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()),
+            "ncclCommInitRank");
+  return std::make_unique<NcclCommunicator>(comm, bootstrap.rank(),
+                                            bootstrap.size(), gpu->stream());
+}
