@@ -35,8 +35,6 @@ std::unique_ptr<Device> shoal::rt::makeCudaDevice(int, Precision) {
               "use --backend cpu");
 }
 
-void shoal::rt::registerCudaKernels() {}
-
 std::unique_ptr<Communicator> shoal::rt::makeNcclWorld(Communicator &,
                                                        Device &) {
   throw Error("NCCL (--comm nccl): this build of shoal has no CUDA backend");

@@ -95,14 +95,14 @@ double Device::sumOfSquares(const Tensor &g) {
   return cpu::sumOfSquares(toHost(g));
 }
 
-void Device::adamw(const cpu::OptimizerParams &p, int64_t step,
+void Device::adamw(const OptimizerParams &p, int64_t step,
                    float gradScale, Tensor &w, const Tensor &g, Tensor &m,
                    Tensor &v) {
   onHost(*this, {&w, &m, &v}, {&g},
          [&] { cpu::adamwUpdate(p, step, gradScale, w, g, m, v); });
 }
 
-void Device::sgd(const cpu::OptimizerParams &p, int64_t step, float gradScale,
+void Device::sgd(const OptimizerParams &p, int64_t step, float gradScale,
                  Tensor &w, const Tensor &g, Tensor &buf) {
   onHost(*this, {&w, &buf}, {&g},
          [&] { cpu::sgdUpdate(p, step, gradScale, w, g, buf); });

@@ -51,6 +51,29 @@ struct Executor::Bucket {
   std::vector<std::pair<int, Tensor>> parts;
 };
 
+const OpInfo *shoal::rt::firstOpWithoutKernel(const LoadedPlan &plan,
+                                              BackendKind backend) {
+  registerCpuKernels();
+  if (backend == BackendKind::CUDA)
+    registerCudaKernels();
+  for (const OpInfo &op : plan.ops) {
+    switch (op.kind) {
+    case OpKind::Send:
+    case OpKind::Recv:
+    case OpKind::AdamW:
+    case OpKind::SGD:
+    case OpKind::AllReduce:
+    case OpKind::AllGather:
+    case OpKind::AllToAll:
+      continue; // the scheduler's own
+    default:
+      if (!findKernel(op.kind, backend))
+        return &op;
+    }
+  }
+  return nullptr;
+}
+
 Executor::Executor(const LoadedPlan &plan, ExecutorOptions options)
     : Executor(plan, *makeCpuDevice().release(), options) {
   ownDevice.reset(&device);
@@ -171,7 +194,8 @@ void Executor::commEvent(const std::string &name, Clock::time_point start,
 }
 
 void Executor::run(Comm &comm, bool verbose) {
-  worldRank = comm.rank();
+  // Transfers name world ranks; comm is the program's.
+  worldRank = global ? global->rank() : comm.rank();
   bool print = verbose && worldRank == 0;
   // Values of the last step are dead; persistent ones stay.
   for (std::size_t v = 0; v < values.size(); ++v)
@@ -352,8 +376,8 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     if (!cpuFn)
       throw Error(fmt::format("no kernel for {} on any backend", op.kindName));
     if (options.strict)
-      throw Error(fmt::format("the {} backend has no kernel for {} "
-                              "(--strict)",
+      throw Error(fmt::format("--strict: the {} backend has no kernel for "
+                              "these operands of {}",
                               backendName(device.kind()), op.kindName));
     if (warnedFallback.insert(op.kind).second && worldRank == 0)
       std::fprintf(stderr,
@@ -385,9 +409,15 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
         outs[i] = device.fromHost(hostOuts[i]);
     }
   }
-  for (std::size_t i = 0; i < op.outputs.size(); ++i)
-    if (op.outputs[i] >= 0)
-      values[op.outputs[i]] = std::move(outs[i]);
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    int v = op.outputs[i];
+    if (v < 0)
+      continue;
+    // A kept alias (a view of its kept root) is read by later tasks too.
+    if (aliases && memory.residence[v] == Residence::Kept)
+      kept[{v, currentMicroBatch}] = outs[i];
+    values[v] = std::move(outs[i]);
+  }
 }
 
 MemoryReport Executor::memoryReport() const {
@@ -647,6 +677,9 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
   // Before the last micro-batch: the running partial sum (which the plan
   // reads only at the last micro-batch).
   values[op.outputs[0]] = acc.sum;
+  // Later tasks of this micro-batch (the optimizer's) import the sum.
+  if (memory.residence[op.outputs[0]] == Residence::Kept)
+    kept[{op.outputs[0], j}] = acc.sum;
   if (j == m - 1) {
     std::vector<int> rest;
     for (int a : op.attrs.meshAxes)
@@ -718,7 +751,7 @@ void Executor::applyOptimizers(Comm &comm) {
   for (DeferredUpdate &d : deferred) {
     const OpInfo &op = *d.op;
     try {
-      const cpu::OptimizerParams &params = op.attrs.optimizer;
+      const OptimizerParams &params = op.attrs.optimizer;
       float scale = cpu::clipScale(params, gradNorm);
       std::vector<Tensor> &t = d.operands;
       if (op.kind == OpKind::AdamW)

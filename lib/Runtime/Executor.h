@@ -56,6 +56,12 @@ struct MemoryReport {
   std::size_t peak = 0;
 };
 
+/// The first op of `plan` that would run on the CPU on `backend` for lack
+/// of a kernel there (the scheduler's own ops aside), or null. Kernels that
+/// refuse their operands at run time (KernelUnsupported) are found only
+/// when they run.
+const OpInfo *firstOpWithoutKernel(const LoadedPlan &plan, BackendKind backend);
+
 /// The one scheduler: it holds the values of one program on one Device and
 /// runs the plan's schedule, whatever the plan kind (forward, pipelined,
 /// training) and the device (CPU, CUDA). Each schedule entry runs the ops of

@@ -788,6 +788,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     // The device starts here: a CUDA run on a machine without a GPU stops
     // with "no CUDA device", whatever the plan kind.
     if (backend == BackendKind::CUDA) {
+      if (options.strict)
+        if (const OpInfo *op = firstOpWithoutKernel(*plan, backend))
+          throw Error(fmt::format("--strict: the CUDA backend has no kernel "
+                                  "for {}",
+                                  op->describe()));
       Precision matmul = Precision::FP32;
       if (!parsePrecision(options.precision, matmul))
         throw Error(fmt::format("unknown precision '{}'", options.precision));

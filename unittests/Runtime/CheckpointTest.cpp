@@ -703,10 +703,11 @@ TEST_F(TrainingRun, ReportsBadOptionsAndFiles) {
   t.resumeDir = dir + "/nothing";
   EXPECT_HAS(agreedError(options(p, 1), t),
              "checkpoint folder " + dir + "/nothing not found");
-  // Training plans refuse the CUDA backend and --warmup.
+  // Training plans run on the CUDA backend too: without a GPU, the device
+  // does not start. They refuse --warmup.
   RunOptions o = options(p, 1);
   o.backend = "cuda";
-  EXPECT_HAS(agreedError(o, data()), "training plans run on the CPU backend");
+  EXPECT_HAS(agreedError(o, data()), "no CUDA device");
   o = options(p, 1);
   o.warmup = 1;
   EXPECT_HAS(agreedError(o, data()), "--warmup does not apply to training");

@@ -129,11 +129,13 @@ TEST(OpTable, AritiesAndFlagsAreConsistent) {
     EXPECT_LE(0, row.minOutputs);
     EXPECT_LE(row.minOutputs, row.maxOutputs);
     // Only optimizer updates and Sends have no outputs.
-    if (row.maxOutputs == 0)
+    if (row.maxOutputs == 0) {
       EXPECT_TRUE(opKindHas(row.kind, kOptimizer | kTransfer));
+    }
     // Ops that communicate run over mesh axes.
-    if (opKindHas(row.kind, kCommunicates))
+    if (opKindHas(row.kind, kCommunicates)) {
       EXPECT_TRUE(opKindHas(row.kind, kCollective));
+    }
   }
   EXPECT_TRUE(opKindHas("AllReduce", kCommunicates));
   EXPECT_FALSE(opKindHas("LocalSlice", kCommunicates));
@@ -172,8 +174,9 @@ TEST(OpTable, TypeRulesSayWhichOpsAlias) {
 
   for (const OpKindInfo &row : kOpKindTable)
     if (row.kind != OpKind::Reshape && row.kind != OpKind::ReduceMean &&
-        row.kind != OpKind::ReduceSum)
+        row.kind != OpKind::ReduceSum) {
       EXPECT_FALSE(opKindHas(row.kind, kMayAlias)) << row.name;
+    }
 }
 
 //===----------------------------------------------------------------------===//

@@ -46,7 +46,8 @@ CudaDevice::CudaDevice(int localRank, Precision matmul) : precision(matmul) {
                                           ? CUBLAS_TF32_TENSOR_OP_MATH
                                           : CUBLAS_DEFAULT_MATH),
         "cublasSetMathMode");
-  check(cudaMalloc(&flag, sizeof(int)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void **>(&flag), sizeof(int)),
+        "cudaMalloc");
   check(cudaMemset(flag, 0, sizeof(int)), "cudaMemset");
 }
 

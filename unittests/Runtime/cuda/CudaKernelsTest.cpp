@@ -182,6 +182,8 @@ Tensor randomTensor(DType dtype, const Shape &shape, std::mt19937 &rng,
       t.data<uint8_t>()[i] = uint8_t(dist(rng));
     break;
   }
+  default:
+    ADD_FAILURE() << "randomTensor: no generator for " << dtypeName(dtype);
   }
   return t;
 }
