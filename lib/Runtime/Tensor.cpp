@@ -99,8 +99,8 @@ Tensor Tensor::alias(const Tensor &base, Shape shape) {
   return t;
 }
 
-void Tensor::checkElementType(DType requested) const {
-  if (requested != elemType)
+void Tensor::checkElementType(DType requested, DType other) const {
+  if (requested != elemType && other != elemType)
     throw Error(fmt::format("internal error: {} tensor accessed as {}",
                             dtypeName(elemType), dtypeName(requested)));
 }
