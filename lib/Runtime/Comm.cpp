@@ -26,7 +26,17 @@ MPI_Datatype mpiType(DType dtype) {
   case DType::I32:
     return MPI_INT32_T;
   case DType::Bool:
+  case DType::U8:
     return MPI_UINT8_T;
+  case DType::F64:
+    return MPI_DOUBLE;
+  case DType::I8:
+    return MPI_INT8_T;
+  case DType::F16:
+  case DType::BF16:
+    // MPI has no 16-bit float type, so MPI_SUM cannot add them (allReduce
+    // refuses them); moving them as pairs of bytes is right.
+    return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
@@ -87,6 +97,11 @@ void Comm::allReduce(const Tensor &in, Tensor &out,
                             out.type().str(), in.type().str()));
   if (in.dtype() == DType::Bool)
     throw Error("AllReduce is not supported on bool tensors");
+  // TODO: a user MPI_Op (or f32 staging) to sum 16-bit floats.
+  if (in.dtype() == DType::F16 || in.dtype() == DType::BF16)
+    throw Error(fmt::format("AllReduce is not supported on {} tensors yet "
+                            "(MPI has no 16-bit float sum)",
+                            dtypeName(in.dtype())));
   if (out.rawData() != in.rawData() && in.numBytes())
     std::memcpy(out.rawData(), in.rawData(), in.numBytes());
   MPI_Comm comm = group(axes);

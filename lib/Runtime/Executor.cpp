@@ -229,7 +229,7 @@ template <typename T> void addInto(Tensor &acc, const Tensor &in) {
   T *a = acc.data<T>();
   const T *b = in.data<T>();
   for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
-    a[i] += b[i];
+    a[i] = T(a[i] + b[i]); // 8-bit integers wrap
 }
 
 } // namespace
@@ -260,8 +260,20 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
     case DType::I32:
       addInto<int32_t>(acc.sum, in);
       break;
+    case DType::F64:
+      addInto<double>(acc.sum, in);
+      break;
+    case DType::I8:
+      addInto<int8_t>(acc.sum, in);
+      break;
+    case DType::U8:
+      addInto<uint8_t>(acc.sum, in);
+      break;
     case DType::Bool:
-      throw Error("AllReduce is not supported on bool tensors");
+    case DType::F16:
+    case DType::BF16:
+      throw Error(fmt::format("AllReduce is not supported on {} tensors",
+                              dtypeName(in.dtype())));
     }
   }
   ++acc.count;
