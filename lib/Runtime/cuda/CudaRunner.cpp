@@ -60,7 +60,16 @@ ncclDataType_t ncclTypeOf(DType t) {
   case DType::I32:
     return ncclInt32;
   case DType::Bool:
+  case DType::U8:
     return ncclUint8;
+  case DType::I8:
+    return ncclInt8;
+  case DType::F64:
+    return ncclFloat64;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
   }
   return ncclFloat32;
 }
