@@ -244,8 +244,12 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
   out.groupSize = mesh.numBlocks(out.meshAxes);
 }
 
-bool isNumeric(DType d) {
-  return d == DType::F32 || d == DType::I64 || d == DType::I32;
+bool isNumeric(DType d) { return d != DType::Bool; }
+
+/// The float dtypes; the CPU kernels compute f16 and bf16 in f32.
+bool isFloat(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::F16 ||
+         d == DType::BF16;
 }
 
 /// ONNX TensorProto.DataType names, for messages.
@@ -641,15 +645,23 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
       throw Error(fmt::format("{} must be {}, got {}", what, dtypeName(dtype),
                               t.str()));
   };
+  // Ops computed in f32: f32, or f16/bf16 staged through f32 (and, with
+  // `f64`, f64 computed in double).
+  auto requireFloat = [&](const TensorType &t, const char *what,
+                          bool f64 = false) {
+    if (!isFloat(t.dtype) || (t.dtype == DType::F64 && !f64))
+      throw Error(fmt::format("{} must be f32, {}f16 or bf16, got {}", what,
+                              f64 ? "f64, " : "", t.str()));
+  };
   // Expected output types, filled below.
   std::vector<TensorType> expected;
   const TensorType &x = *in(0);
 
   switch (kind) {
   case OpKind::MatMul: {
-    requireDType(x, DType::F32, "input A");
-    requireDType(*in(1), DType::F32, "input B");
-    expected.push_back({DType::F32, cpu::matmulShape(x.shape, in(1)->shape)});
+    requireFloat(x, "input A", /*f64=*/true);
+    requireDType(*in(1), x.dtype, "input B");
+    expected.push_back({x.dtype, cpu::matmulShape(x.shape, in(1)->shape)});
     break;
   }
   case OpKind::Gemm: {
@@ -657,17 +669,17 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     a.beta = attrs.getFloat("beta", 1.f);
     a.transA = attrs.getBool("transA", false);
     a.transB = attrs.getBool("transB", false);
-    requireDType(x, DType::F32, "input A");
-    requireDType(*in(1), DType::F32, "input B");
+    requireFloat(x, "input A", /*f64=*/true);
+    requireDType(*in(1), x.dtype, "input B");
     Shape shape = cpu::gemmShape(x.shape, in(1)->shape, a.transA, a.transB);
     if (const TensorType *c = in(2)) {
-      requireDType(*c, DType::F32, "input C");
+      requireDType(*c, x.dtype, "input C");
       if (!cpu::broadcastsTo(c->shape, shape))
         throw Error(fmt::format("input C of shape {} does not broadcast to "
                                 "the result shape {}",
                                 formatShape(c->shape), formatShape(shape)));
     }
-    expected.push_back({DType::F32, shape});
+    expected.push_back({x.dtype, shape});
     break;
   }
   case OpKind::Add:
@@ -676,20 +688,13 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::Div:
   case OpKind::Pow: {
     const TensorType &y = *in(1);
-    auto numeric = [](DType t) {
-      return t == DType::F32 || t == DType::I64 || t == DType::I32;
-    };
     // ONNX's Pow takes any numeric base and exponent; the result has the
     // base's type.
-    bool mixedPow = kind == OpKind::Pow && numeric(x.dtype) && numeric(y.dtype);
+    bool mixedPow =
+        kind == OpKind::Pow && isNumeric(x.dtype) && isNumeric(y.dtype);
     if (x.dtype != y.dtype && !mixedPow)
       throw Error(fmt::format("inputs have different dtypes ({})", typesStr()));
-    bool intOk = kind == OpKind::Add || kind == OpKind::Sub ||
-                 kind == OpKind::Mul || kind == OpKind::Pow;
-    bool supported =
-        x.dtype == DType::F32 ||
-        (intOk && (x.dtype == DType::I64 || x.dtype == DType::I32));
-    if (!supported)
+    if (!isNumeric(x.dtype))
       throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
                               dtypeName(x.dtype)));
     expected.push_back({x.dtype, cpu::broadcastShape(x.shape, y.shape)});
@@ -703,15 +708,16 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::Neg:
   case OpKind::Sigmoid: {
     bool intOk = kind == OpKind::Neg || kind == OpKind::Relu;
-    if (x.dtype != DType::F32 &&
-        !(intOk && (x.dtype == DType::I64 || x.dtype == DType::I32)))
+    bool signedInt =
+        x.dtype == DType::I64 || x.dtype == DType::I32 || x.dtype == DType::I8;
+    if (!isFloat(x.dtype) && !(intOk && signedInt))
       throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
                               dtypeName(x.dtype)));
     expected.push_back(x);
     break;
   }
   case OpKind::Softmax: {
-    requireDType(x, DType::F32, "input");
+    requireFloat(x, "input");
     int64_t rank = static_cast<int64_t>(x.shape.size());
     a.axis =
         rank == 0 ? 0 : normalizeAxis(attrs.getInt("axis", -1), rank, "axis");
@@ -719,8 +725,8 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     break;
   }
   case OpKind::LayerNormalization: {
-    requireDType(x, DType::F32, "input X");
-    requireDType(*in(1), DType::F32, "input Scale");
+    requireFloat(x, "input X");
+    requireDType(*in(1), x.dtype, "input Scale");
     int64_t rank = static_cast<int64_t>(x.shape.size());
     if (rank == 0)
       throw Error("input X must have rank >= 1");
@@ -739,7 +745,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
                               "normalized shape {}",
                               formatShape(in(1)->shape), formatShape(norm)));
     if (const TensorType *b = in(2)) {
-      requireDType(*b, DType::F32, "input B");
+      requireDType(*b, x.dtype, "input B");
       if (!cpu::broadcastsTo(b->shape, norm))
         throw Error(fmt::format("B of shape {} does not broadcast to the "
                                 "normalized shape {}",
@@ -751,9 +757,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     break;
   }
   case OpKind::Gelu: {
-    requireDType(x, DType::F32, "input");
+    requireFloat(x, "input");
     if (const TensorType *b = in(1)) {
-      requireDType(*b, DType::F32, "bias");
+      requireDType(*b, x.dtype, "bias");
       if (!cpu::broadcastsTo(b->shape, x.shape))
         throw Error(fmt::format("bias of shape {} does not broadcast to {}",
                                 formatShape(b->shape), formatShape(x.shape)));
@@ -762,12 +768,12 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     break;
   }
   case OpKind::AddLayerNorm: {
-    requireDType(x, DType::F32, "input A");
+    requireFloat(x, "input A");
     if (*in(1) != x)
       throw Error(fmt::format("inputs A and B must have the same type, got "
                               "{}",
                               typesStr()));
-    requireDType(*in(2), DType::F32, "input Scale");
+    requireDType(*in(2), x.dtype, "input Scale");
     int64_t rank = static_cast<int64_t>(x.shape.size());
     if (rank == 0)
       throw Error("input A must have rank >= 1");
@@ -778,7 +784,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     Shape norm(x.shape.begin() + a.axis, x.shape.end());
     for (int i : {2, 3})
       if (const TensorType *t = in(i)) {
-        requireDType(*t, DType::F32, i == 2 ? "input Scale" : "input B");
+        requireDType(*t, x.dtype, i == 2 ? "input Scale" : "input B");
         if (!cpu::broadcastsTo(t->shape, norm))
           throw Error(fmt::format("{} of shape {} does not broadcast to the "
                                   "normalized shape {}",
@@ -790,8 +796,9 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   }
   case OpKind::Attention: {
     const TensorType &kt = *in(1), &v = *in(2);
-    for (const TensorType *t : {&x, &kt, &v})
-      requireDType(*t, DType::F32, "q, kt and v");
+    requireFloat(x, "q");
+    for (const TensorType *t : {&kt, &v})
+      requireDType(*t, x.dtype, "kt and v");
     std::size_t r = x.shape.size();
     if (r < 2 || kt.shape.size() != r || v.shape.size() != r ||
         !std::equal(x.shape.begin(), x.shape.end() - 2, kt.shape.begin()) ||
@@ -803,7 +810,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     Shape scores(x.shape.begin(), x.shape.end() - 1);
     scores.push_back(kt.shape[r - 1]);
     if (const TensorType *m = in(3)) {
-      requireDType(*m, DType::F32, "mask");
+      requireDType(*m, x.dtype, "mask");
       if (!cpu::broadcastsTo(m->shape, scores))
         throw Error(fmt::format("mask of shape {} does not broadcast to the "
                                 "scores {}",
@@ -812,7 +819,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     a.scale = attrs.getFloat("scale", 1.f);
     Shape out(x.shape.begin(), x.shape.end() - 1);
     out.push_back(v.shape[r - 1]);
-    expected.push_back({DType::F32, out});
+    expected.push_back({x.dtype, out});
     break;
   }
   case OpKind::Gather: {
@@ -877,7 +884,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   }
   case OpKind::ReduceMean:
   case OpKind::ReduceSum: {
-    requireDType(x, DType::F32, "input");
+    requireFloat(x, "input");
     int64_t rank = static_cast<int64_t>(x.shape.size());
     a.keepdims = attrs.getBool("keepdims", true);
     bool noop = attrs.getBool("noop_with_empty_axes", false);
@@ -895,14 +902,15 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
         axes.insert(d);
     a.axes.assign(axes.begin(), axes.end());
     expected.push_back(
-        {DType::F32, cpu::reduceShape(x.shape, a.axes, a.keepdims)});
+        {x.dtype, cpu::reduceShape(x.shape, a.axes, a.keepdims)});
     break;
   }
   case OpKind::AllReduce: {
     // Over "mb": gradient accumulation (the executor sums the micro-batches
     // of a step, then reduces over the other axes; docs/Training.md).
     readMeshAxes(attrs, mesh, a, /*allowMicroBatch=*/true);
-    if (x.dtype != DType::F32 && x.dtype != DType::I64 && x.dtype != DType::I32)
+    // No 16-bit float sum in MPI yet (Comm::allReduce).
+    if (!isNumeric(x.dtype) || x.dtype == DType::F16 || x.dtype == DType::BF16)
       throw Error(fmt::format("AllReduce is not supported on {} tensors",
                               dtypeName(x.dtype)));
     expected.push_back(x);
@@ -960,9 +968,26 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     case 9:
       a.to = DType::Bool;
       break;
+    case 2:
+      a.to = DType::U8;
+      break;
+    case 3:
+      a.to = DType::I8;
+      break;
+    case 10:
+      a.to = DType::F16;
+      break;
+    case 11:
+      a.to = DType::F64;
+      break;
+    case 16:
+      a.to = DType::BF16;
+      break;
     default:
-      throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), INT32 "
-                              "(6), INT64 (7) and BOOL (9) are supported",
+      throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), UINT8 "
+                              "(2), INT8 (3), INT32 (6), INT64 (7), BOOL (9), "
+                              "FLOAT16 (10), DOUBLE (11) and BFLOAT16 (16) "
+                              "are supported",
                               onnxDataTypeName(to)));
     }
     expected.push_back({a.to, x.shape});
@@ -1013,7 +1038,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   case OpKind::Reciprocal:
   case OpKind::Floor:
   case OpKind::Ceil:
-    if (x.dtype != DType::F32 && !(kind == OpKind::Abs && isNumeric(x.dtype)))
+    if (!isFloat(x.dtype) && !(kind == OpKind::Abs && isNumeric(x.dtype)))
       throw Error(fmt::format("{} is not supported on {} tensors", op.kind(),
                               dtypeName(x.dtype)));
     expected.push_back(x);
@@ -1254,7 +1279,10 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
   }
   case OpKind::MaxPool:
   case OpKind::AveragePool: {
-    requireDType(x, DType::F32, "input X");
+    // MaxPool also on 8-bit integers (their max is exact in f32).
+    if (!(kind == OpKind::MaxPool &&
+          (x.dtype == DType::U8 || x.dtype == DType::I8)))
+      requireFloat(x, "input X");
     std::size_t rank = x.shape.size();
     if (rank < 3)
       throw Error(fmt::format("input X must be [N, C, spatial...] with at "
@@ -1276,7 +1304,7 @@ OpInfo shoal::rt::checkOp(const plan::Op &op, int index,
     } else {
       a.countIncludePad = attrs.getBool("count_include_pad", false);
     }
-    TensorType out{DType::F32,
+    TensorType out{x.dtype,
                    cpu::windowOutputShape(x.shape, x.shape[1], a.window)};
     expected.assign(info.outputs.size(), out);
     break;
