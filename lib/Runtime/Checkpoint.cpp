@@ -256,6 +256,16 @@ const char *dtypeJsonName(DType d) {
     return "int32";
   case DType::Bool:
     return "bool";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::F64:
+    return "float64";
+  case DType::I8:
+    return "int8";
+  case DType::U8:
+    return "uint8";
   }
   return "?";
 }
@@ -269,6 +279,16 @@ bool parseDtypeName(const std::string &s, DType &d) {
     d = DType::I32;
   else if (s == "bool")
     d = DType::Bool;
+  else if (s == "float16")
+    d = DType::F16;
+  else if (s == "bfloat16")
+    d = DType::BF16;
+  else if (s == "float64")
+    d = DType::F64;
+  else if (s == "int8")
+    d = DType::I8;
+  else if (s == "uint8")
+    d = DType::U8;
   else
     return false;
   return true;
@@ -735,7 +755,11 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
                               name, err.what()));
     }
     const Shape &shape = header.type.shape;
-    if (header.type.dtype != global.dtype || shape.size() != rank)
+    // bf16 shards are written as float32 (writeNpy); convert them back.
+    bool converts = header.type.dtype != global.dtype &&
+                    npyFeeds(header.type, {global.dtype, shape});
+    if ((header.type.dtype != global.dtype && !converts) ||
+        shape.size() != rank)
       throw corrupt(fmt::format("is {}, not a block of {}", header.type.str(),
                                 global.str()));
     if (!s.shape.empty() && s.shape != shape)
@@ -762,8 +786,13 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
       src[d] = lo[d] - s.offset[d];
       dst[d] = lo[d] - offsets[d];
     }
-    copyBox(file.data() + header.dataOffset, shape, src, out.rawData(), local,
-            dst, box, elem);
+    const uint8_t *data = file.data() + header.dataOffset;
+    Tensor converted;
+    if (converts) {
+      converted = convertNpyData(data, header.type, global.dtype);
+      data = converted.bytes();
+    }
+    copyBox(data, shape, src, out.rawData(), local, dst, box, elem);
     covered += numElements(box);
   }
   if (covered != numElements(region))

@@ -6,6 +6,8 @@
 
 #include "Device.h"
 
+#include "Half.h"
+
 #include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
@@ -38,7 +40,16 @@ template <typename T> void addLoop(Tensor &acc, const Tensor &in) {
   T *a = acc.data<T>();
   const T *b = in.data<T>();
   for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
-    a[i] += b[i];
+    a[i] = T(a[i] + b[i]); // 8-bit integers wrap
+}
+
+/// 16-bit floats: added in f32, rounded back to nearest even.
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+void addHalfLoop(Tensor &acc, const Tensor &in) {
+  auto *a = static_cast<uint16_t *>(acc.rawData());
+  const auto *b = static_cast<const uint16_t *>(in.rawData());
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
+    a[i] = FromF(ToF(a[i]) + ToF(b[i]));
 }
 
 /// Runs `f` on host copies of device tensors and copies the `written` ones
@@ -82,6 +93,21 @@ void Device::addInto(Tensor &acc, const Tensor &x) {
       break;
     case DType::I32:
       addLoop<int32_t>(acc, x);
+      break;
+    case DType::F64:
+      addLoop<double>(acc, x);
+      break;
+    case DType::I8:
+      addLoop<int8_t>(acc, x);
+      break;
+    case DType::U8:
+      addLoop<uint8_t>(acc, x);
+      break;
+    case DType::F16:
+      addHalfLoop<halfToFloat, floatToHalf>(acc, x);
+      break;
+    case DType::BF16:
+      addHalfLoop<bf16ToFloat, floatToBF16>(acc, x);
       break;
     default:
       throw Error(fmt::format("cannot accumulate {} tensors over "

@@ -13,6 +13,7 @@
 #include "MemoryPlan.h"
 #include "PlanLoader.h"
 #include "Tensor.h"
+#include "shoal/Runtime/Runtime.h"
 
 #include <chrono>
 #include <map>
@@ -37,23 +38,6 @@ struct ExecutorOptions {
   /// staged through the host) with a one-time warning; with `strict`, that
   /// is an error instead.
   bool strict = false;
-};
-
-/// Bytes a rank holds, by kind (shoal-run --report-memory).
-struct MemoryReport {
-  /// Weights loaded from the model (distinct buffers).
-  std::size_t weights = 0;
-  /// Gradients the optimizer reads (their kept buffers).
-  std::size_t grads = 0;
-  /// Optimizer state (zero-initialized weights: AdamW's m and v, SGD's
-  /// momentum).
-  std::size_t optimizer = 0;
-  /// Everything else: the arena of op results, other kept values (per
-  /// micro-batch), inputs and constants.
-  std::size_t activations = 0;
-  /// The device's measured peak (for the CPU, the process's peak resident
-  /// set, which also counts code, libraries and communication buffers).
-  std::size_t peak = 0;
 };
 
 /// The first op of `plan` that would run on the CPU on `backend` for lack

@@ -6,6 +6,7 @@
 
 #include "Npy.h"
 
+#include "Half.h"
 #include "MappedFile.h"
 
 #include <fmt/format.h>
@@ -143,41 +144,65 @@ private:
   std::size_t pos = 0;
 };
 
-/// Maps a numpy type string to a DType.
+/// Maps a numpy type string to a DType. `<V2` (two raw bytes, how numpy
+/// saves ml_dtypes' bfloat16) is read as bf16 bits.
 DType parseDescr(const std::string &descr, const std::string &path) {
   auto unsupported = [&](const char *why) -> Error {
     return Error(fmt::format(
-        "{}: {} '{}' (supported: float32 '<f4', int64 '<i8', int32 '<i4', "
-        "bool '|b1')",
+        "{}: {} '{}' (supported: float32 '<f4', float64 '<f8', float16 "
+        "'<f2', bfloat16 as '<V2' bits, int64 '<i8', int32 '<i4', int8 "
+        "'|i1', uint8 '|u1', bool '|b1')",
         path, why, descr));
   };
   if (descr.size() < 3)
     throw unsupported("unsupported dtype");
   char order = descr[0];
   std::string kind = descr.substr(1);
-  if (order == '>' && kind != "b1" && kind != "u1" && kind != "i1")
+  bool oneByte = kind == "b1" || kind == "u1" || kind == "i1";
+  if (order == '>' && !oneByte)
     throw unsupported("big-endian data is not supported, dtype");
   if (order != '<' && order != '|' && order != '=' && order != '>')
     throw unsupported("unsupported dtype");
   if (kind == "f4" && order != '|')
     return DType::F32;
+  if (kind == "f8" && order != '|')
+    return DType::F64;
+  if (kind == "f2" && order != '|')
+    return DType::F16;
+  if (kind == "V2")
+    return DType::BF16;
   if (kind == "i8" && order != '|')
     return DType::I64;
   if (kind == "i4" && order != '|')
     return DType::I32;
+  if (kind == "i1")
+    return DType::I8;
+  if (kind == "u1")
+    return DType::U8;
   if (kind == "b1")
     return DType::Bool;
   throw unsupported("unsupported dtype");
 }
 
+/// The numpy type string a tensor of `dtype` is written with (bf16 is
+/// written as float32).
 const char *descrOf(DType dtype) {
   switch (dtype) {
   case DType::F32:
+  case DType::BF16:
     return "<f4";
+  case DType::F64:
+    return "<f8";
+  case DType::F16:
+    return "<f2";
   case DType::I64:
     return "<i8";
   case DType::I32:
     return "<i4";
+  case DType::I8:
+    return "|i1";
+  case DType::U8:
+    return "|u1";
   case DType::Bool:
     return "|b1";
   }
@@ -258,7 +283,37 @@ Tensor shoal::rt::readNpy(const std::string &path) {
   return t;
 }
 
+bool shoal::rt::npyFeeds(const TensorType &file, const TensorType &want) {
+  return file == want || (want.dtype == DType::BF16 &&
+                          file == TensorType{DType::F32, want.shape});
+}
+
+Tensor shoal::rt::convertNpyData(const uint8_t *data, const TensorType &file,
+                                 DType want) {
+  if (file.dtype != DType::F32 || want != DType::BF16)
+    throw Error(fmt::format("internal error: no .npy conversion from {} to {}",
+                            dtypeName(file.dtype), dtypeName(want)));
+  Tensor t(want, file.shape);
+  uint16_t *dst = t.data<uint16_t>();
+  for (int64_t i = 0, n = t.numElements(); i < n; ++i) {
+    float v;
+    std::memcpy(&v, data + i * sizeof(float), sizeof v);
+    dst[i] = floatToBF16(v);
+  }
+  return t;
+}
+
 void shoal::rt::writeNpy(const std::string &path, const Tensor &tensor) {
+  if (tensor.dtype() == DType::BF16) {
+    // numpy has no bfloat16: write the (exact) float32 values.
+    Tensor f(DType::F32, tensor.shape());
+    const uint16_t *src = tensor.data<uint16_t>();
+    float *dst = f.data<float>();
+    for (int64_t i = 0, n = f.numElements(); i < n; ++i)
+      dst[i] = bf16ToFloat(src[i]);
+    writeNpy(path, f);
+    return;
+  }
   std::string shape;
   const Shape &dims = tensor.shape();
   if (dims.size() == 1)

@@ -421,9 +421,25 @@ TensorType PlanChecker::convertType(const plan::TensorType &t,
   case plan::BOOL:
     type.dtype = DType::Bool;
     break;
+  case plan::F16:
+    type.dtype = DType::F16;
+    break;
+  case plan::BF16:
+    type.dtype = DType::BF16;
+    break;
+  case plan::F64:
+    type.dtype = DType::F64;
+    break;
+  case plan::I8:
+    type.dtype = DType::I8;
+    break;
+  case plan::U8:
+    type.dtype = DType::U8;
+    break;
   default:
     fail(fmt::format("{} has dtype {}, which this runtime does not support "
-                     "(supported: F32, I64, I32, BOOL)",
+                     "(supported: F32, F64, F16, BF16, I64, I32, I8, U8, "
+                     "BOOL)",
                      what, plan::DType_Name(t.dtype())));
   }
   uint64_t bytes = dtypeSize(type.dtype);

@@ -267,10 +267,16 @@ void loadInputs(const LoadedPlan &plan, const std::string &dir,
     try {
       MappedFile file(path, "input file");
       NpyHeader header = parseNpyHeader(file.data(), file.size(), path);
-      if (header.type != port.globalType)
+      if (!npyFeeds(header.type, port.globalType))
         throw Error(fmt::format("{} is {}, expected {}", path,
                                 header.type.str(), port.globalType.str()));
-      setInputBlocks(plan, port, file.data() + header.dataOffset, coords, exec);
+      const uint8_t *data = file.data() + header.dataOffset;
+      Tensor converted; // float32 given for bf16 (docs/Runtime.md)
+      if (header.type.dtype != port.globalType.dtype) {
+        converted = convertNpyData(data, header.type, port.globalType.dtype);
+        data = converted.bytes();
+      }
+      setInputBlocks(plan, port, data, coords, exec);
     } catch (const Error &e) {
       throw Error(fmt::format("input '{}': {}", port.name, e.what()));
     }
@@ -1000,8 +1006,10 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       if (rank == 0 && (options.steps > 1 || options.warmup > 0))
         printStepReport(*plan, summary, options, *exec);
     }
-    if (options.reportMemory)
-      printMemoryReport(exec->memoryReport(), world);
+    if (options.reportMemory) {
+      summary.memory = exec->memoryReport();
+      printMemoryReport(summary.memory, world);
+    }
     if (!options.tracePath.empty())
       writeTrace(options.tracePath, *plan, exec->profile(), world);
     if (recorder) {

@@ -122,10 +122,10 @@ Tensor Tensor::alias(const Tensor &base, Shape shape) {
   return t;
 }
 
-void Tensor::checkElementType(DType requested) const {
+void Tensor::checkElementType(DType requested, DType other) const {
   if (where != MemoryKind::Host)
     throw Error("internal error: a device tensor accessed on the host");
-  if (requested != elemType)
+  if (requested != elemType && other != elemType)
     throw Error(fmt::format("internal error: {} tensor accessed as {}",
                             dtypeName(elemType), dtypeName(requested)));
 }

@@ -30,7 +30,7 @@ enum class DType : uint8_t { F32, I64, I32, Bool, F16, BF16, F64, I8, U8 };
 
 /// Bytes per element.
 std::size_t dtypeSize(DType dtype);
-/// Short name used in messages: f32, i64, i32, bool.
+/// Short name used in messages: f32, i64, i32, bool, f16, bf16, f64, i8, u8.
 const char *dtypeName(DType dtype);
 
 using Shape = std::vector<int64_t>;
@@ -58,20 +58,31 @@ struct TensorType {
   bool operator!=(const TensorType &other) const { return !(*this == other); }
 };
 
-/// Maps C++ element types to DType for Tensor::data<T>().
+/// Maps C++ element types to DType for Tensor::data<T>(): `value`, and
+/// `other`, a second dtype stored as the same C++ type (else `value`).
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> {
-  static constexpr DType value = DType::F32;
+  static constexpr DType value = DType::F32, other = DType::F32;
+};
+template <> struct DTypeOf<double> {
+  static constexpr DType value = DType::F64, other = DType::F64;
 };
 template <> struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::I64;
+  static constexpr DType value = DType::I64, other = DType::I64;
 };
 template <> struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::I32;
+  static constexpr DType value = DType::I32, other = DType::I32;
 };
-/// BOOL elements are stored as one byte each, 0 or 1.
+template <> struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::I8, other = DType::I8;
+};
+/// BOOL elements are stored as one byte each, 0 or 1; U8 as uint8_t too.
 template <> struct DTypeOf<uint8_t> {
-  static constexpr DType value = DType::Bool;
+  static constexpr DType value = DType::Bool, other = DType::U8;
+};
+/// F16 and BF16 elements are their bit patterns (Half.h converts them).
+template <> struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::F16, other = DType::BF16;
 };
 
 /// Where a tensor's buffer is.
@@ -123,16 +134,16 @@ public:
   /// Typed access to a host tensor; throws Error if T does not match the
   /// dtype or the buffer is device memory.
   template <typename T> T *data() {
-    checkElementType(DTypeOf<T>::value);
+    checkElementType(DTypeOf<T>::value, DTypeOf<T>::other);
     return static_cast<T *>(rawData());
   }
   template <typename T> const T *data() const {
-    checkElementType(DTypeOf<T>::value);
+    checkElementType(DTypeOf<T>::value, DTypeOf<T>::other);
     return static_cast<const T *>(rawData());
   }
 
 private:
-  void checkElementType(DType requested) const;
+  void checkElementType(DType requested, DType other) const;
 
   DType elemType = DType::F32;
   MemoryKind where = MemoryKind::Host;

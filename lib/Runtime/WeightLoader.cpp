@@ -47,9 +47,14 @@ constexpr uint32_t kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
 
 // ONNX TensorProto.DataType values.
 constexpr int32_t kOnnxFloat = 1;
+constexpr int32_t kOnnxUInt8 = 2;
+constexpr int32_t kOnnxInt8 = 3;
 constexpr int32_t kOnnxInt32 = 6;
 constexpr int32_t kOnnxInt64 = 7;
 constexpr int32_t kOnnxBool = 9;
+constexpr int32_t kOnnxFloat16 = 10;
+constexpr int32_t kOnnxDouble = 11;
+constexpr int32_t kOnnxBFloat16 = 16;
 
 const char *onnxTypeName(int32_t t) {
   static const char *names[] = {
@@ -74,6 +79,21 @@ bool onnxToDType(int32_t t, DType &dtype) {
     return true;
   case kOnnxBool:
     dtype = DType::Bool;
+    return true;
+  case kOnnxUInt8:
+    dtype = DType::U8;
+    return true;
+  case kOnnxInt8:
+    dtype = DType::I8;
+    return true;
+  case kOnnxFloat16:
+    dtype = DType::F16;
+    return true;
+  case kOnnxBFloat16:
+    dtype = DType::BF16;
+    return true;
+  case kOnnxDouble:
+    dtype = DType::F64;
     return true;
   default:
     return false;
@@ -463,12 +483,19 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
           fmt::format("initializer '{}' in {} cannot be parsed", name, path()));
     int64_t n = global.numElements();
     const void *src = nullptr;
-    std::vector<uint8_t> bools;
+    // Elements narrower than int32 come in int32_data, one per entry (f16
+    // and bf16 as their bit patterns, as ONNX stores them).
+    std::vector<uint8_t> bytes;
+    std::vector<uint16_t> halves;
     int64_t count = 0;
     switch (dtype) {
     case DType::F32:
       count = proto.float_data_size();
       src = proto.float_data().data();
+      break;
+    case DType::F64:
+      count = proto.double_data_size();
+      src = proto.double_data().data();
       break;
     case DType::I64:
       count = proto.int64_data_size();
@@ -479,10 +506,20 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
       src = proto.int32_data().data();
       break;
     case DType::Bool:
+    case DType::I8:
+    case DType::U8:
       count = proto.int32_data_size();
       for (int32_t v : proto.int32_data())
-        bools.push_back(v != 0);
-      src = bools.data();
+        bytes.push_back(dtype == DType::Bool ? v != 0
+                                             : static_cast<uint8_t>(v));
+      src = bytes.data();
+      break;
+    case DType::F16:
+    case DType::BF16:
+      count = proto.int32_data_size();
+      for (int32_t v : proto.int32_data())
+        halves.push_back(static_cast<uint16_t>(v));
+      src = halves.data();
       break;
     }
     if (count != n)

@@ -680,6 +680,28 @@ TEST_F(TrainingRun, AccumulatesGradientsOverMicroBatches) {
               readNpy(dir + "/out_mb2/loss.npy").data<float>()[0], 1e-5);
 }
 
+// The bytes --report-memory prints, against the tiny model's sizes by hand.
+TEST_F(TrainingRun, ReportsMemoryByKind) {
+  RunOptions o = options(plan({}, "lm"), 2);
+  o.reportMemory = true;
+  MemoryReport m = runPlan(o, data()).memory;
+  const std::size_t f32 = 4, i64 = 8, bt = kB * kT;
+  // emb [V, H] and out.w [H, V].
+  EXPECT_EQ(m.weights, 2 * kV * kH * f32);
+  // AdamW's m and v of both.
+  EXPECT_EQ(m.optimizer, 4 * kV * kH * f32);
+  // The two gradients the optimizer reads, kept to the end of the step.
+  EXPECT_EQ(m.grads, 2 * kV * kH * f32);
+  // Inputs (tokens, labels), constants (scale, dl), the loss (an output,
+  // kept), and the arena: every op result here is under 256 bytes, so each
+  // takes one 256-byte slot, and at most five are alive at once (at the
+  // ReduceSum: h, logits, labels reshaped, the per-row losses and their
+  // sum), which the planner's first fit reaches.
+  std::size_t inputs = 2 * bt * i64, constants = f32 + bt * f32, loss = f32;
+  EXPECT_EQ(m.activations, inputs + constants + loss + 5 * 256);
+  EXPECT_GT(m.peak, m.weights + m.optimizer + m.grads + m.activations);
+}
+
 TEST_F(TrainingRun, ReportsBadOptionsAndFiles) {
   std::string p = plan({}, "lm");
   // --data of the wrong shape or dtype.

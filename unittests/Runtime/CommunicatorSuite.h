@@ -18,7 +18,7 @@
 #include "Comm.h"
 #include "Communicator.h"
 #include "TestUtil.h"
-#include "comm/HalfFloat.h"
+#include "Half.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
@@ -85,8 +85,8 @@ inline void checkAllReduce(Communicator &c, DType dtype, ReduceOp op) {
   case DType::BF16: {
     std::vector<uint16_t> h;
     for (double x : mine)
-      h.push_back(dtype == DType::F16 ? half::floatToF16(float(x))
-                                      : half::floatToBf16(float(x)));
+      h.push_back(dtype == DType::F16 ? floatToHalf(float(x))
+                                      : floatToBF16(float(x)));
     put(h);
     break;
   }
@@ -117,10 +117,10 @@ inline void checkAllReduce(Communicator &c, DType dtype, ReduceOp op) {
       got = *p;
       break;
     case DType::F16:
-      got = half::f16ToFloat(*reinterpret_cast<const uint16_t *>(p));
+      got = halfToFloat(*reinterpret_cast<const uint16_t *>(p));
       break;
     case DType::BF16:
-      got = half::bf16ToFloat(*reinterpret_cast<const uint16_t *>(p));
+      got = bf16ToFloat(*reinterpret_cast<const uint16_t *>(p));
       break;
     case DType::Bool:
       break;
@@ -136,13 +136,13 @@ inline void checkHalfRounding(Communicator &c) {
     return;
   // bf16: 1 + 2^-7 is one ulp above 1; adding 2^-8 is a tie between
   // 1 + 2^-7 and 1 + 2^-6, which rounds to the even 1 + 2^-6.
-  uint16_t b = half::floatToBf16(c.rank() == 0 ? 1.0f + 0x1p-7f : 0x1p-8f);
+  uint16_t b = floatToBF16(c.rank() == 0 ? 1.0f + 0x1p-7f : 0x1p-8f);
   c.allReduce(&b, 1, DType::BF16)->wait();
-  EXPECT_EQ(half::bf16ToFloat(b), 1.0f + 0x1p-6f);
+  EXPECT_EQ(bf16ToFloat(b), 1.0f + 0x1p-6f);
   // f16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10: rounds to 1.
-  uint16_t h = half::floatToF16(c.rank() == 0 ? 1.0f : 0x1p-11f);
+  uint16_t h = floatToHalf(c.rank() == 0 ? 1.0f : 0x1p-11f);
   c.allReduce(&h, 1, DType::F16)->wait();
-  EXPECT_EQ(half::f16ToFloat(h), 1.0f);
+  EXPECT_EQ(halfToFloat(h), 1.0f);
 }
 
 /// Every operation of `c` (at least two ranks).

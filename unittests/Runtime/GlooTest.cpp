@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommunicatorSuite.h"
-#include "comm/HalfFloat.h"
+#include "Half.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
@@ -189,34 +189,33 @@ TEST(GlooBootstrap, WorldOfOneNeedsNoMaster) {
 }
 
 TEST(HalfFloat, RoundsToNearestEven) {
-  using namespace shoal::rt::half;
   // bf16: ties go to the even mantissa.
-  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
-  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f), 0x3f80);
-  EXPECT_EQ(floatToBf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
-  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-  EXPECT_EQ(floatToBf16(-2.0f), 0xc000);
-  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::nanf("")))));
-  EXPECT_EQ(floatToBf16(INFINITY), 0x7f80);
+  EXPECT_EQ(floatToBF16(1.0f), 0x3f80);
+  EXPECT_EQ(floatToBF16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(floatToBF16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
+  EXPECT_EQ(floatToBF16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(floatToBF16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBF16(std::nanf("")))));
+  EXPECT_EQ(floatToBF16(INFINITY), 0x7f80);
   // f16: normal, tie, overflow, subnormal and underflow.
-  EXPECT_EQ(floatToF16(1.0f), 0x3c00);
-  EXPECT_EQ(floatToF16(1.0f + 0x1p-11f), 0x3c00);
-  EXPECT_EQ(floatToF16(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
-  EXPECT_EQ(floatToF16(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToF16(65519.0f), 0x7bff);
-  EXPECT_EQ(floatToF16(65520.0f), 0x7c00);
-  EXPECT_EQ(floatToF16(0x1p-24f), 0x0001);
-  EXPECT_EQ(floatToF16(0x1p-25f), 0x0000);
-  EXPECT_EQ(floatToF16(0x1.8p-25f), 0x0001);
-  EXPECT_EQ(floatToF16(-0x1p-14f), 0x8400);
-  EXPECT_EQ(f16ToFloat(0x0001), 0x1p-24f);
-  EXPECT_EQ(f16ToFloat(0x03ff), 0x3ffp-24f);
-  EXPECT_EQ(f16ToFloat(0xfc00), -INFINITY);
-  EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16(std::nanf("")))));
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);
+  EXPECT_EQ(floatToHalf(0x1p-24f), 0x0001);
+  EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);
+  EXPECT_EQ(floatToHalf(0x1.8p-25f), 0x0001);
+  EXPECT_EQ(floatToHalf(-0x1p-14f), 0x8400);
+  EXPECT_EQ(halfToFloat(0x0001), 0x1p-24f);
+  EXPECT_EQ(halfToFloat(0x03ff), 0x3ffp-24f);
+  EXPECT_EQ(halfToFloat(0xfc00), -INFINITY);
+  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(std::nanf("")))));
   // Every f16 survives the round trip through f32.
   for (uint32_t h = 0; h < 0x10000; ++h) {
     if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
       continue; // NaNs
-    ASSERT_EQ(floatToF16(f16ToFloat(uint16_t(h))), h) << std::hex << h;
+    ASSERT_EQ(floatToHalf(halfToFloat(uint16_t(h))), h) << std::hex << h;
   }
 }

@@ -1058,8 +1058,13 @@ TEST(Kernels2Ops, CastWhereAndElementWiseTypes) {
     EXPECT_EQ(c.error(), "");
     EXPECT_EQ(c.info().attrs.to, DType::I64);
     c.op.mutable_attrs()->at("to").set_i(10);
-    EXPECT_CONTAINS(c.error(), "attribute 'to' is 10 (FLOAT16); only FLOAT "
-                               "(1), INT32 (6), INT64 (7) and BOOL (9)");
+    EXPECT_CONTAINS(c.error(), "is declared i64[2, 3], but the inputs "
+                               "(f32[2, 3]) give f16[2, 3]");
+    c.op.mutable_attrs()->at("to").set_i(8); // STRING
+    EXPECT_CONTAINS(c.error(), "attribute 'to' is 8 (STRING); only FLOAT "
+                               "(1), UINT8 (2), INT8 (3), INT32 (6), INT64 "
+                               "(7), BOOL (9), FLOAT16 (10), DOUBLE (11) and "
+                               "BFLOAT16 (16)");
     c.op.mutable_attrs()->at("to").set_i(9);
     EXPECT_CONTAINS(c.error(), "is declared i64[2, 3], but the inputs "
                                "(f32[2, 3]) give bool[2, 3]");

@@ -114,7 +114,12 @@ TEST(Kernels, BinaryIntegerAndMixedPow) {
             (std::vector<int64_t>{10, 40, 90, 40, 100, 180}));
   binary(BinaryOp::Sub, a, b, out);
   EXPECT_EQ(toVector<int64_t>(out)[5], 6 - 30);
-  EXPECT_THROW(binary(BinaryOp::Div, a, b, out), Error);
+  // Integer Div truncates toward zero; a zero divisor is an Error.
+  binary(BinaryOp::Div, b, a, out);
+  EXPECT_EQ(toVector<int64_t>(out),
+            (std::vector<int64_t>{10, 10, 10, 2, 4, 5}));
+  Tensor zero = makeTensor<int64_t>({}, {0});
+  EXPECT_THROW(binary(BinaryOp::Div, a, zero, out), Error);
 
   Tensor x = makeTensor<float>({3}, {1.f, 2.f, 3.f});
   Tensor e = makeTensor<int64_t>({}, {2});

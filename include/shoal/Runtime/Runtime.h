@@ -80,6 +80,23 @@ struct RunOptions {
 };
 
 /// What a run did, for the summary line.
+/// Bytes a rank holds, by kind (shoal-run --report-memory).
+struct MemoryReport {
+  /// Weights loaded from the model (distinct buffers).
+  std::size_t weights = 0;
+  /// Gradients the optimizer reads (their kept buffers).
+  std::size_t grads = 0;
+  /// Optimizer state (zero-initialized weights: AdamW's m and v, SGD's
+  /// momentum).
+  std::size_t optimizer = 0;
+  /// Everything else: the arena of op results (as planned), other kept
+  /// values (per micro-batch), inputs and constants.
+  std::size_t activations = 0;
+  /// The device's measured peak (for the CPU, the process's peak resident
+  /// set, which also counts code, libraries and communication buffers).
+  std::size_t peak = 0;
+};
+
 struct RunSummary {
   int worldSize = 0;
   std::size_t numOps = 0;
@@ -97,6 +114,8 @@ struct RunSummary {
   /// Both 0 for other plans.
   double bubbleMeasured = 0;
   double bubbleExpected = 0;
+  /// This rank's bytes after the last step (RunOptions::reportMemory).
+  MemoryReport memory;
 };
 
 /// Runs the plan on MPI_COMM_WORLD (the runtime's internal runPlan takes

@@ -20,7 +20,7 @@
 
 #include "Communicator.h"
 
-#include "comm/HalfFloat.h"
+#include "Half.h"
 #include "comm/TcpStore.h"
 #include "shoal/Runtime/Runtime.h"
 
@@ -92,7 +92,6 @@ void reduceHalfInto(void *c, const void *a, const void *b, size_t n) {
 }
 
 template <int Kind> gloo::AllreduceOptions::Func reduceFunc(DType dtype) {
-  using namespace shoal::rt::half;
   switch (dtype) {
   case DType::F32:
     return &reduceInto<float, Kind>;
@@ -110,9 +109,9 @@ template <int Kind> gloo::AllreduceOptions::Func reduceFunc(DType dtype) {
     // A sum of booleans is their logical or.
     return Kind == 0 ? &orInto : &reduceInto<uint8_t, Kind>;
   case DType::F16:
-    return &reduceHalfInto<f16ToFloat, floatToF16, Kind>;
+    return &reduceHalfInto<halfToFloat, floatToHalf, Kind>;
   case DType::BF16:
-    return &reduceHalfInto<bf16ToFloat, floatToBf16, Kind>;
+    return &reduceHalfInto<bf16ToFloat, floatToBF16, Kind>;
   }
   throw Error("Gloo: unknown dtype");
 }

@@ -18,13 +18,14 @@
 #include "comm/Mpi.h"
 
 #include "Comm.h"
-#include "comm/HalfFloat.h"
+#include "Half.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -83,13 +84,12 @@ MPI_Op mpiOp(DType dtype, ReduceOp op) {
   int kind = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2;
   if (dtype == DType::F16 || dtype == DType::BF16) {
     std::call_once(halfOpsMade, [] {
-      using namespace shoal::rt::half;
-      MPI_Op_create(&halfOp<f16ToFloat, floatToF16, 0>, 1, &halfOps[0][0]);
-      MPI_Op_create(&halfOp<f16ToFloat, floatToF16, 1>, 1, &halfOps[0][1]);
-      MPI_Op_create(&halfOp<f16ToFloat, floatToF16, 2>, 1, &halfOps[0][2]);
-      MPI_Op_create(&halfOp<bf16ToFloat, floatToBf16, 0>, 1, &halfOps[1][0]);
-      MPI_Op_create(&halfOp<bf16ToFloat, floatToBf16, 1>, 1, &halfOps[1][1]);
-      MPI_Op_create(&halfOp<bf16ToFloat, floatToBf16, 2>, 1, &halfOps[1][2]);
+      MPI_Op_create(&halfOp<halfToFloat, floatToHalf, 0>, 1, &halfOps[0][0]);
+      MPI_Op_create(&halfOp<halfToFloat, floatToHalf, 1>, 1, &halfOps[0][1]);
+      MPI_Op_create(&halfOp<halfToFloat, floatToHalf, 2>, 1, &halfOps[0][2]);
+      MPI_Op_create(&halfOp<bf16ToFloat, floatToBF16, 0>, 1, &halfOps[1][0]);
+      MPI_Op_create(&halfOp<bf16ToFloat, floatToBF16, 1>, 1, &halfOps[1][1]);
+      MPI_Op_create(&halfOp<bf16ToFloat, floatToBF16, 2>, 1, &halfOps[1][2]);
     });
     return halfOps[dtype == DType::F16 ? 0 : 1][kind];
   }
@@ -320,4 +320,7 @@ int shoal::rt::mpiWorldRank() {
   return rank;
 }
 
-void shoal::rt::mpiAbort(int status) { MPI_Abort(MPI_COMM_WORLD, status); }
+void shoal::rt::mpiAbort(int status) {
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status); // MPI_Abort does not return
+}

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cpu/Kernels.h"
+#include "cpu/DTypes.h"
 #include "cpu/LoopNest.h"
 
 #include "Sharding.h"
@@ -113,24 +114,46 @@ void binaryLoop(const T *a, const Shape &aShape, const T *b,
               });
 }
 
+/// Integer division truncating toward zero, as numpy's for same-sign
+/// operands and C's; the minimum over -1 wraps. Throws Error on a zero
+/// divisor (undefined in ONNX; a crash in C++).
+template <typename T> T intDiv(T x, T y) {
+  if (y == 0)
+    throw Error("Div: integer division by zero");
+  if constexpr (std::is_signed<T>::value) {
+    using U = std::make_unsigned_t<T>;
+    if (y == T(-1))
+      return T(U(0) - U(x));
+  }
+  return T(x / y);
+}
+
 template <typename T>
 void binaryTyped(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out) {
-  const T *pa = a.data<T>();
-  const T *pb = b.data<T>();
-  T *po = out.data<T>();
+  const T *pa = static_cast<const T *>(a.rawData());
+  const T *pb = static_cast<const T *>(b.rawData());
+  T *po = static_cast<T *>(out.rawData());
   const Shape &as = a.shape(), &bs = b.shape(), &os = out.shape();
+  // Integers wrap around (two's complement), through the unsigned type so
+  // that the arithmetic is defined.
+  using U = std::conditional_t<std::is_integral<T>::value,
+                               std::make_unsigned<T>, std::common_type<T>>;
+  using W = typename U::type;
   switch (op) {
   case BinaryOp::Add:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x + y); });
+    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) + W(y)); });
     return;
   case BinaryOp::Sub:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x - y); });
+    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) - W(y)); });
     return;
   case BinaryOp::Mul:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x * y); });
+    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) * W(y)); });
     return;
   case BinaryOp::Div:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x / y); });
+    if constexpr (std::is_integral<T>::value)
+      binaryLoop(pa, as, pb, bs, po, os, intDiv<T>);
+    else
+      binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x / y); });
     return;
   case BinaryOp::Pow:
     binaryLoop(pa, as, pb, bs, po, os,
@@ -139,10 +162,11 @@ void binaryTyped(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out) {
   }
 }
 
-/// `t` broadcast to `shape` as a dense float vector.
-std::vector<float> expandTo(const Tensor &t, const Shape &shape) {
-  std::vector<float> out(static_cast<std::size_t>(numElements(shape)));
-  const float *src = t.data<float>();
+/// `t` broadcast to `shape` as a dense vector.
+template <typename T = float>
+std::vector<T> expandTo(const Tensor &t, const Shape &shape) {
+  std::vector<T> out(static_cast<std::size_t>(numElements(shape)));
+  const T *src = t.data<T>();
   forEachRun2(
       t.shape(), t.shape(), shape,
       [&](int64_t oa, int64_t, int64_t oo, int64_t n, int64_t sa, int64_t) {
@@ -173,16 +197,38 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               blasInt(std::max<int64_t>(ldc, 1), what));
 }
 
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           double alpha, const double *a, int64_t lda, const double *b,
+           int64_t ldb, double beta, double *c, int64_t ldc, const char *what) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0 ? 0.0 : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, blasInt(m, what),
+              blasInt(n, what), blasInt(k, what), alpha, a,
+              blasInt(std::max<int64_t>(lda, 1), what), b,
+              blasInt(std::max<int64_t>(ldb, 1), what), beta, c,
+              blasInt(std::max<int64_t>(ldc, 1), what));
+}
+
+/// Tensors staged in f32 for a kernel on f16/bf16: the f32 copies of the
+/// 16-bit inputs (others as they are).
+Tensor stage(const Tensor &t) { return isHalfDType(t.dtype()) ? toF32(t) : t; }
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
 // MatMul and Gemm
 //===----------------------------------------------------------------------===//
 
-void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
-  checkDType(a, DType::F32, "MatMul", "A");
-  checkDType(b, DType::F32, "MatMul", "B");
-  checkOutput(out, DType::F32, matmulShape(a.shape(), b.shape()), "MatMul");
+namespace {
+template <typename T>
+void matmulTyped(const Tensor &a, const Tensor &b, Tensor &out) {
   Shape as = a.shape(), bs = b.shape();
   if (as.size() == 1)
     as.insert(as.begin(), 1);
@@ -192,14 +238,14 @@ void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
   Shape batch = broadcastShape(aBatch, bBatch);
   int64_t numBatch = numElements(batch);
-  const float *pa = a.data<float>();
-  const float *pb = b.data<float>();
-  float *pc = out.data<float>();
+  const T *pa = a.data<T>();
+  const T *pb = b.data<T>();
+  T *pc = out.data<T>();
   if (numBatch == 0 || m == 0 || n == 0)
     return;
   // B shared by every batch and A not broadcast: one tall GEMM.
   if (numElements(bBatch) == 1 && numElements(aBatch) == numBatch) {
-    sgemm(false, false, numBatch * m, n, k, 1.f, pa, k, pb, n, 0.f, pc, n,
+    sgemm(false, false, numBatch * m, n, k, T(1), pa, k, pb, n, T(0), pc, n,
           "MatMul");
     return;
   }
@@ -209,8 +255,8 @@ void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   std::vector<int64_t> idx(rank, 0);
   int64_t offA = 0, offB = 0;
   for (int64_t i = 0; i < numBatch; ++i) {
-    sgemm(false, false, m, n, k, 1.f, pa + offA * m * k, k, pb + offB * k * n,
-          n, 0.f, pc + i * m * n, n, "MatMul");
+    sgemm(false, false, m, n, k, T(1), pa + offA * m * k, k, pb + offB * k * n,
+          n, T(0), pc + i * m * n, n, "MatMul");
     for (std::size_t d = rank; d-- > 0;) {
       ++idx[d];
       offA += sa[d];
@@ -224,29 +270,83 @@ void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   }
 }
 
+template <typename T>
+void gemmTyped(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
+               float beta, bool transA, bool transB, Tensor &out) {
+  const Shape &shape = out.shape();
+  int64_t m = shape[0], n = shape[1];
+  int64_t k = transA ? a.shape()[0] : a.shape()[1];
+  T *pc = out.data<T>();
+  T gemmBeta = 0;
+  if (c && beta != 0.f) {
+    std::vector<T> expanded = expandTo<T>(*c, shape);
+    for (std::size_t i = 0; i < expanded.size(); ++i)
+      pc[i] = T(beta) * expanded[i];
+    gemmBeta = 1;
+  }
+  sgemm(transA, transB, m, n, k, T(alpha), a.data<T>(), a.shape()[1],
+        b.data<T>(), b.shape()[1], gemmBeta, pc, n, "Gemm");
+}
+
+/// The float dtype shared by a matrix product's operands; throws Error
+/// naming the op otherwise.
+void checkMatmulDTypes(const char *what, const Tensor &a, const Tensor &b,
+                       const Tensor *c = nullptr) {
+  if (!isFloatDType(a.dtype()))
+    throw Error(fmt::format("{}: A must be f32, f64, f16 or bf16, got {}", what,
+                            a.type().str()));
+  checkDType(b, a.dtype(), what, "B");
+  if (c)
+    checkDType(*c, a.dtype(), what, "C");
+}
+} // namespace
+
+void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
+  checkMatmulDTypes("MatMul", a, b);
+  Shape shape = matmulShape(a.shape(), b.shape());
+  checkOutput(out, a.dtype(), shape, "MatMul");
+  switch (a.dtype()) {
+  case DType::F64:
+    return matmulTyped<double>(a, b, out);
+  case DType::F16:
+  case DType::BF16: {
+    // Products and sums in f32, rounded once at the end.
+    Tensor r(DType::F32, shape);
+    matmulTyped<float>(toF32(a), toF32(b), r);
+    return fromF32(r, out);
+  }
+  default:
+    return matmulTyped<float>(a, b, out);
+  }
+}
+
 void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
                           float alpha, float beta, bool transA, bool transB,
                           Tensor &out) {
-  checkDType(a, DType::F32, "Gemm", "A");
-  checkDType(b, DType::F32, "Gemm", "B");
+  bool useC = c && beta != 0.f;
+  checkMatmulDTypes("Gemm", a, b, useC ? c : nullptr);
   Shape shape = gemmShape(a.shape(), b.shape(), transA, transB);
-  checkOutput(out, DType::F32, shape, "Gemm");
-  int64_t m = shape[0], n = shape[1];
-  int64_t k = transA ? a.shape()[0] : a.shape()[1];
-  float *pc = out.data<float>();
-  float gemmBeta = 0.f;
-  if (c && beta != 0.f) {
-    checkDType(*c, DType::F32, "Gemm", "C");
-    if (!broadcastsTo(c->shape(), shape))
-      throw Error(fmt::format("Gemm: C of shape {} does not broadcast to {}",
-                              formatShape(c->shape()), formatShape(shape)));
-    std::vector<float> expanded = expandTo(*c, shape);
-    for (std::size_t i = 0; i < expanded.size(); ++i)
-      pc[i] = beta * expanded[i];
-    gemmBeta = 1.f;
+  checkOutput(out, a.dtype(), shape, "Gemm");
+  if (useC && !broadcastsTo(c->shape(), shape))
+    throw Error(fmt::format("Gemm: C of shape {} does not broadcast to {}",
+                            formatShape(c->shape()), formatShape(shape)));
+  switch (a.dtype()) {
+  case DType::F64:
+    return gemmTyped<double>(a, b, useC ? c : nullptr, alpha, beta, transA,
+                             transB, out);
+  case DType::F16:
+  case DType::BF16: {
+    Tensor r(DType::F32, shape), c32;
+    if (useC)
+      c32 = toF32(*c);
+    gemmTyped<float>(toF32(a), toF32(b), useC ? &c32 : nullptr, alpha, beta,
+                     transA, transB, r);
+    return fromF32(r, out);
   }
-  sgemm(transA, transB, m, n, k, alpha, a.data<float>(), a.shape()[1],
-        b.data<float>(), b.shape()[1], gemmBeta, pc, n, "Gemm");
+  default:
+    return gemmTyped<float>(a, b, useC ? c : nullptr, alpha, beta, transA,
+                            transB, out);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -257,6 +357,18 @@ void shoal::rt::cpu::binary(BinaryOp op, const Tensor &a, const Tensor &b,
                             Tensor &out) {
   const char *name = binaryName(op);
   Shape shape = broadcastShape(a.shape(), b.shape());
+  bool numericPow = op == BinaryOp::Pow && a.dtype() != DType::Bool &&
+                    b.dtype() != DType::Bool;
+  if (a.dtype() != b.dtype() && !numericPow)
+    throw Error(fmt::format("{}: operands have different dtypes ({} and {})",
+                            name, a.type().str(), b.type().str()));
+  if (isHalfDType(a.dtype()) || isHalfDType(b.dtype())) {
+    // In f32, rounded once to the result's type.
+    checkOutput(out, a.dtype(), shape, name);
+    Tensor sa = stage(a), r(sa.dtype(), shape);
+    binary(op, sa, stage(b), r);
+    return cast(r, out);
+  }
   if (op == BinaryOp::Pow && a.dtype() == DType::F32 &&
       (b.dtype() == DType::I64 || b.dtype() == DType::I32)) {
     // ONNX allows an integer exponent; compute it as float.
@@ -270,21 +382,15 @@ void shoal::rt::cpu::binary(BinaryOp op, const Tensor &a, const Tensor &b,
   }
   if (op == BinaryOp::Pow &&
       (a.dtype() != DType::F32 || b.dtype() != DType::F32)) {
-    // Integer or mixed Pow: in double, rounded to the base's type.
+    // Integer, f64 or mixed Pow: in double, rounded to the base's type
+    // (integers to nearest).
     checkOutput(out, a.dtype(), shape, name);
     auto get = [&](const Tensor &t, int64_t i) -> double {
-      switch (t.dtype()) {
-      case DType::F32:
-        return t.data<float>()[i];
-      case DType::I64:
-        return static_cast<double>(t.data<int64_t>()[i]);
-      case DType::I32:
-        return t.data<int32_t>()[i];
-      case DType::Bool:
-        break;
-      }
-      throw Error(fmt::format("Pow is not supported on {} tensors",
-                              dtypeName(t.dtype())));
+      return visitDType(t.dtype(), [&](auto tag) -> double {
+        using T = typename decltype(tag)::type;
+        return static_cast<double>(
+            widen(static_cast<const T *>(t.rawData())[i]));
+      });
     };
     int64_t rank = static_cast<int64_t>(shape.size());
     auto alignedStrides = [&](const Shape &s) {
@@ -299,47 +405,43 @@ void shoal::rt::cpu::binary(BinaryOp op, const Tensor &a, const Tensor &b,
     };
     std::vector<int64_t> sa = alignedStrides(a.shape()),
                          sb = alignedStrides(b.shape());
-    for (int64_t i = 0, n = numElements(shape); i < n; ++i) {
-      int64_t rem = i, ia = 0, ib = 0;
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        int64_t idx = rem % shape[d];
-        rem /= shape[d];
-        ia += idx * sa[d];
-        ib += idx * sb[d];
+    visitDType(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T *po = static_cast<T *>(out.rawData());
+      for (int64_t i = 0, n = numElements(shape); i < n; ++i) {
+        int64_t rem = i, ia = 0, ib = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          int64_t idx = rem % shape[d];
+          rem /= shape[d];
+          ia += idx * sa[d];
+          ib += idx * sb[d];
+        }
+        double r = std::pow(get(a, ia), get(b, ib));
+        if constexpr (std::is_integral<T>::value)
+          po[i] = narrow<T>(static_cast<int64_t>(std::llround(r)));
+        else
+          po[i] = narrow<T>(r);
       }
-      double r = std::pow(get(a, ia), get(b, ib));
-      switch (out.dtype()) {
-      case DType::F32:
-        out.data<float>()[i] = static_cast<float>(r);
-        break;
-      case DType::I64:
-        out.data<int64_t>()[i] = static_cast<int64_t>(std::llround(r));
-        break;
-      case DType::I32:
-        out.data<int32_t>()[i] = static_cast<int32_t>(std::llround(r));
-        break;
-      case DType::Bool:
-        break;
-      }
-    }
+    });
     return;
   }
-  if (a.dtype() != b.dtype())
-    throw Error(fmt::format("{}: operands have different dtypes ({} and {})",
-                            name, a.type().str(), b.type().str()));
   checkOutput(out, a.dtype(), shape, name);
   switch (a.dtype()) {
   case DType::F32:
     return binaryTyped<float>(op, a, b, out);
+  case DType::F64:
+    return binaryTyped<double>(op, a, b, out);
   case DType::I64:
-    if (op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul)
-      return binaryTyped<int64_t>(op, a, b, out);
-    break;
+    return binaryTyped<int64_t>(op, a, b, out);
   case DType::I32:
-    if (op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul)
-      return binaryTyped<int32_t>(op, a, b, out);
-    break;
+    return binaryTyped<int32_t>(op, a, b, out);
+  case DType::I8:
+    return binaryTyped<int8_t>(op, a, b, out);
+  case DType::U8:
+    return binaryTyped<uint8_t>(op, a, b, out);
   case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
     break;
   }
   throw Error(fmt::format("{} is not supported on {} tensors", name,
@@ -356,48 +458,71 @@ void unaryLoop(const Tensor &x, Tensor &out, F f) {
 }
 
 template <typename T> void unaryInt(UnaryOp op, const Tensor &x, Tensor &out) {
+  using U = std::make_unsigned_t<T>;
   if (op == UnaryOp::Neg)
-    unaryLoop<T>(x, out, [](T v) { return T(-v); });
+    unaryLoop<T>(x, out, [](T v) { return T(U(0) - U(v)); });
   else
     unaryLoop<T>(x, out, [](T v) { return v < 0 ? T(0) : v; });
+}
+
+template <typename T>
+void unaryFloat(UnaryOp op, const Tensor &x, Tensor &out) {
+  switch (op) {
+  case UnaryOp::Erf:
+    return unaryLoop<T>(x, out, [](T v) { return std::erf(v); });
+  case UnaryOp::Tanh:
+    return unaryLoop<T>(x, out, [](T v) { return std::tanh(v); });
+  case UnaryOp::Relu:
+    return unaryLoop<T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });
+  case UnaryOp::Sqrt:
+    return unaryLoop<T>(x, out, [](T v) { return std::sqrt(v); });
+  case UnaryOp::Exp:
+    return unaryLoop<T>(x, out, [](T v) { return std::exp(v); });
+  case UnaryOp::Neg:
+    return unaryLoop<T>(x, out, [](T v) { return -v; });
+  case UnaryOp::Sigmoid:
+    return unaryLoop<T>(x, out, [](T v) {
+      if (v >= T(0))
+        return T(1) / (T(1) + std::exp(-v));
+      T e = std::exp(v);
+      return e / (T(1) + e);
+    });
+  }
 }
 } // namespace
 
 void shoal::rt::cpu::unary(UnaryOp op, const Tensor &x, Tensor &out) {
   checkOutput(out, x.dtype(), x.shape(), "unary op");
-  if (x.dtype() != DType::F32) {
-    bool intOk = (op == UnaryOp::Neg || op == UnaryOp::Relu) &&
-                 (x.dtype() == DType::I64 || x.dtype() == DType::I32);
-    if (!intOk)
-      throw Error(fmt::format("element-wise op is not supported on {} tensors",
-                              dtypeName(x.dtype())));
-    if (x.dtype() == DType::I64)
-      unaryInt<int64_t>(op, x, out);
-    else
-      unaryInt<int32_t>(op, x, out);
-    return;
+  bool intOk = op == UnaryOp::Neg || op == UnaryOp::Relu;
+  switch (x.dtype()) {
+  case DType::F32:
+    return unaryFloat<float>(op, x, out);
+  case DType::F64:
+    return unaryFloat<double>(op, x, out);
+  case DType::F16:
+  case DType::BF16: {
+    Tensor r(DType::F32, x.shape());
+    unaryFloat<float>(op, toF32(x), r);
+    return fromF32(r, out);
   }
-  switch (op) {
-  case UnaryOp::Erf:
-    return unaryLoop<float>(x, out, [](float v) { return std::erf(v); });
-  case UnaryOp::Tanh:
-    return unaryLoop<float>(x, out, [](float v) { return std::tanh(v); });
-  case UnaryOp::Relu:
-    return unaryLoop<float>(x, out, [](float v) { return v < 0.f ? 0.f : v; });
-  case UnaryOp::Sqrt:
-    return unaryLoop<float>(x, out, [](float v) { return std::sqrt(v); });
-  case UnaryOp::Exp:
-    return unaryLoop<float>(x, out, [](float v) { return std::exp(v); });
-  case UnaryOp::Neg:
-    return unaryLoop<float>(x, out, [](float v) { return -v; });
-  case UnaryOp::Sigmoid:
-    return unaryLoop<float>(x, out, [](float v) {
-      if (v >= 0.f)
-        return 1.f / (1.f + std::exp(-v));
-      float e = std::exp(v);
-      return e / (1.f + e);
-    });
+  case DType::I64:
+    if (intOk)
+      return unaryInt<int64_t>(op, x, out);
+    break;
+  case DType::I32:
+    if (intOk)
+      return unaryInt<int32_t>(op, x, out);
+    break;
+  case DType::I8:
+    if (intOk)
+      return unaryInt<int8_t>(op, x, out);
+    break;
+  case DType::U8:
+  case DType::Bool:
+    break;
   }
+  throw Error(fmt::format("element-wise op is not supported on {} tensors",
+                          dtypeName(x.dtype())));
 }
 
 //===----------------------------------------------------------------------===//
@@ -405,6 +530,12 @@ void shoal::rt::cpu::unary(UnaryOp op, const Tensor &x, Tensor &out) {
 //===----------------------------------------------------------------------===//
 
 void shoal::rt::cpu::softmax(const Tensor &x, int64_t axis, Tensor &out) {
+  if (isHalfDType(x.dtype())) { // in f32, rounded once
+    checkOutput(out, x.dtype(), x.shape(), "Softmax");
+    Tensor r(DType::F32, x.shape());
+    softmax(toF32(x), axis, r);
+    return fromF32(r, out);
+  }
   checkDType(x, DType::F32, "Softmax", "input");
   checkOutput(out, DType::F32, x.shape(), "Softmax");
   const Shape &s = x.shape();
@@ -444,6 +575,24 @@ void shoal::rt::cpu::softmax(const Tensor &x, int64_t axis, Tensor &out) {
 void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
                                const Tensor *bias, int64_t axis, float epsilon,
                                Tensor &out, Tensor *mean, Tensor *invStdDev) {
+  if (isHalfDType(x.dtype())) {
+    // In f32 (statistics in double), rounded once; Mean and InvStdDev are
+    // rounded to their own types.
+    checkOutput(out, x.dtype(), x.shape(), "LayerNormalization");
+    Tensor r(DType::F32, x.shape()), m, v;
+    if (mean)
+      m = Tensor(DType::F32, mean->shape());
+    if (invStdDev)
+      v = Tensor(DType::F32, invStdDev->shape());
+    Tensor b = bias ? stage(*bias) : Tensor();
+    layerNorm(toF32(x), stage(scale), bias ? &b : nullptr, axis, epsilon, r,
+              mean ? &m : nullptr, invStdDev ? &v : nullptr);
+    if (mean)
+      cast(m, *mean);
+    if (invStdDev)
+      cast(v, *invStdDev);
+    return fromF32(r, out);
+  }
   checkDType(x, DType::F32, "LayerNormalization", "X");
   checkDType(scale, DType::F32, "LayerNormalization", "Scale");
   checkOutput(out, DType::F32, x.shape(), "LayerNormalization");
@@ -602,6 +751,10 @@ void shoal::rt::cpu::transpose(const Tensor &x,
   switch (dtypeSize(x.dtype())) {
   case 1:
     return transposeTyped(x.bytes(), x.shape(), perm, out.bytes(), out.shape());
+  case 2:
+    return transposeTyped(static_cast<const uint16_t *>(x.rawData()), x.shape(),
+                          perm, static_cast<uint16_t *>(out.rawData()),
+                          out.shape());
   case 4:
     return transposeTyped(static_cast<const uint32_t *>(x.rawData()), x.shape(),
                           perm, static_cast<uint32_t *>(out.rawData()),
@@ -616,6 +769,13 @@ void shoal::rt::cpu::transpose(const Tensor &x,
 void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
                             const std::vector<int64_t> &axes, Tensor &out) {
   const char *name = op == ReduceOp::Sum ? "ReduceSum" : "ReduceMean";
+  if (isHalfDType(x.dtype())) { // sums in double, rounded once
+    if (!out.defined() || out.dtype() != x.dtype())
+      checkOutput(out, x.dtype(), reduceShape(x.shape(), axes, true), name);
+    Tensor r(DType::F32, out.shape());
+    reduce(op, toF32(x), axes, r);
+    return fromF32(r, out);
+  }
   checkDType(x, DType::F32, name, "input");
   const Shape &s = x.shape();
   Shape kept = reduceShape(s, axes, true);
@@ -719,6 +879,12 @@ void shoal::rt::cpu::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
 }
 
 void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out) {
+  if (isHalfDType(x.dtype())) { // in f32, rounded once
+    checkOutput(out, x.dtype(), x.shape(), "Gelu");
+    Tensor r(DType::F32, x.shape()), b = bias ? stage(*bias) : Tensor();
+    gelu(toF32(x), bias ? &b : nullptr, r);
+    return fromF32(r, out);
+  }
   const Tensor *z = &x;
   Tensor sum;
   if (bias) {
@@ -743,6 +909,13 @@ void shoal::rt::cpu::addLayerNorm(const Tensor &a, const Tensor &b,
 void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
                                const Tensor &v, const Tensor *mask, float scale,
                                Tensor &out) {
+  if (isHalfDType(q.dtype())) { // in f32, rounded once
+    Shape shape = matmulShape(matmulShape(q.shape(), kt.shape()), v.shape());
+    checkOutput(out, q.dtype(), shape, "Attention");
+    Tensor r(DType::F32, shape), m = mask ? stage(*mask) : Tensor();
+    attention(toF32(q), stage(kt), stage(v), mask ? &m : nullptr, scale, r);
+    return fromF32(r, out);
+  }
   Tensor scores(DType::F32, matmulShape(q.shape(), kt.shape()));
   matmul(q, kt, scores);
   float *s = scores.data<float>();

@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// fp32 (and, where ONNX allows, integer) kernels with ONNX semantics on dense
-// row-major tensors. Every kernel writes into a preallocated output whose
+// Kernels with ONNX semantics on dense row-major tensors: f32, and where
+// ONNX allows f64 (in double), f16/bf16 (in f32, rounded once; DTypes.h) and
+// the integer types. Every kernel writes into a preallocated output whose
 // type the caller took from the plan; kernels check that the type is what the
 // inputs imply and throw Error otherwise, so a bad plan cannot make them read
 // or write out of bounds. Axes passed in are already normalized (>= 0).
@@ -50,23 +51,27 @@ using rt::WindowParams;
 // Kernels
 //===----------------------------------------------------------------------===//
 
-/// numpy.matmul on f32 with cblas_sgemm per batch.
+/// numpy.matmul with cblas_sgemm per batch on f32, and on f16/bf16 converted
+/// to f32 (accumulating in f32, rounded once); cblas_dgemm on f64.
 void matmul(const Tensor &a, const Tensor &b, Tensor &out);
 
 /// Y = alpha * op(A) * op(B) + beta * C, C optional and unidirectionally
-/// broadcast to (M, N).
+/// broadcast to (M, N); dtypes as matmul.
 void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
           float beta, bool transA, bool transB, Tensor &out);
 
 enum class BinaryOp { Add, Sub, Mul, Div, Pow };
 /// The ONNX name of `op` (\c "Add", ...).
 const char *binaryName(BinaryOp op);
-/// Element-wise with numpy broadcasting. f32 for all; i64 and i32 for Add,
-/// Sub and Mul. Pow also takes an integer exponent tensor.
+/// Element-wise with numpy broadcasting on one dtype: floats (f16/bf16 in
+/// f32), and integers wrapping around (Div truncates toward zero and throws
+/// Error on a zero divisor). Pow also takes an exponent of another numeric
+/// dtype; the result has the base's.
 void binary(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out);
 
 enum class UnaryOp { Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid };
-/// Element-wise on f32 (Neg and Relu also on i64 and i32).
+/// Element-wise on f32, f64, f16 and bf16 (Neg and Relu also on i64, i32 and
+/// i8, wrapping around).
 void unary(UnaryOp op, const Tensor &x, Tensor &out);
 
 /// Numerically stable softmax along `axis`.
@@ -119,9 +124,10 @@ void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
 // More ONNX ops (Kernels2.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Element conversion to out's dtype (f32, i64, i32, bool): float to integer
-/// truncates toward zero (NaN gives 0, out-of-range values saturate); to
-/// bool is x != 0; bool is 0 or 1.
+/// Element conversion between any two dtypes (DTypes.h convertElem): to a
+/// float type rounds to nearest even once; float to integer truncates toward
+/// zero (NaN gives 0, out-of-range values saturate); integer to a narrower
+/// integer wraps; to bool is x != 0; bool is 0 or 1.
 void cast(const Tensor &x, Tensor &out);
 
 /// out = cond ? x : y with numpy broadcasting of all three; cond is bool,
@@ -129,8 +135,8 @@ void cast(const Tensor &x, Tensor &out);
 void where(const Tensor &cond, const Tensor &x, const Tensor &y, Tensor &out);
 
 enum class CompareOp { Equal, Less, Greater, LessOrEqual, GreaterOrEqual };
-/// Broadcasting comparison of two f32, i64 or i32 (Equal: also bool)
-/// tensors of one dtype into a bool tensor.
+/// Broadcasting comparison of two numeric (Equal: also bool) tensors of one
+/// dtype into a bool tensor.
 void compare(CompareOp op, const Tensor &a, const Tensor &b, Tensor &out);
 
 enum class LogicOp { And, Or, Xor };
@@ -140,12 +146,12 @@ void logical(LogicOp op, const Tensor &a, const Tensor &b, Tensor &out);
 void logicalNot(const Tensor &x, Tensor &out);
 
 enum class MathOp { Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil };
-/// Element-wise on f32 (Abs also on i64 and i32).
+/// Element-wise on the float dtypes (Abs also on the integers).
 void math(MathOp op, const Tensor &x, Tensor &out);
 
 enum class MinMaxOp { Max, Min };
-/// Element-wise max or min of one or more f32, i64 or i32 tensors of one
-/// dtype, with numpy broadcasting; NaN propagates.
+/// Element-wise max or min of one or more numeric tensors of one dtype, with
+/// numpy broadcasting; NaN propagates.
 void minMax(MinMaxOp op, const std::vector<const Tensor *> &inputs,
             Tensor &out);
 

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/DTypes.h"
 #include "cpu/Kernels.h"
 #include "cpu/LoopNest.h"
 
@@ -44,8 +45,10 @@ void checkIn(const Tensor &t, DType dtype, const char *what,
                             dtypeName(dtype), t.type().str()));
 }
 
+/// The dtypes that the numeric kernels compute with in their own type (f16
+/// and bf16 are staged through f32 by the callers).
 bool isNumeric(DType d) {
-  return d == DType::F32 || d == DType::I64 || d == DType::I32;
+  return d == DType::F32 || d == DType::F64 || isIntegerDType(d);
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -133,14 +136,15 @@ void map2(const Tensor &a, const Tensor &b, Tensor &out, F f) {
                       });
 }
 
-template <typename T> struct Tag { using type = T; };
-
 /// Calls f(Tag<U>) with an unsigned type U of the dtype's element size, for
 /// kernels that only move elements.
 template <typename F> void byElementSize(DType dtype, F &&f) {
   switch (dtypeSize(dtype)) {
   case 1:
     f(Tag<uint8_t>{});
+    return;
+  case 2:
+    f(Tag<uint16_t>{});
     return;
   case 4:
     f(Tag<uint32_t>{});
@@ -151,11 +155,15 @@ template <typename F> void byElementSize(DType dtype, F &&f) {
   }
 }
 
-/// Calls f(Tag<T>) with the C++ element type of a numeric dtype.
+/// Calls f(Tag<T>) with the C++ element type of a dtype for which
+/// isNumeric holds.
 template <typename F> void byNumericType(DType dtype, F &&f) {
   switch (dtype) {
   case DType::F32:
     f(Tag<float>{});
+    return;
+  case DType::F64:
+    f(Tag<double>{});
     return;
   case DType::I64:
     f(Tag<int64_t>{});
@@ -163,10 +171,19 @@ template <typename F> void byNumericType(DType dtype, F &&f) {
   case DType::I32:
     f(Tag<int32_t>{});
     return;
+  case DType::I8:
+    f(Tag<int8_t>{});
+    return;
+  case DType::U8:
+    f(Tag<uint8_t>{});
+    return;
   case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
     break;
   }
-  throw Error("internal error: bool passed to a numeric kernel");
+  throw Error(fmt::format("internal error: {} passed to a numeric kernel",
+                          dtypeName(dtype)));
 }
 
 /// Reads index `i` of an i64 or i32 tensor.
@@ -202,65 +219,31 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
 // Cast, Where, comparisons, logic and math
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-template <typename To, typename From> To castValue(From v) {
-  if constexpr (std::is_same<To, uint8_t>::value) {
-    return v != From(0) ? 1 : 0;
-  } else if constexpr (std::is_floating_point<From>::value &&
-                       std::is_integral<To>::value) {
-    // The bounds are powers of two, exact as floats.
-    constexpr From hi = From(std::numeric_limits<To>::max()) + From(1);
-    constexpr From lo = From(std::numeric_limits<To>::min());
-    if (std::isnan(v))
-      return 0;
-    if (v >= hi)
-      return std::numeric_limits<To>::max();
-    if (v < lo)
-      return std::numeric_limits<To>::min();
-    return static_cast<To>(v); // truncates toward zero
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
-template <typename From> void castFrom(const Tensor &x, Tensor &out) {
-  const From *src = static_cast<const From *>(x.rawData());
-  int64_t n = x.numElements();
-  auto run = [&](auto tag) {
-    using To = typename decltype(tag)::type;
-    To *dst = static_cast<To *>(out.rawData());
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = castValue<To>(src[i]);
-  };
-  switch (out.dtype()) {
-  case DType::F32:
-    return run(Tag<float>{});
-  case DType::I64:
-    return run(Tag<int64_t>{});
-  case DType::I32:
-    return run(Tag<int32_t>{});
-  case DType::Bool:
-    return run(Tag<uint8_t>{});
-  }
-}
-
-} // namespace
-
 void shoal::rt::cpu::cast(const Tensor &x, Tensor &out) {
   if (!out.defined() || out.shape() != x.shape())
     checkOut(out, out.defined() ? out.dtype() : DType::F32, x.shape(), "Cast");
-  switch (x.dtype()) {
-  case DType::F32:
-    return castFrom<float>(x, out);
-  case DType::I64:
-    return castFrom<int64_t>(x, out);
-  case DType::I32:
-    return castFrom<int32_t>(x, out);
-  case DType::Bool:
-    return castFrom<uint8_t>(x, out);
-  }
+  int64_t n = x.numElements();
+  visitDType(x.dtype(), [&](auto from) {
+    using From = typename decltype(from)::type;
+    const From *src = static_cast<const From *>(x.rawData());
+    visitDType(out.dtype(), [&](auto to) {
+      using To = typename decltype(to)::type;
+      To *dst = static_cast<To *>(out.rawData());
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = convertElem<To>(src[i]);
+    });
+  });
 }
+
+Tensor shoal::rt::cpu::toF32(const Tensor &t) {
+  if (t.dtype() == DType::F32)
+    return t;
+  Tensor f(DType::F32, t.shape());
+  cast(t, f);
+  return f;
+}
+
+void shoal::rt::cpu::fromF32(const Tensor &f, Tensor &out) { cast(f, out); }
 
 void shoal::rt::cpu::where(const Tensor &cond, const Tensor &x, const Tensor &y,
                            Tensor &out) {
@@ -337,6 +320,8 @@ void shoal::rt::cpu::compare(CompareOp op, const Tensor &a, const Tensor &b,
       throw Error(fmt::format("{} is not supported on bool tensors", name));
     return compareTyped<uint8_t>(op, a, b, out);
   }
+  if (isHalfDType(a.dtype())) // exact in f32
+    return compareTyped<float>(op, toF32(a), toF32(b), out);
   byNumericType(a.dtype(), [&](auto tag) {
     compareTyped<typename decltype(tag)::type>(op, a, b, out);
   });
@@ -411,33 +396,59 @@ template <typename T> T absInt(T v) {
 }
 } // namespace
 
+namespace {
+template <typename T> void mathFloat(MathOp op, const Tensor &x, Tensor &out) {
+  switch (op) {
+  case MathOp::Sin:
+    return mapUnary<T>(x, out, [](T v) { return std::sin(v); });
+  case MathOp::Cos:
+    return mapUnary<T>(x, out, [](T v) { return std::cos(v); });
+  case MathOp::Abs:
+    return mapUnary<T>(x, out, [](T v) { return std::fabs(v); });
+  case MathOp::Log:
+    return mapUnary<T>(x, out, [](T v) { return std::log(v); });
+  case MathOp::Reciprocal:
+    return mapUnary<T>(x, out, [](T v) { return T(1) / v; });
+  case MathOp::Floor:
+    return mapUnary<T>(x, out, [](T v) { return std::floor(v); });
+  case MathOp::Ceil:
+    return mapUnary<T>(x, out, [](T v) { return std::ceil(v); });
+  }
+}
+} // namespace
+
 void shoal::rt::cpu::math(MathOp op, const Tensor &x, Tensor &out) {
   const char *name = mathName(op);
   checkOut(out, x.dtype(), x.shape(), name);
-  if (x.dtype() != DType::F32) {
-    if (op == MathOp::Abs && x.dtype() == DType::I64)
-      return mapUnary<int64_t>(x, out, absInt<int64_t>);
-    if (op == MathOp::Abs && x.dtype() == DType::I32)
-      return mapUnary<int32_t>(x, out, absInt<int32_t>);
-    throw Error(fmt::format("{} is not supported on {} tensors", name,
-                            dtypeName(x.dtype())));
+  switch (x.dtype()) {
+  case DType::F32:
+    return mathFloat<float>(op, x, out);
+  case DType::F64:
+    return mathFloat<double>(op, x, out);
+  case DType::F16:
+  case DType::BF16: {
+    Tensor f = toF32(x), r(DType::F32, x.shape());
+    mathFloat<float>(op, f, r);
+    return fromF32(r, out);
   }
-  switch (op) {
-  case MathOp::Sin:
-    return mapUnary<float>(x, out, [](float v) { return std::sin(v); });
-  case MathOp::Cos:
-    return mapUnary<float>(x, out, [](float v) { return std::cos(v); });
-  case MathOp::Abs:
-    return mapUnary<float>(x, out, [](float v) { return std::fabs(v); });
-  case MathOp::Log:
-    return mapUnary<float>(x, out, [](float v) { return std::log(v); });
-  case MathOp::Reciprocal:
-    return mapUnary<float>(x, out, [](float v) { return 1.f / v; });
-  case MathOp::Floor:
-    return mapUnary<float>(x, out, [](float v) { return std::floor(v); });
-  case MathOp::Ceil:
-    return mapUnary<float>(x, out, [](float v) { return std::ceil(v); });
+  case DType::I64:
+  case DType::I32:
+  case DType::I8:
+  case DType::U8:
+    if (op != MathOp::Abs)
+      break;
+    return byNumericType(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral<T>::value && std::is_signed<T>::value)
+        mapUnary<T>(x, out, absInt<T>);
+      else // u8 (the float types are handled above)
+        mapUnary<T>(x, out, [](T v) { return v; });
+    });
+  case DType::Bool:
+    break;
   }
+  throw Error(fmt::format("{} is not supported on {} tensors", name,
+                          dtypeName(x.dtype())));
 }
 
 void shoal::rt::cpu::minMax(MinMaxOp op,
@@ -453,6 +464,18 @@ void shoal::rt::cpu::minMax(MinMaxOp op,
       throw Error(fmt::format("{}: inputs have different dtypes ({} and {})",
                               name, inputs[0]->type().str(), t->type().str()));
     shape = broadcastShape(shape, t->shape());
+  }
+  if (isHalfDType(dtype)) { // exact in f32
+    checkOut(out, dtype, shape, name);
+    std::vector<Tensor> wide;
+    std::vector<const Tensor *> ptrs;
+    for (const Tensor *t : inputs)
+      wide.push_back(toF32(*t));
+    for (const Tensor &t : wide)
+      ptrs.push_back(&t);
+    Tensor r(DType::F32, shape);
+    minMax(op, ptrs, r);
+    return fromF32(r, out);
   }
   if (!isNumeric(dtype))
     throw Error(fmt::format("{} is not supported on {} tensors", name,
@@ -695,13 +718,7 @@ void shoal::rt::cpu::pad(const Tensor &x, const std::vector<int64_t> &pads,
   std::vector<int64_t> is = rowMajorStrides(in);
   auto fill = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T c;
-    if constexpr (std::is_same<T, uint8_t>::value)
-      c = value != 0 ? 1 : 0;
-    else if constexpr (std::is_integral<T>::value)
-      c = castValue<T>(value);
-    else
-      c = static_cast<T>(value);
+    T c = narrow<T>(value);
     const T *px = static_cast<const T *>(x.rawData());
     T *po = static_cast<T *>(out.rawData());
     if (rank == 0) {
@@ -736,16 +753,7 @@ void shoal::rt::cpu::pad(const Tensor &x, const std::vector<int64_t> &pads,
         break;
     }
   };
-  switch (x.dtype()) {
-  case DType::F32:
-    return fill(Tag<float>{});
-  case DType::I64:
-    return fill(Tag<int64_t>{});
-  case DType::I32:
-    return fill(Tag<int32_t>{});
-  case DType::Bool:
-    return fill(Tag<uint8_t>{});
-  }
+  visitDType(x.dtype(), fill);
 }
 
 namespace {
@@ -881,6 +889,14 @@ void shoal::rt::cpu::topK(const Tensor &x, int64_t k, int64_t axis,
     throw Error(fmt::format("TopK: k = {} is out of range for axis {} of size "
                             "{}",
                             k, axis, s[axis]));
+  if (isHalfDType(x.dtype())) { // exact in f32
+    Shape os = s;
+    os[axis] = k;
+    checkOut(values, x.dtype(), os, "TopK");
+    Tensor v(DType::F32, os);
+    topK(toF32(x), k, axis, largest, v, indices);
+    return fromF32(v, values);
+  }
   if (!isNumeric(x.dtype()))
     throw Error(fmt::format("TopK is not supported on {} tensors",
                             dtypeName(x.dtype())));
@@ -1218,6 +1234,16 @@ void shoal::rt::cpu::pool(PoolOp op, const Tensor &x,
                           const WindowParams &window, bool countIncludePad,
                           Tensor &out) {
   const char *name = op == PoolOp::Max ? "MaxPool" : "AveragePool";
+  // f16 and bf16 in f32; the max of 8-bit integers too (exact in f32).
+  if (isHalfDType(x.dtype()) ||
+      (op == PoolOp::Max &&
+       (x.dtype() == DType::U8 || x.dtype() == DType::I8))) {
+    if (!out.defined() || out.dtype() != x.dtype())
+      checkOut(out, x.dtype(), out.shape(), name);
+    Tensor r(DType::F32, out.shape());
+    pool(op, toF32(x), window, countIncludePad, r);
+    return fromF32(r, out);
+  }
   checkIn(x, DType::F32, name, "X");
   if (x.rank() < 3)
     throw Error(

@@ -100,8 +100,14 @@ std::size_t dtypeBytes(DType dtype) {
   case DType::I32:
     return 4;
   case DType::I64:
+  case DType::F64:
     return 8;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
   case DType::Bool:
+  case DType::I8:
+  case DType::U8:
     return 1;
   }
   throw Error("unknown dtype");
@@ -117,6 +123,16 @@ const char *dtypeLabel(DType dtype) {
     return "i32";
   case DType::Bool:
     return "bool";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F64:
+    return "f64";
+  case DType::I8:
+    return "i8";
+  case DType::U8:
+    return "u8";
   }
   return "?";
 }
@@ -1010,6 +1026,11 @@ void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
                                      stream);
     break;
   case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
+  case DType::F64:
+  case DType::I8:
+  case DType::U8:
     break;
   }
   throw Error(std::string(name) + " is not supported on " + dtypeLabel(dtype) +

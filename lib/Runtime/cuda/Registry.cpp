@@ -72,7 +72,7 @@ MatmulShape matmulShapeOf(const Shape &as, const Shape &bs, const Shape &os) {
   s.k = a.back();
   s.n = b.back();
   int64_t na = numElements(a) / (s.m * s.k), nb = numElements(b) / (s.k * s.n);
-  int64_t no = s.m * s.n ? numElements(os) / (s.m * s.n) : 0;
+  int64_t no = s.m * s.n != 0 ? numElements(os) / (s.m * s.n) : 0;
   s.batch = no;
   if (nb == 1) {
     // Fold A's batch into rows.

@@ -50,7 +50,7 @@ void shoal::rt::allReduceRule(TypeRuleContext &ctx) {
   // Over "mb": gradient accumulation (the executor sums the micro-batches
   // of a step, then reduces over the other axes; docs/Training.md).
   readMeshAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
-  if (x.dtype != DType::F32 && x.dtype != DType::I64 && x.dtype != DType::I32)
+  if (!isNumeric(x.dtype))
     throw Error(fmt::format("AllReduce is not supported on {} tensors",
                             dtypeName(x.dtype)));
   ctx.expected.push_back(x);

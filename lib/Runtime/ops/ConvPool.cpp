@@ -92,7 +92,10 @@ void shoal::rt::convRule(TypeRuleContext &ctx) {
 void shoal::rt::poolRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input X");
+  // MaxPool also on 8-bit integers (their max is exact in f32).
+  if (!(ctx.kind() == OpKind::MaxPool &&
+        (x.dtype == DType::U8 || x.dtype == DType::I8)))
+    ctx.requireFloat(x, "input X");
   std::size_t rank = x.shape.size();
   if (rank < 3)
     throw Error(fmt::format("input X must be [N, C, spatial...] with at "
@@ -114,7 +117,7 @@ void shoal::rt::poolRule(TypeRuleContext &ctx) {
   } else {
     a.countIncludePad = ctx.attrs.getBool("count_include_pad", false);
   }
-  TensorType out{DType::F32, windowOutputShape(x.shape, x.shape[1], a.window)};
+  TensorType out{x.dtype, windowOutputShape(x.shape, x.shape[1], a.window)};
   ctx.expected.assign(ctx.info.outputs.size(), out);
 }
 

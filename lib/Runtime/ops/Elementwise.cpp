@@ -32,21 +32,14 @@ std::string onnxDataTypeName(int64_t t) {
 void shoal::rt::arithmeticRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   const TensorType &y = *ctx.in(1);
-  auto numeric = [](DType t) {
-    return t == DType::F32 || t == DType::I64 || t == DType::I32;
-  };
   // ONNX's Pow takes any numeric base and exponent; the result has the
   // base's type.
   bool mixedPow =
-      ctx.kind() == OpKind::Pow && numeric(x.dtype) && numeric(y.dtype);
+      ctx.kind() == OpKind::Pow && isNumeric(x.dtype) && isNumeric(y.dtype);
   if (x.dtype != y.dtype && !mixedPow)
     throw Error(
         fmt::format("inputs have different dtypes ({})", ctx.typesStr()));
-  bool intOk = ctx.kind() == OpKind::Add || ctx.kind() == OpKind::Sub ||
-               ctx.kind() == OpKind::Mul || ctx.kind() == OpKind::Pow;
-  bool supported = x.dtype == DType::F32 ||
-                   (intOk && (x.dtype == DType::I64 || x.dtype == DType::I32));
-  if (!supported)
+  if (!isNumeric(x.dtype))
     throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
                             dtypeName(x.dtype)));
   ctx.expected.push_back({x.dtype, broadcastShape(x.shape, y.shape)});
@@ -56,8 +49,9 @@ void shoal::rt::arithmeticRule(TypeRuleContext &ctx) {
 void shoal::rt::activationRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   bool intOk = ctx.kind() == OpKind::Neg || ctx.kind() == OpKind::Relu;
-  if (x.dtype != DType::F32 &&
-      !(intOk && (x.dtype == DType::I64 || x.dtype == DType::I32)))
+  bool signedInt =
+      x.dtype == DType::I64 || x.dtype == DType::I32 || x.dtype == DType::I8;
+  if (!isFloat(x.dtype) && !(intOk && signedInt))
     throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
                             dtypeName(x.dtype)));
   ctx.expected.push_back(x);
@@ -66,8 +60,7 @@ void shoal::rt::activationRule(TypeRuleContext &ctx) {
 /// Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil.
 void shoal::rt::mathRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
-  if (x.dtype != DType::F32 &&
-      !(ctx.kind() == OpKind::Abs && isNumeric(x.dtype)))
+  if (!isFloat(x.dtype) && !(ctx.kind() == OpKind::Abs && isNumeric(x.dtype)))
     throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
                             dtypeName(x.dtype)));
   ctx.expected.push_back(x);
@@ -150,9 +143,26 @@ void shoal::rt::castRule(TypeRuleContext &ctx) {
   case 9:
     a.to = DType::Bool;
     break;
+  case 2:
+    a.to = DType::U8;
+    break;
+  case 3:
+    a.to = DType::I8;
+    break;
+  case 10:
+    a.to = DType::F16;
+    break;
+  case 11:
+    a.to = DType::F64;
+    break;
+  case 16:
+    a.to = DType::BF16;
+    break;
   default:
-    throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), INT32 "
-                            "(6), INT64 (7) and BOOL (9) are supported",
+    throw Error(fmt::format("attribute 'to' is {}; only FLOAT (1), UINT8 "
+                            "(2), INT8 (3), INT32 (6), INT64 (7), BOOL (9), "
+                            "FLOAT16 (10), DOUBLE (11) and BFLOAT16 (16) "
+                            "are supported",
                             onnxDataTypeName(to)));
   }
   ctx.expected.push_back({a.to, x.shape});
@@ -161,9 +171,9 @@ void shoal::rt::castRule(TypeRuleContext &ctx) {
 /// Gelu.
 void shoal::rt::geluRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
-  ctx.requireDType(x, DType::F32, "input");
+  ctx.requireFloat(x, "input");
   if (const TensorType *b = ctx.in(1)) {
-    ctx.requireDType(*b, DType::F32, "bias");
+    ctx.requireDType(*b, x.dtype, "bias");
     if (!broadcastsTo(b->shape, x.shape))
       throw Error(fmt::format("bias of shape {} does not broadcast to {}",
                               formatShape(b->shape), formatShape(x.shape)));

@@ -18,9 +18,9 @@ using namespace shoal::rt;
 /// MatMul.
 void shoal::rt::matmulRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
-  ctx.requireDType(x, DType::F32, "input A");
-  ctx.requireDType(*ctx.in(1), DType::F32, "input B");
-  ctx.expected.push_back({DType::F32, matmulShape(x.shape, ctx.in(1)->shape)});
+  ctx.requireFloat(x, "input A", /*f64=*/true);
+  ctx.requireDType(*ctx.in(1), x.dtype, "input B");
+  ctx.expected.push_back({x.dtype, matmulShape(x.shape, ctx.in(1)->shape)});
 }
 
 /// Gemm.
@@ -31,17 +31,17 @@ void shoal::rt::gemmRule(TypeRuleContext &ctx) {
   a.beta = ctx.attrs.getFloat("beta", 1.f);
   a.transA = ctx.attrs.getBool("transA", false);
   a.transB = ctx.attrs.getBool("transB", false);
-  ctx.requireDType(x, DType::F32, "input A");
-  ctx.requireDType(*ctx.in(1), DType::F32, "input B");
+  ctx.requireFloat(x, "input A", /*f64=*/true);
+  ctx.requireDType(*ctx.in(1), x.dtype, "input B");
   Shape shape = gemmShape(x.shape, ctx.in(1)->shape, a.transA, a.transB);
   if (const TensorType *c = ctx.in(2)) {
-    ctx.requireDType(*c, DType::F32, "input C");
+    ctx.requireDType(*c, x.dtype, "input C");
     if (!broadcastsTo(c->shape, shape))
       throw Error(fmt::format("input C of shape {} does not broadcast to "
                               "the result shape {}",
                               formatShape(c->shape), formatShape(shape)));
   }
-  ctx.expected.push_back({DType::F32, shape});
+  ctx.expected.push_back({x.dtype, shape});
 }
 
 /// Attention.
@@ -49,8 +49,9 @@ void shoal::rt::attentionRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
   const TensorType &kt = *ctx.in(1), &v = *ctx.in(2);
-  for (const TensorType *t : {&x, &kt, &v})
-    ctx.requireDType(*t, DType::F32, "q, kt and v");
+  ctx.requireFloat(x, "q");
+  for (const TensorType *t : {&kt, &v})
+    ctx.requireDType(*t, x.dtype, "kt and v");
   std::size_t r = x.shape.size();
   if (r < 2 || kt.shape.size() != r || v.shape.size() != r ||
       !std::equal(x.shape.begin(), x.shape.end() - 2, kt.shape.begin()) ||
@@ -62,7 +63,7 @@ void shoal::rt::attentionRule(TypeRuleContext &ctx) {
   Shape scores(x.shape.begin(), x.shape.end() - 1);
   scores.push_back(kt.shape[r - 1]);
   if (const TensorType *m = ctx.in(3)) {
-    ctx.requireDType(*m, DType::F32, "mask");
+    ctx.requireDType(*m, x.dtype, "mask");
     if (!broadcastsTo(m->shape, scores))
       throw Error(fmt::format("mask of shape {} does not broadcast to the "
                               "scores {}",
@@ -71,5 +72,5 @@ void shoal::rt::attentionRule(TypeRuleContext &ctx) {
   a.scale = ctx.attrs.getFloat("scale", 1.f);
   Shape out(x.shape.begin(), x.shape.end() - 1);
   out.push_back(v.shape[r - 1]);
-  ctx.expected.push_back({DType::F32, out});
+  ctx.expected.push_back({x.dtype, out});
 }

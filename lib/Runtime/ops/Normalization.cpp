@@ -17,7 +17,7 @@ using namespace shoal::rt;
 void shoal::rt::softmaxRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input");
+  ctx.requireFloat(x, "input");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.axis =
       rank == 0 ? 0 : normalizeAxis(ctx.attrs.getInt("axis", -1), rank, "axis");
@@ -28,8 +28,8 @@ void shoal::rt::softmaxRule(TypeRuleContext &ctx) {
 void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input X");
-  ctx.requireDType(*ctx.in(1), DType::F32, "input Scale");
+  ctx.requireFloat(x, "input X");
+  ctx.requireDType(*ctx.in(1), x.dtype, "input Scale");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0)
     throw Error("input X must have rank >= 1");
@@ -47,7 +47,7 @@ void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
                             "normalized shape {}",
                             formatShape(ctx.in(1)->shape), formatShape(norm)));
   if (const TensorType *b = ctx.in(2)) {
-    ctx.requireDType(*b, DType::F32, "input B");
+    ctx.requireDType(*b, x.dtype, "input B");
     if (!broadcastsTo(b->shape, norm))
       throw Error(fmt::format("B of shape {} does not broadcast to the "
                               "normalized shape {}",
@@ -62,12 +62,12 @@ void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
 void shoal::rt::addLayerNormRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input A");
+  ctx.requireFloat(x, "input A");
   if (*ctx.in(1) != x)
     throw Error(fmt::format("inputs A and B must have the same type, got "
                             "{}",
                             ctx.typesStr()));
-  ctx.requireDType(*ctx.in(2), DType::F32, "input Scale");
+  ctx.requireDType(*ctx.in(2), x.dtype, "input Scale");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0)
     throw Error("input A must have rank >= 1");
@@ -77,7 +77,7 @@ void shoal::rt::addLayerNormRule(TypeRuleContext &ctx) {
   Shape norm(x.shape.begin() + a.axis, x.shape.end());
   for (int i : {2, 3})
     if (const TensorType *t = ctx.in(i)) {
-      ctx.requireDType(*t, DType::F32, i == 2 ? "input Scale" : "input B");
+      ctx.requireDType(*t, x.dtype, i == 2 ? "input Scale" : "input B");
       if (!broadcastsTo(t->shape, norm))
         throw Error(fmt::format("{} of shape {} does not broadcast to the "
                                 "normalized shape {}",

@@ -19,7 +19,7 @@ using namespace shoal::rt;
 void shoal::rt::reduceRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input");
+  ctx.requireFloat(x, "input");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.keepdims = ctx.attrs.getBool("keepdims", true);
   bool noop = ctx.attrs.getBool("noop_with_empty_axes", false);
@@ -38,5 +38,5 @@ void shoal::rt::reduceRule(TypeRuleContext &ctx) {
       axes.insert(d);
   a.axes.assign(axes.begin(), axes.end());
   ctx.expected.push_back(
-      {DType::F32, reduceShape(x.shape, a.axes, a.keepdims)});
+      {x.dtype, reduceShape(x.shape, a.axes, a.keepdims)});
 }

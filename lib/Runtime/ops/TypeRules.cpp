@@ -153,8 +153,18 @@ int64_t shoal::rt::normalizeAxis(int64_t axis, int64_t rank, const char *what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-bool shoal::rt::isNumeric(DType d) {
-  return d == DType::F32 || d == DType::I64 || d == DType::I32;
+bool shoal::rt::isNumeric(DType d) { return d != DType::Bool; }
+
+bool shoal::rt::isFloat(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::F16 ||
+         d == DType::BF16;
+}
+
+void TypeRuleContext::requireFloat(const TensorType &t, const char *what,
+                                   bool f64) const {
+  if (!isFloat(t.dtype) || (t.dtype == DType::F64 && !f64))
+    throw Error(fmt::format("{} must be f32, {}f16 or bf16, got {}", what,
+                            f64 ? "f64, " : "", t.str()));
 }
 
 std::vector<int64_t> shoal::rt::readList(const AttrReader &attrs,

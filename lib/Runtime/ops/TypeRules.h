@@ -94,6 +94,10 @@ struct TypeRuleContext {
   std::string typesStr() const;
   /// Throws "<what> must be <dtype>, got <t>" unless t has `dtype`.
   void requireDType(const TensorType &t, DType dtype, const char *what) const;
+  /// Throws unless t is f32, f16 or bf16 (computed in f32 on the CPU) or,
+  /// with `f64`, f64 (computed in double).
+  void requireFloat(const TensorType &t, const char *what,
+                    bool f64 = false) const;
 };
 
 /// A type rule (the Rule column of Ops.def).
@@ -110,8 +114,10 @@ using TypeRule = void (*)(TypeRuleContext &ctx);
 /// Normalizes `axis` into [0, rank) (ONNX allows [-rank, rank)).
 int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what);
 
-/// f32, i64 or i32.
+/// Every dtype but bool.
 bool isNumeric(DType d);
+/// f32, f64, f16 or bf16.
+bool isFloat(DType d);
 
 /// Reads a list attribute of `n` entries, each >= `min`; absent or empty
 /// gives `n` times `dflt`.

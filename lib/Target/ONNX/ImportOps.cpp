@@ -477,6 +477,9 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Ceil", convertUnary<CeilOp>)
       .Case("Not", convertUnary<NotOp>)
       .Case("Cast", convertUnary<CastOp>)
+      // The result type (the second input's element type) comes from shape
+      // inference; the second input's values are not read.
+      .Case("CastLike", convertUnary<CastOp>)
       .Case("Max", convertVariadic<MaxOp>)
       .Case("Min", convertVariadic<MinOp>)
       .Case("Equal", convertBinary<EqualOp>)

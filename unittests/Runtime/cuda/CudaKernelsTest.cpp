@@ -182,8 +182,13 @@ Tensor randomTensor(DType dtype, const Shape &shape, std::mt19937 &rng,
       t.data<uint8_t>()[i] = uint8_t(dist(rng));
     break;
   }
-  default:
+  case DType::F16:
+  case DType::BF16:
+  case DType::F64:
+  case DType::I8:
+  case DType::U8:
     ADD_FAILURE() << "randomTensor: no generator for " << dtypeName(dtype);
+    break;
   }
   return t;
 }
