@@ -10,6 +10,7 @@
 
 #include "plan.pb.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -147,6 +148,13 @@ void PlanChecker::checkTraining() {
   info.loss = t.loss();
   info.labels = t.labels();
   info.optimizer = t.optimizer();
+  if (t.has_grad_bucket_mb()) {
+    info.gradBucketMb = t.grad_bucket_mb();
+    if (!(info.gradBucketMb >= 0) || !std::isfinite(info.gradBucketMb))
+      fail(fmt::format("Plan.training.grad_bucket_mb is {}; expected a "
+                       "number >= 0 (MiB)",
+                       info.gradBucketMb));
+  }
   if (t.loss().empty())
     fail("the training plan names no loss output (Plan.training.loss)");
   if (t.labels().empty())

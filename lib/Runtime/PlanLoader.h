@@ -102,6 +102,8 @@ struct TrainingInfo {
   std::string loss, labels;
   /// adamw or sgd (for reports and checkpoints).
   std::string optimizer;
+  /// Plan.training.grad_bucket_mb; -1 when absent.
+  double gradBucketMb = -1;
   /// Some optimizer op of some program clips gradients (clip_norm > 0):
   /// every rank then joins the global norm's all-reduce in every step.
   bool clipping = false;

@@ -588,7 +588,7 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
         text = argv[++i];
       char *end = nullptr;
       dst = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || dst < 0)
+      if (text.empty() || *end != '\0' || !(dst >= 0) || !std::isfinite(dst))
         return fmt::format("{} needs a non-negative number, got '{}'", flag,
                            text);
       return "";
@@ -808,9 +808,12 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     }
     ExecutorOptions executorOptions;
     executorOptions.strict = options.strict;
-    if (options.gradBucketMb >= 0)
+    // --grad-bucket-mb, else the training config's grad_bucket_mb.
+    double bucketMb = options.gradBucketMb >= 0 ? options.gradBucketMb
+                                                : plan->training.gradBucketMb;
+    if (bucketMb >= 0)
       executorOptions.gradBucketBytes =
-          static_cast<std::size_t>(options.gradBucketMb * (1 << 20));
+          static_cast<std::size_t>(bucketMb * (1 << 20));
     exec = std::make_unique<Executor>(*plan, *device, executorOptions);
     // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
     for (const TransferInfo &t : plan->transfers) {

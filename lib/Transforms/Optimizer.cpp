@@ -66,6 +66,7 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     Builder b(module.getContext());
     NamedAttrList attrs(training);
     attrs.set("optimizer", b.getStringAttr(optimizer));
+    attrs.set("grad_bucket_mb", b.getF64FloatAttr(gradBucketMb));
     module->setAttr(ShoalDialect::kTrainingAttr,
                     attrs.getDictionary(module.getContext()));
   }

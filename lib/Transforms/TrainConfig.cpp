@@ -9,6 +9,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
 #include <yaml-cpp/yaml.h>
 
 using namespace shoal;
@@ -72,7 +73,8 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
     return r.path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
   }
   if (!r.checkKeys(root, "the training config",
-                   {"version", "loss", "optimizer", "frozen"}))
+                   {"version", "loss", "optimizer", "frozen",
+                    "grad_bucket_mb"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))
@@ -109,6 +111,15 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
       out.frozen.push_back(p.as<std::string>());
   }
   OptimizerPassOptions &o = out.optimizer;
+  if (YAML::Node bucket = root["grad_bucket_mb"]) {
+    if (!r.get(root, "grad_bucket_mb", o.gradBucketMb, "a number"))
+      return r.error;
+    if (!(o.gradBucketMb >= 0) || !std::isfinite(o.gradBucketMb)) {
+      r.fail(bucket, "'grad_bucket_mb' must be a number >= 0 (MiB; 0: one "
+                     "all-reduce per gradient)");
+      return r.error;
+    }
+  }
   if (YAML::Node opt = root["optimizer"]) {
     if (!r.checkKeys(opt, "optimizer",
                      {"kind", "lr", "betas", "eps", "momentum", "weight_decay",

@@ -34,7 +34,7 @@
 // AD: shoal.reduce_sum {{.*}}{axes = array<i64: 0>, keepdims = false, shoal.grad_of = ["fc2.bias"], shoal.phase = "backward"}
 // AD: shoal.gemm {{.*}}shoal.grad_of = ["fc1.weight"]
 
-// OPT: shoal.training = {labels = "labels", loss = "loss", optimizer = "adamw"}
+// OPT: shoal.training = {grad_bucket_mb = 2.500000e+01 : f64, labels = "labels", loss = "loss", optimizer = "adamw"}
 // OPT: shoal.softmax_cross_entropy %{{.*}}, %{{.*}} :
 // OPT: %[[M:.*]] = shoal.weight "adam.m/fc3.weight" {shoal.zero_init} : tensor<24x32xf32>
 // OPT: %[[V:.*]] = shoal.weight "adam.v/fc3.weight" {shoal.zero_init} : tensor<24x32xf32>

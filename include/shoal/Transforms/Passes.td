@@ -93,6 +93,9 @@ def OptimizerPass : Pass<"shoal-optimizer", "::mlir::ModuleOp"> {
            "cosine decay ends here (0: constant after warmup)">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
            "learning rate at the end of the cosine decay">,
+    Option<"gradBucketMb", "grad-bucket-mb", "double", /*default=*/"25.0",
+           "gradient all-reduces packed into buckets of this many MiB "
+           "(0: one per gradient); recorded in the plan for shoal-run">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }

@@ -129,6 +129,8 @@ private:
       t->set_loss(str("loss"));
       t->set_labels(str("labels"));
       t->set_optimizer(str("optimizer"));
+      if (auto bucket = training.getAs<FloatAttr>("grad_bucket_mb"))
+        t->set_grad_bucket_mb(bucket.getValueAsDouble());
     }
     return success();
   }
