@@ -61,11 +61,12 @@ def forward_ms(out):
     return float(m.group(1))
 
 
-def train_ms(out):
-    times = re.findall(r"^step \d+/\d+ loss \S+ time ([0-9.]+) ms", out, re.M)
-    if not times:
-        sys.exit("no progress line in:\n" + out)
-    return float(times[-1])
+def train_ms(out, steps):
+    """Mean training step: the run's wall time (first step included) / steps."""
+    m = re.search(r"run ([0-9.]+) s\)", out)
+    if not m:
+        sys.exit("no run time in:\n" + out)
+    return float(m.group(1)) * 1e3 / steps
 
 
 def main():
@@ -96,20 +97,20 @@ def main():
     tokens = os.path.join(args.out, "tokens.npy")
     np.save(tokens, rng.integers(0, 96, size=(64 * b, t + 1)).astype(np.int64))
 
-    steps, half = args.steps, args.steps // 2
+    steps = args.steps
     results = {k: {"fwd": [], "train": [], "fwd_rss": [], "train_rss": []}
                for k in ("before", "after")}
     for _ in range(args.repeats):
         for which in ("before", "after"):
             run_bin = os.path.join(getattr(args, which), "shoal-run")
             out, rss = timed([run_bin, fwd, "--inputs", os.path.join(gpt, "inputs"),
+                              "--outputs", os.path.join(args.out, "out-" + which),
                               "--steps", str(steps), "--warmup", "5"])
             results[which]["fwd"].append(forward_ms(out))
             results[which]["fwd_rss"].append(rss)
-            # The last progress line is the mean of the second half's steps.
             out, rss = timed([run_bin, train, "--data", tokens, "--steps", str(steps),
-                              "--log-every", str(half)])
-            results[which]["train"].append(train_ms(out))
+                              "--log-every", str(steps)])
+            results[which]["train"].append(train_ms(out, steps))
             results[which]["train_rss"].append(rss)
 
     print("GPT example (examples/gpt, batch %d x seq %d), %d steps, median of %d runs"

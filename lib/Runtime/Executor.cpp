@@ -297,7 +297,7 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     if (profiling)
       stepProfile.ops.push_back({op.index, microBatch,
                                  secondsBetween(start, end)});
-    if (!op.isCollective() && op.kind != OpKind::Send &&
+    if (options.traceOps && !op.isCollective() && op.kind != OpKind::Send &&
         op.kind != OpKind::Recv)
       stepProfile.events.push_back(
           {op.name.empty() ? op.kindName : op.name, 0, usSinceStart(start),

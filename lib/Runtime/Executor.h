@@ -38,6 +38,9 @@ struct ExecutorOptions {
   /// staged through the host) with a one-time warning; with `strict`, that
   /// is an error instead.
   bool strict = false;
+  /// Records one trace event per op (shoal-run --trace); without it, the
+  /// step's events are its tasks, transfers and collectives only.
+  bool traceOps = false;
 };
 
 /// The first op of `plan` that would run on the CPU on `backend` for lack

@@ -808,6 +808,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     }
     ExecutorOptions executorOptions;
     executorOptions.strict = options.strict;
+    executorOptions.traceOps = !options.tracePath.empty();
     // --grad-bucket-mb, else the training config's grad_bucket_mb.
     double bucketMb = options.gradBucketMb >= 0 ? options.gradBucketMb
                                                 : plan->training.gradBucketMb;
