@@ -110,7 +110,15 @@ TEST(GlooWorld, RunsEveryOperation) {
 }
 
 TEST(GlooBootstrap, MissingWorldSizeIsNamed) {
-  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", nullptr}});
+  // Without an MPI launcher's variables (MPI_Init of an earlier test in
+  // this process sets some).
+  ScopedEnv env({{"RANK", "0"},
+                 {"WORLD_SIZE", nullptr},
+                 {"OMPI_COMM_WORLD_SIZE", nullptr},
+                 {"PMI_SIZE", nullptr},
+                 {"PMIX_RANK", nullptr},
+                 {"MPI_LOCALNRANKS", nullptr},
+                 {"HYDRA_CONTROL_FD", nullptr}});
   EXPECT_EQ(detectBootstrap(), Bootstrap::Env);
   std::string e = errorOf([] { makeEnvWorld(); });
   EXPECT_NE(e.find("WORLD_SIZE is not set"), std::string::npos) << e;
