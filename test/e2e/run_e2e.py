@@ -235,8 +235,7 @@ def main(argv=None):
             probe = common.run_cmd([run, base_plan, "--inputs", inputs, "--outputs",
                                     os.path.join(work, "probe")] + backend_flags,
                                    check=False, timeout=args.timeout)
-            if ("no CUDA device is usable" in probe.stderr
-                    or "built without the CUDA backend" in probe.stderr):
+            if "no CUDA device" in probe.stderr:
                 print("SKIP: %s" % probe.stderr.strip())
                 return SKIP
         print("-- (c) sharded run on %d ranks (%s)" % (args.world_size, args.backend))

@@ -67,6 +67,14 @@ DEFAULT_CONFIG = os.path.join(HERE, "train_adamw.yaml")
 STATE_FLOOR = 1e-3
 
 
+class Skip(Exception):
+    """The test cannot run here (no usable GPU for --run-arg=--backend=cuda)."""
+
+
+# Exit status of a test that cannot run here (ctest SKIP_RETURN_CODE).
+SKIP = 77
+
+
 class Failure(Exception):
     """A check failed; the message says which and why."""
 
@@ -285,22 +293,32 @@ class Ctx:
         print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
         return out
 
-    def train(self, plan, world, steps, save, data=None, resume=None, outputs=None):
-        """shoal-run the training plan; returns its stdout."""
+    def train(self, plan, world, steps, save, data=None, resume=None, outputs=None,
+              par=None):
+        """shoal-run the training plan; returns its stdout. The --run-arg
+        flags go to the N-rank runs (par: by default, those of world > 1)."""
+        if par is None:
+            par = world > 1
         argv = [self.run, plan, "--steps", steps, "--save", save]
         argv += ["--data", data] if data else ["--inputs", self.inputs]
         if resume:
             argv += ["--resume", resume]
         if outputs:
             argv += ["--outputs", outputs]
-        if world > 1:
+        if par:
             argv += self.args.run_arg
             if self.args.check_overlap:
                 self.trace = os.path.join(self.work, "trace.json")
                 argv += ["--trace", self.trace]
+        if world > 1:
             argv = common.mpirun_cmd(self.args.mpirun, world, argv)
-        res = common.run_cmd(argv, env_extra=common.MPI_ENV if world > 1 else None,
-                             timeout=self.args.timeout)
+        try:
+            res = common.run_cmd(argv, env_extra=common.MPI_ENV if world > 1 else None,
+                                 timeout=self.args.timeout)
+        except common.CommandError as e:
+            if par and "no CUDA device" in str(e):
+                raise Skip(str(e).strip().splitlines()[-1])
+            raise
         lines = res.stdout.splitlines()
         if len(lines) > 14:
             lines = lines[:6] + ["  ... (%d lines)" % (len(lines) - 12)] + lines[-6:]
@@ -406,7 +424,7 @@ def mode_layout(ctx, spec):
     out_b = ctx.train(base_plan, 1, K, os.path.join(w, "ckpt_base"),
                       outputs=os.path.join(w, "base_out"))
     out_p = ctx.train(par_plan, a.world_size, K, os.path.join(w, "ckpt_par"),
-                      outputs=os.path.join(w, "par_out"))
+                      outputs=os.path.join(w, "par_out"), par=True)
     print("-- (d) PyTorch, %d step(s)" % K)
     rw, rs, idx = ctx.reference(K, os.path.join(w, "reference_train"))
     print("-- (e) compare")
@@ -653,6 +671,9 @@ def main(argv=None):
             if not trace:
                 raise Failure("--check-overlap: no N-rank run wrote a trace")
             ok = check_overlap.check(trace)
+    except Skip as e:
+        print("SKIP: %s" % e)
+        return SKIP
     except common.CommandError as e:
         print(str(e))
         ok = False
