@@ -4,10 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The kernels of Kernels2.cpp against hand-computed values (from the ONNX
-// operator documentation where it has examples) or naive loops written here
-// from the ONNX definitions; the type rules of Ops.cpp for those ops; and a
-// few plans run through the Executor, to check the dispatch.
+// The CPU kernels of Cast, Where, comparisons and logic, more element-wise
+// math, Max/Min, Concat, Split, Slice, Expand, Pad, Conv, BatchNormalization,
+// the pools, GatherElements, ScatterElements and TopK against hand-computed
+// values (from the ONNX operator documentation where it has examples) or
+// naive loops written here from the ONNX definitions; the type rules of
+// Ops.cpp for those ops; and a few plans run through the Executor, to check
+// the dispatch.
 //
 //===----------------------------------------------------------------------===//
 

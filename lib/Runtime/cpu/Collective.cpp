@@ -4,16 +4,62 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The CPU kernels of the collectives family of Ops.def, registered per op.
-// Their bodies are still in Kernels.cpp, to move here.
+// The CPU kernels of the collectives family of Ops.def (Kernels.h):
+// LocalSlice's block copy and the reordering after an all-gather
+// (concatBlocks, which Comm.cpp calls), then their registration per op.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 
+#include "Sharding.h"
+
+#include <fmt/format.h>
+
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
+
+void shoal::rt::cpu::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
+                                int64_t index, Tensor &out) {
+  if (dim < 0 || dim >= x.rank() || numBlocks <= 0 || index < 0 ||
+      index >= numBlocks)
+    throw Error(fmt::format("LocalSlice: cannot take block {} of {} along "
+                            "dimension {} of {}",
+                            index, numBlocks, dim, x.type().str()));
+  // Uneven: ceil-sized blocks, the last ones zero-padded.
+  Shape shape = x.shape();
+  shape[dim] = (shape[dim] + numBlocks - 1) / numBlocks;
+  checkOutput(out, x.dtype(), shape, "LocalSlice");
+  Shape offsets(shape.size(), 0);
+  offsets[dim] = index * shape[dim];
+  extractBlock(x.rawData(), x.shape(), dtypeSize(x.dtype()), offsets, shape,
+               out.rawData());
+}
+
+void shoal::rt::cpu::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
+                                  int64_t dim, Tensor &out) {
+  if (dim < 0 || dim >= out.rank() || numBlocks <= 0 ||
+      out.shape()[dim] % numBlocks != 0)
+    throw Error(fmt::format("AllGather: cannot split {} into {} blocks along "
+                            "dimension {}",
+                            out.type().str(), numBlocks, dim));
+  Shape block = out.shape();
+  block[dim] /= numBlocks;
+  std::size_t blockBytes =
+      static_cast<std::size_t>(numElements(block)) * dtypeSize(out.dtype());
+  Shape offsets(block.size(), 0);
+  for (int64_t g = 0; g < numBlocks; ++g) {
+    offsets[dim] = g * block[dim];
+    insertBlock(blocks + g * blockBytes, block, dtypeSize(out.dtype()), offsets,
+                out.rawData(), out.shape());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
 
 namespace {
 

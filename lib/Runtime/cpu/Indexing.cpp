@@ -4,16 +4,271 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The CPU kernels of the indexing family of Ops.def, registered per op.
-// Their bodies are still in Kernels.cpp and Kernels2.cpp, to move here.
+// The CPU kernels of the indexing family of Ops.def (Kernels.h): Gather,
+// GatherElements, ScatterElements and TopK, then their registration per
+// op.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
+
+void shoal::rt::cpu::gather(const Tensor &data, const Tensor &indices,
+                            int64_t axis, Tensor &out) {
+  if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
+    throw Error(fmt::format("Gather: indices must be i64 or i32, got {}",
+                            indices.type().str()));
+  if (axis < 0 || axis >= data.rank())
+    throw Error(fmt::format("Gather: axis {} out of range for data {}", axis,
+                            data.type().str()));
+  checkOutput(out, data.dtype(),
+              gatherShape(data.shape(), indices.shape(), axis), "Gather");
+  const Shape &s = data.shape();
+  int64_t outer = 1, axisLen = s[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  std::size_t chunk = static_cast<std::size_t>(inner) * dtypeSize(data.dtype());
+  int64_t numIdx = indices.numElements();
+  // Normalize and check every index before writing anything.
+  std::vector<int64_t> idx(static_cast<std::size_t>(numIdx));
+  for (int64_t i = 0; i < numIdx; ++i) {
+    int64_t v = indices.dtype() == DType::I64 ? indices.data<int64_t>()[i]
+                                              : indices.data<int32_t>()[i];
+    int64_t norm = v < 0 ? v + axisLen : v;
+    if (norm < 0 || norm >= axisLen)
+      throw Error(fmt::format("Gather: index {} (at position {} of the "
+                              "indices) is out of range for axis {} of size {}",
+                              v, i, axis, axisLen));
+    idx[i] = norm;
+  }
+  const uint8_t *src = data.bytes();
+  uint8_t *dst = out.bytes();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < numIdx; ++i) {
+      std::memcpy(dst, src + (o * axisLen + idx[i]) * chunk, chunk);
+      dst += chunk;
+    }
+}
+
+namespace {
+/// Reads index `i` of an i64 or i32 tensor.
+int64_t indexAt(const Tensor &t, int64_t i) {
+  return t.dtype() == DType::I64 ? t.data<int64_t>()[i]
+                                 : int64_t(t.data<int32_t>()[i]);
+}
+
+/// Checks GatherElements/ScatterElements operands: indices of data's rank,
+/// no larger than data outside `axis`.
+void checkElementsIndices(const Tensor &data, const Tensor &indices,
+                          int64_t axis, const char *what) {
+  if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
+    throw Error(fmt::format("{}: indices must be i64 or i32, got {}", what,
+                            indices.type().str()));
+  if (axis < 0 || axis >= data.rank() || indices.rank() != data.rank())
+    throw Error(fmt::format("{}: indices {} do not fit data {} along axis {}",
+                            what, indices.type().str(), data.type().str(),
+                            axis));
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && indices.shape()[d] > data.shape()[d])
+      throw Error(fmt::format("{}: indices {} are larger than data {} along "
+                              "dimension {}",
+                              what, indices.type().str(), data.type().str(),
+                              d));
+}
+
+/// Calls f(i, dataOffset) for every position i of `indices` (row-major),
+/// dataOffset being the flat offset in data of that position with the
+/// coordinate along `axis` replaced by the (checked, wrapped) index.
+template <typename F>
+void forEachElementIndex(const Tensor &data, const Tensor &indices,
+                         int64_t axis, const char *what, F f) {
+  const Shape &is = indices.shape();
+  int64_t total = indices.numElements();
+  if (total == 0)
+    return;
+  std::vector<int64_t> ds = rowMajorStrides(data.shape());
+  int64_t axisLen = data.shape()[axis];
+  std::size_t rank = is.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t base = 0; // offset of idx in data, without the axis coordinate
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t v = indexAt(indices, i);
+    int64_t w = v < 0 ? v + axisLen : v;
+    if (w < 0 || w >= axisLen)
+      throw Error(fmt::format("{}: index {} (at position {} of the indices) "
+                              "is out of range for axis {} of size {}",
+                              what, v, i, axis, axisLen));
+    f(i, base + w * ds[axis]);
+    for (std::size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      if (int64_t(d) != axis)
+        base += ds[d];
+      if (idx[d] < is[d])
+        break;
+      if (int64_t(d) != axis)
+        base -= ds[d] * is[d];
+      idx[d] = 0;
+    }
+  }
+}
+} // namespace
+
+void shoal::rt::cpu::gatherElements(const Tensor &data, const Tensor &indices,
+                                    int64_t axis, Tensor &out) {
+  checkElementsIndices(data, indices, axis, "GatherElements");
+  checkOutput(out, data.dtype(), indices.shape(), "GatherElements");
+  byElementSize(data.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *src = static_cast<const T *>(data.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    forEachElementIndex(data, indices, axis, "GatherElements",
+                        [&](int64_t i, int64_t off) { dst[i] = src[off]; });
+  });
+}
+
+void shoal::rt::cpu::scatterElements(const Tensor &data, const Tensor &indices,
+                                     const Tensor &updates, int64_t axis,
+                                     ScatterReduction reduction, Tensor &out) {
+  const char *what = "ScatterElements";
+  checkElementsIndices(data, indices, axis, what);
+  if (updates.dtype() != data.dtype() || updates.shape() != indices.shape())
+    throw Error(fmt::format("{}: updates {} must have data's dtype ({}) and "
+                            "the indices' shape {}",
+                            what, updates.type().str(), dtypeName(data.dtype()),
+                            formatShape(indices.shape())));
+  checkOutput(out, data.dtype(), data.shape(), what);
+  std::memcpy(out.rawData(), data.rawData(), data.numBytes());
+  if (reduction == ScatterReduction::None) {
+    byElementSize(data.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *up = static_cast<const T *>(updates.rawData());
+      T *dst = static_cast<T *>(out.rawData());
+      forEachElementIndex(data, indices, axis, what,
+                          [&](int64_t i, int64_t off) { dst[off] = up[i]; });
+    });
+    return;
+  }
+  if (!isNumeric(data.dtype()))
+    throw Error(fmt::format("{}: reductions are not supported on {} tensors",
+                            what, dtypeName(data.dtype())));
+  byNumericType(data.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *up = static_cast<const T *>(updates.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    forEachElementIndex(data, indices, axis, what, [&](int64_t i, int64_t off) {
+      T &d = dst[off];
+      T u = up[i];
+      switch (reduction) {
+      case ScatterReduction::None:
+        d = u;
+        break;
+      case ScatterReduction::Add:
+        d = T(d + u);
+        break;
+      case ScatterReduction::Mul:
+        d = T(d * u);
+        break;
+      case ScatterReduction::Max:
+        d = d < u ? u : d;
+        break;
+      case ScatterReduction::Min:
+        d = u < d ? u : d;
+        break;
+      }
+    });
+  });
+}
+
+void shoal::rt::cpu::topK(const Tensor &x, int64_t k, int64_t axis,
+                          bool largest, Tensor &values, Tensor *indices) {
+  if (axis < 0 || axis >= x.rank())
+    throw Error(fmt::format("TopK: axis {} is out of range for {}", axis,
+                            x.type().str()));
+  const Shape &s = x.shape();
+  if (k < 0 || k > s[axis])
+    throw Error(fmt::format("TopK: k = {} is out of range for axis {} of size "
+                            "{}",
+                            k, axis, s[axis]));
+  if (isHalfDType(x.dtype())) { // exact in f32
+    Shape os = s;
+    os[axis] = k;
+    checkOutput(values, x.dtype(), os, "TopK");
+    Tensor v(DType::F32, os);
+    topK(toF32(x), k, axis, largest, v, indices);
+    return fromF32(v, values);
+  }
+  if (!isNumeric(x.dtype()))
+    throw Error(fmt::format("TopK is not supported on {} tensors",
+                            dtypeName(x.dtype())));
+  Shape os = s;
+  os[axis] = k;
+  checkOutput(values, x.dtype(), os, "TopK");
+  if (indices)
+    checkOutput(*indices, DType::I64, os, "TopK indices");
+  int64_t outer = 1, n = s[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  if (k == 0 || outer * inner == 0)
+    return;
+  byNumericType(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // A total order in which NaN is larger than every number.
+    auto greater = [](T a, T b) {
+      if constexpr (std::is_floating_point<T>::value) {
+        if (std::isnan(a))
+          return !std::isnan(b);
+        if (std::isnan(b))
+          return false;
+      }
+      return a > b;
+    };
+    using Entry = std::pair<T, int64_t>;
+    auto before = [&](const Entry &p, const Entry &q) {
+      if (largest ? greater(p.first, q.first) : greater(q.first, p.first))
+        return true;
+      if (largest ? greater(q.first, p.first) : greater(p.first, q.first))
+        return false;
+      return p.second < q.second;
+    };
+    const T *px = x.data<T>();
+    T *pv = values.data<T>();
+    int64_t *pi = indices ? indices->data<int64_t>() : nullptr;
+    std::vector<Entry> row(static_cast<std::size_t>(n));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *src = px + o * n * inner + i;
+        for (int64_t j = 0; j < n; ++j)
+          row[j] = {src[j * inner], j};
+        std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
+        int64_t base = o * k * inner + i;
+        for (int64_t j = 0; j < k; ++j) {
+          pv[base + j * inner] = row[j].first;
+          if (pi)
+            pi[base + j * inner] = row[j].second;
+        }
+      }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
 
 namespace {
 

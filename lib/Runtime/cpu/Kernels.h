@@ -11,6 +11,10 @@
 // inputs imply and throw Error otherwise, so a bad plan cannot make them read
 // or write out of bounds. Axes passed in are already normalized (>= 0).
 //
+// Each kernel's body is in the file of its op family, cpu/<Family>.cpp (the
+// sections below), next to its registration; helpers that several families
+// share are in cpu/Common.h.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SHOAL_RUNTIME_CPU_KERNELS_H
@@ -48,17 +52,8 @@ using rt::windowOutputSize;
 using rt::WindowParams;
 
 //===----------------------------------------------------------------------===//
-// Kernels
+// Element-wise (Elementwise.cpp)
 //===----------------------------------------------------------------------===//
-
-/// numpy.matmul with cblas_sgemm per batch on f32, and on f16/bf16 converted
-/// to f32 (accumulating in f32, rounded once); cblas_dgemm on f64.
-void matmul(const Tensor &a, const Tensor &b, Tensor &out);
-
-/// Y = alpha * op(A) * op(B) + beta * C, C optional and unidirectionally
-/// broadcast to (M, N); dtypes as matmul.
-void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
-          float beta, bool transA, bool transB, Tensor &out);
 
 enum class BinaryOp { Add, Sub, Mul, Div, Pow };
 /// The ONNX name of `op` (\c "Add", ...).
@@ -74,65 +69,15 @@ enum class UnaryOp { Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid };
 /// i8, wrapping around).
 void unary(UnaryOp op, const Tensor &x, Tensor &out);
 
-/// Numerically stable softmax along `axis`.
-void softmax(const Tensor &x, int64_t axis, Tensor &out);
+enum class MathOp { Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil };
+/// Element-wise on the float dtypes (Abs also on the integers).
+void math(MathOp op, const Tensor &x, Tensor &out);
 
-/// LayerNormalization over dimensions axis..end, accumulating in double.
-/// `scale` and `bias` broadcast to x.shape[axis:]; `mean` and `invStdDev`
-/// (optional outputs) have shape x.shape[:axis] + [1] * (rank - axis).
-void layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
-               int64_t axis, float epsilon, Tensor &out, Tensor *mean,
-               Tensor *invStdDev);
-
-/// Gather along `axis` with i64 or i32 indices (negative ones count from the
-/// end); throws Error naming the index when one is out of range.
-void gather(const Tensor &data, const Tensor &indices, int64_t axis,
+enum class MinMaxOp { Max, Min };
+/// Element-wise max or min of one or more numeric tensors of one dtype, with
+/// numpy broadcasting; NaN propagates.
+void minMax(MinMaxOp op, const std::vector<const Tensor *> &inputs,
             Tensor &out);
-
-/// Permutes the dimensions; any dtype.
-void transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out);
-
-enum class ReduceOp { Sum, Mean };
-/// Reduces f32 `x` over sorted, unique `axes` (double accumulation). The
-/// output may have kept or dropped the reduced dimensions.
-void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
-            Tensor &out);
-
-/// Copies block `index` of `numBlocks` equal blocks of `x` along `dim`.
-void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
-                Tensor &out);
-
-/// Places `numBlocks` dense blocks of shape `out` with dimension `dim`
-/// divided by numBlocks, stored one after the other in `blocks`, side by side
-/// along `dim` of `out` (the reordering after an MPI all-gather).
-void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
-                  Tensor &out);
-
-/// Exact GELU of `x + bias` (bias optional, broadcast to x).
-void gelu(const Tensor &x, const Tensor *bias, Tensor &out);
-
-/// sum = a + b; out = LayerNormalization(sum) over dims axis..end.
-void addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
-                  const Tensor *bias, int64_t axis, float epsilon, Tensor &sum,
-                  Tensor &out);
-
-/// softmax(q @ kt * scale + mask) @ v over the last axis.
-void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
-               const Tensor *mask, float scale, Tensor &out);
-
-//===----------------------------------------------------------------------===//
-// More ONNX ops (Kernels2.cpp)
-//===----------------------------------------------------------------------===//
-
-/// Element conversion between any two dtypes (DTypes.h convertElem): to a
-/// float type rounds to nearest even once; float to integer truncates toward
-/// zero (NaN gives 0, out-of-range values saturate); integer to a narrower
-/// integer wraps; to bool is x != 0; bool is 0 or 1.
-void cast(const Tensor &x, Tensor &out);
-
-/// out = cond ? x : y with numpy broadcasting of all three; cond is bool,
-/// x and y have out's dtype (any).
-void where(const Tensor &cond, const Tensor &x, const Tensor &y, Tensor &out);
 
 enum class CompareOp { Equal, Less, Greater, LessOrEqual, GreaterOrEqual };
 /// Broadcasting comparison of two numeric (Equal: also bool) tensors of one
@@ -145,15 +90,77 @@ void logical(LogicOp op, const Tensor &a, const Tensor &b, Tensor &out);
 /// Element-wise logical not of a bool tensor.
 void logicalNot(const Tensor &x, Tensor &out);
 
-enum class MathOp { Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil };
-/// Element-wise on the float dtypes (Abs also on the integers).
-void math(MathOp op, const Tensor &x, Tensor &out);
+/// out = cond ? x : y with numpy broadcasting of all three; cond is bool,
+/// x and y have out's dtype (any).
+void where(const Tensor &cond, const Tensor &x, const Tensor &y, Tensor &out);
 
-enum class MinMaxOp { Max, Min };
-/// Element-wise max or min of one or more numeric tensors of one dtype, with
-/// numpy broadcasting; NaN propagates.
-void minMax(MinMaxOp op, const std::vector<const Tensor *> &inputs,
+/// Element conversion between any two dtypes (DTypes.h convertElem): to a
+/// float type rounds to nearest even once; float to integer truncates toward
+/// zero (NaN gives 0, out-of-range values saturate); integer to a narrower
+/// integer wraps; to bool is x != 0; bool is 0 or 1.
+void cast(const Tensor &x, Tensor &out);
+
+/// Exact GELU of `x + bias` (bias optional, broadcast to x).
+void gelu(const Tensor &x, const Tensor *bias, Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// Matrix products (Matrix.cpp)
+//===----------------------------------------------------------------------===//
+
+/// numpy.matmul with cblas_sgemm per batch on f32, and on f16/bf16 converted
+/// to f32 (accumulating in f32, rounded once); cblas_dgemm on f64.
+void matmul(const Tensor &a, const Tensor &b, Tensor &out);
+
+/// Y = alpha * op(A) * op(B) + beta * C, C optional and unidirectionally
+/// broadcast to (M, N); dtypes as matmul.
+void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
+          float beta, bool transA, bool transB, Tensor &out);
+
+/// softmax(q @ kt * scale + mask) @ v over the last axis.
+void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
+               const Tensor *mask, float scale, Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// Normalization (Normalization.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Numerically stable softmax along `axis`.
+void softmax(const Tensor &x, int64_t axis, Tensor &out);
+
+/// LayerNormalization over dimensions axis..end, accumulating in double.
+/// `scale` and `bias` broadcast to x.shape[axis:]; `mean` and `invStdDev`
+/// (optional outputs) have shape x.shape[:axis] + [1] * (rank - axis).
+void layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+               int64_t axis, float epsilon, Tensor &out, Tensor *mean,
+               Tensor *invStdDev);
+
+/// sum = a + b; out = LayerNormalization(sum) over dims axis..end.
+void addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
+                  const Tensor *bias, int64_t axis, float epsilon, Tensor &sum,
+                  Tensor &out);
+
+/// Inference BatchNormalization of x [N, C, ...] with per-channel f32
+/// scale, bias, mean and var: (x - mean) / sqrt(var + epsilon) * scale + bias.
+void batchNorm(const Tensor &x, const Tensor &scale, const Tensor &bias,
+               const Tensor &mean, const Tensor &var, float epsilon,
+               Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// Reduction (Reduction.cpp)
+//===----------------------------------------------------------------------===//
+
+enum class ReduceOp { Sum, Mean };
+/// Reduces f32 `x` over sorted, unique `axes` (double accumulation). The
+/// output may have kept or dropped the reduced dimensions.
+void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
             Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement (Shape.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Permutes the dimensions; any dtype.
+void transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out);
 
 /// Concatenates one or more tensors (any dtype) along normalized `axis`.
 void concat(const std::vector<const Tensor *> &inputs, int64_t axis,
@@ -172,26 +179,24 @@ void slice(const Tensor &x, const std::vector<int64_t> &first,
 /// Broadcasts `x` (any dtype) to out's shape (numpy rules).
 void expand(const Tensor &x, Tensor &out);
 
-/// ONNX Conv on f32: x [N, C, spatial...], w [M, C/group, kernel...],
-/// optional bias [M]; im2col and cblas_sgemm per image and group.
-void conv(const Tensor &x, const Tensor &w, const Tensor *bias,
-          const WindowParams &window, int64_t group, Tensor &out);
+/// ONNX Pad of any dtype; `pads` has the begins of every dimension, then
+/// the ends (negative pads crop). `value` (cast to the dtype) fills in
+/// constant mode.
+void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
+         double value, Tensor &out);
 
-/// Inference BatchNormalization of x [N, C, ...] with per-channel f32
-/// scale, bias, mean and var: (x - mean) / sqrt(var + epsilon) * scale + bias.
-void batchNorm(const Tensor &x, const Tensor &scale, const Tensor &bias,
-               const Tensor &mean, const Tensor &var, float epsilon,
-               Tensor &out);
+/// Keeps the upper (or lower) triangle of the last two dimensions, from
+/// diagonal `k` on; zeroes the rest (ONNX Trilu).
+void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
 
-enum class PoolOp { Max, Average };
-/// MaxPool (padding never wins) or AveragePool (dilations must be 1; the
-/// divisor counts the window's positions inside the input, or with
-/// `countIncludePad` inside the padded input) on f32 x [N, C, spatial...].
-void pool(PoolOp op, const Tensor &x, const WindowParams &window,
-          bool countIncludePad, Tensor &out);
-/// GlobalMaxPool / GlobalAveragePool: x [N, C, spatial...] to
-/// [N, C, 1, ...].
-void globalPool(PoolOp op, const Tensor &x, Tensor &out);
+//===----------------------------------------------------------------------===//
+// Indexing (Indexing.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Gather along `axis` with i64 or i32 indices (negative ones count from the
+/// end); throws Error naming the index when one is out of range.
+void gather(const Tensor &data, const Tensor &indices, int64_t axis,
+            Tensor &out);
 
 /// out[i] = data[i with i[axis] replaced by indices[i]]; i64 or i32 indices
 /// of data's rank (negative ones count from the end). Throws Error naming
@@ -211,18 +216,41 @@ void scatterElements(const Tensor &data, const Tensor &indices,
 void topK(const Tensor &x, int64_t k, int64_t axis, bool largest,
           Tensor &values, Tensor *indices);
 
-/// ONNX Pad of any dtype; `pads` has the begins of every dimension, then
-/// the ends (negative pads crop). `value` (cast to the dtype) fills in
-/// constant mode.
-void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
-         double value, Tensor &out);
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (ConvPool.cpp)
+//===----------------------------------------------------------------------===//
 
-/// Keeps the upper (or lower) triangle of the last two dimensions, from
-/// diagonal `k` on; zeroes the rest (ONNX Trilu).
-void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
+/// ONNX Conv on f32: x [N, C, spatial...], w [M, C/group, kernel...],
+/// optional bias [M]; im2col and cblas_sgemm per image and group.
+void conv(const Tensor &x, const Tensor &w, const Tensor *bias,
+          const WindowParams &window, int64_t group, Tensor &out);
+
+enum class PoolOp { Max, Average };
+/// MaxPool (padding never wins) or AveragePool (dilations must be 1; the
+/// divisor counts the window's positions inside the input, or with
+/// `countIncludePad` inside the padded input) on f32 x [N, C, spatial...].
+void pool(PoolOp op, const Tensor &x, const WindowParams &window,
+          bool countIncludePad, Tensor &out);
+/// GlobalMaxPool / GlobalAveragePool: x [N, C, spatial...] to
+/// [N, C, 1, ...].
+void globalPool(PoolOp op, const Tensor &x, Tensor &out);
 
 //===----------------------------------------------------------------------===//
-// Training ops (TrainKernels.cpp, docs/Training.md)
+// Collectives (Collective.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Copies block `index` of `numBlocks` equal blocks of `x` along `dim`.
+void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
+                Tensor &out);
+
+/// Places `numBlocks` dense blocks of shape `out` with dimension `dim`
+/// divided by numBlocks, stored one after the other in `blocks`, side by side
+/// along `dim` of `out` (the reordering after an MPI all-gather).
+void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
+                  Tensor &out);
+
+//===----------------------------------------------------------------------===//
+// Training ops (Training.cpp, docs/Training.md)
 //===----------------------------------------------------------------------===//
 
 /// Per position of f32 `logits` [..., V] with i64 `labels` [...]:

@@ -4,18 +4,364 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The CPU kernels of the shapes and data movement family of Ops.def, registered
-// per op. Their bodies are still in Kernels.cpp and Kernels2.cpp, to move here.
+// The CPU kernels of the shapes and data movement family of Ops.def
+// (Kernels.h): Transpose, Concat, Split, Slice, Expand, Pad and Trilu
+// (Reshape aliases its input), then their registration per op.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 
 #include "PlanLoader.h"
 
+#include <fmt/format.h>
+
+#include <cstring>
+
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+namespace {
+template <typename T>
+void transposeTyped(const T *src, const Shape &inShape,
+                    const std::vector<int64_t> &perm, T *dst,
+                    const Shape &outShape) {
+  std::size_t rank = perm.size();
+  std::vector<int64_t> inStrides(rank);
+  int64_t acc = 1;
+  for (std::size_t d = rank; d-- > 0;) {
+    inStrides[d] = acc;
+    acc *= inShape[d];
+  }
+  // Stride in the input of each output dimension.
+  std::vector<int64_t> strides(rank);
+  for (std::size_t d = 0; d < rank; ++d)
+    strides[d] = inStrides[perm[d]];
+  int64_t n = rank ? outShape[rank - 1] : 1;
+  int64_t innerStride = rank ? strides[rank - 1] : 1;
+  std::size_t outerRank = rank ? rank - 1 : 0;
+  std::vector<int64_t> idx(outerRank, 0);
+  int64_t off = 0;
+  while (true) {
+    if (innerStride == 1) {
+      std::memcpy(dst, src + off, n * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = src[off + i * innerStride];
+    }
+    dst += n;
+    std::size_t d = outerRank;
+    while (d-- > 0) {
+      ++idx[d];
+      off += strides[d];
+      if (idx[d] < outShape[d])
+        break;
+      off -= strides[d] * outShape[d];
+      idx[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1))
+      break;
+  }
+}
+} // namespace
+
+void shoal::rt::cpu::transpose(const Tensor &x,
+                               const std::vector<int64_t> &perm, Tensor &out) {
+  if (perm.size() != x.shape().size())
+    throw Error(fmt::format("Transpose: perm has {} entries for a rank-{} "
+                            "input",
+                            perm.size(), x.rank()));
+  checkOutput(out, x.dtype(), transposeShape(x.shape(), perm), "Transpose");
+  if (x.numElements() == 0)
+    return;
+  switch (dtypeSize(x.dtype())) {
+  case 1:
+    return transposeTyped(x.bytes(), x.shape(), perm, out.bytes(), out.shape());
+  case 2:
+    return transposeTyped(static_cast<const uint16_t *>(x.rawData()), x.shape(),
+                          perm, static_cast<uint16_t *>(out.rawData()),
+                          out.shape());
+  case 4:
+    return transposeTyped(static_cast<const uint32_t *>(x.rawData()), x.shape(),
+                          perm, static_cast<uint32_t *>(out.rawData()),
+                          out.shape());
+  default:
+    return transposeTyped(static_cast<const uint64_t *>(x.rawData()), x.shape(),
+                          perm, static_cast<uint64_t *>(out.rawData()),
+                          out.shape());
+  }
+}
+
+void shoal::rt::cpu::concat(const std::vector<const Tensor *> &inputs,
+                            int64_t axis, Tensor &out) {
+  if (inputs.empty())
+    throw Error("Concat needs at least one input");
+  std::vector<Shape> shapes;
+  for (const Tensor *t : inputs) {
+    if (t->dtype() != inputs[0]->dtype())
+      throw Error(fmt::format("Concat: inputs have different dtypes ({} and "
+                              "{})",
+                              inputs[0]->type().str(), t->type().str()));
+    shapes.push_back(t->shape());
+  }
+  Shape shape = concatShape(shapes, axis);
+  checkOutput(out, inputs[0]->dtype(), shape, "Concat");
+  std::size_t esz = dtypeSize(out.dtype());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  std::vector<std::size_t> chunk;
+  for (const Shape &s : shapes)
+    chunk.push_back(static_cast<std::size_t>(
+                        numElements(Shape(s.begin() + axis, s.end()))) *
+                    esz);
+  uint8_t *dst = out.bytes();
+  for (int64_t o = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (chunk[i])
+        std::memcpy(dst, inputs[i]->bytes() + o * chunk[i], chunk[i]);
+      dst += chunk[i];
+    }
+}
+
+void shoal::rt::cpu::split(const Tensor &x, int64_t axis,
+                           const std::vector<int64_t> &sizes,
+                           const std::vector<Tensor *> &outs) {
+  const Shape &s = x.shape();
+  if (axis < 0 || axis >= x.rank())
+    throw Error(fmt::format("Split: axis {} is out of range for {}", axis,
+                            x.type().str()));
+  if (sizes.size() != outs.size())
+    throw Error(fmt::format("Split: {} sizes for {} outputs", sizes.size(),
+                            outs.size()));
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 0)
+      throw Error(fmt::format("Split: negative size {}", v));
+    total += v;
+  }
+  if (total != s[axis])
+    throw Error(fmt::format("Split: sizes add up to {}, but axis {} of {} has "
+                            "{}",
+                            total, axis, x.type().str(), s[axis]));
+  std::size_t esz = dtypeSize(x.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  std::size_t rowBytes = static_cast<std::size_t>(s[axis] * inner) * esz;
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    std::size_t chunk = static_cast<std::size_t>(sizes[i] * inner) * esz;
+    if (outs[i]) {
+      Shape os = s;
+      os[axis] = sizes[i];
+      checkOutput(*outs[i], x.dtype(), os, "Split");
+      uint8_t *dst = outs[i]->bytes();
+      for (int64_t o = 0; o < outer && chunk; ++o)
+        std::memcpy(dst + o * chunk, x.bytes() + o * rowBytes + offset, chunk);
+    }
+    offset += chunk;
+  }
+}
+
+void shoal::rt::cpu::slice(const Tensor &x, const std::vector<int64_t> &first,
+                           const std::vector<int64_t> &step, Tensor &out) {
+  const Shape &in = x.shape();
+  const Shape &os = out.shape();
+  std::size_t rank = in.size();
+  if (first.size() != rank || step.size() != rank || out.dtype() != x.dtype() ||
+      os.size() != rank)
+    throw Error(fmt::format("Slice: output {} does not fit input {}",
+                            out.type().str(), x.type().str()));
+  // Every element read must lie inside the input.
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (os[d] == 0)
+      continue;
+    int64_t last = first[d] + (os[d] - 1) * step[d];
+    if (first[d] < 0 || first[d] >= in[d] || last < 0 || last >= in[d])
+      throw Error(fmt::format("Slice: {} elements from {} by {} do not fit "
+                              "dimension {} of size {}",
+                              os[d], first[d], step[d], d, in[d]));
+  }
+  if (out.numElements() == 0)
+    return;
+  std::vector<int64_t> is = rowMajorStrides(in);
+  int64_t base = 0;
+  std::vector<int64_t> st(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    base += first[d] * is[d];
+    st[d] = step[d] * is[d];
+  }
+  byElementSize(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *src = static_cast<const T *>(x.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    if (rank == 0) {
+      dst[0] = src[0];
+      return;
+    }
+    std::size_t inner = rank - 1;
+    int64_t n = os[inner], sInner = st[inner];
+    std::vector<int64_t> idx(inner, 0);
+    int64_t off = base;
+    while (true) {
+      if (sInner == 1)
+        std::memcpy(dst, src + off, n * sizeof(T));
+      else
+        for (int64_t i = 0; i < n; ++i)
+          dst[i] = src[off + i * sInner];
+      dst += n;
+      std::size_t d = inner;
+      while (d-- > 0) {
+        ++idx[d];
+        off += st[d];
+        if (idx[d] < os[d])
+          break;
+        off -= st[d] * os[d];
+        idx[d] = 0;
+      }
+      if (d == static_cast<std::size_t>(-1))
+        break;
+    }
+  });
+}
+
+void shoal::rt::cpu::expand(const Tensor &x, Tensor &out) {
+  if (out.dtype() != x.dtype() || !broadcastsTo(x.shape(), out.shape()))
+    throw Error(fmt::format("Expand: input {} does not broadcast to the "
+                            "output {}",
+                            x.type().str(), out.type().str()));
+  byElementSize(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *src = static_cast<const T *>(x.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    forEachBroadcast<1>({&x.shape()}, out.shape(),
+                        [&](const std::array<int64_t, 1> &off, int64_t oo,
+                            int64_t n, const std::array<int64_t, 1> &s) {
+                          if (s[0] == 1)
+                            std::memcpy(dst + oo, src + off[0], n * sizeof(T));
+                          else
+                            for (int64_t i = 0; i < n; ++i)
+                              dst[oo + i] = src[off[0] + i * s[0]];
+                        });
+  });
+}
+
+void shoal::rt::cpu::pad(const Tensor &x, const std::vector<int64_t> &pads,
+                         PadMode mode, double value, Tensor &out) {
+  const Shape &in = x.shape();
+  std::size_t rank = in.size();
+  if (pads.size() != 2 * rank)
+    throw Error(
+        fmt::format("Pad: {} pads for a rank-{} input", pads.size(), rank));
+  Shape shape(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    shape[d] = in[d] + pads[d] + pads[d + rank];
+    if (shape[d] < 0)
+      throw Error(fmt::format("Pad: pads {} and {} crop more than dimension "
+                              "{} of size {}",
+                              pads[d], pads[d + rank], d, in[d]));
+    if (mode != PadMode::Constant && in[d] == 0 && shape[d] > 0)
+      throw Error(fmt::format("Pad: cannot pad the empty dimension {} in "
+                              "{} mode",
+                              d, mode == PadMode::Edge ? "edge" : "reflect"));
+  }
+  checkOutput(out, x.dtype(), shape, "Pad");
+  if (out.numElements() == 0)
+    return;
+  // Source index of every output index along every dimension; -1 is the
+  // constant.
+  std::vector<std::vector<int64_t>> src(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    src[d].resize(shape[d]);
+    for (int64_t o = 0; o < shape[d]; ++o) {
+      int64_t i = o - pads[d], n = in[d];
+      if (i < 0 || i >= n) {
+        if (mode == PadMode::Constant) {
+          i = -1;
+        } else if (mode == PadMode::Edge) {
+          i = i < 0 ? 0 : n - 1;
+        } else if (n == 1) {
+          i = 0;
+        } else {
+          int64_t period = 2 * (n - 1);
+          i = ((i % period) + period) % period;
+          if (i >= n)
+            i = period - i;
+        }
+      }
+      src[d][o] = i;
+    }
+  }
+  std::vector<int64_t> is = rowMajorStrides(in);
+  auto fill = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T c = narrow<T>(value);
+    const T *px = static_cast<const T *>(x.rawData());
+    T *po = static_cast<T *>(out.rawData());
+    if (rank == 0) {
+      po[0] = px[0];
+      return;
+    }
+    std::size_t inner = rank - 1;
+    int64_t n = shape[inner];
+    const std::vector<int64_t> &srcInner = src[inner];
+    std::vector<int64_t> idx(inner, 0);
+    while (true) {
+      bool constant = false;
+      int64_t base = 0;
+      for (std::size_t d = 0; d < inner; ++d) {
+        int64_t i = src[d][idx[d]];
+        if (i < 0)
+          constant = true;
+        base += i * is[d];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t i = srcInner[j];
+        po[j] = constant || i < 0 ? c : px[base + i];
+      }
+      po += n;
+      std::size_t d = inner;
+      while (d-- > 0) {
+        if (++idx[d] < shape[d])
+          break;
+        idx[d] = 0;
+      }
+      if (d == static_cast<std::size_t>(-1))
+        break;
+    }
+  };
+  visitDType(x.dtype(), fill);
+}
+
+void shoal::rt::cpu::trilu(const Tensor &x, bool upper, int64_t k,
+                           Tensor &out) {
+  const Shape &s = x.shape();
+  int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
+  std::size_t elem = dtypeSize(x.dtype());
+  const uint8_t *src = static_cast<const uint8_t *>(x.rawData());
+  uint8_t *dst = static_cast<uint8_t *>(out.rawData());
+  for (int64_t i = 0, n = x.numElements(); i < n; ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    if (keep)
+      std::memcpy(dst + i * elem, src + i * elem, elem);
+    else
+      std::memset(dst + i * elem, 0, elem);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
 
 namespace {
 

@@ -4,16 +4,348 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The CPU kernels of the training family of Ops.def, registered per op.
-// Their bodies are still in TrainKernels.cpp, to move here.
+// The CPU kernels of the training family of Ops.def (Kernels.h): the
+// loss and gradient ops shoal-autodiff emits (docs/Training.md):
+// SoftmaxCrossEntropy and its gradient, SoftmaxGrad, the
+// LayerNormalization gradients and GatherGrad, on f32 (sums that many
+// terms feed are kept in double), then their registration per op.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
+
+namespace {
+
+/// Checks logits [..., V] and i64 labels [...] (every label in [0, V) or
+/// `ignoreIndex`); returns V.
+int64_t checkLogitsAndLabels(const Tensor &logits, const Tensor &labels,
+                             int64_t ignoreIndex, const char *what) {
+  checkDType(logits, DType::F32, what, "logits");
+  checkDType(labels, DType::I64, what, "labels");
+  const Shape &s = logits.shape();
+  if (s.empty())
+    throw Error(fmt::format("{}: logits must be [..., V] with rank >= 1, got "
+                            "{}",
+                            what, logits.type().str()));
+  Shape rows(s.begin(), s.end() - 1);
+  if (labels.shape() != rows)
+    throw Error(fmt::format("{}: labels {} do not fit logits {}", what,
+                            labels.type().str(), logits.type().str()));
+  int64_t v = s.back();
+  const int64_t *pl = labels.data<int64_t>();
+  for (int64_t i = 0, n = labels.numElements(); i < n; ++i)
+    if (pl[i] != ignoreIndex && (pl[i] < 0 || pl[i] >= v))
+      throw Error(fmt::format("{}: label {} (at position {} of the labels) "
+                              "is out of range [0, {}) and not the "
+                              "ignore_index {}",
+                              what, pl[i], i, v, ignoreIndex));
+  return v;
+}
+
+/// The largest element of row[0..n) and the sum of exp(row[j] - max) (in
+/// double).
+void expSum(const float *row, int64_t n, float &mx, double &sum) {
+  mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, row[j]);
+  sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(row[j] - mx);
+}
+
+/// Splits `shape` around `axis`: the product of the dimensions before it,
+/// its size and the product of the dimensions after it.
+void splitAt(const Shape &shape, int64_t axis, int64_t &outer, int64_t &n,
+             int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  n = shape[axis];
+  for (std::size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+}
+
+/// The checks both LayerNormalization gradients share: f32 x, dy of x's
+/// type, axis in range.
+void checkLayerNorm(const Tensor &x, const Tensor &dy, int64_t axis,
+                    const char *what) {
+  checkDType(x, DType::F32, what, "x");
+  if (dy.type() != x.type())
+    throw Error(fmt::format("{}: dy {} must have the type of x {}", what,
+                            dy.type().str(), x.type().str()));
+  if (axis < 0 || axis >= x.rank())
+    throw Error(fmt::format("{}: axis {} is out of range for x {}", what, axis,
+                            x.type().str()));
+}
+
+/// Mean and 1 / sqrt(var + epsilon) of row[0..n) (biased variance), in
+/// double, the way the forward kernel computes them.
+void rowStats(const float *row, int64_t n, float epsilon, double &mu,
+              double &inv) {
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += row[j];
+  mu = n ? sum / double(n) : 0.0;
+  double sq = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    double d = row[j] - mu;
+    sq += d * d;
+  }
+  double var = n ? sq / double(n) : 0.0;
+  inv = 1.0 / std::sqrt(var + double(epsilon));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+void shoal::rt::cpu::softmaxCrossEntropy(const Tensor &logits,
+                                         const Tensor &labels,
+                                         int64_t ignoreIndex, Tensor &loss) {
+  const char *what = "SoftmaxCrossEntropy";
+  int64_t v = checkLogitsAndLabels(logits, labels, ignoreIndex, what);
+  checkOutput(loss, DType::F32, labels.shape(), what);
+  const float *px = logits.data<float>();
+  const int64_t *pl = labels.data<int64_t>();
+  float *po = loss.data<float>();
+  for (int64_t r = 0, rows = labels.numElements(); r < rows; ++r) {
+    if (pl[r] == ignoreIndex) {
+      po[r] = 0.f;
+      continue;
+    }
+    const float *row = px + r * v;
+    float mx;
+    double sum;
+    expSum(row, v, mx, sum);
+    double lse = double(mx) + std::log(sum);
+    po[r] = static_cast<float>(lse - double(row[pl[r]]));
+  }
+}
+
+void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
+                                             const Tensor &labels,
+                                             const Tensor &dloss,
+                                             int64_t ignoreIndex,
+                                             Tensor &dlogits) {
+  const char *what = "SoftmaxCrossEntropyGrad";
+  int64_t v = checkLogitsAndLabels(logits, labels, ignoreIndex, what);
+  checkDType(dloss, DType::F32, what, "dloss");
+  if (dloss.shape() != labels.shape())
+    throw Error(fmt::format("{}: dloss {} must have the labels' shape {}", what,
+                            dloss.type().str(), formatShape(labels.shape())));
+  checkOutput(dlogits, DType::F32, logits.shape(), what);
+  const float *px = logits.data<float>();
+  const int64_t *pl = labels.data<int64_t>();
+  const float *pd = dloss.data<float>();
+  float *po = dlogits.data<float>();
+  for (int64_t r = 0, rows = labels.numElements(); r < rows; ++r) {
+    float *orow = po + r * v;
+    if (pl[r] == ignoreIndex) {
+      std::fill(orow, orow + v, 0.f);
+      continue;
+    }
+    const float *row = px + r * v;
+    float mx;
+    double sum;
+    expSum(row, v, mx, sum);
+    float inv = static_cast<float>(1.0 / sum);
+    float d = pd[r];
+    for (int64_t j = 0; j < v; ++j)
+      orow[j] = std::exp(row[j] - mx) * inv * d;
+    // (p - 1) * d at the label, from p itself rather than p * d - d.
+    orow[pl[r]] = (std::exp(row[pl[r]] - mx) * inv - 1.f) * d;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and LayerNormalization gradients
+//===----------------------------------------------------------------------===//
+
+void shoal::rt::cpu::softmaxGrad(const Tensor &y, const Tensor &dy,
+                                 int64_t axis, Tensor &dx) {
+  const char *what = "SoftmaxGrad";
+  checkDType(y, DType::F32, what, "y");
+  if (dy.type() != y.type())
+    throw Error(fmt::format("{}: dy {} must have the type of y {}", what,
+                            dy.type().str(), y.type().str()));
+  checkOutput(dx, DType::F32, y.shape(), what);
+  float *po = dx.data<float>();
+  if (y.rank() == 0) { // softmax of a scalar is the constant 1
+    po[0] = 0.f;
+    return;
+  }
+  if (axis < 0 || axis >= y.rank())
+    throw Error(fmt::format("{}: axis {} is out of range for y {}", what, axis,
+                            y.type().str()));
+  int64_t outer, n, inner;
+  splitAt(y.shape(), axis, outer, n, inner);
+  const float *py = y.data<float>();
+  const float *pdy = dy.data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * n * inner + i;
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j)
+        dot += double(py[base + j * inner]) * pdy[base + j * inner];
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t k = base + j * inner;
+        po[k] = static_cast<float>(py[k] * (pdy[k] - dot));
+      }
+    }
+}
+
+void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
+                                   const Tensor &dy, int64_t axis,
+                                   float epsilon, Tensor &dx) {
+  const char *what = "LayerNormalizationGrad";
+  checkLayerNorm(x, dy, axis, what);
+  checkDType(scale, DType::F32, what, "scale");
+  checkOutput(dx, DType::F32, x.shape(), what);
+  const Shape &s = x.shape();
+  Shape normShape(s.begin() + axis, s.end());
+  if (!broadcastsTo(scale.shape(), normShape))
+    throw Error(fmt::format("{}: scale of shape {} does not broadcast to the "
+                            "normalized shape {}",
+                            what, formatShape(scale.shape()),
+                            formatShape(normShape)));
+  Tensor fullScale(DType::F32, normShape);
+  expand(scale, fullScale);
+  const float *pg = fullScale.data<float>();
+  int64_t n = numElements(normShape);
+  int64_t outer = n ? x.numElements() / n : 0;
+  const float *px = x.data<float>();
+  const float *pdy = dy.data<float>();
+  float *po = dx.data<float>();
+  std::vector<double> g(static_cast<std::size_t>(n));
+  for (int64_t o = 0; o < outer; ++o) {
+    const float *row = px + o * n;
+    const float *drow = pdy + o * n;
+    double mu, inv;
+    rowStats(row, n, epsilon, mu, inv);
+    double sumG = 0, sumGX = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      g[j] = double(drow[j]) * pg[j];
+      sumG += g[j];
+      sumGX += g[j] * ((row[j] - mu) * inv);
+    }
+    double meanG = sumG / double(n), meanGX = sumGX / double(n);
+    float *orow = po + o * n;
+    for (int64_t j = 0; j < n; ++j) {
+      double xhat = (row[j] - mu) * inv;
+      orow[j] = static_cast<float>((g[j] - meanG - xhat * meanGX) * inv);
+    }
+  }
+}
+
+void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
+                                        int64_t axis, float epsilon,
+                                        Tensor &dscale) {
+  const char *what = "LayerNormalizationScaleGrad";
+  checkLayerNorm(x, dy, axis, what);
+  const Shape &s = x.shape();
+  Shape normShape(s.begin() + axis, s.end());
+  checkOutput(dscale, DType::F32, normShape, what);
+  int64_t n = numElements(normShape);
+  int64_t outer = n ? x.numElements() / n : 0;
+  const float *px = x.data<float>();
+  const float *pdy = dy.data<float>();
+  std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
+  for (int64_t o = 0; o < outer; ++o) {
+    const float *row = px + o * n;
+    const float *drow = pdy + o * n;
+    double mu, inv;
+    rowStats(row, n, epsilon, mu, inv);
+    for (int64_t j = 0; j < n; ++j)
+      acc[j] += double(drow[j]) * ((row[j] - mu) * inv);
+  }
+  float *po = dscale.data<float>();
+  for (int64_t j = 0; j < n; ++j)
+    po[j] = static_cast<float>(acc[j]);
+}
+
+//===----------------------------------------------------------------------===//
+// GatherGrad
+//===----------------------------------------------------------------------===//
+
+void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
+                                Tensor &out) {
+  const char *what = "GatherGrad";
+  if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
+    throw Error(fmt::format("{}: indices must be i64 or i32, got {}", what,
+                            indices.type().str()));
+  checkDType(dy, DType::F32, what, "dy");
+  if (!out.defined() || out.dtype() != DType::F32 || out.rank() == 0)
+    throw Error(fmt::format("{}: output must be f32 [rows, ...], got {}", what,
+                            out.defined() ? out.type().str() : "undefined"));
+  const Shape &os = out.shape();
+  Shape rowShape(os.begin() + 1, os.end());
+  Shape want = indices.shape();
+  want.insert(want.end(), rowShape.begin(), rowShape.end());
+  if (dy.shape() != want)
+    throw Error(fmt::format("{}: dy {} must be {} (the indices' shape, then "
+                            "the output's row shape)",
+                            what, dy.type().str(), formatShape(want)));
+  int64_t rows = os[0], h = numElements(rowShape);
+  int64_t numIdx = indices.numElements();
+  // Normalize and check every index, and count the positions of each row.
+  std::vector<int64_t> idx(static_cast<std::size_t>(numIdx));
+  std::vector<int64_t> start(static_cast<std::size_t>(rows) + 1, 0);
+  for (int64_t i = 0; i < numIdx; ++i) {
+    int64_t v = indices.dtype() == DType::I64 ? indices.data<int64_t>()[i]
+                                              : indices.data<int32_t>()[i];
+    int64_t norm = v < 0 ? v + rows : v;
+    if (norm < 0 || norm >= rows)
+      throw Error(fmt::format("{}: index {} (at position {} of the indices) "
+                              "is out of range for {} rows",
+                              what, v, i, rows));
+    idx[i] = norm;
+    ++start[norm + 1];
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    start[r + 1] += start[r];
+  // The positions grouped by row, in index order within a row.
+  std::vector<int64_t> order(static_cast<std::size_t>(numIdx));
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < numIdx; ++i)
+      order[next[idx[i]]++] = i;
+  }
+  const float *pdy = dy.data<float>();
+  float *po = out.data<float>();
+  std::vector<double> acc(static_cast<std::size_t>(h));
+  for (int64_t r = 0; r < rows; ++r) {
+    float *orow = po + r * h;
+    if (start[r] == start[r + 1]) {
+      std::fill(orow, orow + h, 0.f);
+      continue;
+    }
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t k = start[r]; k < start[r + 1]; ++k) {
+      const float *src = pdy + order[k] * h;
+      for (int64_t j = 0; j < h; ++j)
+        acc[j] += src[j];
+    }
+    for (int64_t j = 0; j < h; ++j)
+      orow[j] = static_cast<float>(acc[j]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
 
 namespace {
 
