@@ -264,12 +264,14 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     // Which scope (and pattern line) claimed each op.
     llvm::DenseMap<Operation *, std::pair<SpecScope *, int>> claimed;
     bool ok = true;
+    bool anyNamed = false;
     module.walk([&](Operation *op) {
       if (!ok || isa<WeightOp, func::FuncOp, func::ReturnOp, ModuleOp>(op))
         return;
       StringRef node = getNodeName(op);
       if (node.empty())
         return;
+      anyNamed = true;
       for (SpecScope &scope : spec.scopes) {
         for (SpecPattern &p : scope.patterns) {
           if (!p.glob.match(node))
@@ -293,10 +295,20 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       return failure();
     for (SpecScope &scope : spec.scopes)
       for (SpecPattern &p : scope.patterns)
-        if (p.matches == 0)
-          return emitError(module.getLoc())
-                 << specPath << ":" << p.line + 1 << ": pattern '" << p.text
-                 << "' of scope '" << scope.name << "' matches no node";
+        if (p.matches == 0) {
+          InFlightDiagnostic d = emitError(module.getLoc())
+                                 << specPath << ":" << p.line + 1
+                                 << ": pattern '" << p.text << "' of scope '"
+                                 << scope.name << "' matches no node";
+          // Node names are the ops' locations: a module printed without
+          // them (shoal-translate without --mlir-print-debuginfo) has none.
+          if (!anyNamed)
+            d << " (no op of this module has an ONNX node name: write "
+                 "the imported .mlir with --mlir-print-debuginfo, e.g. "
+                 "shoal-translate --import-onnx model.onnx "
+                 "--mlir-print-debuginfo -o model.mlir)";
+          return d;
+        }
 
     for (auto &[op, owner] : claimed)
       op->setAttr(ShoalDialect::kScopeAttr,
