@@ -121,9 +121,8 @@ double Device::sumOfSquares(const Tensor &g) {
   return cpu::sumOfSquares(toHost(g));
 }
 
-void Device::adamw(const OptimizerParams &p, int64_t step,
-                   float gradScale, Tensor &w, const Tensor &g, Tensor &m,
-                   Tensor &v) {
+void Device::adamw(const OptimizerParams &p, int64_t step, float gradScale,
+                   Tensor &w, const Tensor &g, Tensor &m, Tensor &v) {
   onHost(*this, {&w, &m, &v}, {&g},
          [&] { cpu::adamwUpdate(p, step, gradScale, w, g, m, v); });
 }

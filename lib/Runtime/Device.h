@@ -86,11 +86,10 @@ public:
   virtual double sumOfSquares(const Tensor &g);
   /// One AdamW step (w, g, m, v) or SGD step (w, g, buf; buf may be
   /// undefined) in place; `gradScale` multiplies the gradient (clipping).
-  virtual void adamw(const OptimizerParams &p, int64_t step,
-                     float gradScale, Tensor &w, const Tensor &g, Tensor &m,
-                     Tensor &v);
-  virtual void sgd(const OptimizerParams &p, int64_t step,
-                   float gradScale, Tensor &w, const Tensor &g, Tensor &buf);
+  virtual void adamw(const OptimizerParams &p, int64_t step, float gradScale,
+                     Tensor &w, const Tensor &g, Tensor &m, Tensor &v);
+  virtual void sgd(const OptimizerParams &p, int64_t step, float gradScale,
+                   Tensor &w, const Tensor &g, Tensor &buf);
 };
 
 /// The CPU device: host memory, kernels run synchronously.

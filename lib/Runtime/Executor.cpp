@@ -81,8 +81,8 @@ Executor::Executor(const LoadedPlan &plan, ExecutorOptions options)
 
 Executor::Executor(const LoadedPlan &plan, Device &device,
                    ExecutorOptions options)
-    : plan(plan), device(device), options(options),
-      values(plan.values.size()), persistent(plan.values.size(), false) {
+    : plan(plan), device(device), options(options), values(plan.values.size()),
+      persistent(plan.values.size(), false) {
   registerCpuKernels();
   if (device.kind() == BackendKind::CUDA)
     registerCudaKernels();
@@ -295,8 +295,8 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
       if (v >= 0)
         made[v * m + microBatch] = 1;
     if (profiling)
-      stepProfile.ops.push_back({op.index, microBatch,
-                                 secondsBetween(start, end)});
+      stepProfile.ops.push_back(
+          {op.index, microBatch, secondsBetween(start, end)});
     if (options.traceOps && !op.isCollective() && op.kind != OpKind::Send &&
         op.kind != OpKind::Recv)
       stepProfile.events.push_back(
@@ -308,7 +308,8 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     if (!pending.empty())
       progress(false);
     if (print) {
-      double ms = std::chrono::duration<double, std::milli>(end - start).count();
+      double ms =
+          std::chrono::duration<double, std::milli>(end - start).count();
       std::string what = op.describe();
       if (plan.numMicroBatches > 1)
         what += fmt::format(" mb {}", microBatch);
@@ -423,8 +424,8 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
 MemoryReport Executor::memoryReport() const {
   MemoryReport r;
   std::set<const void *> seen;
-  std::vector<bool> isWeight(values.size(), false), isState(values.size(),
-                                                              false);
+  std::vector<bool> isWeight(values.size(), false),
+      isState(values.size(), false);
   for (const WeightInfo &w : plan.weights)
     (w.zeroInit ? isState : isWeight)[w.value] = true;
   std::vector<bool> isGrad(values.size(), false);
@@ -494,9 +495,8 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     values[op.outputs[0]] = out;
     bool async = plan.lastUse[op.outputs[0]] >= 0 &&
                  !readNext(plan, op.outputs[0], op.index);
-    bool bucketable =
-        async && options.gradBucketBytes > 0 &&
-        plan.training.present && gradientOnly[op.outputs[0]];
+    bool bucketable = async && options.gradBucketBytes > 0 &&
+                      plan.training.present && gradientOnly[op.outputs[0]];
     if (async) {
       startAllReduce(op, out, a.meshAxes, comm, bucketable);
       return;
@@ -519,10 +519,10 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
   if (device.memory() != MemoryKind::Host)
     device.copyFromHost(hostOut, out);
   values[op.outputs[0]] = out;
-  commEvent(fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
-            start, Clock::now(),
-            fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
-                        out.numBytes()));
+  commEvent(
+      fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
+      start, Clock::now(),
+      fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, out.numBytes()));
 }
 
 void Executor::startAllReduce(const OpInfo &op, Tensor t,
@@ -583,11 +583,11 @@ void Executor::flushBucket(Comm &comm) {
     part.value = v;
     part.target = t;
     part.offset = offset;
-    Tensor slot = Tensor::view(
-        t.type(),
-        std::shared_ptr<uint8_t>(p->flat.storageHandle(),
-                                 p->flat.bytes() + offset),
-        p->flat.memory());
+    Tensor slot =
+        Tensor::view(t.type(),
+                     std::shared_ptr<uint8_t>(p->flat.storageHandle(),
+                                              p->flat.bytes() + offset),
+                     p->flat.memory());
     if (host)
       device.copyToHost(t, slot);
     else
@@ -609,11 +609,11 @@ void Executor::finishPending(Pending &p) {
   auto end = Clock::now();
   for (Pending::Part &part : p.parts) {
     if (p.packed) {
-      Tensor slot = Tensor::view(
-          part.target.type(),
-          std::shared_ptr<uint8_t>(p.flat.storageHandle(),
-                                   p.flat.bytes() + part.offset),
-          p.flat.memory());
+      Tensor slot =
+          Tensor::view(part.target.type(),
+                       std::shared_ptr<uint8_t>(p.flat.storageHandle(),
+                                                p.flat.bytes() + part.offset),
+                       p.flat.memory());
       if (slot.onHost() && device.memory() != MemoryKind::Host)
         device.copyFromHost(slot, part.target);
       else
@@ -633,11 +633,10 @@ void Executor::progress(bool all) {
   for (auto &p : pending)
     if (!p->done && (all || p->work->test()))
       finishPending(*p);
-  pending.erase(std::remove_if(pending.begin(), pending.end(),
-                               [](const std::unique_ptr<Pending> &p) {
-                                 return p->done;
-                               }),
-                pending.end());
+  pending.erase(
+      std::remove_if(pending.begin(), pending.end(),
+                     [](const std::unique_ptr<Pending> &p) { return p->done; }),
+      pending.end());
 }
 
 void Executor::waitFor(int v) {
@@ -689,8 +688,7 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
       bool async = plan.lastUse[op.outputs[0]] >= 0 &&
                    !readNext(plan, op.outputs[0], op.index);
       bool bucketable = async && options.gradBucketBytes > 0 &&
-                        plan.training.present &&
-                        gradientOnly[op.outputs[0]];
+                        plan.training.present && gradientOnly[op.outputs[0]];
       startAllReduce(op, acc.sum, rest, comm, bucketable);
       if (!async)
         waitFor(op.outputs[0]);
@@ -742,8 +740,8 @@ void Executor::applyOptimizers(Comm &comm) {
             !it->second->sharding.uses(static_cast<int>(a)))
           replicas *= plan.mesh.axisSize(a);
       }
-      local += device.sumOfSquares(d.operands[1]) /
-               static_cast<double>(replicas);
+      local +=
+          device.sumOfSquares(d.operands[1]) / static_cast<double>(replicas);
     }
     gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }

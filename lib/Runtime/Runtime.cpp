@@ -433,8 +433,8 @@ void printMemoryReport(const MemoryReport &r, Communicator &world) {
   int rank = world.rank();
   // The largest peak, ties to the lowest rank.
   int64_t largest = world.max(static_cast<double>(r.peak));
-  int owner = static_cast<int>(world.min(
-      static_cast<int64_t>(r.peak) == largest ? rank : INT_MAX));
+  int owner = static_cast<int>(
+      world.min(static_cast<int64_t>(r.peak) == largest ? rank : INT_MAX));
   double bytes[5] = {double(r.weights), double(r.grads), double(r.optimizer),
                      double(r.activations), double(r.peak)};
   world.broadcast(bytes, sizeof bytes, owner)->wait();

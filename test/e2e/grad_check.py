@@ -66,6 +66,7 @@ EXPECTED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
     "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
+    "Concat", "Slice", "Split",
 }
 
 
@@ -85,8 +86,11 @@ class Case:
     differentiated) or 'const' (Constant node). np_fn / torch_fn take
     {name: array / tensor}."""
 
-    def __init__(self, name, op, operands, np_fn, torch_fn, attrs=None, expected=None):
+    def __init__(self, name, op, operands, np_fn, torch_fn, attrs=None, expected=None,
+                 extra_outputs=()):
         self.name, self.op, self.operands = name, op, operands
+        # More outputs of the node, which nothing reads (Split's other parts).
+        self.extra_outputs = list(extra_outputs)
         self.np_fn, self.torch_fn = np_fn, torch_fn
         self.attrs = attrs or {}
         self.expected = op in EXPECTED if expected is None else expected
@@ -189,6 +193,21 @@ def cases(rng):
                   lambda v: v["x"].mean(axis=-1, keepdims=True),
                   lambda v: v["x"].mean(dim=-1, keepdim=True),
                   attrs={"axes": [-1], "keepdims": 1}))
+    # Concat, Slice and Split (shoal.onnx ops): slices of the gradient, the
+    # gradient padded with zeros, the parts' gradients concatenated (zeros
+    # for a part nothing reads).
+    C.append(Case("Concat", "Concat", [("a", "w", n((2, 3))), ("b", "w", n((2, 2)))],
+                  lambda v: np.concatenate([v["a"], v["b"]], axis=1),
+                  lambda v: torch.cat([v["a"], v["b"]], dim=1), attrs={"axis": 1}))
+    C.append(Case("Slice", "Slice",
+                  [("x", "w", n((3, 6))), ("starts", "const", np.array([1, -4], np.int64)),
+                   ("ends", "const", np.array([3, 5], np.int64)),
+                   ("axes", "const", np.array([0, 1], np.int64))],
+                  lambda v: v["x"][1:3, 2:5], lambda v: v["x"][1:3, 2:5]))
+    C.append(Case("Split", "Split",
+                  [("x", "w", n((4, 6))), ("split", "const", np.array([2, 4], np.int64))],
+                  lambda v: v["x"][:, :2], lambda v: v["x"][:, :2], attrs={"axis": 1},
+                  extra_outputs=["y_rest"]))
     cond = np.array(rng.integers(0, 2, size=(3, 4)), dtype=bool)
     C.append(Case("Where", "Where", [("cond", "in", cond), ("x", "w", n((3, 4))),
                                      ("y_", "w", n((4,)))],
@@ -258,7 +277,8 @@ def build_onnx(case, path, anchor):
                                           value=numpy_helper.from_array(a, name)))
             node_inputs.append(name)
     y = case.np_fn(np_values(case))
-    nodes.append(helper.make_node(case.op, node_inputs, ["y"], name="/op/" + case.op,
+    nodes.append(helper.make_node(case.op, node_inputs, ["y"] + case.extra_outputs,
+                                  name="/op/" + case.op,
                                   **case.attrs))
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))
     graph = helper.make_graph(nodes, "grad_" + case.name, inputs, [out], initializer=inits)

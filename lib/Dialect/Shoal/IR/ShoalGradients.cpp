@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -161,6 +162,131 @@ bool isFloat(Value v) {
   return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
 }
 
+/// An ONNX op (shoal.onnx) of one result.
+Value onnxOp(OpBuilder &b, Location loc, Type type, StringRef opType,
+             ArrayRef<NamedAttribute> attrs, ValueRange inputs) {
+  return b
+      .create<OnnxOp>(loc, TypeRange{type}, opType, b.getDictionaryAttr(attrs),
+                      inputs)
+      .getResult(0);
+}
+
+/// A zero tensor of `type`.
+Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
+  auto attr =
+      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0));
+  return b.create<ConstantOp>(loc, type, attr);
+}
+
+/// `x[..., begin:begin+size, ...]` along `axis`.
+Value sliceAlong(OpBuilder &b, Location loc, Value x, int64_t axis,
+                 int64_t begin, int64_t size) {
+  SmallVector<int64_t> shape(shapeOf(x));
+  shape[axis] = size;
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(x.getType()).getElementType());
+  return onnxOp(b, loc, type, "Slice",
+                {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({begin})),
+                 b.getNamedAttr("ends", b.getDenseI64ArrayAttr({begin + size})),
+                 b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis}))},
+                {x});
+}
+
+/// The axis attribute of an ONNX op, normalized to [0, rank).
+int64_t onnxAxis(OnnxOp op, int64_t rank, int64_t dflt) {
+  int64_t axis = dflt;
+  if (auto a = op.getOnnxAttrs().getAs<IntegerAttr>("axis"))
+    axis = a.getInt();
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Gradients of the ONNX ops that move data: Concat (slices of the result's
+/// gradient), Split (the concatenation of the results' gradients, zeros for
+/// unused results) and Slice with unit steps (the gradient padded with
+/// zeros back to the input's shape).
+LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                           SmallVectorImpl<Value> &operandGrads,
+                           llvm::function_ref<LogicalResult()> noRule) {
+  Location loc = op.getLoc();
+  StringRef type = op.getOpType();
+  if (type == "Concat") {
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    if (!g)
+      return success();
+    int64_t axis = onnxAxis(op, shapeOf(g).size(), 0);
+    int64_t offset = 0;
+    for (auto [i, in] : llvm::enumerate(op.getInputs())) {
+      int64_t size = shapeOf(in)[axis];
+      if (isFloat(in))
+        operandGrads[i] = sliceAlong(b, loc, g, axis, offset, size);
+      offset += size;
+    }
+    return success();
+  }
+  if (type == "Split") {
+    if (llvm::all_of(resultGrads, [](Value v) { return !v; }))
+      return success();
+    Value x = op.getInputs()[0];
+    if (!isFloat(x))
+      return success();
+    int64_t axis = onnxAxis(op, shapeOf(x).size(), 0);
+    SmallVector<Value> parts;
+    for (auto [i, r] : llvm::enumerate(op.getOutputs())) {
+      Value g = i < resultGrads.size() ? resultGrads[i] : Value();
+      parts.push_back(g ? g
+                        : zeros(b, loc, cast<RankedTensorType>(r.getType())));
+    }
+    operandGrads[0] =
+        onnxOp(b, loc, x.getType(), "Concat",
+               {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}, parts);
+    return success();
+  }
+  if (type == "Slice") {
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    ArrayRef<int64_t> in = shapeOf(x), out = shapeOf(g);
+    int64_t rank = in.size();
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    auto ints = [&](StringRef name) {
+      SmallVector<int64_t> v;
+      if (auto a = attrs.getAs<DenseI64ArrayAttr>(name))
+        v.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+      return v;
+    };
+    SmallVector<int64_t> starts = ints("starts"), axes = ints("axes"),
+                         steps = ints("steps");
+    if (axes.empty())
+      for (int64_t d = 0; d < static_cast<int64_t>(starts.size()); ++d)
+        axes.push_back(d);
+    // Each dimension keeps [begin, begin + out) of the input.
+    SmallVector<int64_t> begin(rank, 0);
+    for (auto [k, a] : llvm::enumerate(axes)) {
+      int64_t d = a < 0 ? a + rank : a;
+      if (k < steps.size() && steps[k] != 1)
+        return op.emitError() << "gradient of a Slice with step " << steps[k]
+                              << " is not supported yet (only step 1)";
+      int64_t s = starts[k];
+      if (s < 0)
+        s += in[d];
+      begin[d] = std::clamp<int64_t>(s, 0, in[d]);
+    }
+    SmallVector<int64_t> pads(2 * rank, 0);
+    for (int64_t d = 0; d < rank; ++d) {
+      pads[d] = begin[d];
+      pads[rank + d] = in[d] - begin[d] - out[d];
+    }
+    operandGrads[0] =
+        onnxOp(b, loc, x.getType(), "Pad",
+               {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+                b.getNamedAttr("mode", b.getStringAttr("constant"))},
+               {g});
+    return success();
+  }
+  return noRule();
+}
+
 } // namespace
 
 LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
@@ -175,8 +301,8 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
                            << "' has no gradient rule, but the loss depends "
                               "on it through a trained weight";
   };
-  if (isa<OnnxOp>(op))
-    return noRule();
+  if (auto onnx = dyn_cast<OnnxOp>(op))
+    return onnxGradient(onnx, b, resultGrads, operandGrads, noRule);
   if (isa<GeluOp, AddLayerNormOp, AttentionOp>(op))
     return op->emitError() << "'" << op->getName()
                            << "' has no gradient rule (shoal-autodiff runs "
