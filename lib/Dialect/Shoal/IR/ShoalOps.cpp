@@ -521,23 +521,52 @@ ShardingRule ReshapeOp::getShardingRule() {
         break;
       }
     }
-    if (gi.size() == 1) {
-      for (size_t d : gj) {
-        int f = rule.addFactor(out[d]);
-        inF[gi[0]].push_back(f);
-        outF[d].push_back(f);
+    // Factor the group into sizes that each lie whole in one input and one
+    // output dimension (Shardy's compound factors): walking both sides
+    // major first, the smaller remainder divides the larger. [B, H*D] ->
+    // [B*H, D] gives B, H, D, so a batch split of B survives as the major
+    // factor of B*H. Sizes that do not divide (6x4 -> 4x6) stay whole.
+    struct Common {
+      int64_t size;
+      size_t inDim, outDim;
+    };
+    SmallVector<Common> common;
+    bool divides = true;
+    size_t a = 0, c = 0;
+    int64_t ra = in[gi[0]], rc = out[gj[0]];
+    while (a < gi.size() && c < gj.size()) {
+      if (ra == 1) {
+        if (++a < gi.size())
+          ra = in[gi[a]];
+        continue;
       }
-    } else if (gj.size() == 1) {
-      for (size_t d : gi) {
-        int f = rule.addFactor(in[d]);
-        outF[gj[0]].push_back(f);
-        inF[d].push_back(f);
+      if (rc == 1) {
+        if (++c < gj.size())
+          rc = out[gj[c]];
+        continue;
+      }
+      int64_t f = ra % rc == 0 ? rc : rc % ra == 0 ? ra : 0;
+      if (f == 0) {
+        divides = false;
+        break;
+      }
+      common.push_back({f, gi[a], gj[c]});
+      ra /= f;
+      rc /= f;
+    }
+    if (divides) {
+      for (const Common &k : common) {
+        int f = rule.addFactor(k.size);
+        inF[k.inDim].push_back(f);
+        outF[k.outDim].push_back(f);
       }
     } else {
       for (size_t d : gi)
-        inF[d].push_back(rule.addFactor(in[d], FactorKind::Blocked));
+        if (in[d] != 1)
+          inF[d].push_back(rule.addFactor(in[d], FactorKind::Blocked));
       for (size_t d : gj)
-        outF[d].push_back(rule.addFactor(out[d], FactorKind::Blocked));
+        if (out[d] != 1)
+          outF[d].push_back(rule.addFactor(out[d], FactorKind::Blocked));
     }
   }
   rule.operands = {inF};

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Training steps of a torch.nn model under a layout, against PyTorch.
+
+    /usr/bin/python3 test/e2e/run_torch_train.py --bin BUILD/bin --work DIR \
+        --family transformer_encoder --spec SPEC --world-size N [--steps K]
+
+(a) builds the model of examples/families/FAMILY.py (its build(torch);
+    every parameter perturbed so that deep-copied layers differ), random
+    float inputs and labels of the output's shape, and exports it to ONNX
+    (opset 17, eval mode, grad enabled so that nn.TransformerEncoder takes
+    its traceable path);
+(b) shoal-compile --train with an MSE loss and AdamW (lr 1e-3), and
+    shoal-run K steps on N ranks under mpirun with the same batch every step;
+(c) PyTorch: the same K steps (torch.optim.AdamW, weight decay 0);
+(d) compares the loss of every step (relative error <= --rtol). The loss of
+    step k > 1 depends on every weight after k - 1 updates, so it checks the
+    gradients and the optimizer of every weight as well as the forward.
+
+The model must take one float input [B, ...] and give one float output
+(families: transformer_encoder). Exit status 0 on a match, 1 otherwise.
+"""
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import common  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+CONFIG = """version: 1
+loss: {kind: mse, output: out, labels: labels}
+optimizer: {kind: adamw, lr: 1.0e-3, eps: 1.0e-8, weight_decay: 0.0}
+"""
+
+
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+FAMILIES = os.path.join(REPO, "examples", "families")
+# examples/families/common.py (the exporter settings the families use).
+family_common = load_module(os.path.join(FAMILIES, "common.py"), "family_common")
+
+
+def load_family(name):
+    return load_module(os.path.join(FAMILIES, name + ".py"), "family_" + name)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--family", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--world-size", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args(argv)
+
+    import torch
+    torch.manual_seed(0)
+    fam = load_family(args.family)
+    model = fam.build(torch)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    model.eval()  # dropout off; shoal's training plans have no dropout
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((fam.BATCH, fam.SEQ, fam.D_MODEL)).astype(np.float32)
+    with torch.no_grad():
+        y_shape = model(torch.from_numpy(x)).shape
+    labels = rng.standard_normal(tuple(y_shape)).astype(np.float32)
+
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "inputs"))
+    onnx_path = os.path.join(work, "model.onnx")
+    family_common.export_onnx(model, (torch.from_numpy(x),), onnx_path, ["src"], ["out"], 17)
+    np.save(os.path.join(work, "inputs", "src.npy"), x)
+    np.save(os.path.join(work, "inputs", "labels.npy"), labels)
+    with open(os.path.join(work, "train.yaml"), "w") as f:
+        f.write(CONFIG)
+
+    # (c) PyTorch first: the weights are still the exported ones.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.0)
+    xt, lt = torch.from_numpy(x), torch.from_numpy(labels)
+    ref = []
+    for _ in range(args.steps):
+        opt.zero_grad()
+        loss = ((model(xt) - lt) ** 2).mean()
+        loss.backward()
+        opt.step()
+        ref.append(float(loss))
+
+    # (b) shoal.
+    plan = os.path.join(work, "train.plan")
+    spec = args.spec if os.path.isfile(args.spec) else os.path.join(FAMILIES, args.spec)
+    common.run_cmd([os.path.join(args.bin, "shoal-compile"), onnx_path, "--annotate", spec,
+                    "--world-size", args.world_size, "--train",
+                    os.path.join(work, "train.yaml"), "-o", plan], timeout=args.timeout)
+    argv_run = [os.path.join(args.bin, "shoal-run"), plan, "--inputs",
+                os.path.join(work, "inputs"), "--steps", args.steps]
+    if args.world_size > 1:
+        argv_run = common.mpirun_cmd(args.mpirun, args.world_size, argv_run)
+    res = common.run_cmd(argv_run, env_extra=common.MPI_ENV, timeout=args.timeout)
+    got = [float(v) for v in re.findall(r"^step \d+/\d+ loss (\S+)", res.stdout, re.M)]
+
+    ok = len(got) == len(ref)
+    for k, (g, r) in enumerate(zip(got, ref)):
+        err = abs(g - r) / max(abs(r), 1e-12)
+        good = err <= args.rtol
+        ok &= good
+        print("step %d: shoal %.7f  PyTorch %.7f  rel. error %.2e %s"
+              % (k + 1, g, r, err, "ok" if good else "FAIL"))
+    if len(got) != len(ref):
+        print("shoal printed %d step losses, expected %d:\n%s" % (len(got), len(ref), res.stdout))
+    print(("PASS" if ok else "FAIL") + ": %s, %s on %d ranks, %d steps"
+          % (args.family, os.path.basename(spec), args.world_size, args.steps))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
