@@ -61,12 +61,14 @@ struct OpAttrs {
   /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
   int64_t axis = 0;
   float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
-  float alpha = 1.f, beta = 1.f; ///< Gemm.
+  float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
   float scale = 1.f;             ///< Attention.
   bool transA = false, transB = false;
   std::vector<int64_t> perm;     ///< Transpose.
   std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.
-  bool keepdims = true;          ///< Reduce*.
+  bool keepdims = true;          ///< Reduce*, ArgMax, ArgMin.
+  bool selectLastIndex = false;  ///< ArgMax, ArgMin: ties give the last.
+  bool fmod = false;             ///< Mod: C's fmod (else Python's %).
   bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
   Shape shape;                   ///< Reshape (the attribute as written).
   int64_t dim = 0;               ///< AllGather, LocalSlice; AllToAll: split.

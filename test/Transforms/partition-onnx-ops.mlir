@@ -27,3 +27,23 @@ func.func @cnn(%x: tensor<4x3x8x8xf32>) -> (tensor<1x8x1x1xf32>, tensor<1x8x1x1x
   %t:2 = shoal.onnx "TopK"(%cat) {axis = 0 : i64, k = 1 : i64} : (tensor<4x8x1x1xf32>) -> (tensor<1x8x1x1xf32>, tensor<1x8x1x1xi64>)
   return %t#0, %t#1 : tensor<1x8x1x1xf32>, tensor<1x8x1x1xi64>
 }
+
+// Element-wise ONNX ops (HardSigmoid, HardSwish, Mod) keep the batch split;
+// ArgMax over the other axis keeps it too, but ArgMax/ArgMin over the split
+// axis gets its input gathered first (an index into a block would be wrong).
+// CHECK-LABEL: func.func @activations
+// CHECK: shoal.onnx "HardSigmoid"(%{{.*}}) {{.*}} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+// CHECK: shoal.onnx "HardSwish"(%{{.*}}) {{.*}} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+// CHECK: shoal.onnx "Mod"(%{{.*}}, %{{.*}}) {{.*}} : (tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
+// CHECK: shoal.onnx "ArgMax"(%{{.*}}) {{.*}} : (tensor<2x6xf32>) -> tensor<2xi64>
+// CHECK: %[[G:.*]] = shoal.all_gather %{{.*}} dim 0 over ["dp"] : (tensor<2x6xf32>) -> tensor<4x6xf32>
+// CHECK: shoal.onnx "ArgMin"(%[[G]]) {{.*}} : (tensor<4x6xf32>) -> tensor<1x6xi64>
+func.func @activations(%x: tensor<4x6xf32>) -> (tensor<4xi64>, tensor<1x6xi64>) {
+  %a = shoal.onnx "HardSigmoid"(%x) {alpha = 2.500000e-01 : f32} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %b = shoal.onnx "HardSwish"(%a) {} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %two = shoal.constant dense<2.0> : tensor<f32>
+  %m = shoal.onnx "Mod"(%b, %two) {fmod = 1 : i64} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %i = shoal.onnx "ArgMax"(%m) {axis = 1 : i64, keepdims = 0 : i64} : (tensor<4x6xf32>) -> tensor<4xi64>
+  %j = shoal.onnx "ArgMin"(%m) {axis = 0 : i64} : (tensor<4x6xf32>) -> tensor<1x6xi64>
+  return %i, %j : tensor<4xi64>, tensor<1x6xi64>
+}

@@ -380,6 +380,9 @@ COMPILE_TIME_INPUTS = {
     "Reshape": {1}, "ReduceSum": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
     "Trilu": {1}, "Expand": {1}, "TopK": {1}, "Unsqueeze": {1},
     "Squeeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 2, 3},
+    # Dropout's training_mode (and ratio, in training) decide what the node
+    # computes.
+    "Dropout": {1, 2},
     # Only the type of CastLike's second input matters; ONNX 1.12's bfloat16
     # CastLike models declare it [3, 4] while their data is [1].
     "CastLike": {1},

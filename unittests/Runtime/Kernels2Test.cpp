@@ -1531,3 +1531,156 @@ TEST(Kernels2Plan, RuntimeErrorsNameTheOp) {
               "the indices) is out of range for axis 1 of size 3");
   }
 }
+
+//===----------------------------------------------------------------------===//
+// HardSigmoid, HardSwish, Mod, ArgMax, ArgMin
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels2, HardSigmoidAndHardSwish) {
+  Tensor x = makeTensor<float>({6}, {-4.f, -3.f, -1.f, 0.f, 1.f, kNaN});
+  Tensor out(DType::F32, {6});
+  hardSigmoid(x, 0.2f, 0.5f, false, out);
+  std::vector<float> hs = toVector<float>(out);
+  std::vector<float> e = {0.f, 0.f, 0.3f, 0.5f, 0.7f};
+  for (int i = 0; i < 5; ++i)
+    EXPECT_FLOAT_EQ(hs[i], e[i]) << i;
+  EXPECT_TRUE(std::isnan(hs[5]));
+  // HardSwish: x * max(0, min(1, x / 6 + 0.5)).
+  Tensor y = makeTensor<float>({5}, {-4.f, -1.f, 0.f, 2.f, 5.f});
+  Tensor ys(DType::F32, {5});
+  hardSigmoid(y, 1.f / 6.f, 0.5f, true, ys);
+  std::vector<float> sw = toVector<float>(ys);
+  std::vector<float> es = {0.f, -1.f / 3.f, 0.f, 2.f * 5.f / 6.f, 5.f};
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NEAR(sw[i], es[i], 1e-6) << i;
+  Tensor bad = makeTensor<int64_t>({1}, {1});
+  Tensor bo(DType::I64, {1});
+  EXPECT_THROW(hardSigmoid(bad, 0.2f, 0.5f, false, bo), Error);
+}
+
+TEST(Kernels2, ModFollowsPythonOrC) {
+  Tensor a = makeTensor<int64_t>({6}, {-4, 7, 5, 4, -7, 8});
+  Tensor b = makeTensor<int64_t>({6}, {2, -3, 8, -2, 3, 5});
+  Tensor out(DType::I64, {6});
+  mod(a, b, false, out); // the divisor's sign (test_mod_mixed_sign_int64)
+  EXPECT_EQ(toVector<int64_t>(out), (std::vector<int64_t>{0, -2, 5, 0, 2, 3}));
+  mod(a, b, true, out); // the dividend's sign
+  EXPECT_EQ(toVector<int64_t>(out), (std::vector<int64_t>{0, 1, 5, 0, -1, 3}));
+  // Broadcasting, int8 and the minimum over -1.
+  Tensor c = makeTensor<int8_t>({2, 2}, {-128, 7, -7, 9});
+  Tensor d = makeTensor<int8_t>({2}, {-1, 4});
+  Tensor co(DType::I8, {2, 2});
+  mod(c, d, false, co);
+  EXPECT_EQ(toVector<int8_t>(co), (std::vector<int8_t>{0, 3, 0, 1}));
+  // Floats.
+  Tensor f = makeTensor<float>({4}, {-4.3f, 7.2f, 5.0f, -7.6f});
+  Tensor g = makeTensor<float>({4}, {2.1f, -3.4f, 8.0f, 3.0f});
+  Tensor fo(DType::F32, {4});
+  mod(f, g, true, fo);
+  std::vector<float> r = toVector<float>(fo);
+  EXPECT_NEAR(r[0], std::fmod(-4.3f, 2.1f), 1e-6);
+  EXPECT_NEAR(r[1], std::fmod(7.2f, -3.4f), 1e-6);
+  EXPECT_NEAR(r[3], -1.6f, 1e-5);
+  mod(f, g, false, fo);
+  r = toVector<float>(fo);
+  EXPECT_NEAR(r[0], std::fmod(-4.3f, 2.1f) + 2.1f, 1e-5);
+  EXPECT_NEAR(r[1], std::fmod(7.2f, -3.4f) - 3.4f, 1e-5);
+  EXPECT_NEAR(r[2], 5.f, 1e-6);
+  EXPECT_NEAR(r[3], 1.4f, 1e-5);
+  // An integer zero divisor is an error naming the op.
+  Tensor z = makeTensor<int32_t>({2}, {1, 0});
+  Tensor zo(DType::I32, {2});
+  try {
+    mod(z, z, false, zo);
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()), "Mod: integer division by zero");
+  }
+}
+
+TEST(Kernels2, ArgMaxArgMin) {
+  // [[2, 1], [3, 10], [3, 0]] along both axes.
+  Tensor x = makeTensor<float>({3, 2}, {2, 1, 3, 10, 3, 0});
+  Tensor o0(DType::I64, {1, 2}), o1(DType::I64, {3});
+  argReduce(true, x, 0, false, o0);
+  EXPECT_EQ(toVector<int64_t>(o0), (std::vector<int64_t>{1, 1}));
+  argReduce(true, x, 0, true, o0); // ties: the last
+  EXPECT_EQ(toVector<int64_t>(o0), (std::vector<int64_t>{2, 1}));
+  argReduce(false, x, 1, false, o1);
+  EXPECT_EQ(toVector<int64_t>(o1), (std::vector<int64_t>{1, 0, 1}));
+  argReduce(false, x, 0, false, o0);
+  EXPECT_EQ(toVector<int64_t>(o0), (std::vector<int64_t>{0, 2}));
+  // NaN wins, the first one (or the last with select_last_index).
+  Tensor n = makeTensor<float>({4}, {1, kNaN, 5, kNaN});
+  Tensor no(DType::I64, {});
+  argReduce(true, n, 0, false, no);
+  EXPECT_EQ(no.data<int64_t>()[0], 1);
+  argReduce(false, n, 0, true, no);
+  EXPECT_EQ(no.data<int64_t>()[0], 3);
+  // Integers, and a wrong output.
+  Tensor i = makeTensor<int8_t>({2, 3}, {-5, 7, 7, 0, 0, -128});
+  Tensor io(DType::I64, {2, 1});
+  argReduce(true, i, 1, false, io);
+  EXPECT_EQ(toVector<int64_t>(io), (std::vector<int64_t>{1, 0}));
+  argReduce(false, i, 1, true, io);
+  EXPECT_EQ(toVector<int64_t>(io), (std::vector<int64_t>{0, 2}));
+  Tensor wrong(DType::I32, {2, 1});
+  EXPECT_THROW(argReduce(true, i, 1, false, wrong), Error);
+}
+
+TEST(Kernels2Ops, HardSigmoidModArgMaxTypes) {
+  {
+    OpCheck c("HardSigmoid");
+    c.in(DType::F32, {2, 3}).out(DType::F32, {2, 3});
+    EXPECT_EQ(c.error(), "");
+    EXPECT_FLOAT_EQ(c.info().attrs.alpha, 0.2f);
+    EXPECT_FLOAT_EQ(c.info().attrs.beta, 0.5f);
+    c.f("alpha", 0.5).f("beta", 0.6);
+    EXPECT_FLOAT_EQ(c.info().attrs.alpha, 0.5f);
+    EXPECT_FLOAT_EQ(c.info().attrs.beta, 0.6f);
+    c.types[0].dtype = c.types[1].dtype = DType::I64;
+    EXPECT_CONTAINS(c.error(), "HardSigmoid is not supported on i64 tensors");
+    OpCheck s("HardSwish");
+    s.in(DType::BF16, {4}).out(DType::BF16, {4});
+    EXPECT_EQ(s.error(), "");
+    EXPECT_FLOAT_EQ(s.info().attrs.alpha, 1.f / 6.f);
+    s.f("alpha", 0.5);
+    EXPECT_CONTAINS(s.error(), "unknown attribute 'alpha'");
+  }
+  {
+    OpCheck c("Mod");
+    c.in(DType::I32, {2, 3}).in(DType::I32, {3}).out(DType::I32, {2, 3});
+    EXPECT_EQ(c.error(), "");
+    EXPECT_FALSE(c.info().attrs.fmod);
+    c.i("fmod", 1);
+    EXPECT_TRUE(c.info().attrs.fmod);
+    c.i("fmod", 2);
+    EXPECT_CONTAINS(c.error(), "attribute 'fmod' must be 0 or 1, got 2");
+    c.i("fmod", 0);
+    c.types[1].dtype = DType::I64;
+    EXPECT_CONTAINS(c.error(), "inputs have different dtypes");
+    c.types[1].dtype = DType::I32;
+    c.types[2].shape = {3};
+    EXPECT_CONTAINS(c.error(), "give i32[2, 3]");
+  }
+  {
+    OpCheck c("ArgMax");
+    c.in(DType::F16, {2, 3, 4}).out(DType::I64, {2, 3, 1});
+    c.i("axis", -1);
+    EXPECT_EQ(c.error(), "");
+    OpInfo info = c.info();
+    EXPECT_EQ(info.attrs.axis, 2);
+    EXPECT_TRUE(info.attrs.keepdims);
+    EXPECT_FALSE(info.attrs.selectLastIndex);
+    c.i("keepdims", 0).i("select_last_index", 1);
+    EXPECT_CONTAINS(c.error(), "give i64[2, 3]");
+    c.types[1].shape = {2, 3};
+    EXPECT_EQ(c.error(), "");
+    EXPECT_TRUE(c.info().attrs.selectLastIndex);
+    c.i("axis", 3);
+    EXPECT_CONTAINS(c.error(), "axis");
+    OpCheck m("ArgMin");
+    m.in(DType::Bool, {2}).out(DType::I64, {1});
+    EXPECT_CONTAINS(m.error(), "ArgMin is not supported on bool tensors");
+  }
+}

@@ -326,6 +326,94 @@ void shoal::rt::cpu::unary(UnaryOp op, const Tensor &x, Tensor &out) {
                           dtypeName(x.dtype())));
 }
 
+namespace {
+template <typename T>
+void hardSigmoidTyped(const Tensor &x, T alpha, T beta, bool swish,
+                      Tensor &out) {
+  auto hs = [=](T v) {
+    T y = alpha * v + beta;
+    // Comparisons are false for NaN, so NaN passes through.
+    return y < T(0) ? T(0) : (y > T(1) ? T(1) : y);
+  };
+  if (swish)
+    unaryLoop<T>(x, out, [=](T v) { return v * hs(v); });
+  else
+    unaryLoop<T>(x, out, hs);
+}
+} // namespace
+
+void shoal::rt::cpu::hardSigmoid(const Tensor &x, float alpha, float beta,
+                                 bool swish, Tensor &out) {
+  const char *name = swish ? "HardSwish" : "HardSigmoid";
+  checkOutput(out, x.dtype(), x.shape(), name);
+  switch (x.dtype()) {
+  case DType::F32:
+    return hardSigmoidTyped<float>(x, alpha, beta, swish, out);
+  case DType::F64:
+    // HardSwish's alpha is 1/6 exactly in double.
+    return hardSigmoidTyped<double>(x, swish ? 1.0 / 6.0 : double(alpha), beta,
+                                    swish, out);
+  case DType::F16:
+  case DType::BF16: {
+    Tensor r(DType::F32, x.shape());
+    hardSigmoidTyped<float>(toF32(x), alpha, beta, swish, r);
+    return fromF32(r, out);
+  }
+  default:
+    break;
+  }
+  throw Error(fmt::format("{} is not supported on {} tensors", name,
+                          dtypeName(x.dtype())));
+}
+
+namespace {
+/// Integer Mod; the remainder of the minimum over -1 is 0 (no overflow).
+template <typename T> T intMod(T x, T y, bool fmod) {
+  if (y == 0)
+    throw Error("Mod: integer division by zero");
+  T r = 0;
+  if constexpr (std::is_signed<T>::value) {
+    if (y != T(-1))
+      r = T(x % y);
+    if (!fmod && r != 0 && ((r < 0) != (y < 0)))
+      r = T(r + y);
+  } else {
+    (void)fmod;
+    r = T(x % y);
+  }
+  return r;
+}
+
+template <typename T> T floatMod(T x, T y, bool fmod) {
+  T r = std::fmod(x, y);
+  if (!fmod && r != T(0) && ((r < T(0)) != (y < T(0))))
+    r += y;
+  return r;
+}
+} // namespace
+
+void shoal::rt::cpu::mod(const Tensor &a, const Tensor &b, bool fmod,
+                         Tensor &out) {
+  if (a.dtype() != b.dtype())
+    throw Error(fmt::format("Mod: operands have different dtypes ({} and {})",
+                            a.type().str(), b.type().str()));
+  Shape shape = broadcastShape(a.shape(), b.shape());
+  checkOutput(out, a.dtype(), shape, "Mod");
+  if (isHalfDType(a.dtype())) { // exact in f32, rounded once
+    Tensor r(DType::F32, shape);
+    mod(toF32(a), toF32(b), fmod, r);
+    return fromF32(r, out);
+  }
+  byNumericType(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral<T>::value)
+      map2<T, T>(a, b, out, [fmod](T x, T y) { return intMod<T>(x, y, fmod); });
+    else
+      map2<T, T>(a, b, out,
+                 [fmod](T x, T y) { return floatMod<T>(x, y, fmod); });
+  });
+}
+
 void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out) {
   if (isHalfDType(x.dtype())) { // in f32, rounded once
     checkOutput(out, x.dtype(), x.shape(), "Gelu");
@@ -671,6 +759,14 @@ SHOAL_CPU_KERNEL(whereKernel) {
 
 SHOAL_CPU_KERNEL(castKernel) { cast(input(in, 0), out[0]); }
 
+template <bool Swish> SHOAL_CPU_KERNEL(hardSigmoidKernel) {
+  hardSigmoid(input(in, 0), op.attrs.alpha, op.attrs.beta, Swish, out[0]);
+}
+
+SHOAL_CPU_KERNEL(modKernel) {
+  mod(input(in, 0), input(in, 1), op.attrs.fmod, out[0]);
+}
+
 SHOAL_CPU_KERNEL(geluKernel) {
   gelu(input(in, 0), optionalInput(in, 1), out[0]);
 }
@@ -711,5 +807,8 @@ void shoal::rt::cpu::registerElementwiseKernels() {
   registerCpuKernel(OpKind::Not, notKernel);
   registerCpuKernel(OpKind::Where, whereKernel);
   registerCpuKernel(OpKind::Cast, castKernel);
+  registerCpuKernel(OpKind::HardSigmoid, hardSigmoidKernel<false>);
+  registerCpuKernel(OpKind::HardSwish, hardSigmoidKernel<true>);
+  registerCpuKernel(OpKind::Mod, modKernel);
   registerCpuKernel(OpKind::Gelu, geluKernel);
 }

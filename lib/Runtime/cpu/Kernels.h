@@ -69,6 +69,16 @@ enum class UnaryOp { Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid };
 /// i8, wrapping around).
 void unary(UnaryOp op, const Tensor &x, Tensor &out);
 
+/// HardSigmoid: max(0, min(1, alpha * x + beta)); with `swish`, HardSwish:
+/// x times that. On the float dtypes; NaN propagates.
+void hardSigmoid(const Tensor &x, float alpha, float beta, bool swish,
+                 Tensor &out);
+
+/// ONNX Mod with numpy broadcasting on one numeric dtype: with `fmod`, C's
+/// fmod (the result has the dividend's sign), else Python's % (the
+/// divisor's sign). An integer zero divisor throws Error.
+void mod(const Tensor &a, const Tensor &b, bool fmod, Tensor &out);
+
 enum class MathOp { Sin, Cos, Abs, Log, Reciprocal, Floor, Ceil };
 /// Element-wise on the float dtypes (Abs also on the integers).
 void math(MathOp op, const Tensor &x, Tensor &out);
@@ -154,6 +164,12 @@ enum class ReduceOp { Sum, Mean };
 /// output may have kept or dropped the reduced dimensions.
 void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
             Tensor &out);
+
+/// ArgMax (`max`) or ArgMin of any numeric `x` along `axis`: i64 indices;
+/// the output may have kept or dropped the axis. Ties give the first index,
+/// or the last with `selectLast`; NaN wins over every number (as numpy).
+void argReduce(bool max, const Tensor &x, int64_t axis, bool selectLast,
+               Tensor &out);
 
 //===----------------------------------------------------------------------===//
 // Shapes and data movement (Shape.cpp)

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // The CPU kernels of the reduction family of Ops.def (Kernels.h):
-// ReduceSum and ReduceMean, then their registration per op.
+// ReduceSum, ReduceMean, ArgMax and ArgMin, then their registration per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +13,11 @@
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
@@ -94,6 +98,56 @@ void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
                                                     : sums[i]);
 }
 
+void shoal::rt::cpu::argReduce(bool max, const Tensor &x, int64_t axis,
+                               bool selectLast, Tensor &out) {
+  const char *name = max ? "ArgMax" : "ArgMin";
+  if (axis < 0 || axis >= x.rank())
+    throw Error(fmt::format("{}: axis {} is out of range for {}", name, axis,
+                            x.type().str()));
+  const Shape &s = x.shape();
+  Shape kept = reduceShape(s, {axis}, true);
+  if (out.dtype() != DType::I64 ||
+      (out.shape() != kept && out.shape() != reduceShape(s, {axis}, false)))
+    checkOutput(out, DType::I64, kept, name);
+  if (isHalfDType(x.dtype())) // exact in f32
+    return argReduce(max, toF32(x), axis, selectLast, out);
+  int64_t outer = 1, n = s[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  if (n == 0 && outer * inner > 0)
+    throw Error(
+        fmt::format("{}: axis {} of {} is empty", name, axis, x.type().str()));
+  int64_t *po = out.data<int64_t>();
+  byNumericType(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Whether v beats the best so far (ties go to the later index with
+    // selectLast); NaN beats every number.
+    auto beats = [&](T v, T best) {
+      if constexpr (std::is_floating_point<T>::value) {
+        if (std::isnan(best))
+          return selectLast && std::isnan(v);
+        if (std::isnan(v))
+          return true;
+      }
+      if (v == best)
+        return selectLast;
+      return max ? v > best : v < best;
+    };
+    const T *px = x.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *src = px + o * n * inner + i;
+        int64_t arg = 0;
+        for (int64_t j = 1; j < n; ++j)
+          if (beats(src[j * inner], src[arg * inner]))
+            arg = j;
+        po[o * inner + i] = arg;
+      }
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
@@ -109,9 +163,15 @@ template <ReduceOp Op> SHOAL_CPU_KERNEL(reduceKernel) {
   reduce(Op, input(in, 0), op.attrs.axes, out[0]);
 }
 
+template <bool Max> SHOAL_CPU_KERNEL(argReduceKernel) {
+  argReduce(Max, input(in, 0), op.attrs.axis, op.attrs.selectLastIndex, out[0]);
+}
+
 } // namespace
 
 void shoal::rt::cpu::registerReductionKernels() {
   registerCpuKernel(OpKind::ReduceMean, reduceKernel<ReduceOp::Mean>);
   registerCpuKernel(OpKind::ReduceSum, reduceKernel<ReduceOp::Sum>);
+  registerCpuKernel(OpKind::ArgMax, argReduceKernel<true>);
+  registerCpuKernel(OpKind::ArgMin, argReduceKernel<false>);
 }

@@ -45,9 +45,30 @@ void shoal::rt::arithmeticRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({x.dtype, broadcastShape(x.shape, y.shape)});
 }
 
-/// Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid.
+/// Mod.
+void shoal::rt::modRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  const TensorType &y = *ctx.in(1);
+  if (x.dtype != y.dtype)
+    throw Error(
+        fmt::format("inputs have different dtypes ({})", ctx.typesStr()));
+  if (!isNumeric(x.dtype))
+    throw Error(
+        fmt::format("Mod is not supported on {} tensors", dtypeName(x.dtype)));
+  ctx.a().fmod = ctx.attrs.getBool("fmod", false);
+  ctx.expected.push_back({x.dtype, broadcastShape(x.shape, y.shape)});
+}
+
+/// Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid, HardSigmoid, HardSwish.
 void shoal::rt::activationRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
+  if (ctx.kind() == OpKind::HardSigmoid) {
+    ctx.a().alpha = ctx.attrs.getFloat("alpha", 0.2f);
+    ctx.a().beta = ctx.attrs.getFloat("beta", 0.5f);
+  } else if (ctx.kind() == OpKind::HardSwish) {
+    ctx.a().alpha = 1.f / 6.f;
+    ctx.a().beta = 0.5f;
+  }
   bool intOk = ctx.kind() == OpKind::Neg || ctx.kind() == OpKind::Relu;
   bool signedInt =
       x.dtype == DType::I64 || x.dtype == DType::I32 || x.dtype == DType::I8;

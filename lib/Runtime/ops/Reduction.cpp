@@ -37,6 +37,22 @@ void shoal::rt::reduceRule(TypeRuleContext &ctx) {
     for (int64_t d = 0; d < rank; ++d)
       axes.insert(d);
   a.axes.assign(axes.begin(), axes.end());
+  ctx.expected.push_back({x.dtype, reduceShape(x.shape, a.axes, a.keepdims)});
+}
+
+/// ArgMax, ArgMin.
+void shoal::rt::argReduceRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  if (!isNumeric(x.dtype))
+    throw Error(fmt::format("{} is not supported on {} tensors", ctx.op.kind(),
+                            dtypeName(x.dtype)));
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0)
+    throw Error("input must have rank >= 1");
+  a.axis = normalizeAxis(ctx.attrs.getInt("axis", 0), rank, "axis");
+  a.keepdims = ctx.attrs.getBool("keepdims", true);
+  a.selectLastIndex = ctx.attrs.getBool("select_last_index", false);
   ctx.expected.push_back(
-      {x.dtype, reduceShape(x.shape, a.axes, a.keepdims)});
+      {DType::I64, reduceShape(x.shape, {a.axis}, a.keepdims)});
 }

@@ -284,6 +284,89 @@ LogicalResult convertWhere(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// Clip(x, min?, max?) = Min(Max(x, min), max), NaN kept as Max/Min keep
+/// it; an absent bound is left out (none: the identity). The bounds may be
+/// constants or values. Opset 6's min/max attributes reach here as inputs
+/// (the version converter turns them into Constants).
+LogicalResult convertClip(Importer &im, const onnx::NodeProto &node) {
+  auto x = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(x) || failed(type))
+    return failure();
+  Value result = *x;
+  for (int i : {1, 2}) {
+    if (!Importer::hasInput(node, i))
+      continue;
+    auto bound = im.getInput(node, i);
+    if (failed(bound))
+      return failure();
+    if (cast<RankedTensorType>(bound->getType()).getNumElements() != 1)
+      return im.nodeError() << (i == 1 ? "min" : "max") << " '" << node.input(i)
+                            << "' must be a scalar";
+    if (i == 1)
+      result = im.builder().create<MaxOp>(im.loc(), *type, result, *bound);
+    else
+      result = im.builder().create<MinOp>(im.loc(), *type, result, *bound);
+  }
+  if (result == *x) {
+    im.setAlias(node, 0, 0);
+    return success();
+  }
+  im.setResult(node, 0, result);
+  return success();
+}
+
+/// Dropout in inference: the identity; a used mask output is all true.
+/// training_mode must be a constant false (or absent), or true with a
+/// constant ratio of 0; otherwise the ratio is not read.
+LogicalResult convertDropout(Importer &im, const onnx::NodeProto &node) {
+  if (Importer::hasInput(node, 2)) {
+    const onnx::TensorProto *mode = im.getConstantTensor(node, 2);
+    if (!mode)
+      return im.nodeError() << "training_mode '" << node.input(2)
+                            << "' must be a Constant or an initializer: "
+                               "shoal needs it at compile time";
+    auto value = im.convertTensorData(*mode);
+    if (failed(value))
+      return failure();
+    if (!value->getElementType().isInteger(1))
+      return im.nodeError() << "training_mode must be a bool";
+    bool training =
+        llvm::any_of(value->getValues<bool>(), [](bool b) { return b; });
+    // Training with a constant ratio of 0 drops nothing: the identity too.
+    bool zeroRatio = false;
+    if (const onnx::TensorProto *ratio = im.getConstantTensor(node, 1)) {
+      auto r = im.convertTensorData(*ratio);
+      if (failed(r))
+        return failure();
+      zeroRatio = isa<FloatType>(r->getElementType()) &&
+                  llvm::all_of(r->getValues<APFloat>(),
+                               [](const APFloat &f) { return f.isZero(); });
+    }
+    if (training && !zeroRatio)
+      return im.nodeError() << "Dropout in training mode (training_mode = "
+                               "true) is not supported yet; export the model "
+                               "in eval mode";
+  }
+  im.setAlias(node, 0, 0);
+  if (node.output_size() > 1 && !node.output(1).empty() &&
+      im.isOutputUsed(node, 1)) {
+    auto type = im.getResultType(node, 1);
+    if (failed(type))
+      return failure();
+    OpBuilder &b = im.builder();
+    auto scalar = RankedTensorType::get({}, b.getI1Type());
+    bool t = true;
+    Value yes = b.create<ConstantOp>(
+        im.loc(), scalar, DenseElementsAttr::get(scalar, llvm::ArrayRef(t)));
+    auto mask =
+        b.create<OnnxOp>(im.loc(), TypeRange{*type}, b.getStringAttr("Expand"),
+                         b.getDictionaryAttr({}), ValueRange{yes});
+    im.setResult(node, 1, mask->getResult(0));
+  }
+  return success();
+}
+
 /// Squeeze, Unsqueeze and Flatten only change the shape.
 LogicalResult convertReshapeLike(Importer &im, const onnx::NodeProto &node) {
   auto input = im.getInput(node, 0);
@@ -491,6 +574,10 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Or", convertBinary<OrOp>)
       .Case("Xor", convertBinary<XorOp>)
       .Case("Where", convertWhere)
+      .Case("Clip", convertClip)
+      .Case("Dropout", convertDropout)
+      .Cases("HardSigmoid", "HardSwish", "Mod", "ArgMax", "ArgMin",
+             convertGeneric)
       .Case("Squeeze", convertReshapeLike)
       .Case("Unsqueeze", convertReshapeLike)
       .Case("Flatten", convertReshapeLike)

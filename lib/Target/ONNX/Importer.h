@@ -86,6 +86,13 @@ public:
   mlir::FailureOr<llvm::SmallVector<int64_t>>
   getConstantInts(const onnx::NodeProto &node, int i, llvm::StringRef what);
 
+  /// The tensor of input `i` when it is a constant (an initializer or a
+  /// Constant node); null otherwise.
+  const onnx::TensorProto *getConstantTensor(const onnx::NodeProto &node,
+                                             int i) const {
+    return hasInput(node, i) ? findConstantTensor(node.input(i)) : nullptr;
+  }
+
   /// The tensor of a `Constant` node (its `value`, or one built from
   /// `value_float(s)` / `value_int(s)`); null after an error.
   const onnx::TensorProto *getConstantNodeTensor(const onnx::NodeProto &node);

@@ -738,6 +738,41 @@ ShardingRule OnnxOp::getShardingRule() {
   }
   if (type == "Expand" && op->getNumOperands() == 1)
     return getElementwiseShardingRule(op);
+  if (llvm::is_contained({"HardSigmoid", "HardSwish", "Mod"}, type))
+    return getElementwiseShardingRule(op);
+  if ((type == "ArgMax" || type == "ArgMin") && op->getNumOperands() == 1) {
+    // The reduced axis stays whole (an index into a block would be wrong);
+    // the other dimensions pass through.
+    rule.operands.clear();
+    rule.results.clear();
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+    int64_t inRank = in.size();
+    int64_t axis = onnxAxis(*this, inRank, 0);
+    bool keep = true;
+    if (auto k = getOnnxAttrs().getAs<IntegerAttr>("keepdims"))
+      keep = k.getInt() != 0;
+    TensorFactors inF, outF;
+    for (int64_t d = 0; d < inRank; ++d) {
+      if (d == axis) {
+        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+        if (keep)
+          outF.push_back({rule.addFactor(1, FactorKind::Blocked)});
+        continue;
+      }
+      int f = rule.addFactor(in[d]);
+      inF.push_back({f});
+      outF.push_back({f});
+    }
+    if (axis < 0 || (int64_t)outF.size() != rank) {
+      rule.operands.assign(1, {});
+      rule.results.assign(1, {});
+      blockEverything(rule, op);
+      return rule;
+    }
+    rule.operands.push_back(inF);
+    rule.results.push_back(outF);
+    return rule;
+  }
   // Anything else: computed whole on every rank.
   blockEverything(rule, op);
   return rule;
