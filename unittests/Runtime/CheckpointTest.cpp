@@ -790,6 +790,14 @@ TEST(TrainingPlan, ChecksWeightsAndPorts) {
   b.output("labels", 1, {kB, kT}, {}, plan::I64);
   EXPECT_HAS(error(b), "the loss output 'labels' is i64[4, 3]; it must be a "
                        "float32 scalar");
+  // grad_bucket_mb: absent is -1 (the runtime's default), else >= 0.
+  EXPECT_EQ(p.training.gradBucketMb, -1);
+  b = build();
+  b.plan.mutable_training()->set_grad_bucket_mb(0.5);
+  EXPECT_EQ(checkPlan(b.plan, "t.plan", 1, 0).training.gradBucketMb, 0.5);
+  b.plan.mutable_training()->set_grad_bucket_mb(-2);
+  EXPECT_HAS(error(b), "Plan.training.grad_bucket_mb is -2; expected a number "
+                       ">= 0 (MiB)");
 }
 
 TEST(TrainingPlan, SchedulesBackwardAndOnceTasks) {
