@@ -66,7 +66,7 @@ EXPECTED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
     "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
-    "Concat", "Slice", "Split",
+    "Concat", "Slice", "Split", "HardSigmoid", "HardSwish", "Clip",
 }
 
 
@@ -208,6 +208,25 @@ def cases(rng):
                   [("x", "w", n((4, 6))), ("split", "const", np.array([2, 4], np.int64))],
                   lambda v: v["x"][:, :2], lambda v: v["x"][:, :2], attrs={"axis": 1},
                   extra_outputs=["y_rest"]))
+    # Piecewise activations (values kept off their kinks): HardSigmoid and
+    # HardSwish (shoal.onnx), Clip (imported as Max and Min).
+    off_kinks = rng.uniform(-5.0, 5.0, size=(3, 8))
+    off_kinks[np.abs(np.abs(off_kinks) - 3.0) < 0.2] += 0.5
+    off_kinks[np.abs(np.abs(off_kinks) - 2.0) < 0.2] += 0.5
+    off_kinks[np.abs(off_kinks - 2.5) < 0.1] += 0.3
+    off_kinks[np.abs(off_kinks + 1.5) < 0.1] += 0.3
+    C.append(Case("HardSigmoid", "HardSigmoid", [("x", "w", off_kinks)],
+                  lambda v: np.clip(0.25 * v["x"] + 0.5, 0.0, 1.0),
+                  lambda v: torch.clamp(0.25 * v["x"] + 0.5, 0.0, 1.0),
+                  attrs={"alpha": 0.25, "beta": 0.5}))
+    C.append(Case("HardSwish", "HardSwish", [("x", "w", off_kinks)],
+                  lambda v: v["x"] * np.clip(v["x"] / 6.0 + 0.5, 0.0, 1.0),
+                  lambda v: torch.nn.functional.hardswish(v["x"])))
+    C.append(Case("Clip", "Clip", [("x", "w", off_kinks),
+                                   ("lo", "const", np.array(-1.5)),
+                                   ("hi", "const", np.array(2.5))],
+                  lambda v: np.clip(v["x"], -1.5, 2.5),
+                  lambda v: torch.clamp(v["x"], -1.5, 2.5)))
     cond = np.array(rng.integers(0, 2, size=(3, 4)), dtype=bool)
     C.append(Case("Where", "Where", [("cond", "in", cond), ("x", "w", n((3, 4))),
                                      ("y_", "w", n((4,)))],

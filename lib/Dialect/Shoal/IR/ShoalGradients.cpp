@@ -284,6 +284,37 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
                {g});
     return success();
   }
+  if (type == "HardSigmoid" || type == "HardSwish") {
+    // t = alpha x + beta; HardSigmoid = clamp(t, 0, 1), whose derivative is
+    // alpha inside (0, 1); HardSwish = x HardSigmoid(x) (alpha 1/6, beta
+    // 1/2), whose derivative is 2 alpha x + beta inside, 1 above, 0 below.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    GradBuilder gb{b, loc};
+    bool sigmoid = type == "HardSigmoid";
+    double alpha = sigmoid ? 0.2 : 1.0 / 6, beta = 0.5;
+    if (sigmoid) {
+      if (auto a = op.getOnnxAttrs().getAs<FloatAttr>("alpha"))
+        alpha = a.getValueAsDouble();
+      if (auto c = op.getOnnxAttrs().getAs<FloatAttr>("beta"))
+        beta = c.getValueAsDouble();
+    }
+    Value t = gb.add(gb.mul(x, gb.scalar(alpha, x)), gb.scalar(beta, x));
+    Value zero = gb.scalar(0.0, g), one = gb.scalar(1.0, g);
+    Value inside = gb.binary<AndOp>(gb.compare<GreaterOp>(t, zero),
+                                    gb.compare<LessOp>(t, one));
+    if (sigmoid) {
+      operandGrads[0] = gb.select(inside, gb.mul(g, gb.scalar(alpha, g)), zero);
+      return success();
+    }
+    Value slope =
+        gb.add(gb.mul(x, gb.scalar(2 * alpha, x)), gb.scalar(beta, x));
+    Value above = gb.select(gb.compare<GreaterOrEqualOp>(t, one), g, zero);
+    operandGrads[0] = gb.select(inside, gb.mul(g, slope), above);
+    return success();
+  }
   return noRule();
 }
 
