@@ -47,3 +47,15 @@ func.func @activations(%x: tensor<4x6xf32>) -> (tensor<4xi64>, tensor<1x6xi64>) 
   %j = shoal.onnx "ArgMin"(%m) {axis = 0 : i64} : (tensor<4x6xf32>) -> tensor<1x6xi64>
   return %i, %j : tensor<4xi64>, tensor<1x6xi64>
 }
+
+// Pad keeps the batch split when it pads other dimensions; padding the
+// split dimension gathers it first.
+// CHECK-LABEL: func.func @pad
+// CHECK: shoal.onnx "Pad"(%{{.*}}) {{.*}} : (tensor<2x6xf32>) -> tensor<2x9xf32>
+// CHECK: %[[G:.*]] = shoal.all_gather %{{.*}} dim 0 over ["dp"] : (tensor<2x6xf32>) -> tensor<4x6xf32>
+// CHECK: shoal.onnx "Pad"(%[[G]]) {{.*}} : (tensor<4x6xf32>) -> tensor<5x6xf32>
+func.func @pad(%x: tensor<4x6xf32>) -> (tensor<4x9xf32>, tensor<5x6xf32>) {
+  %a = shoal.onnx "Pad"(%x) {mode = "constant", pads = array<i64: 0, 1, 0, 2>} : (tensor<4x6xf32>) -> tensor<4x9xf32>
+  %b = shoal.onnx "Pad"(%x) {mode = "edge", pads = array<i64: 1, 0, 0, 0>} : (tensor<4x6xf32>) -> tensor<5x6xf32>
+  return %a, %b : tensor<4x9xf32>, tensor<5x6xf32>
+}

@@ -66,7 +66,7 @@ EXPECTED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
     "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
-    "Concat", "Slice", "Split", "HardSigmoid", "HardSwish", "Clip",
+    "Concat", "Slice", "Split", "Pad", "HardSigmoid", "HardSwish", "Clip",
 }
 
 
@@ -204,6 +204,10 @@ def cases(rng):
                    ("ends", "const", np.array([3, 5], np.int64)),
                    ("axes", "const", np.array([0, 1], np.int64))],
                   lambda v: v["x"][1:3, 2:5], lambda v: v["x"][1:3, 2:5]))
+    C.append(Case("Pad", "Pad",
+                  [("x", "w", n((3, 4))), ("pads", "const", np.array([1, 0, 0, 2], np.int64))],
+                  lambda v: np.pad(v["x"], ((1, 0), (0, 2))),
+                  lambda v: torch.nn.functional.pad(v["x"], (0, 2, 1, 0))))
     C.append(Case("Split", "Split",
                   [("x", "w", n((4, 6))), ("split", "const", np.array([2, 4], np.int64))],
                   lambda v: v["x"][:, :2], lambda v: v["x"][:, :2], attrs={"axis": 1},

@@ -316,6 +316,60 @@ LogicalResult convertClip(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// Pad(data, pads, constant_value?, axes?) {mode}: pads, constant_value and
+/// axes must be constants (an exporter with static shapes writes them so);
+/// they become the attributes of a shoal.onnx "Pad".
+LogicalResult convertPad(Importer &im, const onnx::NodeProto &node) {
+  OpBuilder &b = im.builder();
+  auto x = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(x) || failed(type))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  auto pads = im.getConstantInts(node, 1, "pads");
+  if (failed(pads))
+    return failure();
+  attrs.push_back(b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)));
+  std::string mode = "constant";
+  if (const onnx::AttributeProto *m = findAttr(node, "mode"))
+    mode = m->s();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return im.nodeError() << "mode '" << mode
+                          << "' is not supported (constant, reflect or edge)";
+  attrs.push_back(b.getNamedAttr("mode", b.getStringAttr(mode)));
+  if (Importer::hasInput(node, 2)) {
+    const onnx::TensorProto *value = im.getConstantTensor(node, 2);
+    if (!value)
+      return im.nodeError() << "constant_value '" << node.input(2)
+                            << "' must be a Constant or an initializer: "
+                               "shoal needs it at compile time";
+    auto data = im.convertTensorData(*value);
+    if (failed(data))
+      return failure();
+    if (data->getNumElements() != 1)
+      return im.nodeError() << "constant_value must be a scalar";
+    double v = 0;
+    if (isa<FloatType>(data->getElementType()))
+      v = (*data->getValues<APFloat>().begin()).convertToDouble();
+    else if (data->getElementType().isInteger(1))
+      v = *data->getValues<bool>().begin() ? 1.0 : 0.0;
+    else
+      v = static_cast<double>(
+          (*data->getValues<APInt>().begin()).getSExtValue());
+    attrs.push_back(b.getNamedAttr("constant_value", b.getF32FloatAttr(v)));
+  }
+  if (Importer::hasInput(node, 3)) {
+    auto axes = im.getConstantInts(node, 3, "axes");
+    if (failed(axes))
+      return failure();
+    attrs.push_back(b.getNamedAttr("axes", b.getDenseI64ArrayAttr(*axes)));
+  }
+  auto op = b.create<OnnxOp>(im.loc(), TypeRange{*type}, b.getStringAttr("Pad"),
+                             b.getDictionaryAttr(attrs), ValueRange{*x});
+  im.setResult(node, 0, op->getResult(0));
+  return success();
+}
+
 /// Dropout in inference: the identity; a used mask output is all true.
 /// training_mode must be a constant false (or absent), or true with a
 /// constant ratio of 0; otherwise the ratio is not read.
@@ -574,6 +628,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Or", convertBinary<OrOp>)
       .Case("Xor", convertBinary<XorOp>)
       .Case("Where", convertWhere)
+      .Case("Pad", convertPad)
       .Case("Clip", convertClip)
       .Case("Dropout", convertDropout)
       .Cases("HardSigmoid", "HardSwish", "Mod", "ArgMax", "ArgMin",

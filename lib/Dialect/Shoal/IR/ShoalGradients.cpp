@@ -284,6 +284,30 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
                {g});
     return success();
   }
+  if (type == "Pad") {
+    // Constant padding: the gradient cropped back, a Pad by the negated
+    // pads (negative pads crop).
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    auto mode = attrs.getAs<StringAttr>("mode");
+    if (mode && mode.getValue() != "constant")
+      return op.emitError() << "gradient of a Pad in mode '" << mode.getValue()
+                            << "' is not supported yet (only constant)";
+    SmallVector<int64_t> pads;
+    if (auto p = attrs.getAs<DenseI64ArrayAttr>("pads"))
+      for (int64_t v : p.asArrayRef())
+        pads.push_back(-v);
+    SmallVector<NamedAttribute> out{
+        b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+        b.getNamedAttr("mode", b.getStringAttr("constant"))};
+    if (auto axes = attrs.get("axes"))
+      out.push_back(b.getNamedAttr("axes", axes));
+    operandGrads[0] = onnxOp(b, loc, x.getType(), "Pad", out, {g});
+    return success();
+  }
   if (type == "HardSigmoid" || type == "HardSwish") {
     // t = alpha x + beta; HardSigmoid = clamp(t, 0, 1), whose derivative is
     // alpha inside (0, 1); HardSwish = x HardSigmoid(x) (alpha 1/6, beta

@@ -736,6 +736,41 @@ ShardingRule OnnxOp::getShardingRule() {
     rule.results.push_back(outF);
     return rule;
   }
+  if (type == "Pad" && op->getNumOperands() == 1) {
+    // Padded dimensions stay whole; the others pass through.
+    rule.operands.clear();
+    rule.results.clear();
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
+                      out = shapeOf(op->getResult(0));
+    SmallVector<int64_t> axes, pads;
+    if (auto p = getOnnxAttrs().getAs<DenseI64ArrayAttr>("pads"))
+      pads.assign(p.asArrayRef().begin(), p.asArrayRef().end());
+    if (auto a = getOnnxAttrs().getAs<DenseI64ArrayAttr>("axes"))
+      for (int64_t x : a.asArrayRef())
+        axes.push_back(normalizeAxis(x, rank));
+    else
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    SmallVector<bool> padded(rank, false);
+    size_t n = axes.size();
+    for (size_t k = 0; k < n && k + n < pads.size(); ++k)
+      if (pads[k] != 0 || pads[k + n] != 0)
+        padded[axes[k]] = true;
+    TensorFactors inF, outF;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (padded[d] || in[d] != out[d]) {
+        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+        outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
+      } else {
+        int f = rule.addFactor(in[d]);
+        inF.push_back({f});
+        outF.push_back({f});
+      }
+    }
+    rule.operands.push_back(inF);
+    rule.results.push_back(outF);
+    return rule;
+  }
   if (type == "Expand" && op->getNumOperands() == 1)
     return getElementwiseShardingRule(op);
   if (llvm::is_contained({"HardSigmoid", "HardSwish", "Mod"}, type))
