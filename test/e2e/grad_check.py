@@ -177,6 +177,15 @@ def cases(rng):
     C.append(Case("Gather", "Gather", [("data", "w", n((7, 4))), ("indices", "in", idx)],
                   lambda v: np.take(v["data"], v["indices"], axis=0),
                   lambda v: v["data"][v["indices"]], attrs={"axis": 0}))
+    # Along another axis (a transpose around the scatter-add), and a scalar
+    # index (x[:, -1], a last-token pooling).
+    idx1 = np.array([[2, 0], [4, 2]], dtype=np.int64)
+    C.append(Case("Gather_axis1", "Gather", [("data", "w", n((3, 5, 4))), ("indices", "in", idx1)],
+                  lambda v: np.take(v["data"], v["indices"], axis=1),
+                  lambda v: v["data"][:, v["indices"]], attrs={"axis": 1}))
+    C.append(Case("Gather_scalar_last", "Gather",
+                  [("data", "w", n((3, 5, 4))), ("indices", "const", np.array(4, np.int64))],
+                  lambda v: v["data"][:, 4], lambda v: v["data"][:, 4], attrs={"axis": 1}))
     C.append(Case("Reshape", "Reshape", [("x", "w", n((2, 3, 4))),
                                          ("shape", "const", np.array([3, 8], dtype=np.int64))],
                   lambda v: v["x"].reshape(3, 8), lambda v: v["x"].reshape(3, 8)))

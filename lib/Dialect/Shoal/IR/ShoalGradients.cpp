@@ -576,14 +576,41 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
         return success();
       })
       .Case([&](GatherOp o) -> LogicalResult {
-        int64_t rank = shapeOf(o.getData()).size();
+        // Along axis k: move k to the front (Transpose), scatter-add there
+        // (gather_grad, axis 0), and move it back. The gradient's index
+        // dimensions (k .. k + rank(indices) - 1) move to the front too.
+        Value data = o.getData();
+        ArrayRef<int64_t> ds = shapeOf(data);
+        int64_t rank = ds.size();
         int64_t axis = static_cast<int64_t>(o.getAxis());
-        if ((axis < 0 ? axis + rank : axis) != 0)
-          return o.emitError() << "gradient of a gather along axis " << axis
-                               << " is not supported yet "
-                               << "(axis 0, an embedding lookup, is)";
-        operandGrads[0] = b.create<GatherGradOp>(
-            o.getLoc(), o.getData().getType(), o.getIndices(), g);
+        if (axis < 0)
+          axis += rank;
+        if (axis == 0) {
+          operandGrads[0] = b.create<GatherGradOp>(o.getLoc(), data.getType(),
+                                                   o.getIndices(), g);
+          return success();
+        }
+        int64_t ir = shapeOf(o.getIndices()).size();
+        SmallVector<int64_t> dataPerm{axis}, gPerm;
+        for (int64_t d = 0; d < rank; ++d)
+          if (d != axis)
+            dataPerm.push_back(d);
+        for (int64_t d = 0; d < ir; ++d)
+          gPerm.push_back(axis + d);
+        for (int64_t d = 0; d < axis; ++d)
+          gPerm.push_back(d);
+        for (int64_t d = axis + ir; d < rank - 1 + ir; ++d)
+          gPerm.push_back(d);
+        SmallVector<int64_t> moved;
+        for (int64_t p : dataPerm)
+          moved.push_back(ds[p]);
+        Value scattered =
+            b.create<GatherGradOp>(o.getLoc(), gb.typeLike(moved, data),
+                                   o.getIndices(), gb.transpose(g, gPerm));
+        SmallVector<int64_t> inverse(rank);
+        for (auto [i, p] : llvm::enumerate(dataPerm))
+          inverse[p] = i;
+        operandGrads[0] = gb.transpose(scattered, inverse);
         return success();
       })
       .Case([&](SoftmaxCrossEntropyOp o) {
