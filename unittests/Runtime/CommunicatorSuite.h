@@ -17,8 +17,8 @@
 
 #include "Comm.h"
 #include "Communicator.h"
-#include "TestUtil.h"
 #include "Half.h"
+#include "TestUtil.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>

@@ -56,7 +56,8 @@ public:
       throw Error(fmt::format("internal error: arena view at {} of {} bytes "
                               "past the {} byte arena",
                               offset, type.numBytes(), arenaSize));
-    return Tensor::view(type, std::shared_ptr<uint8_t>(arena, arena.get() + offset));
+    return Tensor::view(type,
+                        std::shared_ptr<uint8_t>(arena, arena.get() + offset));
   }
 
   std::size_t bytesAllocated() const override { return allocated + arenaSize; }
@@ -70,9 +71,7 @@ public:
   void copyFromHost(const Tensor &host, Tensor &dst) override {
     copy(host, dst);
   }
-  void copyToHost(const Tensor &src, Tensor &host) override {
-    copy(src, host);
-  }
+  void copyToHost(const Tensor &src, Tensor &host) override { copy(src, host); }
   void copy(const Tensor &src, Tensor &dst) override {
     if (src.numBytes() != dst.numBytes())
       throw Error(fmt::format("internal error: copying {} into {}",

@@ -99,7 +99,8 @@ Tensor CudaDevice::arenaView(const TensorType &type, std::size_t offset) {
     throw Error(fmt::format("internal error: arena view at {} of {} bytes past "
                             "the {} byte arena",
                             offset, type.numBytes(), arenaSize));
-  return Tensor::view(type, std::shared_ptr<uint8_t>(arena, arena.get() + offset),
+  return Tensor::view(type,
+                      std::shared_ptr<uint8_t>(arena, arena.get() + offset),
                       MemoryKind::Cuda);
 }
 

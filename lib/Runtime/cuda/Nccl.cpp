@@ -185,8 +185,7 @@ public:
           checkNccl(ncclRecv(static_cast<char *>(out) + r * bytes, bytes,
                              ncclUint8, r, comm, stream),
                     "ncclRecv");
-      checkNccl(ncclSend(in, bytes, ncclUint8, root, comm, stream),
-                "ncclSend");
+      checkNccl(ncclSend(in, bytes, ncclUint8, root, comm, stream), "ncclSend");
       checkNccl(ncclGroupEnd(), "ncclGroupEnd");
     });
   }
@@ -235,8 +234,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator>
-shoal::rt::makeNcclWorld(Communicator &bootstrap, Device &device) {
+std::unique_ptr<Communicator> shoal::rt::makeNcclWorld(Communicator &bootstrap,
+                                                       Device &device) {
   auto *gpu = dynamic_cast<CudaDevice *>(&device);
   if (!gpu)
     throw Error("--comm nccl needs --backend cuda");

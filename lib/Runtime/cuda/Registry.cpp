@@ -41,12 +41,12 @@ void requireF32(const OpInfo &op, const Inputs &in, const Outputs &out) {
   for (const Tensor *t : in)
     if (t && t->dtype() != DType::F32 && t->dtype() != DType::I64 &&
         t->dtype() != DType::I32)
-      throw KernelUnsupported(fmt::format("{} on {}", op.kindName,
-                                          dtypeName(t->dtype())));
+      throw KernelUnsupported(
+          fmt::format("{} on {}", op.kindName, dtypeName(t->dtype())));
   for (const Tensor &t : out)
     if (t.defined() && t.dtype() != DType::F32)
-      throw KernelUnsupported(fmt::format("{} producing {}", op.kindName,
-                                          dtypeName(t.dtype())));
+      throw KernelUnsupported(
+          fmt::format("{} producing {}", op.kindName, dtypeName(t.dtype())));
 }
 
 const float *f(const Tensor *t) {
@@ -128,8 +128,8 @@ void gemm(CudaDevice &d, const void *a, const void *b, void *c, bool transA,
   // Column-major view: C^T = op(B)^T op(A)^T.
   check(cublasGemmStridedBatchedEx(
             d.blas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-            transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, inType,
-            ldb, s.strideB, a, inType, lda, s.strideA, &beta, c, CUDA_R_32F, n,
+            transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, inType, ldb,
+            s.strideB, a, inType, lda, s.strideA, &beta, c, CUDA_R_32F, n,
             static_cast<long long>(m) * n, static_cast<int>(s.batch),
             computeType, CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx");
@@ -156,9 +156,8 @@ void gemmKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   s.m = out[0].shape()[0];
   s.n = out[0].shape()[1];
   s.k = a.transA ? in[0]->shape()[0] : in[0]->shape()[1];
-  gemm(dev(ctx), in[0]->rawData(), in[1]->rawData(), out[0].rawData(),
-       a.transA, a.transB, a.alpha, s, in[0]->numElements(),
-       in[1]->numElements());
+  gemm(dev(ctx), in[0]->rawData(), in[1]->rawData(), out[0].rawData(), a.transA,
+       a.transB, a.alpha, s, in[0]->numElements(), in[1]->numElements());
   if (hasC)
     binary(cpu::BinaryOp::Add, DType::F32, out[0].rawData(), out[0].shape(),
            in[2]->rawData(), in[2]->shape(), out[0].rawData(), out[0].shape(),
@@ -240,8 +239,8 @@ void reduceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 void localSliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                       Outputs &out) {
   sliceBlock(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
-             op.attrs.dim, op.attrs.groupSize, ctx.groupIndex,
-             out[0].rawData(), dev(ctx).stream());
+             op.attrs.dim, op.attrs.groupSize, ctx.groupIndex, out[0].rawData(),
+             dev(ctx).stream());
 }
 
 void geluKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
@@ -293,20 +292,19 @@ void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   std::size_t scoreBytes = (batch * t * sk * 4 + 255) / 256 * 256;
   // Scores, probabilities and the 16-bit copies in the workspace.
   int64_t scoreElems = batch * t * sk;
-  std::size_t half = std::max(
-      halfScratchBytes(in[0]->numElements(), in[1]->numElements()),
-      halfScratchBytes(scoreElems, in[2]->numElements()));
+  std::size_t half =
+      std::max(halfScratchBytes(in[0]->numElements(), in[1]->numElements()),
+               halfScratchBytes(scoreElems, in[2]->numElements()));
   char *base = static_cast<char *>(d.workspace(2 * scoreBytes + half));
   float *scores = reinterpret_cast<float *>(base);
   float *probs = reinterpret_cast<float *>(base + scoreBytes);
   char *scratch = base + 2 * scoreBytes;
   MatmulShape s1{t, sk, dd, batch, t * dd, dd * sk, false};
   gemm(d, in[0]->rawData(), in[1]->rawData(), scores, false, false,
-       op.attrs.scale, s1, in[0]->numElements(), in[1]->numElements(),
-       scratch);
+       op.attrs.scale, s1, in[0]->numElements(), in[1]->numElements(), scratch);
   if (in.size() > 3 && in[3])
-    binary(cpu::BinaryOp::Add, DType::F32, scores, scoreShape,
-           in[3]->rawData(), in[3]->shape(), scores, scoreShape, d.stream());
+    binary(cpu::BinaryOp::Add, DType::F32, scores, scoreShape, in[3]->rawData(),
+           in[3]->shape(), scores, scoreShape, d.stream());
   softmax(scores, probs, scoreShape,
           static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
   MatmulShape s2{t, e, sk, batch, t * sk, sk * e, false};
