@@ -56,21 +56,9 @@ const OpInfo *shoal::rt::firstOpWithoutKernel(const LoadedPlan &plan,
   registerCpuKernels();
   if (backend == BackendKind::CUDA)
     registerCudaKernels();
-  for (const OpInfo &op : plan.ops) {
-    switch (op.kind) {
-    case OpKind::Send:
-    case OpKind::Recv:
-    case OpKind::AdamW:
-    case OpKind::SGD:
-    case OpKind::AllReduce:
-    case OpKind::AllGather:
-    case OpKind::AllToAll:
-      continue; // the scheduler's own
-    default:
-      if (!findKernel(op.kind, backend))
-        return &op;
-    }
-  }
+  for (const OpInfo &op : plan.ops)
+    if (!opKindHas(op.kind, kSchedulerOps) && !findKernel(op.kind, backend))
+      return &op;
   return nullptr;
 }
 

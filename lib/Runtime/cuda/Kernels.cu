@@ -94,49 +94,6 @@ bool aligned(const void *p, std::size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
 
-std::size_t dtypeBytes(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::I64:
-  case DType::F64:
-    return 8;
-  case DType::F16:
-  case DType::BF16:
-    return 2;
-  case DType::Bool:
-  case DType::I8:
-  case DType::U8:
-    return 1;
-  }
-  throw Error("unknown dtype");
-}
-
-const char *dtypeLabel(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::I64:
-    return "i64";
-  case DType::I32:
-    return "i32";
-  case DType::Bool:
-    return "bool";
-  case DType::F16:
-    return "f16";
-  case DType::BF16:
-    return "bf16";
-  case DType::F64:
-    return "f64";
-  case DType::I8:
-    return "i8";
-  case DType::U8:
-    return "u8";
-  }
-  return "?";
-}
-
 /// Row-major strides of `shape` right-aligned to `rank` dimensions, 0 where
 /// the dimension is broadcast (size 1 or missing).
 std::vector<int64_t> broadcastStrides(const Shape &shape, std::size_t rank) {
@@ -1033,7 +990,7 @@ void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
   case DType::U8:
     break;
   }
-  throw Error(std::string(name) + " is not supported on " + dtypeLabel(dtype) +
+  throw Error(std::string(name) + " is not supported on " + dtypeName(dtype) +
               " tensors on CUDA");
 }
 
@@ -1178,7 +1135,7 @@ void gather(const void *data, DType dtype, const Shape &dataShape,
   checkRank(indicesShape, "Gather");
   if (indexType != DType::I64 && indexType != DType::I32)
     throw Error(std::string("Gather: indices must be i64 or i32, got ") +
-                dtypeLabel(indexType));
+                dtypeName(indexType));
   if (axis < 0 || axis >= static_cast<int64_t>(dataShape.size()))
     throw Error("Gather: axis " + std::to_string(axis) +
                 " out of range for data " + shapeString(dataShape));
@@ -1188,7 +1145,7 @@ void gather(const void *data, DType dtype, const Shape &dataShape,
   for (std::size_t d = axis + 1; d < dataShape.size(); ++d)
     inner *= dataShape[d];
   int64_t numIdx = product(indicesShape);
-  uint64_t chunkBytes = static_cast<uint64_t>(inner) * dtypeBytes(dtype);
+  uint64_t chunkBytes = static_cast<uint64_t>(inner) * dtypeSize(dtype);
   if (outer == 0 || numIdx == 0 || chunkBytes == 0)
     return;
   std::size_t unit = widestUnit({chunkBytes, addr(data), addr(out)});

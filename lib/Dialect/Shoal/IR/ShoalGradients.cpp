@@ -192,14 +192,6 @@ Value sliceAlong(OpBuilder &b, Location loc, Value x, int64_t axis,
                 {x});
 }
 
-/// The axis attribute of an ONNX op, normalized to [0, rank).
-int64_t onnxAxis(OnnxOp op, int64_t rank, int64_t dflt) {
-  int64_t axis = dflt;
-  if (auto a = op.getOnnxAttrs().getAs<IntegerAttr>("axis"))
-    axis = a.getInt();
-  return axis < 0 ? axis + rank : axis;
-}
-
 /// Gradients of the ONNX ops that move data: Concat (slices of the result's
 /// gradient), Split (the concatenation of the results' gradients, zeros for
 /// unused results) and Slice with unit steps (the gradient padded with
@@ -213,7 +205,9 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     Value g = resultGrads.empty() ? Value() : resultGrads[0];
     if (!g)
       return success();
-    int64_t axis = onnxAxis(op, shapeOf(g).size(), 0);
+    int64_t axis = getOnnxAxis(op, shapeOf(g).size(), 0);
+    if (axis < 0)
+      return op.emitError() << "axis is out of range";
     int64_t offset = 0;
     for (auto [i, in] : llvm::enumerate(op.getInputs())) {
       int64_t size = shapeOf(in)[axis];
@@ -229,7 +223,9 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     Value x = op.getInputs()[0];
     if (!isFloat(x))
       return success();
-    int64_t axis = onnxAxis(op, shapeOf(x).size(), 0);
+    int64_t axis = getOnnxAxis(op, shapeOf(x).size(), 0);
+    if (axis < 0)
+      return op.emitError() << "axis is out of range";
     SmallVector<Value> parts;
     for (auto [i, r] : llvm::enumerate(op.getOutputs())) {
       Value g = i < resultGrads.size() ? resultGrads[i] : Value();

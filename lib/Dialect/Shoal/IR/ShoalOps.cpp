@@ -621,14 +621,14 @@ LogicalResult OnnxOp::verify() {
   return success();
 }
 
-namespace {
-/// An axis attribute of an OnnxOp, normalized; -1 if absent or invalid.
-int64_t onnxAxis(OnnxOp op, int64_t rank, int64_t dflt) {
+int64_t shoal::getOnnxAxis(OnnxOp op, int64_t rank, int64_t dflt) {
   int64_t axis = dflt;
   if (auto a = op.getOnnxAttrs().getAs<IntegerAttr>("axis"))
     axis = a.getInt();
   return normalizeAxis(axis, rank);
 }
+
+namespace {
 
 /// Every dimension of every operand and result gets its own blocked factor.
 void blockEverything(ShardingRule &rule, Operation *op, size_t firstOperand = 0,
@@ -704,7 +704,8 @@ ShardingRule OnnxOp::getShardingRule() {
           type)) {
     rule.operands.clear();
     rule.results.clear();
-    shareOutsideAxis(rule, op, onnxAxis(*this, rank, type == "TopK" ? -1 : 0));
+    shareOutsideAxis(rule, op,
+                     getOnnxAxis(*this, rank, type == "TopK" ? -1 : 0));
     return rule;
   }
   if (type == "Slice") {
@@ -782,7 +783,7 @@ ShardingRule OnnxOp::getShardingRule() {
     rule.results.clear();
     ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
     int64_t inRank = in.size();
-    int64_t axis = onnxAxis(*this, inRank, 0);
+    int64_t axis = getOnnxAxis(*this, inRank, 0);
     bool keep = true;
     if (auto k = getOnnxAttrs().getAs<IntegerAttr>("keepdims"))
       keep = k.getInt() != 0;

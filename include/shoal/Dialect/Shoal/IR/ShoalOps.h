@@ -41,4 +41,10 @@ buildGradient(mlir::Operation *op, mlir::OpBuilder &b,
 #define GET_OP_CLASSES
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h.inc"
 
+namespace shoal {
+/// The `axis` attribute of an ONNX op (`dflt` if absent), normalized into
+/// [0, rank); -1 if it is out of range.
+int64_t getOnnxAxis(OnnxOp op, int64_t rank, int64_t dflt);
+} // namespace shoal
+
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H
