@@ -812,9 +812,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     // --grad-bucket-mb, else the training config's grad_bucket_mb.
     double bucketMb = options.gradBucketMb >= 0 ? options.gradBucketMb
                                                 : plan->training.gradBucketMb;
+    // Finite and >= 0 (checked by the flag's parser and the plan loader);
+    // any size past 2^62 bytes is one bucket for everything.
     if (bucketMb >= 0)
-      executorOptions.gradBucketBytes =
-          static_cast<std::size_t>(bucketMb * (1 << 20));
+      executorOptions.gradBucketBytes = static_cast<std::size_t>(
+          std::min(bucketMb * (1 << 20), std::ldexp(1.0, 62)));
     exec = std::make_unique<Executor>(*plan, *device, executorOptions);
     // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
     for (const TransferInfo &t : plan->transfers) {
