@@ -10,6 +10,7 @@ onnx and numpy installed.
 """
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -243,6 +244,40 @@ def mpirun_cmd(mpirun, np_, argv):
 # Set for every mpirun: ranks yield the CPU while waiting, so oversubscribed
 # runs (more ranks than cores) do not crawl.
 MPI_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+
+
+COLLECTIVES = ("all_gather", "all_reduce", "all_to_all", "local_slice")
+
+
+def count_collectives(mlir_path):
+    """Collectives of a partitioned program (shoal-compile --emit-mlir), by
+    kind: {"all_gather": 2, ...} (every kind present, 0 if none)."""
+    with open(mlir_path) as f:
+        text = f.read()
+    counts = {k: 0 for k in COLLECTIVES}
+    for k in COLLECTIVES:
+        counts[k] = len(re.findall(r"\bshoal\.%s\b" % k, text))
+    return counts
+
+
+def check_collectives(mlir_path, expected):
+    """`expected`: list of "KIND=N" or "KIND<=N" strings. Prints the counts;
+    returns the list of violations (empty when every bound holds)."""
+    counts = count_collectives(mlir_path)
+    print("collectives: " + ", ".join("%s %d" % kv for kv in sorted(counts.items())))
+    bad = []
+    for e in expected:
+        m = re.fullmatch(r"(\w+)(<=|=)(\d+)", e)
+        if not m or m.group(1) not in counts:
+            bad.append("bad --expect-collectives entry %r (KIND=N or KIND<=N, "
+                       "KIND one of %s)" % (e, ", ".join(COLLECTIVES)))
+            continue
+        kind, op, n = m.group(1), m.group(2), int(m.group(3))
+        got = counts[kind]
+        if (op == "=" and got != n) or (op == "<=" and got > n):
+            bad.append("%s: %d in the partitioned program, expected %s%d"
+                       % (kind, got, op, n))
+    return bad
 
 
 def human_size(n):

@@ -6,8 +6,8 @@
 
 Config: nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model=64, nhead=4,
 dim_feedforward=128, dropout=0.1, activation="relu", batch_first=True,
-norm_first=False), num_layers=2), no mask. Input src float32 [2, 16, 64]
-(N(0, 1)), output out float32 [2, 16, 64].
+norm_first=False), num_layers=2), no mask. Input src float32 [4, 16, 64]
+(N(0, 1)), output out float32 [4, 16, 64].
 
 About the "fast path" in torch 1.13: in eval mode, TransformerEncoderLayer
 calls the fused kernel torch._transformer_encoder_layer_fwd unless autograd
@@ -38,7 +38,7 @@ D_MODEL = 64
 NHEAD = 4
 DIM_FF = 128
 LAYERS = 2
-BATCH = 2
+BATCH = 4
 SEQ = 16
 
 

@@ -42,7 +42,16 @@ struct SpecScope {
   std::vector<SpecPattern> patterns;
 };
 
+/// Settings of one graph input (`inputs:` in the spec).
+struct SpecInput {
+  std::string name;
+  int line;
+  int64_t batchDim = 0;
+  int batchDimLine = -1;
+};
+
 struct Spec {
+  std::vector<SpecInput> inputs;
   Strategy defaultStrategy = Strategy::replicate;
   int64_t numMicroBatch = 1;
   std::string schedule = "gpipe";
@@ -99,10 +108,11 @@ private:
     for (auto kv : root) {
       std::string key = kv.first.as<std::string>();
       if (key != "version" && key != "default" && key != "scopes" &&
-          key != "pipeline")
+          key != "pipeline" && key != "inputs")
         return fail(lineOf(kv.first),
                     "unknown key '" + key +
-                        "' (expected version, default, pipeline, scopes)");
+                        "' (expected version, default, pipeline, inputs, "
+                        "scopes)");
     }
     if (!root["version"] || root["version"].as<std::string>() != "1")
       return fail(root["version"] ? lineOf(root["version"]) : 0,
@@ -151,6 +161,37 @@ private:
       if (spec.schedule == "interleaved" && spec.virtualStages < 2)
         return fail(lineOf(pipe), "schedule: interleaved needs "
                                   "virtual_stages of at least 2");
+    }
+    if (auto ins = root["inputs"]) {
+      if (!ins.IsMap())
+        return fail(lineOf(ins), "'inputs' must be a mapping from graph "
+                                 "input names to settings, e.g. "
+                                 "{src: {batch_dim: 1}}");
+      for (auto kv : ins) {
+        SpecInput in;
+        in.name = kv.first.as<std::string>();
+        in.line = lineOf(kv.first);
+        if (!kv.second.IsMap())
+          return fail(lineOf(kv.second), "input '" + in.name +
+                                             "': expected a mapping such as "
+                                             "{batch_dim: 1}");
+        for (auto setting : kv.second) {
+          std::string key = setting.first.as<std::string>();
+          if (key != "batch_dim")
+            return fail(lineOf(setting.first), "unknown key '" + key +
+                                                   "' of input '" + in.name +
+                                                   "' (expected batch_dim)");
+        }
+        if (auto bd = kv.second["batch_dim"]) {
+          in.batchDim = bd.as<int64_t>();
+          in.batchDimLine = lineOf(bd);
+          if (in.batchDim < 0)
+            return fail(in.batchDimLine, "batch_dim of input '" + in.name +
+                                             "' must be non-negative, got " +
+                                             std::to_string(in.batchDim));
+        }
+        spec.inputs.push_back(std::move(in));
+      }
     }
     auto scopes = root["scopes"];
     if (!scopes)
@@ -259,8 +300,48 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     return failure(r.wasInterrupted());
   }
 
+  /// `inputs:` of the spec: the batch dimension of named graph inputs.
+  LogicalResult applyInputs(ModuleOp module, const Spec &spec) {
+    for (const SpecInput &in : spec.inputs) {
+      bool found = false;
+      std::string names;
+      for (auto func : module.getOps<func::FuncOp>()) {
+        if (func.isExternal())
+          continue;
+        for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+          auto name = func.getArgAttrOfType<StringAttr>(i, "shoal.name");
+          if (!name)
+            continue;
+          names += (names.empty() ? "" : ", ") + name.getValue().str();
+          if (name.getValue() != in.name)
+            continue;
+          found = true;
+          auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+          if (!type || in.batchDim >= type.getRank())
+            return emitError(module.getLoc())
+                   << specPath << ":" << in.batchDimLine + 1 << ": batch_dim "
+                   << in.batchDim << " of input '" << in.name
+                   << "' is out of range: the input has rank "
+                   << (type ? type.getRank() : 0);
+          func.setArgAttr(
+              i, ShoalDialect::kBatchDimAttr,
+              IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                               in.batchDim));
+        }
+      }
+      if (!found)
+        return emitError(module.getLoc())
+               << specPath << ":" << in.line + 1 << ": '" << in.name
+               << "' is not a graph input (graph inputs: "
+               << (names.empty() ? "none" : names) << ")";
+    }
+    return success();
+  }
+
   LogicalResult apply(ModuleOp module, Spec &spec) {
     MLIRContext *ctx = module.getContext();
+    if (failed(applyInputs(module, spec)))
+      return failure();
     // Which scope (and pattern line) claimed each op.
     llvm::DenseMap<Operation *, std::pair<SpecScope *, int>> claimed;
     bool ok = true;

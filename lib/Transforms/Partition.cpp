@@ -61,10 +61,53 @@ struct TaskGraphPartitioner {
     SmallVector<SmallVector<StringRef>> cur;
     for (unsigned d = 0; d < rank; ++d)
       cur.push_back(from.getDimAxes(d));
+    SmallVector<int64_t> curOuter;
+    for (unsigned d = 0; d < rank; ++d)
+      curOuter.push_back(from.getDimOuter(d));
     Value out = v;
     auto localOf = [&]() {
       return getLocalType(type, ShardingAttr::get(ctx, cur), mesh);
     };
+    auto sameAsTarget = [&](unsigned d) {
+      return cur[d] == to.getDimAxes(d) && curOuter[d] == to.getDimOuter(d);
+    };
+    // The local value with dimension d viewed as its `runs` strided runs:
+    // [..., runs, size / runs, ...] (a reshape, no data movement).
+    auto viewRuns = [&](unsigned d, int64_t runs) {
+      SmallVector<int64_t> shape(localOf().getShape());
+      shape[d] /= runs;
+      shape.insert(shape.begin() + d, runs);
+      return b.create<ReshapeOp>(
+          loc, RankedTensorType::get(shape, type.getElementType()), out);
+    };
+    auto microBatchError = [&](unsigned d) {
+      // Micro-batches run one after another: nothing holds them all.
+      emitError(loc) << "dimension " << d
+                     << " is split into micro-batches here but needed whole "
+                        "(as "
+                     << to
+                     << "); an op that mixes the samples of a batch "
+                        "cannot run on micro-batches";
+      failedReshard = true;
+    };
+    // A strided dimension that changes is gathered whole, each run at once:
+    // all_gather the runs' blocks, then merge the runs again.
+    for (unsigned d = 0; d < rank; ++d) {
+      if (curOuter[d] == 1 || sameAsTarget(d))
+        continue;
+      if (llvm::is_contained(cur[d], ShoalDialect::kMicroBatchAxis))
+        microBatchError(d);
+      Value runs = viewRuns(d, curOuter[d]);
+      SmallVector<int64_t> shape(
+          cast<RankedTensorType>(runs.getType()).getShape());
+      shape[d + 1] *= getAxesSize(mesh, cur[d]);
+      Value gathered = b.create<AllGatherOp>(
+          loc, RankedTensorType::get(shape, type.getElementType()), runs, d + 1,
+          b.getStrArrayAttr(cur[d]));
+      cur[d].clear();
+      curOuter[d] = 1;
+      out = b.create<ReshapeOp>(loc, localOf(), gathered);
+    }
     // A dimension whose target axes extend its current ones (["dp"] ->
     // ["dp", "tp"]) is only sliced further; any other change is gathered
     // first.
@@ -85,7 +128,7 @@ struct TaskGraphPartitioner {
     // One dimension giving up its minor axes X while another takes X as its
     // minor axes is an all_to_all (expert dispatch and combine).
     for (unsigned c = 0; c < rank; ++c) {
-      if (!coarsens(c))
+      if (!coarsens(c) || curOuter[c] > 1 || to.getDimOuter(c) > 1)
         continue;
       SmallVector<StringRef> moved(cur[c].begin() + to.getDimAxes(c).size(),
                                    cur[c].end());
@@ -93,7 +136,8 @@ struct TaskGraphPartitioner {
         continue;
       for (unsigned s = 0; s < rank; ++s) {
         SmallVector<StringRef> target = to.getDimAxes(s);
-        if (s == c || target.size() != cur[s].size() + moved.size() ||
+        if (s == c || curOuter[s] > 1 || to.getDimOuter(s) > 1 ||
+            target.size() != cur[s].size() + moved.size() ||
             type.getDimSize(s) % getAxesSize(mesh, target) != 0 ||
             type.getDimSize(c) % getAxesSize(mesh, cur[c]) != 0 ||
             !llvm::equal(cur[s], ArrayRef<StringRef>(target).take_front(
@@ -109,20 +153,13 @@ struct TaskGraphPartitioner {
       }
     }
     for (unsigned d = 0; d < rank; ++d) {
-      if (cur[d].empty() || cur[d] == to.getDimAxes(d) || refines(d))
+      bool toStrided = to.getDimOuter(d) > 1;
+      if (cur[d].empty() || sameAsTarget(d) || (!toStrided && refines(d)))
         continue;
-      size_t keep = coarsens(d) ? to.getDimAxes(d).size() : 0;
+      size_t keep = !toStrided && coarsens(d) ? to.getDimAxes(d).size() : 0;
       SmallVector<StringRef> axes(cur[d].begin() + keep, cur[d].end());
-      if (llvm::is_contained(axes, ShoalDialect::kMicroBatchAxis)) {
-        // Micro-batches run one after another: nothing holds them all.
-        emitError(loc) << "dimension " << d
-                       << " is split into micro-batches here but needed whole "
-                          "(as "
-                       << to
-                       << "); an op that mixes the samples of a batch "
-                          "cannot run on micro-batches";
-        failedReshard = true;
-      }
+      if (llvm::is_contained(axes, ShoalDialect::kMicroBatchAxis))
+        microBatchError(d);
       int64_t blocks = getAxesSize(mesh, cur[d]);
       bool uneven = type.getDimSize(d) % blocks != 0;
       if (uneven && keep != 0) {
@@ -153,8 +190,22 @@ struct TaskGraphPartitioner {
     }
     for (unsigned d = 0; d < rank; ++d) {
       SmallVector<StringRef> target = to.getDimAxes(d);
-      if (cur[d] == target)
+      if (sameAsTarget(d))
         continue;
+      if (int64_t runs = to.getDimOuter(d); runs > 1) {
+        // Slice a block of every run (the dimension is whole here).
+        Value view = viewRuns(d, runs);
+        SmallVector<int64_t> shape(
+            cast<RankedTensorType>(view.getType()).getShape());
+        shape[d + 1] /= getAxesSize(mesh, target);
+        Value sliced = b.create<LocalSliceOp>(
+            loc, RankedTensorType::get(shape, type.getElementType()), view,
+            d + 1, b.getStrArrayAttr(target));
+        cur[d] = target;
+        curOuter[d] = runs;
+        out = b.create<ReshapeOp>(loc, localOf(), sliced);
+        continue;
+      }
       SmallVector<StringRef> extra(target.begin() + cur[d].size(),
                                    target.end());
       cur[d] = target;
@@ -247,6 +298,7 @@ struct TaskGraphPartitioner {
     // plan export reads (weights' and outputs' shardings).
     for (Operation &op : body) {
       op.removeAttr(ShoalDialect::kFactorShardingAttr);
+      op.removeAttr(kFactorOuterAttr);
       if (!isa<WeightOp>(op))
         op.removeAttr(ShoalDialect::kShardingAttr);
     }
@@ -261,9 +313,10 @@ struct TaskGraphPartitioner {
     if (axes.size() != rule.getNumFactors())
       return op->emitError() << "has no factor shardings; run "
                                 "shoal-propagate-sharding first";
+    FactorOuter outer = getFactorOuter(op, axes.size());
     for (OpOperand &use : op->getOpOperands()) {
-      ShardingAttr need =
-          shardingFromFactors(ctx, rule.operands[use.getOperandNumber()], axes);
+      ShardingAttr need = shardingFromFactors(
+          ctx, rule, rule.operands[use.getOperandNumber()], axes, outer);
       use.set(reshard(b, op->getLoc(), use.get(), layoutOf(use.get()), need));
     }
     auto resultSh = op->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);

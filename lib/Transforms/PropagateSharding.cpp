@@ -238,11 +238,23 @@ struct PropagateShardingPass
     }
   }
 
-  /// The batch size: dimension 0 of the first graph input of rank >= 1.
+  /// The batch dimension of graph input `i`: 0 unless the spec's
+  /// `inputs:` gave another (`shoal.batch_dim`).
+  static int64_t getBatchDim(func::FuncOp func, unsigned i) {
+    if (auto a =
+            func.getArgAttrOfType<IntegerAttr>(i, ShoalDialect::kBatchDimAttr))
+      return a.getInt();
+    return 0;
+  }
+
+  /// The batch size: the batch dimension of the first graph input of
+  /// rank >= 1.
   static int64_t getBatchSize(func::FuncOp func) {
-    for (Type t : func.getArgumentTypes())
-      if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0)
-        return rt.getDimSize(0);
+    for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+      if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
+        int64_t d = getBatchDim(func, i);
+        return d < rt.getRank() ? rt.getDimSize(d) : -1;
+      }
     return -1;
   }
 
@@ -324,27 +336,29 @@ struct PropagateShardingPass
               })))
             return failure();
         } else {
-          // Whale splits the batch, dimension 0 of the inputs. Inputs whose
-          // dimension 0 is not the batch size (masks, tables) stay whole.
+          // Whale splits the batch, dimension 0 of the inputs (or the one
+          // the spec names). Inputs whose batch dimension is not the batch
+          // size (masks, tables) stay whole.
           SmallVector<SmallVector<StringRef>> dims(type.getRank());
-          if (type.getRank() > 0 && !batchAxes.empty() &&
-              type.getDimSize(0) == getBatchSize(func)) {
+          int64_t bd = getBatchDim(func, arg.getArgNumber());
+          if (bd < type.getRank() && !batchAxes.empty() &&
+              type.getDimSize(bd) == getBatchSize(func)) {
             int64_t n = getAxesSize(mesh, batchAxes);
-            if (type.getDimSize(0) % n != 0) {
+            if (type.getDimSize(bd) % n != 0) {
               std::string parts;
               for (StringRef a : batchAxes)
                 parts += (parts.empty() ? "" : " x ") + a.str() + "=" +
                          std::to_string(mesh.getAxisSize(a));
               return tg.emitError()
                      << "graph input '" << inputName << "' has batch dimension "
-                     << type.getDimSize(0)
+                     << type.getDimSize(bd)
                      << ", which cannot be split evenly into " << n
                      << " parts (" << parts
                      << "; mb: micro-batches, dp: data-parallel replicas, tp: "
                         "a replicate scope's devices) in TaskGraph '"
                      << tg.getSymName() << "'";
             }
-            dims[0] = batchAxes;
+            dims[bd] = batchAxes;
           }
           s = ShardingAttr::get(ctx, dims);
           func.setArgAttr(arg.getArgNumber(), ShoalDialect::kShardingAttr, s);
@@ -384,7 +398,17 @@ struct PropagateShardingPass
     SmallVector<Attribute> outShardings;
     for (auto [v, r] :
          llvm::zip(tg.getYield().getOperands(), tg.getResults())) {
+      // Strided layouts stay on the TaskGraph's ranks: in training, a value
+      // saved for the backward of the same stage keeps its layout; anything
+      // else leaves in blocks.
       ShardingAttr s = getValueSharding(v);
+      bool staysHere = training && !r.use_empty() &&
+                       llvm::all_of(r.getUsers(), [&](Operation *u) {
+                         auto other = dyn_cast<TaskGraphOp>(u);
+                         return other && samePlacement(other, tg);
+                       });
+      if (!staysHere)
+        s = dropStrided(s);
       auto type = cast<RankedTensorType>(v.getType());
       bool even = true;
       for (unsigned d = 0; d < type.getRank(); ++d)
@@ -414,6 +438,30 @@ struct PropagateShardingPass
       for (const DimFactors &df : tf)
         inResults.insert(df.begin(), df.end());
 
+    FactorOuter outer(rule.getNumFactors(), 1);
+    // A factor split in a dimension where it is not the major factor (or
+    // split in strided runs) gives strided layouts. Weights are only ever
+    // loaded in blocks, so no weight may hold such a factor; and a
+    // dimension carries one split factor at most.
+    auto inWeight = [&](int f) {
+      for (auto [k, v] : llvm::enumerate(op->getOperands()))
+        if (isWeightLike(v))
+          for (const DimFactors &df : rule.operands[k])
+            if (llvm::is_contained(df, f))
+              return true;
+      return false;
+    };
+    auto sharesDimWithSplit = [&](int f) {
+      for (const auto *group : {&rule.operands, &rule.results})
+        for (const TensorFactors &tf : *group)
+          for (const DimFactors &df : tf)
+            if (llvm::is_contained(df, f))
+              for (int g : df)
+                if (g != f && !axes[g].empty())
+                  return true;
+      return false;
+    };
+
     // Activations bring their shardings; the first operand wins conflicts
     // (the others are resharded by shoal-partition).
     for (auto [k, v] : llvm::enumerate(op->getOperands())) {
@@ -425,14 +473,39 @@ struct PropagateShardingPass
         SmallVector<StringRef> a = s.getDimAxes(d);
         if (a.empty() || df.empty())
           continue;
-        int f = df.front();
-        if (rule.factorKinds[f] == FactorKind::Blocked ||
-            rule.isMinorSomewhere(f) || !axes[f].empty() ||
+        // The factor the split lies on: the one starting where the
+        // dimension's outer runs end (the major factor of a plain split),
+        // itself strided if the runs end inside it.
+        int64_t o = s.getDimOuter(d), before = 1;
+        int f = -1;
+        int64_t fo = 1;
+        for (int g : df) {
+          int64_t size = rule.factorSizes[g];
+          if (o == before) {
+            f = g;
+            break;
+          }
+          if (o % before == 0 && o < before * size &&
+              size % (o / before) == 0) {
+            f = g;
+            fo = o / before;
+            break;
+          }
+          before *= size;
+        }
+        if (f < 0)
+          continue;
+        bool strided = fo > 1 || rule.isMinorSomewhere(f);
+        int64_t n = getAxesSize(mesh, a);
+        if (rule.factorKinds[f] == FactorKind::Blocked || !axes[f].empty() ||
             llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
-            (rule.factorSizes[f] % getAxesSize(mesh, a) != 0 &&
+            (strided && (rule.factorSizes[f] % (fo * n) != 0 || inWeight(f) ||
+                         sharesDimWithSplit(f))) ||
+            (!strided && rule.factorSizes[f] % n != 0 &&
              !carriesUneven(op, rule, f)))
           continue;
         axes[f] = a;
+        outer[f] = fo;
         used.insert(a.begin(), a.end());
       }
     }
@@ -515,6 +588,22 @@ struct PropagateShardingPass
       }
     }
 
+    // A dimension holds one split factor at most (the first one split).
+    for (const auto *group : {&rule.operands, &rule.results})
+      for (const TensorFactors &tf : *group)
+        for (const DimFactors &df : tf) {
+          bool seen = false;
+          for (int g : df) {
+            if (axes[g].empty())
+              continue;
+            if (seen) {
+              axes[g].clear();
+              outer[g] = 1;
+            }
+            seen = true;
+          }
+        }
+
     // Heads and other split factors must divide evenly wherever they go:
     // a factor carried from an activation was checked above.
     SmallVector<Attribute> factorAttrs;
@@ -522,16 +611,18 @@ struct PropagateShardingPass
     for (auto &a : axes)
       factorAttrs.push_back(b.getStrArrayAttr(a));
     op->setAttr(ShoalDialect::kFactorShardingAttr, b.getArrayAttr(factorAttrs));
+    if (llvm::any_of(outer, [](int64_t o) { return o > 1; }))
+      op->setAttr(kFactorOuterAttr, b.getDenseI64ArrayAttr(outer));
     SmallVector<Attribute> results;
     for (const TensorFactors &tf : rule.results)
-      results.push_back(shardingFromFactors(ctx, tf, axes));
+      results.push_back(shardingFromFactors(ctx, rule, tf, axes, outer));
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
       if (auto w = v.getDefiningOp<WeightOp>(); w && !hasDecidedLayout(v))
-        w->setAttr(
-            ShoalDialect::kShardingAttr,
-            b.getArrayAttr({shardingFromFactors(ctx, rule.operands[k], axes)}));
+        w->setAttr(ShoalDialect::kShardingAttr,
+                   b.getArrayAttr({dropStrided(shardingFromFactors(
+                       ctx, rule, rule.operands[k], axes, outer))}));
     return success();
   }
 };

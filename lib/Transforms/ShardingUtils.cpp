@@ -18,16 +18,46 @@ FactorAxes shoal::getFactorAxes(Operation *op) {
   return result;
 }
 
+FactorOuter shoal::getFactorOuter(Operation *op, size_t numFactors) {
+  FactorOuter result(numFactors, 1);
+  if (auto list = op->getAttrOfType<DenseI64ArrayAttr>(kFactorOuterAttr))
+    for (auto [f, o] : llvm::enumerate(list.asArrayRef()))
+      if (f < numFactors)
+        result[f] = o;
+  return result;
+}
+
 ShardingAttr shoal::shardingFromFactors(MLIRContext *ctx,
+                                        const ShardingRule &rule,
                                         const TensorFactors &dims,
-                                        const FactorAxes &axes) {
+                                        const FactorAxes &axes,
+                                        ArrayRef<int64_t> outer) {
   SmallVector<SmallVector<StringRef>> perDim;
+  SmallVector<int64_t> outers;
   for (const DimFactors &df : dims) {
     auto &d = perDim.emplace_back();
-    if (!df.empty() && df.front() < (int)axes.size())
-      d = axes[df.front()];
+    int64_t &o = outers.emplace_back(1);
+    int64_t before = 1;
+    for (int f : df) {
+      if (f < (int)axes.size() && !axes[f].empty()) {
+        d = axes[f];
+        o = before * (f < (int)outer.size() ? outer[f] : 1);
+        break;
+      }
+      before *= rule.factorSizes[f];
+    }
   }
-  return ShardingAttr::get(ctx, perDim);
+  return ShardingAttr::get(ctx, perDim, outers);
+}
+
+ShardingAttr shoal::dropStrided(ShardingAttr s) {
+  if (!s.isStrided())
+    return s;
+  SmallVector<SmallVector<StringRef>> dims;
+  for (unsigned d = 0; d < s.getDims().size(); ++d)
+    dims.push_back(s.getDimOuter(d) > 1 ? SmallVector<StringRef>()
+                                        : s.getDimAxes(d));
+  return ShardingAttr::get(s.getContext(), dims);
 }
 
 ShardingAttr shoal::getValueSharding(Value v) {
@@ -83,6 +113,12 @@ shoal::verifySharding(ShardingAttr sharding, RankedTensorType type,
         return emitError() << "dimension " << d << " uses mesh axis '" << a
                            << "', which the mesh does not have";
     int64_t n = getAxesSize(mesh, axes);
+    int64_t outer = sharding.getDimOuter(d);
+    if (outer > 1 && (type.getDimSize(d) % outer != 0 ||
+                      (type.getDimSize(d) / outer) % n != 0))
+      return emitError() << "dimension " << d << " of size "
+                         << type.getDimSize(d) << " cannot be split in "
+                         << outer << " runs of " << n << " blocks each";
     if (type.getDimSize(d) % n != 0)
       return emitError() << "dimension " << d << " of size "
                          << type.getDimSize(d)

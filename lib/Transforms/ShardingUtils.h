@@ -10,14 +10,35 @@ namespace shoal {
 /// Mesh axes that split each factor of an op's sharding rule.
 using FactorAxes = llvm::SmallVector<llvm::SmallVector<llvm::StringRef>>;
 
+/// Outer count of each factor of an op's sharding rule: a factor split
+/// over its axes in `outer` consecutive runs, a block of each per rank
+/// (1: a plain block split). See ShardingAttr.
+using FactorOuter = llvm::SmallVector<int64_t>;
+
+/// Name of the op attribute holding the factors' outer counts (absent when
+/// all are 1).
+inline constexpr llvm::StringLiteral kFactorOuterAttr = "shoal.factor_outer";
+
 /// Reads `shoal.factor_sharding` of an op (empty if absent).
 FactorAxes getFactorAxes(mlir::Operation *op);
 
+/// Reads `shoal.factor_outer` of an op: `numFactors` entries, 1 if absent.
+FactorOuter getFactorOuter(mlir::Operation *op, size_t numFactors);
+
 /// The sharding a tensor with the given factors has under `axes`: each
-/// dimension takes the axes of its major factor.
+/// dimension takes the axes of its first split factor. A dimension whose
+/// split factor is not its major one (or is itself strided) is strided:
+/// its outer count is the product of the sizes of the factors before it,
+/// times the factor's own outer count.
 ShardingAttr shardingFromFactors(mlir::MLIRContext *ctx,
+                                 const ShardingRule &rule,
                                  const TensorFactors &dims,
-                                 const FactorAxes &axes);
+                                 const FactorAxes &axes,
+                                 llvm::ArrayRef<int64_t> outer = {});
+
+/// `s` with every strided dimension made whole (what leaves a TaskGraph,
+/// crosses a bridge or reaches a weight: they only know block splits).
+ShardingAttr dropStrided(ShardingAttr s);
 
 /// Sharding of a value as recorded by shoal-propagate-sharding: on the
 /// defining op's `shoal.sharding`, or on the TaskGraph for block arguments.

@@ -10,6 +10,9 @@
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_bad_key.yaml" 2>&1 | FileCheck %s --check-prefix=PIPEKEY
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_virtual_no_interleave.yaml" 2>&1 | FileCheck %s --check-prefix=VNOINT
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp_interleave_no_virtual.yaml" 2>&1 | FileCheck %s --check-prefix=INTNOV
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_input_unknown.yaml" 2>&1 | FileCheck %s --check-prefix=INPUTNAME
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_input_bad_dim.yaml" 2>&1 | FileCheck %s --check-prefix=INPUTDIM
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_input_bad_key.yaml" 2>&1 | FileCheck %s --check-prefix=INPUTKEY
 
 // NOMATCH: spec_nomatch.yaml:3: pattern '/nothing/*' of scope 'blocks' matches no node
 // TWICE: spec_twice.yaml:4: node '/fc1/Gemm' is claimed by scope 'a' (line 3) and by scope 'b'
@@ -21,6 +24,9 @@
 // SCHEDULE: spec_pp_bad_schedule.yaml:2: schedule must be gpipe, 1f1b or interleaved, got 'zb'
 // PIPEKEY: spec_pp_bad_key.yaml:2: unknown pipeline key 'chunks' (expected num_micro_batch, schedule, virtual_stages)
 // VNOINT: spec_pp_virtual_no_interleave.yaml:3: virtual_stages needs schedule: interleaved
+// INPUTNAME: spec_input_unknown.yaml:3: 'src' is not a graph input (graph inputs: x)
+// INPUTDIM: spec_input_bad_dim.yaml:4: batch_dim 5 of input 'x' is out of range: the input has rank 2
+// INPUTKEY: spec_input_bad_key.yaml:3: unknown key 'batch_axis' of input 'x' (expected batch_dim)
 // INTNOV: spec_pp_interleave_no_virtual.yaml:3: schedule: interleaved needs virtual_stages of at least 2
 
 func.func @undeclared(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -144,6 +144,10 @@ def main(argv=None):
                     help="also write a Chrome trace of the sharded run and check "
                          "it has a track with work for every rank, and that a "
                          "pipeline reports its bubble")
+    ap.add_argument("--expect-collectives", metavar="KIND=N", action="append", default=[],
+                    help="bound on the collectives of the sharded plan's partitioned "
+                         "program (KIND=N or KIND<=N, KIND: all_gather, all_reduce, "
+                         "all_to_all, local_slice); repeatable")
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
@@ -192,6 +196,9 @@ def main(argv=None):
 
         par_plan = os.path.join(work, "par.plan")
         par_compile = [compile_, model, "--world-size", args.world_size, "-o", par_plan]
+        par_mlir = os.path.join(work, "par.mlir")
+        if args.expect_collectives:
+            par_compile += ["--emit-mlir", par_mlir]
         if spec is not None:
             par_compile += ["--annotate", spec]
         if args.cluster is not None:
@@ -244,6 +251,12 @@ def main(argv=None):
         sys.stdout.write(res.stderr if args.cluster is not None else "")
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
+        if args.expect_collectives:
+            bad = common.check_collectives(par_mlir, args.expect_collectives)
+            if bad:
+                print("\n".join(bad))
+                print("FAIL: " + title)
+                return 1
         trace = os.path.join(work, "trace.json")
         trace_flags = ["--trace", trace] if args.trace else []
         par_run = ([run, par_plan, "--inputs", inputs, "--outputs", par_out]

@@ -16,8 +16,10 @@
     step k > 1 depends on every weight after k - 1 updates, so it checks the
     gradients and the optimizer of every weight as well as the forward.
 
-The model must take one float input [B, ...] and give one float output
-(families: transformer_encoder). Exit status 0 on a match, 1 otherwise.
+The model takes float inputs (the family's make_inputs(rng), or one
+"src" [BATCH, SEQ, D_MODEL]) and gives one float output. With
+--expect-collectives KIND=N (or KIND<=N) the training plan's partitioned
+program (--emit-mlir) must hold that many collectives of the kind. Exit status 0 on a match, 1 otherwise.
 """
 
 import argparse
@@ -67,6 +69,9 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--expect-collectives", metavar="KIND=N", action="append", default=[],
+                    help="bound on the collectives of the training plan's partitioned "
+                         "program (KIND=N or KIND<=N); repeatable")
     args = ap.parse_args(argv)
 
     import torch
@@ -79,28 +84,36 @@ def main(argv=None):
             p.add_(0.05 * torch.randn(p.shape, generator=gen))
     model.eval()  # dropout off; shoal's training plans have no dropout
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((fam.BATCH, fam.SEQ, fam.D_MODEL)).astype(np.float32)
+    # Float inputs: the family's make_inputs(rng) (name -> array, in the
+    # order of forward's arguments), else one "src" [BATCH, SEQ, D_MODEL].
+    if hasattr(fam, "make_inputs"):
+        inputs = fam.make_inputs(rng)
+    else:
+        inputs = {"src": rng.standard_normal((fam.BATCH, fam.SEQ, fam.D_MODEL))
+                  .astype(np.float32)}
+    xs = tuple(torch.from_numpy(v) for v in inputs.values())
     with torch.no_grad():
-        y_shape = model(torch.from_numpy(x)).shape
+        y_shape = model(*xs).shape
     labels = rng.standard_normal(tuple(y_shape)).astype(np.float32)
 
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "inputs"))
     onnx_path = os.path.join(work, "model.onnx")
-    family_common.export_onnx(model, (torch.from_numpy(x),), onnx_path, ["src"], ["out"], 17)
-    np.save(os.path.join(work, "inputs", "src.npy"), x)
+    family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17)
+    for name, v in inputs.items():
+        np.save(os.path.join(work, "inputs", name + ".npy"), v)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)
     with open(os.path.join(work, "train.yaml"), "w") as f:
         f.write(CONFIG)
 
     # (c) PyTorch first: the weights are still the exported ones.
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.0)
-    xt, lt = torch.from_numpy(x), torch.from_numpy(labels)
+    lt = torch.from_numpy(labels)
     ref = []
     for _ in range(args.steps):
         opt.zero_grad()
-        loss = ((model(xt) - lt) ** 2).mean()
+        loss = ((model(*xs) - lt) ** 2).mean()
         loss.backward()
         opt.step()
         ref.append(float(loss))
@@ -108,9 +121,16 @@ def main(argv=None):
     # (b) shoal.
     plan = os.path.join(work, "train.plan")
     spec = args.spec if os.path.isfile(args.spec) else os.path.join(FAMILIES, args.spec)
+    mlir = os.path.join(work, "train.mlir")
     common.run_cmd([os.path.join(args.bin, "shoal-compile"), onnx_path, "--annotate", spec,
                     "--world-size", args.world_size, "--train",
-                    os.path.join(work, "train.yaml"), "-o", plan], timeout=args.timeout)
+                    os.path.join(work, "train.yaml"), "-o", plan, "--emit-mlir", mlir],
+                   timeout=args.timeout)
+    bad = common.check_collectives(mlir, args.expect_collectives)
+    if bad:
+        print("\n".join(bad) + "\nFAIL: %s, %s on %d ranks: collectives"
+              % (args.family, os.path.basename(spec), args.world_size))
+        return 1
     argv_run = [os.path.join(args.bin, "shoal-run"), plan, "--inputs",
                 os.path.join(work, "inputs"), "--steps", args.steps]
     if args.world_size > 1:

@@ -126,6 +126,27 @@ func.func @sharding_dup() attributes {s = #shoal.sharding<[["tp"], ["tp"]]>} {
 
 // -----
 
+// expected-error @+1 {{sharding: 'outer' has 1 entries for 2 dimensions}}
+func.func @sharding_outer_count() attributes {s = #shoal.sharding<[["dp"], []], outer = [4]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{sharding: outer count of dimension 0 must be at least 1, got 0}}
+func.func @sharding_outer_zero() attributes {s = #shoal.sharding<[["dp"], []], outer = [0, 1]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{sharding: dimension 1 is whole but has outer count 3}}
+func.func @sharding_outer_whole() attributes {s = #shoal.sharding<[["dp"], []], outer = [1, 3]>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{scope 'a' has device count 0; expected at least 1}}
 func.func @scope_devices() attributes {s = #shoal.scope<"a", split, 0>} {
   return

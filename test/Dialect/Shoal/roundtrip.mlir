@@ -81,3 +81,10 @@ func.func @stages(%e: tensor<4x8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x16xf
   %r = shoal.recv id 3 from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 2> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 1, stride = 2> : tensor<8x16xf32>
   return %r : tensor<8x16xf32>
 }
+
+// A strided split (outer runs of a minor factor) prints its outer counts.
+// CHECK-LABEL: func.func @strided
+// CHECK-SAME: #shoal.sharding<{{\[}}["dp"], []], outer = [3, 1]>
+func.func @strided(%x: tensor<12x8xf32> {shoal.sharding = #shoal.sharding<[["dp"], []], outer = [3, 1]>}) -> tensor<12x8xf32> {
+  return %x : tensor<12x8xf32>
+}

@@ -79,7 +79,18 @@ int64_t MeshAttr::getNumDevices() const {
 }
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ArrayAttr dims) {
+                                   ArrayAttr dims, ArrayRef<int64_t> outer) {
+  if (!outer.empty() && outer.size() != dims.size())
+    return emitError() << "sharding: 'outer' has " << outer.size()
+                       << " entries for " << dims.size() << " dimensions";
+  for (auto [d, o] : llvm::enumerate(outer)) {
+    if (o < 1)
+      return emitError() << "sharding: outer count of dimension " << d
+                         << " must be at least 1, got " << o;
+    if (o > 1 && llvm::cast<ArrayAttr>(dims[d]).empty())
+      return emitError() << "sharding: dimension " << d
+                         << " is whole but has outer count " << o;
+  }
   llvm::SmallSet<StringRef, 4> seen;
   for (Attribute dim : dims) {
     auto axes = llvm::dyn_cast<ArrayAttr>(dim);
@@ -106,6 +117,15 @@ SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
   return axes;
 }
 
+int64_t ShardingAttr::getDimOuter(unsigned dim) const {
+  ArrayRef<int64_t> outer = getOuter();
+  return dim < outer.size() ? outer[dim] : 1;
+}
+
+bool ShardingAttr::isStrided() const {
+  return llvm::any_of(getOuter(), [](int64_t o) { return o > 1; });
+}
+
 bool ShardingAttr::isReplicated() const {
   return llvm::all_of(
       getDims(), [](Attribute d) { return llvm::cast<ArrayAttr>(d).empty(); });
@@ -117,7 +137,19 @@ ShardingAttr ShardingAttr::get(MLIRContext *ctx,
   SmallVector<Attribute> dimAttrs;
   for (const auto &axes : dims)
     dimAttrs.push_back(b.getStrArrayAttr(axes));
-  return get(ctx, b.getArrayAttr(dimAttrs));
+  return get(ctx, b.getArrayAttr(dimAttrs), ArrayRef<int64_t>());
+}
+
+ShardingAttr ShardingAttr::get(MLIRContext *ctx,
+                               ArrayRef<SmallVector<StringRef>> dims,
+                               ArrayRef<int64_t> outer) {
+  Builder b(ctx);
+  SmallVector<Attribute> dimAttrs;
+  for (const auto &axes : dims)
+    dimAttrs.push_back(b.getStrArrayAttr(axes));
+  bool strided = llvm::any_of(outer, [](int64_t o) { return o > 1; });
+  return get(ctx, b.getArrayAttr(dimAttrs),
+             strided ? outer : ArrayRef<int64_t>());
 }
 
 ShardingAttr ShardingAttr::getReplicated(MLIRContext *ctx, unsigned rank) {

@@ -63,21 +63,39 @@ def Shoal_ShardingAttr : Shoal_Attr<"Sharding", "sharding"> {
     One entry per dimension: the mesh axes (major first) the dimension is
     split over, or `[]` when it is whole on every rank.
 
+    A split dimension may be strided: `outer` gives, per dimension, how
+    many consecutive runs it is viewed as ([outer, size / outer], row
+    major); each run is split in blocks over the axes, and a rank holds its
+    block of every run. This is a split of a minor factor: after [T, B, E]
+    -> [T * B, E] with B split over dp, dimension 0 has outer T. `outer` is
+    left out when every entry is 1 (plain block splits).
+
     ```mlir
     #shoal.sharding<[["dp"], [], ["tp"]]>
+    #shoal.sharding<[["dp"], []], outer = [16, 1]>
     ```
   }];
-  let parameters = (ins "::mlir::ArrayAttr":$dims);
-  let assemblyFormat = "`<` $dims `>`";
+  let parameters = (ins "::mlir::ArrayAttr":$dims,
+                        OptionalArrayRefParameter<"int64_t">:$outer);
+  let assemblyFormat = "`<` $dims (`,` `outer` `=` `[` $outer^ `]`)? `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Axes of dimension `dim` (empty if whole).
     ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
+    /// Number of runs dimension `dim` is split in (1: a plain block split).
+    int64_t getDimOuter(unsigned dim) const;
+    /// True if some split dimension is strided (outer > 1).
+    bool isStrided() const;
     /// True if no dimension is split.
     bool isReplicated() const;
     /// Builds a sharding from per-dimension axis lists.
     static ShardingAttr get(::mlir::MLIRContext *ctx,
         ::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>> dims);
+    /// Builds a sharding from per-dimension axis lists and outer counts
+    /// (all 1s are stored as none).
+    static ShardingAttr get(::mlir::MLIRContext *ctx,
+        ::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>> dims,
+        ::llvm::ArrayRef<int64_t> outer);
     /// Replicated sharding of the given rank.
     static ShardingAttr getReplicated(::mlir::MLIRContext *ctx, unsigned rank);
   }];

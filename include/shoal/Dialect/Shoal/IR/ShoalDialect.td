@@ -27,6 +27,8 @@ def Shoal_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// Discardable attribute names, kept in one place.
     static constexpr ::llvm::StringLiteral kScopeAttr = "shoal.scope";
+    /// On a graph input: its batch dimension (0 when absent).
+    static constexpr ::llvm::StringLiteral kBatchDimAttr = "shoal.batch_dim";
     /// Training: "backward" or "optimizer" on ops and TaskGraphs (absent:
     /// forward).
     static constexpr ::llvm::StringLiteral kPhaseAttr = "shoal.phase";
