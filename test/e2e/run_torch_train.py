@@ -17,7 +17,11 @@
     gradients and the optimizer of every weight as well as the forward.
 
 The model must take one float input [B, ...] and give one float output
-(families: transformer_encoder). Exit status 0 on a match, 1 otherwise.
+(families: transformer_encoder, small_cnn). A family's INPUT_SHAPE gives
+the input's shape (else [BATCH, SEQ, D_MODEL]); with TRAIN_MODE = True the
+model is exported and trained in train mode (training=TRAINING, constant
+folding off: BatchNormalization with batch statistics), which PyTorch's
+reference steps use too. Exit status 0 on a match, 1 otherwise.
 """
 
 import argparse
@@ -77,9 +81,15 @@ def main(argv=None):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=gen))
-    model.eval()  # dropout off; shoal's training plans have no dropout
+    train_mode = getattr(fam, "TRAIN_MODE", False)
+    # Dropout off (shoal's training plans have no dropout), unless the
+    # family trains in train mode (BatchNorm's batch statistics; such a
+    # family has no dropout).
+    model.train(train_mode)
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((fam.BATCH, fam.SEQ, fam.D_MODEL)).astype(np.float32)
+    shape = getattr(fam, "INPUT_SHAPE", (getattr(fam, "BATCH", 0), getattr(fam, "SEQ", 0),
+                                         getattr(fam, "D_MODEL", 0)))
+    x = rng.standard_normal(shape).astype(np.float32)
     with torch.no_grad():
         y_shape = model(torch.from_numpy(x)).shape
     labels = rng.standard_normal(tuple(y_shape)).astype(np.float32)
@@ -88,7 +98,13 @@ def main(argv=None):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "inputs"))
     onnx_path = os.path.join(work, "model.onnx")
-    family_common.export_onnx(model, (torch.from_numpy(x),), onnx_path, ["src"], ["out"], 17)
+    if train_mode:
+        family_common.export_onnx(model, (torch.from_numpy(x),), onnx_path, ["src"], ["out"],
+                                  17, do_constant_folding=False,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+    else:
+        family_common.export_onnx(model, (torch.from_numpy(x),), onnx_path, ["src"], ["out"],
+                                  17)
     np.save(os.path.join(work, "inputs", "src.npy"), x)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)
     with open(os.path.join(work, "train.yaml"), "w") as f:
