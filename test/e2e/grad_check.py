@@ -67,6 +67,8 @@ EXPECTED = {
     "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
     "Concat", "Slice", "Split", "Pad", "HardSigmoid", "HardSwish", "Clip",
+    "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    "BatchNormalization",
 }
 
 
@@ -240,6 +242,64 @@ def cases(rng):
                                    ("hi", "const", np.array(2.5))],
                   lambda v: np.clip(v["x"], -1.5, 2.5),
                   lambda v: torch.clamp(v["x"], -1.5, 2.5)))
+    # Convolutions and pools (shoal.onnx; ConvInputGrad, ConvWeightGrad,
+    # MaxPoolGrad and AveragePoolGrad kernels).
+    F = torch.nn.functional
+    C.append(Case("Conv2d", "Conv",
+                  [("x", "w", n((2, 4, 9, 8))), ("W", "w", n((6, 2, 3, 3)) * 0.3),
+                   ("B", "w", n((6,)))],
+                  lambda v: conv_np(v["x"], v["W"], v["B"], (2, 2), (1, 1), (2, 2), 2),
+                  lambda v: F.conv2d(v["x"], v["W"], v["B"], stride=2, padding=1,
+                                     dilation=2, groups=2),
+                  attrs={"strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [2, 2],
+                         "group": 2, "kernel_shape": [3, 3]}))
+    C.append(Case("Conv1d", "Conv",
+                  [("x", "w", n((2, 3, 11))), ("W", "w", n((4, 3, 3)) * 0.3)],
+                  lambda v: conv_np(v["x"], v["W"], None, (1,), (2,), (1,), 1),
+                  lambda v: F.conv1d(v["x"], v["W"], padding=2),
+                  attrs={"pads": [2, 2]}))
+    C.append(Case("Conv2d_1x1", "Conv",
+                  [("x", "w", n((2, 4, 5, 5))), ("W", "w", n((3, 4, 1, 1)))],
+                  lambda v: conv_np(v["x"], v["W"], None, (1, 1), (0, 0), (1, 1), 1),
+                  lambda v: F.conv2d(v["x"], v["W"])))
+    C.append(Case("Conv3d", "Conv",
+                  [("x", "w", n((1, 2, 5, 4, 6))), ("W", "w", n((3, 2, 2, 3, 2)) * 0.3)],
+                  lambda v: conv_np(v["x"], v["W"], None, (1, 2, 1), (1, 0, 1), (1, 1, 2), 1),
+                  lambda v: F.conv3d(v["x"], v["W"], stride=(1, 2, 1), padding=(1, 0, 1),
+                                     dilation=(1, 1, 2)),
+                  attrs={"strides": [1, 2, 1], "pads": [1, 0, 1, 1, 0, 1],
+                         "dilations": [1, 1, 2]}))
+    # Distinct values, so that every window has one maximum.
+    distinct = rng.permutation(2 * 3 * 7 * 6).reshape(2, 3, 7, 6) / 50.0 - 2.5
+    C.append(Case("MaxPool2d", "MaxPool", [("x", "w", distinct)],
+                  lambda v: pool_np(v["x"], "max", (3, 3), (2, 2), (1, 1), True),
+                  lambda v: F.max_pool2d(v["x"], 3, 2, 1),
+                  attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}))
+    for incl in (0, 1):
+        C.append(Case("AveragePool2d_cip%d" % incl, "AveragePool", [("x", "w", n((2, 3, 7, 6)))],
+                      (lambda incl: lambda v: pool_np(v["x"], "avg", (3, 2), (2, 2), (1, 1),
+                                                      bool(incl)))(incl),
+                      (lambda incl: lambda v: F.avg_pool2d(v["x"], (3, 2), 2, 1,
+                                                           count_include_pad=bool(incl)))(incl),
+                      attrs={"kernel_shape": [3, 2], "strides": [2, 2],
+                             "pads": [1, 1, 1, 1], "count_include_pad": incl}))
+    C.append(Case("GlobalAveragePool", "GlobalAveragePool", [("x", "w", n((2, 3, 4, 5)))],
+                  lambda v: v["x"].mean(axis=(2, 3), keepdims=True),
+                  lambda v: v["x"].mean(dim=(2, 3), keepdim=True)))
+    C.append(Case("GlobalMaxPool", "GlobalMaxPool", [("x", "w", distinct)],
+                  lambda v: v["x"].max(axis=(2, 3), keepdims=True),
+                  lambda v: F.adaptive_max_pool2d(v["x"], 1)))
+    # BatchNormalization in training mode: batch statistics (biased
+    # variance); the running statistics are graph inputs, not trained.
+    C.append(Case("BatchNormalization_train", "BatchNormalization",
+                  [("x", "w", n((4, 3, 3, 2)) * 2 + 1), ("scale", "w", u((3,), 0.5, 1.5)),
+                   ("bias", "w", n((3,))), ("mean", "in", n((3,))),
+                   ("var", "in", u((3,), 0.5, 1.5))],
+                  lambda v: batchnorm_train_np(v["x"], v["scale"], v["bias"], 1e-5),
+                  lambda v: F.batch_norm(v["x"], None, None, v["scale"], v["bias"],
+                                         training=True, eps=1e-5),
+                  attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 1},
+                  extra_outputs=["running_mean", "running_var"]))
     cond = np.array(rng.integers(0, 2, size=(3, 4)), dtype=bool)
     C.append(Case("Where", "Where", [("cond", "in", cond), ("x", "w", n((3, 4))),
                                      ("y_", "w", n((4,)))],
@@ -268,6 +328,56 @@ def layernorm_np(x, scale, bias, eps):
     mu = x.mean(axis=-1, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
     return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+def conv_np(x, w, b, strides, pads, dil, group):
+    """ONNX Conv in float64 (symmetric pads)."""
+    sr = x.ndim - 2
+    x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pads])
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    k = w.shape[2:]
+    out = [(x.shape[2 + d] - (k[d] - 1) * dil[d] - 1) // strides[d] + 1 for d in range(sr)]
+    y = np.zeros([n, m] + out)
+    mg = m // group
+    for o in np.ndindex(*out):
+        idx = tuple(slice(o[d] * strides[d], o[d] * strides[d] + (k[d] - 1) * dil[d] + 1,
+                          dil[d]) for d in range(sr))
+        for g in range(group):
+            patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + idx]  # [n, cg, k...]
+            wg = w[g * mg:(g + 1) * mg]  # [mg, cg, k...]
+            y[(slice(None), slice(g * mg, (g + 1) * mg)) + o] = \
+                np.tensordot(patch, wg, axes=(list(range(1, 2 + sr)), list(range(1, 2 + sr))))
+    if b is not None:
+        y += b.reshape([1, m] + [1] * sr)
+    return y
+
+
+def pool_np(x, kind, kernel, strides, pads, count_include_pad):
+    """ONNX MaxPool / AveragePool in float64 (symmetric pads, no ceil)."""
+    sr = x.ndim - 2
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pads], constant_values=fill)
+    ones = np.pad(np.ones(x.shape[2:]), [(p, p) for p in pads])
+    out = [(xp.shape[2 + d] - kernel[d]) // strides[d] + 1 for d in range(sr)]
+    y = np.zeros(list(x.shape[:2]) + out)
+    for o in np.ndindex(*out):
+        idx = tuple(slice(o[d] * strides[d], o[d] * strides[d] + kernel[d]) for d in range(sr))
+        win = xp[(slice(None), slice(None)) + idx].reshape(x.shape[0], x.shape[1], -1)
+        if kind == "max":
+            y[(slice(None), slice(None)) + o] = win.max(axis=-1)
+        else:
+            cnt = np.prod(kernel) if count_include_pad else ones[idx].sum()
+            y[(slice(None), slice(None)) + o] = win.sum(axis=-1) / cnt
+    return y
+
+
+def batchnorm_train_np(x, scale, bias, eps):
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = [1, -1] + [1] * (x.ndim - 2)
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * scale.reshape(shape) + bias.reshape(shape)
 
 
 # ---------------------------------------------------------------------------

@@ -16,10 +16,15 @@
     step k > 1 depends on every weight after k - 1 updates, so it checks the
     gradients and the optimizer of every weight as well as the forward.
 
-The model takes float inputs (the family's make_inputs(rng), or one
-"src" [BATCH, SEQ, D_MODEL]) and gives one float output. With
+The model takes float inputs (the family's make_inputs(rng); else one
+"src" of the family's INPUT_SHAPE, or [BATCH, SEQ, D_MODEL]) and gives one
+float output (families: transformer_encoder, transformer, small_cnn). With
+TRAIN_MODE = True the model is exported and trained in train mode
+(training=TRAINING, constant folding off: BatchNormalization with batch
+statistics), which PyTorch's reference steps use too. With
 --expect-collectives KIND=N (or KIND<=N) the training plan's partitioned
-program (--emit-mlir) must hold that many collectives of the kind. Exit status 0 on a match, 1 otherwise.
+program (--emit-mlir) must hold that many collectives of the kind. Exit
+status 0 on a match, 1 otherwise.
 """
 
 import argparse
@@ -82,15 +87,21 @@ def main(argv=None):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=gen))
-    model.eval()  # dropout off; shoal's training plans have no dropout
+    train_mode = getattr(fam, "TRAIN_MODE", False)
+    # Dropout off (shoal's training plans have no dropout), unless the
+    # family trains in train mode (BatchNorm's batch statistics; such a
+    # family has no dropout).
+    model.train(train_mode)
     rng = np.random.default_rng(2)
     # Float inputs: the family's make_inputs(rng) (name -> array, in the
-    # order of forward's arguments), else one "src" [BATCH, SEQ, D_MODEL].
+    # order of forward's arguments), else one "src" of INPUT_SHAPE or
+    # [BATCH, SEQ, D_MODEL].
     if hasattr(fam, "make_inputs"):
         inputs = fam.make_inputs(rng)
     else:
-        inputs = {"src": rng.standard_normal((fam.BATCH, fam.SEQ, fam.D_MODEL))
-                  .astype(np.float32)}
+        shape = getattr(fam, "INPUT_SHAPE", (getattr(fam, "BATCH", 0), getattr(fam, "SEQ", 0),
+                                             getattr(fam, "D_MODEL", 0)))
+        inputs = {"src": rng.standard_normal(shape).astype(np.float32)}
     xs = tuple(torch.from_numpy(v) for v in inputs.values())
     with torch.no_grad():
         y_shape = model(*xs).shape
@@ -100,7 +111,12 @@ def main(argv=None):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "inputs"))
     onnx_path = os.path.join(work, "model.onnx")
-    family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17)
+    if train_mode:
+        family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17,
+                                  do_constant_folding=False,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+    else:
+        family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17)
     for name, v in inputs.items():
         np.save(os.path.join(work, "inputs", name + ".npy"), v)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)

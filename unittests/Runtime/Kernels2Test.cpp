@@ -926,6 +926,85 @@ TEST(Kernels2, ConvMatchesADirectLoop) {
   EXPECT_THROW(conv(x, w, nullptr, p, 1, wrong), Error);
 }
 
+/// sum(a * b) in double.
+double dot(const Tensor &a, const Tensor &b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    s += double(a.data<float>()[i]) * double(b.data<float>()[i]);
+  return s;
+}
+
+TEST(Kernels2, ConvGradientsAreAdjoints) {
+  // Conv is linear in X and in W: <conv(x, w), dy> = <x, dX> = <w, dW>.
+  std::mt19937 rng(29);
+  struct Case {
+    Shape x, w;
+    WindowParams p;
+    int64_t group;
+  };
+  std::vector<Case> cases = {
+      {{2, 4, 9, 8},
+       {6, 2, 3, 3},
+       window({3, 3}, {2, 2}, {1, 1, 1, 1}, {2, 2}),
+       2},
+      {{2, 3, 7, 6},
+       {4, 3, 3, 2},
+       window({3, 2}, {2, 1}, {1, 0, 2, 1}, {1, 1}),
+       1},
+      {{2, 3, 4, 5},
+       {5, 3, 1, 1},
+       window({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}),
+       1},
+      {{2, 3, 10}, {4, 3, 3}, window({3}, {2}, {1, 2}, {1}), 1},
+      {{1, 2, 4, 5, 3},
+       {3, 2, 2, 3, 2},
+       window({2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 1, 2}),
+       1},
+  };
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    SCOPED_TRACE(fmt::format("case {}", ci));
+    const Case &k = cases[ci];
+    Tensor x = randomF32(k.x, rng), w = randomF32(k.w, rng);
+    Tensor y(DType::F32, windowOutputShape(k.x, k.w[0], k.p));
+    conv(x, w, nullptr, k.p, k.group, y);
+    Tensor dy = randomF32(y.shape(), rng);
+    Tensor dx(DType::F32, k.x), dw(DType::F32, k.w);
+    convInputGrad(x, w, dy, k.p, k.group, dx);
+    convWeightGrad(x, dy, k.p, k.group, dw);
+    double ref = dot(y, dy);
+    EXPECT_NEAR(dot(x, dx), ref, 1e-4 * (1 + std::abs(ref)));
+    EXPECT_NEAR(dot(w, dw), ref, 1e-4 * (1 + std::abs(ref)));
+  }
+  Tensor x = randomF32({1, 2, 5, 5}, rng), w = randomF32({3, 2, 3, 3}, rng);
+  Tensor dy = randomF32({1, 3, 4, 4}, rng), dx(DType::F32, {1, 2, 5, 5});
+  WindowParams p = window({3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  EXPECT_THROW(convInputGrad(x, w, dy, p, 1, dx), Error);
+}
+
+TEST(Kernels2, PoolGradients) {
+  // The max goes to the first maximum of each window (PyTorch's ties).
+  Tensor x = makeTensor<float>({1, 1, 2, 3}, {5, 1, 5, 2, 5, 0});
+  Tensor dy = makeTensor<float>({1, 1, 1, 2}, {1, 10});
+  Tensor dx(DType::F32, {1, 1, 2, 3});
+  WindowParams p = window({2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 1});
+  poolGrad(PoolOp::Max, x, dy, p, false, dx);
+  expectAllNear(dx, {1, 0, 10, 0, 0, 0}, 0);
+  // Average and max are linear on x's pieces: <pool(x), dy> = <x, dx>.
+  std::mt19937 rng(31);
+  for (bool cip : {false, true}) {
+    SCOPED_TRACE(fmt::format("count_include_pad {}", cip));
+    Tensor xr = randomF32({2, 3, 7, 6}, rng);
+    WindowParams q = window({3, 2}, {2, 2}, {1, 1, 1, 1}, {1, 1});
+    for (PoolOp op : {PoolOp::Max, PoolOp::Average}) {
+      Tensor y(DType::F32, windowOutputShape(xr.shape(), 3, q));
+      pool(op, xr, q, cip, y);
+      Tensor g = randomF32(y.shape(), rng), gx(DType::F32, xr.shape());
+      poolGrad(op, xr, g, q, cip, gx);
+      EXPECT_NEAR(dot(xr, gx), dot(y, g), 1e-4);
+    }
+  }
+}
+
 TEST(Kernels2, BatchNormalizationInference) {
   std::mt19937 rng(23);
   Tensor x = randomF32({2, 3, 4, 2}, rng);
@@ -1206,6 +1285,39 @@ TEST(Kernels2Ops, ConcatSplitSliceExpandPadTypes) {
     EXPECT_CONTAINS(e.error(), "attribute 'pads' [1, 1] has 2 entries, "
                                "expected 4");
   }
+}
+
+TEST(Kernels2Ops, ConvAndPoolGradTypes) {
+  OpCheck c("ConvWeightGrad");
+  c.in(DType::F32, {2, 4, 9, 8}).in(DType::F32, {2, 6, 5, 4});
+  c.out(DType::F32, {6, 2, 3, 3});
+  c.ints("strides", {2, 2}).ints("pads", {1, 1, 1, 0}).i("group", 2);
+  EXPECT_CONTAINS(c.error(), "kernel_shape");
+  c.ints("kernel_shape", {3, 3});
+  EXPECT_EQ(c.error(), "");
+  c.types[1].shape = {2, 6, 5, 5};
+  EXPECT_CONTAINS(c.error(), "dy must be [2, 6, 5, 4] for x f32[2, 4, 9, 8], "
+                             "got f32[2, 6, 5, 5]");
+  OpCheck d("ConvInputGrad");
+  d.in(DType::F32, {2, 4, 9, 8}).in(DType::F32, {6, 2, 3, 3});
+  d.in(DType::F32, {2, 6, 5, 4}).out(DType::F32, {2, 4, 9, 8});
+  d.ints("strides", {2, 2}).ints("pads", {1, 1, 1, 0}).i("group", 2);
+  EXPECT_EQ(d.error(), "");
+  d.i("group", 1);
+  EXPECT_CONTAINS(d.error(), "W f32[6, 2, 3, 3] does not fit");
+  OpCheck m("MaxPoolGrad");
+  m.in(DType::F32, {1, 2, 6, 7}).in(DType::F32, {1, 2, 2, 4});
+  m.out(DType::F32, {1, 2, 6, 7});
+  m.ints("kernel_shape", {2, 3}).ints("strides", {3, 2});
+  m.ints("pads", {0, 1, 1, 1});
+  EXPECT_EQ(m.error(), "");
+  OpCheck a("AveragePoolGrad");
+  a.in(DType::F32, {1, 2, 6, 7}).in(DType::F32, {1, 2, 2, 3});
+  a.out(DType::F32, {1, 2, 6, 7});
+  a.ints("kernel_shape", {2, 3}).ints("strides", {3, 2});
+  EXPECT_EQ(a.error(), "");
+  a.i("count_include_pad", 1).ints("dilations", {1, 1});
+  EXPECT_CONTAINS(a.error(), "dilations");
 }
 
 TEST(Kernels2Ops, ConvAndPoolTypes) {

@@ -251,6 +251,21 @@ void pool(PoolOp op, const Tensor &x, const WindowParams &window,
 /// [N, C, 1, ...].
 void globalPool(PoolOp op, const Tensor &x, Tensor &out);
 
+/// Conv's input gradient: dx (of x's shape; x's values are not read) from
+/// w and dy, W^T dy per image and group (cblas_sgemm) scattered back by
+/// col2im.
+void convInputGrad(const Tensor &x, const Tensor &w, const Tensor &dy,
+                   const WindowParams &window, int64_t group, Tensor &dx);
+/// Conv's weight gradient: dw = sum over the batch of dy im2col(x)^T per
+/// group (cblas_sgemm).
+void convWeightGrad(const Tensor &x, const Tensor &dy,
+                    const WindowParams &window, int64_t group, Tensor &dw);
+/// The pools' input gradient: for the max, every window's dy goes to the
+/// window's first maximum of x (row-major order, as PyTorch); for the
+/// average, dy / divisor to every position of the window inside x.
+void poolGrad(PoolOp op, const Tensor &x, const Tensor &dy,
+              const WindowParams &window, bool countIncludePad, Tensor &dx);
+
 //===----------------------------------------------------------------------===//
 // Collectives (Collective.cpp)
 //===----------------------------------------------------------------------===//

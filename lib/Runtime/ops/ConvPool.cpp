@@ -131,3 +131,76 @@ void shoal::rt::globalPoolRule(TypeRuleContext &ctx) {
   std::fill(shape.begin() + 2, shape.end(), 1);
   ctx.expected.push_back({DType::F32, shape});
 }
+
+/// ConvInputGrad(x, W, dy), ConvWeightGrad(x, dy).
+void shoal::rt::convGradRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  bool input = ctx.kind() == OpKind::ConvInputGrad;
+  const TensorType &dy = *ctx.in(input ? 2 : 1);
+  ctx.requireDType(x, DType::F32, "input x");
+  ctx.requireDType(dy, DType::F32, "input dy");
+  std::size_t rank = x.shape.size();
+  if (rank < 3 || dy.shape.size() != rank)
+    throw Error(fmt::format("x must be [N, C, spatial...] and dy of its "
+                            "rank, got {} and {}",
+                            x.str(), dy.str()));
+  a.group = ctx.attrs.getInt("group", 1);
+  if (a.group < 1 || x.shape[1] % a.group != 0 || dy.shape[1] % a.group != 0)
+    throw Error(fmt::format("group {} does not divide the channels of x {} "
+                            "and dy {}",
+                            a.group, x.str(), dy.str()));
+  int64_t m = dy.shape[1];
+  Shape wShape{m, x.shape[1] / a.group};
+  std::vector<int64_t> kernel;
+  if (input) {
+    const TensorType &w = *ctx.in(1);
+    ctx.requireDType(w, DType::F32, "input W");
+    if (w.shape.size() != rank || w.shape[0] != m ||
+        w.shape[1] != x.shape[1] / a.group)
+      throw Error(fmt::format("W {} does not fit x {}, dy {} and group {}",
+                              w.str(), x.str(), dy.str(), a.group));
+    kernel.assign(w.shape.begin() + 2, w.shape.end());
+  } else {
+    ctx.attrs.require("kernel_shape");
+    kernel = readList(ctx.attrs, "kernel_shape", rank - 2, 1, 1,
+                      "one per spatial dimension of x");
+  }
+  a.window = readWindow(ctx.attrs, rank - 2, kernel, true, false);
+  Shape expect = windowOutputShape(x.shape, m, a.window);
+  if (dy.shape != expect)
+    throw Error(fmt::format("dy must be {} for x {}, got {}",
+                            formatShape(expect), x.str(), dy.str()));
+  if (input) {
+    ctx.expected.push_back(x);
+    return;
+  }
+  wShape.insert(wShape.end(), kernel.begin(), kernel.end());
+  ctx.expected.push_back({DType::F32, wShape});
+}
+
+/// MaxPoolGrad(x, dy), AveragePoolGrad(x, dy).
+void shoal::rt::poolGradRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  const TensorType &dy = *ctx.in(1);
+  OpAttrs &a = ctx.a();
+  ctx.requireDType(x, DType::F32, "input x");
+  ctx.requireDType(dy, DType::F32, "input dy");
+  std::size_t rank = x.shape.size();
+  if (rank < 3)
+    throw Error(fmt::format("input x must be [N, C, spatial...] with at "
+                            "least one spatial dimension, got {}",
+                            x.str()));
+  ctx.attrs.require("kernel_shape");
+  std::vector<int64_t> kernel = readList(ctx.attrs, "kernel_shape", rank - 2, 1,
+                                         1, "one per spatial dimension of x");
+  bool isMax = ctx.kind() == OpKind::MaxPoolGrad;
+  a.window = readWindow(ctx.attrs, rank - 2, kernel, isMax, true);
+  if (!isMax)
+    a.countIncludePad = ctx.attrs.getBool("count_include_pad", false);
+  Shape expect = windowOutputShape(x.shape, x.shape[1], a.window);
+  if (dy.shape != expect)
+    throw Error(fmt::format("dy must be {} for x {}, got {}",
+                            formatShape(expect), x.str(), dy.str()));
+  ctx.expected.push_back(x);
+}

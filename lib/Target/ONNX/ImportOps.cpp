@@ -535,9 +535,6 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
     });
     attrs.push_back(b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)));
   }
-  if (type == "BatchNormalization" && getIntAttr(node, "training_mode", 0))
-    return im.nodeError() << "BatchNormalization in training mode is not "
-                             "supported; export the model in eval mode";
   SmallVector<std::pair<int, StringRef>> folded = foldedInputs(type);
   SmallVector<Value> inputs;
   for (int i = 0; i < node.input_size(); ++i) {
@@ -589,6 +586,102 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// BatchNormalization in inference mode stays a shoal.onnx op; in training
+/// mode (training_mode = 1) it is written with graph ops over the batch
+/// statistics (biased variance), so that it has a gradient and, with the
+/// batch split, its sums are reductions that the partitioner completes by
+/// an all-reduce: every replica normalizes with the global batch's
+/// statistics (SyncBatchNorm). The running-statistics outputs, when read,
+/// are ONNX's `input * momentum + batch * (1 - momentum)` with the
+/// variance unbiased (PyTorch's buffers).
+LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
+  if (!getIntAttr(node, "training_mode", 0))
+    return convertGeneric(im, node);
+  SmallVector<Value> in;
+  for (int i = 0; i < 5; ++i) {
+    if (!Importer::hasInput(node, i))
+      return im.nodeError() << "BatchNormalization needs input " << i;
+    auto v = im.getInput(node, i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  auto type = im.getResultType(node, 0);
+  if (failed(type))
+    return failure();
+  auto xType = cast<RankedTensorType>(in[0].getType());
+  ArrayRef<int64_t> xs = xType.getShape();
+  if (xs.size() < 2 || ShapedType::isDynamicShape(xs))
+    return im.nodeError() << "BatchNormalization in training mode needs a "
+                             "static input [N, C, ...], got "
+                          << xType;
+  int64_t c = xs[1];
+  for (int i = 1; i < 5; ++i)
+    if (cast<RankedTensorType>(in[i].getType()).getShape() !=
+        ArrayRef<int64_t>{c})
+      return im.nodeError() << "input " << i << " must have shape [" << c
+                            << "], got " << in[i].getType();
+  OpBuilder &b = im.builder();
+  Location loc = im.loc();
+  Type elem = xType.getElementType();
+  SmallVector<int64_t> axes{0}, kept(xs.size(), 1);
+  kept[1] = c;
+  int64_t count = xs[0];
+  for (int64_t d = 2; d < static_cast<int64_t>(xs.size()); ++d) {
+    axes.push_back(d);
+    count *= xs[d];
+  }
+  auto keptType = RankedTensorType::get(kept, elem);
+  auto scalarType = RankedTensorType::get({}, elem);
+  auto scalar = [&](double v) -> Value {
+    return b.create<ConstantOp>(
+        loc, scalarType,
+        DenseElementsAttr::get(scalarType, b.getFloatAttr(elem, v)));
+  };
+  auto binary = [&](auto tag, Value x, Value y) -> Value {
+    using OpT = decltype(tag);
+    Type t = cast<RankedTensorType>(x.getType()).getRank() >=
+                     cast<RankedTensorType>(y.getType()).getRank()
+                 ? x.getType()
+                 : y.getType();
+    return b.create<OpT>(loc, t, x, y);
+  };
+  auto meanOf = [&](Value v) -> Value {
+    Value sum = b.create<ReduceSumOp>(
+        loc, keptType, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(true));
+    return binary(MulOp(), sum, scalar(1.0 / std::max<int64_t>(count, 1)));
+  };
+  float epsilon = getFloatAttr(node, "epsilon", 1e-5f);
+  Value mean = meanOf(in[0]);
+  Value centered = binary(SubOp(), in[0], mean);
+  Value var = meanOf(binary(MulOp(), centered, centered));
+  Value std =
+      b.create<SqrtOp>(loc, keptType, binary(AddOp(), var, scalar(epsilon)));
+  Value inv = b.create<ReciprocalOp>(loc, keptType, std);
+  Value scale = b.create<ReshapeOp>(loc, keptType, in[1]);
+  Value bias = b.create<ReshapeOp>(loc, keptType, in[2]);
+  Value y = binary(
+      AddOp(), binary(MulOp(), binary(MulOp(), centered, inv), scale), bias);
+  if (y.getType() != *type)
+    return im.nodeError() << "output Y has type " << *type << ", expected "
+                          << y.getType();
+  im.setResult(node, 0, y);
+  // Running statistics, when the graph reads them.
+  double momentum = getFloatAttr(node, "momentum", 0.9f);
+  double unbiased = count > 1 ? double(count) / double(count - 1) : 1.0;
+  for (int i = 1; i < 3 && i < node.output_size(); ++i) {
+    if (node.output(i).empty() || !im.isOutputUsed(node, i))
+      continue;
+    Value batch =
+        b.create<ReshapeOp>(loc, in[3].getType(), i == 1 ? mean : var);
+    double factor = (1 - momentum) * (i == 1 ? 1.0 : unbiased);
+    im.setResult(node, i,
+                 binary(AddOp(), binary(MulOp(), in[2 + i], scalar(momentum)),
+                        binary(MulOp(), batch, scalar(factor))));
+  }
+  return success();
+}
+
 } // namespace
 
 ConvertFn onnx_import::lookupConverter(StringRef opType) {
@@ -637,8 +730,9 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Unsqueeze", convertReshapeLike)
       .Case("Flatten", convertReshapeLike)
       .Cases("Concat", "Split", "Slice", "Expand", "Conv", convertGeneric)
-      .Cases("BatchNormalization", "MaxPool", "AveragePool",
-             "GlobalAveragePool", "GlobalMaxPool", convertGeneric)
+      .Case("BatchNormalization", convertBatchNorm)
+      .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+             convertGeneric)
       .Cases("GatherElements", "ScatterElements", "TopK", "Trilu",
              convertGeneric)
       .Case("MatMul", convertMatMul)

@@ -192,10 +192,12 @@ Value sliceAlong(OpBuilder &b, Location loc, Value x, int64_t axis,
                 {x});
 }
 
-/// Gradients of the ONNX ops that move data: Concat (slices of the result's
-/// gradient), Split (the concatenation of the results' gradients, zeros for
-/// unused results) and Slice with unit steps (the gradient padded with
-/// zeros back to the input's shape).
+/// Gradients of the ONNX ops that shoal carries as shoal.onnx: Concat
+/// (slices of the result's gradient), Split (the concatenation of the
+/// results' gradients, zeros for unused results), Slice with unit steps (the
+/// gradient padded with zeros back to the input's shape), Pad, the hard
+/// activations, Conv and the pools (dedicated *Grad ONNX-style ops that the
+/// runtime implements, docs/Training.md).
 LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
                            SmallVectorImpl<Value> &operandGrads,
                            llvm::function_ref<LogicalResult()> noRule) {
@@ -302,6 +304,83 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     if (auto axes = attrs.get("axes"))
       out.push_back(b.getNamedAttr("axes", axes));
     operandGrads[0] = onnxOp(b, loc, x.getType(), "Pad", out, {g});
+    return success();
+  }
+  if (type == "Conv") {
+    // dX: ConvInputGrad (W^T dy, col2im); dW: ConvWeightGrad (dy im2col(X)^T
+    // summed over the batch); dB: dy summed over all but the channels.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    if (!g)
+      return success();
+    Value x = op.getInputs()[0], w = op.getInputs()[1];
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    SmallVector<NamedAttribute> window;
+    for (StringRef name : {"strides", "pads", "dilations", "group"})
+      if (Attribute a = attrs.get(name))
+        window.push_back(b.getNamedAttr(name, a));
+    ArrayRef<int64_t> ws = shapeOf(w);
+    if (isFloat(x))
+      operandGrads[0] =
+          onnxOp(b, loc, x.getType(), "ConvInputGrad", window, {x, w, g});
+    SmallVector<NamedAttribute> wAttrs(window);
+    wAttrs.push_back(b.getNamedAttr("kernel_shape",
+                                    b.getDenseI64ArrayAttr(ws.drop_front(2))));
+    if (isFloat(w))
+      operandGrads[1] =
+          onnxOp(b, loc, w.getType(), "ConvWeightGrad", wAttrs, {x, g});
+    if (op.getInputs().size() > 2 && isFloat(op.getInputs()[2])) {
+      Value bias = op.getInputs()[2];
+      SmallVector<int64_t> axes{0};
+      for (int64_t d = 2; d < static_cast<int64_t>(shapeOf(g).size()); ++d)
+        axes.push_back(d);
+      operandGrads[2] = b.create<ReduceSumOp>(loc, bias.getType(), g,
+                                              b.getDenseI64ArrayAttr(axes),
+                                              b.getBoolAttr(false));
+    }
+    return success();
+  }
+  if (type == "MaxPool" || type == "AveragePool" || type == "GlobalMaxPool") {
+    // The max goes to each window's first maximum (PyTorch's ties), the
+    // average spreads over the window; both recompute the window from X.
+    // GlobalMaxPool is a MaxPool whose window is the whole plane.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    bool isMax = type != "AveragePool";
+    if (auto order = attrs.getAs<IntegerAttr>("storage_order");
+        order && order.getInt() != 0)
+      return op.emitError() << "gradient of a MaxPool with storage_order "
+                            << order.getInt() << " is not supported (only 0)";
+    SmallVector<NamedAttribute> out;
+    if (type == "GlobalMaxPool") {
+      out.push_back(b.getNamedAttr(
+          "kernel_shape", b.getDenseI64ArrayAttr(shapeOf(x).drop_front(2))));
+    } else {
+      SmallVector<StringRef> names{"kernel_shape", "strides", "pads",
+                                   "ceil_mode"};
+      names.push_back(isMax ? "dilations" : "count_include_pad");
+      for (StringRef name : names)
+        if (Attribute a = attrs.get(name))
+          out.push_back(b.getNamedAttr(name, a));
+    }
+    operandGrads[0] =
+        onnxOp(b, loc, x.getType(), isMax ? "MaxPoolGrad" : "AveragePoolGrad",
+               out, {x, g});
+    return success();
+  }
+  if (type == "GlobalAveragePool") {
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    GradBuilder gb{b, loc};
+    int64_t count = 1;
+    for (int64_t d : shapeOf(x).drop_front(2))
+      count *= d;
+    operandGrads[0] = gb.mul(gb.expand(g, shapeOf(x)),
+                             gb.scalar(1.0 / std::max<int64_t>(count, 1), g));
     return success();
   }
   if (type == "HardSigmoid" || type == "HardSwish") {

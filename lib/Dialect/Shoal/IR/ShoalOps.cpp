@@ -700,6 +700,27 @@ ShardingRule OnnxOp::getShardingRule() {
     return rule;
   }
   if (llvm::is_contained(
+          {"ConvInputGrad", "MaxPoolGrad", "AveragePoolGrad", "ConvWeightGrad"},
+          type) &&
+      op->getNumOperands() >= 2 && rankOf(op->getOperand(0)) > 0) {
+    // Gradients of the batch-major ops (operand 0 is the forward's X, the
+    // last dy): dX is per sample; ConvWeightGrad sums over the batch, which
+    // a split leaves as partial sums (the data-parallel all-reduce).
+    blockEverything(rule, op);
+    Value dy = op->getOperands().back();
+    int64_t n = shapeOf(op->getOperand(0))[0];
+    if (rankOf(dy) > 0 && shapeOf(dy)[0] == n) {
+      bool weight = type == "ConvWeightGrad";
+      int batch = rule.addFactor(n, weight ? FactorKind::Reduction
+                                           : FactorKind::Parallel);
+      rule.operands[0][0] = {batch};
+      rule.operands[op->getNumOperands() - 1][0] = {batch};
+      if (!weight)
+        rule.results[0][0] = {batch};
+    }
+    return rule;
+  }
+  if (llvm::is_contained(
           {"Concat", "Split", "TopK", "GatherElements", "ScatterElements"},
           type)) {
     rule.operands.clear();
