@@ -622,6 +622,21 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                        "and cannot be sharded over '{}'",
                        where, who, kMicroBatchAxis));
     checkLocal(w.value(), info.globalType, info.sharding, out.mesh, who);
+    if (w.source_shape_size() > 0) {
+      int64_t n = 1;
+      for (int64_t d : w.source_shape()) {
+        if (d < 0)
+          fail(fmt::format("{}: {}: source_shape has a negative dimension",
+                           where, who));
+        info.sourceShape.push_back(d);
+        n *= d;
+      }
+      if (n != info.globalType.numElements())
+        fail(fmt::format("{}: {}: source_shape {} has {} elements, but the "
+                         "weight is {}",
+                         where, who, formatShape(info.sourceShape), n,
+                         info.globalType.str()));
+    }
     // In a training plan the values of one initializer are one buffer (an
     // optimizer's in-place update is seen by every reader), so they must
     // agree on everything that shapes the buffer.

@@ -42,6 +42,9 @@ struct WeightInfo {
   std::string initializer;
   int source = 0;
   TensorType globalType;
+  /// The initializer's shape when globalType views it in another shape with
+  /// the same elements in the same order; empty when the same.
+  Shape sourceShape;
   ShardSpec sharding;
   /// No source: every rank starts it at zeros (optimizer state of training
   /// plans).

@@ -100,7 +100,8 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
       if (!file)
         file = std::make_unique<OnnxWeightFile>(plan.sourcePaths[w.source]);
       try {
-        t = file->loadBlock(w.initializer, w.globalType, offsets, local);
+        t = file->loadBlock(w.initializer, w.globalType, offsets, local,
+                            w.sourceShape);
       } catch (const Error &e) {
         throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
       }

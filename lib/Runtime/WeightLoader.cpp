@@ -408,7 +408,8 @@ const InitializerInfo *OnnxWeightFile::find(const std::string &name) const {
 
 Tensor OnnxWeightFile::loadBlock(const std::string &name,
                                  const TensorType &global, const Shape &offsets,
-                                 const Shape &local) const {
+                                 const Shape &local,
+                                 const Shape &sourceShape) const {
   const InitializerInfo *info = find(name);
   if (!info)
     throw Error(fmt::format("initializer '{}' not found in weight file {} "
@@ -420,11 +421,15 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
                             "({}), but the plan expects {}",
                             name, path(), info->dataType,
                             onnxTypeName(info->dataType), global.str()));
+  // A viewed weight (sourceShape given) is read in the plan's shape: the
+  // same elements in the same row-major order.
   TensorType actual{dtype, info->dims};
-  if (actual != global)
+  TensorType expected{global.dtype,
+                      sourceShape.empty() ? global.shape : sourceShape};
+  if (actual != expected)
     throw Error(fmt::format("initializer '{}' in {} is {}, but the plan "
                             "expects {}",
-                            name, path(), actual.str(), global.str()));
+                            name, path(), actual.str(), expected.str()));
   for (int64_t d : info->dims)
     if (d < 0)
       throw Error(fmt::format("initializer '{}' in {} has a negative "

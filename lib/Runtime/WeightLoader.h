@@ -72,9 +72,12 @@ public:
   /// shape `local` at `offsets` into a new tensor. For external data, maps
   /// the side file on first use (refusing a location that is absolute or
   /// leaves the model's folder) and checks its offset and length. Not
-  /// thread-safe (the cache of side files is shared).
+  /// thread-safe (the cache of side files is shared). With `sourceShape`,
+  /// the initializer has that shape and `global` views it (same elements,
+  /// same row-major order).
   Tensor loadBlock(const std::string &name, const TensorType &global,
-                   const Shape &offsets, const Shape &local) const;
+                   const Shape &offsets, const Shape &local,
+                   const Shape &sourceShape = {}) const;
 
   /// How many distinct external data files have been mapped so far.
   std::size_t numExternalFiles() const { return externalFiles.size(); }

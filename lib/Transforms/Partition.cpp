@@ -307,6 +307,64 @@ struct TaskGraphPartitioner {
     return success();
   }
 
+  /// Sizes in the attributes of a Split or Slice whose axis is split (in
+  /// every piece, the rule's [pieces, P]) become the local ones.
+  void localizeAttrs(OnnxOp op) {
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    Builder b(ctx);
+    auto shape = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    int64_t rank = shape(op->getOperand(0)).size();
+    NamedAttrList list(attrs);
+    if (op.getOpType() == "Split") {
+      if (!attrs.get("split"))
+        return;
+      int64_t axis = getOnnxAxis(op, rank, 0);
+      SmallVector<int64_t> sizes;
+      for (Value r : op->getResults())
+        sizes.push_back(shape(r)[axis]);
+      list.set("split", b.getDenseI64ArrayAttr(sizes));
+    } else if (op.getOpType() == "Slice") {
+      auto starts = attrs.getAs<DenseI64ArrayAttr>("starts");
+      auto axes = attrs.getAs<DenseI64ArrayAttr>("axes");
+      if (!starts || !axes || starts.size() != 1 || axes.size() != 1)
+        return;
+      int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
+      int64_t local = shape(op->getOperand(0))[axis];
+      int64_t whole = global.lookup(op->getOperand(0)).getDimSize(axis);
+      if (local == whole)
+        return;
+      int64_t start = starts[0] < 0 ? starts[0] + whole : starts[0];
+      int64_t localStart = start / (whole / local);
+      list.set("starts", b.getDenseI64ArrayAttr({localStart}));
+      list.set("ends", b.getDenseI64ArrayAttr(
+                           {localStart + shape(op->getResult(0))[axis]}));
+    } else if (op.getOpType() == "Pad") {
+      // Zero padding around one piece: the pads scale like the piece.
+      auto pads = attrs.getAs<DenseI64ArrayAttr>("pads");
+      if (!pads || (int64_t)pads.size() != 2 * rank || attrs.get("axes"))
+        return;
+      SmallVector<int64_t> local(pads.asArrayRef());
+      bool changed = false;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t have = shape(op->getOperand(0))[d];
+        int64_t whole = global.lookup(op->getOperand(0)).getDimSize(d);
+        if (have == whole || have == 0)
+          continue;
+        local[d] = pads[d] / (whole / have);
+        local[d + rank] = pads[d + rank] / (whole / have);
+        changed = true;
+      }
+      if (!changed)
+        return;
+      list.set("pads", b.getDenseI64ArrayAttr(local));
+    } else {
+      return;
+    }
+    op.setOnnxAttrsAttr(list.getDictionary(ctx));
+  }
+
   LogicalResult partitionOp(OpBuilder &b, Operation *op,
                             const ShardingRule &rule) {
     FactorAxes axes = getFactorAxes(op);
@@ -325,6 +383,8 @@ struct TaskGraphPartitioner {
                                 "shoal-propagate-sharding first";
     for (auto [r, s] : llvm::zip(op->getResults(), resultSh))
       setLocal(r, cast<ShardingAttr>(s));
+    if (auto onnx = dyn_cast<OnnxOp>(op))
+      localizeAttrs(onnx);
 
     // Uneven (zero-padded) shards are only summed where every operand
     // carrying the padded factor is a weight, padded with zeros too (a

@@ -46,6 +46,7 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.explain = options.explain;
     pm.addPass(createPlanPass(plan));
   }
+  pm.addPass(createFusedWeightViewsPass());
   if (options.train)
     addTrainingPasses(pm, *options.train);
   pm.addPass(

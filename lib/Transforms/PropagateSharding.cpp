@@ -27,9 +27,18 @@ using namespace shoal;
 
 namespace {
 
+/// A weight view (shoal-fused-weight-views): a reshape of a weight. It is
+/// laid out by its user, like the weight.
+ReshapeOp getWeightView(Value v) {
+  auto r = v.getDefiningOp<ReshapeOp>();
+  if (r && r.getInput().getDefiningOp<WeightOp>())
+    return r;
+  return {};
+}
+
 bool isWeightLike(Value v) {
   Operation *def = v.getDefiningOp();
-  return def && isa<WeightOp, ConstantOp>(def);
+  return def && (isa<WeightOp, ConstantOp>(def) || getWeightView(v));
 }
 
 /// A weight whose layout an earlier user (or the same weight in an earlier
@@ -38,8 +47,68 @@ bool isWeightLike(Value v) {
 /// must all agree on its layout. It then brings its layout like an
 /// activation.
 bool hasDecidedLayout(Value v) {
+  if (auto view = getWeightView(v))
+    return view->hasAttr(ShoalDialect::kShardingAttr);
   auto w = v.getDefiningOp<WeightOp>();
   return w && w->hasAttr(ShoalDialect::kShardingAttr);
+}
+
+/// The factor of a dimension made of factors `df` that a split with `outer`
+/// runs lies on: the one starting where the runs end (the major factor of
+/// a plain split), and its own outer count, above 1 when the runs end
+/// inside it. {-1, 1} if the runs end on no factor.
+std::pair<int, int64_t> findSplitFactor(const ShardingRule &rule,
+                                        const DimFactors &df, int64_t outer) {
+  int64_t before = 1;
+  for (int g : df) {
+    int64_t size = rule.factorSizes[g];
+    if (outer == before)
+      return {g, 1};
+    if (outer % before == 0 && outer < before * size &&
+        size % (outer / before) == 0)
+      return {g, outer / before};
+    before *= size;
+  }
+  return {-1, 1};
+}
+
+/// Lays out weight view `view` so that its result has `want` (as far as a
+/// block split of the weight gives it) and its weight the matching block
+/// split.
+void decideView(ReshapeOp view, ShardingAttr want) {
+  MLIRContext *ctx = view.getContext();
+  ShardingRule rule = view.getShardingRule();
+  FactorAxes axes(rule.getNumFactors());
+  FactorOuter outer(rule.getNumFactors(), 1);
+  for (auto [d, df] : llvm::enumerate(rule.results[0])) {
+    SmallVector<StringRef> a = want.getDimAxes(d);
+    if (a.empty())
+      continue;
+    auto [f, fo] = findSplitFactor(rule, df, want.getDimOuter(d));
+    if (f >= 0 && axes[f].empty()) {
+      axes[f] = a;
+      outer[f] = fo;
+    }
+  }
+  ShardingAttr weight =
+      shardingFromFactors(ctx, rule, rule.operands[0], axes, outer);
+  if (weight.isStrided()) {
+    axes.assign(rule.getNumFactors(), {});
+    outer.assign(rule.getNumFactors(), 1);
+    weight = shardingFromFactors(ctx, rule, rule.operands[0], axes, outer);
+  }
+  Builder b(ctx);
+  SmallVector<Attribute> factorAttrs;
+  for (auto &a : axes)
+    factorAttrs.push_back(b.getStrArrayAttr(a));
+  view->setAttr(ShoalDialect::kFactorShardingAttr, b.getArrayAttr(factorAttrs));
+  if (llvm::any_of(outer, [](int64_t o) { return o > 1; }))
+    view->setAttr(kFactorOuterAttr, b.getDenseI64ArrayAttr(outer));
+  view->setAttr(ShoalDialect::kShardingAttr,
+                b.getArrayAttr({shardingFromFactors(ctx, rule, rule.results[0],
+                                                    axes, outer)}));
+  view.getInput().getDefiningOp()->setAttr(ShoalDialect::kShardingAttr,
+                                           b.getArrayAttr({weight}));
 }
 
 /// Removes `axis` from every dimension of `s`.
@@ -183,6 +252,13 @@ bool hasStackedExperts(TaskGraphOp tg) {
       if (expertFactor(&op, iface.getShardingRule()) >= 0)
         return true;
   return false;
+}
+
+/// The initializer name of a weight or weight view.
+StringRef weightName(Value v) {
+  if (ReshapeOp view = getWeightView(v))
+    v = view.getInput();
+  return cast<WeightOp>(v.getDefiningOp()).getName();
 }
 
 std::string describe(Operation *op) {
@@ -384,6 +460,12 @@ struct PropagateShardingPass
     for (Operation &op : tg.getBody().front()) {
       if (isa<WeightOp, ConstantOp, YieldOp>(op))
         continue;
+      // A weight view is laid out by its user, unless its weight already
+      // has a layout (from the forward TaskGraph, in training).
+      if (auto view = dyn_cast<ReshapeOp>(op);
+          view && getWeightView(view.getResult()) &&
+          !hasDecidedLayout(view.getInput()))
+        continue;
       auto iface = dyn_cast<ShardingRuleOpInterface>(op);
       if (!iface)
         return op.emitError()
@@ -392,6 +474,13 @@ struct PropagateShardingPass
                         experts ? tpSize : 1)))
         return failure();
     }
+
+    // Weight views no user laid out stay whole.
+    for (auto view : tg.getBody().front().getOps<ReshapeOp>())
+      if (getWeightView(view.getResult()) &&
+          !view->hasAttr(ShoalDialect::kShardingAttr))
+        decideView(view,
+                   ShardingAttr::getReplicated(ctx, view.getType().getRank()));
 
     // Outputs of a split TaskGraph are gathered over tp, except those read
     // only by other device sets: a bridge moves their blocks directly.
@@ -445,7 +534,7 @@ struct PropagateShardingPass
     // dimension carries one split factor at most.
     auto inWeight = [&](int f) {
       for (auto [k, v] : llvm::enumerate(op->getOperands()))
-        if (isWeightLike(v))
+        if (isWeightLike(v) && !getWeightView(v))
           for (const DimFactors &df : rule.operands[k])
             if (llvm::is_contained(df, f))
               return true;
@@ -473,26 +562,7 @@ struct PropagateShardingPass
         SmallVector<StringRef> a = s.getDimAxes(d);
         if (a.empty() || df.empty())
           continue;
-        // The factor the split lies on: the one starting where the
-        // dimension's outer runs end (the major factor of a plain split),
-        // itself strided if the runs end inside it.
-        int64_t o = s.getDimOuter(d), before = 1;
-        int f = -1;
-        int64_t fo = 1;
-        for (int g : df) {
-          int64_t size = rule.factorSizes[g];
-          if (o == before) {
-            f = g;
-            break;
-          }
-          if (o % before == 0 && o < before * size &&
-              size % (o / before) == 0) {
-            f = g;
-            fo = o / before;
-            break;
-          }
-          before *= size;
-        }
+        auto [f, fo] = findSplitFactor(rule, df, s.getDimOuter(d));
         if (f < 0)
           continue;
         bool strided = fo > 1 || rule.isMinorSomewhere(f);
@@ -556,11 +626,13 @@ struct PropagateShardingPass
         llvm::is_contained(rule.factorKinds, FactorKind::Reduction);
     if (tpSize > 1 && contracts && !used.contains("tp")) {
       int best = -1;
+      int64_t bestOuter = 1;
       Value bestWeight;
       for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-        if (!isWeightLike(v) || !isa<WeightOp>(v.getDefiningOp()))
+        ReshapeOp view = getWeightView(v);
+        if (!isWeightLike(v) || !(isa<WeightOp>(v.getDefiningOp()) || view))
           continue;
-        for (const DimFactors &df : rule.operands[k]) {
+        for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
           if (df.empty())
             continue;
           int f = df.front();
@@ -571,6 +643,18 @@ struct PropagateShardingPass
           if (best < 0 || rule.factorSizes[f] > rule.factorSizes[best]) {
             best = f;
             bestWeight = v;
+            // A view cuts this dimension in pieces: split each piece.
+            bestOuter = 1;
+            if (view) {
+              auto in = cast<RankedTensorType>(view.getInput().getType());
+              auto out = cast<RankedTensorType>(view.getType());
+              for (int64_t i = 0; i < out.getRank(); ++i)
+                if (in.getDimSize(i) != out.getDimSize(i)) {
+                  if (i == (int64_t)d)
+                    bestOuter = in.getDimSize(i);
+                  break;
+                }
+            }
           }
         }
       }
@@ -580,11 +664,12 @@ struct PropagateShardingPass
                  << "split(" << tpSize << ") of TaskGraph '" << tg.getSymName()
                  << "': " << describe(op) << " would split a dimension of size "
                  << rule.factorSizes[best] << " of weight '"
-                 << cast<WeightOp>(bestWeight.getDefiningOp()).getName()
-                 << "' over " << tpSize
+                 << weightName(bestWeight) << "' over " << tpSize
                  << " devices, more devices than it has rows";
         // Uneven splits get ceil-sized, zero-padded shards.
         axes[best] = {"tp"};
+        if (bestOuter > 1 && rule.factorSizes[best] % (bestOuter * tpSize) == 0)
+          outer[best] = bestOuter;
       }
     }
 
@@ -619,7 +704,10 @@ struct PropagateShardingPass
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
-      if (auto w = v.getDefiningOp<WeightOp>(); w && !hasDecidedLayout(v))
+      if (ReshapeOp view = getWeightView(v); view && !hasDecidedLayout(v))
+        decideView(view, shardingFromFactors(ctx, rule, rule.operands[k], axes,
+                                             outer));
+      else if (auto w = v.getDefiningOp<WeightOp>(); w && !hasDecidedLayout(v))
         w->setAttr(ShoalDialect::kShardingAttr,
                    b.getArrayAttr({dropStrided(shardingFromFactors(
                        ctx, rule, rule.operands[k], axes, outer))}));

@@ -169,6 +169,32 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def FusedWeightViewsPass
+    : Pass<"shoal-fused-weight-views", "::mlir::ModuleOp"> {
+  let summary = "View the weights of fused projections piece by piece";
+  let description = [{
+    A matrix product (with its bias) whose result is cut in equal pieces
+    along its last dimension (a Split into equal parts, or Slices of one
+    piece each: fused q/k/v projections) gets its weight viewed with that
+    dimension made two, `[.., n, N / n]`, plus a reshape back, so that
+    tensor parallelism can split every piece by heads (Megatron-LM's
+    layout). The initializer's own shape goes to `shoal.source_shape`.
+
+    Before:
+    ```mlir
+    %w = shoal.weight "c_attn.weight" : tensor<64x192xf32>
+    %y = shoal.matmul %x, %w : (...) -> tensor<2x16x192xf32>
+    %q:3 = shoal.onnx "Split"(%y) {axis = 2 : i64} : ...
+    ```
+    After:
+    ```mlir
+    %v = shoal.weight "c_attn.weight" {shoal.source_shape = array<i64: 64, 192>} : tensor<64x3x64xf32>
+    %w = shoal.reshape %v : (tensor<64x3x64xf32>) -> tensor<64x192xf32>
+    ```
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def FormTaskGraphsPass : Pass<"shoal-form-taskgraphs", "::mlir::ModuleOp"> {
   let summary = "Turn annotated scopes into shoal.task_graph regions";
   let description = [{

@@ -465,6 +465,10 @@ private:
           for (int64_t d : shape.asArrayRef())
             weight->mutable_global_type()->add_shape(d);
         }
+        if (auto src = w->getAttrOfType<DenseI64ArrayAttr>(
+                ShoalDialect::kSourceShapeAttr))
+          for (int64_t d : src.asArrayRef())
+            weight->add_source_shape(d);
         continue;
       }
       if (auto c = dyn_cast<ConstantOp>(op)) {

@@ -222,3 +222,11 @@ func.func @recv_rank() {
   %0 = shoal.recv id 0 from <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[], []]>, offset = 0, stride = 1> to <mesh = #shoal.mesh<["dp", "tp"], [1, 1]>, sharding = #shoal.sharding<[[]]>, offset = 1, stride = 1> : tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @weight_view_elements() -> tensor<8x3x4xf32> {
+  // expected-error @+1 {{'shoal.weight' op weight 'w' views an initializer of shape [8, 24] as [8, 3, 4], which has another number of elements}}
+  %w = shoal.weight "w" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x4xf32>
+  return %w : tensor<8x3x4xf32>
+}

@@ -199,6 +199,25 @@ LogicalResult WeightOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError() << "weight '" << getName()
                          << "' must have a static shape";
+  if (auto src = (*this)->getAttrOfType<DenseI64ArrayAttr>(
+          ShoalDialect::kSourceShapeAttr)) {
+    // After partitioning, the type is a shard; the global shape is kept.
+    SmallVector<int64_t> shape(getType().getShape());
+    if (auto g =
+            (*this)->getAttrOfType<DenseI64ArrayAttr>("shoal.global_shape"))
+      shape.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    int64_t n = 1, m = 1;
+    for (int64_t d : src.asArrayRef())
+      n = d < 0 ? -1 : n * d;
+    for (int64_t d : shape)
+      m *= d;
+    if (n != m)
+      return emitOpError() << "weight '" << getName()
+                           << "' views an initializer of shape "
+                           << fmtShape(src.asArrayRef()) << " as "
+                           << fmtShape(shape)
+                           << ", which has another number of elements";
+  }
   return success();
 }
 
@@ -720,6 +739,68 @@ ShardingRule OnnxOp::getShardingRule() {
     }
     return rule;
   }
+  if (type == "Split" && op->getNumOperands() == 1 && op->getNumResults() > 1) {
+    // Equal pieces: the split axis is [pieces, P], each result's axis the
+    // factor P, so a split of P in every piece (a strided split with
+    // `pieces` runs, as a fused q/k/v projection split by heads has) gives
+    // every result a plain split.
+    int64_t axis = getOnnxAxis(*this, rank, 0);
+    int64_t size = shapeOf(op->getOperand(0))[axis];
+    int64_t piece = shapeOf(op->getResult(0))[axis];
+    int64_t n = op->getNumResults();
+    bool equal =
+        piece * n == size && llvm::all_of(op->getResults(), [&](Value r) {
+          return rankOf(r) == rank && shapeOf(r)[axis] == piece;
+        });
+    if (equal) {
+      rule.operands.clear();
+      rule.results.clear();
+      shareOutsideAxis(rule, op, axis);
+      int pieces = rule.addFactor(n, FactorKind::Blocked);
+      int p = rule.addFactor(piece);
+      rule.operands[0][axis] = {pieces, p};
+      for (TensorFactors &tf : rule.results)
+        tf[axis] = {p};
+      return rule;
+    }
+  }
+  if (type == "Slice" && op->getNumOperands() == 1) {
+    // One piece of equal pieces along one axis, unit steps: the axis is
+    // [pieces, P] and the result's axis is P, as for Split.
+    auto starts = getOnnxAttrs().getAs<DenseI64ArrayAttr>("starts");
+    auto ends = getOnnxAttrs().getAs<DenseI64ArrayAttr>("ends");
+    auto axes = getOnnxAttrs().getAs<DenseI64ArrayAttr>("axes");
+    auto steps = getOnnxAttrs().getAs<DenseI64ArrayAttr>("steps");
+    if (starts && ends && axes && starts.size() == 1 && ends.size() == 1 &&
+        axes.size() == 1 && (!steps || (steps.size() == 1 && steps[0] == 1))) {
+      int64_t axis = normalizeAxis(axes[0], rank);
+      ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+      int64_t piece = shapeOf(op->getResult(0))[axis];
+      int64_t start = starts[0] < 0 ? starts[0] + in[axis] : starts[0];
+      if (piece > 0 && in[axis] % piece == 0 && start >= 0 &&
+          start % piece == 0 && start + piece <= in[axis] &&
+          in[axis] / piece > 1) {
+        rule.operands.clear();
+        rule.results.clear();
+        TensorFactors inF, outF;
+        for (int64_t d = 0; d < rank; ++d) {
+          if (d == axis) {
+            int pieces = rule.addFactor(in[d] / piece, FactorKind::Blocked);
+            int p = rule.addFactor(piece);
+            inF.push_back({pieces, p});
+            outF.push_back({p});
+          } else {
+            int f = rule.addFactor(in[d]);
+            inF.push_back({f});
+            outF.push_back({f});
+          }
+        }
+        rule.operands.push_back(inF);
+        rule.results.push_back(outF);
+        return rule;
+      }
+    }
+  }
   if (llvm::is_contained(
           {"Concat", "Split", "TopK", "GatherElements", "ScatterElements"},
           type)) {
@@ -778,9 +859,30 @@ ShardingRule OnnxOp::getShardingRule() {
     for (size_t k = 0; k < n && k + n < pads.size(); ++k)
       if (pads[k] != 0 || pads[k + n] != 0)
         padded[axes[k]] = true;
+    // Constant (zero) padding that puts the input as one of equal pieces
+    // (the gradient of a Slice of one piece): the output's axis is
+    // [pieces, P] like the Slice's input, so a split of P survives (a
+    // strided split with `pieces` runs).
+    auto mode = getOnnxAttrs().getAs<StringAttr>("mode");
+    bool zeros = (!mode || mode.getValue() == "constant") &&
+                 !getOnnxAttrs().get("value");
+    auto onePiece = [&](int64_t d) -> bool {
+      if (!zeros || in[d] <= 0 || out[d] % in[d] != 0 || out[d] == in[d])
+        return false;
+      for (size_t k = 0; k < n && k + n < pads.size(); ++k)
+        if (axes[k] == d && (pads[k] < 0 || pads[k + n] < 0 ||
+                             pads[k] % in[d] != 0 || pads[k + n] % in[d] != 0))
+          return false;
+      return true;
+    };
     TensorFactors inF, outF;
     for (int64_t d = 0; d < rank; ++d) {
-      if (padded[d] || in[d] != out[d]) {
+      if (padded[d] && onePiece(d)) {
+        int p = rule.addFactor(in[d]);
+        inF.push_back({p});
+        outF.push_back(
+            {rule.addFactor(out[d] / in[d], FactorKind::Blocked), p});
+      } else if (padded[d] || in[d] != out[d]) {
         inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
         outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
       } else {

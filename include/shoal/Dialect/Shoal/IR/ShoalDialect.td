@@ -27,6 +27,10 @@ def Shoal_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// Discardable attribute names, kept in one place.
     static constexpr ::llvm::StringLiteral kScopeAttr = "shoal.scope";
+    /// On a weight viewed in another shape than its initializer's: the
+    /// initializer's shape.
+    static constexpr ::llvm::StringLiteral kSourceShapeAttr =
+        "shoal.source_shape";
     /// On a graph input: its batch dimension (0 when absent).
     static constexpr ::llvm::StringLiteral kBatchDimAttr = "shoal.batch_dim";
     /// Training: "backward" or "optimizer" on ops and TaskGraphs (absent:

@@ -1,0 +1,75 @@
+// shoal-fused-weight-views views a fused projection's weight (and bias) in
+// pieces when the product is cut in equal pieces along its last dimension:
+// GPT-2's c_attn (one Split into q, k, v) and nn.MultiheadAttention's
+// in_proj (three Slices). A cut in unequal pieces keeps the weight as it is.
+// Then, under split(2), shoal-propagate-sharding splits each piece by heads
+// (the view's last part over tp: a strided split of the product with 3
+// runs), the cut gives every piece a plain split, and nothing is gathered.
+// RUN: shoal-opt %s --shoal-fused-weight-views | FileCheck %s
+// RUN: shoal-opt %s --shoal-fused-weight-views --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding | FileCheck %s --check-prefix=PROP
+// RUN: shoal-opt %s --shoal-fused-weight-views --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-partition | FileCheck %s --check-prefix=PART
+
+// CHECK-LABEL: func.func @split
+// CHECK: %[[W:.*]] = shoal.weight "c_attn.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
+// CHECK: shoal.reshape %[[W]] {shoal.scope = "attn"} : (tensor<8x3x8xf32>) -> tensor<8x24xf32>
+// CHECK: %[[B:.*]] = shoal.weight "c_attn.bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
+// CHECK: shoal.reshape %[[B]] {shoal.scope = "attn"} : (tensor<3x8xf32>) -> tensor<24xf32>
+// CHECK-LABEL: func.func @slices
+// CHECK: shoal.weight "in_proj.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
+// CHECK-LABEL: func.func @unequal
+// CHECK: shoal.weight "qkv.weight" : tensor<8x16xf32>
+
+// The weight's view is split plainly on its last part; the product and the
+// biased sum are strided (3 runs); each q/k/v piece is a plain split.
+// PROP-LABEL: func.func @split
+// PROP: shoal.weight "c_attn.weight" {shoal.sharding = [#shoal.sharding<{{\[}}[], [], ["tp"]]>], shoal.source_shape = array<i64: 8, 24>}
+// PROP: shoal.reshape {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}[], ["tp"]], outer = [1, 3]>]
+// PROP: shoal.matmul {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}[], [], ["tp"]], outer = [1, 1, 3]>]
+// PROP: shoal.add {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}[], [], ["tp"]], outer = [1, 1, 3]>]
+// PROP: shoal.onnx "Split"{{.*}}shoal.sharding = [#shoal.sharding<{{\[}}[], [], ["tp"]]>, #shoal.sharding<{{\[}}[], [], ["tp"]]>, #shoal.sharding<{{\[}}[], [], ["tp"]]>]
+
+// Each rank loads [8, 3, 4] (its half of q, k and v), reshapes it to
+// [8, 12] and cuts its local product in pieces of 4.
+// PART-LABEL: func.func @split
+// PART-NOT: shoal.all_gather
+// PART: shoal.weight "c_attn.weight" {{.*}} : tensor<8x3x4xf32>
+// PART: shoal.reshape %{{.*}} : (tensor<8x3x4xf32>) -> tensor<8x12xf32>
+// PART: shoal.matmul {{.*}} -> tensor<2x4x12xf32>
+// PART: shoal.onnx "Split"(%{{.*}}) {axis = 2 : i64, split = array<i64: 4, 4, 4>} : (tensor<2x4x12xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+// PART-LABEL: func.func @slices
+// PART-NOT: shoal.all_gather
+// PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 4>, starts = array<i64: 0>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
+// PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 8>, starts = array<i64: 4>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
+// PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 12>, starts = array<i64: 8>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
+// PART-LABEL: func.func @unequal
+
+module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
+  func.func @split(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
+    %w = shoal.weight "c_attn.weight" : tensor<8x24xf32>
+    %b = shoal.weight "c_attn.bias" : tensor<24xf32>
+    %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+    %a = shoal.add %b, %p {shoal.scope = "attn"} : (tensor<24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+    %q:3 = shoal.onnx "Split"(%a) {axis = 2 : i64, split = array<i64: 8, 8, 8>} {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+    %r0 = shoal.relu %q#0 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r1 = shoal.relu %q#1 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r2 = shoal.relu %q#2 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %r0, %r1, %r2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  }
+  func.func @slices(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
+    %w = shoal.weight "in_proj.weight" : tensor<8x24xf32>
+    %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+    %q = shoal.onnx "Slice"(%p) {axes = array<i64: -1>, ends = array<i64: 8>, starts = array<i64: 0>} {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
+    %k = shoal.onnx "Slice"(%p) {axes = array<i64: -1>, ends = array<i64: 16>, starts = array<i64: 8>} {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
+    %v = shoal.onnx "Slice"(%p) {axes = array<i64: -1>, ends = array<i64: 24>, starts = array<i64: 16>} {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
+    %r0 = shoal.relu %q {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r1 = shoal.relu %k {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r2 = shoal.relu %v {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %r0, %r1, %r2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  }
+  func.func @unequal(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x4xf32> {shoal.name = "k"}, tensor<2x4x4xf32> {shoal.name = "v"}) {
+    %w = shoal.weight "qkv.weight" : tensor<8x16xf32>
+    %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+    %q:3 = shoal.onnx "Split"(%p) {axis = 2 : i64, split = array<i64: 8, 4, 4>} {shoal.scope = "attn"} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+    return %q#0, %q#1, %q#2 : tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  }
+}
