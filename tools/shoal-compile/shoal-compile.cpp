@@ -3,6 +3,7 @@
 //   shoal-compile model.onnx --annotate spec.yaml --world-size 4 -o model.plan
 //   shoal-compile model.onnx --cluster cluster.yaml --explain -o model.plan
 //   shoal-compile model.onnx --annotate spec.yaml --train train.yaml -o t.plan
+//   shoal-compile model.onnx --annotate spec.yaml --report -o model.plan
 //
 // Imports the model, runs the shoal-parallelize pipeline and exports the
 // plan. The same as shoal-translate --import-onnx | shoal-opt
@@ -65,6 +66,20 @@ static cl::opt<std::string> trainPath(
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
              cl::value_desc("file"));
+static cl::opt<bool>
+    report("report",
+           cl::desc("Print the parallelism report to stdout: per TaskGraph "
+                    "its ranks, every collective and why, transfers, "
+                    "replicated work (docs/Report.md)"));
+static cl::opt<std::string>
+    reportFile("report-file",
+               cl::desc("Write the parallelism report to a file instead"),
+               cl::value_desc("file"));
+static cl::opt<std::string>
+    reportDot("report-dot",
+              cl::desc("Write the parallelism report as a Graphviz picture "
+                       "(render with dot -Tsvg)"),
+              cl::value_desc("file.dot"));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -82,6 +97,9 @@ int main(int argc, char **argv) {
     return fail("--explain needs --cluster");
   if (device != "cpu" && device != "cuda")
     return fail("--device must be cpu or cuda, got '" + device + "'");
+  if (report && reportFile.empty() && outputPath == "-")
+    return fail("--report prints to stdout, where -o - writes the plan; "
+                "use --report-file");
 
   std::vector<shoal::InputShape> shapes;
   for (const std::string &text : inputShapes) {
@@ -109,6 +127,11 @@ int main(int argc, char **argv) {
   options.worldSize = worldSize;
   options.cluster = clusterPath;
   options.explain = explain;
+  if (!reportFile.empty())
+    options.report = reportFile;
+  else if (report)
+    options.report = "-";
+  options.reportDot = reportDot;
   if (!trainPath.empty()) {
     shoal::TrainConfig config;
     std::string err = shoal::parseTrainConfig(trainPath, config);
