@@ -373,7 +373,7 @@ std::string argName(func::FuncOp func, unsigned i, bool result) {
                      : func.getArgAttrOfType<StringAttr>(i, "shoal.name");
   if (name)
     return name.getValue().str();
-  return (result ? "output " : "input ") + std::to_string(i);
+  return "#" + std::to_string(i);
 }
 
 /// The global batch: dim 0 of the first graph input, times the sizes of
@@ -776,6 +776,9 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         split |= usesAxis(recv.getTo().getSharding(), "tp");
       }
     });
+    for (Value in : tg.getInputs())
+      if (auto bridge = in.getDefiningOp<BridgeOp>())
+        split |= usesAxis(bridge.getTo().getSharding(), "tp");
     if (!split) {
       Operation *first = nullptr;
       for (Operation &op : body) {
@@ -811,8 +814,10 @@ void ReportBuilder::printText(raw_ostream &os) {
      << (graphs.size() == 1 ? " TaskGraph" : " TaskGraphs") << " on " << world
      << (world == 1 ? " rank" : " ranks");
   if (!stages.empty() || micro > 1) {
-    os << "; pipeline of " << std::max<size_t>(1, stages.size()) << " stages, "
-       << micro << " micro-batches";
+    size_t numStages = std::max<size_t>(1, stages.size());
+    os << "; pipeline of " << numStages
+       << (numStages == 1 ? " stage, " : " stages, ") << micro
+       << (micro == 1 ? " micro-batch" : " micro-batches");
     if (auto k =
             module->getAttrOfType<StringAttr>(ShoalDialect::kScheduleKindAttr))
       os << ", " << k.getValue() << " schedule";

@@ -110,6 +110,16 @@ int main(int argc, char **argv) {
     return fail("--report prints to stdout, where -o - writes the plan; "
                 "use --report-file");
 
+  // A report file that cannot be written fails now, not after the compile.
+  for (const std::string &path :
+       {reportFile.getValue(), reportDot.getValue()}) {
+    if (path.empty() || path == "-")
+      continue;
+    std::string err;
+    if (!openOutputFile(path, &err))
+      return fail(err);
+  }
+
   std::vector<shoal::InputShape> shapes;
   for (const std::string &text : inputShapes) {
     shoal::InputShape s;
