@@ -257,10 +257,10 @@ bool isContraction(Operation *op) {
 
 /// The weight whose optimizer update reads `v` as its gradient, directly
 /// or through a few local_slice and same-type elementwise ops (micro-batch
-/// accumulation, clipping); "" if none does.
+/// accumulation, clipping) and TaskGraph outputs; "" if none does.
 std::string getGradientOf(Value v) {
   SmallVector<Value> work{v};
-  for (int depth = 0; depth < 4 && !work.empty(); ++depth) {
+  for (int depth = 0; depth < 6 && !work.empty(); ++depth) {
     SmallVector<Value> next;
     for (Value value : work) {
       for (OpOperand &use : value.getUses()) {
@@ -269,6 +269,14 @@ std::string getGradientOf(Value v) {
           auto w = user->getOperand(0).getDefiningOp<WeightOp>();
           if (w && w.getType() == value.getType())
             return w.getName().str();
+        } else if (isa<YieldOp>(user)) {
+          // Into the TaskGraph that reads this output (a training step's
+          // optimizer TaskGraph).
+          Value out = user->getParentOp()->getResult(use.getOperandNumber());
+          for (OpOperand &outUse : out.getUses())
+            if (auto reader = dyn_cast<TaskGraphOp>(outUse.getOwner()))
+              next.push_back(
+                  reader.getBody().getArgument(outUse.getOperandNumber()));
         } else if (isa<LocalSliceOp>(user) ||
                    (isa<AddOp, SubOp, MulOp, DivOp>(user) &&
                     user->getResult(0).getType() == value.getType())) {
@@ -487,22 +495,40 @@ void ReportBuilder::buildFunc(func::FuncOp func) {
     if (info.tg->getParentOfType<func::FuncOp>() != func)
       continue;
     TaskGraphOp tg = info.tg;
-    // Inputs, and the TaskGraphs on the same devices that feed it.
+    // Inputs, and the TaskGraphs on the same devices that feed it (their
+    // outputs grouped per producer).
     SmallVector<std::string> inputs;
+    SmallVector<std::pair<TaskGraphOp, SmallVector<int64_t>>> producers;
     for (Value in : tg.getInputs()) {
       if (auto arg = dyn_cast<BlockArgument>(in)) {
         inputs.push_back("graph input '" +
                          argName(func, arg.getArgNumber(), false) + "'");
       } else if (auto producer = in.getDefiningOp<TaskGraphOp>()) {
-        inputs.push_back(llvm::formatv("\"{0}\" output {1}",
-                                       producer.getSymName(),
-                                       cast<OpResult>(in).getResultNumber())
-                             .str());
-        edges.push_back(
-            {nodeId(producer), nodeId(tg), formatType(in.getType()), ""});
+        auto it = llvm::find_if(producers,
+                                [&](auto &p) { return p.first == producer; });
+        if (it == producers.end()) {
+          inputs.push_back("");
+          producers.push_back({producer, {}});
+          it = std::prev(producers.end());
+        }
+        it->second.push_back(cast<OpResult>(in).getResultNumber());
       } else if (in.getDefiningOp<BridgeOp>()) {
         inputs.push_back("a bridge");
       }
+    }
+    // The producers' entries fill the empty places, in order.
+    auto slot = inputs.begin();
+    for (auto &[producer, numbers] : producers) {
+      slot = std::find(slot, inputs.end(), "");
+      *slot =
+          llvm::formatv("\"{0}\" output{1} {2}", producer.getSymName(),
+                        numbers.size() == 1 ? "" : "s", formatRanks(numbers))
+              .str();
+      std::string label =
+          numbers.size() == 1
+              ? formatType(producer.getResult(numbers.front()).getType())
+              : std::to_string(numbers.size()) + " values";
+      edges.push_back({nodeId(producer), nodeId(tg), label, ""});
     }
     info.inputs = llvm::join(inputs, "; ");
 
