@@ -539,11 +539,13 @@ void ReportBuilder::buildFunc(func::FuncOp func) {
         TaskGraphOp to = receivers.lookup(send.getId());
         int64_t bytes = getTensorBytes(send.getInput().getType());
         std::string toName = to ? to.getSymName().str() : "?";
+        std::string node = getNodeName(send.getInput().getDefiningOp());
+        if (!node.empty())
+          node = " at " + node;
         info.sends.push_back(
-            {llvm::formatv("send {0} to \"{1}\" at {2}: {3}, {4} per rank, "
+            {llvm::formatv("send {0} to \"{1}\"{2}: {3}, {4} per rank, "
                            "{5} -> {6}",
-                           send.getId(), toName,
-                           getNodeName(send.getInput().getDefiningOp()),
+                           send.getId(), toName, node,
                            formatType(send.getInput().getType()),
                            formatBytes(bytes), formatLayout(send.getFrom()),
                            formatLayout(send.getTo()))
@@ -589,7 +591,7 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
   Operation *producer = skipCollectivesBack(input).getDefiningOp();
   Operation *consumer = getConsumer(result);
 
-  if (auto ar = dyn_cast<AllReduceOp>(op)) {
+  if (isa<AllReduceOp>(op)) {
     c.bytes = getTensorBytes(result.getType());
     c.node = getNodeName(producer);
     c.phase = getPhase(producer);
