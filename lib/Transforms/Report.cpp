@@ -54,6 +54,14 @@ std::string getNodeName(Operation *op) {
   return op ? getNodeName(op->getLoc()) : "";
 }
 
+/// `shoal.matmul`, or `shoal.onnx (ONNX Slice)` for an op kept as ONNX.
+std::string getOpLabel(Operation *op) {
+  std::string label = op->getName().getStringRef().str();
+  if (auto onnx = dyn_cast<OnnxOp>(op))
+    label += " (ONNX " + onnx.getOpType().str() + ")";
+  return label;
+}
+
 /// `2x16x64xf32` for `tensor<2x16x64xf32>`.
 std::string formatType(Type type) {
   std::string s;
@@ -600,8 +608,7 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
     else if (isContraction(producer))
       c.reason = "partial sums of a contraction split over " + c.axes;
     else if (producer)
-      c.reason = "partial sums of '" +
-                 producer->getName().getStringRef().str() +
+      c.reason = "partial sums of '" + getOpLabel(producer) +
                  "' (a reduction split over " + c.axes + ")";
     else
       c.reason = "partial sums over " + c.axes;
@@ -660,7 +667,7 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
     } else {
       c.node = getNodeName(consumer);
       c.phase = getPhase(consumer);
-      std::string opName = consumer->getName().getStringRef().str();
+      std::string opName = getOpLabel(consumer);
       bool batch = llvm::all_of(axes, [&](Attribute a) {
         return isBatchAxis(cast<StringAttr>(a).getValue(), info.tg);
       });
