@@ -263,6 +263,22 @@ bool isContraction(Operation *op) {
   return isa_and_nonnull<MatMulOp, GemmOp, AttentionOp>(op);
 }
 
+bool isConvolution(Operation *op) {
+  auto onnx = dyn_cast_or_null<OnnxOp>(op);
+  return onnx &&
+         (onnx.getOpType() == "Conv" || onnx.getOpType() == "ConvTranspose");
+}
+
+/// Whether shoal-partition split weight `w` over `axis` (its
+/// `shoal.sharding`).
+bool isSplitOver(WeightOp w, StringRef axis) {
+  if (auto list = w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
+    for (Attribute a : list)
+      if (auto s = dyn_cast<ShardingAttr>(a); s && usesAxis(s, axis))
+        return true;
+  return false;
+}
+
 /// The weight whose optimizer update reads `v` as its gradient, directly
 /// or through a few local_slice and same-type elementwise ops (micro-batch
 /// accumulation, clipping) and TaskGraph outputs; "" if none does.
@@ -732,45 +748,72 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
 
   // (c) An activation gathered over an axis that cuts the batch: every rank
   // computes what follows, up to the next local_slice, for the whole batch.
-  DenseSet<Operation *> covered;
+  // Gathers whose whole-batch regions overlap make one warning.
+  struct Gathered {
+    SmallVector<std::string> nodes;
+    llvm::SetVector<StringRef> axes;
+    llvm::SetVector<Operation *> ops;
+  };
+  SmallVector<Gathered> groups;
   for (Operation &op : body) {
     auto gather = dyn_cast<AllGatherOp>(op);
     if (!gather || !activation.contains(&op))
       continue;
-    std::string batchAxes;
+    Gathered g;
     for (Attribute a : gather.getAxes())
       if (isBatchAxis(cast<StringAttr>(a).getValue(), tg))
-        batchAxes += (batchAxes.empty() ? "" : ",") +
-                     cast<StringAttr>(a).getValue().str();
-    if (batchAxes.empty())
+        g.axes.insert(cast<StringAttr>(a).getValue());
+    if (g.axes.empty())
       continue;
     SmallVector<Operation *> work{&op};
-    SetVector<Operation *> whole;
+    DenseSet<Operation *> seen;
     while (!work.empty()) {
       Operation *cur = work.pop_back_val();
       for (Operation *user : cur->getUsers()) {
-        if (isa<LocalSliceOp, YieldOp, SendOp>(user) || !whole.insert(user))
+        if (isa<LocalSliceOp, YieldOp, SendOp>(user) ||
+            !seen.insert(user).second)
           continue;
         work.push_back(user);
+        if (isCompute(user))
+          g.ops.insert(user);
       }
     }
-    SmallVector<Operation *> computed;
-    for (Operation *o : whole)
-      if (isCompute(o)) {
-        computed.push_back(o);
-        covered.insert(o);
-      }
-    if (computed.empty())
+    if (g.ops.empty())
       continue;
-    llvm::sort(computed, [](Operation *a, Operation *b) {
-      return a->isBeforeInBlock(b);
-    });
+    g.nodes.push_back(getNodeName(getConsumer(gather.getResult())));
+    for (auto *it = groups.begin(); it != groups.end();) {
+      if (llvm::none_of(it->ops,
+                        [&](Operation *o) { return g.ops.contains(o); })) {
+        ++it;
+        continue;
+      }
+      g.nodes.insert(g.nodes.begin(), it->nodes.begin(), it->nodes.end());
+      g.axes.insert(it->axes.begin(), it->axes.end());
+      g.ops.insert(it->ops.begin(), it->ops.end());
+      it = groups.erase(it);
+    }
+    groups.push_back(std::move(g));
+  }
+  DenseSet<Operation *> covered;
+  for (Gathered &g : groups) {
+    SmallVector<Operation *> ops(g.ops.begin(), g.ops.end());
+    llvm::sort(
+        ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    covered.insert(ops.begin(), ops.end());
+    std::string at = g.nodes.front();
+    size_t shown = std::min<size_t>(g.nodes.size(), 3);
+    for (size_t i = 1; i < shown; ++i)
+      at += (i + 1 == g.nodes.size() ? " and " : ", ") + g.nodes[i];
+    if (g.nodes.size() > shown)
+      at += " and " + std::to_string(g.nodes.size() - shown) + " more";
+    std::string axes = llvm::join(g.axes, ",");
     info.warnings.push_back(
-        llvm::formatv("all_gather over {0} at {1} gathers the batch: each "
-                      "rank computes the whole batch in {2} (replicated work)",
-                      batchAxes, getNodeName(getConsumer(gather.getResult())),
-                      formatSpan(computed))
-            .str());
+        (g.nodes.size() == 1
+             ? "all_gather over " + axes + " at " + at + " gathers the batch"
+             : std::to_string(g.nodes.size()) + " all_gathers over " + axes +
+                   " at " + at + " gather the batch") +
+        ": each rank computes the whole batch in " + formatSpan(ops) +
+        " (replicated work)");
   }
 
   // (a) A replicate TaskGraph on several devices whose ops compute on the
@@ -800,11 +843,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
     bool split = false;
     tg.getBody().walk([&](Operation *op) {
       if (auto w = dyn_cast<WeightOp>(op)) {
-        if (auto list =
-                w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
-          for (Attribute a : list)
-            if (auto s = dyn_cast<ShardingAttr>(a); s && usesAxis(s, "tp"))
-              split = true;
+        split |= isSplitOver(w, "tp");
       } else if (isa<LocalSliceOp, AllToAllOp>(op)) {
         split |= hasAxis(getCollectiveAxes(op), "tp");
       } else if (auto recv = dyn_cast<RecvOp>(op)) {
@@ -828,6 +867,35 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
                           "tp: the {1} ranks of a tp group all compute {2} "
                           "and the rest whole (replicated work)",
                           tg.getDevices(), tp, getNodeName(first))
+                .str());
+    } else {
+      // Some weights are split, but these products use only whole ones.
+      SmallVector<Operation *> whole;
+      for (Operation &op : body) {
+        if (!isContraction(&op) && !isConvolution(&op))
+          continue;
+        bool weighted = false, split = false;
+        for (Value v : op.getOperands())
+          if (auto w = v.getDefiningOp<WeightOp>()) {
+            weighted = true;
+            split |= isSplitOver(w, "tp");
+          }
+        if (weighted && !split)
+          whole.push_back(&op);
+      }
+      if (whole.size() == 1)
+        info.warnings.push_back(
+            llvm::formatv("{0} splits no weight over tp: the {1} ranks of a "
+                          "tp group all compute it whole (replicated work)",
+                          getNodeName(whole.front()), tp)
+                .str());
+      else if (!whole.empty())
+        info.warnings.push_back(
+            llvm::formatv("{0} matrix products or convolutions, {1} to {2}, "
+                          "split no weight over tp: the {3} ranks of a tp "
+                          "group all compute them whole (replicated work)",
+                          whole.size(), getNodeName(whole.front()),
+                          getNodeName(whole.back()), tp)
                 .str());
     }
   }

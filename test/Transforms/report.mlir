@@ -108,6 +108,49 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 
 // -----
 
+// Two gathers of the batch whose whole-batch regions meet make one
+// warning; in a split TaskGraph that splits some weights, a product whose
+// weights are all whole is replicated work.
+
+// CHECK-LABEL: shoal parallelism report: 2 TaskGraphs on 2 ranks
+// CHECK: TaskGraph "two": replicate(2), mesh dp=1 x tp=2, ranks 0,1
+// CHECK: warning: TaskGraph "two": 2 all_gathers over tp at /t/Add and /t/Add gather the batch: each rank computes the whole batch in 2 ops, /t/Add to /t/Relu (replicated work)
+// CHECK-NOT: warning: TaskGraph "two"
+// CHECK: TaskGraph "partly": split(2), mesh dp=1 x tp=2, ranks 0,1
+// CHECK: warning: TaskGraph "partly": /p/fc2/MatMul splits no weight over tp: the 2 ranks of a tp group all compute it whole (replicated work)
+// CHECK-NOT: warning: TaskGraph "partly"
+// CHECK: total: 1 all_reduce, 2 all_gather, 2 local_slice; 2 warnings
+
+// DOT-LABEL: digraph shoal {
+// DOT: tg1 [label="partly\nsplit(2)\nmesh dp=1 x tp=2\nranks 0,1\n1 all_reduce (64 B)\n1 local_slice\n1 warning", color=orange, penwidth=2];
+// DOT: in0 -> tg0;
+// DOT: in1 -> tg0;
+
+func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.sharding<[["tp"], []]>}, %y: tensor<2x8xf32> {shoal.name = "y", shoal.sharding = #shoal.sharding<[["tp"], []]>}) -> tensor<2x8xf32> {
+  %0 = shoal.task_graph "two" replicate(2) mesh <["dp", "tp"], [1, 2]>(%x, %y : tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>):
+    %ga = shoal.all_gather %a dim 0 over ["tp"] : (tensor<2x8xf32>) -> tensor<4x8xf32> loc("/t/Add")
+    %gb = shoal.all_gather %b dim 0 over ["tp"] : (tensor<2x8xf32>) -> tensor<4x8xf32> loc("/t/Add")
+    %s = shoal.add %ga, %gb : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("/t/Add")
+    %r = shoal.relu %s : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("/t/Relu")
+    %l = shoal.local_slice %r dim 0 over ["tp"] : (tensor<4x8xf32>) -> tensor<2x8xf32> loc("two")
+    shoal.yield %l : tensor<2x8xf32>
+  } loc("two")
+  %1 = shoal.task_graph "partly" split(2) mesh <["dp", "tp"], [1, 2]>(%0 : tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    %w1 = shoal.weight "w1" {shoal.sharding = [#shoal.sharding<[["tp"], []]>]} : tensor<4x8xf32> loc("w1")
+    %l = shoal.local_slice %a dim 1 over ["tp"] : (tensor<2x8xf32>) -> tensor<2x4xf32> loc("/p/fc1/MatMul")
+    %m = shoal.matmul %l, %w1 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32> loc("/p/fc1/MatMul")
+    %r = shoal.all_reduce %m over ["tp"] : tensor<2x8xf32> loc("/p/fc1/MatMul")
+    %w2 = shoal.weight "w2" {shoal.sharding = [#shoal.sharding<[[], []]>]} : tensor<8x8xf32> loc("w2")
+    %m2 = shoal.matmul %r, %w2 : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32> loc("/p/fc2/MatMul")
+    shoal.yield %m2 : tensor<2x8xf32>
+  } loc("partly")
+  return %1 : tensor<2x8xf32>
+}
+
+// -----
+
 // A pipeline after shoal-pipeline: a send/recv pair between stages.
 
 // CHECK-LABEL: shoal parallelism report: 2 TaskGraphs on 3 ranks; pipeline of 2 stages, 2 micro-batches, gpipe schedule
