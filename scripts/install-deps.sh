@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libgtest-dev libyaml-cpp-dev
   libopenmpi-dev openmpi-bin libopenblas-dev libgloo-dev
   python3-torch python3-numpy python3-yaml
+  graphviz
 )
 missing=()
 for p in "${packages[@]}"; do

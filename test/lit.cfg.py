@@ -36,6 +36,10 @@ if smi:
     except Exception:
         pass
 
+# Graphviz, to check that --report-dot writes a picture dot can read.
+if shutil.which("dot"):
+    config.available_features.add("graphviz")
+
 tool_dirs = [config.shoal_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["shoal-opt", "shoal-translate", "shoal-compile", "shoal-run", "shoal-sim"], tool_dirs)

@@ -33,6 +33,14 @@ struct ParallelizePipelineOptions
   Option<bool> explain{*this, "explain",
                        llvm::cl::desc("shoal-plan prints its candidates"),
                        llvm::cl::init(false)};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Write the parallelism report to this file (-: stdout)"),
+      llvm::cl::init("")};
+  Option<std::string> reportDot{
+      *this, "report-dot",
+      llvm::cl::desc("Write the parallelism report as Graphviz dot here"),
+      llvm::cl::init("")};
 };
 } // namespace
 
@@ -55,6 +63,11 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   pm.addPass(createInsertBridgesPass());
   pm.addPass(createPartitionPass());
   pm.addPass(createPipelinePass());
+  // Before shoal-fuse: fused ops would hide the node names.
+  if (!options.report.empty())
+    pm.addPass(createReportPass(ReportPassOptions{options.report, "text"}));
+  if (!options.reportDot.empty())
+    pm.addPass(createReportPass(ReportPassOptions{options.reportDot, "dot"}));
   if (options.fuse)
     pm.addPass(createFusePass());
 }
@@ -67,8 +80,10 @@ void shoal::registerAllShoalPasses() {
       "insert bridges, "
       "partition and schedule pipeline stages",
       [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
-        addParallelizePipeline(pm,
-                               ParallelizeOptions{o.spec, o.worldSize, o.fuse,
-                                                  o.cluster, o.explain});
+        ParallelizeOptions options{o.spec, o.worldSize, o.fuse, o.cluster,
+                                   o.explain};
+        options.report = o.report;
+        options.reportDot = o.reportDot;
+        addParallelizePipeline(pm, options);
       });
 }

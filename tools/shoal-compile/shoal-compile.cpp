@@ -3,6 +3,7 @@
 //   shoal-compile model.onnx --annotate spec.yaml --world-size 4 -o model.plan
 //   shoal-compile model.onnx --cluster cluster.yaml --explain -o model.plan
 //   shoal-compile model.onnx --annotate spec.yaml --train train.yaml -o t.plan
+//   shoal-compile model.onnx --annotate spec.yaml --report -o model.plan
 //
 // Imports the model, runs the shoal-parallelize pipeline and exports the
 // plan. The same as shoal-translate --import-onnx | shoal-opt
@@ -12,6 +13,7 @@
 
 #include "shoal/Target/ONNX.h"
 #include "shoal/Target/Plan.h"
+#include "shoal/Tools/CommandLine.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,47 +29,69 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory compileCategory("shoal-compile options");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.onnx>"));
+                                      cl::desc("<model.onnx>"),
+                                      cl::cat(compileCategory));
 static cl::opt<std::string> specPath("annotate",
                                      cl::desc("YAML annotation spec"),
-                                     cl::value_desc("spec.yaml"));
+                                     cl::value_desc("spec.yaml"),
+                                     cl::cat(compileCategory));
 static cl::opt<int64_t>
     worldSize("world-size",
               cl::desc("Number of ranks (default: the scopes' device count)"),
-              cl::init(0));
+              cl::init(0), cl::cat(compileCategory));
 static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("Static shape of a graph input: name=d0,d1,..."),
-                cl::value_desc("name=dims"));
+                cl::value_desc("name=dims"), cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
-                                       cl::value_desc("file"), cl::Required);
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::cat(compileCategory));
 static cl::opt<std::string>
     device("device",
            cl::desc("Device the plan runs on by default: cpu or cuda "
                     "(shoal-run --backend overrides it)"),
-           cl::init("cpu"));
+           cl::init("cpu"), cl::cat(compileCategory));
 static cl::opt<std::string> clusterPath(
     "cluster",
     cl::desc("Cluster spec (YAML): balance the annotated layout for it, or "
              "search for one when there is no --annotate"),
-    cl::value_desc("cluster.yaml"));
+    cl::value_desc("cluster.yaml"), cl::cat(compileCategory));
 static cl::opt<bool>
     explain("explain",
             cl::desc("Print the planner's top layouts with their predicted "
                      "time and memory and why the chosen one won (needs "
-                     "--cluster)"));
+                     "--cluster)"),
+            cl::cat(compileCategory));
 static cl::opt<std::string> trainPath(
     "train",
     cl::desc("Training config (YAML: loss, optimizer, frozen weights): "
              "compile a training step instead of a forward pass"),
-    cl::value_desc("train.yaml"));
+    cl::value_desc("train.yaml"), cl::cat(compileCategory));
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
-             cl::value_desc("file"));
+             cl::value_desc("file"), cl::cat(compileCategory));
+static cl::opt<bool>
+    report("report",
+           cl::desc("Print the parallelism report to stdout: per TaskGraph "
+                    "its ranks, every collective and why, transfers, "
+                    "replicated work (docs/Report.md)"),
+           cl::cat(compileCategory));
+static cl::opt<std::string>
+    reportFile("report-file",
+               cl::desc("Write the parallelism report to a file instead"),
+               cl::value_desc("file"), cl::cat(compileCategory));
+static cl::opt<std::string>
+    reportDot("report-dot",
+              cl::desc("Write the parallelism report as a Graphviz picture "
+                       "(render with dot -Tsvg)"),
+              cl::value_desc("file.dot"), cl::cat(compileCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  shoal::hideUnrelatedOptions(&compileCategory);
   mlir::registerPassManagerCLOptions();
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -82,6 +106,19 @@ int main(int argc, char **argv) {
     return fail("--explain needs --cluster");
   if (device != "cpu" && device != "cuda")
     return fail("--device must be cpu or cuda, got '" + device + "'");
+  if (report && reportFile.empty() && outputPath == "-")
+    return fail("--report prints to stdout, where -o - writes the plan; "
+                "use --report-file");
+
+  // A report file that cannot be written fails now, not after the compile.
+  for (const std::string &path :
+       {reportFile.getValue(), reportDot.getValue()}) {
+    if (path.empty() || path == "-")
+      continue;
+    std::string err;
+    if (!openOutputFile(path, &err))
+      return fail(err);
+  }
 
   std::vector<shoal::InputShape> shapes;
   for (const std::string &text : inputShapes) {
@@ -109,6 +146,11 @@ int main(int argc, char **argv) {
   options.worldSize = worldSize;
   options.cluster = clusterPath;
   options.explain = explain;
+  if (!reportFile.empty())
+    options.report = reportFile;
+  else if (report)
+    options.report = "-";
+  options.reportDot = reportDot;
   if (!trainPath.empty()) {
     shoal::TrainConfig config;
     std::string err = shoal::parseTrainConfig(trainPath, config);

@@ -5,9 +5,13 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Tools/CommandLine.h"
 #include "shoal/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  // Only LLVM's own options are registered yet; MlirOptMain registers the
+  // MLIR options and the pass list when it runs, and they stay in --help.
+  shoal::hideUnrelatedOptions({});
   mlir::DialectRegistry registry;
   registry.insert<shoal::ShoalDialect, mlir::func::FuncDialect>();
   shoal::registerAllShoalPasses();

@@ -13,13 +13,16 @@
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
 #include "shoal/Target/ONNX.h"
 #include "shoal/Target/Plan.h"
+#include "shoal/Tools/CommandLine.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
 
+static llvm::cl::OptionCategory translateCategory("shoal-translate options");
+
 static llvm::cl::list<std::string> inputShapeOpts(
-    "input-shape",
+    "input-shape", llvm::cl::cat(translateCategory),
     llvm::cl::desc("Static shape for a graph input, for --import-onnx; "
                    "repeat the flag or separate entries with ';'"),
     llvm::cl::value_desc("name=d0,d1,..."));
@@ -86,6 +89,9 @@ static OwningOpRef<Operation *> importONNX(llvm::SourceMgr &sourceMgr,
 }
 
 int main(int argc, char **argv) {
+  // mlirTranslateMain registers its own options (input, -o, the
+  // translations, the printer's) after this, so they stay in --help.
+  shoal::hideUnrelatedOptions(&translateCategory);
   TranslateToMLIRRegistration importRegistration(
       "import-onnx", "Import an ONNX model (.onnx, or .onnxtext text syntax)",
       importONNX, registerDialects);

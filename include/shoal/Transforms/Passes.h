@@ -45,6 +45,11 @@ struct ParallelizeOptions {
   bool explain = false;
   /// Training: the loss and the optimizer (absent: a forward plan).
   std::optional<TrainConfig> train;
+  /// Write the parallelism report (shoal-report, before shoal-fuse) as text
+  /// to this file ("-": stdout) and as Graphviz dot to `reportDot`; empty:
+  /// no report.
+  std::string report;
+  std::string reportDot;
 };
 
 /// Adds the full parallelization pipeline to `pm`.

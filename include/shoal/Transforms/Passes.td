@@ -341,4 +341,36 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def ReportPass : Pass<"shoal-report", "::mlir::ModuleOp"> {
+  let summary = "Write the parallelism report: TaskGraphs, collectives and "
+                "why, transfers, replicated work";
+  let description = [{
+    Reads a partitioned module (after `shoal-partition`, best before
+    `shoal-fuse`, whose fused ops hide node names) and writes, per
+    TaskGraph, its strategy, mesh and ranks; every collective with its
+    axes, shapes, bytes per rank, the node it serves and its reason (the
+    `shoal.reason` attribute when the inserting pass wrote one, otherwise
+    derived from the ops around it); sends, receives and bridges between
+    TaskGraphs; a summary; and warnings where a scope computes replicated
+    work (docs/Report.md). The IR is not changed. `format=dot` writes a
+    Graphviz picture instead.
+
+    ```mlir
+    %p = shoal.matmul %h, %w2 : (tensor<2x128xf32>, tensor<128x64xf32>) -> tensor<2x64xf32> loc("/fc2/MatMul")
+    %y = shoal.all_reduce %p over ["tp"] : tensor<2x64xf32>
+    ```
+    reports
+    ```
+    all_reduce over tp at /fc2/MatMul: partial sums of a contraction split over tp
+        2x64xf32, 512 B per rank
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (-: stdout)">,
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "text or dot (Graphviz)">,
+  ];
+}
+
 #endif // SHOAL_TRANSFORMS_PASSES_TD
