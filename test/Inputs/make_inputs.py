@@ -15,6 +15,11 @@ made here.
                          not read the weights
   unsupported_named.onnx a named Hardmax node (unsupported)
   constants_raw.onnx     Constants of every supported type stored as raw_data
+  dynamo_named.onnx      an opset-20 model in the style of torch.onnx.export(
+                         ..., dynamo=True): nodes named node_<Op>_<n> with
+                         their module path in metadata_props
+                         (pkg.torch.onnx.name_scopes), a field onnx 1.12
+                         does not have and that is written as raw bytes
 """
 
 import argparse
@@ -125,6 +130,77 @@ def constants_raw(out):
          "constants_raw.onnx")
 
 
+def with_metadata(node, props):
+    """Adds NodeProto.metadata_props (field 9, IR version 10) entries: onnx
+    1.12's Python classes do not have the field, protobuf keeps it as an
+    unknown field."""
+    def varint(n):
+        out = b""
+        while True:
+            b = n & 0x7F
+            n >>= 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    def field(number, payload):
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    for key, value in props.items():
+        entry = field(1, key.encode()) + field(2, value.encode())
+        node.MergeFromString(field(9, entry))
+    return node
+
+
+def dynamo_named(out):
+    w0 = numpy_helper.from_array(
+        np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8),
+        "layers.0.fc.weight")
+    w1 = numpy_helper.from_array(
+        np.linspace(1, -1, 32, dtype=np.float32).reshape(8, 4),
+        "layers.1.fc.weight")
+    axes = numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")
+
+    def scoped(op, inputs, outputs, name, scopes, **attrs):
+        return with_metadata(
+            helper.make_node(op, inputs, outputs, name=name, **attrs),
+            {"namespace": "unused", "pkg.torch.onnx.name_scopes": scopes})
+
+    nodes = [
+        scoped("MatMul", ["x", "layers.0.fc.weight"], ["h0"], "node_MatMul_0",
+               "['', 'layers.0', 'layers.0.fc', 'linear']"),
+        scoped("Gelu", ["h0"], ["a0"], "node_Gelu_1",
+               "['', 'layers.0', 'layers.0.act', 'gelu']"),
+        scoped("MatMul", ["a0", "layers.1.fc.weight"], ["h1"],
+               "node_MatMul_2",
+               "['', 'layers.1', 'layers.1.fc', 'linear_1']"),
+        # A second op of the same type in the same module: numbered.
+        scoped("MatMul", ["x", "layers.0.fc.weight"], ["h2"],
+               "node_MatMul_3",
+               "['', 'layers.1', 'layers.1.fc', 'linear_2']"),
+        # Double quotes, as repr() writes a name holding a quote.
+        scoped("ReduceMean", ["h1", "axes"], ["m"], "node_ReduceMean_4",
+               '["", "head\'s", "mean"]', keepdims=0),
+        # A name that carries a module path wins over the metadata.
+        scoped("Relu", ["h2"], ["r"], "/head/Relu", "['', 'other', 'relu']"),
+        # No metadata: the node's own name.
+        helper.make_node("Neg", ["m"], ["y"], name="node_Neg_6"),
+    ]
+    graph = helper.make_graph(
+        nodes, "dynamo_named",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 8])],
+        initializer=[w0, w1, axes])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    # onnx 1.12's checker does not know opset 20: saved unchecked.
+    path = os.path.join(out, "dynamo_named.onnx")
+    onnx.save(model, path)
+    print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
@@ -133,6 +209,7 @@ def main():
     external_weights(args.out)
     unsupported_named(args.out)
     constants_raw(args.out)
+    dynamo_named(args.out)
 
 
 if __name__ == "__main__":

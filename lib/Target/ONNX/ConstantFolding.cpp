@@ -725,6 +725,24 @@ int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph,
         }
         out = std::vector<TensorProto>{toProto(l, node.output(0))};
       }
+    } else if (defaultDomain && node.op_type() == "CastLike" &&
+               node.input_size() == 2 && constants.count(node.input(0))) {
+      // CastLike of a constant (PyTorch's dynamo exporter writes scalars
+      // so) is a Cast to the element type of its second input.
+      auto it = types.find(node.input(1));
+      if (it != types.end() && it->second->has_tensor_type() &&
+          it->second->tensor_type().elem_type() != 0) {
+        onnx::NodeProto cast;
+        cast.set_op_type("Cast");
+        cast.add_input(node.input(0));
+        cast.add_output(node.output(0));
+        onnx::AttributeProto *to = cast.add_attribute();
+        to->set_name("to");
+        to->set_type(onnx::AttributeProto::INT);
+        to->set_i(it->second->tensor_type().elem_type());
+        std::string why;
+        out = foldNode(cast, {constants[node.input(0)]}, why);
+      }
     } else if (defaultDomain && isFoldableOp(node.op_type()) &&
                node.op_type() != "Identity") {
       std::vector<const TensorProto *> inputs;
@@ -755,6 +773,8 @@ int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph,
     for (int i = 0; i < node.output_size(); ++i) {
       onnx::NodeProto c;
       c.set_op_type("Constant");
+      // Keep the node's metadata (its module path, NodeNames.cpp).
+      c.mutable_unknown_fields()->MergeFrom(node.unknown_fields());
       c.set_name(node.output_size() == 1
                      ? node.name()
                      : node.name() + "_" + std::to_string(i));
@@ -764,11 +784,12 @@ int shoal::onnx_import::foldModelConstants(onnx::GraphProto &graph,
       a->set_type(onnx::AttributeProto::TENSOR);
       *a->mutable_t() = (*out)[i];
       nodes.push_back(std::move(c));
-      constants[node.output(i)] = &nodes.back().attribute(0).t();
+      // A copy that stays put: `nodes` moves its elements as it grows.
+      constants[node.output(i)] = &owned.emplace_back((*out)[i]);
     }
     ++folded;
   }
-  // `constants` may point into `nodes`, which moves below; it is not used
+  // `constants` may point into the old nodes, cleared below; it is not used
   // after this point.
   graph.clear_node();
   for (onnx::NodeProto &n : nodes)

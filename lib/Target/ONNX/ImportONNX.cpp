@@ -118,12 +118,14 @@ LogicalResult parseModel(MLIRContext *ctx, StringRef path, StringRef bytes,
 }
 
 /// Opsets below kMinOpset down to this one are upgraded with ONNX's own
-/// version converter.
+/// version converter; opsets above kMaxOpset up to this one are rewritten
+/// into opset 17 by shoal (OpsetDowngrade.cpp).
 static constexpr int64_t kMinConvertibleOpset = 1;
+static constexpr int64_t kMaxConvertibleOpset = 21;
 
-/// Checks the default-domain opset; upgrades older ones to kMinOpset.
-LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
-                         onnx::ModelProto &model) {
+/// The model's default-domain opset, if shoal can import it.
+FailureOr<int64_t> getOpset(MLIRContext *ctx, StringRef path,
+                            const onnx::ModelProto &model) {
   std::optional<int64_t> opset;
   for (const auto &import : model.opset_import())
     if (import.domain().empty() || import.domain() == "ai.onnx")
@@ -132,24 +134,54 @@ LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
     return fileError(ctx, path)
            << "the model imports no default-domain (ai.onnx) opset; shoal "
               "supports opsets "
-           << kMinOpset << " to " << kMaxOpset;
-  if (*opset >= kMinConvertibleOpset && *opset < kMinOpset) {
-    try {
-      model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
-    } catch (const std::exception &e) {
-      return fileError(ctx, path)
-             << "default-domain opset " << *opset
-             << " could not be converted to opset " << kMinOpset
-             << " by ONNX's version converter: " << e.what();
-    }
-    return success();
-  }
-  if (*opset < kMinOpset || *opset > kMaxOpset)
+           << kMinOpset << " to " << kMaxConvertibleOpset;
+  if (*opset < kMinConvertibleOpset || *opset > kMaxConvertibleOpset)
     return fileError(ctx, path)
            << "unsupported default-domain opset " << *opset
            << "; shoal supports opsets " << kMinOpset << " to " << kMaxOpset
            << " (and converts " << kMinConvertibleOpset << " to "
-           << kMinOpset - 1 << " with ONNX's version converter)";
+           << kMinOpset - 1 << " with ONNX's version converter, "
+           << kMaxOpset + 1 << " to " << kMaxConvertibleOpset
+           << " by rewriting the ops that changed)";
+  return *opset;
+}
+
+/// Rewrites an opset 18-21 model into opset 17.
+LogicalResult downgradeOpset(MLIRContext *ctx, StringRef path,
+                             onnx::ModelProto &model, int64_t opset) {
+  if (auto error = onnx_import::downgradeToOpset17(model, opset))
+    return fileError(ctx, path) << *error;
+  return success();
+}
+
+LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
+                                  StringRef modelDir, onnx::ModelProto &model,
+                                  bool foldFloatInitializers);
+
+/// Upgrades an opset 1-12 model to kMinOpset with ONNX's version converter.
+/// The converter is only given models that ONNX's checker accepts (it is not
+/// written for broken ones) and whose shapes inference and folding made as
+/// static as they can be: some of its adapters need them (Softmax 12 -> 13
+/// needs its input's rank).
+LogicalResult upgradeOpset(MLIRContext *ctx, StringRef path, StringRef modelDir,
+                           onnx::ModelProto &model, int64_t opset,
+                           bool foldFloatInitializers) {
+  if (failed(checkAndInferShapes(ctx, path, modelDir, model,
+                                 foldFloatInitializers)))
+    return failure();
+  try {
+    model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+  } catch (const std::exception &e) {
+    auto diag = fileError(ctx, path)
+                << "default-domain opset " << opset
+                << " could not be converted to opset " << kMinOpset
+                << " by ONNX's version converter: " << e.what();
+    if (StringRef(e.what()).contains("shape"))
+      diag << " (give the graph inputs static shapes with --input-shape)";
+    return diag;
+  }
+  // Shapes are inferred again at the new opset.
+  model.mutable_graph()->clear_value_info();
   return success();
 }
 
@@ -157,6 +189,7 @@ LogicalResult checkOpset(MLIRContext *ctx, StringRef path,
 LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
                            const onnx::GraphProto &graph) {
   llvm::StringSet<> reported;
+  std::vector<std::string> names = onnx_import::getNodeNames(graph);
   bool ok = true;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &node = graph.node(i);
@@ -169,8 +202,8 @@ LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
     if (!reported.insert(node.domain() + "::" + node.op_type()).second)
       continue;
     auto diag = fileError(ctx, path)
-                << "node '" << onnx_import::getNodeName(node, i)
-                << "': unsupported ONNX op '" << node.op_type() << "'";
+                << "node '" << names[i] << "': unsupported ONNX op '"
+                << node.op_type() << "'";
     if (!defaultDomain)
       diag << " (domain '" << node.domain() << "')";
     ok = false;
@@ -277,12 +310,24 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
     modelDir += llvm::sys::path::get_separator();
 
   onnx::ModelProto model;
-  if (failed(parseModel(ctx, path, bytes, model)) ||
-      failed(checkOpset(ctx, path, model)) ||
-      failed(checkOpTypes(ctx, path, model.graph())) ||
-      failed(
-          applyInputShapes(ctx, path, *model.mutable_graph(), inputShapes)) ||
-      failed(checkAndInferShapes(ctx, path, modelDir, model,
+  if (failed(parseModel(ctx, path, bytes, model)))
+    return {};
+  FailureOr<int64_t> opset = getOpset(ctx, path, model);
+  if (failed(opset))
+    return {};
+  if (*opset > kMaxOpset && failed(downgradeOpset(ctx, path, model, *opset)))
+    return {};
+  // Op types are checked once the model is at an opset shoal knows.
+  if (*opset >= kMinOpset && failed(checkOpTypes(ctx, path, model.graph())))
+    return {};
+  if (failed(applyInputShapes(ctx, path, *model.mutable_graph(), inputShapes)))
+    return {};
+  if (*opset < kMinOpset &&
+      (failed(upgradeOpset(ctx, path, modelDir, model, *opset,
+                           foldFloatInitializers)) ||
+       failed(checkOpTypes(ctx, path, model.graph()))))
+    return {};
+  if (failed(checkAndInferShapes(ctx, path, modelDir, model,
                                  foldFloatInitializers)))
     return {};
   onnx_import::Importer importer(ctx, path, source, model);

@@ -682,6 +682,72 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// InstanceNormalization(X [N, C, ...], scale [C], bias [C]) written with
+/// graph ops: mean and (biased) variance over the spatial dimensions of each
+/// sample and channel, then scale and bias per channel. PyTorch exports
+/// nn.GroupNorm and nn.InstanceNorm* through it. The batch and the channels
+/// stay splittable.
+LogicalResult convertInstanceNorm(Importer &im, const onnx::NodeProto &node) {
+  SmallVector<Value> in;
+  for (int i = 0; i < 3; ++i) {
+    if (!Importer::hasInput(node, i))
+      return im.nodeError() << "InstanceNormalization needs input " << i;
+    auto v = im.getInput(node, i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  auto type = im.getResultType(node, 0);
+  if (failed(type))
+    return failure();
+  auto xType = cast<RankedTensorType>(in[0].getType());
+  ArrayRef<int64_t> xs = xType.getShape();
+  if (xs.size() < 3)
+    return im.nodeError() << "InstanceNormalization needs an input [N, C, "
+                             "D1, ...] of rank 3 or more, got "
+                          << xType;
+  int64_t c = xs[1];
+  for (int i = 1; i < 3; ++i)
+    if (cast<RankedTensorType>(in[i].getType()).getShape() !=
+        ArrayRef<int64_t>{c})
+      return im.nodeError() << "input " << i << " must have shape [" << c
+                            << "], got " << in[i].getType();
+  OpBuilder &b = im.builder();
+  Location loc = im.loc();
+  Type elem = xType.getElementType();
+  SmallVector<int64_t> axes, kept(xs.begin(), xs.end()), channel(xs.size(), 1);
+  for (int64_t d = 2; d < static_cast<int64_t>(xs.size()); ++d) {
+    axes.push_back(d);
+    kept[d] = 1;
+  }
+  channel[1] = c;
+  auto keptType = RankedTensorType::get(kept, elem);
+  auto channelType = RankedTensorType::get(channel, elem);
+  auto scalarType = RankedTensorType::get({}, elem);
+  float epsilon = getFloatAttr(node, "epsilon", 1e-5f);
+  auto mean = [&](Value v) -> Value {
+    return b.create<ReduceMeanOp>(
+        loc, keptType, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(true));
+  };
+  Value centered = b.create<SubOp>(loc, xType, in[0], mean(in[0]));
+  Value var = mean(b.create<MulOp>(loc, xType, centered, centered));
+  Value eps = b.create<ConstantOp>(
+      loc, scalarType,
+      DenseElementsAttr::get(scalarType, b.getFloatAttr(elem, epsilon)));
+  Value std =
+      b.create<SqrtOp>(loc, keptType, b.create<AddOp>(loc, keptType, var, eps));
+  Value normalized = b.create<DivOp>(loc, xType, centered, std);
+  Value scale = b.create<ReshapeOp>(loc, channelType, in[1]);
+  Value bias = b.create<ReshapeOp>(loc, channelType, in[2]);
+  Value y = b.create<AddOp>(
+      loc, xType, b.create<MulOp>(loc, xType, normalized, scale), bias);
+  if (y.getType() != *type)
+    return im.nodeError() << "output has type " << *type << ", expected "
+                          << y.getType();
+  im.setResult(node, 0, y);
+  return success();
+}
+
 } // namespace
 
 ConvertFn onnx_import::lookupConverter(StringRef opType) {
@@ -731,6 +797,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Flatten", convertReshapeLike)
       .Cases("Concat", "Split", "Slice", "Expand", "Conv", convertGeneric)
       .Case("BatchNormalization", convertBatchNorm)
+      .Case("InstanceNormalization", convertInstanceNorm)
       .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              convertGeneric)
       .Cases("GatherElements", "ScatterElements", "TopK", "Trilu",

@@ -120,6 +120,7 @@ InFlightDiagnostic Importer::nodeError() {
 }
 
 void Importer::indexGraph() {
+  nodeNames = getNodeNames(graph);
   for (const auto &init : graph.initializer())
     initializers[init.name()] = &init;
   // Graph inputs and outputs win over value_info entries of the same name.
@@ -555,7 +556,7 @@ bool Importer::tryFold(const onnx::NodeProto &node) {
 }
 
 LogicalResult Importer::convertNode(const onnx::NodeProto &node, int index) {
-  nodeName = getNodeName(node, index);
+  nodeName = nodeNames[index];
   nodeLoc = NameLoc::get(b.getStringAttr(nodeName), fileLoc);
   if (node.op_type() == "Shape" || node.op_type() == "Size")
     return foldShape(node);

@@ -24,6 +24,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace shoal {
 namespace onnx_import {
@@ -147,6 +148,8 @@ private:
   llvm::StringMap<const onnx::TypeProto *> types;
   /// Names read by some node or returned by the graph.
   llvm::StringSet<> used;
+  /// The location name of each node (getNodeNames).
+  std::vector<std::string> nodeNames;
 };
 
 /// The name a node is known by: its ONNX name, or `<OpType>_<index>` for an
@@ -156,6 +159,28 @@ inline std::string getNodeName(const onnx::NodeProto &node, int index) {
     return node.name();
   return node.op_type() + "_" + std::to_string(index);
 }
+
+/// The name an op converted from node `index` of `graph` is located at:
+/// its ONNX name, or, for a node whose name carries no module path (does
+/// not start with '/') but whose metadata has PyTorch's module path
+/// (`pkg.torch.onnx.name_scopes`, written by `torch.onnx.export(...,
+/// dynamo=True)`), `/<module>/<submodule>/<OpType>` as PyTorch's
+/// TorchScript exporter names nodes, made unique with `_1`, `_2`, ...;
+/// unnamed nodes without metadata are `<OpType>_<index>`.
+std::vector<std::string> getNodeNames(const onnx::GraphProto &graph);
+
+/// The value of a node's `metadata_props` entry `key` (IR version 10, a
+/// field ONNX 1.12 does not know: it is read from the unknown fields).
+std::optional<std::string> getNodeMetadata(const onnx::NodeProto &node,
+                                           llvm::StringRef key);
+
+/// Rewrites a model of default-domain opset 18 to 21 into opset 17 (which
+/// ONNX 1.12's checker and shape inference know): the ops whose signature
+/// changed take their opset-17 form, Gelu and GroupNormalization become
+/// opset-17 ops. Returns an error naming the node when an op's use has no
+/// opset-17 form.
+std::optional<std::string> downgradeToOpset17(onnx::ModelProto &model,
+                                              int64_t opset);
 
 /// Formats an ONNX shape as `[N, 128]` (`?` for an unknown dimension).
 std::string formatShape(const onnx::TensorShapeProto &shape);

@@ -1,0 +1,641 @@
+//===- OpsetDowngrade.cpp - Opsets 18-21 rewritten to opset 17 --*- C++ -*-===//
+//
+// ONNX's C++ library here (1.12) knows opsets up to 17: its checker refuses
+// newer models and its shape inference does not know the new signatures.
+// PyTorch 2.x exports at opset 18 and above, so the importer rewrites such a
+// model into opset 17 before ONNX sees it: every op whose signature changed
+// in opsets 18 to 21 is written in its opset-17 form (ReduceMean's axes
+// input back to an attribute, Split's num_outputs to sizes, Pad's axes to
+// full pads, ...), the new ops shoal handles are expanded into opset-17 ops
+// (Gelu, GroupNormalization), and anything whose new meaning has no opset-17
+// form is an error that names the node, the op and the opset.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <cmath>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+using namespace shoal;
+using namespace shoal::onnx_import;
+
+namespace {
+
+/// What opsets 18 to 21 changed about an op, and so what the downgrade does.
+enum class Change {
+  /// Only new element types or attributes that keep their opset-17 meaning
+  /// at their default: nothing to rewrite (new types are refused later).
+  None,
+  /// Reduce*: axes moved from an attribute to an input (opset 18).
+  ReduceAxes,
+  /// Split: num_outputs (opset 18).
+  Split,
+  /// Pad: axes input (18), mode 'wrap' (19).
+  Pad,
+  /// Resize: antialias, axes, keep_aspect_ratio_policy (18),
+  /// half_pixel_symmetric (19).
+  Resize,
+  /// ScatterElements, ScatterND: reduction max and min (18).
+  Scatter,
+  /// AveragePool: dilations (19).
+  AveragePool,
+  /// Cast, CastLike: saturate (19), only meaningful for float8.
+  Cast,
+  /// New ops shoal expands into opset-17 ops.
+  Gelu,
+  GroupNormalization,
+};
+
+/// What opsets 18 to 21 changed about `opType`.
+Change changeOf(llvm::StringRef opType) {
+  return llvm::StringSwitch<Change>(opType)
+      .Cases("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+             "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
+             Change::ReduceAxes)
+      .Case("ReduceSumSquare", Change::ReduceAxes)
+      .Case("Split", Change::Split)
+      .Case("Pad", Change::Pad)
+      .Case("Resize", Change::Resize)
+      .Cases("ScatterElements", "ScatterND", Change::Scatter)
+      .Case("AveragePool", Change::AveragePool)
+      .Cases("Cast", "CastLike", Change::Cast)
+      .Case("Gelu", Change::Gelu)
+      .Case("GroupNormalization", Change::GroupNormalization)
+      .Default(Change::None);
+}
+
+bool isDefaultDomain(const onnx::NodeProto &node) {
+  return node.domain().empty() || node.domain() == "ai.onnx";
+}
+
+void eraseAttr(onnx::NodeProto &node, llvm::StringRef name) {
+  auto *attrs = node.mutable_attribute();
+  for (int i = attrs->size() - 1; i >= 0; --i)
+    if (attrs->Get(i).name() == name)
+      attrs->DeleteSubrange(i, 1);
+}
+
+void setIntsAttr(onnx::NodeProto &node, llvm::StringRef name,
+                 llvm::ArrayRef<int64_t> values) {
+  eraseAttr(node, name);
+  onnx::AttributeProto *a = node.add_attribute();
+  a->set_name(name.str());
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values)
+    a->add_ints(v);
+}
+
+/// The error of a failed downgrade.
+struct Failure {
+  std::string message;
+};
+
+class Downgrader {
+public:
+  Downgrader(onnx::ModelProto &model, int64_t opset)
+      : model(model), graph(*model.mutable_graph()), opset(opset) {}
+
+  std::optional<std::string> run();
+
+private:
+  /// Rewrites one node into `out` (phase 1: what needs no shapes).
+  void rewrite(const onnx::NodeProto &node, int index);
+  /// Rewrites the nodes that need a rank or size that only shape inference
+  /// knows (Pad with axes, uneven Split); returns how many it rewrote.
+  int resolvePending(
+      const std::unordered_map<std::string, onnx::TypeProto> &types);
+
+  [[noreturn]] void fail(const onnx::NodeProto &node, int index,
+                         const llvm::Twine &message) {
+    throw Failure{"node '" + getNodeName(node, index) + "': " + node.op_type() +
+                  " (opset " + std::to_string(opset) + "): " + message.str()};
+  }
+
+  /// The int64 values of `name` when it is an initializer or the output of
+  /// a Constant node seen so far.
+  std::optional<std::vector<int64_t>> constantInts(const std::string &name);
+  /// A fresh value name derived from `base`.
+  std::string freshName(const std::string &base);
+  /// Appends a node made from `proto`'s name and metadata.
+  onnx::NodeProto &addNode(const onnx::NodeProto &from, llvm::StringRef opType,
+                           std::vector<std::string> inputs,
+                           std::vector<std::string> outputs);
+  /// A float scalar constant of the element type of `like` (a CastLike of
+  /// a float Constant; constant folding turns it into one constant).
+  std::string scalarLike(const onnx::NodeProto &from, float value,
+                         const std::string &like);
+  std::string int64Constant(const onnx::NodeProto &from,
+                            llvm::ArrayRef<int64_t> values);
+
+  void expandGelu(const onnx::NodeProto &node, int index);
+  void expandGroupNorm(const onnx::NodeProto &node, int index);
+
+  onnx::ModelProto &model;
+  onnx::GraphProto &graph;
+  int64_t opset;
+  /// The rewritten nodes; a deque so that pointers into it stay valid.
+  std::deque<onnx::NodeProto> out;
+  std::unordered_map<std::string, const onnx::TensorProto *> constants;
+  std::deque<onnx::TensorProto> ownedTensors;
+  std::unordered_set<std::string> names;
+  /// Nodes of `out` waiting for shapes: (node, original index, num_outputs
+  /// for a Split or 0 for a Pad).
+  struct Pending {
+    onnx::NodeProto *node;
+    int index;
+    int64_t numOutputs;
+  };
+  std::vector<Pending> pending;
+};
+
+std::optional<std::vector<int64_t>>
+Downgrader::constantInts(const std::string &name) {
+  auto it = constants.find(name);
+  if (it == constants.end())
+    return std::nullopt;
+  const onnx::TensorProto &t = *it->second;
+  if (t.data_type() != onnx::TensorProto::INT64 ||
+      t.data_location() == onnx::TensorProto::EXTERNAL)
+    return std::nullopt;
+  std::vector<int64_t> values;
+  if (t.has_raw_data()) {
+    const std::string &raw = t.raw_data();
+    for (size_t k = 0; k + 8 <= raw.size(); k += 8) {
+      uint64_t v = 0;
+      for (int byte = 0; byte < 8; ++byte)
+        v |= uint64_t(static_cast<uint8_t>(raw[k + byte])) << (8 * byte);
+      values.push_back(static_cast<int64_t>(v));
+    }
+  } else {
+    values.assign(t.int64_data().begin(), t.int64_data().end());
+  }
+  return values;
+}
+
+std::string Downgrader::freshName(const std::string &base) {
+  std::string name = base;
+  for (int k = 1; names.count(name); ++k)
+    name = base + "_" + std::to_string(k);
+  names.insert(name);
+  return name;
+}
+
+onnx::NodeProto &Downgrader::addNode(const onnx::NodeProto &from,
+                                     llvm::StringRef opType,
+                                     std::vector<std::string> inputs,
+                                     std::vector<std::string> outputs) {
+  onnx::NodeProto &n = out.emplace_back();
+  n.set_op_type(opType.str());
+  if (!from.name().empty())
+    n.set_name(from.name() + "/" + opType.str());
+  // Node metadata (pkg.torch.onnx.name_scopes) is a field ONNX 1.12 does not
+  // know; it travels as an unknown field.
+  n.mutable_unknown_fields()->MergeFrom(from.unknown_fields());
+  for (auto &i : inputs)
+    n.add_input(i);
+  for (auto &o : outputs)
+    n.add_output(o);
+  return n;
+}
+
+std::string Downgrader::scalarLike(const onnx::NodeProto &from, float value,
+                                   const std::string &like) {
+  std::string base = (from.output(0).empty() ? "v" : from.output(0)) + "_c";
+  std::string f = freshName(base);
+  onnx::NodeProto &c = addNode(from, "Constant", {}, {f});
+  onnx::AttributeProto *a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_float_data(value);
+  std::string cast = freshName(base);
+  addNode(from, "CastLike", {f, like}, {cast});
+  return cast;
+}
+
+std::string Downgrader::int64Constant(const onnx::NodeProto &from,
+                                      llvm::ArrayRef<int64_t> values) {
+  // An initializer: it needs no place among the nodes.
+  std::string name =
+      freshName((from.output(0).empty() ? "v" : from.output(0)) + "_i");
+  onnx::TensorProto *t = graph.add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values)
+    t->add_int64_data(v);
+  constants[name] = t;
+  return name;
+}
+
+/// Gelu (opset 20) as PyTorch's TorchScript exporter writes nn.GELU:
+/// x * 0.5 * (1 + erf(x / sqrt(2))), or with approximate = "tanh"
+/// x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
+void Downgrader::expandGelu(const onnx::NodeProto &node, int index) {
+  std::string approximate = "none";
+  if (const onnx::AttributeProto *a = findAttr(node, "approximate"))
+    approximate = a->s();
+  if (approximate != "none" && approximate != "tanh")
+    fail(node, index, "unknown approximate '" + approximate + "'");
+  const std::string &x = node.input(0);
+  auto tmp = [&] { return freshName(node.output(0) + "_t"); };
+  std::string inner;
+  if (approximate == "none") {
+    std::string div = tmp();
+    addNode(node, "Div",
+            {x, scalarLike(node, static_cast<float>(std::sqrt(2.0)), x)},
+            {div});
+    inner = tmp();
+    addNode(node, "Erf", {div}, {inner});
+  } else {
+    std::string cube = tmp(), scaled = tmp(), sum = tmp(), arg = tmp();
+    addNode(node, "Pow", {x, scalarLike(node, 3.0f, x)}, {cube});
+    addNode(node, "Mul", {cube, scalarLike(node, 0.044715f, x)}, {scaled});
+    addNode(node, "Add", {x, scaled}, {sum});
+    addNode(
+        node, "Mul",
+        {sum, scalarLike(node, static_cast<float>(std::sqrt(2.0 / M_PI)), x)},
+        {arg});
+    inner = tmp();
+    addNode(node, "Tanh", {arg}, {inner});
+  }
+  std::string plus = tmp(), prod = tmp();
+  addNode(node, "Add", {inner, scalarLike(node, 1.0f, x)}, {plus});
+  addNode(node, "Mul", {x, plus}, {prod});
+  addNode(node, "Mul", {prod, scalarLike(node, 0.5f, x)}, {node.output(0)});
+}
+
+/// GroupNormalization (opset 18, 21) with the ops of opset 17: X [N, C, ...]
+/// seen as [N, G, C/G * ...], normalized over its last dimension, then
+/// scaled and shifted per group (opset 18: scale and bias have G entries)
+/// or per channel (opset 21: C entries) and given X's shape back.
+void Downgrader::expandGroupNorm(const onnx::NodeProto &node, int index) {
+  if (node.input_size() < 3 || node.input(1).empty() || node.input(2).empty())
+    fail(node, index, "needs inputs X, scale and bias");
+  const onnx::AttributeProto *groups = findAttr(node, "num_groups");
+  if (!groups)
+    fail(node, index, "needs the num_groups attribute");
+  float epsilon = getFloatAttr(node, "epsilon", 1e-5f);
+  const std::string &x = node.input(0);
+  auto tmp = [&] { return freshName(node.output(0) + "_t"); };
+  auto reduceMean = [&](const std::string &v) {
+    std::string r = tmp();
+    onnx::NodeProto &n = addNode(node, "ReduceMean", {v}, {r});
+    setIntsAttr(n, "axes", {2});
+    return r;
+  };
+  std::string grouped = tmp(), mean, centered = tmp(), square = tmp(), var,
+              shifted = tmp(), stddev = tmp(), normalized = tmp();
+  addNode(node, "Reshape", {x, int64Constant(node, {0, groups->i(), -1})},
+          {grouped});
+  mean = reduceMean(grouped);
+  addNode(node, "Sub", {grouped, mean}, {centered});
+  addNode(node, "Mul", {centered, centered}, {square});
+  var = reduceMean(square);
+  addNode(node, "Add", {var, scalarLike(node, epsilon, x)}, {shifted});
+  addNode(node, "Sqrt", {shifted}, {stddev});
+  addNode(node, "Div", {centered, stddev}, {normalized});
+  // Scale and bias broadcast over [N, K, M] as [K, 1]: K is G (opset 18)
+  // or C (opset 21).
+  std::string layout = normalized;
+  if (opset >= 21) {
+    std::string nc = tmp(), target = tmp();
+    layout = tmp();
+    onnx::NodeProto &shape = addNode(node, "Shape", {x}, {nc});
+    onnx::AttributeProto *end = shape.add_attribute();
+    end->set_name("end");
+    end->set_type(onnx::AttributeProto::INT);
+    end->set_i(2);
+    onnx::NodeProto &concat =
+        addNode(node, "Concat", {nc, int64Constant(node, {-1})}, {target});
+    onnx::AttributeProto *axis = concat.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(0);
+    addNode(node, "Reshape", {normalized, target}, {layout});
+  }
+  std::string column = int64Constant(node, {1});
+  std::string scale = tmp(), bias = tmp(), scaled = tmp(), result = tmp(),
+              shape = tmp();
+  addNode(node, "Unsqueeze", {node.input(1), column}, {scale});
+  addNode(node, "Unsqueeze", {node.input(2), column}, {bias});
+  addNode(node, "Mul", {layout, scale}, {scaled});
+  addNode(node, "Add", {scaled, bias}, {result});
+  addNode(node, "Shape", {x}, {shape});
+  addNode(node, "Reshape", {result, shape}, {node.output(0)});
+}
+
+void Downgrader::rewrite(const onnx::NodeProto &original, int index) {
+  Change change =
+      isDefaultDomain(original) ? changeOf(original.op_type()) : Change::None;
+  if (change == Change::Gelu)
+    return expandGelu(original, index);
+  if (change == Change::GroupNormalization)
+    return expandGroupNorm(original, index);
+
+  onnx::NodeProto &node = out.emplace_back(original);
+  // Constants are read from the copy: the original graph is replaced.
+  if (isDefaultDomain(node) && node.op_type() == "Constant" &&
+      node.attribute_size() == 1) {
+    const onnx::AttributeProto &a = node.attribute(0);
+    if (a.name() == "value") {
+      constants[node.output(0)] = &a.t();
+    } else if (a.name() == "value_ints" || a.name() == "value_int") {
+      onnx::TensorProto &t = ownedTensors.emplace_back();
+      t.set_data_type(onnx::TensorProto::INT64);
+      if (a.name() == "value_ints") {
+        t.add_dims(a.ints_size());
+        *t.mutable_int64_data() = a.ints();
+      } else {
+        t.add_int64_data(a.i());
+      }
+      constants[node.output(0)] = &t;
+    }
+  }
+  switch (change) {
+  case Change::None:
+  case Change::Gelu:
+  case Change::GroupNormalization:
+    return;
+  case Change::ReduceAxes: {
+    std::optional<std::vector<int64_t>> axes;
+    if (Importer::hasInput(node, 1)) {
+      axes = constantInts(node.input(1));
+      if (!axes)
+        fail(node, index,
+             "axes '" + node.input(1) +
+                 "' must be an int64 Constant or initializer: shoal needs it "
+                 "at compile time");
+      node.mutable_input()->DeleteSubrange(1, node.input_size() - 1);
+    }
+    bool noop = getIntAttr(node, "noop_with_empty_axes", 0) != 0;
+    eraseAttr(node, "noop_with_empty_axes");
+    if ((!axes || axes->empty()) && noop) {
+      // Nothing to reduce: the identity.
+      node.clear_attribute();
+      node.set_op_type("Identity");
+      return;
+    }
+    if (axes && !axes->empty())
+      setIntsAttr(node, "axes", *axes);
+    return;
+  }
+  case Change::Split: {
+    const onnx::AttributeProto *n = findAttr(node, "num_outputs");
+    if (!n)
+      return;
+    int64_t numOutputs = n->i();
+    eraseAttr(node, "num_outputs");
+    if (Importer::hasInput(node, 1))
+      fail(node, index, "has both a split input and num_outputs");
+    if (numOutputs != node.output_size())
+      fail(node, index,
+           "num_outputs is " + std::to_string(numOutputs) + " but it has " +
+               std::to_string(node.output_size()) + " outputs");
+    // An even split is Split-13 without sizes; an uneven one (the last part
+    // smaller) needs the size of the split dimension.
+    pending.push_back({&node, index, numOutputs});
+    return;
+  }
+  case Change::Pad: {
+    std::string mode = "constant";
+    if (const onnx::AttributeProto *m = findAttr(node, "mode"))
+      mode = m->s();
+    if (mode == "wrap")
+      fail(node, index,
+           "mode 'wrap' (opset 19) is not supported (constant, reflect or "
+           "edge)");
+    if (Importer::hasInput(node, 3))
+      pending.push_back({&node, index, 0});
+    return;
+  }
+  case Change::Resize: {
+    if (getIntAttr(node, "antialias", 0) != 0)
+      fail(node, index, "antialias = 1 is not supported");
+    if (findAttr(node, "axes"))
+      fail(node, index, "the axes attribute is not supported");
+    if (const onnx::AttributeProto *p =
+            findAttr(node, "keep_aspect_ratio_policy");
+        p && p->s() != "stretch")
+      fail(node, index,
+           "keep_aspect_ratio_policy '" + p->s() +
+               "' is not supported (only 'stretch')");
+    if (const onnx::AttributeProto *m =
+            findAttr(node, "coordinate_transformation_mode");
+        m && m->s() == "half_pixel_symmetric")
+      fail(node, index,
+           "coordinate_transformation_mode 'half_pixel_symmetric' is not "
+           "supported");
+    eraseAttr(node, "antialias");
+    eraseAttr(node, "keep_aspect_ratio_policy");
+    return;
+  }
+  case Change::Scatter:
+    if (const onnx::AttributeProto *r = findAttr(node, "reduction");
+        r && (r->s() == "max" || r->s() == "min"))
+      fail(node, index,
+           "reduction '" + r->s() + "' is not supported (none, add or mul)");
+    return;
+  case Change::AveragePool:
+    if (auto d = getIntsAttr(node, "dilations")) {
+      if (llvm::any_of(*d, [](int64_t v) { return v != 1; }))
+        fail(node, index, "dilations other than 1 are not supported");
+      eraseAttr(node, "dilations");
+    }
+    return;
+  case Change::Cast:
+    // saturate only applies to float8 targets, which shoal does not have.
+    eraseAttr(node, "saturate");
+    return;
+  }
+}
+
+int Downgrader::resolvePending(
+    const std::unordered_map<std::string, onnx::TypeProto> &types) {
+  auto shapeOf =
+      [&](const std::string &name) -> std::optional<std::vector<int64_t>> {
+    auto it = types.find(name);
+    if (it == types.end() || !it->second.has_tensor_type() ||
+        !it->second.tensor_type().has_shape())
+      return std::nullopt;
+    std::vector<int64_t> dims;
+    for (const auto &d : it->second.tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    return dims;
+  };
+  int resolved = 0;
+  for (auto it = pending.begin(); it != pending.end();) {
+    onnx::NodeProto &node = *it->node;
+    auto shape = shapeOf(node.input(0));
+    if (!shape) {
+      ++it;
+      continue;
+    }
+    int64_t rank = static_cast<int64_t>(shape->size());
+    if (it->numOutputs > 0) {
+      // Split: sizes of ceil(d / n), the last part what is left.
+      int64_t axis = getIntAttr(node, "axis", 0);
+      if (axis < 0)
+        axis += rank;
+      if (axis < 0 || axis >= rank)
+        fail(node, it->index, "axis out of range");
+      int64_t d = (*shape)[axis], n = it->numOutputs;
+      if (d >= 0 && d % n != 0) {
+        int64_t chunk = (d + n - 1) / n;
+        std::vector<int64_t> sizes(n, chunk);
+        sizes.back() = d - chunk * (n - 1);
+        if (sizes.back() < 0)
+          fail(node, it->index,
+               "cannot split a dimension of size " + std::to_string(d) +
+                   " into " + std::to_string(n) + " parts");
+        node.add_input(int64Constant(node, sizes));
+      }
+    } else {
+      // Pad with axes: pads for every dimension.
+      auto pads = constantInts(node.input(1));
+      auto axes = constantInts(node.input(3));
+      if (!pads)
+        fail(node, it->index,
+             "pads '" + node.input(1) +
+                 "' must be an int64 Constant or initializer when axes is "
+                 "given");
+      if (!axes)
+        fail(node, it->index,
+             "axes '" + node.input(3) +
+                 "' must be an int64 Constant or initializer");
+      if (pads->size() != 2 * axes->size())
+        fail(node, it->index,
+             "pads has " + std::to_string(pads->size()) + " entries for " +
+                 std::to_string(axes->size()) + " axes");
+      std::vector<int64_t> full(2 * rank, 0);
+      for (size_t k = 0; k < axes->size(); ++k) {
+        int64_t a = (*axes)[k] < 0 ? (*axes)[k] + rank : (*axes)[k];
+        if (a < 0 || a >= rank)
+          fail(node, it->index,
+               "axis " + std::to_string((*axes)[k]) +
+                   " out of range for rank " + std::to_string(rank));
+        full[a] = (*pads)[k];
+        full[rank + a] = (*pads)[axes->size() + k];
+      }
+      node.set_input(1, int64Constant(node, full));
+      node.mutable_input()->DeleteSubrange(3, 1);
+      // An absent constant_value left last.
+      if (node.input_size() == 3 && node.input(2).empty())
+        node.mutable_input()->DeleteSubrange(2, 1);
+    }
+    it = pending.erase(it);
+    ++resolved;
+  }
+  return resolved;
+}
+
+/// Types that ONNX 1.12's shape inference finds for the values of `model`
+/// (non-strict: nodes it cannot infer are skipped).
+std::unordered_map<std::string, onnx::TypeProto>
+probeTypes(const onnx::ModelProto &model) {
+  onnx::ModelProto copy = model;
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type_val=*/false,
+                                        /*strict_mode_val=*/0,
+                                        /*data_prop_val=*/true);
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
+                                       options);
+  } catch (const std::exception &) {
+  }
+  std::unordered_map<std::string, onnx::TypeProto> types;
+  for (const auto &v : copy.graph().input())
+    types[v.name()] = v.type();
+  for (const auto &v : copy.graph().value_info())
+    types[v.name()] = v.type();
+  for (const auto &v : copy.graph().output())
+    types[v.name()] = v.type();
+  for (const auto &t : copy.graph().initializer()) {
+    onnx::TypeProto type;
+    type.mutable_tensor_type()->set_elem_type(t.data_type());
+    auto *shape = type.mutable_tensor_type()->mutable_shape();
+    for (int64_t d : t.dims())
+      shape->add_dim()->set_dim_value(d);
+    types[t.name()] = type;
+  }
+  return types;
+}
+
+std::optional<std::string> Downgrader::run() {
+  for (const auto &t : graph.initializer()) {
+    constants[t.name()] = &t;
+    names.insert(t.name());
+  }
+  for (const auto &v : graph.input())
+    names.insert(v.name());
+  for (const auto &n : graph.node())
+    for (const auto &o : n.output())
+      names.insert(o);
+  try {
+    for (int i = 0; i < graph.node_size(); ++i)
+      rewrite(graph.node(i), i);
+  } catch (const Failure &f) {
+    return f.message;
+  }
+  auto commit = [&] {
+    graph.clear_node();
+    for (onnx::NodeProto &n : out)
+      *graph.add_node() = n;
+  };
+  for (auto &import : *model.mutable_opset_import())
+    if (import.domain().empty() || import.domain() == "ai.onnx")
+      import.set_version(17);
+  // Model-local functions no node calls (exporters leave some behind) would
+  // be checked at the new opset: drop them. A called one is a custom-domain
+  // op, which the importer refuses anyway.
+  std::unordered_set<std::string> called;
+  for (const auto &n : graph.node())
+    called.insert(n.domain() + "::" + n.op_type());
+  auto *functions = model.mutable_functions();
+  for (int i = functions->size() - 1; i >= 0; --i)
+    if (!called.count(functions->Get(i).domain() +
+                      "::" + functions->Get(i).name()))
+      functions->DeleteSubrange(i, 1);
+  // ONNX 1.12's checker knows IR versions up to 8 (float8, int4 and node
+  // metadata came later; shoal has none of the new types).
+  if (model.ir_version() > 8)
+    model.set_ir_version(8);
+  commit();
+  try {
+    // Each round of shape inference may reach further past the nodes that
+    // were waiting.
+    while (!pending.empty()) {
+      int resolved = resolvePending(probeTypes(model));
+      commit();
+      if (resolved > 0)
+        continue;
+      // A Split whose input shape is unknown splits evenly (ONNX's shape
+      // inference refuses it later if the dimension does not divide).
+      llvm::erase_if(pending, [](const Pending &p) { return p.numOutputs; });
+      if (!pending.empty()) {
+        const Pending &p = pending.front();
+        fail(*p.node, p.index,
+             "the axes input needs the rank of input '" + p.node->input(0) +
+                 "', which shape inference did not find");
+      }
+    }
+  } catch (const Failure &f) {
+    return f.message;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string>
+onnx_import::downgradeToOpset17(onnx::ModelProto &model, int64_t opset) {
+  return Downgrader(model, opset).run();
+}
