@@ -299,8 +299,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
         if all(np.isfinite(errs)) and max(errs) <= args.rtol:
             r["status"] = "pass"
         else:
-            r["reason"] = "loss error %s > %.0e" % (
-                "/".join("%.2e" % e for e in errs), args.rtol)
+            r["reason"] = "loss vs PyTorch, rel. error per step: %s (bound %.0e)" % (
+                ", ".join("%.2e" % e for e in errs), args.rtol)
         return r
     problems = []
     for ref_dir, key in (("reference", "err_torch"), ("ort", "err_ort")):
@@ -359,7 +359,10 @@ def worker(args):
             continue
         result["layouts"][l] = run_layout(model, l, work, args, node_names, out_names,
                                           "ort_error" not in info, train_ref)
-        print("%s %s: %s" % (model.name, l, result["layouts"][l]), flush=True)
+        r = result["layouts"][l]
+        if "reason" in r:  # paths relative to the zoo's work folder
+            r["reason"] = r["reason"].replace(os.path.dirname(work) + os.sep, "")
+        print("%s %s: %s" % (model.name, l, r), flush=True)
     return result
 
 
@@ -426,19 +429,21 @@ def markdown(results, layouts, command, rtol):
     counts = collections.Counter()
     for res in results:
         cells = []
+        by_reason = collections.OrderedDict()  # layouts that failed the same way
         for l in layouts:
             r = res["layouts"].get(l)
             cells.append(cell(r))
             if r:
                 counts[r["status"]] += 1
                 if r["status"] == "fail":
-                    fails.append((res["model"], l, r.get("reason", "?")))
+                    by_reason.setdefault(r.get("reason", "?"), []).append(l)
+        fails += [(res["model"], ls, why) for why, ls in by_reason.items()]
         lines.append("| %s | %s | %s |" % (res["model"], res["group"], " | ".join(cells)))
     lines += ["", "%d pass, %d fail, %d n/a." % (counts["pass"], counts["fail"], counts["n/a"])]
     if fails:
-        lines += ["", "| model | layout | first error line |", "| --- | --- | --- |"]
-        for m, l, why in fails:
-            lines.append("| %s | %s | %s |" % (m, l, why.replace("|", "\\|")
+        lines += ["", "| model | layouts | first error line |", "| --- | --- | --- |"]
+        for m, ls, why in fails:
+            lines.append("| %s | %s | %s |" % (m, ", ".join(ls), why.replace("|", "\\|")
                                                 .replace("\n", " ")))
     ort = [(r["model"], r["export"]["ort_error"]) for r in results
            if r.get("export", {}).get("ort_error")]
