@@ -1,0 +1,321 @@
+"""The models of shoal's model zoo (test/zoo/run_zoo.py), built from real
+libraries with random weights; nothing is downloaded.
+
+Each entry of MODELS is a Model: how to build it (a function of torch that
+returns the module, its inputs in forward() order as numpy arrays, and the
+names of its outputs), which Python packages it needs, the regular
+expression whose first group is the node-name prefix of one repeated layer
+(for the PP2 layout: the layers are cut in two halves; None: no PP2), the
+graph inputs whose batch is not dimension 0, and whether the model also
+trains (transformer families).
+
+Sizes are small on purpose (2-core CI machines): torchvision's classifiers
+at 32x32 to 64x64 pixels, 10 classes, batch 4; the large torchvision
+architectures (densenet, convnext, swin, vit) as small configurations of the
+same classes; Hugging Face models from configs with 2 layers, hidden 64,
+4 heads, vocabulary 100, sequence 16, batch 4.
+"""
+
+import collections
+
+import numpy as np
+
+BATCH = 4
+SEQ = 16
+VOCAB = 100
+HIDDEN = 64
+HEADS = 4
+
+
+class Model:
+    def __init__(self, name, group, build, needs=(), layers=None, batch_dims=None,
+                 train=False, notes=""):
+        self.name = name
+        self.group = group              # torchvision | torch.nn | transformers
+        self.build = build              # build(torch) -> (module, inputs, output names)
+        self.needs = tuple(needs)       # importable modules besides torch, onnx, numpy
+        self.layers = layers            # regex, group 1 = one layer's name prefix
+        self.batch_dims = batch_dims or {}
+        self.train = train
+        self.notes = notes
+
+
+def _rng(salt):
+    return np.random.default_rng([0, 1000 + salt])
+
+
+def _image(size, salt=0):
+    return collections.OrderedDict(
+        pixel_values=_rng(salt).standard_normal((BATCH, 3, size, size)).astype(np.float32))
+
+
+def _ids(names, salt=0):
+    r = _rng(salt)
+    return collections.OrderedDict(
+        (n, r.integers(0, VOCAB, size=(BATCH, SEQ), dtype=np.int64)) for n in names)
+
+
+def _redraw(torch, model, std=0.1):
+    """Every parameter redrawn (deep-copied layers would otherwise share
+    values and the exporter would turn the repeats into Identity nodes)."""
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+            elif "norm" in name and name.endswith("weight"):
+                p.uniform_(0.7, 1.3, generator=g)
+            else:
+                p.normal_(0.0, 0.05, generator=g)
+
+
+def _randomize_bn(torch, model):
+    """Non-trivial BatchNorm statistics and affine parameters (eval mode)."""
+    g = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
+                if getattr(m, "weight", None) is not None:
+                    m.weight.uniform_(0.7, 1.3, generator=g)
+                if getattr(m, "bias", None) is not None:
+                    m.bias.normal_(0.0, 0.1, generator=g)
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.running_mean.normal_(0.0, 0.2, generator=g)
+                    m.running_var.uniform_(0.5, 2.0, generator=g)
+
+
+# --------------------------------------------------------------------------
+# torchvision
+
+def _tv(fn, size):
+    def build(torch):
+        import torchvision.models as tvm
+        model = fn(tvm)
+        _randomize_bn(torch, model)
+        return model, _image(size), ["logits"]
+    return build
+
+
+def _densenet(tvm):
+    return tvm.DenseNet(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16,
+                        bn_size=2, num_classes=10)
+
+
+def _convnext(tvm):
+    from torchvision.models.convnext import CNBlockConfig
+    return tvm.ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)],
+                        stochastic_depth_prob=0.0, num_classes=10)
+
+
+def _swin(tvm):
+    return tvm.SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+                               num_heads=[2, 4], window_size=[4, 4],
+                               stochastic_depth_prob=0.0, num_classes=10)
+
+
+def _vit(tvm):
+    import torch
+    model = tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                  hidden_dim=64, mlp_dim=128, num_classes=10)
+    with torch.no_grad():  # torchvision zero-initializes the head (logits all 0)
+        model.heads.head.weight.normal_(0.0, 0.1)
+        model.class_token.normal_(0.0, 0.1)
+    return model
+
+
+TV = ("torchvision",)
+FEATURES = r"^(/features/features\.\d+/)"
+
+MODELS = [
+    Model("resnet18", "torchvision", _tv(lambda m: m.resnet18(num_classes=10), 64), TV,
+          layers=r"^(/layer\d/)", notes="resnet18, 64x64"),
+    Model("mobilenet_v2", "torchvision", _tv(lambda m: m.mobilenet_v2(num_classes=10), 64), TV,
+          layers=FEATURES, notes="mobilenet_v2, 64x64"),
+    Model("mobilenet_v3_small", "torchvision",
+          _tv(lambda m: m.mobilenet_v3_small(num_classes=10), 64), TV,
+          layers=FEATURES, notes="mobilenet_v3_small, 64x64"),
+    Model("efficientnet_b0", "torchvision",
+          _tv(lambda m: m.efficientnet_b0(num_classes=10), 64), TV,
+          layers=FEATURES, notes="efficientnet_b0, 64x64"),
+    Model("densenet", "torchvision", _tv(_densenet, 64), TV,
+          layers=r"^(/features/(?:denseblock|transition)\d/)",
+          notes="DenseNet(growth 8, blocks 2-2-2-2), 64x64"),
+    Model("shufflenet_v2", "torchvision",
+          _tv(lambda m: m.shufflenet_v2_x0_5(num_classes=10), 64), TV,
+          layers=r"^(/stage\d/)", notes="shufflenet_v2_x0_5, 64x64"),
+    Model("convnext", "torchvision", _tv(_convnext, 64), TV, layers=FEATURES,
+          notes="ConvNeXt(32-64 channels, 2+2 blocks), 64x64"),
+    Model("swin", "torchvision", _tv(_swin, 64), TV, layers=FEATURES,
+          notes="SwinTransformer(embed 32, depths 2-2, window 4), 64x64"),
+    Model("vit", "torchvision", _tv(_vit, 32), TV,
+          layers=r"^(/encoder/layers/encoder_layer_\d+/)",
+          notes="VisionTransformer(32x32, patch 8, 2 layers, hidden 64)"),
+]
+
+
+# --------------------------------------------------------------------------
+# torch.nn.Transformer*
+
+def _nn_encoder(torch):
+    nn = torch.nn
+    layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, dim_feedforward=128, dropout=0.0,
+                                       batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(HIDDEN),
+                                  enable_nested_tensor=False)
+    _redraw(torch, model)
+    x = _rng(0).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
+    return model, collections.OrderedDict(src=x), ["out"]
+
+
+def _nn_decoder(torch):
+    nn = torch.nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerDecoderLayer(HIDDEN, HEADS, dim_feedforward=128, dropout=0.0,
+                                               batch_first=True, norm_first=True,
+                                               activation="gelu")
+            self.decoder = nn.TransformerDecoder(layer, 2)
+
+        def forward(self, tgt, memory):
+            mask = torch.triu(torch.full((tgt.size(1), tgt.size(1)), float("-inf")), 1)
+            return self.decoder(tgt, memory, tgt_mask=mask)
+
+    model = Decoder()
+    _redraw(torch, model)
+    r = _rng(1)
+    return model, collections.OrderedDict(
+        tgt=r.standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32),
+        memory=r.standard_normal((BATCH, 12, HIDDEN)).astype(np.float32)), ["out"]
+
+
+def _nn_transformer(torch):
+    model = torch.nn.Transformer(HIDDEN, HEADS, num_encoder_layers=2, num_decoder_layers=2,
+                                 dim_feedforward=128, dropout=0.0, batch_first=False)
+    _redraw(torch, model)
+    r = _rng(2)
+    return model, collections.OrderedDict(
+        src=r.standard_normal((12, BATCH, HIDDEN)).astype(np.float32),
+        tgt=r.standard_normal((8, BATCH, HIDDEN)).astype(np.float32)), ["out"]
+
+
+MODELS += [
+    Model("nn.TransformerEncoder", "torch.nn", _nn_encoder,
+          layers=r"^(/layers\.\d+/)", train=True,
+          notes="2 post-norm layers, batch_first, final LayerNorm"),
+    Model("nn.TransformerDecoder", "torch.nn", _nn_decoder,
+          layers=r"^(/decoder/layers\.\d+/)", train=True,
+          notes="2 pre-norm GELU layers, batch_first, causal tgt_mask"),
+    Model("nn.Transformer", "torch.nn", _nn_transformer,
+          layers=r"^(/(?:encoder|decoder)/layers\.\d+/)", train=True,
+          batch_dims={"src": 1, "tgt": 1},
+          notes="2+2 layers, sequence-first"),
+]
+
+
+# --------------------------------------------------------------------------
+# Hugging Face transformers (configs, random weights)
+
+def _hf(make, input_names):
+    """make(transformers) -> model; the wrapper returns the first output
+    (the logits)."""
+    def build(torch):
+        import inspect
+        import transformers
+        torch.manual_seed(0)
+        inner = make(transformers)
+
+        class Wrapper(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.hf = inner
+
+            def forward(self, *args):
+                kw = dict(zip(input_names, args), return_dict=False)
+                if "use_cache" in inspect.signature(self.hf.forward).parameters:
+                    kw["use_cache"] = False
+                return self.hf(**kw)[0]
+
+        inputs = _ids([n for n in input_names if n != "attention_mask"])
+        if "token_type_ids" in inputs:
+            inputs["token_type_ids"] = (inputs["token_type_ids"] % 2).astype(np.int64)
+        if "attention_mask" in input_names:
+            mask = np.ones((BATCH, SEQ), dtype=np.int64)
+            mask[1, SEQ - 4:] = 0       # one padded sequence
+            inputs["attention_mask"] = mask
+            inputs = collections.OrderedDict((n, inputs[n]) for n in input_names)
+        return Wrapper().eval(), inputs, ["logits"]
+    return build
+
+
+# tie_word_embeddings=False everywhere: with tied embeddings, the exporter's
+# constant folding writes the LM head's transposed copy of the embedding as a
+# second initializer, so the ONNX model trains two matrices where PyTorch
+# trains one (the forward pass is the same either way).
+
+def _small(**kw):
+    d = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128,
+             num_hidden_layers=2, num_attention_heads=HEADS, max_position_embeddings=32,
+             initializer_range=0.1, tie_word_embeddings=False)
+    d.update(kw)
+    return d
+
+
+def _gpt2(t):
+    return t.GPT2LMHeadModel(t.GPT2Config(
+        vocab_size=VOCAB, n_positions=32, n_embd=HIDDEN, n_layer=2, n_head=HEADS,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.1,
+        tie_word_embeddings=False))
+
+
+def _llama(t):
+    return t.LlamaForCausalLM(t.LlamaConfig(**_small(num_key_value_heads=2)))
+
+
+def _mistral(t):
+    return t.MistralForCausalLM(t.MistralConfig(**_small(num_key_value_heads=2,
+                                                         sliding_window=8)))
+
+
+def _mixtral(t):
+    return t.MixtralForCausalLM(t.MixtralConfig(**_small(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=None)))
+
+
+def _bert(t):
+    return t.BertForMaskedLM(t.BertConfig(**_small(hidden_dropout_prob=0.0,
+                                                   attention_probs_dropout_prob=0.0)))
+
+
+def _t5(t):
+    return t.T5ForConditionalGeneration(t.T5Config(
+        vocab_size=VOCAB, d_model=HIDDEN, d_kv=HIDDEN // HEADS, d_ff=128, num_layers=2,
+        num_decoder_layers=2, num_heads=HEADS, relative_attention_num_buckets=8,
+        dropout_rate=0.0, initializer_factor=1.0, tie_word_embeddings=False))
+
+
+HF = ("transformers",)
+MODELS += [
+    Model("gpt2", "transformers", _hf(_gpt2, ["input_ids"]), HF,
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, notes="GPT2LMHeadModel"),
+    Model("llama", "transformers", _hf(_llama, ["input_ids"]), HF,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          notes="LlamaForCausalLM, GQA 4/2 heads"),
+    Model("mistral", "transformers", _hf(_mistral, ["input_ids"]), HF,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          notes="MistralForCausalLM, GQA 4/2 heads, sliding window 8"),
+    Model("mixtral", "transformers", _hf(_mixtral, ["input_ids"]), HF,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          notes="MixtralForCausalLM, 4 experts, top-2"),
+    Model("bert", "transformers", _hf(_bert, ["input_ids", "token_type_ids",
+                                              "attention_mask"]), HF,
+          layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True,
+          notes="BertForMaskedLM, one padded sequence"),
+    Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,
+          layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True,
+          notes="T5ForConditionalGeneration"),
+]
+
+BY_NAME = collections.OrderedDict((m.name, m) for m in MODELS)

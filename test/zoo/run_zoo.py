@@ -1,0 +1,609 @@
+#!/usr/bin/python3
+"""shoal's model zoo: real models from torchvision, torch.nn and Hugging Face
+transformers (random weights, nothing downloaded), each compiled and run
+under several layouts and compared with PyTorch and onnxruntime.
+
+    test/zoo/run_zoo.py --bin BUILD/bin --work DIR [--models a,b] [--layouts 1,dp2]
+        [--jobs N] [--expect test/zoo/expected_pass.json] [--report FILE.md]
+        [--write-doc] [--update-expect]
+
+For every model (test/zoo/models.py):
+  (a) build it in PyTorch (eval mode), compute PyTorch's outputs, export to
+      ONNX (torch.onnx.export, opset 17, static shapes, TorchScript exporter:
+      dynamo=False where the torch has that argument), and run the export
+      with onnxruntime (second reference, where onnxruntime runs the model);
+  (b) forward layouts, each `shoal-compile [--annotate SPEC] --world-size N`
+      then `shoal-run` (under `mpirun -np N` for N > 1):
+        1    one rank, no spec
+        dp2  replicate(2) over every node, 2 ranks
+        tp2  split(2) over every node, 2 ranks
+        pp2  two replicate(1) stages, the model's repeated layers cut in two
+             halves (node-name patterns of models.py), num_micro_batch 2,
+             1F1B, 2 ranks; n/a for models without repeated layers
+      and compare every output with PyTorch's and onnxruntime's:
+      max|a - b| / max|b| (examples/common.py rel_error) <= --rtol;
+  (c) transformer families: training layouts train-1 (one rank),
+      train-dp2, train-tp2, train-pp2 (specs as above): `shoal-compile
+      --train` (MSE loss on the output against random labels, AdamW lr
+      1e-3) and `shoal-run --steps 2` against the same 2 steps in PyTorch
+      (torch.optim.AdamW); the loss of each step within --rtol. The loss of
+      step 2 depends on every weight after one update, so it checks the
+      gradients and the optimizer too.
+
+Each (model, layout) is pass, fail (with the first line of the error) or
+n/a. The results go to WORK/results.json and a markdown table (--report,
+and with --write-doc into docs/ModelFamilies.md between the zoo markers).
+--expect FILE: a JSON list of "model/layout" entries that must pass; exit 1
+when one of them (among those selected) does not. --update-expect rewrites
+FILE with every passing entry of this run (all models and layouts).
+
+References: torchvision and transformers build the models, onnxruntime is
+the second executor. They come from Debian (python3-torch,
+python3-torchvision) and from the virtual environment that
+scripts/install-deps.sh makes (${SHOAL_VENV:-$HOME/.cache/shoal-venv}: onnxruntime,
+transformers); this script re-runs itself under that environment's python
+when the one it was started with lacks them. Exit status 77 (skip) when a
+package the selected models need is missing even there.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+sys.path.insert(0, HERE)
+import common  # noqa: E402  (examples/common.py)
+import models as zoo  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SKIP = 77
+FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
+TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2"]
+LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
+DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
+BEGIN, END = "<!-- zoo:begin -->", "<!-- zoo:end -->"
+TRAIN_STEPS = 2
+TRAIN_CONFIG = """version: 1
+loss: {kind: mse, output: %s, labels: labels}
+optimizer: {kind: adamw, lr: 1.0e-3, eps: 1.0e-8, weight_decay: 0.0}
+"""
+
+
+def venv_python():
+    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
+    return os.path.join(venv, "bin", "python")
+
+
+def missing_modules(names):
+    import importlib
+    out = []
+    for n in names:
+        try:
+            importlib.import_module(n)
+        except Exception:  # ImportError, or a broken install
+            out.append(n)
+    return out
+
+
+def first_error_line(text):
+    """The first line of a tool's output that says what went wrong."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for pat in (r"\berror\b", r"Error\b", r"FAIL", r"Assertion", r"terminate"):
+        for l in lines:
+            if re.search(pat, l) and not l.startswith("$ "):
+                return l[:300]
+    return lines[0][:300] if lines else "(no output)"
+
+
+def command_error(e):
+    """First error line of a common.CommandError."""
+    r = getattr(e, "result", None)
+    if r is not None:
+        line = first_error_line(r.stderr + "\n" + r.stdout)
+        return "%s (%s)" % (line, common.describe_returncode(r.returncode)) \
+            if r.returncode < 0 else line
+    return first_error_line(str(e).split("--- stdout ---")[0]) if "timed out" not in str(e) \
+        else str(e).splitlines()[0]
+
+
+# ---------------------------------------------------------------------------
+# Specs
+
+def layer_prefixes(model, node_names):
+    """Distinct layer prefixes (models.py regex), in graph order."""
+    if not model.layers:
+        return []
+    seen = []
+    for n in node_names:
+        m = re.match(model.layers, n)
+        if m and m.group(1) not in seen:
+            seen.append(m.group(1))
+    return seen
+
+
+def make_spec(model, layout, node_names):
+    """Annotation spec text for a layout, or None for the one-rank layout.
+    Raises ValueError when the layout does not apply (n/a)."""
+    kind = layout.replace("train-", "")
+    if kind == "1":
+        return None
+    lines = ["# %s, layout %s (generated by test/zoo/run_zoo.py)" % (model.name, layout),
+             "version: 1"]
+    if model.batch_dims:
+        lines.append("inputs: {%s}" % ", ".join("%s: {batch_dim: %d}" % kv
+                                                for kv in sorted(model.batch_dims.items())))
+    if kind == "dp2":
+        lines += ["scopes:", '  - {replicate: 2, name: model, nodes: ["*"]}']
+    elif kind == "tp2":
+        lines += ["scopes:", '  - {split: 2, name: model, nodes: ["*"]}']
+    elif kind == "pp2":
+        pre = layer_prefixes(model, node_names)
+        if len(pre) < 2:
+            raise ValueError("no repeated layers to cut into two stages")
+        half = (len(pre) + 1) // 2
+        pat = lambda ps: ", ".join('"%s*"' % p for p in ps)  # noqa: E731
+        lines += ["pipeline: {num_micro_batch: 2, schedule: 1f1b}", "scopes:",
+                  "  - {replicate: 1, name: stage0, nodes: [%s]}" % pat(pre[:half]),
+                  "  - {replicate: 1, name: stage1, nodes: [%s]}" % pat(pre[half:])]
+    else:
+        raise ValueError("unknown layout %s" % layout)
+    return "\n".join(lines) + "\n"
+
+
+def world_of(layout):
+    return 1 if layout.endswith("1") else 2
+
+
+# ---------------------------------------------------------------------------
+# One model (runs in its own process: --worker)
+
+def export(model, work, torch):
+    """(a): PyTorch outputs, ONNX export, onnxruntime outputs. Returns
+    (module, inputs, output names, info)."""
+    import copy
+    import inspect
+    module, inputs, out_names = model.build(torch)
+    module.eval()
+    xs = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs.values())
+    with torch.no_grad():
+        res = module(*xs)
+    res = (res,) if isinstance(res, torch.Tensor) else tuple(res)
+    ref = {n: t.detach().numpy().astype(np.float32) for n, t in zip(out_names, res)}
+    for n, a in ref.items():
+        # A constant output (a zero-initialized head) would hide any error.
+        if a.size and np.ptp(a.reshape(a.shape[0], -1), axis=0).max() == 0:
+            raise ValueError("PyTorch's output %s is the same for every sample" % n)
+    for sub in ("inputs", "reference", "ort"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
+    for n, a in inputs.items():
+        np.save(os.path.join(work, "inputs", n + ".npy"), a)
+    for n, a in ref.items():
+        np.save(os.path.join(work, "reference", n + ".npy"), a)
+
+    path = os.path.join(work, "model.onnx")
+    kw = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # Grad enabled: nn.TransformerEncoderLayer's fused fast path (taken
+        # under no_grad) does not export.
+        torch.onnx.export(module, xs, path, opset_version=17, input_names=list(inputs),
+                          output_names=out_names, do_constant_folding=True,
+                          training=torch.onnx.TrainingMode.EVAL, **kw)
+    import onnx
+    m = onnx.load(path)
+    info = {"nodes": len(m.graph.node),
+            "parameters": int(sum(p.numel() for p in module.parameters())),
+            "op_types": sorted({n.op_type for n in m.graph.node}),
+            "node_names": [n.name for n in m.graph.node]}
+    try:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        outs = sess.run(out_names, dict(inputs))
+        for n, a in zip(out_names, outs):
+            np.save(os.path.join(work, "ort", n + ".npy"), a)
+        info["ort_vs_torch"] = max(common.rel_error(a, ref[n]) for n, a in zip(out_names, outs))
+    except Exception as e:  # noqa: BLE001: onnxruntime cannot run it: no second reference
+        info["ort_error"] = first_error_line(str(e))
+    return copy.deepcopy(module), inputs, out_names, info
+
+
+def torch_train_losses(torch, module, inputs, labels, steps):
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.0)
+    xs = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs.values())
+    lt = torch.from_numpy(labels)
+    out = []
+    for _ in range(steps):
+        opt.zero_grad()
+        y = module(*xs)
+        y = y if isinstance(y, torch.Tensor) else y[0]
+        loss = ((y - lt) ** 2).mean()
+        loss.backward()
+        opt.step()
+        out.append(float(loss))
+    return out
+
+
+def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_ref):
+    """One (model, layout): returns the result dictionary."""
+    r = {"status": "fail"}
+    t0 = time.time()
+    try:
+        spec_text = make_spec(model, layout, node_names)
+    except ValueError as e:
+        return {"status": "n/a", "reason": str(e)}
+    d = os.path.join(work, layout)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    world = world_of(layout)
+    compile_ = [os.path.join(args.bin, "shoal-compile"), os.path.join(work, "model.onnx"),
+                "--world-size", world, "-o", os.path.join(d, "model.plan")]
+    if spec_text is not None:
+        with open(os.path.join(d, "spec.yaml"), "w") as f:
+            f.write(spec_text)
+        compile_ += ["--annotate", os.path.join(d, "spec.yaml")]
+    training = layout.startswith("train-")
+    if training:
+        with open(os.path.join(d, "train.yaml"), "w") as f:
+            f.write(TRAIN_CONFIG % out_names[0])
+        compile_ += ["--train", os.path.join(d, "train.yaml")]
+    log = open(os.path.join(d, "log.txt"), "w")
+    stage = "compile"
+    try:
+        res = common.run_cmd(compile_, timeout=args.timeout, log=log)
+        log.write(res.stdout + res.stderr)
+        stage = "run"
+        run = [os.path.join(args.bin, "shoal-run"), os.path.join(d, "model.plan")]
+        if training:
+            run += ["--inputs", os.path.join(work, "train_inputs"), "--steps", TRAIN_STEPS]
+        else:
+            run += ["--inputs", os.path.join(work, "inputs"), "--outputs",
+                    os.path.join(d, "out")]
+        if world > 1:
+            run = common.mpirun_cmd(args.mpirun, world, run)
+        res = common.run_cmd(run, env_extra=common.MPI_ENV, timeout=args.timeout, log=log)
+        log.write(res.stdout + res.stderr)
+    except common.CommandError as e:
+        log.write(str(e))
+        r["reason"] = "%s: %s" % (stage, command_error(e))
+        r["time"] = round(time.time() - t0, 1)
+        return r
+    finally:
+        log.close()
+    r["time"] = round(time.time() - t0, 1)
+    if training:
+        got = [float(v) for v in re.findall(r"^step \d+/\d+ loss (\S+)", res.stdout, re.M)]
+        if len(got) != len(train_ref):
+            r["reason"] = "run: printed %d step losses, expected %d" % (len(got), len(train_ref))
+            return r
+        errs = [abs(g - t) / max(abs(t), 1e-12) for g, t in zip(got, train_ref)]
+        r["loss"], r["loss_torch"], r["loss_err"] = got, train_ref, errs
+        if all(np.isfinite(errs)) and max(errs) <= args.rtol:
+            r["status"] = "pass"
+        else:
+            r["reason"] = "loss vs PyTorch, rel. error per step: %s (bound %.0e)" % (
+                ", ".join("%.2e" % e for e in errs), args.rtol)
+        return r
+    problems = []
+    for ref_dir, key in (("reference", "err_torch"), ("ort", "err_ort")):
+        if key == "err_ort" and not has_ort:
+            continue
+        rows = common.compare_dirs(os.path.join(d, "out"), os.path.join(work, ref_dir),
+                                   out_names, args.rtol, ref_dir)
+        errs = [row[2] for row in rows if row[2] is not None]
+        r[key] = max(errs) if len(errs) == len(rows) else None
+        problems += ["%s vs %s: %s" % (row[1], "PyTorch" if ref_dir == "reference"
+                                       else "onnxruntime", row[3]) for row in rows if row[3]]
+    if problems:
+        r["reason"] = problems[0]
+    else:
+        r["status"] = "pass"
+    return r
+
+
+def worker(args):
+    import torch
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = zoo.BY_NAME[args.worker]
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    layouts = [l for l in args.layouts.split(",") if l]
+    result = {"model": model.name, "group": model.group, "notes": model.notes,
+              "layouts": {}}
+    t0 = time.time()
+    try:
+        module, inputs, out_names, info = export(model, work, torch)
+    except Exception as e:  # noqa: BLE001: an export failure is a result
+        reason = "export: %s" % first_error_line("%s: %s" % (type(e).__name__, e))
+        for l in layouts:
+            result["layouts"][l] = {"status": "fail", "reason": reason}
+        result["export_error"] = reason
+        return result
+    node_names = info.pop("node_names")
+    result["export"] = info
+    result["export"]["time"] = round(time.time() - t0, 1)
+    train_ref = None
+    if any(l.startswith("train-") for l in layouts) and model.train:
+        with torch.no_grad():
+            xs = tuple(torch.from_numpy(a) for a in inputs.values())
+            y = module(*xs)
+            y = y if isinstance(y, torch.Tensor) else y[0]
+        labels = np.random.default_rng(2).standard_normal(tuple(y.shape)).astype(np.float32)
+        tin = os.path.join(work, "train_inputs")
+        shutil.copytree(os.path.join(work, "inputs"), tin)
+        np.save(os.path.join(tin, "labels.npy"), labels)
+        train_ref = torch_train_losses(torch, module, inputs, labels, TRAIN_STEPS)
+    for l in layouts:
+        if l.startswith("train-") and not model.train:
+            result["layouts"][l] = {"status": "n/a", "reason": "not a transformer family"}
+            continue
+        result["layouts"][l] = run_layout(model, l, work, args, node_names, out_names,
+                                          "ort_error" not in info, train_ref)
+        r = result["layouts"][l]
+        if "reason" in r:  # paths relative to the zoo's work folder
+            r["reason"] = r["reason"].replace(os.path.dirname(work) + os.sep, "")
+        print("%s %s: %s" % (model.name, l, r), flush=True)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Tables
+
+def cell(r):
+    if r is None:
+        return ""
+    st = r["status"]
+    if st == "n/a":
+        return "n/a"
+    if st == "pass":
+        if "loss_err" in r:
+            return "pass %.1e" % max(r["loss_err"])
+        e = "%.1e" % r["err_torch"] if r.get("err_torch") is not None else "-"
+        if r.get("err_ort") is not None:
+            e += " / %.1e" % r["err_ort"]
+        return "pass " + e
+    if "loss_err" in r:
+        return "**fail** %.1e" % max(r["loss_err"]) if np.isfinite(max(r["loss_err"])) \
+            else "**fail** (nan)"
+    if r.get("err_torch") is not None:
+        return "**fail** %.1e" % r["err_torch"]
+    return "**fail** (%s)" % r.get("reason", "?").split(":")[0]
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            if m:
+                cpu = m.group(1).strip()
+    except OSError:
+        pass
+    return "%s, %d cores, %s" % (cpu, os.cpu_count() or 0, platform.platform(terse=True))
+
+
+def versions():
+    out = []
+    for mod in ("torch", "torchvision", "transformers", "onnxruntime", "onnx"):
+        try:
+            out.append("%s %s" % (mod, __import__(mod).__version__))
+        except Exception:  # noqa: BLE001
+            out.append("%s missing" % mod)
+    return ", ".join(out)
+
+
+def markdown(results, layouts, command, rtol):
+    lines = [
+        "Generated by `%s` on %s (%s; %s). Each cell: status, then the max. relative "
+        "error of the outputs vs PyTorch / vs onnxruntime (forward layouts), or the "
+        "largest relative error of the %d step losses vs PyTorch (train-*); the bound is "
+        "%.0e. n/a: the layout does not apply (PP2 needs repeated layers, training is "
+        "run for transformer families). Failures and their first error lines follow the "
+        "table." % (command, datetime.date.today().isoformat(), machine(), versions(),
+                    TRAIN_STEPS, rtol),
+        "",
+        "| model | library | " + " | ".join(layouts) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in layouts) + " |",
+    ]
+    fails = []
+    counts = collections.Counter()
+    for res in results:
+        cells = []
+        by_reason = collections.OrderedDict()  # layouts that failed the same way
+        for l in layouts:
+            r = res["layouts"].get(l)
+            cells.append(cell(r))
+            if r:
+                counts[r["status"]] += 1
+                if r["status"] == "fail":
+                    by_reason.setdefault(r.get("reason", "?"), []).append(l)
+        fails += [(res["model"], ls, why) for why, ls in by_reason.items()]
+        lines.append("| %s | %s | %s |" % (res["model"], res["group"], " | ".join(cells)))
+    lines += ["", "%d pass, %d fail, %d n/a." % (counts["pass"], counts["fail"], counts["n/a"])]
+    if fails:
+        lines += ["", "| model | layouts | first error line |", "| --- | --- | --- |"]
+        for m, ls, why in fails:
+            lines.append("| %s | %s | %s |" % (m, ", ".join(ls), why.replace("|", "\\|")
+                                                .replace("\n", " ")))
+    ort = [(r["model"], r["export"]["ort_error"]) for r in results
+           if r.get("export", {}).get("ort_error")]
+    if ort:
+        lines += ["", "onnxruntime could not run: " + "; ".join(
+            "%s (%s)" % (m, e.replace("|", "\\|")) for m, e in ort) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(text):
+    with open(DOC) as f:
+        doc = f.read()
+    block = BEGIN + "\n" + text + END
+    if BEGIN in doc and END in doc:
+        doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    with open(DOC, "w") as f:
+        f.write(doc)
+
+
+# ---------------------------------------------------------------------------
+
+def parse_list(text, known, what, ap):
+    if text in (None, "", "all"):
+        return list(known)
+    items = [x for x in text.split(",") if x]
+    bad = [x for x in items if x not in known]
+    if bad:
+        ap.error("unknown %s %s (known: %s)" % (what, ", ".join(bad), ", ".join(known)))
+    return [k for k in known if k in items]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin"))
+    ap.add_argument("--work", default=os.path.join(REPO, "build", "zoo"))
+    ap.add_argument("--models", default="all", help="comma-separated (default: all)")
+    ap.add_argument("--layouts", default="all",
+                    help="comma-separated of %s (default: all)" % ", ".join(LAYOUTS))
+    ap.add_argument("--jobs", type=int, default=1, help="models run side by side")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per command")
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--expect", help="JSON list of model/layout entries that must pass")
+    ap.add_argument("--update-expect", action="store_true",
+                    help="rewrite --expect with this run's passing entries")
+    ap.add_argument("--report", help="write the markdown table here")
+    ap.add_argument("--write-doc", action="store_true",
+                    help="put the table into docs/ModelFamilies.md (zoo markers)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        res = worker(args)
+        with open(os.path.join(os.path.abspath(args.work), "result.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        return 0
+
+    names = parse_list(args.models, list(zoo.BY_NAME), "model", ap)
+    layouts = parse_list(args.layouts, LAYOUTS, "layout", ap)
+    needs = sorted({n for m in names for n in zoo.BY_NAME[m].needs} | {"onnxruntime"})
+    missing = missing_modules(["torch", "onnx"] + needs)
+    vpy = venv_python()
+    venv = os.path.dirname(os.path.dirname(vpy))
+    if missing and os.path.isfile(vpy) and os.path.realpath(sys.prefix) != \
+            os.path.realpath(venv) and not os.environ.get("SHOAL_ZOO_REEXEC"):
+        print("%s missing here: running under %s" % (", ".join(missing), vpy), flush=True)
+        os.environ["SHOAL_ZOO_REEXEC"] = "1"
+        os.execv(vpy, [vpy, os.path.abspath(__file__)] + sys.argv[1:])
+    if missing:
+        print("SKIP: %s cannot import %s (scripts/install-deps.sh installs them; the "
+              "virtual environment is %s)" % (sys.executable, ", ".join(missing),
+                                               os.path.dirname(os.path.dirname(vpy))))
+        return SKIP
+    for tool in ("shoal-compile", "shoal-run"):
+        common.find_tool(args.bin, tool)
+    if shutil.which(args.mpirun) is None:
+        print("FAIL: %s not found" % args.mpirun)
+        return 1
+
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    shown, skip = [], False
+    for a in (argv if argv is not None else sys.argv[1:]):
+        if skip or a.split("=")[0] in ("--bin", "--work", "--report", "--mpirun"):
+            skip = "=" not in a and not skip
+            continue
+        shown.append(shlex.quote(a))
+    command = " ".join(["test/zoo/run_zoo.py"] + shown)
+    print("python %s; %s" % (sys.executable, versions()), flush=True)
+    t0 = time.time()
+
+    def one(name):
+        wd = os.path.join(work, re.sub(r"[^A-Za-z0-9_.-]", "_", name))
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", name,
+               "--work", wd, "--bin", args.bin, "--layouts", ",".join(layouts),
+               "--rtol", str(args.rtol), "--timeout", str(args.timeout),
+               "--mpirun", args.mpirun]
+        t = time.time()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, errors="replace")
+        os.makedirs(wd, exist_ok=True)
+        with open(os.path.join(wd, "worker.log"), "w") as f:
+            f.write(p.stdout)
+        try:
+            with open(os.path.join(wd, "result.json")) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            why = "runner: %s" % first_error_line(p.stdout)
+            res = {"model": name, "group": zoo.BY_NAME[name].group,
+                   "layouts": {l: {"status": "fail", "reason": why} for l in layouts}}
+        res["time"] = round(time.time() - t, 1)
+        summary = ", ".join("%s %s" % (l, r["status"]) for l, r in res["layouts"].items())
+        print("%-22s %6.1fs  %s" % (name, res["time"], summary), flush=True)
+        return res
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        results = list(ex.map(one, names))
+    elapsed = time.time() - t0
+
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    table = markdown(results, layouts, command, args.rtol)
+    print()
+    print(table)
+    print("total %.0f s" % elapsed)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(table)
+    if args.write_doc:
+        write_doc(table)
+        print("updated %s" % DOC)
+
+    passed = sorted("%s/%s" % (r["model"], l) for r in results
+                    for l, x in r["layouts"].items() if x["status"] == "pass")
+    if args.update_expect:
+        if not args.expect:
+            ap.error("--update-expect needs --expect FILE")
+        with open(args.expect, "w") as f:
+            json.dump(passed, f, indent=1)
+            f.write("\n")
+        print("wrote %s (%d entries)" % (args.expect, len(passed)))
+        return 0
+    if args.expect:
+        with open(args.expect) as f:
+            expected = set(json.load(f))
+        selected = {"%s/%s" % (m, l) for m in names for l in layouts}
+        regressed = sorted((expected & selected) - set(passed))
+        newly = sorted(set(passed) - expected)
+        if newly:
+            print("passing, not in %s yet (add them): %s" % (args.expect, ", ".join(newly)))
+        if regressed:
+            print("FAIL: expected to pass, did not: %s" % ", ".join(regressed))
+            return 1
+        print("PASS: all %d expected entries of the selection pass"
+              % len(expected & selected))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
