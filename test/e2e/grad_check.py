@@ -66,7 +66,7 @@ EXPECTED = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp",
     "Tanh", "Relu", "Sigmoid", "Erf", "Neg", "Softmax", "LayerNormalization",
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
-    "Concat", "Slice", "Split", "Pad", "HardSigmoid", "HardSwish", "Clip",
+    "Concat", "Slice", "Split", "Pad", "HardSigmoid", "HardSwish", "Clip", "Expand",
     "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "BatchNormalization",
 }
@@ -191,6 +191,12 @@ def cases(rng):
     C.append(Case("Reshape", "Reshape", [("x", "w", n((2, 3, 4))),
                                          ("shape", "const", np.array([3, 8], dtype=np.int64))],
                   lambda v: v["x"].reshape(3, 8), lambda v: v["x"].reshape(3, 8)))
+    # Expand (LLaMA's repeat_kv: a new axis broadcast, then a size-1 axis).
+    C.append(Case("Expand", "Expand", [("x", "w", n((2, 1, 3, 1))),
+                                       ("shape", "const", np.array([4, 2, 5, 3, 6],
+                                                                   dtype=np.int64))],
+                  lambda v: np.broadcast_to(v["x"], (4, 2, 5, 3, 6)),
+                  lambda v: v["x"].expand(4, 2, 5, 3, 6)))
     C.append(Case("Transpose", "Transpose", [("x", "w", n((2, 3, 4)))],
                   lambda v: np.transpose(v["x"], (2, 0, 1)), lambda v: v["x"].permute(2, 0, 1),
                   attrs={"perm": [2, 0, 1]}))

@@ -225,6 +225,10 @@ def _hf(make, input_names):
         import transformers
         torch.manual_seed(0)
         inner = make(transformers)
+        # HF initializes biases to 0 and LayerNorm weights to 1: identical
+        # tensors that the exporter deduplicates into one initializer, so the
+        # ONNX model would train one where PyTorch trains several.
+        _redraw(torch, inner)
 
         class Wrapper(torch.nn.Module):
             def __init__(self):

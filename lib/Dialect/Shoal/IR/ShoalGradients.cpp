@@ -219,6 +219,15 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     }
     return success();
   }
+  if (type == "Expand" && op.getInputs().size() == 1) {
+    // A broadcast (the shape folded into the result type, as LLaMA's
+    // repeat_kv has it): the gradient summed back to the input's shape.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (g && isFloat(x))
+      operandGrads[0] = GradBuilder{b, loc}.sumTo(g, shapeOf(x));
+    return success();
+  }
   if (type == "Split") {
     if (llvm::all_of(resultGrads, [](Value v) { return !v; }))
       return success();
