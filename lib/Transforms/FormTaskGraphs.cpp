@@ -26,8 +26,17 @@ using namespace shoal;
 
 namespace {
 
-/// Ops that are cloned into each TaskGraph that uses them.
-bool isClonedSource(Operation *op) { return isa<WeightOp, ConstantOp>(op); }
+/// A weight view (shoal-fused-weight-views): a reshape of a weight.
+bool isWeightView(Operation *op) {
+  auto r = dyn_cast<ReshapeOp>(op);
+  return r && r.getInput().getDefiningOp<WeightOp>();
+}
+
+/// Ops that are cloned into each TaskGraph that uses them: weights,
+/// constants, and weights' views, which follow their users like weights.
+bool isClonedSource(Operation *op) {
+  return isa<WeightOp, ConstantOp>(op) || isWeightView(op);
+}
 
 /// One TaskGraph being formed: a scope and the ops it got, in order.
 struct Instance {
@@ -399,8 +408,18 @@ struct FormTaskGraphsPass
         for (Value v : op->getOperands())
           if (Operation *def = v.getDefiningOp();
               def && isClonedSource(def) && cloned.insert(v).second &&
-              !(training && isa<WeightOp>(def) && inner.contains(v))) {
-            Operation *copy = ib.clone(*def);
+              !(training && (isa<WeightOp>(def) || isWeightView(def)) &&
+                inner.contains(v))) {
+            // A view takes its weight along.
+            if (isWeightView(def)) {
+              Value w = def->getOperand(0);
+              if (!inner.contains(w)) {
+                Operation *wc = ib.clone(*w.getDefiningOp());
+                wc->removeAttr(ShoalDialect::kScopeAttr);
+                inner.map(w, wc->getResult(0));
+              }
+            }
+            Operation *copy = ib.clone(*def, inner);
             copy->removeAttr(ShoalDialect::kScopeAttr);
             inner.map(v, copy->getResult(0));
           }

@@ -102,13 +102,8 @@ void viewWeight(WeightOp w, unsigned dim, int64_t n) {
   view->setAttr(ShoalDialect::kSourceShapeAttr,
                 b.getDenseI64ArrayAttr(type.getShape()));
   auto back = b.create<ReshapeOp>(w.getLoc(), type, view.getResult());
-  // The reshape runs where the weight's (first) user runs: weights follow
-  // their users into TaskGraphs, and so must their views.
-  for (Operation *user : w->getUsers())
-    if (auto scope = user->getAttr(ShoalDialect::kScopeAttr)) {
-      back->setAttr(ShoalDialect::kScopeAttr, scope);
-      break;
-    }
+  // The reshape has no scope: shoal-form-taskgraphs clones a weight's view
+  // into every TaskGraph that uses it, like the weight.
   w.getResult().replaceAllUsesWith(back.getResult());
   w.erase();
 }

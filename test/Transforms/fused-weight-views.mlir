@@ -11,9 +11,9 @@
 
 // CHECK-LABEL: func.func @split
 // CHECK: %[[W:.*]] = shoal.weight "c_attn.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
-// CHECK: shoal.reshape %[[W]] {shoal.scope = "attn"} : (tensor<8x3x8xf32>) -> tensor<8x24xf32>
+// CHECK: shoal.reshape %[[W]] : (tensor<8x3x8xf32>) -> tensor<8x24xf32>
 // CHECK: %[[B:.*]] = shoal.weight "c_attn.bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
-// CHECK: shoal.reshape %[[B]] {shoal.scope = "attn"} : (tensor<3x8xf32>) -> tensor<24xf32>
+// CHECK: shoal.reshape %[[B]] : (tensor<3x8xf32>) -> tensor<24xf32>
 // CHECK-LABEL: func.func @slices
 // CHECK: shoal.weight "in_proj.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK-LABEL: func.func @unequal
