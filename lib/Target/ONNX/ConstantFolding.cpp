@@ -1,7 +1,8 @@
 //===- ConstantFolding.cpp - Fold ONNX shape computations -------*- C++ -*-===//
 //
 // Exporters compute shapes at run time (Shape -> Gather -> Unsqueeze ->
-// Concat -> Reshape, Range for positions, Trilu/Where for causal masks).
+// Concat -> Reshape, Range for positions, Trilu/Where for causal masks,
+// ScatterND for shifted-window masks).
 // With static input shapes all of that is constant: this folds such nodes
 // over small constant tensors, so the imported graph has static shapes and
 // no shape arithmetic.
@@ -594,6 +595,89 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     }
     return out;
   }
+  if (op == "Tile") {
+    const Lit &x = input(0);
+    std::vector<int64_t> repeats = ints(input(1));
+    if (repeats.size() != x.dims.size())
+      notFoldable("Tile needs one repeat per dimension");
+    std::vector<std::vector<int64_t>> idx(x.dims.size());
+    for (size_t d = 0; d < x.dims.size(); ++d) {
+      if (repeats[d] < 0)
+        notFoldable("negative Tile repeat");
+      for (int64_t r = 0; r < repeats[d]; ++r)
+        for (int64_t j = 0; j < x.dims[d]; ++j)
+          idx[d].push_back(j);
+    }
+    return {gatherIndices(x, idx)};
+  }
+  if (op == "ScatterND") {
+    const Lit &data = input(0), &indices = input(1), &updates = input(2);
+    std::string reduction = "none";
+    if (const onnx::AttributeProto *a = findAttr(node, "reduction"))
+      reduction = a->s();
+    if (reduction != "none" && reduction != "add" && reduction != "mul")
+      notFoldable("ScatterND reduction '" + reduction + "'");
+    if (indices.dims.empty())
+      notFoldable("ScatterND indices need rank >= 1");
+    size_t k = static_cast<size_t>(indices.dims.back());
+    if (k > data.dims.size())
+      notFoldable("ScatterND index longer than data's rank");
+    int64_t slice = 1;
+    for (size_t d = k; d < data.dims.size(); ++d)
+      slice *= data.dims[d];
+    int64_t count = 1;
+    for (size_t d = 0; d + 1 < indices.dims.size(); ++d)
+      count *= indices.dims[d];
+    if (updates.size() != count * slice)
+      notFoldable("ScatterND updates do not fit");
+    std::vector<int64_t> strides = stridesOf(data.dims);
+    Lit out = data;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t offset = 0;
+      for (size_t j = 0; j < k; ++j) {
+        int64_t v = static_cast<int64_t>(indices.v[i * k + j]);
+        if (v < 0)
+          v += data.dims[j];
+        if (v < 0 || v >= data.dims[j])
+          notFoldable("ScatterND index out of range");
+        offset += v * strides[j];
+      }
+      for (int64_t e = 0; e < slice; ++e) {
+        double &o = out.v[offset + e];
+        double u = updates.v[i * slice + e];
+        o = reduction == "add" ? o + u : reduction == "mul" ? o * u : u;
+      }
+    }
+    return {out};
+  }
+  if (op == "OneHot") {
+    const Lit &indices = input(0), &values = input(2);
+    if (input(1).v.size() != 1 || values.v.size() != 2)
+      notFoldable("OneHot needs a scalar depth and two values");
+    int64_t depth = static_cast<int64_t>(input(1).v[0]);
+    if (depth < 1)
+      notFoldable("OneHot depth < 1");
+    int64_t rank = static_cast<int64_t>(indices.dims.size()) + 1;
+    int64_t axis = normAxis(getIntAttr(node, "axis", -1), rank);
+    Lit out;
+    out.type = values.type;
+    out.dims = indices.dims;
+    out.dims.insert(out.dims.begin() + axis, depth);
+    int64_t inner = 1;
+    for (size_t d = axis; d < indices.dims.size(); ++d)
+      inner *= indices.dims[d];
+    out.v.assign(out.size(), values.v[0]);
+    for (int64_t i = 0; i < indices.size(); ++i) {
+      int64_t v = static_cast<int64_t>(indices.v[i]);
+      if (v < 0)
+        v += depth;
+      if (v < 0 || v >= depth)
+        continue; // out of range: all "off"
+      int64_t o = i / inner, r = i % inner;
+      out.v[(o * depth + v) * inner + r] = values.v[1];
+    }
+    return {out};
+  }
   notFoldable("not a foldable op");
 }
 
@@ -608,7 +692,8 @@ bool shoal::onnx_import::isFoldableOp(llvm::StringRef opType) {
       "Cos",      "Floor",   "Ceil",      "Reciprocal", "Where",
       "Cast",     "Reshape", "Unsqueeze", "Squeeze",    "Concat",
       "Gather",   "Slice",   "Transpose", "Expand",     "ConstantOfShape",
-      "Range",    "Trilu",   "Einsum",    "Split"};
+      "Range",    "Trilu",   "Einsum",    "Split",      "Tile",
+      "ScatterND", "OneHot"};
   return llvm::is_contained(ops, opType);
 }
 
