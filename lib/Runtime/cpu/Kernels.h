@@ -234,8 +234,8 @@ void scatterElements(const Tensor &data, const Tensor &indices,
 /// with) updates[i...]; i64 or i32 indices whose last dimension indexes the
 /// leading dimensions of data (ONNX ScatterND). Throws Error naming the
 /// index when one is out of range.
-void scatterND(const Tensor &data, const Tensor &indices,
-               const Tensor &updates, ScatterReduction reduction, Tensor &out);
+void scatterND(const Tensor &data, const Tensor &indices, const Tensor &updates,
+               ScatterReduction reduction, Tensor &out);
 
 /// out has values[1] where the position along normalized `axis` equals the
 /// index (negative ones count from `depth`), values[0] elsewhere; indices

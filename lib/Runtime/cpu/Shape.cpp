@@ -448,9 +448,7 @@ SHOAL_CPU_KERNEL(triluKernel) {
   trilu(input(in, 0), op.attrs.upper, op.attrs.k, out[0]);
 }
 
-SHOAL_CPU_KERNEL(tileKernel) {
-  tile(input(in, 0), op.attrs.repeats, out[0]);
-}
+SHOAL_CPU_KERNEL(tileKernel) { tile(input(in, 0), op.attrs.repeats, out[0]); }
 
 } // namespace
 

@@ -685,14 +685,14 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
 
 bool shoal::onnx_import::isFoldableOp(llvm::StringRef opType) {
   static const char *ops[] = {
-      "Identity", "Add",     "Sub",       "Mul",        "Div",
-      "Pow",      "Max",     "Min",       "Equal",      "Less",
-      "Greater",  "And",     "Or",        "Not",        "Neg",
-      "Abs",      "Sqrt",    "Exp",       "Log",        "Sin",
-      "Cos",      "Floor",   "Ceil",      "Reciprocal", "Where",
-      "Cast",     "Reshape", "Unsqueeze", "Squeeze",    "Concat",
-      "Gather",   "Slice",   "Transpose", "Expand",     "ConstantOfShape",
-      "Range",    "Trilu",   "Einsum",    "Split",      "Tile",
+      "Identity",  "Add",     "Sub",       "Mul",        "Div",
+      "Pow",       "Max",     "Min",       "Equal",      "Less",
+      "Greater",   "And",     "Or",        "Not",        "Neg",
+      "Abs",       "Sqrt",    "Exp",       "Log",        "Sin",
+      "Cos",       "Floor",   "Ceil",      "Reciprocal", "Where",
+      "Cast",      "Reshape", "Unsqueeze", "Squeeze",    "Concat",
+      "Gather",    "Slice",   "Transpose", "Expand",     "ConstantOfShape",
+      "Range",     "Trilu",   "Einsum",    "Split",      "Tile",
       "ScatterND", "OneHot"};
   return llvm::is_contained(ops, opType);
 }

@@ -465,10 +465,9 @@ LogicalResult convertOneHot(Importer &im, const onnx::NodeProto &node) {
   SmallVector<NamedAttribute> attrs{
       b.getNamedAttr("depth", b.getI64IntegerAttr(d)),
       b.getNamedAttr("axis", b.getI64IntegerAttr(axis))};
-  auto op = b.create<OnnxOp>(im.loc(), TypeRange{type},
-                             b.getStringAttr("OneHot"),
-                             b.getDictionaryAttr(attrs),
-                             ValueRange{*indices, *values});
+  auto op = b.create<OnnxOp>(
+      im.loc(), TypeRange{type}, b.getStringAttr("OneHot"),
+      b.getDictionaryAttr(attrs), ValueRange{*indices, *values});
   im.setResult(node, 0, op->getResult(0));
   return success();
 }
@@ -854,8 +853,8 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("InstanceNormalization", convertInstanceNorm)
       .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              convertGeneric)
-      .Cases("GatherElements", "ScatterElements", "ScatterND", "TopK",
-             "Trilu", "Tile", convertGeneric)
+      .Cases("GatherElements", "ScatterElements", "ScatterND", "TopK", "Trilu",
+             "Tile", convertGeneric)
       .Case("OneHot", convertOneHot)
       .Case("MatMul", convertMatMul)
       .Case("Gemm", convertGemm)
