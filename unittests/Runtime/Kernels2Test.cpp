@@ -1860,3 +1860,13 @@ TEST(Kernels2, OneHotAlongAnyAxis) {
   Tensor wrong(DType::F32, {2, 4});
   EXPECT_THROW(oneHot(fi, vi, 4, 1, wrong), Error);
 }
+
+TEST(Kernels2, ScatterNDWithoutIndicesIsTheIdentity) {
+  // PyTorch exports `mask[0:0, :] = c` with updates of the full slice.
+  Tensor data = makeTensor<float>({2, 2}, {1, 2, 3, 4});
+  Tensor idx(DType::I64, {3, 0, 2});
+  Tensor upd = makeTensor<float>({3, 2}, {9, 9, 9, 9, 9, 9});
+  Tensor out(DType::F32, {2, 2});
+  scatterND(data, idx, upd, ScatterReduction::None, out);
+  EXPECT_EQ(toVector<float>(out), (std::vector<float>{1, 2, 3, 4}));
+}

@@ -206,7 +206,15 @@ void shoal::rt::cpu::scatterND(const Tensor &data, const Tensor &indices,
                             indices.type().str(), data.type().str()));
   Shape want(is.begin(), is.end() - 1);
   want.insert(want.end(), ds.begin() + k, ds.end());
-  if (updates.dtype() != data.dtype() || updates.shape() != want)
+  int64_t count = 1, slice = 1;
+  for (std::size_t d = 0; d + 1 < is.size(); ++d)
+    count *= is[d];
+  for (std::size_t d = k; d < ds.size(); ++d)
+    slice *= ds[d];
+  // No index at all writes nothing, whatever the updates' shape (as the
+  // type rule allows).
+  if (updates.dtype() != data.dtype() ||
+      (updates.shape() != want && count != 0))
     throw Error(fmt::format("ScatterND: updates {} must be {}",
                             updates.type().str(),
                             TensorType{data.dtype(), want}.str()));
@@ -216,11 +224,6 @@ void shoal::rt::cpu::scatterND(const Tensor &data, const Tensor &indices,
     throw Error(fmt::format("ScatterND: reductions are not supported on {} "
                             "tensors",
                             dtypeName(data.dtype())));
-  int64_t count = 1, slice = 1;
-  for (std::size_t d = 0; d + 1 < is.size(); ++d)
-    count *= is[d];
-  for (std::size_t d = k; d < ds.size(); ++d)
-    slice *= ds[d];
   std::vector<int64_t> strides = rowMajorStrides(ds);
   // The flat offset in data of every update slice, checked first.
   std::vector<int64_t> offsets(count);

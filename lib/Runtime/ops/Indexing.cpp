@@ -101,7 +101,12 @@ void shoal::rt::scatterNDRule(TypeRuleContext &ctx) {
                             idx.str(), k, x.str()));
   Shape want(idx.shape.begin(), idx.shape.end() - 1);
   want.insert(want.end(), x.shape.begin() + k, x.shape.end());
-  if (upd.dtype != x.dtype || upd.shape != want)
+  // No index at all writes nothing, whatever the updates' shape (PyTorch
+  // exports an empty slice assignment with the updates of the full slice).
+  int64_t count = 1;
+  for (std::size_t d = 0; d + 1 < idx.shape.size(); ++d)
+    count *= idx.shape[d];
+  if (upd.dtype != x.dtype || (upd.shape != want && count != 0))
     throw Error(fmt::format("updates must be {}, got {}",
                             TensorType{x.dtype, want}.str(), upd.str()));
   a.reduction = parseReduction(ctx, x);

@@ -282,6 +282,20 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
           return a / b;
         },
         t0);
+  if (op == "Mod") {
+    // Swin computes its window padding as (w - W % w) % w.
+    bool fmod = getIntAttr(node, "fmod", 0) != 0;
+    return binary(
+        [&](double a, double b) {
+          if (b == 0)
+            notFoldable("Mod by zero");
+          double r = std::fmod(a, b);
+          if (!fmod && r != 0 && (r < 0) != (b < 0))
+            r += b;
+          return r;
+        },
+        t0);
+  }
   if (op == "Pow")
     return binary([](double a, double b) { return std::pow(a, b); }, t0);
   if (op == "Max")
@@ -628,6 +642,10 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     int64_t count = 1;
     for (size_t d = 0; d + 1 < indices.dims.size(); ++d)
       count *= indices.dims[d];
+    // No index at all writes nothing, whatever the updates (PyTorch exports
+    // an empty slice assignment with the updates of the full slice).
+    if (count == 0)
+      return {data};
     if (updates.size() != count * slice)
       notFoldable("ScatterND updates do not fit");
     std::vector<int64_t> strides = stridesOf(data.dims);
@@ -693,7 +711,7 @@ bool shoal::onnx_import::isFoldableOp(llvm::StringRef opType) {
       "Cast",      "Reshape", "Unsqueeze", "Squeeze",    "Concat",
       "Gather",    "Slice",   "Transpose", "Expand",     "ConstantOfShape",
       "Range",     "Trilu",   "Einsum",    "Split",      "Tile",
-      "ScatterND", "OneHot"};
+      "ScatterND", "OneHot",  "Mod"};
   return llvm::is_contained(ops, opType);
 }
 
