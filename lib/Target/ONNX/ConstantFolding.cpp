@@ -99,6 +99,17 @@ Lit fromProto(const TensorProto &t) {
   return l;
 }
 
+/// INT64_MAX (Slice's "to the end") is 2^63 as a double, out of int64's
+/// range: saturate rather than convert (undefined, INT64_MIN on x86).
+int64_t toInt64(double x) {
+  constexpr double kLimit = 9223372036854775807.0; // 2^63
+  if (x >= kLimit)
+    return INT64_MAX;
+  if (x <= -kLimit)
+    return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
 TensorProto toProto(const Lit &l, const std::string &name) {
   TensorProto t;
   t.set_name(name);
@@ -114,7 +125,7 @@ TensorProto toProto(const Lit &l, const std::string &name) {
       t.add_double_data(x);
       break;
     case TensorProto::INT64:
-      t.add_int64_data(static_cast<int64_t>(x));
+      t.add_int64_data(toInt64(x));
       break;
     default: // INT32, BOOL, INT8, UINT8 live in int32_data
       t.add_int32_data(static_cast<int32_t>(x));
@@ -239,7 +250,7 @@ std::vector<int64_t> intsAttr(const onnx::NodeProto &node, const char *name) {
 std::vector<int64_t> ints(const Lit &l) {
   std::vector<int64_t> r;
   for (double x : l.v)
-    r.push_back(static_cast<int64_t>(x));
+    r.push_back(toInt64(x));
   return r;
 }
 
