@@ -75,7 +75,8 @@ struct OpAttrs {
   int64_t concatDim = 0;         ///< AllToAll.
   std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
   int64_t groupSize = 1;         ///< Collectives: ranks per group.
-  // Also: axis for Concat, Split, GatherElements, ScatterElements and TopK;
+  // Also: axis for Concat, Split, GatherElements, ScatterElements, OneHot
+  // and TopK; reduction for ScatterElements and ScatterND;
   // epsilon for BatchNormalization; shape for Expand (the attribute, empty
   // when absent).
   DType to = DType::F32;      ///< Cast.
@@ -88,6 +89,8 @@ struct OpAttrs {
   int64_t k = 0;                      ///< TopK.
   bool largest = true, sorted = true; ///< TopK.
   bool upper = true;                  ///< Trilu (its diagonal offset is k).
+  std::vector<int64_t> repeats;       ///< Tile.
+  int64_t depth = 0;                  ///< OneHot (its axis is axis).
   ScatterReduction reduction = ScatterReduction::None;
   /// Pad: begins of every dimension, then ends.
   std::vector<int64_t> pads;

@@ -380,6 +380,7 @@ COMPILE_TIME_INPUTS = {
     "Reshape": {1}, "ReduceSum": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
     "Trilu": {1}, "Expand": {1}, "TopK": {1}, "Unsqueeze": {1},
     "Squeeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 2, 3},
+    "Tile": {1}, "OneHot": {1},
     # Dropout's training_mode (and ratio, in training) decide what the node
     # computes.
     "Dropout": {1, 2},

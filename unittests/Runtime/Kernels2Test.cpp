@@ -1796,3 +1796,77 @@ TEST(Kernels2Ops, HardSigmoidModArgMaxTypes) {
     EXPECT_CONTAINS(m.error(), "ArgMin is not supported on bool tensors");
   }
 }
+
+TEST(Kernels2, TileRepeatsEveryDimension) {
+  // numpy.tile([[1, 2], [3, 4]], (2, 3))
+  Tensor x = makeTensor<int64_t>({2, 2}, {1, 2, 3, 4});
+  Tensor out(DType::I64, {4, 6});
+  tile(x, {2, 3}, out);
+  EXPECT_EQ(toVector<int64_t>(out),
+            (std::vector<int64_t>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, //
+                                  1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+  Tensor f = makeTensor<float>({3}, {1, 2, 3});
+  Tensor once(DType::F32, {3});
+  tile(f, {1}, once);
+  EXPECT_EQ(toVector<float>(once), (std::vector<float>{1, 2, 3}));
+  Tensor none(DType::F32, {0});
+  tile(f, {0}, none);
+  EXPECT_THROW(tile(f, {2}, once), Error);
+  EXPECT_THROW(tile(f, {1, 1}, once), Error);
+}
+
+TEST(Kernels2, ScatterNDLikeTheOnnxExamples) {
+  // The ONNX ScatterND example 1: data [8], indices [[4], [3], [1], [7]].
+  Tensor data = makeTensor<float>({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor idx = makeTensor<int64_t>({4, 1}, {4, 3, 1, 7});
+  Tensor upd = makeTensor<float>({4}, {9, 10, 11, 12});
+  Tensor out(DType::F32, {8});
+  scatterND(data, idx, upd, ScatterReduction::None, out);
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{1, 11, 3, 10, 9, 6, 7, 12}));
+  // Whole rows, negative indices, add.
+  Tensor d2 = makeTensor<int64_t>({3, 2}, {1, 1, 1, 1, 1, 1});
+  Tensor i2 = makeTensor<int32_t>({2, 1}, {-1, 0});
+  Tensor u2 = makeTensor<int64_t>({2, 2}, {5, 6, 7, 8});
+  Tensor o2(DType::I64, {3, 2});
+  scatterND(d2, i2, u2, ScatterReduction::Add, o2);
+  EXPECT_EQ(toVector<int64_t>(o2), (std::vector<int64_t>{8, 9, 1, 1, 6, 7}));
+  scatterND(d2, i2, u2, ScatterReduction::Mul, o2);
+  EXPECT_EQ(toVector<int64_t>(o2), (std::vector<int64_t>{7, 8, 1, 1, 5, 6}));
+  Tensor far = makeTensor<int64_t>({1, 1}, {3});
+  Tensor u1 = makeTensor<int64_t>({1, 2}, {0, 0});
+  EXPECT_THROW(scatterND(d2, far, u1, ScatterReduction::None, o2), Error);
+  EXPECT_THROW(scatterND(d2, i2, u1, ScatterReduction::None, o2), Error);
+}
+
+TEST(Kernels2, OneHotAlongAnyAxis) {
+  Tensor idx = makeTensor<int64_t>({3}, {0, 2, -1});
+  Tensor values = makeTensor<float>({2}, {-1, 5});
+  Tensor out(DType::F32, {3, 3});
+  oneHot(idx, values, 3, 1, out);
+  EXPECT_EQ(toVector<float>(out),
+            (std::vector<float>{5, -1, -1, -1, -1, 5, -1, -1, 5}));
+  Tensor t(DType::F32, {3, 3});
+  oneHot(idx, values, 3, 0, t);
+  EXPECT_EQ(toVector<float>(t),
+            (std::vector<float>{5, -1, -1, -1, -1, -1, -1, 5, 5}));
+  // Float indices; out of range gives a row of `off`.
+  Tensor fi = makeTensor<float>({2}, {1, 7});
+  Tensor vi = makeTensor<int64_t>({2}, {0, 1});
+  Tensor oi(DType::I64, {2, 4});
+  oneHot(fi, vi, 4, 1, oi);
+  EXPECT_EQ(toVector<int64_t>(oi),
+            (std::vector<int64_t>{0, 1, 0, 0, 0, 0, 0, 0}));
+  Tensor wrong(DType::F32, {2, 4});
+  EXPECT_THROW(oneHot(fi, vi, 4, 1, wrong), Error);
+}
+
+TEST(Kernels2, ScatterNDWithoutIndicesIsTheIdentity) {
+  // PyTorch exports `mask[0:0, :] = c` with updates of the full slice.
+  Tensor data = makeTensor<float>({2, 2}, {1, 2, 3, 4});
+  Tensor idx(DType::I64, {3, 0, 2});
+  Tensor upd = makeTensor<float>({3, 2}, {9, 9, 9, 9, 9, 9});
+  Tensor out(DType::F32, {2, 2});
+  scatterND(data, idx, upd, ScatterReduction::None, out);
+  EXPECT_EQ(toVector<float>(out), (std::vector<float>{1, 2, 3, 4}));
+}

@@ -5,8 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The CPU kernels of the indexing family of Ops.def (Kernels.h): Gather,
-// GatherElements, ScatterElements and TopK, then their registration per
-// op.
+// GatherElements, ScatterElements, ScatterND, OneHot and TopK, then their
+// registration per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -193,6 +193,130 @@ void shoal::rt::cpu::scatterElements(const Tensor &data, const Tensor &indices,
   });
 }
 
+void shoal::rt::cpu::scatterND(const Tensor &data, const Tensor &indices,
+                               const Tensor &updates,
+                               ScatterReduction reduction, Tensor &out) {
+  const Shape &ds = data.shape(), &is = indices.shape();
+  if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
+    throw Error(fmt::format("ScatterND: indices must be i64 or i32, got {}",
+                            indices.type().str()));
+  int64_t k = is.empty() ? -1 : is.back();
+  if (k < 0 || k > data.rank())
+    throw Error(fmt::format("ScatterND: indices {} do not index data {}",
+                            indices.type().str(), data.type().str()));
+  Shape want(is.begin(), is.end() - 1);
+  want.insert(want.end(), ds.begin() + k, ds.end());
+  int64_t count = 1, slice = 1;
+  for (std::size_t d = 0; d + 1 < is.size(); ++d)
+    count *= is[d];
+  for (std::size_t d = k; d < ds.size(); ++d)
+    slice *= ds[d];
+  // No index at all writes nothing, whatever the updates' shape (as the
+  // type rule allows).
+  if (updates.dtype() != data.dtype() ||
+      (updates.shape() != want && count != 0))
+    throw Error(fmt::format("ScatterND: updates {} must be {}",
+                            updates.type().str(),
+                            TensorType{data.dtype(), want}.str()));
+  checkOutput(out, data.dtype(), ds, "ScatterND");
+  std::memcpy(out.rawData(), data.rawData(), data.numBytes());
+  if (reduction != ScatterReduction::None && !isNumeric(data.dtype()))
+    throw Error(fmt::format("ScatterND: reductions are not supported on {} "
+                            "tensors",
+                            dtypeName(data.dtype())));
+  std::vector<int64_t> strides = rowMajorStrides(ds);
+  // The flat offset in data of every update slice, checked first.
+  std::vector<int64_t> offsets(count);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t off = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = indexAt(indices, i * k + j);
+      int64_t w = v < 0 ? v + ds[j] : v;
+      if (w < 0 || w >= ds[j])
+        throw Error(fmt::format("ScatterND: index {} (entry {} of index {}) "
+                                "is out of range for dimension {} of size {}",
+                                v, j, i, j, ds[j]));
+      off += w * strides[j];
+    }
+    offsets[i] = off;
+  }
+  auto apply = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *up = static_cast<const T *>(updates.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t e = 0; e < slice; ++e) {
+        T &d = dst[offsets[i] + e];
+        T u = up[i * slice + e];
+        switch (reduction) {
+        case ScatterReduction::None:
+          d = u;
+          break;
+        case ScatterReduction::Add:
+          d = T(d + u);
+          break;
+        case ScatterReduction::Mul:
+          d = T(d * u);
+          break;
+        case ScatterReduction::Max:
+          d = d < u ? u : d;
+          break;
+        case ScatterReduction::Min:
+          d = u < d ? u : d;
+          break;
+        }
+      }
+  };
+  if (reduction == ScatterReduction::None)
+    byElementSize(data.dtype(), apply);
+  else
+    byNumericType(data.dtype(), apply);
+}
+
+void shoal::rt::cpu::oneHot(const Tensor &indices, const Tensor &values,
+                            int64_t depth, int64_t axis, Tensor &out) {
+  const Shape &is = indices.shape();
+  if (axis < 0 || axis > indices.rank())
+    throw Error(fmt::format("OneHot: axis {} is out of range for {}", axis,
+                            indices.type().str()));
+  if (values.numElements() != 2)
+    throw Error(fmt::format("OneHot: values must have two elements, got {}",
+                            values.type().str()));
+  Shape shape = is;
+  shape.insert(shape.begin() + axis, depth);
+  checkOutput(out, values.dtype(), shape, "OneHot");
+  Tensor idx = stage(indices);
+  if (!isNumeric(idx.dtype()))
+    throwNotNumeric(idx.dtype());
+  // Positions of the output are [outer, depth, inner].
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= is[d];
+  for (std::size_t d = axis; d < is.size(); ++d)
+    inner *= is[d];
+  std::vector<int64_t> hot(outer * inner);
+  byNumericType(idx.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *p = idx.data<T>();
+    for (int64_t i = 0; i < outer * inner; ++i) {
+      int64_t v = static_cast<int64_t>(p[i]);
+      hot[i] = v < 0 ? v + depth : v;
+    }
+  });
+  byElementSize(values.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *v = static_cast<const T *>(values.rawData());
+    T *dst = static_cast<T *>(out.rawData());
+    std::fill(dst, dst + out.numElements(), v[0]);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < inner; ++r) {
+        int64_t h = hot[o * inner + r];
+        if (h >= 0 && h < depth)
+          dst[(o * depth + h) * inner + r] = v[1];
+      }
+  });
+}
+
 void shoal::rt::cpu::topK(const Tensor &x, int64_t k, int64_t axis,
                           bool largest, Tensor &values, Tensor *indices) {
   if (axis < 0 || axis >= x.rank())
@@ -285,6 +409,15 @@ SHOAL_CPU_KERNEL(scatterElementsKernel) {
                   op.attrs.reduction, out[0]);
 }
 
+SHOAL_CPU_KERNEL(scatterNDKernel) {
+  scatterND(input(in, 0), input(in, 1), input(in, 2), op.attrs.reduction,
+            out[0]);
+}
+
+SHOAL_CPU_KERNEL(oneHotKernel) {
+  oneHot(input(in, 0), input(in, 1), op.attrs.depth, op.attrs.axis, out[0]);
+}
+
 SHOAL_CPU_KERNEL(topKKernel) {
   const OpAttrs &a = op.attrs;
   topK(input(in, 0), a.k, a.axis, a.largest, out[0], optionalOutput(out, 1));
@@ -296,5 +429,7 @@ void shoal::rt::cpu::registerIndexingKernels() {
   registerCpuKernel(OpKind::Gather, gatherKernel);
   registerCpuKernel(OpKind::GatherElements, gatherElementsKernel);
   registerCpuKernel(OpKind::ScatterElements, scatterElementsKernel);
+  registerCpuKernel(OpKind::ScatterND, scatterNDKernel);
+  registerCpuKernel(OpKind::OneHot, oneHotKernel);
   registerCpuKernel(OpKind::TopK, topKKernel);
 }

@@ -205,6 +205,10 @@ void pad(const Tensor &x, const std::vector<int64_t> &pads, PadMode mode,
 /// diagonal `k` on; zeroes the rest (ONNX Trilu).
 void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
 
+/// Repeats `x` (any dtype) `repeats[d]` times along every dimension d
+/// (ONNX Tile).
+void tile(const Tensor &x, const std::vector<int64_t> &repeats, Tensor &out);
+
 //===----------------------------------------------------------------------===//
 // Indexing (Indexing.cpp)
 //===----------------------------------------------------------------------===//
@@ -225,6 +229,19 @@ void gatherElements(const Tensor &data, const Tensor &indices, int64_t axis,
 void scatterElements(const Tensor &data, const Tensor &indices,
                      const Tensor &updates, int64_t axis,
                      ScatterReduction reduction, Tensor &out);
+
+/// out = data with the slices data[indices[i...]] replaced by (or reduced
+/// with) updates[i...]; i64 or i32 indices whose last dimension indexes the
+/// leading dimensions of data (ONNX ScatterND). Throws Error naming the
+/// index when one is out of range.
+void scatterND(const Tensor &data, const Tensor &indices, const Tensor &updates,
+               ScatterReduction reduction, Tensor &out);
+
+/// out has values[1] where the position along normalized `axis` equals the
+/// index (negative ones count from `depth`), values[0] elsewhere; indices
+/// out of range give a row of values[0] (ONNX OneHot).
+void oneHot(const Tensor &indices, const Tensor &values, int64_t depth,
+            int64_t axis, Tensor &out);
 
 /// The k largest (or smallest) entries of f32, i64 or i32 `x` along
 /// normalized `axis`, sorted (ties: lower index first; NaN counts as larger

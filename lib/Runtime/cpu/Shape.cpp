@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // The CPU kernels of the shapes and data movement family of Ops.def
-// (Kernels.h): Transpose, Concat, Split, Slice, Expand, Pad and Trilu
+// (Kernels.h): Transpose, Concat, Split, Slice, Expand, Pad, Trilu and Tile
 // (Reshape aliases its input), then their registration per op.
 //
 //===----------------------------------------------------------------------===//
@@ -359,6 +359,51 @@ void shoal::rt::cpu::trilu(const Tensor &x, bool upper, int64_t k,
   }
 }
 
+void shoal::rt::cpu::tile(const Tensor &x, const std::vector<int64_t> &repeats,
+                          Tensor &out) {
+  const Shape &in = x.shape();
+  std::size_t rank = in.size();
+  if (repeats.size() != rank)
+    throw Error(fmt::format("Tile: {} repeats for a rank-{} input",
+                            repeats.size(), rank));
+  Shape shape = in;
+  for (std::size_t d = 0; d < rank; ++d)
+    shape[d] *= repeats[d];
+  checkOutput(out, x.dtype(), shape, "Tile");
+  if (out.numElements() == 0)
+    return;
+  std::size_t elem = dtypeSize(x.dtype());
+  const uint8_t *src = static_cast<const uint8_t *>(x.rawData());
+  uint8_t *dst = static_cast<uint8_t *>(out.rawData());
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  // Every output row (the last dimension) is the input row it comes from,
+  // repeated.
+  std::vector<int64_t> is = rowMajorStrides(in);
+  std::size_t inner = rank - 1;
+  std::size_t row = static_cast<std::size_t>(in[inner]) * elem;
+  std::vector<int64_t> idx(inner, 0);
+  while (true) {
+    int64_t base = 0;
+    for (std::size_t d = 0; d < inner; ++d)
+      base += (idx[d] % in[d]) * is[d];
+    for (int64_t r = 0; r < repeats[inner]; ++r) {
+      std::memcpy(dst, src + base * elem, row);
+      dst += row;
+    }
+    std::size_t d = inner;
+    while (d-- > 0) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1))
+      break;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
@@ -403,6 +448,8 @@ SHOAL_CPU_KERNEL(triluKernel) {
   trilu(input(in, 0), op.attrs.upper, op.attrs.k, out[0]);
 }
 
+SHOAL_CPU_KERNEL(tileKernel) { tile(input(in, 0), op.attrs.repeats, out[0]); }
+
 } // namespace
 
 void shoal::rt::cpu::registerShapeKernels() {
@@ -414,4 +461,5 @@ void shoal::rt::cpu::registerShapeKernels() {
   registerCpuKernel(OpKind::Expand, expandKernel);
   registerCpuKernel(OpKind::Pad, padKernel);
   registerCpuKernel(OpKind::Trilu, triluKernel);
+  registerCpuKernel(OpKind::Tile, tileKernel);
 }

@@ -243,3 +243,24 @@ void shoal::rt::triluRule(TypeRuleContext &ctx) {
   a.k = ctx.attrs.getInt("k", 0);
   ctx.expected.push_back(x);
 }
+
+/// Tile.
+void shoal::rt::tileRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.attrs.require("repeats");
+  a.repeats = ctx.attrs.getInts("repeats");
+  if (a.repeats.size() != x.shape.size())
+    throw Error(fmt::format("attribute 'repeats' {} has {} entries for the "
+                            "input {} of rank {}",
+                            formatShape(a.repeats), a.repeats.size(), x.str(),
+                            x.shape.size()));
+  Shape shape = x.shape;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (a.repeats[d] < 0)
+      throw Error(fmt::format("attribute 'repeats' {} has a negative entry",
+                              formatShape(a.repeats)));
+    shape[d] *= a.repeats[d];
+  }
+  ctx.expected.push_back({x.dtype, shape});
+}

@@ -1,7 +1,8 @@
 //===- ConstantFolding.cpp - Fold ONNX shape computations -------*- C++ -*-===//
 //
 // Exporters compute shapes at run time (Shape -> Gather -> Unsqueeze ->
-// Concat -> Reshape, Range for positions, Trilu/Where for causal masks).
+// Concat -> Reshape, Range for positions, Trilu/Where for causal masks,
+// ScatterND for shifted-window masks).
 // With static input shapes all of that is constant: this folds such nodes
 // over small constant tensors, so the imported graph has static shapes and
 // no shape arithmetic.
@@ -98,6 +99,17 @@ Lit fromProto(const TensorProto &t) {
   return l;
 }
 
+/// INT64_MAX (Slice's "to the end") is 2^63 as a double, out of int64's
+/// range: saturate rather than convert (undefined, INT64_MIN on x86).
+int64_t toInt64(double x) {
+  constexpr double kLimit = 9223372036854775807.0; // 2^63
+  if (x >= kLimit)
+    return INT64_MAX;
+  if (x <= -kLimit)
+    return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
 TensorProto toProto(const Lit &l, const std::string &name) {
   TensorProto t;
   t.set_name(name);
@@ -113,7 +125,7 @@ TensorProto toProto(const Lit &l, const std::string &name) {
       t.add_double_data(x);
       break;
     case TensorProto::INT64:
-      t.add_int64_data(static_cast<int64_t>(x));
+      t.add_int64_data(toInt64(x));
       break;
     default: // INT32, BOOL, INT8, UINT8 live in int32_data
       t.add_int32_data(static_cast<int32_t>(x));
@@ -238,7 +250,7 @@ std::vector<int64_t> intsAttr(const onnx::NodeProto &node, const char *name) {
 std::vector<int64_t> ints(const Lit &l) {
   std::vector<int64_t> r;
   for (double x : l.v)
-    r.push_back(static_cast<int64_t>(x));
+    r.push_back(toInt64(x));
   return r;
 }
 
@@ -281,6 +293,20 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
           return a / b;
         },
         t0);
+  if (op == "Mod") {
+    // Swin computes its window padding as (w - W % w) % w.
+    bool fmod = getIntAttr(node, "fmod", 0) != 0;
+    return binary(
+        [&](double a, double b) {
+          if (b == 0)
+            notFoldable("Mod by zero");
+          double r = std::fmod(a, b);
+          if (!fmod && r != 0 && (r < 0) != (b < 0))
+            r += b;
+          return r;
+        },
+        t0);
+  }
   if (op == "Pow")
     return binary([](double a, double b) { return std::pow(a, b); }, t0);
   if (op == "Max")
@@ -594,6 +620,93 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     }
     return out;
   }
+  if (op == "Tile") {
+    const Lit &x = input(0);
+    std::vector<int64_t> repeats = ints(input(1));
+    if (repeats.size() != x.dims.size())
+      notFoldable("Tile needs one repeat per dimension");
+    std::vector<std::vector<int64_t>> idx(x.dims.size());
+    for (size_t d = 0; d < x.dims.size(); ++d) {
+      if (repeats[d] < 0)
+        notFoldable("negative Tile repeat");
+      for (int64_t r = 0; r < repeats[d]; ++r)
+        for (int64_t j = 0; j < x.dims[d]; ++j)
+          idx[d].push_back(j);
+    }
+    return {gatherIndices(x, idx)};
+  }
+  if (op == "ScatterND") {
+    const Lit &data = input(0), &indices = input(1), &updates = input(2);
+    std::string reduction = "none";
+    if (const onnx::AttributeProto *a = findAttr(node, "reduction"))
+      reduction = a->s();
+    if (reduction != "none" && reduction != "add" && reduction != "mul")
+      notFoldable("ScatterND reduction '" + reduction + "'");
+    if (indices.dims.empty())
+      notFoldable("ScatterND indices need rank >= 1");
+    size_t k = static_cast<size_t>(indices.dims.back());
+    if (k > data.dims.size())
+      notFoldable("ScatterND index longer than data's rank");
+    int64_t slice = 1;
+    for (size_t d = k; d < data.dims.size(); ++d)
+      slice *= data.dims[d];
+    int64_t count = 1;
+    for (size_t d = 0; d + 1 < indices.dims.size(); ++d)
+      count *= indices.dims[d];
+    // No index at all writes nothing, whatever the updates (PyTorch exports
+    // an empty slice assignment with the updates of the full slice).
+    if (count == 0)
+      return {data};
+    if (updates.size() != count * slice)
+      notFoldable("ScatterND updates do not fit");
+    std::vector<int64_t> strides = stridesOf(data.dims);
+    Lit out = data;
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t offset = 0;
+      for (size_t j = 0; j < k; ++j) {
+        int64_t v = static_cast<int64_t>(indices.v[i * k + j]);
+        if (v < 0)
+          v += data.dims[j];
+        if (v < 0 || v >= data.dims[j])
+          notFoldable("ScatterND index out of range");
+        offset += v * strides[j];
+      }
+      for (int64_t e = 0; e < slice; ++e) {
+        double &o = out.v[offset + e];
+        double u = updates.v[i * slice + e];
+        o = reduction == "add" ? o + u : reduction == "mul" ? o * u : u;
+      }
+    }
+    return {out};
+  }
+  if (op == "OneHot") {
+    const Lit &indices = input(0), &values = input(2);
+    if (input(1).v.size() != 1 || values.v.size() != 2)
+      notFoldable("OneHot needs a scalar depth and two values");
+    int64_t depth = static_cast<int64_t>(input(1).v[0]);
+    if (depth < 1)
+      notFoldable("OneHot depth < 1");
+    int64_t rank = static_cast<int64_t>(indices.dims.size()) + 1;
+    int64_t axis = normAxis(getIntAttr(node, "axis", -1), rank);
+    Lit out;
+    out.type = values.type;
+    out.dims = indices.dims;
+    out.dims.insert(out.dims.begin() + axis, depth);
+    int64_t inner = 1;
+    for (size_t d = axis; d < indices.dims.size(); ++d)
+      inner *= indices.dims[d];
+    out.v.assign(out.size(), values.v[0]);
+    for (int64_t i = 0; i < indices.size(); ++i) {
+      int64_t v = static_cast<int64_t>(indices.v[i]);
+      if (v < 0)
+        v += depth;
+      if (v < 0 || v >= depth)
+        continue; // out of range: all "off"
+      int64_t o = i / inner, r = i % inner;
+      out.v[(o * depth + v) * inner + r] = values.v[1];
+    }
+    return {out};
+  }
   notFoldable("not a foldable op");
 }
 
@@ -601,14 +714,15 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
 
 bool shoal::onnx_import::isFoldableOp(llvm::StringRef opType) {
   static const char *ops[] = {
-      "Identity", "Add",     "Sub",       "Mul",        "Div",
-      "Pow",      "Max",     "Min",       "Equal",      "Less",
-      "Greater",  "And",     "Or",        "Not",        "Neg",
-      "Abs",      "Sqrt",    "Exp",       "Log",        "Sin",
-      "Cos",      "Floor",   "Ceil",      "Reciprocal", "Where",
-      "Cast",     "Reshape", "Unsqueeze", "Squeeze",    "Concat",
-      "Gather",   "Slice",   "Transpose", "Expand",     "ConstantOfShape",
-      "Range",    "Trilu",   "Einsum",    "Split"};
+      "Identity",  "Add",     "Sub",       "Mul",        "Div",
+      "Pow",       "Max",     "Min",       "Equal",      "Less",
+      "Greater",   "And",     "Or",        "Not",        "Neg",
+      "Abs",       "Sqrt",    "Exp",       "Log",        "Sin",
+      "Cos",       "Floor",   "Ceil",      "Reciprocal", "Where",
+      "Cast",      "Reshape", "Unsqueeze", "Squeeze",    "Concat",
+      "Gather",    "Slice",   "Transpose", "Expand",     "ConstantOfShape",
+      "Range",     "Trilu",   "Einsum",    "Split",      "Tile",
+      "ScatterND", "OneHot",  "Mod"};
   return llvm::is_contained(ops, opType);
 }
 

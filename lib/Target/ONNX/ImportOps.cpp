@@ -421,6 +421,57 @@ LogicalResult convertDropout(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// OneHot: `depth` (a one-element constant of any numeric type) becomes an
+/// attribute; `indices` and `values` stay operands.
+LogicalResult convertOneHot(Importer &im, const onnx::NodeProto &node) {
+  OpBuilder &b = im.builder();
+  auto indices = im.getInput(node, 0);
+  auto values = im.getInput(node, 2);
+  if (failed(indices) || failed(values))
+    return failure();
+  const onnx::TensorProto *depth = im.getConstantTensor(node, 1);
+  if (!depth)
+    return im.nodeError() << "depth '" << node.input(1)
+                          << "' must be a Constant or an initializer: shoal "
+                             "needs it at compile time";
+  auto data = im.convertTensorData(*depth);
+  if (failed(data))
+    return failure();
+  if (data->getNumElements() != 1)
+    return im.nodeError() << "depth must have one element, got "
+                          << data->getNumElements();
+  int64_t d = 0;
+  if (isa<FloatType>(data->getElementType()))
+    d = static_cast<int64_t>(
+        (*data->getValues<APFloat>().begin()).convertToDouble());
+  else if (!data->getElementType().isInteger(1))
+    d = (*data->getValues<APInt>().begin()).getSExtValue();
+  if (d < 1)
+    return im.nodeError() << "depth must be at least 1, got " << d;
+  // The result type from depth (ONNX's shape inference leaves that
+  // dimension unknown).
+  SmallVector<int64_t> shape(
+      cast<RankedTensorType>(indices->getType()).getShape());
+  int64_t rank = static_cast<int64_t>(shape.size()) + 1;
+  int64_t axis = getIntAttr(node, "axis", -1);
+  if (axis < -rank || axis >= rank)
+    return im.nodeError() << "axis " << axis << " is out of range for a "
+                          << "result of rank " << rank;
+  if (axis < 0)
+    axis += rank;
+  shape.insert(shape.begin() + axis, d);
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(values->getType()).getElementType());
+  SmallVector<NamedAttribute> attrs{
+      b.getNamedAttr("depth", b.getI64IntegerAttr(d)),
+      b.getNamedAttr("axis", b.getI64IntegerAttr(axis))};
+  auto op = b.create<OnnxOp>(
+      im.loc(), TypeRange{type}, b.getStringAttr("OneHot"),
+      b.getDictionaryAttr(attrs), ValueRange{*indices, *values});
+  im.setResult(node, 0, op->getResult(0));
+  return success();
+}
+
 /// Squeeze, Unsqueeze and Flatten only change the shape.
 LogicalResult convertReshapeLike(Importer &im, const onnx::NodeProto &node) {
   auto input = im.getInput(node, 0);
@@ -446,6 +497,8 @@ SmallVector<std::pair<int, StringRef>> foldedInputs(StringRef opType) {
     return {{1, "k"}};
   if (opType == "Expand")
     return {{1, ""}}; // the result type holds the shape
+  if (opType == "Tile")
+    return {{1, "repeats"}};
   return {};
 }
 
@@ -800,8 +853,9 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("InstanceNormalization", convertInstanceNorm)
       .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              convertGeneric)
-      .Cases("GatherElements", "ScatterElements", "TopK", "Trilu",
-             convertGeneric)
+      .Cases("GatherElements", "ScatterElements", "ScatterND", "TopK", "Trilu",
+             "Tile", convertGeneric)
+      .Case("OneHot", convertOneHot)
       .Case("MatMul", convertMatMul)
       .Case("Gemm", convertGemm)
       .Case("Softmax", convertSoftmax)

@@ -228,6 +228,35 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
       operandGrads[0] = GradBuilder{b, loc}.sumTo(g, shapeOf(x));
     return success();
   }
+  if (type == "Tile" && op.getInputs().size() == 1) {
+    // The result is [r0 * s0, r1 * s1, ...]: its gradient seen as
+    // [r0, s0, r1, s1, ...], summed over the repeats.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    ArrayRef<int64_t> in = shapeOf(x), out = shapeOf(g);
+    if (in.size() != out.size())
+      return op.emitError() << "result rank differs from the input's";
+    SmallVector<int64_t> split, axes;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (in[d] == 0 || out[d] % in[d] != 0)
+        return op.emitError() << "dimension " << d << " of the result is "
+                              << "not a multiple of the input's";
+      axes.push_back(split.size());
+      split.push_back(out[d] / in[d]);
+      split.push_back(in[d]);
+    }
+    if (in == out) {
+      operandGrads[0] = g;
+      return success();
+    }
+    GradBuilder gb{b, loc};
+    operandGrads[0] = b.create<ReduceSumOp>(
+        loc, gb.typeLike(in, g), gb.reshape(g, split),
+        b.getDenseI64ArrayAttr(axes), b.getBoolAttr(false));
+    return success();
+  }
   if (type == "Split") {
     if (llvm::all_of(resultGrads, [](Value v) { return !v; }))
       return success();

@@ -897,6 +897,45 @@ ShardingRule OnnxOp::getShardingRule() {
   }
   if (type == "Expand" && op->getNumOperands() == 1)
     return getElementwiseShardingRule(op);
+  if (type == "Tile" && op->getNumOperands() == 1 &&
+      rankOf(op->getOperand(0)) == rank) {
+    // Dimensions repeated once pass through; tiled ones stay whole (a
+    // block of the result is not the tile of a block of the input).
+    rule.operands.clear();
+    rule.results.clear();
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
+                      out = shapeOf(op->getResult(0));
+    TensorFactors inF, outF;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (in[d] == out[d]) {
+        int f = rule.addFactor(in[d]);
+        inF.push_back({f});
+        outF.push_back({f});
+      } else {
+        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+        outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
+      }
+    }
+    rule.operands.push_back(inF);
+    rule.results.push_back(outF);
+    return rule;
+  }
+  if (type == "OneHot" && op->getNumOperands() == 2 &&
+      rankOf(op->getOperand(0)) + 1 == rank) {
+    // Every index gives its own row: the indices' dimensions pass through,
+    // the new one (depth) and the values stay whole.
+    blockEverything(rule, op);
+    int64_t axis = getOnnxAxis(*this, rank, -1);
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+    for (int64_t d = 0, o = 0; d < rank - 1; ++d, ++o) {
+      if (o == axis)
+        ++o;
+      int f = rule.addFactor(in[d]);
+      rule.operands[0][d] = {f};
+      rule.results[0][o] = {f};
+    }
+    return rule;
+  }
   if (llvm::is_contained({"HardSigmoid", "HardSwish", "Mod"}, type))
     return getElementwiseShardingRule(op);
   if ((type == "ArgMax" || type == "ArgMin") && op->getNumOperands() == 1) {
