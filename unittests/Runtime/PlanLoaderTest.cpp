@@ -161,6 +161,22 @@ TEST(PlanLoader, RejectsBadConstantsAndSources) {
   EXPECT_ERROR(b, "weight source #0 'no-such-model.onnx' not found");
 }
 
+TEST(PlanLoader, ChecksWeightSourceShapes) {
+  // A weight viewed in another shape (a fused q/k/v weight [8, 24] seen as
+  // [8, 3, 8]) must keep the initializer's number of elements.
+  std::string dir = makeTempDir();
+  writeFile(dir + "/m.onnx", "");
+  PlanBuilder b = validPlan();
+  int w = b.value({8, 3, 8});
+  b.weight("qkv", w, b.source(dir + "/m.onnx"), {8, 3, 8});
+  for (int64_t d : {8, 24})
+    b.prog->mutable_weights(0)->add_source_shape(d);
+  EXPECT_EQ(errorOf(b), "");
+  b.prog->mutable_weights(0)->add_source_shape(2);
+  EXPECT_ERROR(b, "weight 'qkv': source_shape [8, 24, 2] has 384 elements, "
+                  "but the weight is f32[8, 3, 8]");
+}
+
 TEST(PlanLoader, ChecksCollectives) {
   PlanBuilder b({{"x", 2}, {"y", 2}});
   int x = b.value({4, 2});
