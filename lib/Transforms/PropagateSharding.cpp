@@ -509,6 +509,30 @@ struct PropagateShardingPass
             return other && (!samePlacement(other, tg) ||
                              (training && other.getMeshAttr() == mesh));
           });
+      // A value computed whole for every micro-batch (from constants, say)
+      // that another stage takes as the batch (its dimension 0 is the
+      // batch size, see the inputs above) leaves cut per micro-batch: a
+      // transfer carries one micro-batch's block on both sides.
+      int64_t mbSize = mesh.getAxisSize(ShoalDialect::kMicroBatchAxis);
+      bool toOtherStage = llvm::any_of(r.getUsers(), [&](Operation *u) {
+        auto other = dyn_cast<TaskGraphOp>(u);
+        return other && !samePlacement(other, tg);
+      });
+      if (toOtherStage && mbSize > 1 && type.getRank() > 0 &&
+          type.getDimSize(0) == getBatchSize(func) &&
+          type.getDimSize(0) % mbSize == 0 && s.getDimAxes(0).empty() &&
+          llvm::none_of(llvm::seq<unsigned>(0, type.getRank()),
+                        [&](unsigned d) {
+                          return llvm::is_contained(
+                              s.getDimAxes(d), ShoalDialect::kMicroBatchAxis);
+                        })) {
+        SmallVector<SmallVector<StringRef>> dims;
+        for (unsigned d = 0; d < type.getRank(); ++d)
+          dims.push_back(
+              d == 0 ? SmallVector<StringRef>{ShoalDialect::kMicroBatchAxis}
+                     : s.getDimAxes(d));
+        s = ShardingAttr::get(ctx, dims);
+      }
       outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
