@@ -34,9 +34,12 @@ namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-void sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-           const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
-           const char *what) {
+/// C (m x n, row-major, leading dimension ldc) = op(A) op(B) + beta C,
+/// op transposing when asked; A is m x k (or k x m transposed), B k x n (or
+/// n x k).
+void sgemmT(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+            const float *a, int64_t lda, const float *b, int64_t ldb,
+            float beta, float *c, int64_t ldc, const char *what) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -49,10 +52,17 @@ void sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
     if (v > INT_MAX)
       throw Error(
           fmt::format("{}: dimension {} is too large for BLAS", what, v));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k),
-              1.f, a, int(std::max<int64_t>(lda, 1)), b,
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.f,
+              a, int(std::max<int64_t>(lda, 1)), b,
               int(std::max<int64_t>(ldb, 1)), beta, c,
               int(std::max<int64_t>(ldc, 1)));
+}
+
+void sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+           const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+           const char *what) {
+  sgemmT(false, false, m, n, k, a, lda, b, ldb, beta, c, ldc, what);
 }
 
 /// Lays out the windows of `channels` planes of `x` (spatial shape `in`) as
@@ -118,31 +128,6 @@ void im2col(const float *x, int64_t channels, const Shape &in,
       }
     }
   }
-}
-
-/// C (m x n, row-major, leading dimension ldc) = op(A) op(B) + beta C,
-/// op transposing when asked; A is m x k (or k x m transposed), B k x n (or
-/// n x k).
-void sgemmT(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-            const float *a, int64_t lda, const float *b, int64_t ldb,
-            float beta, float *c, int64_t ldc, const char *what) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == 0 ? 0.f : beta * c[i * ldc + j];
-    return;
-  }
-  for (int64_t v : {m, n, k, lda, ldb, ldc})
-    if (v > INT_MAX)
-      throw Error(
-          fmt::format("{}: dimension {} is too large for BLAS", what, v));
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.f,
-              a, int(std::max<int64_t>(lda, 1)), b,
-              int(std::max<int64_t>(ldb, 1)), beta, c,
-              int(std::max<int64_t>(ldc, 1)));
 }
 
 /// The adjoint of im2col: adds every entry of `col` ([channels *
