@@ -639,6 +639,22 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// The first `n` inputs of `node`, each required (an error names the op
+/// and the missing input).
+FailureOr<SmallVector<Value>>
+requiredInputs(Importer &im, const onnx::NodeProto &node, int n) {
+  SmallVector<Value> in;
+  for (int i = 0; i < n; ++i) {
+    if (!Importer::hasInput(node, i))
+      return im.nodeError() << node.op_type() << " needs input " << i;
+    auto v = im.getInput(node, i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  return in;
+}
+
 /// BatchNormalization in inference mode stays a shoal.onnx op; in training
 /// mode (training_mode = 1) it is written with graph ops over the batch
 /// statistics (biased variance), so that it has a gradient and, with the
@@ -650,15 +666,10 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
 LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
   if (!getIntAttr(node, "training_mode", 0))
     return convertGeneric(im, node);
-  SmallVector<Value> in;
-  for (int i = 0; i < 5; ++i) {
-    if (!Importer::hasInput(node, i))
-      return im.nodeError() << "BatchNormalization needs input " << i;
-    auto v = im.getInput(node, i);
-    if (failed(v))
-      return failure();
-    in.push_back(*v);
-  }
+  auto inputs = requiredInputs(im, node, 5);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = *inputs;
   auto type = im.getResultType(node, 0);
   if (failed(type))
     return failure();
@@ -741,15 +752,10 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
 /// nn.GroupNorm and nn.InstanceNorm* through it. The batch and the channels
 /// stay splittable.
 LogicalResult convertInstanceNorm(Importer &im, const onnx::NodeProto &node) {
-  SmallVector<Value> in;
-  for (int i = 0; i < 3; ++i) {
-    if (!Importer::hasInput(node, i))
-      return im.nodeError() << "InstanceNormalization needs input " << i;
-    auto v = im.getInput(node, i);
-    if (failed(v))
-      return failure();
-    in.push_back(*v);
-  }
+  auto inputs = requiredInputs(im, node, 3);
+  if (failed(inputs))
+    return failure();
+  SmallVector<Value> in = *inputs;
   auto type = im.getResultType(node, 0);
   if (failed(type))
     return failure();
