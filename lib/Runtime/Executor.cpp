@@ -718,6 +718,8 @@ void Executor::applyOptimizers(Comm &comm) {
     // Every rank joins, with or without optimizer ops of its own.
     double local = 0;
     for (const DeferredUpdate &d : deferred) {
+      if (d.op->attrs.optimizer.mirror)
+        continue;
       int w = d.op->inputs[0];
       auto it = weightOfValue.find(w);
       int64_t replicas = 1;
@@ -768,6 +770,11 @@ Shape relativeOffsets(const TransferMessage &msg, const Shape &blockOffsets) {
 } // namespace
 
 void Executor::send(const OpInfo &op, Comm &comm) {
+  // A gradient summed over the micro-batches goes to an optimizer
+  // TaskGraph, which runs (and receives) once, at the last micro-batch.
+  if (op.attrs.lastMicroBatchOnly &&
+      currentMicroBatch != plan.numMicroBatches - 1)
+    return;
   auto start = Clock::now();
   const TransferInfo &t = plan.transfers[op.transfer];
   Tensor in = device.toHost(input(op, 0));

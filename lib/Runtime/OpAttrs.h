@@ -52,6 +52,10 @@ struct OptimizerParams {
   double minLr = 0;        ///< End of the cosine decay (`min_lr`).
   int64_t warmupSteps = 0; ///< Linear warmup steps (`warmup_steps`).
   int64_t totalSteps = 0;  ///< Cosine decay ends here; 0: none.
+  /// A pipeline stage's copy of a weight that an earlier stage also
+  /// updates (`mirror`, tied embeddings): its gradient is counted once,
+  /// there, in the clipping norm.
+  bool mirror = false;
 };
 
 /// An op's attributes after validation, ONNX defaults filled in and axes
@@ -63,6 +67,8 @@ struct OpAttrs {
   float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
   float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
   float scale = 1.f;             ///< Attention.
+  /// Send: only at the step's last micro-batch (`last_micro_batch`).
+  bool lastMicroBatchOnly = false;
   bool transA = false, transB = false;
   std::vector<int64_t> perm;     ///< Transpose.
   std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +29,55 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType());
+}
+
+/// In a pipeline, puts every forward op of no scope in the stage that
+/// shoal-form-task-graphs would give it, so that its backward ops and its
+/// weights' updates, which take their forward op's scope, land on the same
+/// stage: the latest stage it reads from, or if it reads from none (an
+/// embedding's Gather of a graph input) the earliest stage reading it.
+/// Left alone, the backward of such an op (an encoder's final LayerNorm
+/// between two stages, say) would join the stage its incoming gradient
+/// comes from, and its weight's update would run there, on a copy the
+/// forward never reads. Weights and constants stay free: they are cloned
+/// into every stage that reads them.
+void pinToStages(func::FuncOp func, ArrayAttr scopes) {
+  llvm::StringMap<unsigned> order;
+  for (auto [i, s] : llvm::enumerate(scopes.getAsRange<ScopeAttr>()))
+    order[s.getName().getValue()] = i;
+  auto scopeOf = [&](Operation *op) {
+    auto s = op ? op->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr)
+                : StringAttr();
+    return s && order.count(s.getValue()) ? s : StringAttr();
+  };
+  auto pin = [&](Operation &op, ValueRange operands,
+                 Operation::user_range users) {
+    StringAttr best;
+    auto consider = [&](StringAttr s, bool later) {
+      if (s && (!best || (later ? order[s.getValue()] > order[best.getValue()]
+                                : order[s.getValue()] < order[best.getValue()])))
+        best = s;
+    };
+    for (Value v : operands)
+      consider(scopeOf(v.getDefiningOp()), /*later=*/true);
+    if (!best)
+      for (Operation *user : users)
+        consider(scopeOf(user), /*later=*/false);
+    if (best)
+      op.setAttr(ShoalDialect::kScopeAttr, best);
+  };
+  Block &body = func.getBody().front();
+  auto free = [](Operation &op) {
+    return !op.hasAttr(ShoalDialect::kScopeAttr) &&
+           !isa<WeightOp, ConstantOp>(op);
+  };
+  // Forward: by what an op reads; then backward: by its readers.
+  for (Operation &op : body.without_terminator())
+    if (free(op))
+      pin(op, op.getOperands(), {op.user_begin(), op.user_end()});
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (free(op))
+      pin(op, ValueRange(), {op.user_begin(), op.user_end()});
 }
 
 struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
@@ -68,6 +118,9 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       }
       frozenPatterns.push_back(std::move(*pat));
     }
+    if (auto scopes = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);
+        scopes && isStaged(module))
+      pinToStages(func, scopes);
     if (failed(differentiate(func, frozenPatterns)))
       return signalPassFailure();
     Builder b(module.getContext());

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -77,19 +78,16 @@ struct FormTaskGraphsPass
     // Scopes by name, in spec order.
     llvm::StringMap<ScopeAttr> scopes;
     SmallVector<ScopeAttr> ordered;
-    bool countsDiffer = false;
     if (auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr))
       for (auto s : list.getAsRange<ScopeAttr>()) {
         scopes[s.getName().getValue()] = s;
-        countsDiffer |=
-            !ordered.empty() && s.getDevices() != ordered.front().getDevices();
         ordered.push_back(s);
       }
     // Whale: consecutive TaskGraphs are pipeline stages on their own
     // devices when there are micro-batches; scopes with different device
     // counts cannot share devices either. Otherwise every TaskGraph runs on
     // all devices (EPL's colocate_split_and_replicate).
-    staged = microBatches > 1 || countsDiffer;
+    staged = isStaged(module);
     training = module->hasAttr(ShoalDialect::kTrainingAttr);
     firstScope = ordered.empty() ? ScopeAttr() : ordered.front();
     int64_t devices = firstScope ? firstScope.getDevices() : 1;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -71,6 +72,45 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
                     attrs.getDictionary(module.getContext()));
   }
 
+  /// Calls `fn` on each forward op reading `w`, looking through weight
+  /// views (shoal-fused-weight-views' reshapes) to their readers.
+  static void forEachForwardUser(Operation *w,
+                                 function_ref<void(Operation *)> fn) {
+    for (Operation *user : w->getUsers()) {
+      if (user->hasAttr(ShoalDialect::kPhaseAttr))
+        continue;
+      if (isa<ReshapeOp>(user) && !user->hasAttr(ShoalDialect::kScopeAttr))
+        forEachForwardUser(user, fn);
+      else
+        fn(user);
+    }
+  }
+
+  /// The optimizer's update of `w` by its gradient `g`, with state weights
+  /// of its own.
+  Operation *createUpdate(OpBuilder &b, WeightOp w, Value g) {
+    auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    auto state = [&](StringRef prefix) {
+      auto s = b.create<WeightOp>(w.getLoc(), w.getType(),
+                                  (prefix + "/" + w.getName()).str());
+      s->setAttr(ShoalDialect::kZeroInitAttr, b.getUnitAttr());
+      return s.getResult();
+    };
+    if (optimizer == "adamw") {
+      Value m = state("adam.m");
+      Value v = state("adam.v");
+      return b.create<AdamWOp>(w.getLoc(), w.getResult(), g, m, v, f64(lr),
+                               f64(beta1), f64(beta2), f64(eps),
+                               f64(weightDecay), f64(clipNorm),
+                               i64(warmupSteps), i64(totalSteps), f64(minLr));
+    }
+    return b.create<SGDOp>(w.getLoc(), w.getResult(), g,
+                           state("sgd.momentum"), f64(lr), f64(momentum),
+                           f64(weightDecay), f64(clipNorm), i64(warmupSteps),
+                           i64(totalSteps), f64(minLr));
+  }
+
   void addUpdates(func::FuncOp func) {
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
@@ -89,38 +129,39 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     }
     OpBuilder b(ret);
     StringAttr phase = StringAttr::get(ctx, "optimizer");
-    auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
-    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    auto module = func->getParentOfType<ModuleOp>();
+    bool staged = isStaged(module);
+    llvm::DenseMap<StringAttr, unsigned> stageOrder;
+    if (auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr))
+      for (auto [i, scope] : llvm::enumerate(list.getAsRange<ScopeAttr>()))
+        stageOrder[scope.getName()] = i;
     for (auto [w, g] : updates) {
-      auto state = [&](StringRef prefix) {
-        auto s = b.create<WeightOp>(w.getLoc(), w.getType(),
-                                    (prefix + "/" + w.getName()).str());
-        s->setAttr(ShoalDialect::kZeroInitAttr, b.getUnitAttr());
-        return s.getResult();
-      };
-      Operation *update;
-      if (optimizer == "adamw") {
-        Value m = state("adam.m");
-        Value v = state("adam.v");
-        update = b.create<AdamWOp>(
-            w.getLoc(), w.getResult(), g, m, v, f64(lr), f64(beta1), f64(beta2),
-            f64(eps), f64(weightDecay), f64(clipNorm), i64(warmupSteps),
-            i64(totalSteps), f64(minLr));
-      } else {
-        update = b.create<SGDOp>(w.getLoc(), w.getResult(), g,
-                                 state("sgd.momentum"), f64(lr), f64(momentum),
-                                 f64(weightDecay), f64(clipNorm),
-                                 i64(warmupSteps), i64(totalSteps), f64(minLr));
+      // The scope of the weight's first forward user; in a pipeline, also
+      // every other stage that reads the weight (tied embeddings), each of
+      // which updates its own copy.
+      SmallVector<StringAttr> scopes;
+      bool first = true;
+      forEachForwardUser(w, [&](Operation *user) {
+        auto s = user->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+        if (first || (staged && s && !llvm::is_contained(scopes, s)))
+          scopes.push_back(s);
+        first = false;
+      });
+      if (scopes.empty())
+        scopes.push_back(StringAttr());
+      // The first stage's update is the primary one, the others mirror it.
+      if (scopes.size() > 1)
+        llvm::stable_sort(scopes, [&](StringAttr a, StringAttr b) {
+          return stageOrder.lookup(a) < stageOrder.lookup(b);
+        });
+      for (auto [i, scope] : llvm::enumerate(scopes)) {
+        Operation *update = createUpdate(b, w, g);
+        update->setAttr(ShoalDialect::kPhaseAttr, phase);
+        if (scope)
+          update->setAttr(ShoalDialect::kScopeAttr, scope);
+        if (i > 0)
+          update->setAttr(ShoalDialect::kMirrorAttr, b.getUnitAttr());
       }
-      update->setAttr(ShoalDialect::kPhaseAttr, phase);
-      // The scope of the weight's first user (the forward op).
-      for (Operation *user : w->getUsers())
-        if (!user->hasAttr(ShoalDialect::kPhaseAttr)) {
-          if (auto s =
-                  user->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr))
-            update->setAttr(ShoalDialect::kScopeAttr, s);
-          break;
-        }
     }
   }
 };

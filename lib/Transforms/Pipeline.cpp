@@ -127,6 +127,18 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     }
     if (groups.empty())
       return success();
+    // Values sent to an optimizer TaskGraph are sent once, at the last
+    // micro-batch, when that TaskGraph receives them.
+    llvm::DenseSet<int64_t> toUpdates;
+    for (auto &tgs : updates)
+      for (TaskGraphOp tg : tgs)
+        tg.walk([&](RecvOp r) { toUpdates.insert(r.getId()); });
+    if (!toUpdates.empty())
+      entry.walk([&](SendOp s) {
+        if (toUpdates.contains(s.getId()))
+          s->setAttr(ShoalDialect::kLastMicroBatchAttr,
+                     UnitAttr::get(s.getContext()));
+      });
     int64_t microBatches = 1, chunks = 1;
     if (auto m = module->getAttrOfType<IntegerAttr>(
             ShoalDialect::kNumMicroBatchAttr))

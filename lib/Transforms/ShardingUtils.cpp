@@ -2,6 +2,8 @@
 
 #include "ShardingUtils.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 using namespace mlir;
 using namespace shoal;
 
@@ -58,6 +60,23 @@ ShardingAttr shoal::dropStrided(ShardingAttr s) {
     dims.push_back(s.getDimOuter(d) > 1 ? SmallVector<StringRef>()
                                         : s.getDimAxes(d));
   return ShardingAttr::get(s.getContext(), dims);
+}
+
+bool shoal::isStaged(ModuleOp module) {
+  if (auto mb = module->getAttrOfType<IntegerAttr>(
+          ShoalDialect::kNumMicroBatchAttr);
+      mb && mb.getInt() > 1)
+    return true;
+  auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);
+  if (!list)
+    return false;
+  std::optional<int64_t> devices;
+  for (auto s : list.getAsRange<ScopeAttr>()) {
+    if (devices && *devices != s.getDevices())
+      return true;
+    devices = s.getDevices();
+  }
+  return false;
 }
 
 ShardingAttr shoal::getValueSharding(Value v) {

@@ -5,6 +5,10 @@
 
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
 
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
 namespace shoal {
 
 /// Mesh axes that split each factor of an op's sharding rule.
@@ -69,6 +73,11 @@ bool samePlacement(TaskGraphOp a, TaskGraphOp b);
 
 /// The layout a TaskGraph's values have: its mesh and ranks with `sharding`.
 LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
+
+/// True when the module's scopes become pipeline stages on devices of their
+/// own (Whale's rule, shoal-form-task-graphs): the spec asks for
+/// micro-batches, or its scopes differ in device count.
+bool isStaged(mlir::ModuleOp module);
 
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.

@@ -105,6 +105,7 @@ void shoal::rt::transferRule(TypeRuleContext &ctx) {
     throw Error(fmt::format("a {} needs a transfer (Op.transfer) saying "
                             "how the value is laid out on both sides",
                             ctx.op.kind()));
+  ctx.a().lastMicroBatchOnly = ctx.attrs.getInt("last_micro_batch", 0) != 0;
   for (int v : ctx.info.outputs)
     ctx.expected.push_back(v < 0 ? TensorType() : ctx.types[v]);
 }

@@ -136,6 +136,7 @@ void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
   p.minLr = ctx.attrs.getDouble("min_lr", 0);
   p.warmupSteps = ctx.attrs.getInt("warmup_steps", 0);
   p.totalSteps = ctx.attrs.getInt("total_steps", 0);
+  p.mirror = ctx.attrs.getInt("mirror", 0) != 0;
   auto nonNegative = [](const char *name, double v) {
     if (!(v >= 0)) // also NaN
       throw Error(fmt::format("attribute '{}' must be >= 0, got {}", name, v));

@@ -659,6 +659,8 @@ private:
               setI("warmup_steps", a.getWarmupSteps());
               setI("total_steps", a.getTotalSteps());
               setF("min_lr", a.getMinLr().convertToDouble());
+              if (a->hasAttr(ShoalDialect::kMirrorAttr))
+                setI("mirror", 1);
               return planKind(rt::OpKind::AdamW);
             })
             .Case([&](SGDOp a) {
@@ -669,6 +671,8 @@ private:
               setI("warmup_steps", a.getWarmupSteps());
               setI("total_steps", a.getTotalSteps());
               setF("min_lr", a.getMinLr().convertToDouble());
+              if (a->hasAttr(ShoalDialect::kMirrorAttr))
+                setI("mirror", 1);
               return planKind(rt::OpKind::SGD);
             })
             .Case([&](AddLayerNormOp l) {
@@ -703,6 +707,8 @@ private:
             .Case([&](SendOp s) {
               fillTransfer(out->mutable_transfer(), s.getId(), s.getInput(),
                            s.getFrom(), s.getFrom(), s.getTo());
+              if (s->hasAttr(ShoalDialect::kLastMicroBatchAttr))
+                setI("last_micro_batch", 1);
               return planKind(rt::OpKind::Send);
             })
             .Case([&](RecvOp r) {

@@ -40,6 +40,16 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradOfAttr = "shoal.grad_of";
     /// Training: a weight with no source, started at zeros.
     static constexpr ::llvm::StringLiteral kZeroInitAttr = "shoal.zero_init";
+    /// Training, in a pipeline: an optimizer update of a weight that several
+    /// stages read (tied embeddings), on a stage other than the first. Every
+    /// such stage applies the same update to its own copy, as Megatron-LM
+    /// does for the word embeddings of its first and last stages; the
+    /// runtime counts the gradient once in the clipping norm.
+    static constexpr ::llvm::StringLiteral kMirrorAttr = "shoal.mirror";
+    /// Training, in a pipeline: a Send to a stage's optimizer TaskGraph,
+    /// which runs once per step: it is sent at the last micro-batch only.
+    static constexpr ::llvm::StringLiteral kLastMicroBatchAttr =
+        "shoal.last_micro_batch";
     /// Training: module attribute {loss, labels, optimizer}.
     static constexpr ::llvm::StringLiteral kTrainingAttr = "shoal.training";
     static constexpr ::llvm::StringLiteral kScopesAttr = "shoal.scopes";
