@@ -37,6 +37,16 @@ and with --write-doc into docs/ModelFamilies.md between the zoo markers).
 when one of them (among those selected) does not. --update-expect rewrites
 FILE with every passing entry of this run (all models and layouts).
 
+--torch2 runs it all under the torch 2.x virtual environment
+(scripts/install-deps.sh --torch2: ${SHOAL_VENV_TORCH2:-$HOME/.cache/shoal-venv-torch2},
+skip 77 when it does not exist), where PyTorch 2.x is the reference;
+--exporter dynamo exports with torch.onnx.export(..., dynamo=True) (opset
+20, the exporter's default, or --opset; weights in external data,
+model.onnx.data) instead of the TorchScript exporter. The PP2 specs cut
+the layers by the names shoal's importer gives the nodes, for dynamo
+exports built from the pkg.torch.onnx.name_scopes metadata
+(scoped_node_names), so PP2 checks that spec patterns match them.
+
 References: torchvision and transformers build the models, onnxruntime is
 the second executor. They come from Debian (python3-torch,
 python3-torchvision) and from the virtual environment that
@@ -226,12 +236,14 @@ def scoped_node_names(m):
                     except (ValueError, SyntaxError):
                         scopes = None
         if scopes:
-            path, parent = "/", ""
+            path, parent, pname = "/", "", ""
             for s in scopes[:-1]:
                 if not s:
                     continue
                 rel = s[len(parent) + 1:] if parent and s.startswith(parent + ".") else s
-                path += rel + "/"
+                for part in rel.split("."):  # an index joins the name before it
+                    pname = pname + "." + part if part.isdigit() and pname else part
+                path += pname + "/"
                 parent = s
             names.append(path + n.op_type)
             derived.append(i)
