@@ -156,14 +156,15 @@ MODELS = [
 # --------------------------------------------------------------------------
 # torch.nn.Transformer*
 
-def _nn_encoder(torch):
+def _nn_encoder(torch, batch_first=True):
     nn = torch.nn
     layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, dim_feedforward=128, dropout=0.0,
-                                       batch_first=True)
+                                       batch_first=batch_first)
     model = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(HIDDEN),
                                   enable_nested_tensor=False)
     _redraw(torch, model)
-    x = _rng(0).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
+    shape = (BATCH, SEQ, HIDDEN) if batch_first else (SEQ, BATCH, HIDDEN)
+    x = _rng(0).standard_normal(shape).astype(np.float32)
     return model, collections.OrderedDict(src=x), ["out"]
 
 
@@ -204,6 +205,10 @@ MODELS += [
     Model("nn.TransformerEncoder", "torch.nn", _nn_encoder,
           layers=r"^(/layers\.\d+/)", train=True,
           notes="2 post-norm layers, batch_first, final LayerNorm"),
+    Model("nn.TransformerEncoder-seq", "torch.nn",
+          lambda torch: _nn_encoder(torch, batch_first=False),
+          layers=r"^(/layers\.\d+/)", train=True, batch_dims={"src": 1},
+          notes="as nn.TransformerEncoder, sequence-first (batch_first=False)"),
     Model("nn.TransformerDecoder", "torch.nn", _nn_decoder,
           layers=r"^(/decoder/layers\.\d+/)", train=True,
           notes="2 pre-norm GELU layers, batch_first, causal tgt_mask"),

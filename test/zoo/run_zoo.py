@@ -37,6 +37,16 @@ and with --write-doc into docs/ModelFamilies.md between the zoo markers).
 when one of them (among those selected) does not. --update-expect rewrites
 FILE with every passing entry of this run (all models and layouts).
 
+--torch2 runs it all under the torch 2.x virtual environment
+(scripts/install-deps.sh --torch2: ${SHOAL_VENV_TORCH2:-$HOME/.cache/shoal-venv-torch2},
+skip 77 when it does not exist), where PyTorch 2.x is the reference;
+--exporter dynamo exports with torch.onnx.export(..., dynamo=True) (opset
+20, the exporter's default, or --opset; weights in external data,
+model.onnx.data) instead of the TorchScript exporter. The PP2 specs cut
+the layers by the names shoal's importer gives the nodes, for dynamo
+exports built from the pkg.torch.onnx.name_scopes metadata
+(scoped_node_names), so PP2 checks that spec patterns match them.
+
 References: torchvision and transformers build the models, onnxruntime is
 the second executor. They come from Debian (python3-torch,
 python3-torchvision) and from the virtual environment that
@@ -74,7 +84,6 @@ FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2"]
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
-BEGIN, END = "<!-- zoo:begin -->", "<!-- zoo:end -->"
 TRAIN_STEPS = 2
 TRAIN_CONFIG = """version: 1
 loss: {kind: mse, output: %s, labels: labels}
@@ -82,8 +91,15 @@ optimizer: {kind: adamw, lr: 1.0e-3, eps: 1.0e-8, weight_decay: 0.0}
 """
 
 
-def venv_python():
-    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
+def venv_python(torch2=False):
+    """The python of the test-reference virtual environment
+    (scripts/install-deps.sh), or with torch2 of the torch 2.x one
+    (scripts/install-deps.sh --torch2, ${SHOAL_VENV_TORCH2})."""
+    if torch2:
+        venv = os.environ.get("SHOAL_VENV_TORCH2") or \
+            os.path.expanduser("~/.cache/shoal-venv-torch2")
+    else:
+        venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
     return os.path.join(venv, "bin", "python")
 
 
@@ -170,11 +186,88 @@ def world_of(layout):
 # ---------------------------------------------------------------------------
 # One model (runs in its own process: --worker)
 
-def export(model, work, torch):
+def onnx_export(torch, module, xs, path, input_names, out_names, exporter, opset):
+    """torch.onnx.export with the TorchScript exporter (dynamo=False where
+    the torch has that argument) or the dynamo one (torch 2.x, onnxscript;
+    no fallback to TorchScript). opset None: the exporter's default (17 for
+    TorchScript here, the dynamo exporter's own, 18 or more)."""
+    import inspect
+    import warnings
+    params = inspect.signature(torch.onnx.export).parameters
+    kw = {}
+    if exporter == "dynamo":
+        if "dynamo" not in params:
+            raise RuntimeError("torch %s has no dynamo exporter (torch 2.x needed)"
+                               % torch.__version__)
+        kw = {"dynamo": True}
+        if "fallback" in params:
+            kw["fallback"] = False   # a failed dynamo export must not turn into TorchScript
+        if opset is not None:
+            kw["opset_version"] = opset
+    else:
+        if "dynamo" in params:
+            kw["dynamo"] = False
+        kw.update(opset_version=opset or 17, do_constant_folding=True,
+                  training=torch.onnx.TrainingMode.EVAL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # Grad enabled: nn.TransformerEncoderLayer's fused fast path (taken
+        # under no_grad) does not export.
+        torch.onnx.export(module, xs, path, input_names=input_names,
+                          output_names=out_names, **kw)
+
+
+def scoped_node_names(m):
+    """The node names shoal's importer gives the nodes of ONNX model `m`
+    (lib/Target/ONNX/NodeNames.cpp): a name that starts with '/' as it is,
+    else the TorchScript-style name built from the dynamo exporter's
+    pkg.torch.onnx.name_scopes metadata (`/layers.0/self_attn/MatMul`, repeats
+    `_1`, `_2`, ...), else the node's own name. The PP2 specs cut the layers
+    by these names."""
+    import ast
+    names, derived, taken = [], [], set()
+    for i, n in enumerate(m.graph.node):
+        scopes = None
+        if not n.name.startswith("/"):
+            for e in getattr(n, "metadata_props", ()):
+                if e.key == "pkg.torch.onnx.name_scopes":
+                    try:
+                        scopes = ast.literal_eval(e.value)
+                    except (ValueError, SyntaxError):
+                        scopes = None
+        if scopes:
+            path, parent, pname = "/", "", ""
+            for s in scopes[:-1]:
+                if not s:
+                    continue
+                rel = s[len(parent) + 1:] if parent and s.startswith(parent + ".") else s
+                for part in rel.split("."):  # an index joins the name before it
+                    pname = pname + "." + part if part.isdigit() and pname else part
+                path += pname + "/"
+                parent = s
+            names.append(path + n.op_type)
+            derived.append(i)
+        else:
+            names.append(n.name or "%s_%d" % (n.op_type, i))
+            taken.add(names[-1])
+    nxt = collections.Counter()
+    for i in derived:
+        base = names[i]
+        k = nxt[base]
+        name = base if k == 0 else "%s_%d" % (base, k)
+        while name in taken:
+            k += 1
+            name = "%s_%d" % (base, k)
+        nxt[base] = k + 1
+        taken.add(name)
+        names[i] = name
+    return names
+
+
+def export(model, work, torch, exporter="torchscript", opset=None):
     """(a): PyTorch outputs, ONNX export, onnxruntime outputs. Returns
     (module, inputs, output names, info)."""
     import copy
-    import inspect
     module, inputs, out_names = model.build(torch)
     module.eval()
     xs = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs.values())
@@ -194,23 +287,17 @@ def export(model, work, torch):
         np.save(os.path.join(work, "reference", n + ".npy"), a)
 
     path = os.path.join(work, "model.onnx")
-    kw = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kw["dynamo"] = False
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # Grad enabled: nn.TransformerEncoderLayer's fused fast path (taken
-        # under no_grad) does not export.
-        torch.onnx.export(module, xs, path, opset_version=17, input_names=list(inputs),
-                          output_names=out_names, do_constant_folding=True,
-                          training=torch.onnx.TrainingMode.EVAL, **kw)
+    onnx_export(torch, module, xs, path, list(inputs), out_names, exporter, opset)
     import onnx
-    m = onnx.load(path)
+    m = onnx.load(path, load_external_data=False)
     info = {"nodes": len(m.graph.node),
             "parameters": int(sum(p.numel() for p in module.parameters())),
             "op_types": sorted({n.op_type for n in m.graph.node}),
-            "node_names": [n.name for n in m.graph.node]}
+            "opset": next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
+                          None),
+            "external_data": sorted({e.value for t in m.graph.initializer
+                                     for e in t.external_data if e.key == "location"}),
+            "node_names": scoped_node_names(m)}
     try:
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -332,7 +419,8 @@ def worker(args):
               "layouts": {}}
     t0 = time.time()
     try:
-        module, inputs, out_names, info = export(model, work, torch)
+        module, inputs, out_names, info = export(model, work, torch, args.exporter,
+                                                 args.opset)
     except Exception as e:  # noqa: BLE001: an export failure is a result
         reason = "export: %s" % first_error_line("%s: %s" % (type(e).__name__, e))
         for l in layouts:
@@ -404,23 +492,28 @@ def machine():
 
 def versions():
     out = []
-    for mod in ("torch", "torchvision", "transformers", "onnxruntime", "onnx"):
+    for mod in ("torch", "torchvision", "transformers", "onnxruntime", "onnx", "onnxscript"):
         try:
             out.append("%s %s" % (mod, __import__(mod).__version__))
         except Exception:  # noqa: BLE001
-            out.append("%s missing" % mod)
+            if mod != "onnxscript":  # only the dynamo exporter needs it
+                out.append("%s missing" % mod)
     return ", ".join(out)
 
 
-def markdown(results, layouts, command, rtol):
+def markdown(results, layouts, command, rtol, exporter="torchscript"):
+    opsets = sorted({r["export"]["opset"] for r in results
+                     if r.get("export", {}).get("opset") is not None})
     lines = [
-        "Generated by `%s` on %s (%s; %s). Each cell: status, then the max. relative "
+        "Generated by `%s` on %s (%s; %s; %s exporter, opset %s). Each cell: status, then the max. relative "
         "error of the outputs vs PyTorch / vs onnxruntime (forward layouts), or the "
         "largest relative error of the %d step losses vs PyTorch (train-*); the bound is "
         "%.0e. n/a: the layout does not apply (PP2 needs repeated layers, training is "
         "run for transformer families). Failures and their first error lines follow the "
         "table." % (command, datetime.date.today().isoformat(), machine(), versions(),
-                    TRAIN_STEPS, rtol),
+                    "TorchScript (dynamo=False)" if exporter == "torchscript"
+                    else "dynamo (dynamo=True)",
+                    ", ".join(str(o) for o in opsets) or "?", TRAIN_STEPS, rtol),
         "",
         "| model | library | " + " | ".join(layouts) + " |",
         "| --- | --- | " + " | ".join("---" for _ in layouts) + " |",
@@ -453,12 +546,15 @@ def markdown(results, layouts, command, rtol):
     return "\n".join(lines) + "\n"
 
 
-def write_doc(text):
+def write_doc(text, tag="zoo"):
+    """Puts `text` between the <!-- TAG:begin --> and <!-- TAG:end -->
+    markers of docs/ModelFamilies.md (appended with them if absent)."""
+    begin, end = "<!-- %s:begin -->" % tag, "<!-- %s:end -->" % tag
     with open(DOC) as f:
         doc = f.read()
-    block = BEGIN + "\n" + text + END
-    if BEGIN in doc and END in doc:
-        doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
+    block = begin + "\n" + text + end
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
     else:
         doc = doc.rstrip("\n") + "\n\n" + block + "\n"
     with open(DOC, "w") as f:
@@ -496,6 +592,15 @@ def main(argv=None):
     ap.add_argument("--report", help="write the markdown table here")
     ap.add_argument("--write-doc", action="store_true",
                     help="put the table into docs/ModelFamilies.md (zoo markers)")
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                    help="torch.onnx.export(dynamo=False) (default) or dynamo=True (torch 2.x)")
+    ap.add_argument("--opset", type=int,
+                    help="export opset (default: 17 for TorchScript, the dynamo "
+                    "exporter's own default for dynamo)")
+    ap.add_argument("--torch2", action="store_true",
+                    help="run under the torch 2.x virtual environment (scripts/install-deps.sh "
+                    "--torch2, ${SHOAL_VENV_TORCH2:-~/.cache/shoal-venv-torch2}); skip (77) "
+                    "when it does not exist")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -507,14 +612,26 @@ def main(argv=None):
     names = parse_list(args.models, list(zoo.BY_NAME), "model", ap)
     layouts = parse_list(args.layouts, LAYOUTS, "layout", ap)
     needs = sorted({n for m in names for n in zoo.BY_NAME[m].needs} | {"onnxruntime"})
+    if args.exporter == "dynamo":
+        needs.append("onnxscript")
     missing = missing_modules(["torch", "onnx"] + needs)
-    vpy = venv_python()
+    vpy = venv_python(args.torch2)
     venv = os.path.dirname(os.path.dirname(vpy))
-    if missing and os.path.isfile(vpy) and os.path.realpath(sys.prefix) != \
-            os.path.realpath(venv) and not os.environ.get("SHOAL_ZOO_REEXEC"):
+    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(venv)
+    if args.torch2 and not in_venv and not os.path.isfile(vpy):
+        print("SKIP: the torch 2.x virtual environment %s does not exist (make it with "
+              "scripts/install-deps.sh --torch2, or SHOAL_TORCH2=1 scripts/install-deps.sh)"
+              % venv)
+        return SKIP
+    if (missing or (args.torch2 and not in_venv)) and os.path.isfile(vpy) and not in_venv \
+            and not os.environ.get("SHOAL_ZOO_REEXEC"):
         print("%s missing here: running under %s" % (", ".join(missing), vpy), flush=True)
         os.environ["SHOAL_ZOO_REEXEC"] = "1"
         os.execv(vpy, [vpy, os.path.abspath(__file__)] + sys.argv[1:])
+    if not missing and args.exporter == "dynamo":
+        import torch
+        if int(torch.__version__.split(".")[0]) < 2:
+            missing = ["torch>=2 (found %s)" % torch.__version__]
     if missing:
         print("SKIP: %s cannot import %s (scripts/install-deps.sh installs them; the "
               "virtual environment is %s)" % (sys.executable, ", ".join(missing),
@@ -543,7 +660,9 @@ def main(argv=None):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", name,
                "--work", wd, "--bin", args.bin, "--layouts", ",".join(layouts),
                "--rtol", str(args.rtol), "--timeout", str(args.timeout),
-               "--mpirun", args.mpirun]
+               "--mpirun", args.mpirun, "--exporter", args.exporter]
+        if args.opset is not None:
+            cmd += ["--opset", str(args.opset)]
         t = time.time()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, errors="replace")
@@ -568,7 +687,7 @@ def main(argv=None):
 
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    table = markdown(results, layouts, command, args.rtol)
+    table = markdown(results, layouts, command, args.rtol, args.exporter)
     print()
     print(table)
     print("total %.0f s" % elapsed)
@@ -576,7 +695,7 @@ def main(argv=None):
         with open(args.report, "w") as f:
             f.write(table)
     if args.write_doc:
-        write_doc(table)
+        write_doc(table, "zoo-torch2-%s" % args.exporter if args.torch2 else "zoo")
         print("updated %s" % DOC)
 
     passed = sorted("%s/%s" % (r["model"], l) for r in results

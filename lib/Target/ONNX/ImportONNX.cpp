@@ -148,8 +148,9 @@ FailureOr<int64_t> getOpset(MLIRContext *ctx, StringRef path,
 
 /// Rewrites an opset 18-21 model into opset 17.
 LogicalResult downgradeOpset(MLIRContext *ctx, StringRef path,
-                             onnx::ModelProto &model, int64_t opset) {
-  if (auto error = onnx_import::downgradeToOpset17(model, opset))
+                             StringRef modelDir, onnx::ModelProto &model,
+                             int64_t opset) {
+  if (auto error = onnx_import::downgradeToOpset17(model, opset, modelDir))
     return fileError(ctx, path) << *error;
   return success();
 }
@@ -315,7 +316,7 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   FailureOr<int64_t> opset = getOpset(ctx, path, model);
   if (failed(opset))
     return {};
-  if (*opset > kMaxOpset && failed(downgradeOpset(ctx, path, model, *opset)))
+  if (*opset > kMaxOpset && failed(downgradeOpset(ctx, path, modelDir, model, *opset)))
     return {};
   // Op types are checked once the model is at an opset shoal knows.
   if (*opset >= kMinOpset && failed(checkOpTypes(ctx, path, model.graph())))

@@ -45,6 +45,20 @@ LogicalResult convertUnary(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// IsNaN(x) as Not(Equal(x, x)): NaN is the one value unequal to itself.
+/// (PyTorch 2.x's exporters write it after the Softmax of
+/// scaled_dot_product_attention, to zero fully masked rows.)
+LogicalResult convertIsNaN(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  OpBuilder &b = im.builder();
+  Value equal = b.create<EqualOp>(im.loc(), *type, *input, *input);
+  im.setResult(node, 0, b.create<NotOp>(im.loc(), *type, equal));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // MatMul, Gemm
 //===----------------------------------------------------------------------===//
@@ -831,6 +845,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Floor", convertUnary<FloorOp>)
       .Case("Ceil", convertUnary<CeilOp>)
       .Case("Not", convertUnary<NotOp>)
+      .Case("IsNaN", convertIsNaN)
       .Case("Cast", convertUnary<CastOp>)
       // The result type (the second input's element type) comes from shape
       // inference; the second input's values are not read.

@@ -179,8 +179,12 @@ std::optional<std::string> getNodeMetadata(const onnx::NodeProto &node,
 /// changed take their opset-17 form, Gelu and GroupNormalization become
 /// opset-17 ops. Returns an error naming the node when an op's use has no
 /// opset-17 form.
+/// `modelDir` (with its trailing separator, or empty) is where the model's
+/// external data lies: small integer initializers stored there (the dynamo
+/// exporter writes every initializer out) are read into the model.
 std::optional<std::string> downgradeToOpset17(onnx::ModelProto &model,
-                                              int64_t opset);
+                                              int64_t opset,
+                                              llvm::StringRef modelDir = "");
 
 /// Formats an ONNX shape as `[N, 128]` (`?` for an unknown dimension).
 std::string formatShape(const onnx::TensorShapeProto &shape);

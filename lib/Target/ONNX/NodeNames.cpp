@@ -18,6 +18,8 @@
 
 #include "Importer.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -81,9 +83,29 @@ parsePythonStringList(llvm::StringRef text) {
   return items;
 }
 
+/// The name the TorchScript exporter gives a module whose path relative to
+/// the module before it in the stack is `relative`, that one being named
+/// `parentName`: attribute names as they are, but an index (a child of
+/// nn.Sequential or nn.ModuleList) joined to the name before it, so that
+/// `features` -> `features.0` -> `features.0.0` are named `features`,
+/// `features.0`, `features.0.0`, and `h.0` under `transformer` (the
+/// ModuleList `h` is never called, so not in the stack) is `h.0`.
+static std::string torchScriptName(llvm::StringRef relative,
+                                   llvm::StringRef parentName) {
+  std::string name = parentName.str();
+  llvm::SmallVector<llvm::StringRef> parts;
+  relative.split(parts, '.');
+  for (llvm::StringRef part : parts) {
+    bool index = !part.empty() && llvm::all_of(part, llvm::isDigit);
+    name = index && !name.empty() ? name + "." + part.str() : part.str();
+  }
+  return name;
+}
+
 /// `/layers.0/self_attn/` from the module stack of `name_scopes` (all but
 /// the last entry, the FX node's name): each module named by its path
-/// relative to the module before it. Empty if there is no usable metadata.
+/// relative to the module before it (torchScriptName). Empty if there is
+/// no usable metadata.
 static std::string moduleScope(const onnx::NodeProto &node) {
   auto metadata = getNodeMetadata(node, "pkg.torch.onnx.name_scopes");
   if (!metadata)
@@ -91,7 +113,7 @@ static std::string moduleScope(const onnx::NodeProto &node) {
   auto scopes = parsePythonStringList(*metadata);
   if (!scopes || scopes->empty())
     return "";
-  std::string path = "/", parent;
+  std::string path = "/", parent, parentName;
   for (size_t k = 0; k + 1 < scopes->size(); ++k) {
     llvm::StringRef scope = (*scopes)[k];
     if (scope.empty())
@@ -99,7 +121,8 @@ static std::string moduleScope(const onnx::NodeProto &node) {
     llvm::StringRef relative = scope;
     if (!parent.empty() && scope.starts_with(parent + "."))
       relative = scope.drop_front(parent.size() + 1);
-    path += relative.str() + "/";
+    parentName = torchScriptName(relative, parentName);
+    path += parentName + "/";
     parent = scope.str();
   }
   return path;

@@ -10,6 +10,13 @@
 // (Gelu, GroupNormalization), and anything whose new meaning has no opset-17
 // form is an error that names the node, the op and the opset.
 //
+// It also undoes two habits of PyTorch 2.x's dynamo exporter, whose models
+// are at these opsets: it writes every initializer, however small, into the
+// external data file (shape and axes constants included: they are read back
+// here, as shoal needs them at compile time), and it writes advanced
+// indexing (`mask[batch_idx, kv_idx]` in transformers' attention masks) as
+// GatherND with constant indices (a Reshape and a Gather here).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Importer.h"
@@ -22,6 +29,7 @@
 
 #include <cmath>
 #include <deque>
+#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -50,6 +58,9 @@ enum class Change {
   AveragePool,
   /// Cast, CastLike: saturate (19), only meaningful for float8.
   Cast,
+  /// GatherND with constant indices (the dynamo exporter's advanced
+  /// indexing): a Gather on the indexed dimensions flattened into one.
+  GatherND,
   /// New ops shoal expands into opset-17 ops.
   Gelu,
   GroupNormalization,
@@ -68,6 +79,7 @@ Change changeOf(llvm::StringRef opType) {
       .Cases("ScatterElements", "ScatterND", Change::Scatter)
       .Case("AveragePool", Change::AveragePool)
       .Cases("Cast", "CastLike", Change::Cast)
+      .Case("GatherND", Change::GatherND)
       .Case("Gelu", Change::Gelu)
       .Case("GroupNormalization", Change::GroupNormalization)
       .Default(Change::None);
@@ -101,8 +113,9 @@ struct Failure {
 
 class Downgrader {
 public:
-  Downgrader(onnx::ModelProto &model, int64_t opset)
-      : model(model), graph(*model.mutable_graph()), opset(opset) {}
+  Downgrader(onnx::ModelProto &model, int64_t opset, llvm::StringRef modelDir)
+      : model(model), graph(*model.mutable_graph()), opset(opset),
+        modelDir(modelDir.str()) {}
 
   std::optional<std::string> run();
 
@@ -136,23 +149,35 @@ private:
   std::string int64Constant(const onnx::NodeProto &from,
                             llvm::ArrayRef<int64_t> values);
 
+  /// Reads the small integer initializers kept in external data into the
+  /// model (raw_data).
+  void inlineSmallExternalInts();
+  void resolveGatherND(onnx::NodeProto &reshape, onnx::NodeProto &gather,
+                       onnx::NodeProto &indicesNode, int index,
+                       llvm::ArrayRef<int64_t> dataShape);
+
   void expandGelu(const onnx::NodeProto &node, int index);
   void expandGroupNorm(const onnx::NodeProto &node, int index);
 
   onnx::ModelProto &model;
   onnx::GraphProto &graph;
   int64_t opset;
+  std::string modelDir;
   /// The rewritten nodes; a deque so that pointers into it stay valid.
   std::deque<onnx::NodeProto> out;
   std::unordered_map<std::string, const onnx::TensorProto *> constants;
   std::deque<onnx::TensorProto> ownedTensors;
   std::unordered_set<std::string> names;
   /// Nodes of `out` waiting for shapes: (node, original index, num_outputs
-  /// for a Split or 0 for a Pad).
+  /// for a Split or 0 for a Pad or a GatherND, the GatherND node after the
+  /// Identity `node` that becomes the Reshape of its data).
   struct Pending {
     onnx::NodeProto *node;
     int index;
     int64_t numOutputs;
+    onnx::NodeProto *gatherND = nullptr;
+    /// The Constant before `node` that becomes the Gather's indices.
+    onnx::NodeProto *indices = nullptr;
   };
   std::vector<Pending> pending;
 };
@@ -456,6 +481,139 @@ void Downgrader::rewrite(const onnx::NodeProto &original, int index) {
     // saturate only applies to float8 targets, which shoal does not have.
     eraseAttr(node, "saturate");
     return;
+  case Change::GatherND: {
+    if (getIntAttr(node, "batch_dims", 0) != 0)
+      fail(node, index,
+           "batch_dims = " + std::to_string(getIntAttr(node, "batch_dims", 0)) +
+               " is not supported (only 0)");
+    if (node.input_size() < 2 || !constantInts(node.input(1)))
+      fail(node, index,
+           "indices '" + (node.input_size() < 2 ? std::string() : node.input(1)) +
+               "' must be an int64 Constant or initializer (shoal supports "
+               "GatherND only as a Gather with indices known at compile time)");
+    // Before the node, a Constant that becomes the Gather's indices (a
+    // value the runtime reads, so not an initializer: those come from the
+    // model file) and an Identity of the data that becomes the Reshape
+    // flattening the indexed dimensions, once shape inference gives the
+    // data's shape; the GatherND then becomes a Gather. Until then they
+    // keep the GatherND's shapes.
+    onnx::NodeProto gatherND = node;
+    out.pop_back();
+    std::string flat = freshName(gatherND.output(0) + "_flat");
+    std::string indices = freshName(gatherND.output(0) + "_indices");
+    onnx::NodeProto &constant = addNode(gatherND, "Constant", {}, {indices});
+    onnx::AttributeProto *value = constant.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    *value->mutable_t() = *constants.at(gatherND.input(1));
+    value->mutable_t()->clear_name();
+    onnx::NodeProto &identity =
+        addNode(gatherND, "Identity", {gatherND.input(0)}, {flat});
+    gatherND.set_input(0, flat);
+    onnx::NodeProto &gather = out.emplace_back(std::move(gatherND));
+    pending.push_back({&identity, index, 0, &gather, &constant});
+    return;
+  }
+  }
+}
+
+void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
+                                 onnx::NodeProto &gather,
+                                 onnx::NodeProto &indicesNode, int index,
+                                 llvm::ArrayRef<int64_t> dataShape) {
+  const onnx::TensorProto *indicesTensor = constants.at(gather.input(1));
+  std::vector<int64_t> indices = *constantInts(gather.input(1));
+  if (indicesTensor->dims_size() == 0)
+    fail(gather, index, "indices must have rank 1 or more");
+  int64_t k = indicesTensor->dims(indicesTensor->dims_size() - 1);
+  int64_t rank = static_cast<int64_t>(dataShape.size());
+  if (k < 1 || k > rank)
+    fail(gather, index,
+         "indices' last dimension is " + std::to_string(k) +
+             " for data of rank " + std::to_string(rank));
+  if (llvm::any_of(dataShape, [](int64_t d) { return d < 0; })) {
+    std::string dims;
+    for (int64_t d : dataShape)
+      dims += (dims.empty() ? "" : ", ") + (d < 0 ? "?" : std::to_string(d));
+    fail(gather, index,
+         "the shape of data '" + reshape.input(0) +
+             "' must be static (shape inference found [" + dims + "])");
+  }
+  // Row-major offsets into the first k dimensions seen as one.
+  std::vector<int64_t> flat;
+  int64_t rows = 1;
+  for (int64_t j = 0; j < k; ++j)
+    rows *= dataShape[j];
+  for (size_t p = 0; p + k <= indices.size(); p += k) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = indices[p + j], d = dataShape[j];
+      if (i < -d || i >= d)
+        fail(gather, index,
+             "index " + std::to_string(i) + " out of range for dimension " +
+                 std::to_string(j) + " of size " + std::to_string(d));
+      offset = offset * d + (i < 0 ? i + d : i);
+    }
+    flat.push_back(offset);
+  }
+  std::vector<int64_t> flatShape = {rows};
+  flatShape.insert(flatShape.end(), dataShape.begin() + k, dataShape.end());
+  reshape.set_op_type("Reshape");
+  reshape.add_input(int64Constant(reshape, flatShape));
+  // The Gather's indices: the GatherND's without their last dimension.
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int j = 0; j + 1 < indicesTensor->dims_size(); ++j)
+    t.add_dims(indicesTensor->dims(j));
+  for (int64_t v : flat)
+    t.add_int64_data(v);
+  *indicesNode.mutable_attribute(0)->mutable_t() = std::move(t);
+  gather.set_op_type("Gather");
+  gather.clear_attribute();
+  gather.set_input(1, indicesNode.output(0));
+  onnx::AttributeProto *axis = gather.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+}
+
+void Downgrader::inlineSmallExternalInts() {
+  for (onnx::TensorProto &t : *graph.mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    auto type = t.data_type();
+    if (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32 &&
+        type != onnx::TensorProto::BOOL)
+      continue;
+    int64_t count = 1;
+    for (int64_t d : t.dims())
+      count *= d;
+    if (count > 4096)
+      continue;
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &e : t.external_data()) {
+      if (e.key() == "location")
+        location = e.value();
+      else if (e.key() == "offset")
+        offset = std::atoll(e.value().c_str());
+      else if (e.key() == "length")
+        length = std::atoll(e.value().c_str());
+    }
+    int64_t bytes = count * (type == onnx::TensorProto::INT64   ? 8
+                             : type == onnx::TensorProto::INT32 ? 4
+                                                                : 1);
+    if (location.empty() || (length >= 0 && length != bytes))
+      continue;
+    // The data stays external (ONNX's checker, the runtime) if it cannot
+    // be read here; those who need the values then say so.
+    std::ifstream file(modelDir + location, std::ios::binary);
+    std::string raw(bytes, '\0');
+    if (!file || !file.seekg(offset) || !file.read(raw.data(), bytes))
+      continue;
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_raw_data(raw);
   }
 }
 
@@ -481,7 +639,9 @@ int Downgrader::resolvePending(
       continue;
     }
     int64_t rank = static_cast<int64_t>(shape->size());
-    if (it->numOutputs > 0) {
+    if (it->gatherND) {
+      resolveGatherND(node, *it->gatherND, *it->indices, it->index, *shape);
+    } else if (it->numOutputs > 0) {
       // Split: sizes of ceil(d / n), the last part what is left.
       int64_t axis = getIntAttr(node, "axis", 0);
       if (axis < 0)
@@ -570,6 +730,7 @@ probeTypes(const onnx::ModelProto &model) {
 }
 
 std::optional<std::string> Downgrader::run() {
+  inlineSmallExternalInts();
   for (const auto &t : graph.initializer()) {
     constants[t.name()] = &t;
     names.insert(t.name());
@@ -622,6 +783,10 @@ std::optional<std::string> Downgrader::run() {
       llvm::erase_if(pending, [](const Pending &p) { return p.numOutputs; });
       if (!pending.empty()) {
         const Pending &p = pending.front();
+        if (p.gatherND)
+          fail(*p.gatherND, p.index,
+               "the shape of data '" + p.node->input(0) +
+                   "', which shape inference did not find, is needed");
         fail(*p.node, p.index,
              "the axes input needs the rank of input '" + p.node->input(0) +
                  "', which shape inference did not find");
@@ -636,6 +801,7 @@ std::optional<std::string> Downgrader::run() {
 } // namespace
 
 std::optional<std::string>
-onnx_import::downgradeToOpset17(onnx::ModelProto &model, int64_t opset) {
-  return Downgrader(model, opset).run();
+onnx_import::downgradeToOpset17(onnx::ModelProto &model, int64_t opset,
+                                llvm::StringRef modelDir) {
+  return Downgrader(model, opset, modelDir).run();
 }
