@@ -84,6 +84,12 @@ bool parseTerm(StringRef term, int64_t rank, int64_t ellipsisRank,
   return true;
 }
 
+/// A label as equations write it ('...' for an ellipsis dimension).
+std::string labelName(int label) {
+  return label >= kEllipsisBase ? std::string("...")
+                                : std::string(1, static_cast<char>(label));
+}
+
 int64_t indexOf(ArrayRef<int> labels, int label) {
   auto it = llvm::find(labels, label);
   return it == labels.end() ? -1 : it - labels.begin();
@@ -132,13 +138,14 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
     std::set<int> seen;
     for (auto [d, label] : llvm::enumerate(t.labels)) {
       if (!seen.insert(label).second)
-        return fail("label '" + Twine(static_cast<char>(label)) +
+        return fail("label '" + labelName(label) +
                     "' appears twice in operand " + Twine(i) +
                     " (a trace or a diagonal), which shoal does not support");
       int64_t &size = sizes[label];
       if (size > 1 && shape[d] != 1 && shape[d] != size)
-        return fail("label dimension sizes " + Twine(size) + " and " +
-                    Twine(shape[d]) + " differ");
+        return fail("label '" + labelName(label) + "' has size " +
+                    Twine(size) + " in one operand and " + Twine(shape[d]) +
+                    " in operand " + Twine(i));
       size = std::max(size, shape[d]);
     }
     terms.push_back(std::move(t));
@@ -155,10 +162,10 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
     std::set<int> seen;
     for (int label : outLabels) {
       if (!seen.insert(label).second)
-        return fail("label '" + Twine(static_cast<char>(label)) +
+        return fail("label '" + labelName(label) +
                     "' appears twice in the output");
       if (!sizes.count(label))
-        return fail("output label '" + Twine(static_cast<char>(label)) +
+        return fail("output label '" + labelName(label) +
                     "' is in no operand");
     }
   } else {
@@ -288,7 +295,7 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
   for (int label : outLabels) {
     int64_t d = indexOf(acc.labels, label);
     if (d < 0)
-      return fail("output label '" + Twine(static_cast<char>(label)) +
+      return fail("output label '" + labelName(label) +
                   "' was lost (an internal error)");
     perm.push_back(d);
   }
