@@ -36,6 +36,25 @@ enum class ScatterReduction { None, Add, Mul, Max, Min };
 /// Pad's modes.
 enum class PadMode { Constant, Reflect, Edge };
 
+/// Resize and ResizeGrad: how an output coordinate maps to the input's
+/// (ONNX's coordinate_transformation_mode) and, for nearest, which input
+/// element it takes.
+struct ResizeParams {
+  enum class Transform {
+    HalfPixel,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfHalfPixelForNN
+  };
+  enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+  bool linear = false; ///< mode linear (n-linear), else nearest.
+  Transform transform = Transform::HalfPixel;
+  Nearest nearest = Nearest::RoundPreferFloor;
+  /// One per dimension; empty: each is the output size over the input's.
+  std::vector<double> scales;
+};
+
 /// The attributes of an AdamW or SGD op. Absent attributes take these
 /// defaults (PyTorch's where it has one); `lr` is required.
 struct OptimizerParams {
@@ -96,6 +115,7 @@ struct OpAttrs {
   bool largest = true, sorted = true; ///< TopK.
   bool upper = true;                  ///< Trilu (its diagonal offset is k).
   std::vector<int64_t> repeats;       ///< Tile.
+  ResizeParams resize;                ///< Resize, ResizeGrad.
   int64_t depth = 0;                  ///< OneHot (its axis is axis).
   ScatterReduction reduction = ScatterReduction::None;
   /// Pad: begins of every dimension, then ends.

@@ -381,6 +381,9 @@ COMPILE_TIME_INPUTS = {
     "Trilu": {1}, "Expand": {1}, "TopK": {1}, "Unsqueeze": {1},
     "Squeeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 2, 3},
     "Tile": {1}, "OneHot": {1},
+    # Resize's roi, scales and sizes (Upsample's scales) give the output
+    # shape and the coordinate transform.
+    "Resize": {1, 2, 3}, "Upsample": {1},
     # Dropout's training_mode (and ratio, in training) decide what the node
     # computes.
     "Dropout": {1, 2},

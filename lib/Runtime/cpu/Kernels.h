@@ -209,6 +209,15 @@ void trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
 /// (ONNX Tile).
 void tile(const Tensor &x, const std::vector<int64_t> &repeats, Tensor &out);
 
+/// ONNX Resize, nearest or n-linear, to out's shape (floats; f16 and bf16
+/// in f32).
+void resize(const Tensor &x, const ResizeParams &p, Tensor &out);
+
+/// The gradient of `resize` to an input of out's shape, from the gradient
+/// `dy` of its output: every output element's gradient added to the input
+/// elements it was interpolated from, times their weights.
+void resizeGrad(const Tensor &dy, const ResizeParams &p, Tensor &out);
+
 //===----------------------------------------------------------------------===//
 // Indexing (Indexing.cpp)
 //===----------------------------------------------------------------------===//

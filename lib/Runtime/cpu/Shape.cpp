@@ -5,8 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The CPU kernels of the shapes and data movement family of Ops.def
-// (Kernels.h): Transpose, Concat, Split, Slice, Expand, Pad, Trilu and Tile
-// (Reshape aliases its input), then their registration per op.
+// (Kernels.h): Transpose, Concat, Split, Slice, Expand, Pad, Trilu, Tile and
+// Resize (Reshape aliases its input), then their registration per op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace shoal::rt;
@@ -405,6 +407,192 @@ void shoal::rt::cpu::tile(const Tensor &x, const std::vector<int64_t> &repeats,
 }
 
 //===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One input element an output coordinate reads along one dimension.
+struct ResizeTap {
+  int64_t index;
+  double weight;
+};
+
+/// The taps (one for nearest or an integral coordinate, else two) of every
+/// output coordinate of one dimension, as ONNX's reference computes them:
+/// the input coordinate from the transform, then the nearest element or
+/// the two neighbours, clamped to the input (edge padding).
+std::vector<std::vector<ResizeTap>>
+resizeTaps(int64_t inSize, int64_t outSize, double scale,
+           const ResizeParams &p) {
+  using T = ResizeParams::Transform;
+  using N = ResizeParams::Nearest;
+  // ONNX's reference uses the scaled length, which differs from outSize
+  // when a given scale does not divide evenly.
+  double outLength = scale * static_cast<double>(inSize);
+  auto clampIndex = [&](int64_t i) {
+    return std::min<int64_t>(std::max<int64_t>(i, 0), inSize - 1);
+  };
+  std::vector<std::vector<ResizeTap>> taps(outSize);
+  for (int64_t o = 0; o < outSize; ++o) {
+    double x = static_cast<double>(o), src = 0;
+    switch (p.transform) {
+    case T::HalfPixel:
+      src = (x + 0.5) / scale - 0.5;
+      break;
+    case T::PytorchHalfPixel:
+      src = outLength == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+      break;
+    case T::AlignCorners:
+      src = outLength == 1 ? 0 : x * (inSize - 1) / (outLength - 1);
+      break;
+    case T::Asymmetric:
+      src = x / scale;
+      break;
+    case T::TfHalfPixelForNN:
+      src = (x + 0.5) / scale;
+      break;
+    }
+    double fl = std::floor(src);
+    int64_t base = static_cast<int64_t>(fl);
+    double ratio = src - fl;
+    if (ratio == 0) {
+      taps[o].push_back({clampIndex(base), 1.0});
+      continue;
+    }
+    if (!p.linear) {
+      bool up = false;
+      switch (p.nearest) {
+      case N::RoundPreferFloor:
+        up = ratio > 0.5;
+        break;
+      case N::RoundPreferCeil:
+        up = ratio >= 0.5;
+        break;
+      case N::Floor:
+        up = false;
+        break;
+      case N::Ceil:
+        up = true;
+        break;
+      }
+      taps[o].push_back({clampIndex(base + (up ? 1 : 0)), 1.0});
+      continue;
+    }
+    taps[o].push_back({clampIndex(base), 1.0 - ratio});
+    taps[o].push_back({clampIndex(base + 1), ratio});
+  }
+  return taps;
+}
+
+/// Calls body(outOffset, inOffset, weight) for every (output element,
+/// input tap) pair of a resize from `in` to `out`.
+template <typename Body>
+void forEachResizeTap(const Shape &in, const Shape &out,
+                      const ResizeParams &p, Body body) {
+  std::size_t rank = in.size();
+  std::vector<std::vector<std::vector<ResizeTap>>> taps(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    double scale = p.scales.empty()
+                       ? static_cast<double>(out[d]) / static_cast<double>(in[d])
+                       : p.scales[d];
+    taps[d] = resizeTaps(in[d], out[d], scale, p);
+  }
+  std::vector<int64_t> is = rowMajorStrides(in);
+  int64_t n = numElements(out);
+  if (n == 0 || numElements(in) == 0)
+    return;
+  std::vector<int64_t> idx(rank, 0);
+  // Per dimension, the partial (offset, weight) products of the taps chosen
+  // so far; depth-first over the dimensions.
+  std::vector<const std::vector<ResizeTap> *> cur(rank);
+  for (int64_t o = 0; o < n; ++o) {
+    for (std::size_t d = 0; d < rank; ++d)
+      cur[d] = &taps[d][idx[d]];
+    auto visit = [&](auto &self, std::size_t d, int64_t off,
+                     double w) -> void {
+      if (d == rank) {
+        body(o, off, w);
+        return;
+      }
+      for (const ResizeTap &t : *cur[d])
+        self(self, d + 1, off + t.index * is[d], w * t.weight);
+    };
+    visit(visit, 0, 0, 1.0);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < out[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename E>
+void resizeTyped(const Tensor &x, const ResizeParams &p, Tensor &out) {
+  const E *src = x.data<E>();
+  E *dst = out.data<E>();
+  std::fill(dst, dst + out.numElements(), E(0));
+  forEachResizeTap(x.shape(), out.shape(), p,
+                   [&](int64_t o, int64_t i, double w) {
+                     dst[o] += static_cast<E>(w * src[i]);
+                   });
+}
+
+template <typename E>
+void resizeGradTyped(const Tensor &dy, const ResizeParams &p, Tensor &out) {
+  const E *g = dy.data<E>();
+  E *dst = out.data<E>();
+  std::fill(dst, dst + out.numElements(), E(0));
+  forEachResizeTap(out.shape(), dy.shape(), p,
+                   [&](int64_t o, int64_t i, double w) {
+                     dst[i] += static_cast<E>(w * g[o]);
+                   });
+}
+
+} // namespace
+
+void shoal::rt::cpu::resize(const Tensor &x, const ResizeParams &p,
+                            Tensor &out) {
+  if (isHalfDType(x.dtype())) {
+    checkOutput(out, x.dtype(), out.shape(), "Resize");
+    Tensor r(DType::F32, out.shape());
+    resize(toF32(x), p, r);
+    return fromF32(r, out);
+  }
+  if (x.dtype() != DType::F64)
+    checkDType(x, DType::F32, "Resize", "X");
+  checkOutput(out, x.dtype(), out.shape(), "Resize");
+  if (out.rank() != x.rank())
+    throw Error(fmt::format("Resize: output {} and input {} differ in rank",
+                            out.type().str(), x.type().str()));
+  if (x.dtype() == DType::F64)
+    resizeTyped<double>(x, p, out);
+  else
+    resizeTyped<float>(x, p, out);
+}
+
+void shoal::rt::cpu::resizeGrad(const Tensor &dy, const ResizeParams &p,
+                                Tensor &out) {
+  if (isHalfDType(dy.dtype())) {
+    checkOutput(out, dy.dtype(), out.shape(), "ResizeGrad");
+    Tensor r(DType::F32, out.shape());
+    resizeGrad(toF32(dy), p, r);
+    return fromF32(r, out);
+  }
+  if (dy.dtype() != DType::F64)
+    checkDType(dy, DType::F32, "ResizeGrad", "dY");
+  checkOutput(out, dy.dtype(), out.shape(), "ResizeGrad");
+  if (out.rank() != dy.rank())
+    throw Error(fmt::format("ResizeGrad: output {} and input {} differ in "
+                            "rank",
+                            out.type().str(), dy.type().str()));
+  if (dy.dtype() == DType::F64)
+    resizeGradTyped<double>(dy, p, out);
+  else
+    resizeGradTyped<float>(dy, p, out);
+}
+
+//===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
 
@@ -450,6 +638,14 @@ SHOAL_CPU_KERNEL(triluKernel) {
 
 SHOAL_CPU_KERNEL(tileKernel) { tile(input(in, 0), op.attrs.repeats, out[0]); }
 
+SHOAL_CPU_KERNEL(resizeKernel) {
+  resize(input(in, 0), op.attrs.resize, out[0]);
+}
+
+SHOAL_CPU_KERNEL(resizeGradKernel) {
+  resizeGrad(input(in, 0), op.attrs.resize, out[0]);
+}
+
 } // namespace
 
 void shoal::rt::cpu::registerShapeKernels() {
@@ -462,4 +658,6 @@ void shoal::rt::cpu::registerShapeKernels() {
   registerCpuKernel(OpKind::Pad, padKernel);
   registerCpuKernel(OpKind::Trilu, triluKernel);
   registerCpuKernel(OpKind::Tile, tileKernel);
+  registerCpuKernel(OpKind::Resize, resizeKernel);
+  registerCpuKernel(OpKind::ResizeGrad, resizeGradKernel);
 }

@@ -264,3 +264,70 @@ void shoal::rt::tileRule(TypeRuleContext &ctx) {
   }
   ctx.expected.push_back({x.dtype, shape});
 }
+
+/// Resize and ResizeGrad. The output's shape is its declared type (the
+/// importer took it from ONNX's shape inference); the rule checks that it
+/// agrees with the input's where the scale is 1. For ResizeGrad the input
+/// is the gradient of Resize's output and the output has Resize's input
+/// shape.
+void shoal::rt::resizeRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ResizeParams &p = ctx.a().resize;
+  ctx.requireFloat(x, "input", /*f64=*/true);
+  std::string mode = ctx.attrs.getString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear")
+    throw Error(fmt::format("attribute 'mode' is '{}' (nearest or linear)",
+                            mode));
+  p.linear = mode == "linear";
+  std::string transform =
+      ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  using T = ResizeParams::Transform;
+  if (transform == "half_pixel")
+    p.transform = T::HalfPixel;
+  else if (transform == "pytorch_half_pixel")
+    p.transform = T::PytorchHalfPixel;
+  else if (transform == "align_corners")
+    p.transform = T::AlignCorners;
+  else if (transform == "asymmetric")
+    p.transform = T::Asymmetric;
+  else if (transform == "tf_half_pixel_for_nn")
+    p.transform = T::TfHalfPixelForNN;
+  else
+    throw Error(fmt::format("attribute 'coordinate_transformation_mode' is "
+                            "'{}' (half_pixel, pytorch_half_pixel, "
+                            "align_corners, asymmetric or "
+                            "tf_half_pixel_for_nn)",
+                            transform));
+  std::string nearest = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
+  using N = ResizeParams::Nearest;
+  if (nearest == "round_prefer_floor")
+    p.nearest = N::RoundPreferFloor;
+  else if (nearest == "round_prefer_ceil")
+    p.nearest = N::RoundPreferCeil;
+  else if (nearest == "floor")
+    p.nearest = N::Floor;
+  else if (nearest == "ceil")
+    p.nearest = N::Ceil;
+  else
+    throw Error(fmt::format("attribute 'nearest_mode' is '{}' "
+                            "(round_prefer_floor, round_prefer_ceil, floor "
+                            "or ceil)",
+                            nearest));
+  p.scales = ctx.attrs.getFloats("scales");
+  const TensorType &out = ctx.declaredOutput(0);
+  if (out.shape.size() != x.shape.size())
+    throw Error(fmt::format("output {} and input {} differ in rank", out.str(),
+                            x.str()));
+  if (!p.scales.empty() && p.scales.size() != x.shape.size())
+    throw Error(fmt::format("attribute 'scales' has {} entries for rank {}",
+                            p.scales.size(), x.shape.size()));
+  for (std::size_t d = 0; d < p.scales.size(); ++d) {
+    if (!(p.scales[d] > 0))
+      throw Error(fmt::format("scale {} of dimension {} is not positive",
+                              p.scales[d], d));
+    if (p.scales[d] == 1 && out.shape[d] != x.shape[d])
+      throw Error(fmt::format("dimension {} has scale 1 but sizes {} and {}",
+                              d, x.shape[d], out.shape[d]));
+  }
+  ctx.expected.push_back({x.dtype, out.shape});
+}

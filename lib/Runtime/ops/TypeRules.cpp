@@ -25,6 +25,8 @@ const char *attrTypeName(AttrType t) {
     return "a string (s)";
   case AttrType::Ints:
     return "a list of integers (ints)";
+  case AttrType::Floats:
+    return "a list of floats (floats)";
   case AttrType::Strings:
     return "a list of strings (strings)";
   }
@@ -101,6 +103,15 @@ std::vector<int64_t> AttrReader::getInts(const std::string &name) const {
   if (a->value_case() != plan::Attribute::kInts)
     wrongType(name);
   return {a->ints().values().begin(), a->ints().values().end()};
+}
+
+std::vector<double> AttrReader::getFloats(const std::string &name) const {
+  const plan::Attribute *a = find(name);
+  if (!a)
+    return {};
+  if (a->value_case() != plan::Attribute::kFloats)
+    wrongType(name);
+  return {a->floats().values().begin(), a->floats().values().end()};
 }
 
 std::vector<std::string> AttrReader::getStrings(const std::string &name) const {

@@ -33,7 +33,7 @@ class Op;
 namespace rt {
 
 /// The attribute types of Ops.def's SHOAL_OP_ATTR rows.
-enum class AttrType { Int, Float, String, Ints, Strings };
+enum class AttrType { Int, Float, String, Ints, Floats, Strings };
 
 /// Typed access to an op's attribute map that rejects unknown names and
 /// wrong types.
@@ -50,6 +50,7 @@ public:
   double getDouble(const std::string &name, double dflt) const;
   std::string getString(const std::string &name, const std::string &dflt) const;
   std::vector<int64_t> getInts(const std::string &name) const;
+  std::vector<double> getFloats(const std::string &name) const;
   std::vector<std::string> getStrings(const std::string &name) const;
   /// Throws if `name` is absent.
   void require(const std::string &name) const;

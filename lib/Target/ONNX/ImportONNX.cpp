@@ -181,6 +181,24 @@ LogicalResult upgradeOpset(MLIRContext *ctx, StringRef path, StringRef modelDir,
       diag << " (give the graph inputs static shapes with --input-shape)";
     return diag;
   }
+  // Upsample (opsets 7 to 9) and Resize 10 map an output coordinate x to
+  // floor(x / scale); the converter makes them Resize 11+ nodes without a
+  // coordinate_transformation_mode, whose default (half_pixel) differs.
+  if (opset <= 10)
+    for (onnx::NodeProto &node : *model.mutable_graph()->mutable_node()) {
+      if (node.op_type() != "Resize" ||
+          onnx_import::findAttr(node, "coordinate_transformation_mode"))
+        continue;
+      auto addString = [&](const char *name, const char *value) {
+        onnx::AttributeProto *a = node.add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(value);
+      };
+      addString("coordinate_transformation_mode", "asymmetric");
+      if (!onnx_import::findAttr(node, "nearest_mode"))
+        addString("nearest_mode", "floor");
+    }
   // Shapes are inferred again at the new opset.
   model.mutable_graph()->clear_value_info();
   return success();

@@ -877,6 +877,10 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Cases("GatherElements", "ScatterElements", "ScatterND", "TopK", "Trilu",
              "Tile", convertGeneric)
       .Case("OneHot", convertOneHot)
+      .Case("Einsum", convertEinsum)
+      .Case("LSTM", convertLSTM)
+      .Case("GRU", convertGRU)
+      .Case("Resize", convertResize)
       .Case("MatMul", convertMatMul)
       .Case("Gemm", convertGemm)
       .Case("Softmax", convertSoftmax)

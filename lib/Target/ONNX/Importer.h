@@ -196,6 +196,15 @@ using ConvertFn = mlir::LogicalResult (*)(Importer &, const onnx::NodeProto &);
 /// The converter for a default-domain op type, or null if unsupported.
 ConvertFn lookupConverter(llvm::StringRef opType);
 
+/// Einsum as Transpose, Reshape, MatMul and ReduceSum (ImportEinsum.cpp).
+mlir::LogicalResult convertEinsum(Importer &im, const onnx::NodeProto &node);
+/// LSTM and GRU unrolled over the sequence (ImportRecurrent.cpp).
+mlir::LogicalResult convertLSTM(Importer &im, const onnx::NodeProto &node);
+mlir::LogicalResult convertGRU(Importer &im, const onnx::NodeProto &node);
+/// Resize (and Upsample, which the version converter turns into Resize)
+/// as a shoal.onnx "Resize" with constant scales (ImportResize.cpp).
+mlir::LogicalResult convertResize(Importer &im, const onnx::NodeProto &node);
+
 /// The MLIR element type of an ONNX `TensorProto::DataType`, or null.
 mlir::Type convertElementType(mlir::MLIRContext *ctx, int32_t dataType);
 /// ONNX's name of a `TensorProto::DataType`, for errors.

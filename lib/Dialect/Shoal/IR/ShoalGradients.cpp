@@ -257,6 +257,18 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
         b.getDenseI64ArrayAttr(axes), b.getBoolAttr(false));
     return success();
   }
+  if (type == "Resize" && op.getInputs().size() == 1) {
+    // Every output element is a weighted sum of input elements: the
+    // gradient adds its share back to each (ResizeGrad, with the forward's
+    // attributes).
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    SmallVector<NamedAttribute> attrs(op.getOnnxAttrs().getValue());
+    operandGrads[0] = onnxOp(b, loc, x.getType(), "ResizeGrad", attrs, {g});
+    return success();
+  }
   if (type == "Split") {
     if (llvm::all_of(resultGrads, [](Value v) { return !v; }))
       return success();

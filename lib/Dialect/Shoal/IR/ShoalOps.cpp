@@ -920,6 +920,41 @@ ShardingRule OnnxOp::getShardingRule() {
     rule.results.push_back(outF);
     return rule;
   }
+  if ((type == "Resize" || type == "ResizeGrad") &&
+      op->getNumOperands() == 1 && rankOf(op->getOperand(0)) == rank) {
+    // A dimension that is not resized (same size, scale 1) passes through:
+    // its coordinates map to themselves under every transform but
+    // tf_half_pixel_for_nn (whose ceil modes look one element ahead). The
+    // resized ones stay whole: a block of the output reads input elements
+    // from outside the matching block of the input.
+    rule.operands.clear();
+    rule.results.clear();
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
+                      out = shapeOf(op->getResult(0));
+    SmallVector<float> scales;
+    if (auto s = getOnnxAttrs().getAs<DenseF32ArrayAttr>("scales"))
+      scales.assign(s.asArrayRef().begin(), s.asArrayRef().end());
+    auto transform =
+        getOnnxAttrs().getAs<StringAttr>("coordinate_transformation_mode");
+    bool shifts = transform && transform.getValue() == "tf_half_pixel_for_nn";
+    TensorFactors inF, outF;
+    for (int64_t d = 0; d < rank; ++d) {
+      bool same = in[d] == out[d] && !shifts &&
+                  (scales.size() != static_cast<size_t>(rank) ||
+                   scales[d] == 1.0f);
+      if (same) {
+        int f = rule.addFactor(in[d]);
+        inF.push_back({f});
+        outF.push_back({f});
+      } else {
+        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+        outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
+      }
+    }
+    rule.operands.push_back(inF);
+    rule.results.push_back(outF);
+    return rule;
+  }
   if (type == "OneHot" && op->getNumOperands() == 2 &&
       rankOf(op->getOperand(0)) + 1 == rank) {
     // Every index gives its own row: the indices' dimensions pass through,
