@@ -21,6 +21,18 @@ namespace shoal {
 using namespace mlir;
 using namespace shoal;
 
+/// The number of micro-batches of the spec at `path` (1 when it has no
+/// pipeline, or cannot be read: shoal-annotate reports that).
+int64_t shoal::readSpecMicroBatches(llvm::StringRef path) {
+  try {
+    YAML::Node root = YAML::LoadFile(path.str());
+    if (auto m = root["pipeline"]["num_micro_batch"])
+      return std::max<int64_t>(1, m.as<int64_t>());
+  } catch (const YAML::Exception &) {
+  }
+  return 1;
+}
+
 namespace {
 
 /// One pattern of a scope, with where it was written.
@@ -402,6 +414,23 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     module->setAttr(
         ShoalDialect::kDefaultStrategyAttr,
         StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));
+    // Training-mode BatchNormalization takes its statistics per micro-batch
+    // (the importer's groups): the model must be imported for this count.
+    WalkResult groups = module.walk([&](Operation *op) {
+      auto g = op->getAttrOfType<IntegerAttr>(ShoalDialect::kBatchNormGroupsAttr);
+      if (!g || g.getInt() == spec.numMicroBatch)
+        return WalkResult::advance();
+      op->emitError() << "BatchNormalization in training mode was imported "
+                         "with statistics over "
+                      << g.getInt() << " group(s) of samples, but the spec has "
+                      << spec.numMicroBatch
+                      << " micro-batch(es); import the model for them "
+                         "(shoal-compile does; shoal-translate "
+                         "--batch-norm-groups=N)";
+      return WalkResult::interrupt();
+    });
+    if (groups.wasInterrupted())
+      return failure();
     module->setAttr(
         ShoalDialect::kNumMicroBatchAttr,
         IntegerAttr::get(IntegerType::get(ctx, 64), spec.numMicroBatch));

@@ -359,6 +359,17 @@ struct TaskGraphPartitioner {
       if (!changed)
         return;
       list.set("pads", b.getDenseI64ArrayAttr(local));
+    } else if (llvm::is_contained({"Conv", "ConvInputGrad", "ConvWeightGrad"},
+                                  op.getOpType())) {
+      // Channels split by groups: each rank runs its share of the groups.
+      auto group = attrs.getAs<IntegerAttr>("group");
+      if (!group || group.getInt() <= 1 || rank < 2)
+        return;
+      int64_t local = shape(op->getOperand(0))[1];
+      int64_t whole = global.lookup(op->getOperand(0)).getDimSize(1);
+      if (local == whole || local == 0)
+        return;
+      list.set("group", b.getI64IntegerAttr(group.getInt() / (whole / local)));
     } else {
       return;
     }
@@ -434,6 +445,31 @@ struct TaskGraphPartitioner {
       layout[add.getResult()] = resultLayout;
       global[add.getResult()] = global[result];
       gemm.erase();
+      return success();
+    }
+    if (auto conv = dyn_cast<OnnxOp>(op);
+        conv && conv.getOpType() == "Conv" && conv->getNumOperands() == 3) {
+      // Input channels split (a row-parallel Conv): add the bias once,
+      // after the sum, not on every rank.
+      auto plain = b.create<OnnxOp>(
+          conv.getLoc(), conv->getResultTypes(), conv.getOpType(),
+          conv.getOnnxAttrs(),
+          ValueRange{conv->getOperand(0), conv->getOperand(1)});
+      plain->setDiscardableAttrs(conv->getDiscardableAttrDictionary());
+      auto type = cast<RankedTensorType>(result.getType());
+      auto sum = b.create<AllReduceOp>(conv.getLoc(), type, plain.getResult(0),
+                                       b.getStrArrayAttr(partial));
+      SmallVector<int64_t> biasShape(type.getRank(), 1);
+      biasShape[1] = type.getDimSize(1);
+      Value bias = b.create<ReshapeOp>(
+          conv.getLoc(),
+          RankedTensorType::get(biasShape, type.getElementType()),
+          conv->getOperand(2));
+      auto add = b.create<AddOp>(conv.getLoc(), type, sum, bias);
+      result.replaceAllUsesWith(add.getResult());
+      layout[add.getResult()] = resultLayout;
+      global[add.getResult()] = global[result];
+      conv.erase();
       return success();
     }
     auto sum = b.create<AllReduceOp>(op->getLoc(), result.getType(), result,

@@ -11,7 +11,13 @@
     its traceable path);
 (b) shoal-compile --train with an MSE loss and AdamW (lr 1e-3), and
     shoal-run K steps on N ranks under mpirun with the same batch every step;
-(c) PyTorch: the same K steps (torch.optim.AdamW, weight decay 0);
+(c) PyTorch: the same K steps (torch.optim.AdamW, weight decay 0). When
+    the spec has M micro-batches (`pipeline: num_micro_batch`), each step
+    runs forward and backward on the M consecutive chunks of the batch
+    with the loss of chunk j scaled by 1 / M (shoal's loss is the mean over
+    the whole batch) and accumulates the gradients before the update, as
+    a pipeline does; train-mode BatchNorm then takes its statistics per
+    micro-batch (GPipe's and torch.distributed.pipelining's semantics);
 (d) compares the loss of every step (relative error <= --rtol). The loss of
     step k > 1 depends on every weight after k - 1 updates, so it checks the
     gradients and the optimizer of every weight as well as the forward.
@@ -61,6 +67,23 @@ family_common = load_module(os.path.join(FAMILIES, "common.py"), "family_common"
 
 def load_family(name):
     return load_module(os.path.join(FAMILIES, name + ".py"), "family_" + name)
+
+
+def micro_batches(spec_path):
+    """The spec's `pipeline: num_micro_batch` (1 without one)."""
+    import yaml
+    with open(spec_path) as f:
+        spec = yaml.safe_load(f) or {}
+    return int((spec.get("pipeline") or {}).get("num_micro_batch", 1))
+
+
+def batch_dims_of(spec_path, names):
+    """The batch dimension of each input (the spec's `inputs:`, else 0)."""
+    import yaml
+    with open(spec_path) as f:
+        spec = yaml.safe_load(f) or {}
+    given = spec.get("inputs") or {}
+    return [int((given.get(n) or {}).get("batch_dim", 0)) for n in names]
 
 
 def main(argv=None):
@@ -124,19 +147,25 @@ def main(argv=None):
         f.write(CONFIG)
 
     # (c) PyTorch first: the weights are still the exported ones.
+    spec = args.spec if os.path.isfile(args.spec) else os.path.join(FAMILIES, args.spec)
+    micro = micro_batches(spec)
+    batch_dims = batch_dims_of(spec, list(inputs))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.0)
     lt = torch.from_numpy(labels)
     ref = []
     for _ in range(args.steps):
         opt.zero_grad()
-        loss = ((model(*xs) - lt) ** 2).mean()
-        loss.backward()
+        total = 0.0
+        chunks = [torch.chunk(x, micro, dim=d) for x, d in zip(xs, batch_dims)]
+        for j, lj in enumerate(torch.chunk(lt, micro, dim=batch_dims[0])):
+            loss = ((model(*(c[j] for c in chunks)) - lj) ** 2).mean() / micro
+            loss.backward()
+            total += float(loss)
         opt.step()
-        ref.append(float(loss))
+        ref.append(total)
 
     # (b) shoal.
     plan = os.path.join(work, "train.plan")
-    spec = args.spec if os.path.isfile(args.spec) else os.path.join(FAMILIES, args.spec)
     mlir = os.path.join(work, "train.mlir")
     common.run_cmd([os.path.join(args.bin, "shoal-compile"), onnx_path, "--annotate", spec,
                     "--world-size", args.world_size, "--train",

@@ -132,8 +132,12 @@ int main(int argc, char **argv) {
   MLIRContext ctx;
   ctx.loadDialect<shoal::ShoalDialect, func::FuncDialect>();
   // A training compile must not fold weights away (they are trained).
+  // Training-mode BatchNormalization takes its statistics per micro-batch.
+  int64_t microBatches =
+      specPath.empty() ? 1 : shoal::readSpecMicroBatches(specPath);
   OwningOpRef<ModuleOp> module = shoal::importONNX(
-      modelPath, shapes, &ctx, /*foldFloatInitializers=*/trainPath.empty());
+      modelPath, shapes, &ctx, /*foldFloatInitializers=*/trainPath.empty(),
+      microBatches);
   if (!module)
     return 1;
 

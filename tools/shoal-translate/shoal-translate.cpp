@@ -27,6 +27,13 @@ static llvm::cl::list<std::string> inputShapeOpts(
                    "repeat the flag or separate entries with ';'"),
     llvm::cl::value_desc("name=d0,d1,..."));
 
+static llvm::cl::opt<int64_t> batchNormGroups(
+    "batch-norm-groups", llvm::cl::cat(translateCategory), llvm::cl::init(1),
+    llvm::cl::desc("For --import-onnx: training-mode BatchNormalization "
+                   "takes its statistics per this many groups of samples "
+                   "(the spec's num_micro_batch)"),
+    llvm::cl::value_desc("N"));
+
 static void registerDialects(DialectRegistry &registry) {
   registry.insert<shoal::ShoalDialect, func::FuncDialect>();
 }
@@ -84,7 +91,8 @@ static OwningOpRef<Operation *> importONNX(llvm::SourceMgr &sourceMgr,
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   OwningOpRef<ModuleOp> module = shoal::importONNXBuffer(
-      buffer->getBufferIdentifier(), buffer->getBuffer(), shapes, ctx);
+      buffer->getBufferIdentifier(), buffer->getBuffer(), shapes, ctx,
+      /*foldFloatInitializers=*/true, batchNormGroups);
   return module ? module.release().getOperation() : nullptr;
 }
 

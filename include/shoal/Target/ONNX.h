@@ -30,9 +30,14 @@ std::string parseInputShape(llvm::StringRef text, InputShape &out);
 /// null module is returned. Nodes whose inputs are all small initializers
 /// are folded into constants; without `foldFloatInitializers` (training:
 /// float initializers are weights to train) only integer ones are.
+/// `batchNormGroups` > 1 (the plan's micro-batches) makes a training-mode
+/// BatchNormalization compute its statistics per group of N / groups
+/// consecutive samples, as a pipeline running those micro-batches one after
+/// another does (GPipe, torch.distributed.pipelining).
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
-           mlir::MLIRContext *ctx, bool foldFloatInitializers = true);
+           mlir::MLIRContext *ctx, bool foldFloatInitializers = true,
+           int64_t batchNormGroups = 1);
 
 /// Like `importONNX`, but reads the model from `bytes` (the contents of
 /// `path`) instead of from the file; `path` still decides the format, names
@@ -40,7 +45,8 @@ importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
                  llvm::ArrayRef<InputShape> inputShapes, mlir::MLIRContext *ctx,
-                 bool foldFloatInitializers = true);
+                 bool foldFloatInitializers = true,
+                 int64_t batchNormGroups = 1);
 
 } // namespace shoal
 

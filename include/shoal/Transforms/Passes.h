@@ -59,6 +59,13 @@ void addParallelizePipeline(mlir::OpPassManager &pm,
 /// Registers every shoal pass and the `shoal-parallelize` pipeline.
 void registerAllShoalPasses();
 
+/// The number of micro-batches (`pipeline: num_micro_batch`) of the
+/// annotation spec at `path`; 1 when it has none or cannot be read
+/// (shoal-annotate reports a bad spec). Importers need it before the spec
+/// is applied: training-mode BatchNormalization takes its statistics per
+/// micro-batch.
+int64_t readSpecMicroBatches(llvm::StringRef path);
+
 } // namespace shoal
 
 #endif // SHOAL_TRANSFORMS_PASSES_H

@@ -315,7 +315,8 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
 OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
                                               ArrayRef<InputShape> inputShapes,
                                               MLIRContext *ctx,
-                                              bool foldFloatInitializers) {
+                                              bool foldFloatInitializers,
+                                              int64_t batchNormGroups) {
   ctx->loadDialect<ShoalDialect, func::FuncDialect>();
 
   // External data and `shoal.source` are relative to the model's folder.
@@ -351,13 +352,15 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
     return {};
   onnx_import::Importer importer(ctx, path, source, model);
   importer.foldFloatInitializers = foldFloatInitializers;
+  importer.batchNormGroups = batchNormGroups;
   return importer.run();
 }
 
 OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
                                         ArrayRef<InputShape> inputShapes,
                                         MLIRContext *ctx,
-                                        bool foldFloatInitializers) {
+                                        bool foldFloatInitializers,
+                                        int64_t batchNormGroups) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
@@ -366,5 +369,5 @@ OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
     return {};
   }
   return importONNXBuffer(path, (*buffer)->getBuffer(), inputShapes, ctx,
-                          foldFloatInitializers);
+                          foldFloatInitializers, batchNormGroups);
 }

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <climits>
+#include <cmath>
 #include <numeric>
 
 using namespace mlir;
@@ -699,17 +700,37 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
         ArrayRef<int64_t>{c})
       return im.nodeError() << "input " << i << " must have shape [" << c
                             << "], got " << in[i].getType();
+  // With G groups (micro-batches) the samples are viewed as [G, N / G]
+  // and the statistics taken per group: the global function a pipeline
+  // with G micro-batches computes, and one whose micro-batch cut
+  // (dimension 0) is a parallel factor, so no statistic crosses it.
+  int64_t groups = im.batchNormGroups;
+  if (groups < 1 || xs[0] % groups != 0)
+    return im.nodeError() << "BatchNormalization in training mode: batch "
+                          << xs[0] << " cannot be cut into " << groups
+                          << " micro-batches";
   OpBuilder &b = im.builder();
   Location loc = im.loc();
   Type elem = xType.getElementType();
-  SmallVector<int64_t> axes{0}, kept(xs.size(), 1);
-  kept[1] = c;
-  int64_t count = xs[0];
-  for (int64_t d = 2; d < static_cast<int64_t>(xs.size()); ++d) {
+  int64_t off = groups > 1 ? 1 : 0;
+  SmallVector<int64_t> gs;
+  if (groups > 1)
+    gs.push_back(groups);
+  gs.push_back(xs[0] / groups);
+  gs.append(xs.begin() + 1, xs.end());
+  int64_t rank = gs.size();
+  SmallVector<int64_t> axes{off}, kept(rank, 1), chan(rank, 1);
+  if (groups > 1)
+    kept[0] = groups;
+  kept[1 + off] = c;
+  chan[1 + off] = c;
+  int64_t count = xs[0] / groups;
+  for (int64_t d = 2 + off; d < rank; ++d) {
     axes.push_back(d);
-    count *= xs[d];
+    count *= gs[d];
   }
   auto keptType = RankedTensorType::get(kept, elem);
+  auto chanType = RankedTensorType::get(chan, elem);
   auto scalarType = RankedTensorType::get({}, elem);
   auto scalar = [&](double v) -> Value {
     return b.create<ConstantOp>(
@@ -730,32 +751,63 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
     return binary(MulOp(), sum, scalar(1.0 / std::max<int64_t>(count, 1)));
   };
   float epsilon = getFloatAttr(node, "epsilon", 1e-5f);
-  Value mean = meanOf(in[0]);
-  Value centered = binary(SubOp(), in[0], mean);
+  Value x = in[0];
+  if (groups > 1)
+    x = b.create<ReshapeOp>(loc, RankedTensorType::get(gs, elem), x);
+  Value mean = meanOf(x);
+  mean.getDefiningOp<MulOp>().getLhs().getDefiningOp()->setAttr(
+      ShoalDialect::kBatchNormGroupsAttr, b.getI64IntegerAttr(groups));
+  Value centered = binary(SubOp(), x, mean);
   Value var = meanOf(binary(MulOp(), centered, centered));
   Value std =
       b.create<SqrtOp>(loc, keptType, binary(AddOp(), var, scalar(epsilon)));
   Value inv = b.create<ReciprocalOp>(loc, keptType, std);
-  Value scale = b.create<ReshapeOp>(loc, keptType, in[1]);
-  Value bias = b.create<ReshapeOp>(loc, keptType, in[2]);
+  Value scale = b.create<ReshapeOp>(loc, chanType, in[1]);
+  Value bias = b.create<ReshapeOp>(loc, chanType, in[2]);
   Value y = binary(
       AddOp(), binary(MulOp(), binary(MulOp(), centered, inv), scale), bias);
+  if (groups > 1)
+    y = b.create<ReshapeOp>(loc, xType, y);
   if (y.getType() != *type)
     return im.nodeError() << "output Y has type " << *type << ", expected "
                           << y.getType();
   im.setResult(node, 0, y);
-  // Running statistics, when the graph reads them.
+  // Running statistics, when the graph reads them: PyTorch's update once
+  // per group in order, r <- m r + (1 - m) b_j (ONNX's momentum m), is
+  // m^G r + sum_j (1 - m) m^(G-1-j) b_j.
   double momentum = getFloatAttr(node, "momentum", 0.9f);
   double unbiased = count > 1 ? double(count) / double(count - 1) : 1.0;
   for (int i = 1; i < 3 && i < node.output_size(); ++i) {
     if (node.output(i).empty() || !im.isOutputUsed(node, i))
       continue;
-    Value batch =
-        b.create<ReshapeOp>(loc, in[3].getType(), i == 1 ? mean : var);
+    Value stat = i == 1 ? mean : var;
     double factor = (1 - momentum) * (i == 1 ? 1.0 : unbiased);
+    Value weighted;
+    if (groups > 1) {
+      SmallVector<int64_t> wShape(rank, 1);
+      wShape[0] = groups;
+      auto wType = RankedTensorType::get(wShape, elem);
+      SmallVector<Attribute> ws;
+      for (int64_t j = 0; j < groups; ++j)
+        ws.push_back(b.getFloatAttr(
+            elem, factor * std::pow(momentum, double(groups - 1 - j))));
+      Value w = b.create<ConstantOp>(loc, wType,
+                                     DenseElementsAttr::get(wType, ws));
+      SmallVector<int64_t> one(rank, 1);
+      one[1 + off] = c;
+      weighted = b.create<ReduceSumOp>(
+          loc, RankedTensorType::get(one, elem), binary(MulOp(), stat, w),
+          b.getDenseI64ArrayAttr({0}), b.getBoolAttr(true));
+      weighted = b.create<ReshapeOp>(loc, in[3].getType(), weighted);
+    } else {
+      Value flat = b.create<ReshapeOp>(loc, in[3].getType(), stat);
+      weighted = binary(MulOp(), flat, scalar(factor));
+    }
     im.setResult(node, i,
-                 binary(AddOp(), binary(MulOp(), in[2 + i], scalar(momentum)),
-                        binary(MulOp(), batch, scalar(factor))));
+                 binary(AddOp(),
+                        binary(MulOp(), in[2 + i],
+                               scalar(std::pow(momentum, double(groups)))),
+                        weighted));
   }
   return success();
 }

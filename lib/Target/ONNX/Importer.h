@@ -43,6 +43,9 @@ public:
   /// `shoal.source` and the ops' locations.
   /// Training imports keep float initializers as weights (never folded).
   bool foldFloatInitializers = true;
+  /// Training-mode BatchNormalization: statistics per this many groups of
+  /// consecutive samples (the plan's micro-batches).
+  int64_t batchNormGroups = 1;
 
   Importer(mlir::MLIRContext *ctx, llvm::StringRef path, llvm::StringRef source,
            const onnx::ModelProto &model);

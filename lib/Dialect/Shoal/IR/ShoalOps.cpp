@@ -696,6 +696,128 @@ void shareOutsideAxis(ShardingRule &rule, Operation *op, int64_t axis) {
   for (Value v : op->getResults())
     rule.results.push_back(factorsOf(v));
 }
+
+/// Conv, its gradients, the pools and inference-mode BatchNormalization on
+/// [N, C, spatial...]: samples are independent, and so are channels, except
+/// where a Conv sums over them. With `group` = 1 a Conv's input channels C
+/// are a contraction and its output channels M a parallel factor (its
+/// weight's dimension 0: Megatron's column split); ConvInputGrad swaps the
+/// two and ConvWeightGrad sums over the batch. With `group` > 1 the
+/// channels are [group, C / group] and only the groups may be split (each
+/// rank then runs `group / n` whole groups; shoal-partition localizes the
+/// attribute). Space (and kernel) dimensions stay whole: a block of an
+/// image would need its neighbours' borders. Fails when the shapes do not
+/// fit that pattern (the caller falls back to batch-only).
+LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
+  Operation *op = onnx.getOperation();
+  StringRef type = onnx.getOpType();
+  bool conv = type == "Conv", inGrad = type == "ConvInputGrad",
+       wGrad = type == "ConvWeightGrad";
+  bool pool = llvm::is_contained({"MaxPool", "AveragePool", "GlobalAveragePool",
+                                  "GlobalMaxPool", "MaxPoolGrad",
+                                  "AveragePoolGrad", "BatchNormalization"},
+                                 type);
+  if (!conv && !inGrad && !wGrad && !pool)
+    return failure();
+  int64_t rank = rankOf(op->getOperand(0));
+  if (rank < 3)
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(op->getOperand(0));
+  auto isImage = [&](Value v) {
+    return rankOf(v) == rank && shapeOf(v)[0] == x[0];
+  };
+  // Every dimension blocked first; the batch and channels are then shared.
+  blockEverything(rule, op);
+  if (pool) {
+    int64_t c = x[1];
+    int batch = rule.addFactor(x[0]);
+    int chan = rule.addFactor(c);
+    auto setImage = [&](TensorFactors &tf, Value v) {
+      if (!isImage(v) || shapeOf(v)[1] != c)
+        return false;
+      tf[0] = {batch};
+      tf[1] = {chan};
+      return true;
+    };
+    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+      if (setImage(rule.operands[k], v))
+        continue;
+      // BatchNormalization's scale, bias, mean and variance.
+      if (type != "BatchNormalization" || rankOf(v) != 1 || shapeOf(v)[0] != c)
+        return failure();
+      rule.operands[k][0] = {chan};
+    }
+    for (auto [k, v] : llvm::enumerate(op->getResults())) {
+      if (setImage(rule.results[k], v))
+        continue;
+      if (type != "BatchNormalization" || rankOf(v) != 1 || shapeOf(v)[0] != c)
+        return failure();
+      rule.results[k][0] = {chan};
+    }
+    return success();
+  }
+  int64_t group = 1;
+  if (auto g = onnx.getOnnxAttrs().getAs<IntegerAttr>("group"))
+    group = g.getInt();
+  // X, W and Y (dy) of the Conv, whichever op of the family this is.
+  Value xv = op->getOperand(0);
+  Value wv = conv || inGrad ? op->getOperand(1) : op->getResult(0);
+  Value yv = conv ? op->getResult(0) : op->getOperands().back();
+  if (group < 1 || !isImage(yv) || rankOf(wv) != rank ||
+      (conv && op->getNumOperands() > 3) || (inGrad && !isImage(op->getResult(0))))
+    return failure();
+  int64_t c = x[1], m = shapeOf(wv)[0];
+  if (c % group != 0 || m % group != 0 || shapeOf(wv)[1] * group != c ||
+      shapeOf(yv)[1] != m)
+    return failure();
+  int batch = rule.addFactor(x[0], wGrad ? FactorKind::Reduction
+                                         : FactorKind::Parallel);
+  DimFactors xc, wm, wc;
+  if (group == 1) {
+    int cin = rule.addFactor(c, conv ? FactorKind::Reduction
+                                     : FactorKind::Parallel);
+    int cout = rule.addFactor(m, inGrad ? FactorKind::Reduction
+                                        : FactorKind::Parallel);
+    xc = {cin};
+    wc = {cin};
+    wm = {cout};
+  } else {
+    int g = rule.addFactor(group);
+    xc = {g};
+    wm = {g};
+    if (c / group > 1) {
+      int cin = rule.addFactor(c / group, FactorKind::Blocked);
+      xc.push_back(cin);
+      wc = {cin};
+    } else {
+      wc = {rule.addFactor(1, FactorKind::Blocked)};
+    }
+    if (m / group > 1)
+      wm.push_back(rule.addFactor(m / group, FactorKind::Blocked));
+  }
+  auto place = [&](Value v, DimFactors batchF, DimFactors chanF) {
+    TensorFactors *tf = nullptr;
+    for (auto [k, o] : llvm::enumerate(op->getOperands()))
+      if (o == v)
+        tf = &rule.operands[k];
+    for (auto [k, r] : llvm::enumerate(op->getResults()))
+      if (r == v)
+        tf = &rule.results[k];
+    (*tf)[0] = batchF;
+    (*tf)[1] = chanF;
+  };
+  place(xv, {batch}, xc);
+  place(wv, wm, wc);
+  place(yv, {batch}, wm);
+  if (inGrad)
+    place(op->getResult(0), {batch}, xc);
+  if (conv && op->getNumOperands() == 3) {
+    if (rankOf(op->getOperand(2)) != 1 || shapeOf(op->getOperand(2))[0] != m)
+      return failure();
+    rule.operands[2][0] = wm;
+  }
+  return success();
+}
 } // namespace
 
 ShardingRule OnnxOp::getShardingRule() {
@@ -705,6 +827,11 @@ ShardingRule OnnxOp::getShardingRule() {
   rule.operands.resize(op->getNumOperands());
   rule.results.resize(op->getNumResults());
   int64_t rank = rankOf(op->getResult(0));
+  if (succeeded(getChannelShardingRule(*this, rule)))
+    return rule;
+  rule = ShardingRule();
+  rule.operands.resize(op->getNumOperands());
+  rule.results.resize(op->getNumResults());
   if (llvm::is_contained({"Conv", "BatchNormalization", "MaxPool",
                           "AveragePool", "GlobalAveragePool", "GlobalMaxPool"},
                          type) &&

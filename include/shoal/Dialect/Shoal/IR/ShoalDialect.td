@@ -55,6 +55,11 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kScopesAttr = "shoal.scopes";
     static constexpr ::llvm::StringLiteral kDefaultStrategyAttr =
         "shoal.default_strategy";
+    /// On a training-mode BatchNormalization's statistics (the importer's):
+    /// the number of groups of consecutive samples (micro-batches) they are
+    /// taken over; shoal-annotate checks it against the spec.
+    static constexpr ::llvm::StringLiteral kBatchNormGroupsAttr =
+        "shoal.batch_norm_groups";
     static constexpr ::llvm::StringLiteral kNumMicroBatchAttr =
         "shoal.num_micro_batch";
     static constexpr ::llvm::StringLiteral kShardingAttr = "shoal.sharding";
