@@ -5,12 +5,14 @@
 // RUN: shoal-opt %s --shoal-annotate="spec=%inputs/spec_one_scope.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer | FileCheck %s
 
 // CHECK-LABEL: func.func @main
-// CHECK: shoal.weight "bn.running_mean"
+// CHECK: %[[RM:.*]] = shoal.weight "bn.running_mean"
 // CHECK-NOT: shoal.assign
+// CHECK: shoal.phase = "backward"
+// CHECK: shoal.assign %[[RM]], %{{.*}} {shoal.phase = "optimizer", shoal.scope = "s0"} : tensor<8xf32>, tensor<8xf32>
+// CHECK-NOT: shoal.phase = "backward"
 // CHECK: shoal.adamw {{.*}}shoal.phase = "optimizer"{{.*}} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 // CHECK-NOT: shoal.adamw
-// CHECK: shoal.assign %{{.*}}, %{{.*}} {shoal.phase = "optimizer", shoal.scope = "s0"} : tensor<8xf32>, tensor<8xf32>
-// CHECK-NEXT: return
+// CHECK: return
 
 module {
   func.func @main(%x: tensor<4x8xf32> {shoal.name = "x"}) -> (tensor<4x8xf32> {shoal.name = "y"}) {

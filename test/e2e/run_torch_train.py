@@ -181,6 +181,18 @@ def main(argv=None):
                                   training=torch.onnx.TrainingMode.TRAINING)
     else:
         family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17)
+    if train_mode:
+        # Train-mode forwards (the one above, the exporter's trace) moved
+        # BatchNorm's running statistics; both runs start from the values
+        # the exported file holds.
+        import onnx
+        from onnx import numpy_helper
+        held = {t.name: numpy_helper.to_array(t)
+                for t in onnx.load(onnx_path).graph.initializer}
+        with torch.no_grad():
+            for name, buf in model.named_buffers():
+                if name in held and buf.dtype.is_floating_point:
+                    buf.copy_(torch.from_numpy(held[name].copy()))
     for name, v in inputs.items():
         np.save(os.path.join(work, "inputs", name + ".npy"), v)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)
