@@ -6,7 +6,9 @@ linear head), exported to ONNX.
 
 Config: Conv2d(3, 8, 3, padding=1) + BatchNorm2d(8) + ReLU,
 MaxPool2d(3, stride=2, padding=1), Conv2d(8, 16, 3, stride=2, padding=1,
-groups=2) + BatchNorm2d(16) + ReLU, AdaptiveAvgPool2d(1), flatten,
+groups=2) + BatchNorm2d(16) + ReLU (the convolutions have no bias, as in
+torchvision's CNNs: BatchNorm removes it, so its gradient is rounding noise
+that AdamW would turn into steps of size lr, moving the running means), AdaptiveAvgPool2d(1), flatten,
 Linear(16, 10). Input images float32 [4, 3, 16, 16] (N(0, 1)), output out
 float32 [4, 10].
 
@@ -38,9 +40,11 @@ TRAIN_MODE = True
 def build(torch):
     nn = torch.nn
     return nn.Sequential(
-        nn.Conv2d(CHANNELS, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(CHANNELS, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+        nn.ReLU(),
         nn.MaxPool2d(3, stride=2, padding=1),
-        nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), nn.BatchNorm2d(16),
+        nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2, bias=False),
+        nn.BatchNorm2d(16),
         nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, CLASSES))
 
 

@@ -316,6 +316,7 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
     return;
   case OpKind::AdamW:
   case OpKind::SGD:
+  case OpKind::Assign:
     defer(op);
     return;
   case OpKind::AllReduce:
@@ -702,7 +703,9 @@ void Executor::defer(const OpInfo &op) {
     d.operands.push_back(pendingOf.count(v) ? Tensor() : input(op, i));
   }
   // SGD without momentum may have no buffer.
-  d.operands.resize(op.kind == OpKind::AdamW ? 4 : 3);
+  d.operands.resize(op.kind == OpKind::AdamW  ? 4
+                    : op.kind == OpKind::SGD ? 3
+                                             : 2);
   deferred.push_back(std::move(d));
 }
 
@@ -718,7 +721,7 @@ void Executor::applyOptimizers(Comm &comm) {
     // Every rank joins, with or without optimizer ops of its own.
     double local = 0;
     for (const DeferredUpdate &d : deferred) {
-      if (d.op->attrs.optimizer.mirror)
+      if (d.op->kind == OpKind::Assign || d.op->attrs.optimizer.mirror)
         continue;
       int w = d.op->inputs[0];
       auto it = weightOfValue.find(w);
@@ -742,7 +745,9 @@ void Executor::applyOptimizers(Comm &comm) {
       const OptimizerParams &params = op.attrs.optimizer;
       float scale = cpu::clipScale(params, gradNorm);
       std::vector<Tensor> &t = d.operands;
-      if (op.kind == OpKind::AdamW)
+      if (op.kind == OpKind::Assign)
+        device.copy(t[1], t[0]);
+      else if (op.kind == OpKind::AdamW)
         device.adamw(params, step, scale, t[0], t[1], t[2], t[3]);
       else
         device.sgd(params, step, scale, t[0], t[1], t[2]);

@@ -62,7 +62,8 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
 
   // What must outlive its task's run.
   for (const OpInfo &op : plan.ops) {
-    bool optimizer = op.kind == OpKind::AdamW || op.kind == OpKind::SGD;
+    bool optimizer = op.kind == OpKind::AdamW || op.kind == OpKind::SGD ||
+                     op.kind == OpKind::Assign;
     for (int v : op.inputs)
       if (v >= 0 && produced[v] &&
           (optimizer || plan.definingTask[v] != op.task))

@@ -4,6 +4,8 @@
 // (zero-initialized weights) and an in-place update op. Updates follow their
 // weight's first user into its TaskGraph, in a phase of their own, so that
 // in a pipeline they run once per step, after every micro-batch's backward.
+// The importer's shoal.assign ops (BatchNorm running statistics) join that
+// phase.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +131,23 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     }
     OpBuilder b(ret);
     StringAttr phase = StringAttr::get(ctx, "optimizer");
+    // In-place writes of untrained weights (BatchNorm's running statistics,
+    // from the importer) run with the updates: once per step, after every
+    // micro-batch's backward, in the scope of the weight's first reader.
+    SmallVector<AssignOp> assigns(body.getOps<AssignOp>());
+    for (AssignOp a : assigns)
+      a->setAttr(ShoalDialect::kPhaseAttr, phase);
+    for (AssignOp a : assigns) {
+      a->moveBefore(ret);
+      StringAttr scope;
+      if (Operation *w = a.getWeight().getDefiningOp())
+        forEachForwardUser(w, [&](Operation *user) {
+          if (!scope)
+            scope = user->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+        });
+      if (scope)
+        a->setAttr(ShoalDialect::kScopeAttr, scope);
+    }
     auto module = func->getParentOfType<ModuleOp>();
     bool staged = isStaged(module);
     llvm::DenseMap<StringAttr, unsigned> stageOrder;

@@ -383,9 +383,16 @@ struct TaskGraphPartitioner {
       return op->emitError() << "has no factor shardings; run "
                                 "shoal-propagate-sharding first";
     FactorOuter outer = getFactorOuter(op, axes.size());
+    // An in-place update (AdamW, SGD, assign) writes its weight operand:
+    // that one keeps its layout (a reshard would write a copy), and the
+    // gradient, state and value are brought to it.
+    bool inPlace = isa<AdamWOp, SGDOp, AssignOp>(op);
     for (OpOperand &use : op->getOpOperands()) {
-      ShardingAttr need = shardingFromFactors(
-          ctx, rule, rule.operands[use.getOperandNumber()], axes, outer);
+      ShardingAttr need =
+          inPlace ? layoutOf(op->getOperand(0))
+                  : shardingFromFactors(ctx, rule,
+                                        rule.operands[use.getOperandNumber()],
+                                        axes, outer);
       use.set(reshard(b, op->getLoc(), use.get(), layoutOf(use.get()), need));
     }
     auto resultSh = op->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);

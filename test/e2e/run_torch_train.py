@@ -21,6 +21,10 @@
 (d) compares the loss of every step (relative error <= --rtol). The loss of
     step k > 1 depends on every weight after k - 1 updates, so it checks the
     gradients and the optimizer of every weight as well as the forward.
+(e) with TRAIN_MODE, shoal-run also saves a checkpoint (--save) and the
+    BatchNorm running statistics in it (running_mean, running_var) are
+    compared with PyTorch's buffers after the same steps (largest
+    difference relative to the buffer's largest magnitude <= --rtol).
 
 The model takes float inputs (the family's make_inputs(rng); else one
 "src" of the family's INPUT_SHAPE, or [BATCH, SEQ, D_MODEL]) and gives one
@@ -86,6 +90,43 @@ def batch_dims_of(spec_path, names):
     return [int((given.get(n) or {}).get("batch_dim", 0)) for n in names]
 
 
+def check_running_stats(model, ckpt, steps, world, rtol):
+    """(e) BatchNorm's running statistics in shoal's checkpoint after the
+    steps against PyTorch's buffers after the same steps."""
+    from run_train_e2e import Failure, read_checkpoint
+    try:
+        _, saved = read_checkpoint(ckpt, steps, world)
+    except Failure as e:
+        print("FAIL: checkpoint: %s" % e)
+        return False
+    ok = True
+    names = [n for n, _ in model.named_buffers()
+             if n.endswith(".running_mean") or n.endswith(".running_var")]
+    for name, buf in model.named_buffers():
+        if name not in names:
+            continue
+        want = buf.detach().numpy().astype(np.float64)
+        if name not in saved:
+            print("%s: not in the checkpoint (it has %s) FAIL" % (name, sorted(saved)))
+            ok = False
+            continue
+        got = saved[name].astype(np.float64)
+        if got.shape != want.shape:
+            print("%s: checkpoint shape %s, expected %s FAIL"
+                  % (name, list(got.shape), list(want.shape)))
+            ok = False
+            continue
+        err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-12))
+        good = err <= rtol
+        ok &= good
+        print("%s after %d steps: max rel. error %.2e %s"
+              % (name, steps, err, "ok" if good else "FAIL"))
+    if not names:
+        print("FAIL: the model has no BatchNorm running statistics")
+        ok = False
+    return ok
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True)
@@ -140,6 +181,18 @@ def main(argv=None):
                                   training=torch.onnx.TrainingMode.TRAINING)
     else:
         family_common.export_onnx(model, xs, onnx_path, list(inputs), ["out"], 17)
+    if train_mode:
+        # Train-mode forwards (the one above, the exporter's trace) moved
+        # BatchNorm's running statistics; both runs start from the values
+        # the exported file holds.
+        import onnx
+        from onnx import numpy_helper
+        held = {t.name: numpy_helper.to_array(t)
+                for t in onnx.load(onnx_path).graph.initializer}
+        with torch.no_grad():
+            for name, buf in model.named_buffers():
+                if name in held and buf.dtype.is_floating_point:
+                    buf.copy_(torch.from_numpy(held[name].copy()))
     for name, v in inputs.items():
         np.save(os.path.join(work, "inputs", name + ".npy"), v)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)
@@ -178,6 +231,9 @@ def main(argv=None):
         return 1
     argv_run = [os.path.join(args.bin, "shoal-run"), plan, "--inputs",
                 os.path.join(work, "inputs"), "--steps", args.steps]
+    ckpt = os.path.join(work, "ckpt")
+    if train_mode:
+        argv_run += ["--save", ckpt]
     if args.world_size > 1:
         argv_run = common.mpirun_cmd(args.mpirun, args.world_size, argv_run)
     res = common.run_cmd(argv_run, env_extra=common.MPI_ENV, timeout=args.timeout)
@@ -192,6 +248,8 @@ def main(argv=None):
               % (k + 1, g, r, err, "ok" if good else "FAIL"))
     if len(got) != len(ref):
         print("shoal printed %d step losses, expected %d:\n%s" % (len(got), len(ref), res.stdout))
+    if train_mode:
+        ok &= check_running_stats(model, ckpt, args.steps, args.world_size, args.rtol)
     print(("PASS" if ok else "FAIL") + ": %s, %s on %d ranks, %d steps"
           % (args.family, os.path.basename(spec), args.world_size, args.steps))
     return 0 if ok else 1

@@ -114,10 +114,18 @@ void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(out);
 }
 
-/// AdamW, SGD.
+/// AdamW, SGD, Assign.
 void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
+  if (ctx.kind() == OpKind::Assign) {
+    ctx.requireDType(x, DType::F32, "input w");
+    if (const TensorType *t = ctx.in(1); t && *t != x)
+      throw Error(fmt::format("input value must have the type of w, {}, got "
+                              "{}",
+                              x.str(), t->str()));
+    return;
+  }
   bool adam = ctx.kind() == OpKind::AdamW;
   const char *names[] = {"w", "g", adam ? "m" : "buf", "v"};
   ctx.requireDType(x, DType::F32, "input w");

@@ -777,8 +777,13 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
   // m^G r + sum_j (1 - m) m^(G-1-j) b_j.
   double momentum = getFloatAttr(node, "momentum", 0.9f);
   double unbiased = count > 1 ? double(count) / double(count - 1) : 1.0;
-  for (int i = 1; i < 3 && i < node.output_size(); ++i) {
-    if (node.output(i).empty() || !im.isOutputUsed(node, i))
+  // Running statistics held by initializers are written back each step
+  // (shoal.assign, placed in the optimizer phase by shoal-optimizer).
+  for (int i = 1; i < 3; ++i) {
+    bool used = i < node.output_size() && !node.output(i).empty() &&
+                im.isOutputUsed(node, i);
+    auto weight = in[2 + i].getDefiningOp<WeightOp>();
+    if (!used && !weight)
       continue;
     Value stat = i == 1 ? mean : var;
     double factor = (1 - momentum) * (i == 1 ? 1.0 : unbiased);
@@ -803,11 +808,15 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
       Value flat = b.create<ReshapeOp>(loc, in[3].getType(), stat);
       weighted = binary(MulOp(), flat, scalar(factor));
     }
-    im.setResult(node, i,
-                 binary(AddOp(),
-                        binary(MulOp(), in[2 + i],
-                               scalar(std::pow(momentum, double(groups)))),
-                        weighted));
+    Value updated =
+        binary(AddOp(),
+               binary(MulOp(), in[2 + i],
+                      scalar(std::pow(momentum, double(groups)))),
+               weighted);
+    if (used)
+      im.setResult(node, i, updated);
+    if (weight)
+      b.create<AssignOp>(loc, in[2 + i], updated);
   }
   return success();
 }

@@ -675,6 +675,7 @@ private:
                 setI("mirror", 1);
               return planKind(rt::OpKind::SGD);
             })
+            .Case([&](AssignOp) { return planKind(rt::OpKind::Assign); })
             .Case([&](AddLayerNormOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());

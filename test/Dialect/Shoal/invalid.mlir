@@ -230,3 +230,12 @@ func.func @weight_view_elements() -> tensor<8x3x4xf32> {
   %w = shoal.weight "w" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x4xf32>
   return %w : tensor<8x3x4xf32>
 }
+
+// -----
+
+func.func @assign_type_mismatch(%v: tensor<4xf32>) {
+  %w = shoal.weight "bn.running_mean" : tensor<8xf32>
+  // expected-error @+1 {{'shoal.assign' op every operand must have the weight's type 'tensor<8xf32>', got 'tensor<4xf32>'}}
+  shoal.assign %w, %v : tensor<8xf32>, tensor<4xf32>
+  return
+}

@@ -555,6 +555,22 @@ def Shoal_SGDOp : Shoal_OptimizerOp<"sgd"> {
                    F64Attr:$min_lr);
 }
 
+def Shoal_AssignOp : Shoal_OptimizerOp<"assign"> {
+  let summary = "Writes a value into a weight, in place";
+  let description = [{
+    The importer writes one for each running statistic of a train-mode
+    BatchNormalization (`running_mean`, `running_var`): the weight takes
+    the statistic's new value. `shoal-optimizer` puts it in the optimizer
+    phase, so that it runs once per step, after the backward, like the
+    weight updates.
+
+    ```mlir
+    shoal.assign %running_mean, %new_mean : tensor<8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$weight, AnyRankedTensor:$value);
+}
+
 //===----------------------------------------------------------------------===//
 // Layer 2: parallel structure
 //===----------------------------------------------------------------------===//
