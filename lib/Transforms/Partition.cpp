@@ -274,6 +274,34 @@ struct TaskGraphPartitioner {
         // type no longer gives when shards are uneven.
         w->setAttr("shoal.global_shape",
                    b.getDenseI64ArrayAttr(w.getType().getShape()));
+        // A weight is the same for every micro-batch: one that holds a
+        // batch (a constant the exporter folded to the batch size, such as
+        // a causal mask or vit's class token expanded to the batch) is
+        // loaded whole and each micro-batch slices its rows.
+        SmallVector<SmallVector<StringRef>> dims;
+        bool perMicroBatch = false;
+        for (unsigned d = 0, e = w.getType().getRank(); d < e; ++d) {
+          dims.emplace_back();
+          for (StringRef a : s.getDimAxes(d)) {
+            if (a == ShoalDialect::kMicroBatchAxis)
+              perMicroBatch = true;
+            else
+              dims.back().push_back(a);
+          }
+        }
+        if (perMicroBatch && !s.isStrided()) {
+          ShardingAttr whole = ShardingAttr::get(ctx, dims);
+          w->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr({whole}));
+          setLocal(w.getResult(), whole);
+          b.setInsertionPointAfter(w);
+          Value v = reshard(b, w.getLoc(), w.getResult(), whole, s);
+          SmallPtrSet<Operation *, 4> chain;
+          for (Value x = v; x != w.getResult();
+               x = x.getDefiningOp()->getOperand(0))
+            chain.insert(x.getDefiningOp());
+          w.getResult().replaceAllUsesExcept(v, chain);
+          continue;
+        }
         setLocal(w.getResult(), s);
         continue;
       }
