@@ -965,12 +965,16 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         sinceLog += slowest;
         ++stepsSinceLog;
         int64_t done = trainer.stepsCompleted();
-        if (done % train.logEvery == 0 || i + 1 == options.steps) {
-          float loss = std::nanf("");
-          if (rank == owner)
-            loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
-                       .data<float>()[0];
-          world.broadcast(&loss, sizeof loss, owner)->wait();
+        // Every step's loss reaches every rank, so that a NaN or Inf one
+        // stops them all at the same step (after its progress line, and
+        // before any checkpoint of the weights it came from is written).
+        float loss = std::nanf("");
+        if (rank == owner)
+          loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
+                     .data<float>()[0];
+        world.broadcast(&loss, sizeof loss, owner)->wait();
+        bool finite = std::isfinite(loss);
+        if (done % train.logEvery == 0 || i + 1 == options.steps || !finite) {
           if (rank == 0) {
             double seconds = sinceLog / stepsSinceLog;
             std::string mfu =
@@ -986,6 +990,21 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
           }
           sinceLog = 0;
           stepsSinceLog = 0;
+        }
+        if (!finite) {
+          // The loss of step k comes from the weights step k - 1 left.
+          std::string saved;
+          if (lastSaved >= 0 && lastSaved == done - 1)
+            saved = fmt::format(" (the checkpoint of step {} holds the "
+                                "weights that gave it)",
+                                lastSaved);
+          else if (lastSaved >= 0)
+            saved = fmt::format(" (the last checkpoint is step {})", lastSaved);
+          throw Error(fmt::format(
+              "step {}: the loss is {}; training stopped, and this step's "
+              "update is not saved{}. Lower the learning rate, set "
+              "optimizer.clip_norm, or check the inputs",
+              done, std::isnan(loss) ? "NaN" : "Inf", saved));
         }
         if (!train.saveDir.empty() && train.saveEvery > 0 &&
             done % train.saveEvery == 0) {
