@@ -245,10 +245,13 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     // Values that depend on a trained weight.
     llvm::DenseSet<Value> active;
     SmallVector<WeightOp> trained;
+    SmallVector<bool> matched(frozenPatterns.size(), false);
     for (Operation *op : forward) {
       if (auto w = dyn_cast<WeightOp>(op)) {
-        bool isFrozen = llvm::any_of(
-            frozenPatterns, [&](auto &p) { return p.match(w.getName()); });
+        bool isFrozen = false;
+        for (auto [i, p] : llvm::enumerate(frozenPatterns))
+          if (p.match(w.getName()))
+            isFrozen = matched[i] = true;
         if (!isFrozen && isFloatTensor(w.getResult())) {
           active.insert(w.getResult());
           trained.push_back(w);
@@ -260,6 +263,25 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
         for (Value r : op->getResults())
           if (isFloatTensor(r))
             active.insert(r);
+    }
+    // A pattern that freezes nothing is a mistake in the config (a typo,
+    // a renamed initializer): the weights it meant would be trained.
+    for (auto [i, hit] : llvm::enumerate(matched)) {
+      if (hit)
+        continue;
+      std::string names;
+      int shown = 0;
+      for (Operation *op : forward)
+        if (auto w = dyn_cast<WeightOp>(op); w && shown < 4) {
+          names += (shown++ ? ", '" : "'") + w.getName().str() + "'";
+        }
+      InFlightDiagnostic d = func.emitError();
+      if (i < frozenWhere.size())
+        d << frozenWhere[i] << ": ";
+      d << "the frozen pattern '" << frozen[i]
+        << "' matches no initializer (they are named like " << names
+        << ")";
+      return d;
     }
     if (trained.empty())
       return func.emitError() << "nothing to train: every weight is frozen "

@@ -107,8 +107,16 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
       r.fail(frozen, "'frozen' must be a list of initializer patterns");
       return r.error;
     }
-    for (const YAML::Node &p : frozen)
+    for (const YAML::Node &p : frozen) {
+      if (!p.IsScalar()) {
+        r.fail(p, "each 'frozen' entry must be an initializer pattern (a "
+                  "string)");
+        return r.error;
+      }
       out.frozen.push_back(p.as<std::string>());
+      out.frozenWhere.push_back(r.path + ":" +
+                                std::to_string(p.Mark().line + 1));
+    }
   }
   OptimizerPassOptions &o = out.optimizer;
   if (YAML::Node bucket = root["grad_bucket_mb"]) {
@@ -162,6 +170,7 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
   a.labels = config.labels;
   a.ignoreIndex = config.ignoreIndex;
   a.frozen = config.frozen;
+  a.frozenWhere = config.frozenWhere;
   pm.addPass(createAutodiffPass(a));
   pm.addPass(createOptimizerPass(config.optimizer));
 }

@@ -13,6 +13,7 @@
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff="loss=hinge" 2>&1 | FileCheck %s --check-prefix=ELOSS
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff="output=logits" 2>&1 | FileCheck %s --check-prefix=EOUT
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff="frozen=*" 2>&1 | FileCheck %s --check-prefix=EFROZEN
+// RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff="frozen=fc1.*,fc9.weight" 2>&1 | FileCheck %s --check-prefix=ENOMATCH
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff="labels=x" 2>&1 | FileCheck %s --check-prefix=ELABELS
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-optimizer 2>&1 | FileCheck %s --check-prefix=ENOAD
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-autodiff --shoal-optimizer="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=EOPT
@@ -79,6 +80,7 @@
 // ELOSS: unknown loss 'hinge' (expected cross_entropy or mse)
 // EOUT: the loss reads output 'logits', but the graph's outputs are y
 // EFROZEN: nothing to train: every weight is frozen or not a float tensor
+// ENOMATCH: error: the frozen pattern 'fc9.weight' matches no initializer (they are named like 'fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias')
 // ELABELS: the graph already has an input named 'x'
 // ENOAD: shoal-optimizer needs a training graph; run shoal-autodiff first
 // EOPT: unknown optimizer 'lamb' (expected adamw or sgd)

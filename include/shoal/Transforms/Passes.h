@@ -23,6 +23,8 @@ struct TrainConfig {
   std::string labels = "labels";
   int64_t ignoreIndex = -100;
   std::vector<std::string> frozen;
+  /// Where each of `frozen` was written ("train.yaml:7").
+  std::vector<std::string> frozenWhere;
   OptimizerPassOptions optimizer;
 };
 

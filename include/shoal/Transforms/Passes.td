@@ -59,6 +59,9 @@ def AutodiffPass : Pass<"shoal-autodiff", "::mlir::ModuleOp"> {
            "cross_entropy: label value that adds nothing to the loss">,
     ListOption<"frozen", "frozen", "std::string",
                "initializers not trained (glob patterns)">,
+    ListOption<"frozenWhere", "frozen-where", "std::string",
+               "where each frozen pattern was written (file:line), for "
+               "the error when one matches no initializer">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
