@@ -703,7 +703,7 @@ void Executor::defer(const OpInfo &op) {
     d.operands.push_back(pendingOf.count(v) ? Tensor() : input(op, i));
   }
   // SGD without momentum may have no buffer.
-  d.operands.resize(op.kind == OpKind::AdamW  ? 4
+  d.operands.resize(op.kind == OpKind::AdamW ? 4
                     : op.kind == OpKind::SGD ? 3
                                              : 2);
   deferred.push_back(std::move(d));

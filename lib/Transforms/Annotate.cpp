@@ -417,7 +417,8 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     // Training-mode BatchNormalization takes its statistics per micro-batch
     // (the importer's groups): the model must be imported for this count.
     WalkResult groups = module.walk([&](Operation *op) {
-      auto g = op->getAttrOfType<IntegerAttr>(ShoalDialect::kBatchNormGroupsAttr);
+      auto g =
+          op->getAttrOfType<IntegerAttr>(ShoalDialect::kBatchNormGroupsAttr);
       if (!g || g.getInt() == spec.numMicroBatch)
         return WalkResult::advance();
       op->emitError() << "BatchNormalization in training mode was imported "

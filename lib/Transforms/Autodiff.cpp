@@ -54,8 +54,9 @@ void pinToStages(func::FuncOp func, ArrayAttr scopes) {
                  Operation::user_range users) {
     StringAttr best;
     auto consider = [&](StringAttr s, bool later) {
-      if (s && (!best || (later ? order[s.getValue()] > order[best.getValue()]
-                                : order[s.getValue()] < order[best.getValue()])))
+      if (s &&
+          (!best || (later ? order[s.getValue()] > order[best.getValue()]
+                           : order[s.getValue()] < order[best.getValue()])))
         best = s;
     };
     for (Value v : operands)
@@ -118,7 +119,8 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       }
       frozenPatterns.push_back(std::move(*pat));
     }
-    if (auto scopes = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);
+    if (auto scopes =
+            module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);
         scopes && isStaged(module))
       pinToStages(func, scopes);
     if (failed(differentiate(func, frozenPatterns)))
@@ -279,8 +281,7 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       if (i < frozenWhere.size())
         d << frozenWhere[i] << ": ";
       d << "the frozen pattern '" << frozen[i]
-        << "' matches no initializer (they are named like " << names
-        << ")";
+        << "' matches no initializer (they are named like " << names << ")";
       return d;
     }
     if (trained.empty())

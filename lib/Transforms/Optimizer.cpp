@@ -107,10 +107,10 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
                                f64(weightDecay), f64(clipNorm),
                                i64(warmupSteps), i64(totalSteps), f64(minLr));
     }
-    return b.create<SGDOp>(w.getLoc(), w.getResult(), g,
-                           state("sgd.momentum"), f64(lr), f64(momentum),
-                           f64(weightDecay), f64(clipNorm), i64(warmupSteps),
-                           i64(totalSteps), f64(minLr));
+    return b.create<SGDOp>(w.getLoc(), w.getResult(), g, state("sgd.momentum"),
+                           f64(lr), f64(momentum), f64(weightDecay),
+                           f64(clipNorm), i64(warmupSteps), i64(totalSteps),
+                           f64(minLr));
   }
 
   void addUpdates(func::FuncOp func) {

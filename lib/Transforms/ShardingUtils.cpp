@@ -63,8 +63,8 @@ ShardingAttr shoal::dropStrided(ShardingAttr s) {
 }
 
 bool shoal::isStaged(ModuleOp module) {
-  if (auto mb = module->getAttrOfType<IntegerAttr>(
-          ShoalDialect::kNumMicroBatchAttr);
+  if (auto mb =
+          module->getAttrOfType<IntegerAttr>(ShoalDialect::kNumMicroBatchAttr);
       mb && mb.getInt() > 1)
     return true;
   auto list = module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);

@@ -422,9 +422,9 @@ struct ResizeTap {
 /// output coordinate of one dimension, as ONNX's reference computes them:
 /// the input coordinate from the transform, then the nearest element or
 /// the two neighbours, clamped to the input (edge padding).
-std::vector<std::vector<ResizeTap>>
-resizeTaps(int64_t inSize, int64_t outSize, double scale,
-           const ResizeParams &p) {
+std::vector<std::vector<ResizeTap>> resizeTaps(int64_t inSize, int64_t outSize,
+                                               double scale,
+                                               const ResizeParams &p) {
   using T = ResizeParams::Transform;
   using N = ResizeParams::Nearest;
   // ONNX's reference uses the scaled length, which differs from outSize
@@ -488,14 +488,14 @@ resizeTaps(int64_t inSize, int64_t outSize, double scale,
 /// Calls body(outOffset, inOffset, weight) for every (output element,
 /// input tap) pair of a resize from `in` to `out`.
 template <typename Body>
-void forEachResizeTap(const Shape &in, const Shape &out,
-                      const ResizeParams &p, Body body) {
+void forEachResizeTap(const Shape &in, const Shape &out, const ResizeParams &p,
+                      Body body) {
   std::size_t rank = in.size();
   std::vector<std::vector<std::vector<ResizeTap>>> taps(rank);
   for (std::size_t d = 0; d < rank; ++d) {
-    double scale = p.scales.empty()
-                       ? static_cast<double>(out[d]) / static_cast<double>(in[d])
-                       : p.scales[d];
+    double scale = p.scales.empty() ? static_cast<double>(out[d]) /
+                                          static_cast<double>(in[d])
+                                    : p.scales[d];
     taps[d] = resizeTaps(in[d], out[d], scale, p);
   }
   std::vector<int64_t> is = rowMajorStrides(in);
@@ -509,8 +509,7 @@ void forEachResizeTap(const Shape &in, const Shape &out,
   for (int64_t o = 0; o < n; ++o) {
     for (std::size_t d = 0; d < rank; ++d)
       cur[d] = &taps[d][idx[d]];
-    auto visit = [&](auto &self, std::size_t d, int64_t off,
-                     double w) -> void {
+    auto visit = [&](auto &self, std::size_t d, int64_t off, double w) -> void {
       if (d == rank) {
         body(o, off, w);
         return;

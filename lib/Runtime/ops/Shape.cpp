@@ -276,8 +276,8 @@ void shoal::rt::resizeRule(TypeRuleContext &ctx) {
   ctx.requireFloat(x, "input", /*f64=*/true);
   std::string mode = ctx.attrs.getString("mode", "nearest");
   if (mode != "nearest" && mode != "linear")
-    throw Error(fmt::format("attribute 'mode' is '{}' (nearest or linear)",
-                            mode));
+    throw Error(
+        fmt::format("attribute 'mode' is '{}' (nearest or linear)", mode));
   p.linear = mode == "linear";
   std::string transform =
       ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
@@ -298,7 +298,8 @@ void shoal::rt::resizeRule(TypeRuleContext &ctx) {
                             "align_corners, asymmetric or "
                             "tf_half_pixel_for_nn)",
                             transform));
-  std::string nearest = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
+  std::string nearest =
+      ctx.attrs.getString("nearest_mode", "round_prefer_floor");
   using N = ResizeParams::Nearest;
   if (nearest == "round_prefer_floor")
     p.nearest = N::RoundPreferFloor;
@@ -326,8 +327,8 @@ void shoal::rt::resizeRule(TypeRuleContext &ctx) {
       throw Error(fmt::format("scale {} of dimension {} is not positive",
                               p.scales[d], d));
     if (p.scales[d] == 1 && out.shape[d] != x.shape[d])
-      throw Error(fmt::format("dimension {} has scale 1 but sizes {} and {}",
-                              d, x.shape[d], out.shape[d]));
+      throw Error(fmt::format("dimension {} has scale 1 but sizes {} and {}", d,
+                              x.shape[d], out.shape[d]));
   }
   ctx.expected.push_back({x.dtype, out.shape});
 }

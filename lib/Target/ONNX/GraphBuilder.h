@@ -47,18 +47,12 @@ struct GraphBuilder {
   }
 
   template <typename OpT> mlir::Value binary(mlir::Value x, mlir::Value y) {
-    return b.create<OpT>(loc, typeLike(broadcast(shapeOf(x), shapeOf(y)), x),
-                         x, y);
+    return b.create<OpT>(loc, typeLike(broadcast(shapeOf(x), shapeOf(y)), x), x,
+                         y);
   }
-  mlir::Value add(mlir::Value x, mlir::Value y) {
-    return binary<AddOp>(x, y);
-  }
-  mlir::Value sub(mlir::Value x, mlir::Value y) {
-    return binary<SubOp>(x, y);
-  }
-  mlir::Value mul(mlir::Value x, mlir::Value y) {
-    return binary<MulOp>(x, y);
-  }
+  mlir::Value add(mlir::Value x, mlir::Value y) { return binary<AddOp>(x, y); }
+  mlir::Value sub(mlir::Value x, mlir::Value y) { return binary<SubOp>(x, y); }
+  mlir::Value mul(mlir::Value x, mlir::Value y) { return binary<MulOp>(x, y); }
   template <typename OpT> mlir::Value unary(mlir::Value x) {
     return b.create<OpT>(loc, x.getType(), x);
   }
@@ -83,7 +77,8 @@ struct GraphBuilder {
   /// MatMul with numpy batch broadcasting.
   mlir::Value matmul(mlir::Value x, mlir::Value y) {
     llvm::ArrayRef<int64_t> a = shapeOf(x), c = shapeOf(y);
-    llvm::SmallVector<int64_t> shape = broadcast(a.drop_back(2), c.drop_back(2));
+    llvm::SmallVector<int64_t> shape =
+        broadcast(a.drop_back(2), c.drop_back(2));
     shape.push_back(a[a.size() - 2]);
     shape.push_back(c.back());
     return b.create<MatMulOp>(loc, typeLike(shape, x), x, y);
@@ -137,19 +132,18 @@ struct GraphBuilder {
   mlir::Value onnx(llvm::StringRef opType, mlir::Type type,
                    llvm::ArrayRef<mlir::NamedAttribute> attrs,
                    llvm::ArrayRef<mlir::Value> inputs) {
-    auto op = b.create<OnnxOp>(loc, mlir::TypeRange{type},
-                               b.getStringAttr(opType),
-                               b.getDictionaryAttr(attrs), inputs);
+    auto op =
+        b.create<OnnxOp>(loc, mlir::TypeRange{type}, b.getStringAttr(opType),
+                         b.getDictionaryAttr(attrs), inputs);
     return op->getResult(0);
   }
   /// A tensor of `shape` filled with `v`, of `like`'s element type.
-  mlir::Value splat(llvm::ArrayRef<int64_t> shape, double v,
-                    mlir::Value like) {
+  mlir::Value splat(llvm::ArrayRef<int64_t> shape, double v, mlir::Value like) {
     auto type = typeLike(shape, like);
     return b.create<ConstantOp>(
         loc, type,
-        mlir::DenseElementsAttr::get(
-            type, b.getFloatAttr(type.getElementType(), v)));
+        mlir::DenseElementsAttr::get(type,
+                                     b.getFloatAttr(type.getElementType(), v)));
   }
 };
 

@@ -43,7 +43,8 @@ bool parseTerm(StringRef term, int64_t rank, int64_t ellipsisRank,
                SmallVectorImpl<int> &labels, int64_t &ellipsisDims,
                std::string &why) {
   size_t dots = term.find("...");
-  if (dots != StringRef::npos && term.find("...", dots + 3) != StringRef::npos) {
+  if (dots != StringRef::npos &&
+      term.find("...", dots + 3) != StringRef::npos) {
     why = "term '" + term.str() + "' has more than one ellipsis";
     return false;
   }
@@ -143,9 +144,9 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
                     " (a trace or a diagonal), which shoal does not support");
       int64_t &size = sizes[label];
       if (size > 1 && shape[d] != 1 && shape[d] != size)
-        return fail("label '" + labelName(label) + "' has size " +
-                    Twine(size) + " in one operand and " + Twine(shape[d]) +
-                    " in operand " + Twine(i));
+        return fail("label '" + labelName(label) + "' has size " + Twine(size) +
+                    " in one operand and " + Twine(shape[d]) + " in operand " +
+                    Twine(i));
       size = std::max(size, shape[d]);
     }
     terms.push_back(std::move(t));
@@ -165,8 +166,7 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
         return fail("label '" + labelName(label) +
                     "' appears twice in the output");
       if (!sizes.count(label))
-        return fail("output label '" + labelName(label) +
-                    "' is in no operand");
+        return fail("output label '" + labelName(label) + "' is in no operand");
     }
   } else {
     for (int64_t k = ellipsisRank - 1; k >= 0; --k)
@@ -235,7 +235,8 @@ LogicalResult onnx_import::convertEinsum(Importer &im,
     // A contracted label that one side broadcasts (size 1) is summed on
     // the other side first: sum_k a[0] b[k] = a[0] sum_k b[k].
     for (int label : SmallVector<int>(contracted)) {
-      int64_t da = indexOf(acc.labels, label), db = indexOf(rhsTerm.labels, label);
+      int64_t da = indexOf(acc.labels, label),
+              db = indexOf(rhsTerm.labels, label);
       int64_t sa = GraphBuilder::shapeOf(acc.value)[da],
               sb = GraphBuilder::shapeOf(rhsTerm.value)[db];
       if (sa == sb)

@@ -335,7 +335,8 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   FailureOr<int64_t> opset = getOpset(ctx, path, model);
   if (failed(opset))
     return {};
-  if (*opset > kMaxOpset && failed(downgradeOpset(ctx, path, modelDir, model, *opset)))
+  if (*opset > kMaxOpset &&
+      failed(downgradeOpset(ctx, path, modelDir, model, *opset)))
     return {};
   // Op types are checked once the model is at an opset shoal knows.
   if (*opset >= kMinOpset && failed(checkOpTypes(ctx, path, model.graph())))

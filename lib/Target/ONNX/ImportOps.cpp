@@ -796,8 +796,8 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
       for (int64_t j = 0; j < groups; ++j)
         ws.push_back(b.getFloatAttr(
             elem, factor * std::pow(momentum, double(groups - 1 - j))));
-      Value w = b.create<ConstantOp>(loc, wType,
-                                     DenseElementsAttr::get(wType, ws));
+      Value w =
+          b.create<ConstantOp>(loc, wType, DenseElementsAttr::get(wType, ws));
       SmallVector<int64_t> one(rank, 1);
       one[1 + off] = c;
       weighted = b.create<ReduceSumOp>(
@@ -808,11 +808,10 @@ LogicalResult convertBatchNorm(Importer &im, const onnx::NodeProto &node) {
       Value flat = b.create<ReshapeOp>(loc, in[3].getType(), stat);
       weighted = binary(MulOp(), flat, scalar(factor));
     }
-    Value updated =
-        binary(AddOp(),
-               binary(MulOp(), in[2 + i],
-                      scalar(std::pow(momentum, double(groups)))),
-               weighted);
+    Value updated = binary(
+        AddOp(),
+        binary(MulOp(), in[2 + i], scalar(std::pow(momentum, double(groups)))),
+        weighted);
     if (used)
       im.setResult(node, i, updated);
     if (weight)

@@ -71,8 +71,8 @@ LogicalResult readRecurrence(Importer &im, const onnx::NodeProto &node,
   if (const onnx::AttributeProto *a = findAttr(node, "activations")) {
     bool ok = a->strings_size() == static_cast<int>(defaults.size() * rc.dirs);
     for (int i = 0; ok && i < a->strings_size(); ++i)
-      ok = StringRef(a->strings(i)).equals_insensitive(
-          defaults[i % defaults.size()]);
+      ok = StringRef(a->strings(i))
+               .equals_insensitive(defaults[i % defaults.size()]);
     if (!ok) {
       auto diag = im.nodeError() << op << ": activations [";
       for (int i = 0; i < a->strings_size(); ++i)
@@ -110,13 +110,13 @@ LogicalResult readRecurrence(Importer &im, const onnx::NodeProto &node,
   rc.inputSize = xs[2];
   rc.hidden = ws[1] / rc.gates;
   if (int64_t h = getIntAttr(node, "hidden_size", rc.hidden); h != rc.hidden)
-    return im.nodeError() << op << ": hidden_size " << h
-                          << " does not match W " << rc.w.getType();
+    return im.nodeError() << op << ": hidden_size " << h << " does not match W "
+                          << rc.w.getType();
   auto expect = [&](Value v, ArrayRef<int64_t> shape,
                     StringRef name) -> LogicalResult {
     if (GraphBuilder::shapeOf(v) != shape) {
-      auto diag = im.nodeError() << op << ": input '" << name
-                                 << "' must have shape [";
+      auto diag = im.nodeError()
+                  << op << ": input '" << name << "' must have shape [";
       llvm::interleaveComma(shape, diag);
       return diag << "], got " << v.getType();
     }
@@ -204,7 +204,9 @@ DirectionResult unrollDirection(GraphBuilder &gb, const Recurrence &rc,
   for (int64_t step = 0; step < rc.seq; ++step) {
     int64_t t = reverse ? rc.seq - 1 - step : step;
     Value xt = gb.reshape(gb.slice(xw, 0, t, t + 1), {rc.batch, g * h});
-    auto gate = [&](Value v, int64_t k) { return gb.slice(v, 1, k * h, (k + 1) * h); };
+    auto gate = [&](Value v, int64_t k) {
+      return gb.slice(v, 1, k * h, (k + 1) * h);
+    };
     if (rc.cell == Cell::LSTM) {
       // Gates i, o, f, c.
       Value gates = gb.add(xt, gb.linear(hPrev, r, Value()));
@@ -284,9 +286,9 @@ LogicalResult convertRecurrent(Importer &im, const onnx::NodeProto &node,
                      : stack(get, 0, {1, rc.batch, h});
     }
     if (v.getType() != *type)
-      return im.nodeError() << node.op_type() << ": output " << i
-                            << " has type " << *type << ", expected "
-                            << v.getType();
+      return im.nodeError()
+             << node.op_type() << ": output " << i << " has type " << *type
+             << ", expected " << v.getType();
     im.setResult(node, i, v);
   }
   return success();

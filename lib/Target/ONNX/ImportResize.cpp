@@ -59,8 +59,8 @@ LogicalResult onnx_import::convertResize(Importer &im,
 
   // Scales (input 2) or sizes (input 3); an empty tensor counts as absent.
   // Input 1 (roi) only matters for tf_crop_and_resize, refused above.
-  auto constantInput = [&](int i, StringRef what)
-      -> FailureOr<const onnx::TensorProto *> {
+  auto constantInput =
+      [&](int i, StringRef what) -> FailureOr<const onnx::TensorProto *> {
     if (!Importer::hasInput(node, i))
       return static_cast<const onnx::TensorProto *>(nullptr);
     const onnx::TensorProto *t = im.getConstantTensor(node, i);
@@ -109,9 +109,9 @@ LogicalResult onnx_import::convertResize(Importer &im,
                           << " scales for an input of rank " << rank;
   for (auto [d, s] : llvm::enumerate(scales))
     if (!(s > 0) || out[d] <= 0)
-      return im.nodeError() << "Resize: dimension " << d << " has scale " << s
-                            << " and output size " << out[d]
-                            << " (both must be positive)";
+      return im.nodeError()
+             << "Resize: dimension " << d << " has scale " << s
+             << " and output size " << out[d] << " (both must be positive)";
 
   SmallVector<NamedAttribute> attrs{
       b.getNamedAttr("mode", b.getStringAttr(mode)),

@@ -488,7 +488,8 @@ void Downgrader::rewrite(const onnx::NodeProto &original, int index) {
                " is not supported (only 0)");
     if (node.input_size() < 2 || !constantInts(node.input(1)))
       fail(node, index,
-           "indices '" + (node.input_size() < 2 ? std::string() : node.input(1)) +
+           "indices '" +
+               (node.input_size() < 2 ? std::string() : node.input(1)) +
                "' must be an int64 Constant or initializer (shoal supports "
                "GatherND only as a Gather with indices known at compile time)");
     // Before the node, a Constant that becomes the Gather's indices (a

@@ -764,7 +764,8 @@ LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
   Value wv = conv || inGrad ? op->getOperand(1) : op->getResult(0);
   Value yv = conv ? op->getResult(0) : op->getOperands().back();
   if (group < 1 || !isImage(yv) || rankOf(wv) != rank ||
-      (conv && op->getNumOperands() > 3) || (inGrad && !isImage(op->getResult(0))))
+      (conv && op->getNumOperands() > 3) ||
+      (inGrad && !isImage(op->getResult(0))))
     return failure();
   int64_t c = x[1], m = shapeOf(wv)[0];
   if (c % group != 0 || m % group != 0 || shapeOf(wv)[1] * group != c ||
@@ -774,8 +775,8 @@ LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
                                          : FactorKind::Parallel);
   DimFactors xc, wm, wc;
   if (group == 1) {
-    int cin = rule.addFactor(c, conv ? FactorKind::Reduction
-                                     : FactorKind::Parallel);
+    int cin =
+        rule.addFactor(c, conv ? FactorKind::Reduction : FactorKind::Parallel);
     int cout = rule.addFactor(m, inGrad ? FactorKind::Reduction
                                         : FactorKind::Parallel);
     xc = {cin};
@@ -1047,8 +1048,8 @@ ShardingRule OnnxOp::getShardingRule() {
     rule.results.push_back(outF);
     return rule;
   }
-  if ((type == "Resize" || type == "ResizeGrad") &&
-      op->getNumOperands() == 1 && rankOf(op->getOperand(0)) == rank) {
+  if ((type == "Resize" || type == "ResizeGrad") && op->getNumOperands() == 1 &&
+      rankOf(op->getOperand(0)) == rank) {
     // A dimension that is not resized (same size, scale 1) passes through:
     // its coordinates map to themselves under every transform but
     // tf_half_pixel_for_nn (whose ceil modes look one element ahead). The
@@ -1066,9 +1067,9 @@ ShardingRule OnnxOp::getShardingRule() {
     bool shifts = transform && transform.getValue() == "tf_half_pixel_for_nn";
     TensorFactors inF, outF;
     for (int64_t d = 0; d < rank; ++d) {
-      bool same = in[d] == out[d] && !shifts &&
-                  (scales.size() != static_cast<size_t>(rank) ||
-                   scales[d] == 1.0f);
+      bool same =
+          in[d] == out[d] && !shifts &&
+          (scales.size() != static_cast<size_t>(rank) || scales[d] == 1.0f);
       if (same) {
         int f = rule.addFactor(in[d]);
         inF.push_back({f});
