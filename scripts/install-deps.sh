@@ -11,7 +11,7 @@
 # (test/zoo/requirements-torch2.txt: torch, torchvision, onnxscript, onnx,
 # transformers), ${SHOAL_VENV_TORCH2:-$HOME/.cache/shoal-venv-torch2}, reused
 # when its requirements are installed. PyPI's torch wheel pulls the CUDA
-# libraries: about 3 minutes and 5.7 GB on the project's machines. Without
+# libraries: about 2-3 minutes and 5.8 GB on the project's machines. Without
 # it the `torch2` ctest label reports SKIP.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -39,8 +39,8 @@ bool isFloatTensor(Value v) {
 /// Left alone, the backward of such an op (an encoder's final LayerNorm
 /// between two stages, say) would join the stage its incoming gradient
 /// comes from, and its weight's update would run there, on a copy the
-/// forward never reads. Weights and constants stay free: they are cloned
-/// into every stage that reads them.
+/// forward never reads. Weights, constants and weight views stay free:
+/// they are cloned into every stage that reads them.
 void pinToStages(func::FuncOp func, ArrayAttr scopes) {
   llvm::StringMap<unsigned> order;
   for (auto [i, s] : llvm::enumerate(scopes.getAsRange<ScopeAttr>()))
@@ -70,7 +70,7 @@ void pinToStages(func::FuncOp func, ArrayAttr scopes) {
   Block &body = func.getBody().front();
   auto free = [](Operation &op) {
     return !op.hasAttr(ShoalDialect::kScopeAttr) &&
-           !isa<WeightOp, ConstantOp>(op);
+           !isa<WeightOp, ConstantOp>(op) && !isWeightView(&op);
   };
   // Forward: by what an op reads; then backward: by its readers.
   for (Operation &op : body.without_terminator())

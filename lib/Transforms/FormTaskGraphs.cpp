@@ -27,12 +27,6 @@ using namespace shoal;
 
 namespace {
 
-/// A weight view (shoal-fused-weight-views): a reshape of a weight.
-bool isWeightView(Operation *op) {
-  auto r = dyn_cast<ReshapeOp>(op);
-  return r && r.getInput().getDefiningOp<WeightOp>();
-}
-
 /// Ops that are cloned into each TaskGraph that uses them: weights,
 /// constants, and weights' views, which follow their users like weights.
 bool isClonedSource(Operation *op) {

@@ -81,7 +81,7 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     for (Operation *user : w->getUsers()) {
       if (user->hasAttr(ShoalDialect::kPhaseAttr))
         continue;
-      if (isa<ReshapeOp>(user) && !user->hasAttr(ShoalDialect::kScopeAttr))
+      if (isWeightView(user))
         forEachForwardUser(user, fn);
       else
         fn(user);

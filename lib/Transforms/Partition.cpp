@@ -277,7 +277,13 @@ struct TaskGraphPartitioner {
         // A weight is the same for every micro-batch: one that holds a
         // batch (a constant the exporter folded to the batch size, such as
         // a causal mask or vit's class token expanded to the batch) is
-        // loaded whole and each micro-batch slices its rows.
+        // loaded whole and each micro-batch slices its rows. Not a trained
+        // weight: its update would need the rows of every micro-batch (the
+        // runtime refuses the plan instead).
+        bool trained =
+            isa<FloatType>(w.getType().getElementType()) &&
+            tg->getParentOfType<ModuleOp>()->hasAttr(
+                ShoalDialect::kTrainingAttr);
         SmallVector<SmallVector<StringRef>> dims;
         bool perMicroBatch = false;
         for (unsigned d = 0, e = w.getType().getRank(); d < e; ++d) {
@@ -289,7 +295,7 @@ struct TaskGraphPartitioner {
               dims.back().push_back(a);
           }
         }
-        if (perMicroBatch && !s.isStrided()) {
+        if (perMicroBatch && !trained && !s.isStrided()) {
           ShardingAttr whole = ShardingAttr::get(ctx, dims);
           w->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr({whole}));
           setLocal(w.getResult(), whole);

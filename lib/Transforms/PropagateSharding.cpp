@@ -31,9 +31,7 @@ namespace {
 /// laid out by its user, like the weight.
 ReshapeOp getWeightView(Value v) {
   auto r = v.getDefiningOp<ReshapeOp>();
-  if (r && r.getInput().getDefiningOp<WeightOp>())
-    return r;
-  return {};
+  return isWeightView(r) ? r : ReshapeOp();
 }
 
 bool isWeightLike(Value v) {

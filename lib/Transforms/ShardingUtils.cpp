@@ -62,6 +62,11 @@ ShardingAttr shoal::dropStrided(ShardingAttr s) {
   return ShardingAttr::get(s.getContext(), dims);
 }
 
+bool shoal::isWeightView(Operation *op) {
+  auto r = dyn_cast_or_null<ReshapeOp>(op);
+  return r && r.getInput().getDefiningOp<WeightOp>();
+}
+
 bool shoal::isStaged(ModuleOp module) {
   if (auto mb =
           module->getAttrOfType<IntegerAttr>(ShoalDialect::kNumMicroBatchAttr);

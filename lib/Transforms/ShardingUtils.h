@@ -74,6 +74,11 @@ bool samePlacement(TaskGraphOp a, TaskGraphOp b);
 /// The layout a TaskGraph's values have: its mesh and ranks with `sharding`.
 LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
 
+/// A weight view (shoal-fused-weight-views): a reshape of a weight. Like
+/// weights it is cloned into every TaskGraph that reads it and laid out by
+/// its users.
+bool isWeightView(mlir::Operation *op);
+
 /// True when the module's scopes become pipeline stages on devices of their
 /// own (Whale's rule, shoal-form-task-graphs): the spec asks for
 /// micro-batches, or its scopes differ in device count.

@@ -90,6 +90,29 @@ void checkElementsIndices(const Tensor &data, const Tensor &indices,
                               d));
 }
 
+/// ScatterElements and ScatterND: writes or combines one update `u` into
+/// the element `d` (ONNX's reduction attribute).
+template <typename T>
+void combineScatter(T &d, T u, ScatterReduction reduction) {
+  switch (reduction) {
+  case ScatterReduction::None:
+    d = u;
+    break;
+  case ScatterReduction::Add:
+    d = T(d + u);
+    break;
+  case ScatterReduction::Mul:
+    d = T(d * u);
+    break;
+  case ScatterReduction::Max:
+    d = d < u ? u : d;
+    break;
+  case ScatterReduction::Min:
+    d = u < d ? u : d;
+    break;
+  }
+}
+
 /// Calls f(i, dataOffset) for every position i of `indices` (row-major),
 /// dataOffset being the flat offset in data of that position with the
 /// coordinate along `axis` replaced by the (checked, wrapped) index.
@@ -170,25 +193,7 @@ void shoal::rt::cpu::scatterElements(const Tensor &data, const Tensor &indices,
     const T *up = static_cast<const T *>(updates.rawData());
     T *dst = static_cast<T *>(out.rawData());
     forEachElementIndex(data, indices, axis, what, [&](int64_t i, int64_t off) {
-      T &d = dst[off];
-      T u = up[i];
-      switch (reduction) {
-      case ScatterReduction::None:
-        d = u;
-        break;
-      case ScatterReduction::Add:
-        d = T(d + u);
-        break;
-      case ScatterReduction::Mul:
-        d = T(d * u);
-        break;
-      case ScatterReduction::Max:
-        d = d < u ? u : d;
-        break;
-      case ScatterReduction::Min:
-        d = u < d ? u : d;
-        break;
-      }
+      combineScatter(dst[off], up[i], reduction);
     });
   });
 }
@@ -245,27 +250,8 @@ void shoal::rt::cpu::scatterND(const Tensor &data, const Tensor &indices,
     const T *up = static_cast<const T *>(updates.rawData());
     T *dst = static_cast<T *>(out.rawData());
     for (int64_t i = 0; i < count; ++i)
-      for (int64_t e = 0; e < slice; ++e) {
-        T &d = dst[offsets[i] + e];
-        T u = up[i * slice + e];
-        switch (reduction) {
-        case ScatterReduction::None:
-          d = u;
-          break;
-        case ScatterReduction::Add:
-          d = T(d + u);
-          break;
-        case ScatterReduction::Mul:
-          d = T(d * u);
-          break;
-        case ScatterReduction::Max:
-          d = d < u ? u : d;
-          break;
-        case ScatterReduction::Min:
-          d = u < d ? u : d;
-          break;
-        }
-      }
+      for (int64_t e = 0; e < slice; ++e)
+        combineScatter(dst[offsets[i] + e], up[i * slice + e], reduction);
   };
   if (reduction == ScatterReduction::None)
     byElementSize(data.dtype(), apply);

@@ -550,45 +550,39 @@ void resizeGradTyped(const Tensor &dy, const ResizeParams &p, Tensor &out) {
 
 } // namespace
 
-void shoal::rt::cpu::resize(const Tensor &x, const ResizeParams &p,
-                            Tensor &out) {
-  if (isHalfDType(x.dtype())) {
-    checkOutput(out, x.dtype(), out.shape(), "Resize");
+namespace {
+
+/// Resize and ResizeGrad: f32 or f64 (half types through f32), same rank.
+void runResize(const char *name, const char *input, const Tensor &in,
+               const ResizeParams &p, Tensor &out, bool grad) {
+  if (isHalfDType(in.dtype())) {
+    checkOutput(out, in.dtype(), out.shape(), name);
     Tensor r(DType::F32, out.shape());
-    resize(toF32(x), p, r);
+    runResize(name, input, toF32(in), p, r, grad);
     return fromF32(r, out);
   }
-  if (x.dtype() != DType::F64)
-    checkDType(x, DType::F32, "Resize", "X");
-  checkOutput(out, x.dtype(), out.shape(), "Resize");
-  if (out.rank() != x.rank())
-    throw Error(fmt::format("Resize: output {} and input {} differ in rank",
-                            out.type().str(), x.type().str()));
-  if (x.dtype() == DType::F64)
-    resizeTyped<double>(x, p, out);
+  if (in.dtype() != DType::F64)
+    checkDType(in, DType::F32, name, input);
+  checkOutput(out, in.dtype(), out.shape(), name);
+  if (out.rank() != in.rank())
+    throw Error(fmt::format("{}: output {} and input {} differ in rank", name,
+                            out.type().str(), in.type().str()));
+  if (in.dtype() == DType::F64)
+    grad ? resizeGradTyped<double>(in, p, out) : resizeTyped<double>(in, p, out);
   else
-    resizeTyped<float>(x, p, out);
+    grad ? resizeGradTyped<float>(in, p, out) : resizeTyped<float>(in, p, out);
+}
+
+} // namespace
+
+void shoal::rt::cpu::resize(const Tensor &x, const ResizeParams &p,
+                            Tensor &out) {
+  runResize("Resize", "X", x, p, out, /*grad=*/false);
 }
 
 void shoal::rt::cpu::resizeGrad(const Tensor &dy, const ResizeParams &p,
                                 Tensor &out) {
-  if (isHalfDType(dy.dtype())) {
-    checkOutput(out, dy.dtype(), out.shape(), "ResizeGrad");
-    Tensor r(DType::F32, out.shape());
-    resizeGrad(toF32(dy), p, r);
-    return fromF32(r, out);
-  }
-  if (dy.dtype() != DType::F64)
-    checkDType(dy, DType::F32, "ResizeGrad", "dY");
-  checkOutput(out, dy.dtype(), out.shape(), "ResizeGrad");
-  if (out.rank() != dy.rank())
-    throw Error(fmt::format("ResizeGrad: output {} and input {} differ in "
-                            "rank",
-                            out.type().str(), dy.type().str()));
-  if (dy.dtype() == DType::F64)
-    resizeGradTyped<double>(dy, p, out);
-  else
-    resizeGradTyped<float>(dy, p, out);
+  runResize("ResizeGrad", "dY", dy, p, out, /*grad=*/true);
 }
 
 //===----------------------------------------------------------------------===//

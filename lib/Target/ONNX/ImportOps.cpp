@@ -353,25 +353,10 @@ LogicalResult convertPad(Importer &im, const onnx::NodeProto &node) {
                           << "' is not supported (constant, reflect or edge)";
   attrs.push_back(b.getNamedAttr("mode", b.getStringAttr(mode)));
   if (Importer::hasInput(node, 2)) {
-    const onnx::TensorProto *value = im.getConstantTensor(node, 2);
-    if (!value)
-      return im.nodeError() << "constant_value '" << node.input(2)
-                            << "' must be a Constant or an initializer: "
-                               "shoal needs it at compile time";
-    auto data = im.convertTensorData(*value);
-    if (failed(data))
+    auto v = im.getConstantScalar(node, 2, "constant_value");
+    if (failed(v))
       return failure();
-    if (data->getNumElements() != 1)
-      return im.nodeError() << "constant_value must be a scalar";
-    double v = 0;
-    if (isa<FloatType>(data->getElementType()))
-      v = (*data->getValues<APFloat>().begin()).convertToDouble();
-    else if (data->getElementType().isInteger(1))
-      v = *data->getValues<bool>().begin() ? 1.0 : 0.0;
-    else
-      v = static_cast<double>(
-          (*data->getValues<APInt>().begin()).getSExtValue());
-    attrs.push_back(b.getNamedAttr("constant_value", b.getF32FloatAttr(v)));
+    attrs.push_back(b.getNamedAttr("constant_value", b.getF32FloatAttr(*v)));
   }
   if (Importer::hasInput(node, 3)) {
     auto axes = im.getConstantInts(node, 3, "axes");
@@ -390,12 +375,7 @@ LogicalResult convertPad(Importer &im, const onnx::NodeProto &node) {
 /// constant ratio of 0; otherwise the ratio is not read.
 LogicalResult convertDropout(Importer &im, const onnx::NodeProto &node) {
   if (Importer::hasInput(node, 2)) {
-    const onnx::TensorProto *mode = im.getConstantTensor(node, 2);
-    if (!mode)
-      return im.nodeError() << "training_mode '" << node.input(2)
-                            << "' must be a Constant or an initializer: "
-                               "shoal needs it at compile time";
-    auto value = im.convertTensorData(*mode);
+    auto value = im.getConstantData(node, 2, "training_mode");
     if (failed(value))
       return failure();
     if (!value->getElementType().isInteger(1))
@@ -444,23 +424,14 @@ LogicalResult convertOneHot(Importer &im, const onnx::NodeProto &node) {
   auto values = im.getInput(node, 2);
   if (failed(indices) || failed(values))
     return failure();
-  const onnx::TensorProto *depth = im.getConstantTensor(node, 1);
-  if (!depth)
-    return im.nodeError() << "depth '" << node.input(1)
-                          << "' must be a Constant or an initializer: shoal "
-                             "needs it at compile time";
-  auto data = im.convertTensorData(*depth);
-  if (failed(data))
+  auto depth = im.getConstantScalar(node, 1, "depth");
+  if (failed(depth))
     return failure();
-  if (data->getNumElements() != 1)
-    return im.nodeError() << "depth must have one element, got "
-                          << data->getNumElements();
-  int64_t d = 0;
-  if (isa<FloatType>(data->getElementType()))
-    d = static_cast<int64_t>(
-        (*data->getValues<APFloat>().begin()).convertToDouble());
-  else if (!data->getElementType().isInteger(1))
-    d = (*data->getValues<APInt>().begin()).getSExtValue();
+  // (Checked as a double: a NaN or huge depth must not reach the cast.)
+  if (!(*depth > -9.0e15 && *depth < 9.0e15))
+    return im.nodeError() << "depth must be a number of classes, got "
+                          << *depth;
+  auto d = static_cast<int64_t>(*depth);
   if (d < 1)
     return im.nodeError() << "depth must be at least 1, got " << d;
   // The result type from depth (ONNX's shape inference leaves that

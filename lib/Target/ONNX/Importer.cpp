@@ -418,6 +418,32 @@ Importer::getConstantInts(const onnx::NodeProto &node, int i, StringRef what) {
   return ints;
 }
 
+FailureOr<DenseElementsAttr>
+Importer::getConstantData(const onnx::NodeProto &node, int i, StringRef what) {
+  const onnx::TensorProto *tensor = getConstantTensor(node, i);
+  if (!tensor)
+    return nodeError() << what << " '" << (hasInput(node, i) ? node.input(i) : "")
+                       << "' must be a Constant or an initializer: shoal "
+                          "needs it at compile time";
+  return convertTensorData(*tensor);
+}
+
+FailureOr<double> Importer::getConstantScalar(const onnx::NodeProto &node,
+                                              int i, StringRef what) {
+  auto data = getConstantData(node, i, what);
+  if (failed(data))
+    return failure();
+  if (data->getNumElements() != 1)
+    return nodeError() << what << " must have one element, got "
+                       << data->getNumElements();
+  Type elem = data->getElementType();
+  if (isa<FloatType>(elem))
+    return (*data->getValues<APFloat>().begin()).convertToDouble();
+  if (elem.isInteger(1))
+    return *data->getValues<bool>().begin() ? 1.0 : 0.0;
+  return static_cast<double>((*data->getValues<APInt>().begin()).getSExtValue());
+}
+
 const onnx::TensorProto *
 Importer::getConstantNodeTensor(const onnx::NodeProto &node) {
   if (node.attribute_size() != 1) {

@@ -90,6 +90,16 @@ public:
   mlir::FailureOr<llvm::SmallVector<int64_t>>
   getConstantInts(const onnx::NodeProto &node, int i, llvm::StringRef what);
 
+  /// Reads input `i`, which must be a constant (initializer or Constant
+  /// node), as its elements; `what` names the operand in errors.
+  mlir::FailureOr<mlir::DenseElementsAttr>
+  getConstantData(const onnx::NodeProto &node, int i, llvm::StringRef what);
+
+  /// Reads input `i`, which must be a constant of one element (a Pad's
+  /// constant_value, OneHot's depth), as a number (bools as 0 and 1).
+  mlir::FailureOr<double> getConstantScalar(const onnx::NodeProto &node,
+                                            int i, llvm::StringRef what);
+
   /// The tensor of input `i` when it is a constant (an initializer or a
   /// Constant node); null otherwise.
   const onnx::TensorProto *getConstantTensor(const onnx::NodeProto &node,

@@ -821,6 +821,30 @@ LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
 }
 } // namespace
 
+/// A rule for a one-operand op of the result's rank whose dimensions
+/// either pass through unchanged (`same(d)`: one factor for both sides)
+/// or are rewritten whole (Tile's repeats, Resize's scaled dimensions).
+static ShardingRule passUnchangedDims(Operation *op,
+                                     function_ref<bool(int64_t)> same) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
+                    out = shapeOf(op->getResult(0));
+  TensorFactors inF, outF;
+  for (int64_t d = 0, e = in.size(); d < e; ++d) {
+    if (same(d)) {
+      int f = rule.addFactor(in[d]);
+      inF.push_back({f});
+      outF.push_back({f});
+    } else {
+      inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
+      outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
+    }
+  }
+  rule.operands.push_back(inF);
+  rule.results.push_back(outF);
+  return rule;
+}
+
 ShardingRule OnnxOp::getShardingRule() {
   ShardingRule rule;
   StringRef type = getOpType();
@@ -1029,24 +1053,9 @@ ShardingRule OnnxOp::getShardingRule() {
       rankOf(op->getOperand(0)) == rank) {
     // Dimensions repeated once pass through; tiled ones stay whole (a
     // block of the result is not the tile of a block of the input).
-    rule.operands.clear();
-    rule.results.clear();
     ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
                       out = shapeOf(op->getResult(0));
-    TensorFactors inF, outF;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (in[d] == out[d]) {
-        int f = rule.addFactor(in[d]);
-        inF.push_back({f});
-        outF.push_back({f});
-      } else {
-        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
-        outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
-      }
-    }
-    rule.operands.push_back(inF);
-    rule.results.push_back(outF);
-    return rule;
+    return passUnchangedDims(op, [&](int64_t d) { return in[d] == out[d]; });
   }
   if ((type == "Resize" || type == "ResizeGrad") && op->getNumOperands() == 1 &&
       rankOf(op->getOperand(0)) == rank) {
@@ -1055,8 +1064,6 @@ ShardingRule OnnxOp::getShardingRule() {
     // tf_half_pixel_for_nn (whose ceil modes look one element ahead). The
     // resized ones stay whole: a block of the output reads input elements
     // from outside the matching block of the input.
-    rule.operands.clear();
-    rule.results.clear();
     ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
                       out = shapeOf(op->getResult(0));
     SmallVector<float> scales;
@@ -1065,23 +1072,10 @@ ShardingRule OnnxOp::getShardingRule() {
     auto transform =
         getOnnxAttrs().getAs<StringAttr>("coordinate_transformation_mode");
     bool shifts = transform && transform.getValue() == "tf_half_pixel_for_nn";
-    TensorFactors inF, outF;
-    for (int64_t d = 0; d < rank; ++d) {
-      bool same =
-          in[d] == out[d] && !shifts &&
-          (scales.size() != static_cast<size_t>(rank) || scales[d] == 1.0f);
-      if (same) {
-        int f = rule.addFactor(in[d]);
-        inF.push_back({f});
-        outF.push_back({f});
-      } else {
-        inF.push_back({rule.addFactor(in[d], FactorKind::Blocked)});
-        outF.push_back({rule.addFactor(out[d], FactorKind::Blocked)});
-      }
-    }
-    rule.operands.push_back(inF);
-    rule.results.push_back(outF);
-    return rule;
+    return passUnchangedDims(op, [&](int64_t d) {
+      return in[d] == out[d] && !shifts &&
+             (scales.size() != static_cast<size_t>(rank) || scales[d] == 1.0f);
+    });
   }
   if (type == "OneHot" && op->getNumOperands() == 2 &&
       rankOf(op->getOperand(0)) + 1 == rank) {
