@@ -155,6 +155,36 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
   return then;
 }
 
+void Comm::reduceScatter(const Tensor &in, Tensor &out,
+                         const std::vector<int> &axes) {
+  int64_t n = meshInfo.numBlocks(axes);
+  if (in.rank() == 0 || in.dtype() == DType::Bool)
+    throw Error(fmt::format("ReduceScatter: cannot scatter {}",
+                            in.type().str()));
+  int64_t rows = in.shape()[0];
+  int64_t block = (rows + n - 1) / n;
+  Shape shape = in.shape();
+  shape[0] = block;
+  if (out.dtype() != in.dtype() || out.shape() != shape)
+    throw Error(fmt::format("ReduceScatter: output is {} but scattering {} "
+                            "over {} ranks gives {}",
+                            out.type().str(), in.type().str(), n,
+                            TensorType{in.dtype(), shape}.str()));
+  int64_t rowElems = rows ? in.numElements() / rows : 0;
+  const void *src = in.rawData();
+  std::vector<uint8_t> padded;
+  if (block * n != rows) {
+    padded.assign(static_cast<std::size_t>(block * n) * in.numBytes() /
+                      std::max<int64_t>(rows, 1),
+                  0);
+    if (in.numBytes())
+      std::memcpy(padded.data(), in.rawData(), in.numBytes());
+    src = padded.data();
+  }
+  group(axes).reduceScatter(src, out.rawData(), block * rowElems, in.dtype())
+      ->wait();
+}
+
 void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
                      const std::vector<int> &axes) {
   allGatherAsync(in, out, dim, axes)->wait();

@@ -319,6 +319,9 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
   case OpKind::Assign:
     defer(op);
     return;
+  case OpKind::ReduceScatter:
+    reduceScatter(op, comm);
+    return;
   case OpKind::AllReduce:
   case OpKind::AllGather:
   case OpKind::AllToAll:
@@ -443,6 +446,8 @@ MemoryReport Executor::memoryReport() const {
       continue;
     (isGrad[key.first] ? r.grads : r.activations) += t.numBytes();
   }
+  // ZeRO-1 sums whole gradients over the micro-batches before scattering.
+  r.grads += scatterAccumPeak;
   r.activations += memory.arenaBytes;
   r.peak = device.peakBytes();
   return r;
@@ -686,6 +691,56 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
   }
 }
 
+void Executor::reduceScatter(const OpInfo &op, Comm &comm) {
+  std::vector<int> axes;
+  bool micro = false;
+  for (int a : op.attrs.meshAxes) {
+    if (a == plan.mesh.microBatchAxis())
+      micro = true;
+    else
+      axes.push_back(a);
+  }
+  Tensor in = input(op, 0);
+  if (micro) {
+    int j = currentMicroBatch, m = plan.numMicroBatches;
+    Accumulator &acc = accumulators[op.index];
+    if (j != acc.count)
+      throw Error(fmt::format("accumulates over micro-batches, but micro-batch "
+                              "{} runs after {} of them",
+                              j, acc.count));
+    if (j == 0) {
+      acc.sum = device.allocate(in.type());
+      device.copy(in, acc.sum);
+      scatterAccumBytes += acc.sum.numBytes();
+      scatterAccumPeak = std::max(scatterAccumPeak, scatterAccumBytes);
+    } else {
+      device.addInto(acc.sum, in);
+    }
+    ++acc.count;
+    if (j < m - 1)
+      return; // Read only at the last micro-batch.
+    in = acc.sum;
+  }
+  auto start = Clock::now();
+  Tensor out = resultBuffer(op.outputs[0]);
+  Tensor hostIn = device.toHost(in);
+  Tensor hostOut = device.memory() == MemoryKind::Host
+                       ? out
+                       : Tensor::uninitialized(out.type());
+  comm.reduceScatter(hostIn, hostOut, axes);
+  if (device.memory() != MemoryKind::Host)
+    device.copyFromHost(hostOut, out);
+  values[op.outputs[0]] = out;
+  if (micro) {
+    scatterAccumBytes -= accumulators[op.index].sum.numBytes();
+    accumulators.erase(op.index);
+  }
+  commEvent(
+      fmt::format("ReduceScatter over {}", axesName(plan.mesh, axes)), start,
+      Clock::now(),
+      fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, in.numBytes()));
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers
 //===----------------------------------------------------------------------===//
@@ -726,8 +781,13 @@ void Executor::applyOptimizers(Comm &comm) {
       int w = d.op->inputs[0];
       auto it = weightOfValue.find(w);
       int64_t replicas = 1;
+      const std::vector<int> &zeroAxes = d.op->attrs.zeroAxes;
       for (std::size_t a = 0; a < plan.mesh.numAxes(); ++a) {
         if (static_cast<int>(a) == plan.mesh.microBatchAxis())
+          continue;
+        // Under ZeRO 1/2 the gradient is this rank's block over its axes.
+        if (std::find(zeroAxes.begin(), zeroAxes.end(),
+                      static_cast<int>(a)) != zeroAxes.end())
           continue;
         if (it == weightOfValue.end() ||
             !it->second->sharding.uses(static_cast<int>(a)))
@@ -744,7 +804,33 @@ void Executor::applyOptimizers(Comm &comm) {
     try {
       const OptimizerParams &params = op.attrs.optimizer;
       float scale = cpu::clipScale(params, gradNorm);
-      std::vector<Tensor> &t = d.operands;
+      std::vector<Tensor> t = d.operands;
+      if (!op.attrs.zeroAxes.empty()) {
+        // ZeRO 1/2: this rank's rows of w; g and the state are its block
+        // (zero-padded past the end of w).
+        int64_t rows = t[0].shape()[0];
+        int64_t block = t[1].shape()[0];
+        int64_t first = comm.groupIndex(op.attrs.zeroAxes) * block;
+        int64_t count = std::max<int64_t>(0, std::min(block, rows - first));
+        if (count == 0)
+          continue;
+        auto rowsOf = [&](const Tensor &x, int64_t begin) {
+          if (!x.defined())
+            return x;
+          Shape shape = x.shape();
+          std::size_t rowBytes = x.numBytes() / shape[0];
+          shape[0] = count;
+          auto *base = const_cast<uint8_t *>(x.bytes());
+          return Tensor::view(
+              {x.dtype(), shape},
+              std::shared_ptr<uint8_t>(x.storageHandle(),
+                                       base + begin * rowBytes),
+              x.memory());
+        };
+        t[0] = rowsOf(t[0], first);
+        for (std::size_t i = 1; i < t.size(); ++i)
+          t[i] = rowsOf(t[i], 0);
+      }
       if (op.kind == OpKind::Assign)
         device.copy(t[1], t[0]);
       else if (op.kind == OpKind::AdamW)
@@ -755,7 +841,43 @@ void Executor::applyOptimizers(Comm &comm) {
       throw Error(fmt::format("{}: {}", op.describe(), e.what()));
     }
   }
+  // ZeRO 1/2: every rank has updated its block; the weights are whole again
+  // once gathered.
+  for (DeferredUpdate &d : deferred)
+    if (!d.op->attrs.zeroAxes.empty())
+      gatherZeroWeight(*d.op, d.operands[0], d.operands[1].shape()[0], comm);
   deferred.clear();
+}
+
+void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
+                                int64_t block, Comm &comm) {
+  auto start = Clock::now();
+  int64_t rows = w.shape()[0];
+  int64_t n = op.attrs.zeroGroupSize;
+  int64_t first = comm.groupIndex(op.attrs.zeroAxes) * block;
+  int64_t count = std::max<int64_t>(0, std::min(block, rows - first));
+  Tensor host = device.toHost(w);
+  std::size_t rowBytes = rows ? host.numBytes() / rows : 0;
+  Shape blockShape = w.shape();
+  blockShape[0] = block;
+  Tensor mine(TensorType{w.dtype(), blockShape});
+  if (count > 0)
+    std::memcpy(mine.rawData(), host.bytes() + first * rowBytes,
+                count * rowBytes);
+  Shape allShape = w.shape();
+  allShape[0] = block * n;
+  Tensor all = Tensor::uninitialized({w.dtype(), allShape});
+  comm.allGather(mine, all, 0, op.attrs.zeroAxes);
+  std::memcpy(host.rawData(), all.rawData(), rows * rowBytes);
+  if (device.memory() != MemoryKind::Host) {
+    Tensor target = w;
+    device.copyFromHost(host, target);
+  }
+  commEvent(fmt::format("AllGather over {} (ZeRO weight)",
+                        axesName(plan.mesh, op.attrs.zeroAxes)),
+            start, Clock::now(),
+            fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
+                        all.numBytes()));
 }
 
 //===----------------------------------------------------------------------===//

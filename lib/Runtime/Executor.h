@@ -144,6 +144,13 @@ private:
   /// AllReduce over "mb": adds the input to the op's accumulator; at the
   /// last micro-batch reduces it over the other axes.
   void accumulate(const OpInfo &op, Comm &comm);
+  /// ReduceScatter (over "mb" too: the micro-batches are summed into an
+  /// accumulator first, and the scatter runs at the last one).
+  void reduceScatter(const OpInfo &op, Comm &comm);
+  /// ZeRO 1/2: gathers weight `w` of update `op` over its zero axes after
+  /// this rank updated its block of `blockRows` rows.
+  void gatherZeroWeight(const OpInfo &op, const Tensor &w, int64_t blockRows,
+                        Comm &comm);
   /// Keeps an optimizer op's operands for the end of the step.
   void defer(const OpInfo &op);
   /// Clipping and the deferred optimizer updates.
@@ -205,6 +212,9 @@ private:
     int count = 0;
   };
   std::map<int, Accumulator> accumulators;
+  /// Bytes of whole gradients summed over the micro-batches before a
+  /// ReduceScatter (ZeRO-1): now, and the most at once (memory report).
+  std::size_t scatterAccumBytes = 0, scatterAccumPeak = 0;
   /// Weight value -> its weight (for the replica count of clipping).
   std::map<int, const WeightInfo *> weightOfValue;
   /// Per value: only optimizer ops read it (a gradient).

@@ -100,6 +100,11 @@ struct OpAttrs {
   int64_t concatDim = 0;         ///< AllToAll.
   std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
   int64_t groupSize = 1;         ///< Collectives: ranks per group.
+  /// AdamW, SGD under ZeRO 1/2 (`zero_axes`): the mesh axes whose ranks
+  /// each update one block of the weight's dimension 0, and their count
+  /// (empty, 1: the plain update).
+  std::vector<int> zeroAxes;
+  int64_t zeroGroupSize = 1;
   // Also: axis for Concat, Split, GatherElements, ScatterElements, OneHot
   // and TopK; reduction for ScatterElements and ScatterND;
   // epsilon for BatchNormalization; shape for Expand (the attribute, empty

@@ -747,6 +747,10 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
       if (!onlyMicroBatches && seenAxes.insert(axes).second)
         out.collectiveAxes.push_back(axes);
     }
+    // ZeRO 1/2 updates gather their weight over their zero axes.
+    if (!info.attrs.zeroAxes.empty() &&
+        seenAxes.insert(info.attrs.zeroAxes).second)
+      out.collectiveAxes.push_back(info.attrs.zeroAxes);
     out.ops.push_back(std::move(info));
   }
 

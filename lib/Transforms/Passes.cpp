@@ -62,6 +62,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   pm.addPass(createPropagateShardingPass());
   pm.addPass(createInsertBridgesPass());
   pm.addPass(createPartitionPass());
+  if (options.train && options.train->zero > 0)
+    pm.addPass(createZeroPass(ZeroPassOptions{options.train->zero}));
   pm.addPass(createPipelinePass());
   // Before shoal-fuse: fused ops would hide the node names.
   if (!options.report.empty())

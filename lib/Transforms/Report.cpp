@@ -224,13 +224,14 @@ bool hasAxis(ArrayAttr axes, StringRef axis) {
 //===----------------------------------------------------------------------===//
 
 bool isCollective(Operation *op) {
-  return isa<AllReduceOp, AllGatherOp, LocalSliceOp, AllToAllOp>(op);
+  return isa<AllReduceOp, AllGatherOp, LocalSliceOp, AllToAllOp,
+             ReduceScatterOp>(op);
 }
 
 ArrayAttr getCollectiveAxes(Operation *op) {
   return llvm::TypeSwitch<Operation *, ArrayAttr>(op)
-      .Case<AllReduceOp, AllGatherOp, LocalSliceOp, AllToAllOp>(
-          [](auto c) { return c.getAxes(); })
+      .Case<AllReduceOp, AllGatherOp, LocalSliceOp, AllToAllOp,
+            ReduceScatterOp>([](auto c) { return c.getAxes(); })
       .Default([](Operation *) { return ArrayAttr(); });
 }
 
@@ -635,6 +636,9 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
     } else if (auto s = dyn_cast<LocalSliceOp>(op)) {
       c.dims = llvm::formatv("dim {0}", s.getDim()).str();
       c.bytes = 0;
+    } else if (auto r = dyn_cast<ReduceScatterOp>(op)) {
+      c.dims = llvm::formatv("dim {0}", r.getDim()).str();
+      c.bytes = getTensorBytes(input.getType());
     } else if (auto a = dyn_cast<AllToAllOp>(op)) {
       c.dims = llvm::formatv("split {0} concat {1}", a.getSplitDim(),
                              a.getConcatDim())
@@ -646,6 +650,10 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
         return "whole over " + c.axes;
       if (auto s = dyn_cast<LocalSliceOp>(op))
         return llvm::formatv("split over {0} on dim {1}", c.axes, s.getDim())
+            .str();
+      if (auto r = dyn_cast<ReduceScatterOp>(op))
+        return llvm::formatv("summed and split over {0} on dim {1}", c.axes,
+                             r.getDim())
             .str();
       auto a = cast<AllToAllOp>(op);
       return llvm::formatv("split over {0} on dim {1}, not {2}", c.axes,

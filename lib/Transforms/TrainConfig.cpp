@@ -74,7 +74,8 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   }
   if (!r.checkKeys(
           root, "the training config",
-          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb"}))
+          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb",
+           "zero"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))
@@ -125,6 +126,15 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
     if (!(o.gradBucketMb >= 0) || !std::isfinite(o.gradBucketMb)) {
       r.fail(bucket, "'grad_bucket_mb' must be a number >= 0 (MiB; 0: one "
                      "all-reduce per gradient)");
+      return r.error;
+    }
+  }
+  if (YAML::Node zero = root["zero"]) {
+    if (!r.get(root, "zero", out.zero, "an integer"))
+      return r.error;
+    if (out.zero < 0 || out.zero > 3) {
+      r.fail(zero, "'zero' must be 0, 1, 2 or 3 (the ZeRO stage), got " +
+                       std::to_string(out.zero));
       return r.error;
     }
   }

@@ -26,13 +26,16 @@ struct TrainConfig {
   /// Where each of `frozen` was written ("train.yaml:7").
   std::vector<std::string> frozenWhere;
   OptimizerPassOptions optimizer;
+  /// ZeRO stage (`zero: 0|1|2|3`; shoal-zero after shoal-partition).
+  int64_t zero = 0;
 };
 
 /// Reads a train.yaml into `out`; returns an error naming the file and line
 /// (empty on success).
 std::string parseTrainConfig(llvm::StringRef path, TrainConfig &out);
 
-/// Adds shoal-autodiff and shoal-optimizer for `config`.
+/// Adds shoal-autodiff and shoal-optimizer for `config` (shoal-zero runs
+/// later, after shoal-partition: see addParallelizePipeline).
 void addTrainingPasses(mlir::OpPassManager &pm, const TrainConfig &config);
 
 /// Options of the `shoal-parallelize` pipeline.

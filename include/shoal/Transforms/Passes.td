@@ -292,6 +292,34 @@ def InsertBridgesPass : Pass<"shoal-insert-bridges", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def ZeroPass : Pass<"shoal-zero", "::mlir::ModuleOp"> {
+  let summary = "ZeRO stages 1-3: optimizer state, gradients and weights "
+                "split over the data-parallel replicas";
+  let description = [{
+    Runs after `shoal-partition` on a training module (training config
+    `zero: 1|2|3`, docs/Training.md). For each AdamW/SGD update, the mesh
+    axes its weight is replicated over (`mb` aside) are the ZeRO axes, and
+    the update's tensors are cut along dimension 0 into one ceil-sized block
+    per rank of them.
+
+    - Stage 1: the optimizer state is the rank's block; the gradient's
+      `all_reduce` becomes a `reduce_scatter` (over `mb` too: the whole
+      gradient is accumulated, then scattered); the update carries
+      `shoal.zero_axes`: it writes its block of the weight and gathers it.
+    - Stage 2: as 1, but the gradient is scattered every micro-batch and
+      only its block is accumulated.
+    - Stage 3: as 2, and the weight is stored as its block, gathered
+      (`all_gather`) just before each op that reads it.
+
+    Weights that cannot be cut keep their plain update, with a warning.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0",
+           "ZeRO stage: 0 (off), 1, 2 or 3">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
   let summary = "Send/recv between stages and each stage's schedule";
   let description = [{

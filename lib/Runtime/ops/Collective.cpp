@@ -15,17 +15,12 @@
 using namespace shoal;
 using namespace shoal::rt;
 
-namespace {
-
-/// Reads and checks a collective's mesh axes. Only LocalSlice (no
-/// communication: it keeps this micro-batch's block) and AllReduce
-/// (accumulation over the step's micro-batches) may name the micro-batch
-/// axis.
-void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
-                  bool allowMicroBatch = false) {
-  attrs.require("axes");
+void shoal::rt::readMeshAxes(const AttrReader &attrs, const Mesh &mesh,
+                             const char *key, std::vector<int> &axes,
+                             int64_t &groupSize, bool allowMicroBatch) {
+  attrs.require(key);
   std::set<int> seen;
-  for (const std::string &name : attrs.getStrings("axes")) {
+  for (const std::string &name : attrs.getStrings(key)) {
     int a = mesh.findAxis(name);
     if (a < 0)
       throw Error(fmt::format("mesh axis '{}' is not in the mesh ({})", name,
@@ -36,9 +31,21 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
       throw Error(fmt::format("runs over the micro-batch axis '{}'; "
                               "collectives never run over micro-batches",
                               name));
-    out.meshAxes.push_back(a);
+    axes.push_back(a);
   }
-  out.groupSize = mesh.numBlocks(out.meshAxes);
+  groupSize = mesh.numBlocks(axes);
+}
+
+namespace {
+
+/// Reads and checks a collective's mesh axes. Only LocalSlice (no
+/// communication: it keeps this micro-batch's block), AllReduce and
+/// ReduceScatter (accumulation over the step's micro-batches) may name the
+/// micro-batch axis.
+void readCollectiveAxes(const AttrReader &attrs, const Mesh &mesh,
+                        OpAttrs &out, bool allowMicroBatch = false) {
+  shoal::rt::readMeshAxes(attrs, mesh, "axes", out.meshAxes, out.groupSize,
+                          allowMicroBatch);
 }
 
 } // namespace
@@ -49,7 +56,7 @@ void shoal::rt::allReduceRule(TypeRuleContext &ctx) {
   OpAttrs &a = ctx.a();
   // Over "mb": gradient accumulation (the executor sums the micro-batches
   // of a step, then reduces over the other axes; docs/Training.md).
-  readMeshAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
+  readCollectiveAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
   if (!isNumeric(x.dtype))
     throw Error(fmt::format("AllReduce is not supported on {} tensors",
                             dtypeName(x.dtype)));
@@ -61,7 +68,7 @@ void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
   ctx.attrs.require("dim");
-  readMeshAxes(ctx.attrs, ctx.mesh, a, ctx.kind() == OpKind::LocalSlice);
+  readCollectiveAxes(ctx.attrs, ctx.mesh, a, ctx.kind() == OpKind::LocalSlice);
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
   Shape shape = x.shape;
@@ -74,13 +81,42 @@ void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({x.dtype, shape});
 }
 
+/// ReduceScatter: dim 0 only (each rank's block is contiguous).
+void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  ctx.attrs.require("dim");
+  readCollectiveAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
+  if (!isNumeric(x.dtype))
+    throw Error(fmt::format("ReduceScatter is not supported on {} tensors",
+                            dtypeName(x.dtype)));
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0)
+    throw Error("ReduceScatter needs a tensor of rank >= 1");
+  a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
+  if (a.dim != 0)
+    throw Error(fmt::format("ReduceScatter scatters dimension 0, not {}",
+                            a.dim));
+  // The group size without the micro-batch axis.
+  std::vector<int> devices;
+  for (int axis : a.meshAxes)
+    if (axis != ctx.mesh.microBatchAxis())
+      devices.push_back(axis);
+  if (devices.empty())
+    throw Error("ReduceScatter needs a device axis besides the micro-batches");
+  int64_t n = ctx.mesh.numBlocks(devices);
+  Shape shape = x.shape;
+  shape[0] = (shape[0] + n - 1) / n;
+  ctx.expected.push_back({x.dtype, shape});
+}
+
 /// AllToAll.
 void shoal::rt::allToAllRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
   ctx.attrs.require("split_dim");
   ctx.attrs.require("concat_dim");
-  readMeshAxes(ctx.attrs, ctx.mesh, a);
+  readCollectiveAxes(ctx.attrs, ctx.mesh, a);
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.dim = normalizeAxis(ctx.attrs.getInt("split_dim", 0), rank, "split_dim");
   a.concatDim =

@@ -129,12 +129,25 @@ void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
   bool adam = ctx.kind() == OpKind::AdamW;
   const char *names[] = {"w", "g", adam ? "m" : "buf", "v"};
   ctx.requireDType(x, DType::F32, "input w");
+  // ZeRO 1/2: g and the state are this rank's block of w's dimension 0.
+  TensorType block = x;
+  if (ctx.attrs.has("zero_axes")) {
+    readMeshAxes(ctx.attrs, ctx.mesh, "zero_axes", a.zeroAxes, a.zeroGroupSize,
+                 /*allowMicroBatch=*/false);
+    if (x.shape.empty())
+      throw Error("zero_axes needs a weight of rank >= 1");
+    block.shape[0] = (x.shape[0] + a.zeroGroupSize - 1) / a.zeroGroupSize;
+  }
   for (std::size_t i = 1; i < ctx.info.inputs.size(); ++i)
     if (const TensorType *t = ctx.in(static_cast<int>(i)))
-      if (*t != x)
-        throw Error(fmt::format("input {} must have the type of w, {}, "
-                                "got {}",
-                                names[i], x.str(), t->str()));
+      if (*t != block)
+        throw Error(fmt::format("input {} must have the type {}{}, got {}",
+                                names[i], block.str(),
+                                a.zeroAxes.empty()
+                                    ? " of w"
+                                    : " (w's block of dimension 0 over "
+                                      "zero_axes)",
+                                t->str()));
   OptimizerParams &p = a.optimizer;
   p.kind = adam ? OptimizerParams::AdamW : OptimizerParams::SGD;
   ctx.attrs.require("lr");

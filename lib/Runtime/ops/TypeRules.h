@@ -115,6 +115,13 @@ using TypeRule = void (*)(TypeRuleContext &ctx);
 /// Normalizes `axis` into [0, rank) (ONNX allows [-rank, rank)).
 int64_t normalizeAxis(int64_t axis, int64_t rank, const char *what);
 
+/// Reads and checks the mesh axes of list attribute `key` (required) into
+/// `axes` (mesh axis indices) and their number of blocks into `groupSize`.
+/// Only with `allowMicroBatch` may the list name the micro-batch axis.
+void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, const char *key,
+                  std::vector<int> &axes, int64_t &groupSize,
+                  bool allowMicroBatch);
+
 /// Every dtype but bool.
 bool isNumeric(DType d);
 /// f32, f64, f16 or bf16.

@@ -661,6 +661,9 @@ private:
               setF("min_lr", a.getMinLr().convertToDouble());
               if (a->hasAttr(ShoalDialect::kMirrorAttr))
                 setI("mirror", 1);
+              if (auto z = a->getAttrOfType<ArrayAttr>(
+                      ShoalDialect::kZeroAxesAttr))
+                setStrs("zero_axes", z);
               return planKind(rt::OpKind::AdamW);
             })
             .Case([&](SGDOp a) {
@@ -673,6 +676,9 @@ private:
               setF("min_lr", a.getMinLr().convertToDouble());
               if (a->hasAttr(ShoalDialect::kMirrorAttr))
                 setI("mirror", 1);
+              if (auto z = a->getAttrOfType<ArrayAttr>(
+                      ShoalDialect::kZeroAxesAttr))
+                setStrs("zero_axes", z);
               return planKind(rt::OpKind::SGD);
             })
             .Case([&](AssignOp) { return planKind(rt::OpKind::Assign); })
@@ -693,6 +699,11 @@ private:
               setI("dim", c.getDim());
               setStrs("axes", c.getAxes());
               return planKind(rt::OpKind::AllGather);
+            })
+            .Case([&](ReduceScatterOp c) {
+              setI("dim", c.getDim());
+              setStrs("axes", c.getAxes());
+              return planKind(rt::OpKind::ReduceScatter);
             })
             .Case([&](LocalSliceOp c) {
               setI("dim", c.getDim());

@@ -1428,10 +1428,35 @@ ShardingRule shoal::getOptimizerShardingRule(Operation *op) {
 
 LogicalResult shoal::verifyOptimizerOp(Operation *op) {
   Type t = op->getOperand(0).getType();
-  for (Value v : op->getOperands())
-    if (v.getType() != t)
-      return op->emitOpError() << "every operand must have the weight's type "
-                               << t << ", got " << v.getType();
+  if (auto axes = op->getAttr(ShoalDialect::kZeroAxesAttr)) {
+    // ZeRO 1/2: the gradient and state are a block of dimension 0.
+    auto list = dyn_cast<ArrayAttr>(axes);
+    if (!list || list.empty() ||
+        !llvm::all_of(list, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError() << "'" << ShoalDialect::kZeroAxesAttr
+                               << "' must be a non-empty list of mesh axes";
+    auto w = cast<RankedTensorType>(t);
+    if (isa<AssignOp>(op) || w.getRank() == 0)
+      return op->emitOpError() << "'" << ShoalDialect::kZeroAxesAttr
+                               << "' needs an AdamW or SGD update of a weight "
+                                  "of rank >= 1";
+    for (Value v : op->getOperands().drop_front()) {
+      auto b = cast<RankedTensorType>(v.getType());
+      if (b.getElementType() != w.getElementType() ||
+          b.getShape().drop_front() != w.getShape().drop_front() ||
+          b.getDimSize(0) > w.getDimSize(0))
+        return op->emitOpError()
+               << "with '" << ShoalDialect::kZeroAxesAttr
+               << "' every other operand must be a block of dimension 0 of "
+               << t << ", got " << v.getType();
+    }
+  } else {
+    for (Value v : op->getOperands())
+      if (v.getType() != t)
+        return op->emitOpError()
+               << "every operand must have the weight's type " << t << ", got "
+               << v.getType();
+  }
   if (!cast<RankedTensorType>(t).getElementType().isF32())
     return op->emitOpError()
            << "updates f32 weights (master weights), got " << t;
@@ -1533,6 +1558,10 @@ LogicalResult AllGatherOp::verify() {
 }
 
 LogicalResult LocalSliceOp::verify() {
+  return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/false);
+}
+
+LogicalResult ReduceScatterOp::verify() {
   return verifyBlockOp(*this, getDim(), getAxes(), /*grows=*/false);
 }
 

@@ -46,6 +46,11 @@ def Shoal_Dialect : Dialect {
     /// does for the word embeddings of its first and last stages; the
     /// runtime counts the gradient once in the clipping norm.
     static constexpr ::llvm::StringLiteral kMirrorAttr = "shoal.mirror";
+    /// Training, ZeRO stages 1 and 2 (shoal-zero): on an optimizer update
+    /// of a whole weight whose gradient and state are this rank's block of
+    /// dimension 0 over these mesh axes. The update writes only that block
+    /// of the weight and then gathers the weight over the axes.
+    static constexpr ::llvm::StringLiteral kZeroAxesAttr = "shoal.zero_axes";
     /// Training, in a pipeline: a Send to a stage's optimizer TaskGraph,
     /// which runs once per step: it is sent at the last micro-batch only.
     static constexpr ::llvm::StringLiteral kLastMicroBatchAttr =

@@ -656,6 +656,26 @@ def Shoal_AllGatherOp : Shoal_CollectiveOp<"all_gather"> {
   }];
 }
 
+def Shoal_ReduceScatterOp : Shoal_CollectiveOp<"reduce_scatter"> {
+  let summary = "Sum over the ranks on `axes`, each keeping its block of `dim`";
+  let description = [{
+    The sum of `all_reduce`, of which each rank of a group keeps only its
+    block along `dim` (ceil-sized blocks, the last ones zero-padded, as
+    `local_slice` cuts them). Over `mb` as well, the input is first summed
+    over the step's micro-batches and the scatter runs at the last one.
+    `shoal-zero` makes them from the gradient all-reduces of ZeRO.
+
+    ```mlir
+    %g = shoal.reduce_scatter %p dim 0 over ["dp"] : (tensor<64x32xf32>) -> tensor<32x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$dim,
+                   StrArrayAttr:$axes);
+  let assemblyFormat = [{
+    $input `dim` $dim `over` $axes attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Shoal_LocalSliceOp : Shoal_CollectiveOp<"local_slice"> {
   let summary = "Keep this rank's block along `dim` (no communication)";
   let description = [{
