@@ -110,7 +110,7 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       return;
     if (stage < 0 || stage > 3) {
       module.emitError() << "shoal-zero: stage must be 0, 1, 2 or 3, got "
-                         << stage;
+                         << static_cast<int64_t>(stage);
       return signalPassFailure();
     }
     if (!module->hasAttr(ShoalDialect::kTrainingAttr)) {
@@ -160,7 +160,7 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     if (zero.empty())
       return success(); // One copy: nothing to share.
     auto keepWhole = [&](const Twine &why) {
-      update->emitWarning() << "ZeRO-" << stage << " keeps '" << name
+      update->emitWarning() << "ZeRO-" << static_cast<int64_t>(stage) << " keeps '" << name
                             << "' whole on every rank of "
                             << llvm::join(zero, ",") << ": " << why;
       return success();
@@ -210,9 +210,26 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     if (sum)
       for (auto a : sum->reduce.getAxes().getAsRange<StringAttr>())
         summed.push_back(a.getValue());
-    if (sum && llvm::all_of(zero, [&](StringRef a) {
-          return llvm::is_contained(summed, a);
-        })) {
+    // The leading axes of Z that the gradient is summed over are scattered
+    // by the sum itself; the others (axes the gradient is already whole
+    // on, such as `tp` for a weight every tp rank computes whole) are
+    // sliced after it. Blocks agree when the scattered block divides.
+    size_t prefix = 0;
+    while (sum && prefix < zero.size() &&
+           llvm::is_contained(summed, zero[prefix]))
+      ++prefix;
+    int64_t scatterN = 1;
+    for (StringRef a : ArrayRef<StringRef>(zero).take_front(prefix))
+      scatterN *= mesh.getAxisSize(a);
+    int64_t scatterRows = (rows + scatterN - 1) / scatterN;
+    bool tailSummed = llvm::any_of(
+        ArrayRef<StringRef>(zero).drop_front(prefix),
+        [&](StringRef a) { return llvm::is_contained(summed, a); });
+    if (prefix > 0 && !tailSummed &&
+        (prefix == zero.size() || scatterRows % (n / scatterN) == 0)) {
+      SmallVector<StringRef> scatterZ(ArrayRef<StringRef>(zero).take_front(prefix));
+      SmallVector<StringRef> sliceZ(ArrayRef<StringRef>(zero).drop_front(prefix));
+      RankedTensorType scattered = blockType(type, scatterRows);
       AllReduceOp ar = sum->reduce;
       OpBuilder rb(ar);
       bool micro = llvm::is_contained(summed, "mb");
@@ -222,13 +239,13 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       SmallVector<StringRef> scatterAxes, rest;
       if (micro && stage == 1)
         scatterAxes.push_back("mb");
-      llvm::append_range(scatterAxes, zero);
+      llvm::append_range(scatterAxes, scatterZ);
       for (StringRef a : summed)
-        if (!llvm::is_contained(scatterAxes, a) &&
-            !llvm::is_contained(zero, a))
+        if (!llvm::is_contained(scatterAxes, a))
           rest.push_back(a);
-      auto rs = rb.create<ReduceScatterOp>(ar.getLoc(), block, ar.getInput(),
-                                           0, rb.getStrArrayAttr(scatterAxes));
+      auto rs = rb.create<ReduceScatterOp>(ar.getLoc(), scattered,
+                                           ar.getInput(), 0,
+                                           rb.getStrArrayAttr(scatterAxes));
       rs->setAttr(kReasonAttr, rb.getStringAttr(reason + ", summed over " +
                                                 llvm::join(scatterAxes, ",")));
       if (auto phase = ar->getAttr(ShoalDialect::kPhaseAttr))
@@ -246,21 +263,29 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
         // Through a backward TaskGraph's result into the update's.
         auto producer = cast<TaskGraphOp>(sum->crossing.getOwner());
         unsigned index = sum->crossing.getResultNumber();
-        sum->crossing.setType(block);
-        sum->argument.setType(block);
+        sum->crossing.setType(scattered);
+        sum->argument.setType(scattered);
         if (auto list = producer->getAttrOfType<ArrayAttr>(
                 ShoalDialect::kShardingAttr)) {
           SmallVector<Attribute> shardings(list.getValue());
           if (index < shardings.size())
             if (auto s = dyn_cast<ShardingAttr>(shardings[index]))
               shardings[index] = addDim0Axes(
-                  s, zero, static_cast<unsigned>(type.getRank()));
+                  s, scatterZ, static_cast<unsigned>(type.getRank()));
           producer->setAttr(ShoalDialect::kShardingAttr,
                             b.getArrayAttr(shardings));
         }
         gradBlock = sum->argument;
       } else {
         gradBlock = v;
+      }
+      if (!sliceZ.empty()) {
+        auto slice = b.create<LocalSliceOp>(update->getLoc(), block, gradBlock,
+                                            0, b.getStrArrayAttr(sliceZ));
+        slice->setAttr(kReasonAttr, b.getStringAttr(reason));
+        slice->setAttr(ShoalDialect::kPhaseAttr,
+                       update->getAttr(ShoalDialect::kPhaseAttr));
+        gradBlock = slice.getResult();
       }
     } else {
       // The gradient arrives whole (or is not summed over every axis of

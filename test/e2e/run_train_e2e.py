@@ -39,6 +39,18 @@ Default mode (layout test):
   every tensor of the two final checkpoints must be bit-identical, and the
   losses of the last K steps equal.
 
+--zero N (default mode): the N-rank plan trains with `zero: N` added to the
+  config (ZeRO stage N, docs/Training.md "ZeRO"); the same layout without
+  ZeRO also trains K steps, and besides the comparisons above every tensor
+  weight of the two checkpoints must agree within --plain-rtol (1e-6), the
+  optimizer state within --state-rtol, and
+  `shoal-run --report-memory` of the two must show the optimizer state
+  (N >= 1), the gradients (N >= 2) and the weights (N = 3) of the ZeRO run
+  at most 1/dp of the plain run's (+2% slack for the tensors ZeRO keeps
+  whole), dp being --zero-dp (the ranks of the ZeRO axes); the others no
+  more than plain (gradients under stage 1: plain + 1/dp, the whole
+  accumulator over micro-batches and the scattered block).
+
 --reshard SPEC2 --world-size2 M: K steps under SPEC on N ranks (--data),
   save; resume that checkpoint for 1 more step under SPEC (layout A) and
   under SPEC2 on M ranks (layout B); compare B vs A, and both vs PyTorch's
@@ -286,15 +298,28 @@ class Ctx:
         self.model = os.path.join(self.work, "model.onnx")
         self.inputs = os.path.join(self.work, "inputs")
         self.config = args.config
+        self.plain_config = args.config
+        self.zero_lines = None
+        if args.zero is not None:
+            # The config with `zero: N` added (written into the work folder
+            # when the first plan is compiled; any `zero:` line dropped).
+            with open(args.config) as f:
+                self.zero_lines = [ln for ln in f.read().splitlines()
+                                   if not ln.startswith("zero:")]
+            self.config = os.path.join(self.work, "train_zero%d.yaml" % args.zero)
 
-    def compile_plan(self, spec, world, out):
+    def compile_plan(self, spec, world, out, config=None):
+        if self.zero_lines is not None and not os.path.isfile(self.config):
+            with open(self.config, "w") as f:
+                f.write("\n".join(self.zero_lines + ["zero: %d" % self.args.zero]) + "\n")
         common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
-                        "--train", self.config, "-o", out], timeout=self.args.timeout)
+                        "--train", config or self.config, "-o", out],
+                       timeout=self.args.timeout)
         print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
         return out
 
     def train(self, plan, world, steps, save, data=None, resume=None, outputs=None,
-              par=None):
+              par=None, extra=()):
         """shoal-run the training plan; returns its stdout. The --run-arg
         flags go to the N-rank runs (par: by default, those of world > 1)."""
         if par is None:
@@ -305,6 +330,7 @@ class Ctx:
             argv += ["--resume", resume]
         if outputs:
             argv += ["--outputs", outputs]
+        argv += list(extra)
         if par:
             argv += self.args.run_arg
             if self.args.check_overlap:
@@ -451,9 +477,56 @@ def mode_layout(ctx, spec):
             continue
         rows += compare_losses(label + " loss.npy vs PyTorch", [(K, float(got))],
                                ref_losses[-1:], a.rtol)
+    if a.zero is not None:
+        rows += zero_checks(ctx, spec, par, K)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
+
+
+MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
+                       r"optimizer ([\d.]+) MiB")
+
+
+def zero_checks(ctx, spec, par, K):
+    """--zero: the same layout without ZeRO, its checkpoint and memory."""
+    a = ctx.args
+    w = ctx.work
+    plain_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "plain.plan"),
+                                  config=ctx.plain_config)
+    print("-- (zero) train %d step(s) without ZeRO on %d ranks" % (K, a.world_size))
+    ctx.train(plain_plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
+    plain = read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1]
+    weights = sorted(n for n in plain if "/" not in n)
+    states = sorted(n for n in plain if "/" in n)
+    rows = compare_sets("ZeRO-%d vs plain (weights)" % a.zero, par, plain, weights,
+                        a.plain_rtol)
+    rows += compare_sets("ZeRO-%d vs plain (optimizer state)" % a.zero, par, plain, states,
+                         a.state_rtol, state=True)
+    mem = {}
+    for label, plan in (("plain", plain_plan), ("zero", os.path.join(w, "par.plan"))):
+        out = ctx.train(plan, a.world_size, 1, os.path.join(w, "ckpt_mem_" + label),
+                        par=True, extra=["--report-memory"])
+        m = MEMORY_RE.search(out)
+        if not m:
+            raise Failure("no memory line in shoal-run --report-memory's output (%s)" % label)
+        mem[label] = [float(x) for x in m.groups()]
+    kinds = ["weights", "grads", "optimizer"]
+    shrunk = {"optimizer"} | ({"grads"} if a.zero >= 2 else set()) | \
+        ({"weights"} if a.zero >= 3 else set())
+    for i, kind in enumerate(kinds):
+        p, z = mem["plain"][i], mem["zero"][i]
+        # Stage 1 with micro-batches sums the whole gradient before it
+        # scatters: the accumulator plus the block.
+        bound = (p / a.zero_dp if kind in shrunk else
+                 p * (1 + 1.0 / a.zero_dp) if kind == "grads" else p) * 1.02
+        ok = z <= bound
+        print("    memory %-10s plain %.3f MiB, ZeRO-%d %.3f MiB (<= %.3f) %s"
+              % (kind, p, a.zero, z, bound, "ok" if ok else "FAIL"))
+        if not ok:
+            rows.append(("memory", kind, None, "ZeRO-%d %.3f MiB > %.3f MiB (plain %.3f / %d)"
+                         % (a.zero, z, bound, p, a.zero_dp if kind in shrunk else 1)))
+    return rows
 
 
 def mode_loss_drop(ctx, spec):
@@ -606,6 +679,13 @@ def main(argv=None):
                       help="2K straight steps vs K + save + resume + K: bit-identical")
     mode.add_argument("--reshard", metavar="SPEC2", default=None,
                       help="resume layout A's checkpoint under SPEC2")
+    ap.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None,
+                    help="ZeRO stage of the N-rank plan; compared with the same layout "
+                         "without ZeRO (checkpoints, --report-memory)")
+    ap.add_argument("--zero-dp", type=int, default=2,
+                    help="ranks over which ZeRO splits (for the memory check)")
+    ap.add_argument("--plain-rtol", type=float, default=1e-6,
+                    help="ZeRO vs plain tolerance (weights and optimizer state)")
     ap.add_argument("--world-size2", type=int, default=None, help="ranks of SPEC2")
     ap.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                     help="extra shoal-run argument of the N-rank runs (repeat)")
