@@ -40,8 +40,8 @@ namespace rt {
 
 /// shoal-run's options for training plans (docs/Training.md, "Running").
 struct TrainingOptions {
-  /// --data: an integer .npy [N, T + 1] of token rows; empty: the fixed
-  /// batch of --inputs.
+  /// --data: an integer .npy [N, T + 1] of token rows, or a folder of one
+  /// .npy [N, ...] per input; empty: the fixed batch of --inputs.
   std::string dataPath;
   /// --log-every: a progress line every K steps (and after the last).
   int logEvery = 1;

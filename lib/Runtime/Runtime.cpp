@@ -151,17 +151,34 @@ void setInputBlocks(const LoadedPlan &plan, const PortInfo &port,
   }
 }
 
-/// --data: token rows [N, T + 1] feeding a training plan's token input
+/// Sample i of step `step` when `rows` samples are taken `batch` at a time:
+/// (step * batch + i) mod rows, without overflow.
+int64_t dataRow(int64_t step, int64_t batch, int64_t i, int64_t rows) {
+  return static_cast<int64_t>(
+      (static_cast<unsigned __int128>(step) * batch + i) % rows);
+}
+
+/// --data: the global tensor of each input of a training plan at each step.
+class StepData {
+public:
+  virtual ~StepData() = default;
+  /// The global tensor of input `name` at step `step` (0-based, counted
+  /// from the start of training: a resumed run goes on from the
+  /// checkpoint's step, so from the same data position).
+  virtual Tensor make(int64_t step, const std::string &name) const = 0;
+};
+
+/// --data FILE: token rows [N, T + 1] feeding a training plan's token input
 /// (row[:T]) and labels (row[1:]); step s takes rows (s * B + i) mod N.
-class TokenData {
+class TokenData final : public StepData {
 public:
   TokenData(const std::string &path, const TrainingInfo &training)
       : path(path) {
     if (training.otherInputs.size() != 1)
       throw Error(fmt::format(
           "--data {}: the training plan has {} inputs besides the labels "
-          "'{}'{}; --data feeds exactly one token input (use --inputs DIR "
-          "instead)",
+          "'{}'{}; --data FILE feeds exactly one token input (use --data "
+          "DIR, one .npy per input, or --inputs DIR instead)",
           path, training.otherInputs.size(), training.labels,
           training.otherInputs.empty()
               ? std::string()
@@ -177,8 +194,9 @@ public:
     if (!integer(tokenType) || !integer(labelsType) ||
         tokenType.shape != labelsType.shape)
       throw Error(fmt::format("--data {}: the token input '{}' is {} and the "
-                              "labels '{}' are {}; --data needs both to be "
-                              "integer [B, T]",
+                              "labels '{}' are {}; --data FILE needs both to "
+                              "be integer [B, T] (use --data DIR, one .npy "
+                              "per input)",
                               path, tokenName, tokenType.str(), labelsName,
                               labelsType.str()));
     batch = tokenType.shape[0];
@@ -199,21 +217,18 @@ public:
     data = file->data() + header.dataOffset;
   }
 
-  const std::string &tokenInput() const { return tokenName; }
-  const std::string &labelsInput() const { return labelsName; }
-
-  /// The global token and label tensors of step `step` (0-based).
-  void make(int64_t step, Tensor &tokens, Tensor &labels) const {
-    tokens = Tensor(tokenType);
-    labels = Tensor(labelsType);
+  Tensor make(int64_t step, const std::string &name) const override {
+    bool isLabels = name == labelsName;
+    if (!isLabels && name != tokenName)
+      throw Error(fmt::format("internal error: --data {} has no input '{}'",
+                              path, name));
+    Tensor out(isLabels ? labelsType : tokenType);
     for (int64_t i = 0; i < batch; ++i) {
-      int64_t row = static_cast<int64_t>(
-          (static_cast<unsigned __int128>(step) * batch + i) % rows);
-      for (int64_t t = 0; t < seq; ++t) {
-        put(tokens, i * seq + t, at(row, t));
-        put(labels, i * seq + t, at(row, t + 1));
-      }
+      int64_t row = dataRow(step, batch, i, rows);
+      for (int64_t t = 0; t < seq; ++t)
+        put(out, i * seq + t, at(row, t + (isLabels ? 1 : 0)));
     }
+    return out;
   }
 
 private:
@@ -243,16 +258,138 @@ private:
   const uint8_t *data = nullptr;
 };
 
-/// Sets this rank's blocks of the token input and labels for step `step`.
-void feedData(const LoadedPlan &plan, const TokenData &data, int64_t step,
+/// --data DIR: one `<input name>.npy` per input of the training plan
+/// (labels included), each [N, ...] with the input's shape after dimension
+/// 0; step s feeds rows (s * B + i) mod N, i < B, of every file.
+class FolderData final : public StepData {
+public:
+  FolderData(const std::string &dir, const TrainingInfo &training) : dir(dir) {
+    std::vector<std::pair<std::string, TensorType>> inputs;
+    for (std::size_t i = 0; i < training.otherInputs.size(); ++i)
+      inputs.push_back({training.otherInputs[i], training.otherInputTypes[i]});
+    inputs.push_back({training.labels, training.labelsType});
+    std::string firstPath;
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const auto &[name, type] = inputs[k];
+      if (type.shape.empty())
+        throw Error(fmt::format("--data {}: the input '{}' is {}, a scalar; "
+                                "--data DIR takes the samples of every input "
+                                "along its dimension 0, the batch (use "
+                                "--inputs DIR)",
+                                dir, name, type.str()));
+      if (k == 0)
+        batch = type.shape[0];
+      else if (type.shape[0] != batch)
+        throw Error(fmt::format(
+            "--data {}: the inputs '{}' ({}) and '{}' ({}) differ in "
+            "dimension 0; --data DIR takes the samples of every input along "
+            "dimension 0, the batch, so it must be the same in all (use "
+            "--inputs DIR)",
+            dir, inputs[0].first, inputs[0].second.str(), name, type.str()));
+      Shape sample(type.shape.begin() + 1, type.shape.end());
+      std::string expected =
+          fmt::format("{}[N{}{}]", dtypeName(type.dtype),
+                      sample.empty() ? "" : ", ", fmt::join(sample, ", "));
+      std::string path =
+          (fs::path(dir) / (sanitizeName(name) + ".npy")).string();
+      if (!fs::exists(path))
+        throw Error(fmt::format("--data {}: no file {} for the input '{}' "
+                                "({}); expected {}: N >= 1 samples of the "
+                                "input's shape after the batch dimension {}",
+                                dir, path, name, type.str(), expected, batch));
+      Source src;
+      src.file = std::make_unique<MappedFile>(path, "data file");
+      NpyHeader header =
+          parseNpyHeader(src.file->data(), src.file->size(), path);
+      const TensorType &t = header.type;
+      // One step's rows of the file: what --inputs would take (npyFeeds).
+      TensorType step{t.dtype, t.shape};
+      if (!step.shape.empty())
+        step.shape[0] = batch;
+      if (t.shape.empty() || t.shape[0] < 1 || !npyFeeds(step, type))
+        throw Error(fmt::format("--data {} is {}; expected {} with N >= 1 "
+                                "(the input '{}' is {}: N samples of its "
+                                "shape after the batch dimension {})",
+                                path, t.str(), expected, name, type.str(),
+                                batch));
+      if (k == 0) {
+        rows = t.shape[0];
+        firstPath = path;
+      } else if (t.shape[0] != rows) {
+        throw Error(fmt::format(
+            "--data {} holds {} samples and {} {}; every file of --data DIR "
+            "holds the same N samples (row i of each is one sample)",
+            path, t.shape[0], firstPath, rows));
+      }
+      src.fileType = step;
+      src.want = type.dtype;
+      src.data = src.file->data() + header.dataOffset;
+      src.rowBytes =
+          static_cast<std::size_t>(numElements(sample)) * dtypeSize(t.dtype);
+      sources.emplace(name, std::move(src));
+    }
+    std::set<std::string> known;
+    for (const auto &[name, type] : inputs)
+      known.insert(sanitizeName(name) + ".npy");
+    std::error_code ec;
+    for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+      std::string file = e.path().filename().string();
+      if (e.path().extension() == ".npy" && !known.count(file))
+        extra.push_back(file);
+    }
+    std::sort(extra.begin(), extra.end());
+  }
+
+  Tensor make(int64_t step, const std::string &name) const override {
+    auto it = sources.find(name);
+    if (it == sources.end())
+      throw Error(fmt::format("internal error: --data {} has no input '{}'",
+                              dir, name));
+    const Source &src = it->second;
+    Tensor out(src.fileType);
+    for (int64_t i = 0; i < batch; ++i)
+      if (src.rowBytes)
+        std::memcpy(out.bytes() + i * src.rowBytes,
+                    src.data + dataRow(step, batch, i, rows) * src.rowBytes,
+                    src.rowBytes);
+    // float32 given for bf16, as with --inputs (docs/Runtime.md).
+    if (src.fileType.dtype != src.want)
+      return convertNpyData(out.bytes(), src.fileType, src.want);
+    return out;
+  }
+
+  /// The .npy files of the folder that are no input of the plan.
+  const std::vector<std::string> &extraFiles() const { return extra; }
+
+private:
+  struct Source {
+    std::unique_ptr<MappedFile> file;
+    const uint8_t *data = nullptr;
+    /// The file's dtype with the input's global shape; the input's dtype.
+    TensorType fileType;
+    DType want = DType::F32;
+    std::size_t rowBytes = 0;
+  };
+  std::string dir;
+  std::map<std::string, Source> sources;
+  std::vector<std::string> extra;
+  int64_t batch = 0, rows = 0;
+};
+
+/// --data FILE (token rows) or --data DIR (one .npy per input).
+std::unique_ptr<StepData> openData(const std::string &path,
+                                   const TrainingInfo &training) {
+  if (fs::is_directory(path))
+    return std::make_unique<FolderData>(path, training);
+  return std::make_unique<TokenData>(path, training);
+}
+
+/// Sets this rank's blocks of every input for step `step`.
+void feedData(const LoadedPlan &plan, const StepData &data, int64_t step,
               const std::vector<int64_t> &coords, ProgramRunner &exec) {
-  Tensor tokens, labels;
-  data.make(step, tokens, labels);
   for (const PortInfo &port : plan.inputs) {
-    if (port.name == data.tokenInput())
-      setInputBlocks(plan, port, tokens.bytes(), coords, exec);
-    else if (port.name == data.labelsInput())
-      setInputBlocks(plan, port, labels.bytes(), coords, exec);
+    Tensor global = data.make(step, port.name);
+    setInputBlocks(plan, port, global.bytes(), coords, exec);
   }
 }
 
@@ -544,8 +681,12 @@ const char kUsage[] =
     "                 --resume)\n"
     "  --data FILE    int32/int64 .npy [N, T + 1] of token rows: step s feeds\n"
     "                 rows (s * B + i) mod N, row[:T] to the token input and\n"
-    "                 row[1:] to the labels; without it --inputs DIR gives\n"
-    "                 one batch (labels.npy included) used at every step\n"
+    "                 row[1:] to the labels\n"
+    "  --data DIR     one <name>.npy per input (labels.npy included), each\n"
+    "                 [N, ...] of the input's shape after its batch B (any\n"
+    "                 dtype the input has): step s feeds rows\n"
+    "                 (s * B + i) mod N of every file, i < B. Without --data,\n"
+    "                 --inputs DIR gives one batch used at every step\n"
     "  --log-every K  a progress line every K steps (default 1): step,\n"
     "                 loss, step time, tokens/s and MFU\n"
     "  --save DIR     write a checkpoint at the end (and every K steps with\n"
@@ -652,7 +793,7 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       (log ? train.logEvery : train.saveEvery) = static_cast<int>(n);
     } else if (is("--data")) {
       if (std::string e = value("--data", train.dataPath); !e.empty())
-        return "--data needs a .npy file";
+        return "--data needs a .npy file or a folder";
     } else if (is("--save")) {
       if (std::string e = value("--save", train.saveDir); !e.empty())
         return e;
@@ -730,8 +871,8 @@ void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
     throw Error("--warmup does not apply to training plans: every step is an "
                 "optimizer step (use --steps)");
   if (!train.dataPath.empty() && !options.inputsDir.empty())
-    throw Error("give --data FILE or --inputs DIR, not both: --data feeds "
-                "the token input and the labels of every step");
+    throw Error("give --data or --inputs DIR, not both: --data feeds every "
+                "input of every step (the labels included)");
 }
 
 /// FLOPs of this rank's ops in one step (Op.flops of every op each time the
@@ -778,7 +919,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<Device> device;
   std::unique_ptr<Executor> exec;
-  std::unique_ptr<TokenData> data;
+  std::unique_ptr<StepData> data;
   std::vector<int64_t> coords;
   int64_t resumedStep = -1;
   std::string error;
@@ -840,7 +981,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     loadWeights(*plan, coords, *exec, checkpoint.get());
     loadConstants(*plan, *exec);
     if (!train.dataPath.empty())
-      data = std::make_unique<TokenData>(train.dataPath, plan->training);
+      data = openData(train.dataPath, plan->training);
     else
       loadInputs(*plan, options.inputsDir, coords, *exec);
     if (plan->meshRank == 0 && !plan->outputs.empty() &&
@@ -895,6 +1036,15 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   if (rank == 0 && resumedStep >= 0)
     std::printf("shoal-run: resumed from %s at step %lld\n",
                 train.resumeDir.c_str(), static_cast<long long>(resumedStep));
+  if (auto *folder = dynamic_cast<const FolderData *>(data.get());
+      rank == 0 && folder && !folder->extraFiles().empty())
+    std::fprintf(
+        stderr,
+        "shoal-run: warning: --data %s: %s %s no input of the "
+        "plan (ignored)\n",
+        train.dataPath.c_str(),
+        fmt::format("{}", fmt::join(folder->extraFiles(), ", ")).c_str(),
+        folder->extraFiles().size() == 1 ? "is" : "are");
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();

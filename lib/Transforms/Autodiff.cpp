@@ -5,7 +5,8 @@
 // from the loss back, each one's gradient rule (GradientOpInterface) turns
 // its results' gradients into its operands', and gradients reaching one
 // value from several uses are summed. Only values that depend on a trained
-// weight are differentiated. See docs/Training.md.
+// weight are differentiated, and a float initializer that no gradient
+// reaches is not trained. See docs/Training.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/GlobPattern.h"
 
 namespace shoal {
@@ -29,6 +31,16 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType());
+}
+
+/// 'a', 'b', 'c' and 2 more: at most `shown` names.
+std::string formatNames(ArrayRef<StringRef> names, size_t shown = 8) {
+  std::string text;
+  for (auto [i, n] : llvm::enumerate(names.take_front(shown)))
+    text += (i ? ", '" : "'") + n.str() + "'";
+  if (names.size() > shown)
+    text += " and " + std::to_string(names.size() - shown) + " more";
+  return text;
 }
 
 /// In a pipeline, puts every forward op of no scope in the stage that
@@ -123,13 +135,18 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
             module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr);
         scopes && isStaged(module))
       pinToStages(func, scopes);
-    if (failed(differentiate(func, frozenPatterns)))
+    SmallVector<StringRef> untrained;
+    if (failed(differentiate(func, frozenPatterns, untrained)))
       return signalPassFailure();
     Builder b(module.getContext());
-    module->setAttr(ShoalDialect::kTrainingAttr,
-                    b.getDictionaryAttr(
-                        {b.getNamedAttr("loss", b.getStringAttr("loss")),
-                         b.getNamedAttr("labels", b.getStringAttr(labels))}));
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr("loss", b.getStringAttr("loss")),
+        b.getNamedAttr("labels", b.getStringAttr(labels))};
+    // For the parallelism report (docs/Report.md).
+    if (!untrained.empty())
+      attrs.push_back(
+          b.getNamedAttr("untrained", b.getStrArrayAttr(untrained)));
+    module->setAttr(ShoalDialect::kTrainingAttr, b.getDictionaryAttr(attrs));
   }
 
   /// Appends the loss of `out`; returns the scalar loss.
@@ -202,8 +219,11 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     return lossValue;
   }
 
+  /// Builds the loss and the backward graph; `untrained` gets the float
+  /// initializers, not frozen, that no gradient reaches.
   LogicalResult differentiate(func::FuncOp func,
-                              ArrayRef<llvm::GlobPattern> frozenPatterns) {
+                              ArrayRef<llvm::GlobPattern> frozenPatterns,
+                              SmallVectorImpl<StringRef> &untrained) {
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
     if (ret->getNumOperands() == 0)
@@ -350,18 +370,43 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       tagSince(before, op);
     }
 
-    // Mark the weights' gradients for shoal-optimizer.
+    // Mark the weights' gradients for shoal-optimizer. A float initializer
+    // that no gradient reaches (a mask read through a comparison, position
+    // ids cast to integers, a buffer of an output the loss does not read)
+    // is not trained: it gets no update and no optimizer state. PyTorch
+    // trains its nn.Parameters and never its buffers; ONNX keeps no such
+    // mark, so "a gradient reaches it" stands in for "a parameter".
     Builder ab(ctx);
+    llvm::SetVector<StringRef> reached, unreached;
     for (WeightOp w : trained) {
       Value gw = grads.lookup(w.getResult());
-      if (!gw)
-        continue; // the loss does not depend on it
+      if (!gw) {
+        unreached.insert(w.getName());
+        continue;
+      }
+      reached.insert(w.getName());
       Operation *def = gw.getDefiningOp();
       SmallVector<Attribute> names;
       if (auto list = def->getAttrOfType<ArrayAttr>(ShoalDialect::kGradOfAttr))
         names.append(list.begin(), list.end());
       names.push_back(ab.getStringAttr(w.getName()));
       def->setAttr(ShoalDialect::kGradOfAttr, ab.getArrayAttr(names));
+    }
+    unreached.set_subtract(reached);
+    if (reached.empty())
+      return func.emitError()
+             << "nothing to train: no gradient reaches any float "
+                "initializer (the loss depends on them only through ops "
+                "whose gradient is zero, such as comparisons, Floor or "
+                "casts to integers)";
+    if (!unreached.empty()) {
+      untrained.assign(unreached.begin(), unreached.end());
+      InFlightDiagnostic d = mlir::emitRemark(func.getLoc());
+      d << "shoal-autodiff: " << unreached.size() << " float initializer"
+        << (unreached.size() == 1 ? " gets" : "s get") << " no gradient and "
+        << (unreached.size() == 1 ? "is" : "are")
+        << " not trained (no differentiable path to the loss): "
+        << formatNames(untrained);
     }
 
     // Drop the backward ops nothing reads (gradients of values that need

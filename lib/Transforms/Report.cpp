@@ -934,6 +934,17 @@ void ReportBuilder::printText(raw_ostream &os) {
       os << ", " << k.getValue() << " schedule";
   }
   os << "\n";
+  // Float initializers that shoal-autodiff found no gradient reaching: a
+  // buffer exported as an initializer, or a weight cut off from the loss.
+  if (auto training =
+          module->getAttrOfType<DictionaryAttr>(ShoalDialect::kTrainingAttr))
+    if (auto names = training.getAs<ArrayAttr>("untrained");
+        names && !names.empty()) {
+      os << "not trained (no gradient reaches them): ";
+      llvm::interleaveComma(names.getAsValueRange<StringAttr>(), os,
+                            [&](StringRef n) { os << "'" << n << "'"; });
+      os << "\n";
+    }
   if (graphs.empty()) {
     os << "no TaskGraphs: run shoal-form-taskgraphs and shoal-partition "
           "first\n";

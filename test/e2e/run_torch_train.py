@@ -2,7 +2,8 @@
 """Training steps of a torch.nn model under a layout, against PyTorch.
 
     /usr/bin/python3 test/e2e/run_torch_train.py --bin BUILD/bin --work DIR \
-        --family transformer_encoder --spec SPEC --world-size N [--steps K]
+        --family transformer_encoder --spec SPEC --world-size N [--steps K] \
+        [--data-batches K]
 
 (a) builds the model of examples/families/FAMILY.py (its build(torch);
     every parameter perturbed so that deep-copied layers differ), random
@@ -10,7 +11,8 @@
     (opset 17, eval mode, grad enabled so that nn.TransformerEncoder takes
     its traceable path);
 (b) shoal-compile --train with an MSE loss and AdamW (lr 1e-3), and
-    shoal-run K steps on N ranks under mpirun with the same batch every step;
+    shoal-run K steps on N ranks under mpirun with the same batch every step
+    (--inputs DIR), or new ones (f);
 (c) PyTorch: the same K steps (torch.optim.AdamW, weight decay 0). When
     the spec has M micro-batches (`pipeline: num_micro_batch`), each step
     runs forward and backward on the M consecutive chunks of the batch
@@ -24,7 +26,12 @@
 (e) with TRAIN_MODE, shoal-run also saves a checkpoint (--save) and the
     BatchNorm running statistics in it (running_mean, running_var) are
     compared with PyTorch's buffers after the same steps (largest
-    difference relative to the buffer's largest magnitude <= --rtol).
+    difference relative to the buffer's largest magnitude <= --rtol);
+(f) with --data-batches K, the batch of every step is new: K different
+    batches (inputs and labels; the first is (a)'s) go into a data
+    folder, one .npy [K * B, ...] per input, which shoal-run reads with
+    --data DIR (step s takes rows (s * B + i) mod (K * B), so batch s mod K),
+    and PyTorch's step s takes batch s mod K too.
 
 The model takes float inputs (the family's make_inputs(rng); else one
 "src" of the family's INPUT_SHAPE, or [BATCH, SEQ, D_MODEL]) and gives one
@@ -138,6 +145,9 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--data-batches", type=int, default=0, metavar="K",
+                    help="K different batches in a --data folder, step s taking batch "
+                         "s mod K (0: --inputs, the same batch every step)")
     ap.add_argument("--expect-collectives", metavar="KIND=N", action="append", default=[],
                     help="bound on the collectives of the training plan's partitioned "
                          "program (KIND=N or KIND<=N); repeatable")
@@ -160,16 +170,23 @@ def main(argv=None):
     # Float inputs: the family's make_inputs(rng) (name -> array, in the
     # order of forward's arguments), else one "src" of INPUT_SHAPE or
     # [BATCH, SEQ, D_MODEL].
-    if hasattr(fam, "make_inputs"):
-        inputs = fam.make_inputs(rng)
-    else:
+    def make_inputs():
+        if hasattr(fam, "make_inputs"):
+            return fam.make_inputs(rng)
         shape = getattr(fam, "INPUT_SHAPE", (getattr(fam, "BATCH", 0), getattr(fam, "SEQ", 0),
                                              getattr(fam, "D_MODEL", 0)))
-        inputs = {"src": rng.standard_normal(shape).astype(np.float32)}
+        return {"src": rng.standard_normal(shape).astype(np.float32)}
+
+    inputs = make_inputs()
     xs = tuple(torch.from_numpy(v) for v in inputs.values())
     with torch.no_grad():
         y_shape = model(*xs).shape
     labels = rng.standard_normal(tuple(y_shape)).astype(np.float32)
+    # (f) The batches of the steps: (inputs, labels), the first the one above.
+    batches = [(inputs, labels)]
+    for _ in range(1, args.data_batches):
+        more = make_inputs()
+        batches.append((more, rng.standard_normal(tuple(y_shape)).astype(np.float32)))
 
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -196,6 +213,16 @@ def main(argv=None):
     for name, v in inputs.items():
         np.save(os.path.join(work, "inputs", name + ".npy"), v)
     np.save(os.path.join(work, "inputs", "labels.npy"), labels)
+    data_dir = os.path.join(work, "data")
+    if args.data_batches > 0:
+        # One .npy per input, the K batches one after the other along
+        # dimension 0 (shoal-run --data DIR slices every input there).
+        os.makedirs(data_dir)
+        for name in inputs:
+            np.save(os.path.join(data_dir, name + ".npy"),
+                    np.concatenate([b[0][name] for b in batches], axis=0))
+        np.save(os.path.join(data_dir, "labels.npy"),
+                np.concatenate([b[1] for b in batches], axis=0))
     with open(os.path.join(work, "train.yaml"), "w") as f:
         f.write(CONFIG)
 
@@ -203,10 +230,19 @@ def main(argv=None):
     spec = args.spec if os.path.isfile(args.spec) else os.path.join(FAMILIES, args.spec)
     micro = micro_batches(spec)
     batch_dims = batch_dims_of(spec, list(inputs))
+    if args.data_batches > 0 and any(batch_dims):
+        print("FAIL: --data-batches needs every input's batch on dimension 0 "
+              "(shoal-run --data DIR slices there); the spec gives %s" % batch_dims)
+        return 1
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-8, weight_decay=0.0)
-    lt = torch.from_numpy(labels)
     ref = []
-    for _ in range(args.steps):
+    for step in range(args.steps):
+        if args.data_batches > 0:
+            step_inputs, step_labels = batches[step % args.data_batches]
+            xs = tuple(torch.from_numpy(v) for v in step_inputs.values())
+        else:
+            step_labels = labels
+        lt = torch.from_numpy(step_labels)
         opt.zero_grad()
         total = 0.0
         chunks = [torch.chunk(x, micro, dim=d) for x, d in zip(xs, batch_dims)]
@@ -229,8 +265,11 @@ def main(argv=None):
         print("\n".join(bad) + "\nFAIL: %s, %s on %d ranks: collectives"
               % (args.family, os.path.basename(spec), args.world_size))
         return 1
-    argv_run = [os.path.join(args.bin, "shoal-run"), plan, "--inputs",
-                os.path.join(work, "inputs"), "--steps", args.steps]
+    argv_run = [os.path.join(args.bin, "shoal-run"), plan, "--steps", args.steps]
+    if args.data_batches > 0:
+        argv_run += ["--data", data_dir]
+    else:
+        argv_run += ["--inputs", os.path.join(work, "inputs")]
     ckpt = os.path.join(work, "ckpt")
     if train_mode:
         argv_run += ["--save", ckpt]
@@ -250,8 +289,9 @@ def main(argv=None):
         print("shoal printed %d step losses, expected %d:\n%s" % (len(got), len(ref), res.stdout))
     if train_mode:
         ok &= check_running_stats(model, ckpt, args.steps, args.world_size, args.rtol)
-    print(("PASS" if ok else "FAIL") + ": %s, %s on %d ranks, %d steps"
-          % (args.family, os.path.basename(spec), args.world_size, args.steps))
+    print(("PASS" if ok else "FAIL") + ": %s, %s on %d ranks, %d steps%s"
+          % (args.family, os.path.basename(spec), args.world_size, args.steps,
+             ", %d batches (--data)" % args.data_batches if args.data_batches else ""))
     return 0 if ok else 1
 
 

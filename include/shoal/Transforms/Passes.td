@@ -45,6 +45,13 @@ def AutodiffPass : Pass<"shoal-autodiff", "::mlir::ModuleOp"> {
     forward graph). The gradient of each trained weight is marked with
     `shoal.grad_of = ["<initializer>"]` for shoal-optimizer.
 
+    Every float initializer not `frozen` is trained if a gradient reaches
+    it. One that the loss depends on only through ops of zero gradient (a
+    comparison, a Where condition, Floor, a cast to integers), or not at
+    all, gets no mark, so no update and no optimizer state; the pass lists
+    them in a remark and in `shoal.training`'s `untrained`, which the
+    parallelism report prints.
+
     Runs after shoal-annotate (and shoal-plan), before
     shoal-form-taskgraphs.
   }];
