@@ -34,9 +34,12 @@ Writes, in OUT:
   state/<file>.npy     optimizer state, under the checkpoint's names
                        (adam.m/<name>, adam.v/<name>, sgd.momentum/<name>)
   index.json           {"weights": {initializer: file}, "state": {...},
+                        "params": {parameter: [initializer, transposed]},
                         "losses": [...], "grad_norms": [...], "lrs": [...],
                         "steps": K, "dtype": ...}
   losses.npy           float64 [K]: loss of each step (before its update)
+  logits.npy           with --logits: the trained model's output on the
+                       first batch's input_ids (after the K steps)
 File names replace characters outside [A-Za-z0-9._-] by '_', like shoal.
 """
 
@@ -202,6 +205,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="make_model.py's seed")
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ap.add_argument("--logits", action="store_true",
+                    help="also write OUT/logits.npy: the trained model's output on the "
+                    "first batch's input_ids")
     args = ap.parse_args(argv)
     if (args.inputs is None) == (args.data is None):
         ap.error("give exactly one of --inputs and --data")
@@ -286,7 +292,8 @@ def main(argv=None):
 
     index = {"weights": {}, "state": {}, "losses": losses, "grad_norms": norms,
              "lrs": lrs, "steps": args.steps, "dtype": args.dtype,
-             "optimizer": opt_cfg["kind"]}
+             "optimizer": opt_cfg["kind"],
+             "params": {p: [i, bool(t)] for p, (i, t) in mapping.items()}}
     for pname, p in model.named_parameters():
         iname = mapping[pname][0]
         f = safe_name(iname) + ".npy"
@@ -302,6 +309,12 @@ def main(argv=None):
                 np.save(os.path.join(sdir, f), onnx_layout(pname, st[key]))
                 index["state"][sname] = f
     np.save(os.path.join(args.out, "losses.npy"), np.array(losses, dtype=np.float64))
+    if args.logits:
+        ids, _ = next(batches(args, B, T))
+        model.eval()
+        with torch.no_grad():
+            logits = model(torch.from_numpy(np.ascontiguousarray(ids)))
+        np.save(os.path.join(args.out, "logits.npy"), logits.cpu().numpy().astype(npdt))
     with open(os.path.join(args.out, "index.json"), "w") as f:
         json.dump(index, f, indent=1, sort_keys=True)
     print("reference: %d steps (%s, %s), %d trained weights, first loss %s, last loss %s"

@@ -808,3 +808,12 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
   }
   return out;
 }
+
+Tensor Checkpoint::readTensor(const std::string &name) const {
+  auto it = info.tensors.find(name);
+  if (it == info.tensors.end())
+    throw Error(
+        fmt::format("checkpoint {} has no tensor '{}'", manifestPath(), name));
+  const TensorType &type = it->second.globalType;
+  return readBlock(name, type, Shape(type.shape.size(), 0), type.shape);
+}

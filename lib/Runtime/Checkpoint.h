@@ -50,6 +50,9 @@ struct TrainingOptions {
   int saveEvery = 0;
   /// --resume DIR: start from its newest checkpoint.
   std::string resumeDir;
+  /// --export-onnx FILE and --export-safetensors DIR: the trained model at
+  /// the end of the run (docs/Training.md, "Exporting the trained model").
+  std::string exportOnnx, exportSafetensorsDir;
 };
 
 /// runPlan with the training options, on `world` (defined in Runtime.cpp;
@@ -150,6 +153,10 @@ public:
   /// not cover the block.
   Tensor readBlock(const std::string &name, const TensorType &global,
                    const Shape &offsets, const Shape &local) const;
+  /// The whole tensor `name`, assembled from all its shards (readBlock of
+  /// the block that is the whole tensor): how rank 0 gathers a weight that
+  /// every rank wrote a part of.
+  Tensor readTensor(const std::string &name) const;
 
 private:
   std::string dir;

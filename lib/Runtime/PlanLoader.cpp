@@ -188,8 +188,11 @@ void PlanChecker::checkTraining() {
         info.otherInputTypes.push_back(type);
       }
     }
-    for (const plan::Weight &w : p.weights())
+    for (const plan::Weight &w : p.weights()) {
       info.initializerProgram.emplace(w.initializer(), i);
+      if (!w.zero_init())
+        info.modelWeights.emplace(w.initializer(), w.source());
+    }
     for (const plan::Op &op : p.ops()) {
       if (!opKindHas(op.kind(), kOptimizer))
         continue;

@@ -120,6 +120,11 @@ struct TrainingInfo {
   /// The lowest index of a program that holds each initializer (weights and
   /// optimizer states): that program writes it to checkpoints.
   std::map<std::string, int> initializerProgram;
+  /// The model's weights over every program (the weights that are not
+  /// zero_init: trained, frozen and assigned ones, not optimizer state), each
+  /// with the index of its source (Plan.sources). What shoal-run
+  /// --export-onnx and --export-safetensors write.
+  std::map<std::string, int> modelWeights;
 };
 
 /// A validated plan, reduced to what this rank executes: the one program

@@ -19,6 +19,7 @@
 #include "Comm.h"
 #include "DeviceCatalog.h"
 #include "Executor.h"
+#include "Export.h"
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -693,6 +694,11 @@ const char kUsage[] =
     "                 --save-every K)\n"
     "  --resume DIR   start from the newest checkpoint in DIR, under this\n"
     "                 plan's layout\n"
+    "  --export-onnx FILE  at the end, write the source ONNX model with the\n"
+    "                 trained weights (initializers of 1 KiB or more in\n"
+    "                 FILE.data, ONNX external data)\n"
+    "  --export-safetensors DIR  at the end, write the trained weights to\n"
+    "                 DIR/model.safetensors under their initializer names\n"
     "  --outputs DIR  optional: writes the last step's loss.npy\n"
     "\n"
     "  --help         print this help\n"
@@ -800,6 +806,14 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
     } else if (is("--resume")) {
       if (std::string e = value("--resume", train.resumeDir); !e.empty())
         return e;
+    } else if (is("--export-onnx")) {
+      if (std::string e = value("--export-onnx", train.exportOnnx); !e.empty())
+        return "--export-onnx needs a file";
+    } else if (is("--export-safetensors")) {
+      if (std::string e =
+              value("--export-safetensors", train.exportSafetensorsDir);
+          !e.empty())
+        return e;
     } else if (is("--trace")) {
       if (std::string e = value("--trace", opts.tracePath); !e.empty())
         return "--trace needs a file";
@@ -853,10 +867,13 @@ namespace {
 void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
                          const TrainingOptions &train, BackendKind backend) {
   if (!plan.training.present) {
-    for (auto [flag, value] : {std::pair<const char *, const std::string *>{
-                                   "--data", &train.dataPath},
-                               {"--save", &train.saveDir},
-                               {"--resume", &train.resumeDir}})
+    for (auto [flag, value] :
+         {std::pair<const char *, const std::string *>{"--data",
+                                                       &train.dataPath},
+          {"--save", &train.saveDir},
+          {"--resume", &train.resumeDir},
+          {"--export-onnx", &train.exportOnnx},
+          {"--export-safetensors", &train.exportSafetensorsDir}})
       if (!value->empty())
         throw Error(fmt::format("{} needs a training plan (shoal-compile "
                                 "--train); {} is a forward plan",
@@ -888,12 +905,16 @@ double scheduledFlops(const LoadedPlan &plan) {
 }
 
 /// The tensors this rank's program writes to checkpoints: one per
-/// initializer that no lower program also holds.
+/// initializer that no lower program also holds (with `modelOnly`, only the
+/// model's weights, not the optimizer state).
 std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
-                                                ProgramRunner &exec) {
+                                                ProgramRunner &exec,
+                                                bool modelOnly = false) {
   std::vector<CheckpointTensor> out;
   std::set<std::string> seen;
   for (const WeightInfo &w : plan.weights) {
+    if (modelOnly && w.zeroInit)
+      continue;
     auto owner = plan.training.initializerProgram.find(w.initializer);
     if (owner != plan.training.initializerProgram.end() &&
         owner->second != plan.program)
@@ -904,6 +925,118 @@ std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
         {w.initializer, w.globalType, w.sharding, exec.fetch(w.value)});
   }
   return out;
+}
+
+bool exports(const TrainingOptions &train) {
+  return !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty();
+}
+
+/// The source model of the plan's weights, which --export-onnx rewrites;
+/// throws Error when they come from several models.
+const std::string &exportSource(const LoadedPlan &plan) {
+  std::set<int> sources;
+  for (const auto &[name, source] : plan.training.modelWeights)
+    sources.insert(source);
+  if (sources.size() != 1 || *sources.begin() < 0 ||
+      *sources.begin() >= static_cast<int>(plan.sourcePaths.size()))
+    throw Error(fmt::format("plan {}: the export needs the model's weights "
+                            "to come from one source model; they come from "
+                            "{} (of the plan's {})",
+                            plan.path, sources.size(),
+                            plan.sourcePaths.size()));
+  return plan.sourcePaths[*sources.begin()];
+}
+
+/// Checks the export's paths before training starts (rank 0 creates their
+/// folders), so that a typo does not cost the run.
+void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
+  const std::string &source = exportSource(plan);
+  if (!train.exportOnnx.empty()) {
+    checkOutputFile(train.exportOnnx, "exported model", "--export-onnx");
+    std::error_code ec;
+    if (fs::exists(train.exportOnnx, ec) &&
+        fs::equivalent(train.exportOnnx, source, ec))
+      throw Error(fmt::format("--export-onnx {} is the plan's source model; "
+                              "write the trained model to another file",
+                              train.exportOnnx));
+  }
+  if (!train.exportSafetensorsDir.empty()) {
+    const std::string &dir = train.exportSafetensorsDir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir))
+      throw Error(fmt::format("cannot create the folder {} of "
+                              "--export-safetensors{}",
+                              dir, ec ? ": " + ec.message() : std::string()));
+  }
+}
+
+/// --export-onnx and --export-safetensors after the last step, collective
+/// over `world`. Every rank's blocks of the model's weights reach rank 0
+/// through a checkpoint: the one --save just wrote, else a scratch one of
+/// the weights alone (no optimizer state) next to the exported files, which
+/// is removed afterwards. Rank 0 assembles each weight and writes the files;
+/// the ranks agree on its error, if any.
+void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
+                 const TrainingOptions &train,
+                 const std::vector<int64_t> &coords, int64_t step,
+                 Communicator &world) {
+  std::string root = train.saveDir, scratch;
+  if (root.empty()) {
+    scratch = root =
+        !train.exportSafetensorsDir.empty()
+            ? (fs::path(train.exportSafetensorsDir) / ".shoal-export-shards")
+                  .string()
+            : (fs::path(train.exportOnnx).parent_path() /
+               ("." + fs::path(train.exportOnnx).filename().string() +
+                ".shards"))
+                  .string();
+    saveCheckpoint(scratch, step, plan.training.optimizer, plan.mesh, coords,
+                   checkpointTensors(plan, exec, /*modelOnly=*/true), world);
+  }
+  std::string error;
+  if (world.rank() == 0) {
+    try {
+      Checkpoint checkpoint = Checkpoint::open(
+          (fs::path(root) / checkpointFolderName(step)).string());
+      std::vector<std::string> names;
+      for (const auto &[name, source] : plan.training.modelWeights)
+        names.push_back(name);
+      TrainedModel model(checkpoint, exportSource(plan), names);
+      std::string steps = std::to_string(step);
+      auto mib = [](uint64_t bytes) { return double(bytes) / (1 << 20); };
+      if (!train.exportOnnx.empty()) {
+        ExportSummary s = writeTrainedOnnx(train.exportOnnx, model,
+                                           {{"shoal.trained_steps", steps}});
+        std::printf(
+            "shoal-run: exported the model of step %lld to %s: %zu "
+            "initializers, %.3f MiB%s\n",
+            static_cast<long long>(step), s.path.c_str(), s.tensors,
+            mib(s.bytes),
+            s.dataPath.empty()
+                ? ""
+                : fmt::format(" ({} in {})", s.externalTensors, s.dataPath)
+                      .c_str());
+      }
+      if (!train.exportSafetensorsDir.empty()) {
+        ExportSummary s = writeSafetensors(
+            (fs::path(train.exportSafetensorsDir) / "model.safetensors")
+                .string(),
+            model, {{"format", "pt"}, {"shoal.trained_steps", steps}});
+        std::printf("shoal-run: exported the weights of step %lld to %s: %zu "
+                    "tensors, %.3f MiB\n",
+                    static_cast<long long>(step), s.path.c_str(), s.tensors,
+                    mib(s.bytes));
+      }
+      std::fflush(stdout);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    std::error_code ec;
+    if (!scratch.empty())
+      fs::remove_all(scratch, ec);
+  }
+  agree(error, world);
 }
 
 } // namespace
@@ -1000,6 +1133,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         throw Error(fmt::format("cannot create the checkpoint folder {}{}",
                                 train.saveDir,
                                 ec ? ": " + ec.message() : std::string()));
+    }
+    if (exports(train)) {
+      exportSource(*plan);
+      if (rank == 0)
+        checkExportPaths(*plan, train);
     }
     if (rank == 0) {
       checkOutputFile(options.tracePath, "trace", "--trace");
@@ -1167,6 +1305,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
                        training.optimizer, plan->mesh, coords,
                        checkpointTensors(*plan, *exec), world);
+      if (exports(train))
+        exportModel(*plan, *exec, train, coords, trainer.stepsCompleted(),
+                    world);
       summary.stepSeconds = timed / options.steps;
     } else {
       for (int step = 0; step < options.warmup + options.steps; ++step) {

@@ -56,7 +56,9 @@ constexpr int32_t kOnnxFloat16 = 10;
 constexpr int32_t kOnnxDouble = 11;
 constexpr int32_t kOnnxBFloat16 = 16;
 
-const char *onnxTypeName(int32_t t) {
+} // namespace
+
+const char *shoal::rt::onnxTypeName(int32_t t) {
   static const char *names[] = {
       "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
       "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
@@ -66,7 +68,7 @@ const char *onnxTypeName(int32_t t) {
   return "unknown";
 }
 
-bool onnxToDType(int32_t t, DType &dtype) {
+bool shoal::rt::onnxToDType(int32_t t, DType &dtype) {
   switch (t) {
   case kOnnxFloat:
     dtype = DType::F32;
@@ -99,6 +101,8 @@ bool onnxToDType(int32_t t, DType &dtype) {
     return false;
   }
 }
+
+namespace {
 
 /// Parses a decimal byte count as written in external_data ("0", "4096").
 bool parseByteCount(const std::string &text, uint64_t &value) {
@@ -540,4 +544,16 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
       b[i] = b[i] != 0;
   }
   return out;
+}
+
+Tensor OnnxWeightFile::loadInitializer(const std::string &name) const {
+  const InitializerInfo *info = find(name);
+  DType dtype = DType::F32;
+  if (info && !onnxToDType(info->dataType, dtype))
+    throw Error(fmt::format("initializer '{}' in {} has ONNX data type {} "
+                            "({}), which shoal does not read",
+                            name, path(), info->dataType,
+                            onnxTypeName(info->dataType)));
+  Shape dims = info ? info->dims : Shape();
+  return loadBlock(name, {dtype, dims}, Shape(dims.size(), 0), dims);
 }

@@ -56,6 +56,12 @@ struct InitializerInfo {
   bool segmented = false;
 };
 
+/// The DType of ONNX TensorProto.DataType `t`; false for types shoal does
+/// not hold (strings, complex, unsigned 16-64 bit, ...).
+bool onnxToDType(int32_t t, DType &dtype);
+/// `FLOAT`, `INT64`, ... for messages.
+const char *onnxTypeName(int32_t t);
+
 /// An ONNX model file opened for reading initializer slices.
 class OnnxWeightFile {
 public:
@@ -78,6 +84,9 @@ public:
   Tensor loadBlock(const std::string &name, const TensorType &global,
                    const Shape &offsets, const Shape &local,
                    const Shape &sourceShape = {}) const;
+
+  /// The whole initializer `name` in its own type (loadBlock of all of it).
+  Tensor loadInitializer(const std::string &name) const;
 
   /// How many distinct external data files have been mapped so far.
   std::size_t numExternalFiles() const { return externalFiles.size(); }

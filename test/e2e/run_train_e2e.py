@@ -56,7 +56,29 @@ Default mode (layout test):
   under SPEC2 on M ranks (layout B); compare B vs A, and both vs PyTorch's
   K+1 steps, as in the default mode.
 
-Exit status: 0 pass, 1 fail, 2 usage error.
+--export-check: K steps (2 by default here) under SPEC on N ranks with
+  `--export-onnx DIR/export/trained.onnx --export-safetensors
+  DIR/export/st` and no --save (the weights reach rank 0 through a scratch
+  checkpoint, which must be gone afterwards); PyTorch trains K steps from the
+  same weights (train_reference.py --logits). Then
+    (a) the exported ONNX model passes onnx.checker, keeps the source's
+        inputs and outputs, holds its tensors of 1 KiB or more in
+        trained.onnx.data, and its initializers equal PyTorch's trained
+        weights (--rtol; frozen ones the source's, exactly);
+    (b) onnxruntime runs it on the example's input_ids, and so does shoal's
+        own one-rank forward plan of it; both outputs match the trained
+        PyTorch model's (--export-rtol, 1e-4);
+    (c) safetensors.torch.load_file reads DIR/export/st/model.safetensors:
+        every tensor equals the exported initializer of its name and
+        PyTorch's trained weight; mapped onto the PyTorch GPT's parameter
+        names (the exporter renames transposed Linear weights
+        `onnx::MatMul_NNN`), load_state_dict(strict=True) takes them and
+        the model's output matches the trained model's (--export-rtol).
+  Needs onnxruntime and safetensors: when /usr/bin/python3 lacks them the
+  script reruns itself under ${SHOAL_VENV:-~/.cache/shoal-venv}/bin/python
+  (scripts/install-deps.sh), else exits 77 (skip).
+
+Exit status: 0 pass, 1 fail, 2 usage error, 77 skip.
 """
 
 import argparse
@@ -320,17 +342,19 @@ class Ctx:
 
     def train(self, plan, world, steps, save, data=None, resume=None, outputs=None,
               par=None, extra=()):
-        """shoal-run the training plan; returns its stdout. The --run-arg
-        flags go to the N-rank runs (par: by default, those of world > 1)."""
+        """shoal-run the training plan (no --save when `save` is None);
+        returns its stdout. The --run-arg flags go to the N-rank runs (par:
+        by default, those of world > 1)."""
         if par is None:
             par = world > 1
-        argv = [self.run, plan, "--steps", steps, "--save", save]
+        argv = [self.run, plan, "--steps", steps] + list(extra)
+        if save:
+            argv += ["--save", save]
         argv += ["--data", data] if data else ["--inputs", self.inputs]
         if resume:
             argv += ["--resume", resume]
         if outputs:
             argv += ["--outputs", outputs]
-        argv += list(extra)
         if par:
             argv += self.args.run_arg
             if self.args.check_overlap:
@@ -356,9 +380,10 @@ class Ctx:
         print("  (%.1f s)" % res.elapsed)
         return res.stdout
 
-    def reference(self, steps, out, data=None):
+    def reference(self, steps, out, data=None, extra=()):
         argv = [common.PYTHON, REFERENCE, "--model", self.model, "--config", self.config,
                 "--steps", steps, "--out", out, "--seed", self.args.seed, "--quiet"]
+        argv += list(extra)
         argv += ["--data", data] if data else ["--inputs", self.inputs]
         res = common.run_cmd(argv, timeout=self.args.timeout)
         sys.stdout.write(res.stdout)
@@ -641,6 +666,142 @@ def mode_reshard(ctx, spec):
     return print_worst(rows, a.rtol, a.show)
 
 
+EXPORT_MODULES = ("onnxruntime", "safetensors")
+
+
+def missing_modules(names):
+    import importlib
+    out = []
+    for n in names:
+        try:
+            importlib.import_module(n)
+        except ImportError:
+            out.append(n)
+    return out
+
+
+def venv_python():
+    """The python of scripts/install-deps.sh's virtual environment."""
+    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
+    return os.path.join(venv, "bin", "python")
+
+
+def mode_export(ctx, spec):
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+    from safetensors.torch import load_file
+    a = ctx.args
+    w = ctx.work
+    K = a.steps
+    export = os.path.join(w, "export")
+    onnx_out = os.path.join(export, "trained.onnx")
+    st_dir = os.path.join(export, "st")
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    print("-- train %d step(s) on %d ranks with --export-onnx and --export-safetensors"
+          % (K, a.world_size))
+    out = ctx.train(par_plan, a.world_size, K, None, par=True,
+                    extra=["--export-onnx", onnx_out, "--export-safetensors", st_dir])
+    print("-- PyTorch, %d step(s)" % K)
+    rw, rs, idx = ctx.reference(K, os.path.join(w, "reference_train"), extra=["--logits"])
+    ref_logits = np.load(os.path.join(w, "reference_train", "logits.npy"))
+    ids = np.load(os.path.join(ctx.inputs, "input_ids.npy"))
+    source = onnx.load(ctx.model)
+    initial = {t.name: numpy_helper.to_array(t) for t in source.graph.initializer}
+    rows = []
+
+    def check(label, ok, what):
+        rows.append((label, what, None, None if ok else "FAIL"))
+
+    def compare_logits(label, got):
+        if got.shape != ref_logits.shape:
+            rows.append((label, "logits", None, "shape %s, expected %s"
+                         % (list(got.shape), list(ref_logits.shape))))
+            return
+        err = common.rel_error(got, ref_logits)
+        rows.append((label, "logits", err, None if err <= a.export_rtol
+                     else "error %.3e > %.1e" % (err, a.export_rtol)))
+
+    leftovers = [n for n in os.listdir(export) + os.listdir(st_dir)
+                 if n.startswith(".") or n.endswith(".tmp")]
+    check("files", not leftovers, "no scratch checkpoint or temporary file left (%s)"
+          % (", ".join(leftovers) or "none"))
+    stats = [ln for ln in out.splitlines() if "exported" in ln]
+    check("files", len(stats) == 2, "two 'exported' lines in shoal-run's output")
+
+    print("-- (a) the exported ONNX model")
+    onnx.checker.check_model(onnx_out)
+    model = onnx.load(onnx_out)  # with its external data
+    raw = onnx.load(onnx_out, load_external_data=False)
+    check("onnx", [i.name for i in model.graph.input] == [i.name for i in source.graph.input]
+          and [o.name for o in model.graph.output] == [o.name for o in source.graph.output],
+          "the source's inputs and outputs (no labels, no loss)")
+    check("onnx", len(model.graph.node) == len(source.graph.node), "the source's nodes")
+    ext_ok = True
+    for t in raw.graph.initializer:
+        nbytes = initial[t.name].nbytes
+        external = t.data_location == onnx.TensorProto.EXTERNAL
+        locs = {e.key: e.value for e in t.external_data}
+        if external != (nbytes >= 1024) or (external and locs.get("location") != "trained.onnx.data"):
+            print("    %s: %d bytes, external %s %s" % (t.name, nbytes, external, locs))
+            ext_ok = False
+    check("onnx", ext_ok, "initializers of >= 1024 bytes in trained.onnx.data, the others inline")
+    exported = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    check("onnx", sorted(exported) == sorted(initial), "the source's initializers")
+    rows += compare_sets("exported ONNX initializers vs PyTorch", exported, rw, sorted(rw),
+                         a.rtol)
+    for n in sorted(set(initial) - set(rw)):
+        check("exported ONNX initializers vs PyTorch", np.array_equal(exported[n], initial[n]),
+              "%s (frozen) unchanged" % n)
+
+    print("-- (b) run it: onnxruntime, and shoal on one rank")
+    sess = ort.InferenceSession(onnx_out, providers=["CPUExecutionProvider"])
+    compare_logits("onnxruntime(exported) vs trained PyTorch",
+                   sess.run(None, {"input_ids": ids})[0])
+    fwd = os.path.join(w, "exported.plan")
+    common.run_cmd([ctx.compile, onnx_out, "-o", fwd], timeout=a.timeout)
+    fwd_out = os.path.join(w, "exported_out")
+    common.run_cmd([ctx.run, fwd, "--inputs", ctx.inputs, "--outputs", fwd_out],
+                   timeout=a.timeout)
+    compare_logits("shoal one-rank(exported) vs trained PyTorch",
+                   np.load(os.path.join(fwd_out, "logits.npy")))
+
+    print("-- (c) the safetensors file")
+    st = {n: t.numpy() for n, t in load_file(os.path.join(st_dir, "model.safetensors")).items()}
+    check("safetensors", sorted(st) == sorted(initial),
+          "the initializers' names (%d tensors)" % len(st))
+    for n in sorted(set(st) & set(exported)):
+        check("safetensors vs exported ONNX", st[n].dtype == exported[n].dtype
+              and np.array_equal(st[n], exported[n]), n)
+    rows += compare_sets("safetensors vs PyTorch", st, rw, sorted(rw), a.rtol)
+    sys.path.insert(0, os.path.join(REPO, "examples", "gpt"))
+    import make_model
+    gpt = make_model.GPT()
+    state = {}
+    for pname, (iname, transposed) in idx["params"].items():
+        if iname in st:
+            state[pname] = torch.from_numpy(np.ascontiguousarray(
+                st[iname].T if transposed else st[iname]))
+    for bname, _ in gpt.named_buffers():
+        if bname in st:
+            state[bname] = torch.from_numpy(st[bname])
+    try:
+        gpt.load_state_dict(state, strict=True)
+        loaded = True
+    except RuntimeError as e:
+        print("    load_state_dict: %s" % e)
+        loaded = False
+    check("safetensors", loaded, "load_state_dict(strict=True) of the PyTorch GPT "
+          "(%d parameters and buffers)" % len(state))
+    if loaded:
+        gpt.eval()
+        with torch.no_grad():
+            compare_logits("PyTorch GPT(safetensors) vs trained PyTorch",
+                           gpt(torch.from_numpy(ids)).numpy())
+    return print_worst(rows, max(a.rtol, a.export_rtol), a.show)
+
+
 def resolve_spec(spec):
     for cand in (os.path.join(common.EXAMPLES_DIR, "gpt", spec), os.path.join(HERE, spec), spec):
         if os.path.isfile(cand):
@@ -686,6 +847,12 @@ def main(argv=None):
                     help="ranks over which ZeRO splits (for the memory check)")
     ap.add_argument("--plain-rtol", type=float, default=1e-6,
                     help="ZeRO vs plain tolerance (weights and optimizer state)")
+    mode.add_argument("--export-check", action="store_true",
+                      help="--export-onnx and --export-safetensors against PyTorch "
+                      "(onnxruntime, safetensors, load_state_dict)")
+    ap.add_argument("--export-rtol", type=float, default=1e-4,
+                    help="bound on the exported models' outputs' relative error "
+                    "(default %(default)g)")
     ap.add_argument("--world-size2", type=int, default=None, help="ranks of SPEC2")
     ap.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                     help="extra shoal-run argument of the N-rank runs (repeat)")
@@ -702,7 +869,7 @@ def main(argv=None):
         ap.error("--loss-drop FACTOR must be > 1")
     if args.steps is None:
         args.steps = (100 if args.loss_drop is not None else 10 if args.resume_check
-                      else 2 if args.reshard else 1)
+                      else 2 if args.reshard or args.export_check else 1)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
     cfg = args.config
@@ -716,10 +883,24 @@ def main(argv=None):
         print("FAIL: spec %s not found" % args.spec)
         return 1
 
+    if args.export_check:
+        missing = missing_modules(EXPORT_MODULES)
+        vpy = venv_python()
+        in_venv = os.path.realpath(sys.prefix) == os.path.realpath(
+            os.path.dirname(os.path.dirname(vpy)))
+        if missing and os.path.isfile(vpy) and not in_venv:
+            print("%s missing here: running under %s" % (", ".join(missing), vpy), flush=True)
+            os.execv(vpy, [vpy, os.path.abspath(__file__)] + (argv or sys.argv[1:]))
+        if missing:
+            print("SKIP: %s cannot import %s (scripts/install-deps.sh installs them into %s)"
+                  % (sys.executable, ", ".join(missing), os.path.dirname(os.path.dirname(vpy))))
+            return SKIP
     if args.loss_drop is not None:
         what = "loss drop x%g, %d steps" % (args.loss_drop, args.steps)
     elif args.resume_check:
         what = "resume, %d + %d steps" % (args.steps, args.steps)
+    elif args.export_check:
+        what = "export after %d steps" % args.steps
     elif args.reshard:
         what = "reshard to %s on %d ranks after %d steps" % (
             os.path.basename(args.reshard), args.world_size2, args.steps)
@@ -743,6 +924,8 @@ def main(argv=None):
             ok = mode_resume(ctx, spec)
         elif args.reshard:
             ok = mode_reshard(ctx, spec)
+        elif args.export_check:
+            ok = mode_export(ctx, spec)
         else:
             ok = mode_layout(ctx, spec)
         if ok and args.check_overlap:

@@ -1,0 +1,312 @@
+//===- Export.cpp - Writing the trained model -------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Export.h"
+
+#include "Executor.h"
+#include "MappedFile.h"
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+using namespace shoal::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A file written under a temporary name next to `path` and renamed over it
+/// once complete and synced, so that a failed export never leaves a
+/// truncated file under the final name.
+class OutputFile {
+public:
+  OutputFile(std::string path, const char *what)
+      : path(std::move(path)), tmp(this->path + ".tmp"), what(what) {
+    file = std::fopen(tmp.c_str(), "wb");
+    if (!file)
+      fail(errno);
+  }
+  ~OutputFile() {
+    if (file) {
+      std::fclose(file);
+      std::remove(tmp.c_str());
+    }
+  }
+  OutputFile(const OutputFile &) = delete;
+  OutputFile &operator=(const OutputFile &) = delete;
+
+  uint64_t offset() const { return written; }
+  void write(const void *data, std::size_t size) {
+    if (size && std::fwrite(data, 1, size, file) != size)
+      fail(errno);
+    written += size;
+  }
+  /// Zero bytes up to `offset`.
+  void padTo(uint64_t target) {
+    static const char zeros[4096] = {};
+    while (written < target)
+      write(zeros, std::min<uint64_t>(sizeof zeros, target - written));
+  }
+  /// Flushes, syncs and renames the file to its name.
+  void commit() {
+    int err = 0;
+    if (std::fflush(file) != 0 || ::fsync(fileno(file)) != 0)
+      err = errno;
+    if (std::fclose(file) != 0 && !err)
+      err = errno;
+    file = nullptr;
+    std::error_code ec;
+    if (!err) {
+      fs::rename(tmp, path, ec);
+      if (!ec)
+        return;
+    }
+    std::remove(tmp.c_str());
+    if (ec)
+      throw Error(fmt::format("cannot write the {} {}: renaming {} to it: {}",
+                              what, path, tmp, ec.message()));
+    fail(err);
+  }
+
+private:
+  [[noreturn]] void fail(int err) const {
+    throw Error(fmt::format("cannot write the {} {}: {}", what, path,
+                            std::strerror(err)));
+  }
+
+  std::string path, tmp;
+  const char *what;
+  std::FILE *file = nullptr;
+  uint64_t written = 0;
+};
+
+const char *safetensorsDType(DType d) {
+  switch (d) {
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::F64:
+    return "F64";
+  case DType::I64:
+    return "I64";
+  case DType::I32:
+    return "I32";
+  case DType::I8:
+    return "I8";
+  case DType::U8:
+    return "U8";
+  case DType::Bool:
+    return "BOOL";
+  }
+  return "?";
+}
+
+/// Replaces the data of initializer `t` by `value`: raw_data below
+/// kExternalDataThreshold bytes, else appended to `data` (at `location`,
+/// relative to the model's folder).
+void setInitializerData(onnx::TensorProto &t, const Tensor &value,
+                        OutputFile &data, const std::string &location,
+                        ExportSummary &summary) {
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_string_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
+  t.clear_raw_data();
+  t.clear_external_data();
+  t.clear_data_location();
+  t.clear_segment();
+  uint64_t size = value.numBytes();
+  summary.bytes += size;
+  if (size < kExternalDataThreshold) {
+    t.set_raw_data(value.bytes(), size);
+    return;
+  }
+  uint64_t offset = data.offset();
+  if (size >= kAlignThreshold)
+    offset = (offset + kAlignment - 1) / kAlignment * kAlignment;
+  data.padTo(offset);
+  data.write(value.bytes(), size);
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [key, text] :
+       {std::pair<const char *, std::string>{"location", location},
+        {"offset", std::to_string(offset)},
+        {"length", std::to_string(size)}}) {
+    onnx::StringStringEntryProto *entry = t.add_external_data();
+    entry->set_key(key);
+    entry->set_value(text);
+  }
+  ++summary.externalTensors;
+}
+
+} // namespace
+
+TrainedModel::TrainedModel(const Checkpoint &checkpoint,
+                           const std::string &sourcePath,
+                           std::vector<std::string> names)
+    : ckpt(checkpoint), model([&] {
+        std::error_code ec;
+        if (!fs::is_regular_file(sourcePath, ec))
+          throw Error(fmt::format("the plan's source model {} is gone; the "
+                                  "export needs it (its graph, and the "
+                                  "initializers' shapes and types)",
+                                  sourcePath));
+        return OnnxWeightFile(sourcePath);
+      }()),
+      weights(std::move(names)) {
+  std::sort(weights.begin(), weights.end());
+  const auto &tensors = ckpt.manifest().tensors;
+  for (const std::string &name : weights) {
+    const InitializerInfo *info = model.find(name);
+    if (!info)
+      throw Error(fmt::format("the source model {} has no initializer '{}', "
+                              "a weight of the plan",
+                              sourcePath, name));
+    TensorType type{DType::F32, info->dims};
+    if (!onnxToDType(info->dataType, type.dtype))
+      throw Error(fmt::format("initializer '{}' in {} has ONNX data type {} "
+                              "({}), which shoal does not write",
+                              name, sourcePath, info->dataType,
+                              onnxTypeName(info->dataType)));
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      throw Error(fmt::format("checkpoint {} has no tensor '{}'",
+                              ckpt.manifestPath(), name));
+    const TensorType &trained = it->second.globalType;
+    if (trained.dtype != type.dtype ||
+        trained.numElements() != type.numElements())
+      throw Error(fmt::format("weight '{}' is {} in checkpoint {}, which "
+                              "does not fit its initializer in {} ({})",
+                              name, trained.str(), ckpt.manifestPath(),
+                              sourcePath, type.str()));
+    types.emplace(name, type);
+  }
+}
+
+bool TrainedModel::contains(const std::string &name) const {
+  return types.count(name) != 0;
+}
+
+TensorType TrainedModel::typeOf(const std::string &name) const {
+  return types.at(name);
+}
+
+Tensor TrainedModel::read(const std::string &name) const {
+  return Tensor::alias(ckpt.readTensor(name), types.at(name).shape);
+}
+
+ExportSummary shoal::rt::writeSafetensors(
+    const std::string &path, const TrainedModel &model,
+    const std::map<std::string, std::string> &metadata) {
+  ExportSummary summary;
+  summary.path = path;
+  std::vector<std::string> entries;
+  if (!metadata.empty()) {
+    std::vector<std::string> items;
+    for (const auto &[key, value] : metadata)
+      items.push_back(jsonString(key) + ":" + jsonString(value));
+    entries.push_back(
+        fmt::format("\"__metadata__\":{{{}}}", fmt::join(items, ",")));
+  }
+  uint64_t offset = 0;
+  for (const std::string &name : model.names()) {
+    TensorType type = model.typeOf(name);
+    uint64_t end = offset + type.numBytes();
+    entries.push_back(fmt::format(
+        "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+        jsonString(name), safetensorsDType(type.dtype),
+        fmt::join(type.shape, ","), offset, end));
+    offset = end;
+  }
+  std::string header = fmt::format("{{{}}}", fmt::join(entries, ","));
+  header.append((8 - header.size() % 8) % 8, ' ');
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
+  OutputFile out(path, "safetensors file");
+  out.write(length, sizeof length);
+  out.write(header.data(), header.size());
+  for (const std::string &name : model.names()) {
+    Tensor value = model.read(name);
+    out.write(value.bytes(), value.numBytes());
+    ++summary.tensors;
+  }
+  summary.bytes = offset;
+  out.commit();
+  return summary;
+}
+
+ExportSummary shoal::rt::writeTrainedOnnx(
+    const std::string &path, const TrainedModel &model,
+    const std::map<std::string, std::string> &metadata) {
+  const std::string &sourcePath = model.source().path();
+  ExportSummary summary;
+  summary.path = path;
+  std::error_code ec;
+  if (fs::exists(path, ec) && fs::equivalent(path, sourcePath, ec))
+    throw Error(fmt::format("--export-onnx {} is the plan's source model; "
+                            "write the trained model to another file",
+                            path));
+  onnx::ModelProto proto;
+  {
+    MappedFile source(sourcePath, "source model");
+    if (source.size() > static_cast<std::size_t>(INT_MAX) ||
+        !proto.ParseFromArray(source.data(), static_cast<int>(source.size())))
+      throw Error(fmt::format("cannot parse the plan's source model {} as a "
+                              "binary ONNX model",
+                              sourcePath));
+  }
+  std::string location = fs::path(path).filename().string() + ".data";
+  summary.dataPath = (fs::path(path).parent_path() / location).string();
+  OutputFile data(summary.dataPath, "external data file");
+  for (onnx::TensorProto &t : *proto.mutable_graph()->mutable_initializer()) {
+    Tensor value;
+    if (model.contains(t.name()))
+      value = model.read(t.name());
+    else if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      // Not trained, but its data lies next to the source: carry it over.
+      value = model.source().loadInitializer(t.name());
+    else
+      continue;
+    setInitializerData(t, value, data, location, summary);
+    ++summary.tensors;
+  }
+  for (const auto &[key, value] : metadata) {
+    auto *props = proto.mutable_metadata_props();
+    auto it = std::find_if(
+        props->begin(), props->end(),
+        [&](const onnx::StringStringEntryProto &p) { return p.key() == key; });
+    onnx::StringStringEntryProto *entry =
+        it != props->end() ? &*it : props->Add();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes))
+    throw Error(fmt::format("cannot write the model {}: its protobuf would "
+                            "exceed 2 GiB",
+                            path));
+  if (summary.externalTensors > 0)
+    data.commit();
+  else
+    summary.dataPath.clear();
+  OutputFile out(path, "model");
+  out.write(bytes.data(), bytes.size());
+  out.commit();
+  return summary;
+}
