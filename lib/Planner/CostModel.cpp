@@ -95,6 +95,15 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
     if (in.optimizer != MemoryInputs::Optimizer::None && in.bytesPerParam < 4)
       m.optimizer += in.parameters * 4;
   }
+  if (in.training && in.zeroRanks > 1) {
+    double n = in.zeroRanks;
+    if (in.zeroStage >= 1)
+      m.optimizer /= n;
+    if (in.zeroStage >= 2)
+      m.gradients /= n;
+    if (in.zeroStage >= 3)
+      m.weights /= n;
+  }
   m.activations = in.activationBytes * std::max(1, in.inFlight);
   m.workspace = in.workspaceBytes;
   return m;

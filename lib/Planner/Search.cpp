@@ -310,6 +310,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     in.training = training(step);
     in.optimizer = in.training ? MemoryInputs::Optimizer::Adam
                                : MemoryInputs::Optimizer::None;
+    in.zeroStage = options.zeroStage;
+    in.zeroRanks = dp;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
     if (step == StepKind::Forward)
       in.activationBytes = live * frac;

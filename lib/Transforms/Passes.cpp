@@ -52,6 +52,11 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.clusterPath = options.cluster;
     plan.worldSize = options.worldSize;
     plan.explain = options.explain;
+    // A training compile plans a training step, with its ZeRO stage.
+    if (options.train) {
+      plan.step = "train";
+      plan.zero = options.train->zero;
+    }
     pm.addPass(createPlanPass(plan));
   }
   pm.addPass(createFusedWeightViewsPass());

@@ -193,6 +193,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
                          << step << "'";
       return signalPassFailure();
     }
+    if (zero < 0 || zero > 3) {
+      module.emitError() << "shoal-plan: zero must be 0, 1, 2 or 3, got "
+                         << static_cast<int64_t>(zero);
+      return signalPassFailure();
+    }
+    options.zeroStage = static_cast<int>(zero);
     const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
     auto *it = llvm::find(names, precision);
     if (it == std::end(names)) {

@@ -176,6 +176,32 @@ TEST(MemoryModel, TrainingStateFollowsZeROsAccounting) {
   EXPECT_DOUBLE_EQ(estimateMemory(inf).activations, 3e8);
 }
 
+TEST(MemoryModel, ZeROSplitsStateThenGradientsThenWeights) {
+  // The ZeRO paper's example per rank, 1e9 parameters in bf16 with Adam on
+  // 8 data-parallel ranks: 2 + 2 + 12 bytes/param, then 2 + 2 + 12/8,
+  // 2 + 2/8 + 12/8 and (2 + 2 + 12)/8.
+  MemoryInputs in;
+  in.parameters = 1e9;
+  in.bytesPerParam = 2;
+  in.training = true;
+  in.optimizer = MemoryInputs::Optimizer::Adam;
+  in.zeroRanks = 8;
+  double expected[4][3] = {{2e9, 2e9, 12e9},
+                           {2e9, 2e9, 1.5e9},
+                           {2e9, 0.25e9, 1.5e9},
+                           {0.25e9, 0.25e9, 1.5e9}};
+  for (int stage = 0; stage <= 3; ++stage) {
+    in.zeroStage = stage;
+    MemoryEstimate m = estimateMemory(in);
+    EXPECT_DOUBLE_EQ(m.weights, expected[stage][0]) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(m.gradients, expected[stage][1]) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(m.optimizer, expected[stage][2]) << "stage " << stage;
+  }
+  // Inference keeps whole weights whatever the stage.
+  in.training = false;
+  EXPECT_DOUBLE_EQ(estimateMemory(in).weights, 2e9);
+}
+
 } // namespace
 
 namespace {

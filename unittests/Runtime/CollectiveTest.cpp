@@ -122,6 +122,33 @@ TEST_F(CollectiveTest, AllGatherOrdersBlocksRowMajorOverTheListedAxes) {
             (std::vector<float>{0, 10, 20, 30, 1, 11, 21, 31}));
 }
 
+TEST_F(CollectiveTest, ReduceScatterKeepsThisRanksBlockOfTheSum) {
+  Comm comm(mpiWorld(), mesh);
+  // Each rank holds [5, 1] = rank + {0, 1, 2, 3, 4}; the sum over all four
+  // ranks is 6 + 4 * {0, ..., 4}. Over (x, y): blocks of ceil(5 / 4) = 2
+  // rows, the last ones past the end zero-padded.
+  std::vector<float> mine;
+  for (int i = 0; i < 5; ++i)
+    mine.push_back(float(rank + i));
+  Tensor in = makeTensor<float>({5, 1}, mine);
+  Tensor out(DType::F32, {2, 1});
+  comm.reduceScatter(in, out, {0, 1});
+  std::vector<float> expect;
+  for (int r = 2 * rank; r < 2 * rank + 2; ++r)
+    expect.push_back(r < 5 ? float(6 + 4 * r) : 0.f);
+  EXPECT_EQ(toVector<float>(out), expect);
+  // Over y only: the pair {2x, 2x+1} sums, blocks of 3 rows.
+  Tensor outY(DType::F32, {3, 1});
+  comm.reduceScatter(in, outY, {1});
+  int x = rank / 2, y = rank % 2;
+  expect.clear();
+  for (int r = 3 * y; r < 3 * y + 3; ++r)
+    expect.push_back(r < 5 ? float(4 * x + 1 + 2 * r) : 0.f);
+  EXPECT_EQ(toVector<float>(outY), expect);
+  Tensor bad(DType::F32, {3, 1});
+  EXPECT_THROW(comm.reduceScatter(in, bad, {0, 1}), Error);
+}
+
 TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {
   Comm comm(mpiWorld(), mesh);
   // G[i][j] = 10 i + j, 4 x 4. Rank r holds row r (tokens split over all

@@ -612,6 +612,21 @@ TEST(TrainOps, OptimizerTypesAndAttributes) {
     c.f("momentum", 0.9);
     EXPECT_CONTAINS(c.error(), "unknown attribute 'momentum'");
 
+    OpCheck z("AdamW"); // ZeRO 1/2: g, m, v are w's block of dim 0
+    z.in(DType::F32, {5, 2}).in(DType::F32, {3, 2}).in(DType::F32, {3, 2});
+    z.in(DType::F32, {3, 2}).f("lr", 1e-3);
+    PlanBuilder::attrStrings(z.op, "zero_axes", {"x"});
+    Mesh mesh({"x"}, {2});
+    EXPECT_EQ(errorOf([&] { checkOp(z.op, 0, z.types, mesh); }), "");
+    EXPECT_EQ(checkOp(z.op, 0, z.types, mesh).attrs.zeroGroupSize, 2);
+    z.types[2].shape = {5, 2};
+    EXPECT_CONTAINS(errorOf([&] { checkOp(z.op, 0, z.types, mesh); }),
+                    "input m must have the type of w's block of dimension 0 "
+                    "over zero_axes, f32[3, 2], got f32[5, 2]");
+    z.types[2].shape = {3, 2};
+    EXPECT_CONTAINS(errorOf([&] { checkOp(z.op, 0, z.types, Mesh()); }),
+                    "mesh axis 'x' is not in the mesh");
+
     OpCheck d("AdamW"); // PyTorch's defaults
     for (int i = 0; i < 4; ++i)
       d.in(DType::F32, {2});

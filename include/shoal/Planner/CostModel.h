@@ -86,6 +86,11 @@ struct MemoryInputs {
     Momentum,
     Adam
   } optimizer = Optimizer::None;
+  /// ZeRO stage (0-3) and the data-parallel ranks it splits over: the
+  /// optimizer state (1), the gradients (2) and the weights (3) are held
+  /// 1/zeroRanks per rank.
+  int zeroStage = 0;
+  int zeroRanks = 1;
   double activationBytes = 0; ///< per micro-batch, kept for backward
   int inFlight = 1;           ///< micro-batches whose activations are kept
   double workspaceBytes = 0;
@@ -102,7 +107,8 @@ struct MemoryEstimate {
 /// Weights; when training, gradients (same precision as weights) and the
 /// optimizer's state in fp32 (Adam: two moments, plus an fp32 master copy
 /// of weights kept in lower precision; momentum: one); activations times
-/// the micro-batches in flight; workspace.
+/// the micro-batches in flight; workspace. ZeRO divides the optimizer
+/// state, then the gradients, then the weights by zeroRanks.
 MemoryEstimate estimateMemory(const MemoryInputs &in);
 
 } // namespace planner

@@ -73,6 +73,9 @@ struct PlanOptions {
   std::string schedule;
   /// Whale's balancing; false gives the even split to compare with.
   bool balance = true;
+  /// ZeRO stage of a training step (the training config's `zero`): the
+  /// memory model splits state, gradients, weights over the dp replicas.
+  int zeroStage = 0;
 };
 
 /// One pipeline stage of a layout.

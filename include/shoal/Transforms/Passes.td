@@ -149,6 +149,9 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
            "Precision of matrix products: fp32, tf32, bf16, fp16">,
     Option<"balance", "balance", "bool", /*default=*/"true",
            "Whale's balancing (false: keep the annotated layout)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage of a training step (the memory model splits the "
+           "optimizer state, gradients, weights over the dp replicas)">,
     Option<"explain", "explain", "bool", /*default=*/"false",
            "Print the candidates and why the chosen one won (to stderr)">,
     Option<"top", "top", "int64_t", /*default=*/"5",

@@ -141,13 +141,10 @@ void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
   for (std::size_t i = 1; i < ctx.info.inputs.size(); ++i)
     if (const TensorType *t = ctx.in(static_cast<int>(i)))
       if (*t != block)
-        throw Error(fmt::format("input {} must have the type {}{}, got {}",
-                                names[i], block.str(),
-                                a.zeroAxes.empty()
-                                    ? " of w"
-                                    : " (w's block of dimension 0 over "
-                                      "zero_axes)",
-                                t->str()));
+        throw Error(fmt::format(
+            "input {} must have the type of {}, {}, got {}", names[i],
+            a.zeroAxes.empty() ? "w" : "w's block of dimension 0 over zero_axes",
+            block.str(), t->str()));
   OptimizerParams &p = a.optimizer;
   p.kind = adam ? OptimizerParams::AdamW : OptimizerParams::SGD;
   ctx.attrs.require("lr");
