@@ -159,8 +159,8 @@ void Comm::reduceScatter(const Tensor &in, Tensor &out,
                          const std::vector<int> &axes) {
   int64_t n = meshInfo.numBlocks(axes);
   if (in.rank() == 0 || in.dtype() == DType::Bool)
-    throw Error(fmt::format("ReduceScatter: cannot scatter {}",
-                            in.type().str()));
+    throw Error(
+        fmt::format("ReduceScatter: cannot scatter {}", in.type().str()));
   int64_t rows = in.shape()[0];
   int64_t block = (rows + n - 1) / n;
   Shape shape = in.shape();
@@ -181,7 +181,8 @@ void Comm::reduceScatter(const Tensor &in, Tensor &out,
       std::memcpy(padded.data(), in.rawData(), in.numBytes());
     src = padded.data();
   }
-  group(axes).reduceScatter(src, out.rawData(), block * rowElems, in.dtype())
+  group(axes)
+      .reduceScatter(src, out.rawData(), block * rowElems, in.dtype())
       ->wait();
 }
 

@@ -786,8 +786,8 @@ void Executor::applyOptimizers(Comm &comm) {
         if (static_cast<int>(a) == plan.mesh.microBatchAxis())
           continue;
         // Under ZeRO 1/2 the gradient is this rank's block over its axes.
-        if (std::find(zeroAxes.begin(), zeroAxes.end(),
-                      static_cast<int>(a)) != zeroAxes.end())
+        if (std::find(zeroAxes.begin(), zeroAxes.end(), static_cast<int>(a)) !=
+            zeroAxes.end())
           continue;
         if (it == weightOfValue.end() ||
             !it->second->sharding.uses(static_cast<int>(a)))
@@ -821,11 +821,10 @@ void Executor::applyOptimizers(Comm &comm) {
           std::size_t rowBytes = x.numBytes() / shape[0];
           shape[0] = count;
           auto *base = const_cast<uint8_t *>(x.bytes());
-          return Tensor::view(
-              {x.dtype(), shape},
-              std::shared_ptr<uint8_t>(x.storageHandle(),
-                                       base + begin * rowBytes),
-              x.memory());
+          return Tensor::view({x.dtype(), shape},
+                              std::shared_ptr<uint8_t>(x.storageHandle(),
+                                                       base + begin * rowBytes),
+                              x.memory());
         };
         t[0] = rowsOf(t[0], first);
         for (std::size_t i = 1; i < t.size(); ++i)
@@ -873,11 +872,11 @@ void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
     Tensor target = w;
     device.copyFromHost(host, target);
   }
-  commEvent(fmt::format("AllGather over {} (ZeRO weight)",
-                        axesName(plan.mesh, op.attrs.zeroAxes)),
-            start, Clock::now(),
-            fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
-                        all.numBytes()));
+  commEvent(
+      fmt::format("AllGather over {} (ZeRO weight)",
+                  axesName(plan.mesh, op.attrs.zeroAxes)),
+      start, Clock::now(),
+      fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, all.numBytes()));
 }
 
 //===----------------------------------------------------------------------===//

@@ -74,8 +74,7 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   }
   if (!r.checkKeys(
           root, "the training config",
-          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb",
-           "zero"}))
+          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb", "zero"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))

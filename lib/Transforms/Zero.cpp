@@ -1,4 +1,5 @@
-//===- Zero.cpp - ZeRO: optimizer state, gradients, weights split -*- C++ -*-===//
+//===- Zero.cpp - ZeRO: optimizer state, gradients, weights split -*- C++
+//-*-===//
 //
 // shoal-zero (training config `zero: 1|2|3`, docs/Training.md "ZeRO") runs
 // on the partitioned TaskGraphs. For every AdamW/SGD update, the mesh axes
@@ -76,8 +77,8 @@ RankedTensorType blockType(RankedTensorType t, int64_t rows) {
 /// through.
 struct GradientSum {
   AllReduceOp reduce;
-  OpResult crossing;       // the producing TaskGraph's result, or null
-  BlockArgument argument;  // the update TaskGraph's argument, or null
+  OpResult crossing;      // the producing TaskGraph's result, or null
+  BlockArgument argument; // the update TaskGraph's argument, or null
 };
 
 std::optional<GradientSum> findGradientSum(Value g) {
@@ -160,8 +161,8 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     if (zero.empty())
       return success(); // One copy: nothing to share.
     auto keepWhole = [&](const Twine &why) {
-      update->emitWarning() << "ZeRO-" << static_cast<int64_t>(stage) << " keeps '" << name
-                            << "' whole on every rank of "
+      update->emitWarning() << "ZeRO-" << static_cast<int64_t>(stage)
+                            << " keeps '" << name << "' whole on every rank of "
                             << llvm::join(zero, ",") << ": " << why;
       return success();
     };
@@ -173,10 +174,11 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
                                      "ranks",
                                      rows, n));
     if (sharding && !sharding.getDimAxes(0).empty() && rows % n != 0)
-      return keepWhole(llvm::formatv("its dimension 0 is already split, and "
-                                     "its {0} local rows do not divide into {1} "
-                                     "blocks",
-                                     rows, n));
+      return keepWhole(
+          llvm::formatv("its dimension 0 is already split, and "
+                        "its {0} local rows do not divide into {1} "
+                        "blocks",
+                        rows, n));
     if (sharding && sharding.getDimOuter(0) > 1)
       return keepWhole("its dimension 0 is split in strided runs");
     int64_t blockRows = (rows + n - 1) / n;
@@ -227,8 +229,10 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
         [&](StringRef a) { return llvm::is_contained(summed, a); });
     if (prefix > 0 && !tailSummed &&
         (prefix == zero.size() || scatterRows % (n / scatterN) == 0)) {
-      SmallVector<StringRef> scatterZ(ArrayRef<StringRef>(zero).take_front(prefix));
-      SmallVector<StringRef> sliceZ(ArrayRef<StringRef>(zero).drop_front(prefix));
+      SmallVector<StringRef> scatterZ(
+          ArrayRef<StringRef>(zero).take_front(prefix));
+      SmallVector<StringRef> sliceZ(
+          ArrayRef<StringRef>(zero).drop_front(prefix));
       RankedTensorType scattered = blockType(type, scatterRows);
       AllReduceOp ar = sum->reduce;
       OpBuilder rb(ar);
@@ -243,9 +247,9 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       for (StringRef a : summed)
         if (!llvm::is_contained(scatterAxes, a))
           rest.push_back(a);
-      auto rs = rb.create<ReduceScatterOp>(ar.getLoc(), scattered,
-                                           ar.getInput(), 0,
-                                           rb.getStrArrayAttr(scatterAxes));
+      auto rs =
+          rb.create<ReduceScatterOp>(ar.getLoc(), scattered, ar.getInput(), 0,
+                                     rb.getStrArrayAttr(scatterAxes));
       rs->setAttr(kReasonAttr, rb.getStringAttr(reason + ", summed over " +
                                                 llvm::join(scatterAxes, ",")));
       if (auto phase = ar->getAttr(ShoalDialect::kPhaseAttr))
@@ -290,8 +294,8 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     } else {
       // The gradient arrives whole (or is not summed over every axis of
       // Z): each rank keeps its block.
-      auto slice = b.create<LocalSliceOp>(update->getLoc(), block, grad, 0,
-                                          zeroAttr);
+      auto slice =
+          b.create<LocalSliceOp>(update->getLoc(), block, grad, 0, zeroAttr);
       slice->setAttr(kReasonAttr, b.getStringAttr(reason));
       slice->setAttr(ShoalDialect::kPhaseAttr,
                      update->getAttr(ShoalDialect::kPhaseAttr));
@@ -310,8 +314,8 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
   /// block, gathered before each reader. False (nothing changed) when a
   /// copy lives in a TaskGraph with another mesh or another layout.
   bool shardWeight(WeightOp w, ShardingAttr blockSharding,
-                   RankedTensorType block, ArrayRef<StringRef> zero,
-                   int64_t n, MeshAttr mesh) {
+                   RankedTensorType block, ArrayRef<StringRef> zero, int64_t n,
+                   MeshAttr mesh) {
     auto tg = w->getParentOfType<TaskGraphOp>();
     auto func = tg->getParentOfType<func::FuncOp>();
     Attribute stage = tg->getAttr(ShoalDialect::kStageAttr);

@@ -42,8 +42,8 @@ namespace {
 /// communication: it keeps this micro-batch's block), AllReduce and
 /// ReduceScatter (accumulation over the step's micro-batches) may name the
 /// micro-batch axis.
-void readCollectiveAxes(const AttrReader &attrs, const Mesh &mesh,
-                        OpAttrs &out, bool allowMicroBatch = false) {
+void readCollectiveAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
+                        bool allowMicroBatch = false) {
   shoal::rt::readMeshAxes(attrs, mesh, "axes", out.meshAxes, out.groupSize,
                           allowMicroBatch);
 }
@@ -95,8 +95,8 @@ void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
     throw Error("ReduceScatter needs a tensor of rank >= 1");
   a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
   if (a.dim != 0)
-    throw Error(fmt::format("ReduceScatter scatters dimension 0, not {}",
-                            a.dim));
+    throw Error(
+        fmt::format("ReduceScatter scatters dimension 0, not {}", a.dim));
   // The group size without the micro-batch axis.
   std::vector<int> devices;
   for (int axis : a.meshAxes)

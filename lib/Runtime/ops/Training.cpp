@@ -143,7 +143,8 @@ void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
       if (*t != block)
         throw Error(fmt::format(
             "input {} must have the type of {}, {}, got {}", names[i],
-            a.zeroAxes.empty() ? "w" : "w's block of dimension 0 over zero_axes",
+            a.zeroAxes.empty() ? "w"
+                               : "w's block of dimension 0 over zero_axes",
             block.str(), t->str()));
   OptimizerParams &p = a.optimizer;
   p.kind = adam ? OptimizerParams::AdamW : OptimizerParams::SGD;

@@ -661,8 +661,8 @@ private:
               setF("min_lr", a.getMinLr().convertToDouble());
               if (a->hasAttr(ShoalDialect::kMirrorAttr))
                 setI("mirror", 1);
-              if (auto z = a->getAttrOfType<ArrayAttr>(
-                      ShoalDialect::kZeroAxesAttr))
+              if (auto z =
+                      a->getAttrOfType<ArrayAttr>(ShoalDialect::kZeroAxesAttr))
                 setStrs("zero_axes", z);
               return planKind(rt::OpKind::AdamW);
             })
@@ -676,8 +676,8 @@ private:
               setF("min_lr", a.getMinLr().convertToDouble());
               if (a->hasAttr(ShoalDialect::kMirrorAttr))
                 setI("mirror", 1);
-              if (auto z = a->getAttrOfType<ArrayAttr>(
-                      ShoalDialect::kZeroAxesAttr))
+              if (auto z =
+                      a->getAttrOfType<ArrayAttr>(ShoalDialect::kZeroAxesAttr))
                 setStrs("zero_axes", z);
               return planKind(rt::OpKind::SGD);
             })

@@ -1453,9 +1453,8 @@ LogicalResult shoal::verifyOptimizerOp(Operation *op) {
   } else {
     for (Value v : op->getOperands())
       if (v.getType() != t)
-        return op->emitOpError()
-               << "every operand must have the weight's type " << t << ", got "
-               << v.getType();
+        return op->emitOpError() << "every operand must have the weight's type "
+                                 << t << ", got " << v.getType();
   }
   if (!cast<RankedTensorType>(t).getElementType().isF32())
     return op->emitOpError()
