@@ -280,10 +280,9 @@ struct TaskGraphPartitioner {
         // loaded whole and each micro-batch slices its rows. Not a trained
         // weight: its update would need the rows of every micro-batch (the
         // runtime refuses the plan instead).
-        bool trained =
-            isa<FloatType>(w.getType().getElementType()) &&
-            tg->getParentOfType<ModuleOp>()->hasAttr(
-                ShoalDialect::kTrainingAttr);
+        bool trained = isa<FloatType>(w.getType().getElementType()) &&
+                       tg->getParentOfType<ModuleOp>()->hasAttr(
+                           ShoalDialect::kTrainingAttr);
         SmallVector<SmallVector<StringRef>> dims;
         bool perMicroBatch = false;
         for (unsigned d = 0, e = w.getType().getRank(); d < e; ++d) {

@@ -568,7 +568,8 @@ void runResize(const char *name, const char *input, const Tensor &in,
     throw Error(fmt::format("{}: output {} and input {} differ in rank", name,
                             out.type().str(), in.type().str()));
   if (in.dtype() == DType::F64)
-    grad ? resizeGradTyped<double>(in, p, out) : resizeTyped<double>(in, p, out);
+    grad ? resizeGradTyped<double>(in, p, out)
+         : resizeTyped<double>(in, p, out);
   else
     grad ? resizeGradTyped<float>(in, p, out) : resizeTyped<float>(in, p, out);
 }

@@ -422,7 +422,8 @@ FailureOr<DenseElementsAttr>
 Importer::getConstantData(const onnx::NodeProto &node, int i, StringRef what) {
   const onnx::TensorProto *tensor = getConstantTensor(node, i);
   if (!tensor)
-    return nodeError() << what << " '" << (hasInput(node, i) ? node.input(i) : "")
+    return nodeError() << what << " '"
+                       << (hasInput(node, i) ? node.input(i) : "")
                        << "' must be a Constant or an initializer: shoal "
                           "needs it at compile time";
   return convertTensorData(*tensor);
@@ -441,7 +442,8 @@ FailureOr<double> Importer::getConstantScalar(const onnx::NodeProto &node,
     return (*data->getValues<APFloat>().begin()).convertToDouble();
   if (elem.isInteger(1))
     return *data->getValues<bool>().begin() ? 1.0 : 0.0;
-  return static_cast<double>((*data->getValues<APInt>().begin()).getSExtValue());
+  return static_cast<double>(
+      (*data->getValues<APInt>().begin()).getSExtValue());
 }
 
 const onnx::TensorProto *

@@ -97,8 +97,8 @@ public:
 
   /// Reads input `i`, which must be a constant of one element (a Pad's
   /// constant_value, OneHot's depth), as a number (bools as 0 and 1).
-  mlir::FailureOr<double> getConstantScalar(const onnx::NodeProto &node,
-                                            int i, llvm::StringRef what);
+  mlir::FailureOr<double> getConstantScalar(const onnx::NodeProto &node, int i,
+                                            llvm::StringRef what);
 
   /// The tensor of input `i` when it is a constant (an initializer or a
   /// Constant node); null otherwise.

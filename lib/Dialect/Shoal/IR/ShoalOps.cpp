@@ -825,7 +825,7 @@ LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
 /// either pass through unchanged (`same(d)`: one factor for both sides)
 /// or are rewritten whole (Tile's repeats, Resize's scaled dimensions).
 static ShardingRule passUnchangedDims(Operation *op,
-                                     function_ref<bool(int64_t)> same) {
+                                      function_ref<bool(int64_t)> same) {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0)),
                     out = shapeOf(op->getResult(0));
