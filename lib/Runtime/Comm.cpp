@@ -174,8 +174,8 @@ void Comm::reduceScatter(const Tensor &in, Tensor &out,
   const void *src = in.rawData();
   std::vector<uint8_t> padded;
   if (block * n != rows) {
-    padded.assign(static_cast<std::size_t>(block * n) * in.numBytes() /
-                      std::max<int64_t>(rows, 1),
+    padded.assign(static_cast<std::size_t>(block * n * rowElems) *
+                      dtypeSize(in.dtype()),
                   0);
     if (in.numBytes())
       std::memcpy(padded.data(), in.rawData(), in.numBytes());

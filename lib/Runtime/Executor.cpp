@@ -808,10 +808,7 @@ void Executor::applyOptimizers(Comm &comm) {
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block
         // (zero-padded past the end of w).
-        int64_t rows = t[0].shape()[0];
-        int64_t block = t[1].shape()[0];
-        int64_t first = comm.groupIndex(op.attrs.zeroAxes) * block;
-        int64_t count = std::max<int64_t>(0, std::min(block, rows - first));
+        auto [first, count] = zeroRows(op, t[0], t[1].shape()[0], comm);
         if (count == 0)
           continue;
         auto rowsOf = [&](const Tensor &x, int64_t begin) {
@@ -848,13 +845,19 @@ void Executor::applyOptimizers(Comm &comm) {
   deferred.clear();
 }
 
+std::pair<int64_t, int64_t> Executor::zeroRows(const OpInfo &op,
+                                               const Tensor &w, int64_t block,
+                                               Comm &comm) const {
+  int64_t first = comm.groupIndex(op.attrs.zeroAxes) * block;
+  return {first, std::max<int64_t>(0, std::min(block, w.shape()[0] - first))};
+}
+
 void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
                                 int64_t block, Comm &comm) {
   auto start = Clock::now();
   int64_t rows = w.shape()[0];
   int64_t n = op.attrs.zeroGroupSize;
-  int64_t first = comm.groupIndex(op.attrs.zeroAxes) * block;
-  int64_t count = std::max<int64_t>(0, std::min(block, rows - first));
+  auto [first, count] = zeroRows(op, w, block, comm);
   Tensor host = device.toHost(w);
   std::size_t rowBytes = rows ? host.numBytes() / rows : 0;
   Shape blockShape = w.shape();

@@ -147,6 +147,11 @@ private:
   /// ReduceScatter (over "mb" too: the micro-batches are summed into an
   /// accumulator first, and the scatter runs at the last one).
   void reduceScatter(const OpInfo &op, Comm &comm);
+  /// ZeRO 1/2: the first of this rank's rows of weight `w` of update `op`
+  /// (blocks of `block` rows over its zero axes) and how many there are
+  /// (fewer, or none, past the end of w).
+  std::pair<int64_t, int64_t> zeroRows(const OpInfo &op, const Tensor &w,
+                                       int64_t block, Comm &comm) const;
   /// ZeRO 1/2: gathers weight `w` of update `op` over its zero axes after
   /// this rank updated its block of `blockRows` rows.
   void gatherZeroWeight(const OpInfo &op, const Tensor &w, int64_t blockRows,

@@ -206,7 +206,8 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
                       "0 over {2}",
                       stage, name, llvm::join(zero, ","))
             .str();
-    Value gradBlock;
+    Value gradBlock = grad;
+    SmallVector<StringRef> sliced(zero);
     std::optional<GradientSum> sum = findGradientSum(grad);
     SmallVector<StringRef> summed;
     if (sum)
@@ -283,19 +284,13 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       } else {
         gradBlock = v;
       }
-      if (!sliceZ.empty()) {
-        auto slice = b.create<LocalSliceOp>(update->getLoc(), block, gradBlock,
-                                            0, b.getStrArrayAttr(sliceZ));
-        slice->setAttr(kReasonAttr, b.getStringAttr(reason));
-        slice->setAttr(ShoalDialect::kPhaseAttr,
-                       update->getAttr(ShoalDialect::kPhaseAttr));
-        gradBlock = slice.getResult();
-      }
-    } else {
-      // The gradient arrives whole (or is not summed over every axis of
-      // Z): each rank keeps its block.
-      auto slice =
-          b.create<LocalSliceOp>(update->getLoc(), block, grad, 0, zeroAttr);
+      sliced = sliceZ;
+    }
+    // What is still whole over some ZeRO axes (a gradient that arrives
+    // whole, or is not summed over them): each rank keeps its block.
+    if (!sliced.empty()) {
+      auto slice = b.create<LocalSliceOp>(update->getLoc(), block, gradBlock, 0,
+                                          b.getStrArrayAttr(sliced));
       slice->setAttr(kReasonAttr, b.getStringAttr(reason));
       slice->setAttr(ShoalDialect::kPhaseAttr,
                      update->getAttr(ShoalDialect::kPhaseAttr));

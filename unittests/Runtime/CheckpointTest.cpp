@@ -254,14 +254,7 @@ TEST(CollectiveCheckpoint, SavesOnFourRanksAndReshards) {
   Mesh mesh({"x", "y"}, {2, 2});
   std::vector<int64_t> coords = mesh.coordsOf(rank);
   std::vector<GlobalTensor> tensors = sampleTensors();
-  std::vector<CheckpointTensor> mine;
-  for (const GlobalTensor &g : tensors) {
-    ShardSpec spec = specOf(mesh, g.sharding);
-    Shape offsets = blockOffsets(g.value.shape(), spec, mesh, coords);
-    Shape local = localShape(g.value.shape(), spec, mesh);
-    mine.push_back(
-        {g.name, g.value.type(), spec, blockOf(g.value, offsets, local)});
-  }
+  std::vector<CheckpointTensor> mine = blocksOfRank(mesh, coords, tensors);
   saveCheckpoint(dir, 7, "adamw", mesh, coords, mine, mpiWorld());
 
   Checkpoint c = Checkpoint::openLatest(dir);

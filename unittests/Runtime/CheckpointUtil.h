@@ -65,6 +65,21 @@ inline ShardSpec specOf(const Mesh &mesh,
   return spec;
 }
 
+/// The blocks of `tensors` that the rank at `coords` of `mesh` holds.
+inline std::vector<CheckpointTensor>
+blocksOfRank(const Mesh &mesh, const std::vector<int64_t> &coords,
+             const std::vector<GlobalTensor> &tensors) {
+  std::vector<CheckpointTensor> mine;
+  for (const GlobalTensor &g : tensors) {
+    ShardSpec spec = specOf(mesh, g.sharding);
+    Shape offsets = blockOffsets(g.value.shape(), spec, mesh, coords);
+    Shape local = localShape(g.value.shape(), spec, mesh);
+    mine.push_back(
+        {g.name, g.value.type(), spec, blockOf(g.value, offsets, local)});
+  }
+  return mine;
+}
+
 /// Saves `tensors` as every rank of `mesh` would, in one process: each rank
 /// writes its blocks into the tmp folder, then the checkpoint is committed.
 inline void saveAsMesh(const std::string &dir, int64_t step, const Mesh &mesh,
@@ -79,14 +94,7 @@ inline void saveAsMesh(const std::string &dir, int64_t step, const Mesh &mesh,
   manifest.optimizer = "adamw";
   for (int64_t r = 0; r < mesh.worldSize(); ++r) {
     std::vector<int64_t> coords = mesh.coordsOf(r);
-    std::vector<CheckpointTensor> mine;
-    for (const GlobalTensor &g : tensors) {
-      ShardSpec spec = specOf(mesh, g.sharding);
-      Shape offsets = blockOffsets(g.value.shape(), spec, mesh, coords);
-      Shape local = localShape(g.value.shape(), spec, mesh);
-      mine.push_back(
-          {g.name, g.value.type(), spec, blockOf(g.value, offsets, local)});
-    }
+    std::vector<CheckpointTensor> mine = blocksOfRank(mesh, coords, tensors);
     for (auto &[name, e] : writeCheckpointShards(tmp, mesh, coords, mine)) {
       CheckpointEntry &all = manifest.tensors[name];
       all.globalType = e.globalType;
