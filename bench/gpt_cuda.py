@@ -189,7 +189,9 @@ def prepare(args):
         plan, os.path.getsize(plan), model, cfg))
 
 
-def torch_eager(cfg, w, ids, steps, warmup, dtype_name, dev):
+def torch_eager(cfg, w, ids, steps, warmup, dtype_name, dev, compiled=False):
+    """PyTorch's forward of the same model (torch.compile'd when `compiled`):
+    (logits, seconds per step)."""
     import torch
     import torch.nn.functional as F
     dtype = dict(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32,
@@ -218,6 +220,8 @@ def torch_eager(cfg, w, ids, steps, warmup, dtype_name, dev):
         x = F.layer_norm(x, (c,), tw["ln_f.weight"], tw["ln_f.bias"], 1e-5)
         return x @ tw["lm_head"]
 
+    if compiled:
+        forward = torch.compile(forward)
     with torch.no_grad():
         for _ in range(warmup):
             forward()
@@ -282,10 +286,58 @@ def run(args):
     print("PyTorch    : %10.1f tokens/s  (%.2f ms/step, eager, %s)" % (
         tokens / seconds, seconds * 1e3, precision))
     print("ratio shoal/PyTorch: %.2f" % (shoal_tps / (tokens / seconds)))
+    compiled_tps = None
+    if args.backend == "cuda" and not args.no_compile:
+        _, cseconds = torch_eager(cfg, w, ids, args.steps, args.warmup, precision, "cuda",
+                                  compiled=True)
+        compiled_tps = tokens / cseconds
+        print("PyTorch    : %10.1f tokens/s  (%.2f ms/step, torch.compile, %s)" % (
+            compiled_tps, cseconds * 1e3, precision))
+        print("ratio shoal/torch.compile: %.2f" % (shoal_tps / compiled_tps))
     out = np.load(os.path.join(args.out, "shoal_out", "logits.npy"))
     err = np.linalg.norm(out.astype(np.float64) - ref) / np.linalg.norm(ref)
     print("relative error shoal vs PyTorch (%s): %.2e%s" % (
         precision, err, "  NaN!" if np.isnan(out).any() else ""))
+    if args.record:
+        record_result(args, cfg, precision, shoal_tps, tokens / seconds, compiled_tps,
+                      mfu, err)
+
+
+def record_result(args, cfg, precision, shoal_tps, eager_tps, compiled_tps, mfu, err):
+    """Appends one JSON record to args.record (bench/results/ layout of issue
+    18). Training fields are null here: this bench runs the forward only."""
+    import datetime
+    device = "cpu"
+    if args.backend == "cuda":
+        import torch
+        device = torch.cuda.get_device_name(0)
+    try:
+        commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
+                                 "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or None
+    except OSError:
+        commit = None
+    rec = {
+        "device": device,
+        "date": datetime.date.today().isoformat(),
+        "commit": commit or os.environ.get("SHOAL_COMMIT"),
+        "model": "gpt_cuda %s" % {k: cfg[k] for k in ("layers", "hidden", "heads", "seq",
+                                                      "batch", "vocab")},
+        "precision": precision,
+        "shoal_fwd_tokens_per_s": shoal_tps,
+        "torch_eager_fwd_tokens_per_s": eager_tps,
+        "torch_compile_fwd_tokens_per_s": compiled_tps,
+        "shoal_fwd_mfu": float(mfu) / 100 if mfu else None,
+        "fwd_rel_error_vs_torch": err,
+        "shoal_train_tokens_per_s": None,
+        "torch_eager_train_tokens_per_s": None,
+        "torch_compile_train_tokens_per_s": None,
+        "shoal_train_mfu": None,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.record)), exist_ok=True)
+    with open(args.record, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print("record appended to %s" % args.record)
 
 
 def main():
@@ -303,6 +355,10 @@ def main():
     r.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16", "fp16"])
     r.add_argument("--steps", type=int, default=10)
     r.add_argument("--warmup", type=int, default=3)
+    r.add_argument("--no-compile", action="store_true",
+                   help="skip the torch.compile run (cuda)")
+    r.add_argument("--record", metavar="FILE.jsonl", default=None,
+                   help="append a JSON record (bench/results/ fields) to FILE")
     args = ap.parse_args()
     prepare(args) if args.step == "prepare" else run(args)
 

@@ -19,7 +19,9 @@ import time
 import numpy as np
 
 # Interpreter used for every Python subprocess (model generation).
-PYTHON = "/usr/bin/python3"
+# The interpreter with torch: Debian's here; SHOAL_TEST_PYTHON elsewhere (the
+# GPU machine's Python, scripts/gpu_checks.py).
+PYTHON = os.environ.get("SHOAL_TEST_PYTHON", "/usr/bin/python3")
 
 EXAMPLES_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(EXAMPLES_DIR)

@@ -148,12 +148,19 @@ def main(argv=None):
                     help="bound on the collectives of the sharded plan's partitioned "
                          "program (KIND=N or KIND<=N, KIND: all_gather, all_reduce, "
                          "all_to_all, local_slice); repeatable")
+    ap.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
+                    help="all: everything; prepare: generate the model and compile "
+                         "the plans into --work, then stop; run: run and compare "
+                         "what a prepare left in --work (for a machine without "
+                         "the compiler, e.g. a GPU machine: scripts/gpu_checks.py)")
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
         ap.error("--world-size must be at least 1")
     if args.rtol < 0:
         ap.error("--rtol must be non-negative")
+    if args.phase != "all" and args.expect_error is not None:
+        ap.error("--phase is for runs, not --expect-error tests")
     if args.onnx is not None and args.expect_error is None:
         ap.error("--onnx is only for --expect-error tests")
     if args.onnx is not None and not os.path.isfile(args.onnx):
@@ -171,21 +178,35 @@ def main(argv=None):
                                      " (expect error)" if args.expect_error is not None else "")
     print("== " + title)
     try:
-        compile_ = common.find_tool(args.bin, "shoal-compile")
-        run = None if args.expect_error is not None else common.find_tool(args.bin, "shoal-run")
-        if (run is not None and args.launch == "mpirun"
+        prepare, run_only = args.phase == "prepare", args.phase == "run"
+        compile_ = None if run_only else common.find_tool(args.bin, "shoal-compile")
+        run = (None if args.expect_error is not None or prepare
+               else common.find_tool(args.bin, "shoal-run"))
+        if (run is not None and args.launch == "mpirun" and args.world_size > 1
                 and shutil.which(args.mpirun) is None):
             raise common.CommandError("mpirun not found: %s" % args.mpirun)
 
-        # Fresh work folder: stale outputs must never make a test pass.
-        if os.path.isdir(work):
-            shutil.rmtree(work)
-        os.makedirs(work)
         model = os.path.join(work, "model.onnx")
         inputs = os.path.join(work, "inputs")
         reference = os.path.join(work, "reference")
+        if run_only:
+            # What --phase prepare left: run outputs are removed, so that
+            # stale ones never make a test pass.
+            for f in ("model.onnx", "base.plan", "par.plan", "inputs", "reference"):
+                if not os.path.exists(os.path.join(work, f)):
+                    raise common.CommandError("--phase run: %s lacks %s (run --phase "
+                                              "prepare first)" % (work, f))
+            for d in ("base_out", "par_out", "probe"):
+                shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+        else:
+            # Fresh work folder: stale outputs must never make a test pass.
+            if os.path.isdir(work):
+                shutil.rmtree(work)
+            os.makedirs(work)
 
-        if args.onnx is not None:
+        if run_only:
+            pass
+        elif args.onnx is not None:
             print("-- (a) use %s" % args.onnx)
             shutil.copyfile(args.onnx, model)
         else:
@@ -228,11 +249,16 @@ def main(argv=None):
         if spec is not None:
             describe_spec(spec, model)
 
-        print("-- (b) one-rank run of the unsharded model")
         base_plan = os.path.join(work, "base.plan")
         base_out = os.path.join(work, "base_out")
-        common.run_cmd([compile_, model, "--world-size", 1, "-o", base_plan],
-                       timeout=args.timeout)
+        if not run_only:
+            common.run_cmd([compile_, model, "--world-size", 1, "-o", base_plan],
+                           timeout=args.timeout)
+        if prepare:
+            common.run_cmd(par_compile, timeout=args.timeout)
+            print("PREPARED: %s (--phase run runs it)" % work)
+            return 0
+        print("-- (b) one-rank run of the unsharded model")
         common.run_cmd([run, base_plan, "--inputs", inputs, "--outputs", base_out],
                        timeout=args.timeout)
 
@@ -247,8 +273,9 @@ def main(argv=None):
                 return SKIP
         print("-- (c) sharded run on %d ranks (%s)" % (args.world_size, args.backend))
         par_out = os.path.join(work, "par_out")
-        res = common.run_cmd(par_compile, timeout=args.timeout)
-        sys.stdout.write(res.stderr if args.cluster is not None else "")
+        if not run_only:
+            res = common.run_cmd(par_compile, timeout=args.timeout)
+            sys.stdout.write(res.stderr if args.cluster is not None else "")
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
         if args.expect_collectives:

@@ -109,6 +109,10 @@ class Skip(Exception):
 SKIP = 77
 
 
+class Prepared(Exception):
+    """--phase prepare: the plans are compiled; stop before the first run."""
+
+
 class Failure(Exception):
     """A check failed; the message says which and why."""
 
@@ -312,9 +316,12 @@ def compare_losses(label, got, ref, rtol):
 class Ctx:
     def __init__(self, args):
         self.args = args
-        self.compile = common.find_tool(args.bin, "shoal-compile")
-        self.run = common.find_tool(args.bin, "shoal-run")
-        if shutil.which(args.mpirun) is None:
+        self.phase = args.phase
+        self.compile = None if args.phase == "run" else common.find_tool(args.bin,
+                                                                         "shoal-compile")
+        self.run = None if args.phase == "prepare" else common.find_tool(args.bin, "shoal-run")
+        if args.launch == "mpirun" and args.phase != "prepare" and \
+                shutil.which(args.mpirun) is None:
             raise common.CommandError("mpirun not found: %s" % args.mpirun)
         self.work = os.path.abspath(args.work)
         self.model = os.path.join(self.work, "model.onnx")
@@ -331,6 +338,12 @@ class Ctx:
             self.config = os.path.join(self.work, "train_zero%d.yaml" % args.zero)
 
     def compile_plan(self, spec, world, out, config=None):
+        if self.phase == "run":
+            # Compiled by --phase prepare.
+            if not os.path.isfile(out):
+                raise common.CommandError("--phase run: %s is missing (run --phase "
+                                          "prepare first)" % out)
+            return out
         if self.zero_lines is not None and not os.path.isfile(self.config):
             with open(self.config, "w") as f:
                 f.write("\n".join(self.zero_lines + ["zero: %d" % self.args.zero]) + "\n")
@@ -345,6 +358,8 @@ class Ctx:
         """shoal-run the training plan (no --save when `save` is None);
         returns its stdout. The --run-arg flags go to the N-rank runs (par:
         by default, those of world > 1)."""
+        if self.phase == "prepare":
+            raise Prepared()
         if par is None:
             par = world > 1
         argv = [self.run, plan, "--steps", steps] + list(extra)
@@ -360,11 +375,15 @@ class Ctx:
             if self.args.check_overlap:
                 self.trace = os.path.join(self.work, "trace.json")
                 argv += ["--trace", self.trace]
-        if world > 1:
+        env = None
+        if world > 1 and self.args.launch == "env":
+            argv = [sys.executable, os.path.join(common.REPO_ROOT, "test", "launch_env.py"),
+                    "--np", world, "--timeout", self.args.timeout, "--"] + argv
+        elif world > 1:
             argv = common.mpirun_cmd(self.args.mpirun, world, argv)
+            env = common.MPI_ENV
         try:
-            res = common.run_cmd(argv, env_extra=common.MPI_ENV if world > 1 else None,
-                                 timeout=self.args.timeout)
+            res = common.run_cmd(argv, env_extra=env, timeout=self.args.timeout + 30)
         except common.CommandError as e:
             if par and "no CUDA device" in str(e):
                 raise Skip(str(e).strip().splitlines()[-1])
@@ -822,6 +841,15 @@ def main(argv=None):
                     help="optimizer steps (default 1; --loss-drop 100; --resume-check 10 "
                          "per half; --reshard 2 before the reshard)")
     ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
+    ap.add_argument("--launch", choices=["mpirun", "env"], default="mpirun",
+                    help="start the N-rank runs with mpirun, or as torchrun does: one "
+                         "process per rank with RANK, WORLD_SIZE, MASTER_ADDR and "
+                         "MASTER_PORT and no MPI (test/launch_env.py)")
+    ap.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
+                    help="all: everything; prepare: generate the model and compile "
+                         "the plans into --work, then stop; run: train and compare "
+                         "with what a prepare left in --work (for a machine without "
+                         "the compiler, e.g. a GPU machine: scripts/gpu_checks.py)")
     ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
                     help="bound on the weights' and losses' relative error (default %(default)g)")
     ap.add_argument("--state-rtol", type=float, default=1e-4,
@@ -911,13 +939,24 @@ def main(argv=None):
     print("== " + title)
     try:
         ctx = Ctx(args)
-        if os.path.isdir(ctx.work):
-            shutil.rmtree(ctx.work)
-        os.makedirs(ctx.work)
-        print("-- (a) generate the GPT model")
-        res = common.generate_model("gpt", ctx.work, seed=args.seed, timeout=args.timeout)
-        print("\n".join(res.stdout.splitlines()[:3]))
-        write_labels(ctx)
+        if args.phase == "run":
+            # Keep what --phase prepare wrote (model, inputs, plans); drop
+            # every earlier run's output, so that none makes a test pass.
+            if not os.path.isfile(ctx.model):
+                raise common.CommandError("--phase run: %s lacks model.onnx (run --phase "
+                                          "prepare first)" % ctx.work)
+            for f in os.listdir(ctx.work):
+                if f.startswith(("ckpt", "reference", "base_out", "par_out", "trace")):
+                    p = os.path.join(ctx.work, f)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+        else:
+            if os.path.isdir(ctx.work):
+                shutil.rmtree(ctx.work)
+            os.makedirs(ctx.work)
+            print("-- (a) generate the GPT model")
+            res = common.generate_model("gpt", ctx.work, seed=args.seed, timeout=args.timeout)
+            print("\n".join(res.stdout.splitlines()[:3]))
+            write_labels(ctx)
         if args.loss_drop is not None:
             ok = mode_loss_drop(ctx, spec)
         elif args.resume_check:
@@ -934,6 +973,9 @@ def main(argv=None):
             if not trace:
                 raise Failure("--check-overlap: no N-rank run wrote a trace")
             ok = check_overlap.check(trace)
+    except Prepared:
+        print("PREPARED: %s (--phase run trains and compares)" % args.work)
+        return 0
     except Skip as e:
         print("SKIP: %s" % e)
         return SKIP
