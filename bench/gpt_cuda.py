@@ -268,8 +268,20 @@ def run(args):
     sys.stderr.write(res.stderr)
     if res.returncode != 0:
         sys.exit("shoal-run failed")
-    m = re.search(r"([0-9.]+) ms/step.*?([0-9.]+) tokens/s.*?(?:MFU ([0-9.]+)%)?$",
-                  res.stdout, re.M)
+    if args.profile:
+        # A separate run: the profile synchronizes after every op.
+        pcmd = list(cmd)
+        pcmd[pcmd.index("--steps") + 1] = "3"
+        pcmd[pcmd.index("--warmup") + 1] = "1"
+        prof = subprocess.run(pcmd + ["--profile", args.profile],
+            capture_output=True, text=True)
+        if prof.returncode != 0:
+            sys.stderr.write(prof.stderr)
+            sys.exit("shoal-run --profile failed")
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "profile_summary.py"), args.profile])
+    m = re.search(r"([0-9.]+) ms/step.*?([0-9.]+) tokens/s(?:.*MFU ([0-9.]+)%)?",
+                  res.stdout)
     if not m:
         sys.exit("no step report in shoal-run's output")
     shoal_ms, shoal_tps = float(m.group(1)), float(m.group(2))
@@ -311,16 +323,18 @@ def record_result(args, cfg, precision, shoal_tps, eager_tps, compiled_tps, mfu,
     if args.backend == "cuda":
         import torch
         device = torch.cuda.get_device_name(0)
-    try:
-        commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
-                                 "rev-parse", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or None
-    except OSError:
-        commit = None
+    commit = os.environ.get("SHOAL_COMMIT")  # set where the copy has no .git
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)),
+                                     "rev-parse", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip() or None
+        except OSError:
+            commit = None
     rec = {
         "device": device,
         "date": datetime.date.today().isoformat(),
-        "commit": commit or os.environ.get("SHOAL_COMMIT"),
+        "commit": commit,
         "model": "gpt_cuda %s" % {k: cfg[k] for k in ("layers", "hidden", "heads", "seq",
                                                       "batch", "vocab")},
         "precision": precision,
@@ -355,6 +369,8 @@ def main():
     r.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16", "fp16"])
     r.add_argument("--steps", type=int, default=10)
     r.add_argument("--warmup", type=int, default=3)
+    r.add_argument("--profile", metavar="FILE", default=None,
+                   help="also write shoal-run's per-op profile (bench/profile_summary.py)")
     r.add_argument("--no-compile", action="store_true",
                    help="skip the torch.compile run (cuda)")
     r.add_argument("--record", metavar="FILE.jsonl", default=None,
