@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Recompute.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,6 +53,8 @@ struct SpecScope {
   int64_t devices;
   int line;
   std::vector<SpecPattern> patterns;
+  /// `recompute:` (none|full|selective; empty: the training config's).
+  std::string recompute;
 };
 
 /// Settings of one graph input (`inputs:` in the spec).
@@ -244,10 +247,17 @@ private:
                           std::to_string(scope.devices));
       } else if (key == "name") {
         scope.name = kv.second.as<std::string>();
+      } else if (key == "recompute") {
+        scope.recompute = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        if (scope.recompute != "none" && scope.recompute != "full" &&
+            scope.recompute != "selective")
+          return fail(lineOf(kv.second),
+                      "recompute must be none, full or selective, got '" +
+                          scope.recompute + "'");
       } else if (key != "nodes") {
         return fail(lineOf(kv.first), "unknown scope key '" + key +
                                           "' (expected replicate, split, "
-                                          "name, nodes)");
+                                          "name, nodes, recompute)");
       }
     }
     if (strategies != 1)
@@ -411,6 +421,14 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       scopes.push_back(ScopeAttr::get(ctx, StringAttr::get(ctx, s.name),
                                       s.strategy, s.devices));
     module->setAttr(ShoalDialect::kScopesAttr, ArrayAttr::get(ctx, scopes));
+    SmallVector<NamedAttribute> recompute;
+    for (SpecScope &s : spec.scopes)
+      if (!s.recompute.empty())
+        recompute.push_back(NamedAttribute(StringAttr::get(ctx, s.name),
+                                           StringAttr::get(ctx, s.recompute)));
+    if (!recompute.empty())
+      module->setAttr(kScopeRecomputeAttr,
+                      DictionaryAttr::get(ctx, recompute));
     module->setAttr(
         ShoalDialect::kDefaultStrategyAttr,
         StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Recompute.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -39,7 +40,9 @@ bool near(std::optional<double> v, double want) {
   return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
 }
 
-bool singleUse(Value v) { return v.hasOneUse(); }
+/// One user, and no other before shoal-recompute moved backward readers to
+/// clones: fusion then matches what it would without recomputation.
+bool singleUse(Value v) { return hasOneUseBeforeRecompute(v); }
 
 /// Matches `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)` at the outer Mul.
 LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
@@ -71,7 +74,7 @@ LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
           near(splatValue(scale->getOperand(1)), std::sqrt(2.0))) ||
          (isa<MulOp>(scale) &&
           near(splatValue(scale->getOperand(1)), 1.0 / std::sqrt(2.0))));
-    if (!scaled || !scale->getResult(0).hasOneUse() ||
+    if (!scaled || !singleUse(scale->getResult(0)) ||
         x.getType() != outer.getType())
       continue;
     // A bias add right before it, used only here, joins the fused op.
@@ -145,7 +148,7 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
     }
   }
   Operation *scaleOp = scores.getDefiningOp();
-  if (!scaleOp || !isa<MulOp, DivOp>(scaleOp) || !scores.hasOneUse())
+  if (!scaleOp || !isa<MulOp, DivOp>(scaleOp) || !singleUse(scores))
     return failure();
   std::optional<double> c = splatValue(scaleOp->getOperand(1));
   Value raw = scaleOp->getOperand(0);

@@ -74,7 +74,8 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   }
   if (!r.checkKeys(
           root, "the training config",
-          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb", "zero"}))
+          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb", "zero",
+           "recompute"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))
@@ -137,6 +138,16 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
       return r.error;
     }
   }
+  if (YAML::Node rc = root["recompute"]) {
+    if (!r.get(root, "recompute", out.recompute, "a string"))
+      return r.error;
+    if (out.recompute != "none" && out.recompute != "full" &&
+        out.recompute != "selective") {
+      r.fail(rc, "'recompute' must be none, full or selective, got '" +
+                     out.recompute + "'");
+      return r.error;
+    }
+  }
   if (YAML::Node opt = root["optimizer"]) {
     if (!r.checkKeys(opt, "optimizer",
                      {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
@@ -182,4 +193,7 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
   a.frozenWhere = config.frozenWhere;
   pm.addPass(createAutodiffPass(a));
   pm.addPass(createOptimizerPass(config.optimizer));
+  // Always: a per-scope `recompute:` of the annotation spec applies even
+  // when the config's is none.
+  pm.addPass(createRecomputePass(RecomputePassOptions{config.recompute}));
 }

@@ -334,14 +334,20 @@ class Ctx:
         self.inputs = os.path.join(self.work, "inputs")
         self.config = args.config
         self.plain_config = args.config
-        self.zero_lines = None
+        # --zero N / --recompute MODE: the config with those keys set
+        # (written into the work folder when the first plan is compiled).
+        self.variant = {}
         if args.zero is not None:
-            # The config with `zero: N` added (written into the work folder
-            # when the first plan is compiled; any `zero:` line dropped).
+            self.variant["zero"] = str(args.zero)
+        if args.recompute is not None:
+            self.variant["recompute"] = args.recompute
+        self.variant_lines = None
+        if self.variant:
             with open(args.config) as f:
-                self.zero_lines = [ln for ln in f.read().splitlines()
-                                   if not ln.startswith("zero:")]
-            self.config = os.path.join(self.work, "train_zero%d.yaml" % args.zero)
+                self.variant_lines = [ln for ln in f.read().splitlines()
+                                      if ln.split(":")[0] not in self.variant]
+            self.config = os.path.join(self.work, "train_%s.yaml" % "_".join(
+                k + v for k, v in sorted(self.variant.items())))
 
     def compile_plan(self, spec, world, out, config=None):
         if self.phase == "run":
@@ -350,9 +356,10 @@ class Ctx:
                 raise common.CommandError("--phase run: %s is missing (run --phase "
                                           "prepare first)" % out)
             return out
-        if self.zero_lines is not None and not os.path.isfile(self.config):
+        if self.variant_lines is not None and not os.path.isfile(self.config):
             with open(self.config, "w") as f:
-                f.write("\n".join(self.zero_lines + ["zero: %d" % self.args.zero]) + "\n")
+                f.write("\n".join(self.variant_lines + ["%s: %s" % kv for kv in sorted(
+                    self.variant.items())]) + "\n")
         common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
                         "--train", config or self.config, "-o", out],
                        timeout=self.args.timeout)
@@ -529,13 +536,15 @@ def mode_layout(ctx, spec):
                                ref_losses[-1:], a.rtol)
     if a.zero is not None:
         rows += zero_checks(ctx, spec, par, K)
+    if a.recompute is not None:
+        rows += recompute_checks(ctx, spec, par, K)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
 
 
 MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
-                       r"optimizer ([\d.]+) MiB")
+                       r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB")
 
 
 def zero_checks(ctx, spec, par, K):
@@ -555,12 +564,7 @@ def zero_checks(ctx, spec, par, K):
                          a.state_rtol, state=True)
     mem = {}
     for label, plan in (("plain", plain_plan), ("zero", os.path.join(w, "par.plan"))):
-        out = ctx.train(plan, a.world_size, 1, os.path.join(w, "ckpt_mem_" + label),
-                        par=True, extra=["--report-memory"])
-        m = MEMORY_RE.search(out)
-        if not m:
-            raise Failure("no memory line in shoal-run --report-memory's output (%s)" % label)
-        mem[label] = [float(x) for x in m.groups()]
+        mem[label] = report_memory(ctx, plan, label)
     kinds = ["weights", "grads", "optimizer"]
     shrunk = {"optimizer"} | ({"grads"} if a.zero >= 2 else set()) | \
         ({"weights"} if a.zero >= 3 else set())
@@ -576,6 +580,67 @@ def zero_checks(ctx, spec, par, K):
         if not ok:
             rows.append(("memory", kind, None, "ZeRO-%d %.3f MiB > %.3f MiB (plain %.3f / %d)"
                          % (a.zero, z, bound, p, a.zero_dp if kind in shrunk else 1)))
+    return rows
+
+
+def report_memory(ctx, plan, label):
+    """shoal-run --report-memory of one step of `plan` on the N ranks:
+    [weights, grads, optimizer, activations] in MiB."""
+    a = ctx.args
+    out = ctx.train(plan, a.world_size, 1, os.path.join(ctx.work, "ckpt_mem_" + label),
+                    par=True, extra=["--report-memory"])
+    m = MEMORY_RE.search(out)
+    if not m:
+        raise Failure("no memory line in shoal-run --report-memory's output (%s)" % label)
+    return [float(x) for x in m.groups()]
+
+
+def softmax_bytes(model, world):
+    """Bytes of every Softmax output of the ONNX model (ONNX's shape
+    inference) over `world` ranks: what selective recomputation stops
+    keeping (the attention probabilities)."""
+    import onnx
+    m = onnx.shape_inference.infer_shapes(onnx.load(model))
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(m.graph.value_info) + list(m.graph.output)}
+    total = 0
+    for n in m.graph.node:
+        if n.op_type == "Softmax":
+            total += 4 * int(np.prod(shapes[n.output[0]]))
+    return total / world
+
+
+def recompute_checks(ctx, spec, par, K):
+    """--recompute: the same layout without recomputation, bit for bit, and
+    the activations of --report-memory."""
+    a = ctx.args
+    w = ctx.work
+    plain_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "plain.plan"),
+                                  config=ctx.plain_config)
+    print("-- (recompute) train %d step(s) without recomputation on %d ranks"
+          % (K, a.world_size))
+    ctx.train(plain_plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
+    plain = read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1]
+    rows = []
+    for n in sorted(plain):
+        same = n in par and par[n].shape == plain[n].shape and np.array_equal(par[n], plain[n])
+        rows.append(("recompute %s vs none (bit for bit)" % a.recompute, n, 0.0 if same else None,
+                     None if same else "differs"))
+    p = report_memory(ctx, plain_plan, "plain")[3]
+    r = report_memory(ctx, os.path.join(w, "par.plan"), "recompute")[3]
+    # Selective drops the attention probabilities (every Softmax output):
+    # the expected saving, from ONNX's shape inference of the model; full
+    # drops them and every other value inside a layer. Each rank holds
+    # 1/world of them: dp splits the batch, tp the heads, pp the layers.
+    expect = softmax_bytes(ctx.model, a.world_size) / 2**20
+    bound = p - 0.98 * expect
+    ok = r <= bound + 5e-4
+    print("    activations: none %.3f MiB, %s %.3f MiB (expected <= %.3f: the attention "
+          "probabilities are %.3f MiB) %s" % (p, a.recompute, r, bound, expect,
+                                              "ok" if ok else "FAIL"))
+    if not ok:
+        rows.append(("memory", "activations", None, "recompute %s: %.3f MiB > %.3f MiB"
+                     % (a.recompute, r, bound)))
     return rows
 
 
@@ -880,6 +945,9 @@ def main(argv=None):
     ap.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None,
                     help="ZeRO stage of the N-rank plan; compared with the same layout "
                          "without ZeRO (checkpoints, --report-memory)")
+    ap.add_argument("--recompute", choices=["none", "full", "selective"], default=None,
+                    help="recompute mode of the N-rank plan; compared bit for bit with the "
+                         "same layout without it, and its --report-memory activations")
     ap.add_argument("--zero-dp", type=int, default=2,
                     help="ranks over which ZeRO splits (for the memory check)")
     ap.add_argument("--plain-rtol", type=float, default=1e-6,

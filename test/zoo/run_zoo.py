@@ -30,6 +30,8 @@ For every model (test/zoo/models.py):
       step 2 depends on every weight after one update, so it checks the
       gradients and the optimizer too. train-zero1, train-zero2,
       train-zero3: train-dp2 with `zero: N` in the config (ZeRO stage N).
+      train-rc-full, train-rc-selective: train-dp2 with `recompute: full`
+      or `selective` (activation recomputation).
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -82,9 +84,11 @@ import numpy as np  # noqa: E402
 
 SKIP = 77
 FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
-# train-zeroN: train-dp2 with `zero: N` (ZeRO stage N, docs/Training.md).
+# train-zeroN: train-dp2 with `zero: N` (ZeRO stage N, docs/Training.md);
+# train-rc-MODE: train-dp2 with `recompute: MODE`.
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
-                 "train-zero1", "train-zero2", "train-zero3"]
+                 "train-zero1", "train-zero2", "train-zero3",
+                 "train-rc-full", "train-rc-selective"]
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
 TRAIN_STEPS = 2
@@ -157,7 +161,7 @@ def make_spec(model, layout, node_names):
     """Annotation spec text for a layout, or None for the one-rank layout.
     Raises ValueError when the layout does not apply (n/a)."""
     kind = layout.replace("train-", "")
-    if kind.startswith("zero"):
+    if kind.startswith(("zero", "rc-")):
         kind = "dp2"
     if kind == "1":
         return None
@@ -358,6 +362,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
             f.write(TRAIN_CONFIG % out_names[0])
             if layout.startswith("train-zero"):
                 f.write("zero: %s\n" % layout[len("train-zero"):])
+            if layout.startswith("train-rc-"):
+                f.write("recompute: %s\n" % layout[len("train-rc-"):])
         compile_ += ["--train", os.path.join(d, "train.yaml")]
     log = open(os.path.join(d, "log.txt"), "w")
     stage = "compile"

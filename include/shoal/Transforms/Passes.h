@@ -28,6 +28,9 @@ struct TrainConfig {
   OptimizerPassOptions optimizer;
   /// ZeRO stage (`zero: 0|1|2|3`; shoal-zero after shoal-partition).
   int64_t zero = 0;
+  /// Activation recomputation (`recompute: none|full|selective`;
+  /// shoal-recompute after shoal-optimizer).
+  std::string recompute = "none";
 };
 
 /// Reads a train.yaml into `out`; returns an error naming the file and line

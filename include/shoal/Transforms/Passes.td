@@ -353,6 +353,39 @@ def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def RecomputePass : Pass<"shoal-recompute", "::mlir::ModuleOp"> {
+  let summary = "Activation recomputation: backward ops read forward values "
+                "recomputed from each layer's input";
+  let description = [{
+    Runs on a training module after `shoal-autodiff` and `shoal-optimizer`,
+    before `shoal-form-taskgraphs` (training config `recompute:`, or a
+    scope's `recompute:` in the annotation spec, which wins; see
+    docs/Training.md "Recomputation").
+
+    The forward ops are cut into segments:
+    - `full`: one per layer, the ops whose ONNX node name shares its prefix
+      up to the first numbered part (`/h.3/`, `/encoder/layer.0/`);
+    - `selective` (Megatron-LM's): one per attention core, `MatMul(q, kt)`
+      through the scaling, mask and `Softmax` to `MatMul(., v)`.
+    A segment's values that forward ops outside it read (its outputs) are
+    kept as they are. Each value inside it that a backward op reads is
+    recomputed: the ops that make it are cloned, from the segment's kept
+    inputs, right before the first backward op that reads one, and the
+    backward ops read the clones. Forward values then die in the forward
+    TaskGraph, and a layer's recomputed values die within its backward.
+
+    Clones carry `shoal.recomputed`; the originals and the clones of values
+    that had other users before carry `shoal.multi_use` (result indices), so
+    `shoal-fuse` fuses exactly the chains it would fuse without
+    recomputation and the results stay bit-identical.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
+           "none, full or selective (a scope's setting wins)">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm "
                 "and attention";

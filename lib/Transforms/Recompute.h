@@ -1,0 +1,32 @@
+//===- Recompute.h - Attribute names of shoal-recompute ---------*- C++ -*-===//
+//
+// Discardable attributes that shoal-annotate, shoal-recompute and shoal-fuse
+// share (kept out of the dialect's header so that a change here rebuilds
+// three files, not every one).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_LIB_TRANSFORMS_RECOMPUTE_H
+#define SHOAL_LIB_TRANSFORMS_RECOMPUTE_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace shoal {
+
+/// Module: {scope name: "none"|"full"|"selective"}, from the annotation
+/// spec's per-scope `recompute:`.
+inline constexpr llvm::StringLiteral kScopeRecomputeAttr =
+    "shoal.scope_recompute";
+/// On an op cloned by shoal-recompute into the backward.
+inline constexpr llvm::StringLiteral kRecomputedAttr = "shoal.recomputed";
+/// On an op: indices of results that had several users before
+/// shoal-recompute moved some of them to clones (array<i64>).
+inline constexpr llvm::StringLiteral kMultiUseAttr = "shoal.multi_use";
+
+/// Whether `v` has one user and had no others before shoal-recompute.
+bool hasOneUseBeforeRecompute(mlir::Value v);
+
+} // namespace shoal
+
+#endif
