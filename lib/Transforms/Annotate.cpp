@@ -427,8 +427,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
         recompute.push_back(NamedAttribute(StringAttr::get(ctx, s.name),
                                            StringAttr::get(ctx, s.recompute)));
     if (!recompute.empty())
-      module->setAttr(kScopeRecomputeAttr,
-                      DictionaryAttr::get(ctx, recompute));
+      module->setAttr(kScopeRecomputeAttr, DictionaryAttr::get(ctx, recompute));
     module->setAttr(
         ShoalDialect::kDefaultStrategyAttr,
         StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));

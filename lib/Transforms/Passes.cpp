@@ -57,7 +57,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
       // Full recomputation keeps only the layer inputs (the planner's
       // train-recompute); selective is planned as a plain step (an upper
       // bound: the planner does not model the attention scores apart).
-      plan.step = options.train->recompute == "full" ? "train-recompute" : "train";
+      plan.step =
+          options.train->recompute == "full" ? "train-recompute" : "train";
       plan.zero = options.train->zero;
     }
     pm.addPass(createPlanPass(plan));

@@ -35,8 +35,8 @@ bool shoal::hasOneUseBeforeRecompute(Value v) {
   auto result = dyn_cast<OpResult>(v);
   if (!result)
     return true;
-  auto multi = result.getOwner()->getAttrOfType<DenseI64ArrayAttr>(
-      kMultiUseAttr);
+  auto multi =
+      result.getOwner()->getAttrOfType<DenseI64ArrayAttr>(kMultiUseAttr);
   return !multi || !llvm::is_contained(multi.asArrayRef(),
                                        int64_t(result.getResultNumber()));
 }
@@ -136,8 +136,7 @@ SmallVector<Operation *> attentionCore(SoftmaxOp softmax) {
   return {};
 }
 
-struct RecomputePass
-    : public ::shoal::impl::RecomputePassBase<RecomputePass> {
+struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
   using RecomputePassBase::RecomputePassBase;
 
   void runOnOperation() final {
@@ -172,8 +171,7 @@ struct RecomputePass
       llvm::StringMap<unsigned> byKey;
       Block &body = func.getBody().front();
       for (Operation &op : body) {
-        if (!isForward(&op) || !recomputable(&op) ||
-            modeOf(&op) != "full")
+        if (!isForward(&op) || !recomputable(&op) || modeOf(&op) != "full")
           continue;
         std::string key = layerKey(nodeName(&op));
         if (key.empty())
@@ -233,7 +231,8 @@ struct RecomputePass
         Operation *insertAt = nullptr;
         for (Value v : needed)
           for (Operation *user : v.getUsers())
-            if (isBackward(user) && (!insertAt || user->isBeforeInBlock(insertAt)))
+            if (isBackward(user) &&
+                (!insertAt || user->isBeforeInBlock(insertAt)))
               insertAt = user;
         llvm::SetVector<Operation *> clone;
         SmallVector<Operation *> work;
@@ -282,9 +281,8 @@ struct RecomputePass
       if (usedSegments)
         emitRemark(func.getLoc())
             << "shoal-recompute: " << recomputedValues
-            << " forward values are recomputed in the backward by "
-            << clonedOps << " cloned ops, in " << usedSegments
-            << " segments";
+            << " forward values are recomputed in the backward by " << clonedOps
+            << " cloned ops, in " << usedSegments << " segments";
     }
   }
 };

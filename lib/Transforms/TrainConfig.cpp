@@ -72,10 +72,9 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   } catch (const YAML::Exception &e) {
     return r.path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
   }
-  if (!r.checkKeys(
-          root, "the training config",
-          {"version", "loss", "optimizer", "frozen", "grad_bucket_mb", "zero",
-           "recompute"}))
+  if (!r.checkKeys(root, "the training config",
+                   {"version", "loss", "optimizer", "frozen", "grad_bucket_mb",
+                    "zero", "recompute"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))
