@@ -771,9 +771,11 @@ void Executor::applyOptimizers(Comm &comm) {
     for (std::size_t i = 0; i < d.op->inputs.size(); ++i)
       if (!d.operands[i].defined() && d.op->inputs[i] >= 0)
         d.operands[i] = input(*d.op, i);
+  // The global norm, every step (clipping uses it; a NaN or Inf one stops
+  // the run before any update is applied, see lastGradNorm()). Every rank
+  // joins, with or without optimizer ops of its own.
   gradNorm = 0;
-  if (plan.training.clipping) {
-    // Every rank joins, with or without optimizer ops of its own.
+  {
     double local = 0;
     for (const DeferredUpdate &d : deferred) {
       if (d.op->kind == OpKind::Assign || d.op->attrs.optimizer.mirror)
@@ -798,6 +800,8 @@ void Executor::applyOptimizers(Comm &comm) {
     }
     gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }
+  if (!std::isfinite(gradNorm))
+    return; // no update: the caller stops the run (shoal-run)
   int64_t step = completedSteps + 1;
   for (DeferredUpdate &d : deferred) {
     const OpInfo &op = *d.op;

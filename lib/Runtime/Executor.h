@@ -90,8 +90,8 @@ public:
   /// AdamW's bias correction). Each run() of a training plan adds one.
   int64_t stepsCompleted() const { return completedSteps; }
   void setStepsCompleted(int64_t steps) { completedSteps = steps; }
-  /// The global gradient norm of the last step (before clipping); 0 unless
-  /// the plan clips.
+  /// The global gradient norm of the last step (before clipping). When it
+  /// is NaN or Inf the step applied no update.
   double lastGradNorm() const { return gradNorm; }
 
   /// Runs one step: the schedule. With `verbose`, world rank 0 prints one

@@ -1294,6 +1294,14 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               "optimizer.clip_norm, or check the inputs",
               done, std::isnan(loss) ? "NaN" : "Inf", saved));
         }
+        if (double norm = exec->lastGradNorm(); !std::isfinite(norm))
+          throw Error(fmt::format(
+              "step {}: the loss is finite ({:.6g}) but the gradient norm is "
+              "{}; training stopped before this step's update (an op whose "
+              "gradient is infinite at its input, such as Sqrt or Log at "
+              "0, or an overflow in the backward). Check the model and "
+              "inputs, or lower the learning rate",
+              done, loss, std::isnan(norm) ? "NaN" : "Inf"));
         if (!train.saveDir.empty() && train.saveEvery > 0 &&
             done % train.saveEvery == 0) {
           saveCheckpoint(train.saveDir, done, training.optimizer, plan->mesh,
