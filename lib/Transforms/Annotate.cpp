@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Recompute.h"
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,13 +74,6 @@ struct Spec {
   int64_t virtualStages = 1;
   std::vector<SpecScope> scopes;
 };
-
-/// The ONNX node name of an op: the name of its NameLoc, if any.
-StringRef getNodeName(Operation *op) {
-  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-    return loc.getName().getValue();
-  return {};
-}
 
 /// Parses and checks the spec; errors name the file and line.
 class SpecReader {
@@ -371,7 +365,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     module.walk([&](Operation *op) {
       if (!ok || isa<WeightOp, func::FuncOp, func::ReturnOp, ModuleOp>(op))
         return;
-      StringRef node = getNodeName(op);
+      StringRef node = onnxNodeName(op);
       if (node.empty())
         return;
       anyNamed = true;

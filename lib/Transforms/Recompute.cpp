@@ -43,12 +43,6 @@ bool shoal::hasOneUseBeforeRecompute(Value v) {
 
 namespace {
 
-StringRef nodeName(Operation *op) {
-  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-    return loc.getName().getValue();
-  return {};
-}
-
 /// The layer of an ONNX node name: the name up to its first numbered part
 /// ("/h.3" of "/h.3/attn/MatMul", "/encoder/layer.0" of
 /// "/encoder/layer.0/attention/..."); empty when no part but the node's own
@@ -173,7 +167,7 @@ struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
       for (Operation &op : body) {
         if (!isForward(&op) || !recomputable(&op) || modeOf(&op) != "full")
           continue;
-        std::string key = layerKey(nodeName(&op));
+        std::string key = layerKey(onnxNodeName(&op));
         if (key.empty())
           continue;
         if (auto s = op.getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr))

@@ -62,6 +62,12 @@ ShardingAttr shoal::dropStrided(ShardingAttr s) {
   return ShardingAttr::get(s.getContext(), dims);
 }
 
+StringRef shoal::onnxNodeName(Operation *op) {
+  if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
+    return loc.getName().getValue();
+  return {};
+}
+
 bool shoal::isWeightView(Operation *op) {
   auto r = dyn_cast_or_null<ReshapeOp>(op);
   return r && r.getInput().getDefiningOp<WeightOp>();

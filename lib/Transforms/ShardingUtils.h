@@ -79,6 +79,10 @@ LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
 /// its users.
 bool isWeightView(mlir::Operation *op);
 
+/// The ONNX node name of an op (the name of its NameLoc, as the importer
+/// writes it), or empty: what spec patterns and recompute layers match.
+llvm::StringRef onnxNodeName(mlir::Operation *op);
+
 /// True when the module's scopes become pipeline stages on devices of their
 /// own (Whale's rule, shoal-form-task-graphs): the spec asks for
 /// micro-batches, or its scopes differ in device count.
