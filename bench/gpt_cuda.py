@@ -189,7 +189,7 @@ def prepare(args):
         plan, os.path.getsize(plan), model, cfg))
 
 
-def torch_eager(cfg, w, ids, steps, warmup, dtype_name, dev, compiled=False):
+def torch_forward(cfg, w, ids, steps, warmup, dtype_name, dev, compiled=False):
     """PyTorch's forward of the same model (torch.compile'd when `compiled`):
     (logits, seconds per step)."""
     import torch
@@ -293,14 +293,14 @@ def run(args):
     print("shoal-run  : %10.1f tokens/s  (%.2f ms/step, MFU %s)" % (
         shoal_tps, shoal_ms, (mfu + "%") if mfu else "n/a"))
     precision = args.precision if args.backend == "cuda" else "fp32"
-    ref, seconds = torch_eager(cfg, w, ids, args.steps, args.warmup, precision,
+    ref, seconds = torch_forward(cfg, w, ids, args.steps, args.warmup, precision,
                                "cuda" if args.backend == "cuda" else "cpu")
     print("PyTorch    : %10.1f tokens/s  (%.2f ms/step, eager, %s)" % (
         tokens / seconds, seconds * 1e3, precision))
     print("ratio shoal/PyTorch: %.2f" % (shoal_tps / (tokens / seconds)))
     compiled_tps = None
     if args.backend == "cuda" and not args.no_compile:
-        _, cseconds = torch_eager(cfg, w, ids, args.steps, args.warmup, precision, "cuda",
+        _, cseconds = torch_forward(cfg, w, ids, args.steps, args.warmup, precision, "cuda",
                                   compiled=True)
         compiled_tps = tokens / cseconds
         print("PyTorch    : %10.1f tokens/s  (%.2f ms/step, torch.compile, %s)" % (

@@ -243,6 +243,27 @@ def mpirun_cmd(mpirun, np_, argv):
     return [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] + list(argv)
 
 
+def launch_env_cmd(np_, timeout, argv):
+    """test/launch_env.py: N processes of argv started as torchrun starts
+    them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; no MPI)."""
+    return [sys.executable, os.path.join(REPO_ROOT, "test", "launch_env.py"),
+            "--np", str(np_), "--timeout", str(timeout), "--"] + list(argv)
+
+
+def add_launch_phase_args(ap):
+    """--launch and --phase of the e2e harnesses (run_e2e.py,
+    run_train_e2e.py)."""
+    ap.add_argument("--launch", choices=["mpirun", "env"], default="mpirun",
+                    help="start the N-rank runs with mpirun, or as torchrun does: one "
+                         "process per rank with RANK, WORLD_SIZE, MASTER_ADDR and "
+                         "MASTER_PORT and no MPI (test/launch_env.py)")
+    ap.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
+                    help="all: everything; prepare: generate the model and compile "
+                         "the plans into --work, then stop; run: run and compare what "
+                         "a prepare left in --work (for a machine without the "
+                         "compiler, e.g. a GPU machine: scripts/gpu_checks.py)")
+
+
 # Set for every mpirun: ranks yield the CPU while waiting, so oversubscribed
 # runs (more ranks than cores) do not crawl.
 MPI_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1"}

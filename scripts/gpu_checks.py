@@ -58,9 +58,9 @@ def needed_libs(binary):
     return libs
 
 
-def relocate(argv, bin_dir, work):
-    """A ctest command with the harness's --bin and --work replaced and
-    paths made relative to the checkout."""
+def relocate(argv):
+    """A ctest command without its interpreter, --bin, --work and --mpirun
+    (the caller gives its own), paths made relative to the checkout."""
     out = []
     skip = False
     for i, a in enumerate(argv):
@@ -108,7 +108,7 @@ def prepare(args):
         cmd = t["command"]
         if not cmd[0].endswith("python3"):
             continue  # the kernel tests: a binary, run as it is
-        argv = relocate(cmd, args.bin, None)
+        argv = relocate(cmd)
         work = os.path.join(out, "work", t["name"])
         world = int(argv[argv.index("--world-size") + 1])
         launch = ["--launch", "env"] if world > 1 else []

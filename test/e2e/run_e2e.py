@@ -117,11 +117,6 @@ def main(argv=None):
     ap.add_argument("--world-size", type=int, required=True, help="number of MPI ranks")
     ap.add_argument("--work", required=True, help="work folder (emptied first)")
     ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
-    ap.add_argument("--launch", choices=["mpirun", "env"], default="mpirun",
-                    help="start the sharded run's ranks with mpirun, or as "
-                         "torchrun does: one process per rank with RANK, "
-                         "WORLD_SIZE, MASTER_ADDR and MASTER_PORT and no MPI "
-                         "(test/launch_env.py)")
     ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
                     help="bound on the relative error (default %(default)g)")
     ap.add_argument("--seed", type=int, default=0, help="seed for the model generator")
@@ -148,11 +143,7 @@ def main(argv=None):
                     help="bound on the collectives of the sharded plan's partitioned "
                          "program (KIND=N or KIND<=N, KIND: all_gather, all_reduce, "
                          "all_to_all, local_slice); repeatable")
-    ap.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
-                    help="all: everything; prepare: generate the model and compile "
-                         "the plans into --work, then stop; run: run and compare "
-                         "what a prepare left in --work (for a machine without "
-                         "the compiler, e.g. a GPU machine: scripts/gpu_checks.py)")
+    common.add_launch_phase_args(ap)
     args = ap.parse_args(argv)
 
     if args.world_size < 1:
@@ -205,7 +196,7 @@ def main(argv=None):
             os.makedirs(work)
 
         if run_only:
-            pass
+            pass  # the model, inputs and reference are prepare's
         elif args.onnx is not None:
             print("-- (a) use %s" % args.onnx)
             shutil.copyfile(args.onnx, model)
@@ -289,9 +280,8 @@ def main(argv=None):
         par_run = ([run, par_plan, "--inputs", inputs, "--outputs", par_out]
                    + backend_flags + trace_flags)
         if args.launch == "env":
-            launcher = [sys.executable, os.path.join(REPO, "test", "launch_env.py"),
-                        "--np", args.world_size, "--timeout", args.timeout, "--"]
-            res = common.run_cmd(launcher + par_run, timeout=args.timeout + 30)
+            res = common.run_cmd(common.launch_env_cmd(args.world_size, args.timeout, par_run),
+                                 timeout=args.timeout + 30)
         else:
             res = common.run_cmd(common.mpirun_cmd(args.mpirun, args.world_size, par_run),
                                  env_extra=common.MPI_ENV, timeout=args.timeout)

@@ -390,8 +390,7 @@ class Ctx:
                 argv += ["--trace", self.trace]
         env = None
         if world > 1 and self.args.launch == "env":
-            argv = [sys.executable, os.path.join(common.REPO_ROOT, "test", "launch_env.py"),
-                    "--np", world, "--timeout", self.args.timeout, "--"] + argv
+            argv = common.launch_env_cmd(world, self.args.timeout, argv)
         elif world > 1:
             argv = common.mpirun_cmd(self.args.mpirun, world, argv)
             env = common.MPI_ENV
@@ -399,7 +398,7 @@ class Ctx:
             res = common.run_cmd(argv, env_extra=env, timeout=self.args.timeout + 30)
         except common.CommandError as e:
             if par and "no CUDA device" in str(e):
-                raise Skip(str(e).strip().splitlines()[-1])
+                raise Skip(next(ln for ln in str(e).splitlines() if "no CUDA device" in ln))
             raise
         lines = res.stdout.splitlines()
         if len(lines) > 14:
@@ -547,15 +546,26 @@ MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
                        r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB")
 
 
+def plain_run(ctx, spec, K):
+    """The same layout with the config as given (no --zero, no --recompute):
+    (plan, checkpoint tensors after K steps). Run once, shared by the
+    checks."""
+    if getattr(ctx, "plain", None) is None:
+        a = ctx.args
+        w = ctx.work
+        plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "plain.plan"),
+                                config=ctx.plain_config)
+        print("-- train %d step(s) of the same layout without --zero/--recompute on %d ranks"
+              % (K, a.world_size))
+        ctx.train(plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
+        ctx.plain = (plan, read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1])
+    return ctx.plain
+
+
 def zero_checks(ctx, spec, par, K):
     """--zero: the same layout without ZeRO, its checkpoint and memory."""
     a = ctx.args
-    w = ctx.work
-    plain_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "plain.plan"),
-                                  config=ctx.plain_config)
-    print("-- (zero) train %d step(s) without ZeRO on %d ranks" % (K, a.world_size))
-    ctx.train(plain_plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
-    plain = read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1]
+    plain_plan, plain = plain_run(ctx, spec, K)
     weights = sorted(n for n in plain if "/" not in n)
     states = sorted(n for n in plain if "/" in n)
     rows = compare_sets("ZeRO-%d vs plain (weights)" % a.zero, par, plain, weights,
@@ -563,8 +573,8 @@ def zero_checks(ctx, spec, par, K):
     rows += compare_sets("ZeRO-%d vs plain (optimizer state)" % a.zero, par, plain, states,
                          a.state_rtol, state=True)
     mem = {}
-    for label, plan in (("plain", plain_plan), ("zero", os.path.join(w, "par.plan"))):
-        mem[label] = report_memory(ctx, plan, label)
+    for label, plan in (("plain", plain_plan), ("zero", os.path.join(ctx.work, "par.plan"))):
+        mem[label] = report_memory(ctx, plan, "plain" if label == "plain" else "par")
     kinds = ["weights", "grads", "optimizer"]
     shrunk = {"optimizer"} | ({"grads"} if a.zero >= 2 else set()) | \
         ({"weights"} if a.zero >= 3 else set())
@@ -585,14 +595,18 @@ def zero_checks(ctx, spec, par, K):
 
 def report_memory(ctx, plan, label):
     """shoal-run --report-memory of one step of `plan` on the N ranks:
-    [weights, grads, optimizer, activations] in MiB."""
+    [weights, grads, optimizer, activations] in MiB (once per label)."""
+    cache = ctx.__dict__.setdefault("memory", {})
+    if label in cache:
+        return cache[label]
     a = ctx.args
     out = ctx.train(plan, a.world_size, 1, os.path.join(ctx.work, "ckpt_mem_" + label),
                     par=True, extra=["--report-memory"])
     m = MEMORY_RE.search(out)
     if not m:
         raise Failure("no memory line in shoal-run --report-memory's output (%s)" % label)
-    return [float(x) for x in m.groups()]
+    cache[label] = [float(x) for x in m.groups()]
+    return cache[label]
 
 
 def softmax_bytes(model, world):
@@ -606,7 +620,11 @@ def softmax_bytes(model, world):
     total = 0
     for n in m.graph.node:
         if n.op_type == "Softmax":
-            total += 4 * int(np.prod(shapes[n.output[0]]))
+            shape = shapes.get(n.output[0])
+            if not shape or 0 in shape:
+                raise Failure("ONNX shape inference gives no static shape for Softmax "
+                              "node %r of %s" % (n.name, model))
+            total += 4 * int(np.prod(shape))
     return total / world
 
 
@@ -614,20 +632,14 @@ def recompute_checks(ctx, spec, par, K):
     """--recompute: the same layout without recomputation, bit for bit, and
     the activations of --report-memory."""
     a = ctx.args
-    w = ctx.work
-    plain_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "plain.plan"),
-                                  config=ctx.plain_config)
-    print("-- (recompute) train %d step(s) without recomputation on %d ranks"
-          % (K, a.world_size))
-    ctx.train(plain_plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
-    plain = read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1]
+    plain_plan, plain = plain_run(ctx, spec, K)
     rows = []
     for n in sorted(plain):
         same = n in par and par[n].shape == plain[n].shape and np.array_equal(par[n], plain[n])
         rows.append(("recompute %s vs none (bit for bit)" % a.recompute, n, 0.0 if same else None,
                      None if same else "differs"))
     p = report_memory(ctx, plain_plan, "plain")[3]
-    r = report_memory(ctx, os.path.join(w, "par.plan"), "recompute")[3]
+    r = report_memory(ctx, os.path.join(ctx.work, "par.plan"), "par")[3]
     # Selective drops the attention probabilities (every Softmax output):
     # the expected saving, from ONNX's shape inference of the model; full
     # drops them and every other value inside a layer. Each rank holds
@@ -912,15 +924,7 @@ def main(argv=None):
                     help="optimizer steps (default 1; --loss-drop 100; --resume-check 10 "
                          "per half; --reshard 2 before the reshard)")
     ap.add_argument("--mpirun", default="mpirun", help="mpirun executable (Open MPI)")
-    ap.add_argument("--launch", choices=["mpirun", "env"], default="mpirun",
-                    help="start the N-rank runs with mpirun, or as torchrun does: one "
-                         "process per rank with RANK, WORLD_SIZE, MASTER_ADDR and "
-                         "MASTER_PORT and no MPI (test/launch_env.py)")
-    ap.add_argument("--phase", choices=["all", "prepare", "run"], default="all",
-                    help="all: everything; prepare: generate the model and compile "
-                         "the plans into --work, then stop; run: train and compare "
-                         "with what a prepare left in --work (for a machine without "
-                         "the compiler, e.g. a GPU machine: scripts/gpu_checks.py)")
+    common.add_launch_phase_args(ap)
     ap.add_argument("--rtol", type=float, default=common.DEFAULT_RTOL,
                     help="bound on the weights' and losses' relative error (default %(default)g)")
     ap.add_argument("--state-rtol", type=float, default=1e-4,
