@@ -92,6 +92,22 @@ Executor::Executor(const LoadedPlan &plan, Device &device,
   memory = planMemory(plan);
   device.reserveArena(memory.arenaBytes);
   made.assign(plan.values.size() * plan.numMicroBatches, 0);
+  if (plan.training.lossScale.present) {
+    scaler.active = true;
+    scaler.scale = plan.training.lossScale.initial;
+  }
+  for (const ConstantInfo &c : plan.constants)
+    if (c.lossScale)
+      lossScaleSeeds.push_back(c.value);
+}
+
+void Executor::setLossScaler(double scale, int64_t cleanSteps,
+                             int64_t skippedSteps) {
+  if (!scaler.active)
+    return;
+  scaler.scale = scale;
+  scaler.cleanSteps = cleanSteps;
+  scaler.skippedSteps = skippedSteps;
 }
 
 Executor::~Executor() {
@@ -196,6 +212,18 @@ void Executor::run(Comm &comm, bool verbose) {
   double taskSeconds = 0;
   deferred.clear();
   accumulators.clear();
+  // The backward of a loss-scaled plan starts from the current scale.
+  if (scaler.active && seededScale != scaler.scale) {
+    Tensor host(TensorType{DType::F32, {}});
+    host.data<float>()[0] = static_cast<float>(scaler.scale);
+    for (int v : lossScaleSeeds) {
+      if (!values[v].defined())
+        throw Error(fmt::format("the loss-scale seed (value {}) is not set",
+                                v));
+      device.copyFromHost(host, values[v]);
+    }
+    seededScale = scaler.scale;
+  }
   for (const ScheduleEntry &e : plan.schedule) {
     auto start = Clock::now();
     const TaskInfo &task = plan.tasks[e.task];
@@ -800,14 +828,32 @@ void Executor::applyOptimizers(Comm &comm) {
     }
     gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }
-  if (!std::isfinite(gradNorm))
-    return; // no update: the caller stops the run (shoal-run)
-  int64_t step = completedSteps + 1;
+  // Under loss scaling the gradients are `scale` times too large.
+  const double lossScale = scaler.active ? scaler.scale : 1.0;
+  gradNorm /= lossScale;
+  scaler.lastSkipped = false;
+  if (!std::isfinite(gradNorm)) {
+    // An overflow: skip the update and back off, unless the scale is at its
+    // minimum already (then the caller stops the run, as without a scaler).
+    const TrainingInfo::LossScale &ls = plan.training.lossScale;
+    if (scaler.active && scaler.scale > ls.min) {
+      scaler.scale = std::max(ls.min, scaler.scale * ls.backoffFactor);
+      scaler.cleanSteps = 0;
+      ++scaler.skippedSteps;
+      scaler.lastSkipped = true;
+      deferred.clear();
+    }
+    return; // no update
+  }
+  // Skipped steps do not count for the schedule and the bias correction
+  // (torch.cuda.amp.GradScaler skips optimizer.step() altogether).
+  int64_t step = completedSteps + 1 - scaler.skippedSteps;
   for (DeferredUpdate &d : deferred) {
     const OpInfo &op = *d.op;
     try {
       const OptimizerParams &params = op.attrs.optimizer;
-      float scale = cpu::clipScale(params, gradNorm);
+      float scale = static_cast<float>(
+          cpu::clipScale(params, gradNorm) / lossScale);
       std::vector<Tensor> t = d.operands;
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block
@@ -847,6 +893,11 @@ void Executor::applyOptimizers(Comm &comm) {
     if (!d.op->attrs.zeroAxes.empty())
       gatherZeroWeight(*d.op, d.operands[0], d.operands[1].shape()[0], comm);
   deferred.clear();
+  if (scaler.active &&
+      ++scaler.cleanSteps >= plan.training.lossScale.growthInterval) {
+    scaler.scale *= plan.training.lossScale.growthFactor;
+    scaler.cleanSteps = 0;
+  }
 }
 
 std::pair<int64_t, int64_t> Executor::zeroRows(const OpInfo &op,

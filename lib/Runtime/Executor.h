@@ -90,9 +90,25 @@ public:
   /// AdamW's bias correction). Each run() of a training plan adds one.
   int64_t stepsCompleted() const { return completedSteps; }
   void setStepsCompleted(int64_t steps) { completedSteps = steps; }
-  /// The global gradient norm of the last step (before clipping). When it
-  /// is NaN or Inf the step applied no update.
+  /// The global gradient norm of the last step (before clipping; of the
+  /// unscaled gradients under loss scaling). When it is NaN or Inf the step
+  /// applied no update.
   double lastGradNorm() const { return gradNorm; }
+
+  /// fp16's dynamic loss scaler (Plan.training.loss_scale): the scale the
+  /// next step's backward starts from, the clean steps since the last
+  /// change, and the steps skipped so far (their gradients overflowed: no
+  /// update, the scale backed off). `active` is false without one.
+  struct LossScalerState {
+    bool active = false;
+    double scale = 1;
+    int64_t cleanSteps = 0, skippedSteps = 0;
+    /// The last step was skipped.
+    bool lastSkipped = false;
+  };
+  const LossScalerState &lossScaler() const { return scaler; }
+  /// Restores the scaler from a checkpoint (no-op without a scaler).
+  void setLossScaler(double scale, int64_t cleanSteps, int64_t skippedSteps);
 
   /// Runs one step: the schedule. With `verbose`, world rank 0 prints one
   /// timing line per op to stderr. Errors are thrown as Error naming the op.
@@ -226,6 +242,10 @@ private:
   std::vector<bool> gradientOnly;
   int64_t completedSteps = 0;
   double gradNorm = 0;
+  LossScalerState scaler;
+  /// The loss-scale seeds (Constant.loss_scale) and the scale they hold.
+  std::vector<int> lossScaleSeeds;
+  double seededScale = -1;
 };
 
 /// `text` as a JSON string literal (for traces).

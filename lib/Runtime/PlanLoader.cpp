@@ -155,6 +155,34 @@ void PlanChecker::checkTraining() {
                        "number >= 0 (MiB)",
                        info.gradBucketMb));
   }
+  if (!t.precision().empty())
+    info.precision = t.precision();
+  if (info.precision != "fp32" && info.precision != "bf16" &&
+      info.precision != "fp16")
+    fail(fmt::format("Plan.training.precision is '{}'; expected fp32, bf16 "
+                     "or fp16",
+                     info.precision));
+  if (t.has_loss_scale()) {
+    const plan::LossScale &ls = t.loss_scale();
+    TrainingInfo::LossScale &o = info.lossScale;
+    o.present = true;
+    o.initial = ls.initial();
+    o.growthInterval = ls.growth_interval();
+    o.growthFactor = ls.growth_factor();
+    o.backoffFactor = ls.backoff_factor();
+    o.min = ls.min();
+    if (!(o.initial > 0) || !std::isfinite(o.initial) || !(o.min > 0) ||
+        o.min > o.initial || !(o.growthFactor >= 1) ||
+        !std::isfinite(o.growthFactor) || !(o.backoffFactor > 0) ||
+        !(o.backoffFactor < 1) || o.growthInterval < 1)
+      fail(fmt::format("Plan.training.loss_scale is {{initial {}, min {}, "
+                       "growth_factor {}, backoff_factor {}, growth_interval "
+                       "{}}}; expected 0 < min <= initial (finite), "
+                       "growth_factor >= 1, 0 < backoff_factor < 1 and "
+                       "growth_interval >= 1",
+                       o.initial, o.min, o.growthFactor, o.backoffFactor,
+                       o.growthInterval));
+  }
   if (t.loss().empty())
     fail("the training plan names no loss output (Plan.training.loss)");
   if (t.labels().empty())
@@ -674,7 +702,15 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                        "expected {}",
                        where, who, c.value(), out.values[c.value()].str(),
                        c.data().size(), expected));
-    out.constants.push_back({c.value(), c.data()});
+    if (c.loss_scale() && out.values[c.value()] != TensorType{DType::F32, {}})
+      fail(fmt::format("{}: {} is the loss-scale seed but of type {}; it "
+                       "must be a float32 scalar (f32[])",
+                       where, who, out.values[c.value()].str()));
+    if (c.loss_scale() && !plan.training().has_loss_scale())
+      fail(fmt::format("{}: {} is a loss-scale seed, but the plan has no "
+                       "Plan.training.loss_scale",
+                       where, who));
+    out.constants.push_back({c.value(), c.data(), c.loss_scale()});
   }
 
   out.lastUse.assign(numValues, -1);

@@ -55,6 +55,8 @@ struct WeightInfo {
 struct ConstantInfo {
   int value = 0;
   std::string data;
+  /// The gradient seed of a loss-scaled plan (Constant.loss_scale).
+  bool lossScale = false;
 };
 
 /// A transfer of a Send or Recv op, with its messages planned.
@@ -107,6 +109,14 @@ struct TrainingInfo {
   std::string optimizer;
   /// Plan.training.grad_bucket_mb; -1 when absent.
   double gradBucketMb = -1;
+  /// fp32, bf16 or fp16 (Plan.training.precision; fp32 when empty).
+  std::string precision = "fp32";
+  /// fp16's dynamic loss scaler (Plan.training.loss_scale).
+  struct LossScale {
+    bool present = false;
+    double initial = 65536, growthFactor = 2, backoffFactor = 0.5, min = 1;
+    int64_t growthInterval = 2000;
+  } lossScale;
   /// Some optimizer op of some program clips gradients (clip_norm > 0):
   /// every rank then joins the global norm's all-reduce in every step.
   bool clipping = false;

@@ -904,6 +904,10 @@ double scheduledFlops(const LoadedPlan &plan) {
   return flops;
 }
 
+/// The checkpoint tensor of the loss scaler (docs/Training.md "Mixed
+/// precision"): f64[3] {scale, clean steps, skipped steps}.
+constexpr const char *kLossScalerTensor = "shoal.loss_scaler";
+
 /// The tensors this rank's program writes to checkpoints: one per
 /// initializer that no lower program also holds (with `modelOnly`, only the
 /// model's weights, not the optimizer state).
@@ -923,6 +927,19 @@ std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
       continue;
     out.push_back(
         {w.initializer, w.globalType, w.sharding, exec.fetch(w.value)});
+  }
+  // fp16's loss scaler (the same on every rank): scale, clean steps,
+  // skipped steps, written by the first program.
+  const auto &scaler = static_cast<Executor &>(exec).lossScaler();
+  if (!modelOnly && scaler.active && plan.program == 0) {
+    Tensor t(TensorType{DType::F64, {3}});
+    double *p = t.data<double>();
+    p[0] = scaler.scale;
+    p[1] = static_cast<double>(scaler.cleanSteps);
+    p[2] = static_cast<double>(scaler.skippedSteps);
+    ShardSpec whole;
+    whole.dims.resize(1);
+    out.push_back({kLossScalerTensor, t.type(), whole, t});
   }
   return out;
 }
@@ -1112,6 +1129,26 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
     }
     loadWeights(*plan, coords, *exec, checkpoint.get());
+    // The loss scaler goes on where it was (a checkpoint of a run without
+    // one starts it afresh).
+    if (checkpoint && plan->training.lossScale.present &&
+        checkpoint->manifest().tensors.count(kLossScalerTensor)) {
+      Tensor t = checkpoint->readTensor(kLossScalerTensor);
+      if (t.type() != TensorType{DType::F64, {3}})
+        throw Error(fmt::format("{}: '{}' is {}, expected f64[3]",
+                                checkpoint->manifestPath(), kLossScalerTensor,
+                                t.type().str()));
+      const double *p = t.data<double>();
+      if (!(p[0] > 0) || !std::isfinite(p[0]) || !(p[1] >= 0) ||
+          !(p[2] >= 0) || p[1] > 1e15 || p[2] > 1e15)
+        throw Error(fmt::format("{}: '{}' holds scale {}, clean steps {} and "
+                                "skipped steps {}; expected a finite scale "
+                                "> 0 and counts >= 0",
+                                checkpoint->manifestPath(), kLossScalerTensor,
+                                p[0], p[1], p[2]));
+      static_cast<Executor &>(*exec).setLossScaler(
+          p[0], static_cast<int64_t>(p[1]), static_cast<int64_t>(p[2]));
+    }
     loadConstants(*plan, *exec);
     if (!train.dataPath.empty())
       data = openData(train.dataPath, plan->training);
@@ -1261,7 +1298,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
           loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
                      .data<float>()[0];
         world.broadcast(&loss, sizeof loss, owner)->wait();
-        bool finite = std::isfinite(loss);
+        const Executor::LossScalerState &scaler =
+            static_cast<Executor &>(*exec).lossScaler();
+        // Under loss scaling an overflow skips the step instead (a NaN or
+        // Inf loss makes NaN gradients, so the scaler skipped it too).
+        bool finite = std::isfinite(loss) || scaler.lastSkipped;
         if (done % train.logEvery == 0 || i + 1 == options.steps || !finite) {
           if (rank == 0) {
             double seconds = sinceLog / stepsSinceLog;
@@ -1269,11 +1310,17 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
                 peak > 0 ? fmt::format("{:.2f}%", 100 * allFlops / seconds /
                                                       (size * peak * 1e12))
                          : std::string("n/a");
+            // fp16: the scale the next step starts from, and the steps
+            // skipped so far (overflows).
+            std::string scaled;
+            if (scaler.active)
+              scaled = fmt::format(" loss_scale {:g} skipped {}", scaler.scale,
+                                   scaler.skippedSteps);
             std::printf("step %lld/%lld loss %.6f time %.1f ms %s %.0f mfu "
-                        "%s\n",
+                        "%s%s\n",
                         static_cast<long long>(done),
                         static_cast<long long>(last), loss, seconds * 1e3, unit,
-                        perStep / seconds, mfu.c_str());
+                        perStep / seconds, mfu.c_str(), scaled.c_str());
             std::fflush(stdout);
           }
           sinceLog = 0;
@@ -1294,7 +1341,18 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               "optimizer.clip_norm, or check the inputs",
               done, std::isnan(loss) ? "NaN" : "Inf", saved));
         }
-        if (double norm = exec->lastGradNorm(); !std::isfinite(norm))
+        if (double norm = exec->lastGradNorm();
+            !std::isfinite(norm) && scaler.active && !scaler.lastSkipped)
+          throw Error(fmt::format(
+              "step {}: the gradients overflow (norm {}) at the minimum loss "
+              "scale {:g} ({} steps skipped so far; the loss is {:.6g}); "
+              "training stopped before this step's update. Lower the "
+              "learning rate, set optimizer.clip_norm, lower "
+              "loss_scale.min, or train in bf16",
+              done, std::isnan(norm) ? "NaN" : "Inf", scaler.scale,
+              scaler.skippedSteps, loss));
+        if (double norm = exec->lastGradNorm();
+            !std::isfinite(norm) && !scaler.lastSkipped)
           throw Error(fmt::format(
               "step {}: the loss is finite ({:.6g}) but the gradient norm is "
               "{}; training stopped before this step's update (an op whose "

@@ -74,7 +74,7 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   }
   if (!r.checkKeys(root, "the training config",
                    {"version", "loss", "optimizer", "frozen", "grad_bucket_mb",
-                    "zero", "recompute"}))
+                    "zero", "recompute", "precision", "loss_scale"}))
     return r.error;
   int64_t version = 1;
   if (!r.get(root, "version", version, "an integer"))
@@ -147,6 +147,69 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
       return r.error;
     }
   }
+  MixedPrecisionPassOptions &mp = out.mixedPrecision;
+  if (YAML::Node p = root["precision"]) {
+    if (!r.get(root, "precision", mp.precision, "a string"))
+      return r.error;
+    if (mp.precision != "fp32" && mp.precision != "bf16" &&
+        mp.precision != "fp16") {
+      r.fail(p, "'precision' must be fp32, bf16 or fp16, got '" +
+                    mp.precision + "'");
+      return r.error;
+    }
+    // fp16 scales the loss by default (PyTorch's GradScaler defaults).
+    mp.lossScale = mp.precision == "fp16";
+  }
+  if (YAML::Node ls = root["loss_scale"]) {
+    if (mp.precision != "fp16") {
+      r.fail(ls, "'loss_scale' applies to 'precision: fp16' only (bf16 and "
+                 "fp32 keep float32's exponent range), but the precision is " +
+                     mp.precision);
+      return r.error;
+    }
+    if (ls.IsScalar()) {
+      std::string mode = ls.as<std::string>();
+      if (mode != "dynamic" && mode != "none") {
+        r.fail(ls, "'loss_scale' must be dynamic, none or a mapping "
+                   "{initial, growth_interval, growth_factor, "
+                   "backoff_factor, min}, got '" +
+                       mode + "'");
+        return r.error;
+      }
+      mp.lossScale = mode == "dynamic";
+    } else {
+      if (!r.checkKeys(ls, "loss_scale",
+                       {"initial", "growth_interval", "growth_factor",
+                        "backoff_factor", "min"}) ||
+          !r.get(ls, "initial", mp.initialScale, "a number") ||
+          !r.get(ls, "growth_interval", mp.growthInterval, "an integer") ||
+          !r.get(ls, "growth_factor", mp.growthFactor, "a number") ||
+          !r.get(ls, "backoff_factor", mp.backoffFactor, "a number") ||
+          !r.get(ls, "min", mp.minScale, "a number"))
+        return r.error;
+      auto check = [&](const char *key, bool ok, const char *what) {
+        if (!ok)
+          r.fail(ls[key] ? ls[key] : ls,
+                 std::string("'loss_scale.") + key + "' must be " + what);
+        return ok;
+      };
+      if (!check("initial",
+                 mp.initialScale > 0 && std::isfinite(mp.initialScale),
+                 "a finite number > 0") ||
+          !check("min", mp.minScale > 0 && mp.minScale <= mp.initialScale,
+                 "> 0 and at most the initial scale") ||
+          !check("growth_factor",
+                 mp.growthFactor >= 1 && std::isfinite(mp.growthFactor),
+                 "a finite number >= 1") ||
+          !check("backoff_factor",
+                 mp.backoffFactor > 0 && mp.backoffFactor < 1,
+                 "in (0, 1)") ||
+          !check("growth_interval", mp.growthInterval >= 1,
+                 "at least 1 (steps)"))
+        return r.error;
+      mp.lossScale = true;
+    }
+  }
   if (YAML::Node opt = root["optimizer"]) {
     if (!r.checkKeys(opt, "optimizer",
                      {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
@@ -190,6 +253,8 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
   a.ignoreIndex = config.ignoreIndex;
   a.frozen = config.frozen;
   a.frozenWhere = config.frozenWhere;
+  if (config.mixedPrecision.precision != "fp32")
+    pm.addPass(createMixedPrecisionPass(config.mixedPrecision));
   pm.addPass(createAutodiffPass(a));
   pm.addPass(createOptimizerPass(config.optimizer));
   // Always: a per-scope `recompute:` of the annotation spec applies even

@@ -31,6 +31,9 @@ struct TrainConfig {
   /// Activation recomputation (`recompute: none|full|selective`;
   /// shoal-recompute after shoal-optimizer).
   std::string recompute = "none";
+  /// Mixed precision (`precision: fp32|bf16|fp16`, `loss_scale:`;
+  /// shoal-mixed-precision before shoal-autodiff).
+  MixedPrecisionPassOptions mixedPrecision;
 };
 
 /// Reads a train.yaml into `out`; returns an error naming the file and line

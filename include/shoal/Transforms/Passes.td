@@ -353,6 +353,46 @@ def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def MixedPrecisionPass : Pass<"shoal-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Matrix products in bf16 or fp16 on fp32 master weights";
+  let description = [{
+    Runs on the forward graph before `shoal-autodiff` (training config
+    `precision: bf16|fp16`, docs/Training.md "Mixed precision"). Every
+    float32 `MatMul`, `Gemm` and ONNX `Conv`/`ConvTranspose` (PyTorch
+    autocast's lower-precision list) reads its float32 operands through a
+    `shoal.cast` to the low type, computes in it (kernels accumulate in
+    float32 and round once), and its result is cast back to float32 for
+    its readers. Everything else (softmax, normalization, the loss,
+    elementwise ops) stays in float32, and so do the weights and the
+    optimizer state: the casts of a weight are differentiated like any op,
+    so its gradient arrives in float32 (master weights). A value read by
+    several products in one scope is cast once.
+
+    With `precision=fp16` and `loss-scale` set, the module records the
+    dynamic loss scaler (`shoal.mixed_precision`); `shoal-autodiff` then
+    marks the gradient seed `shoal.loss_scale`, which shoal-run sets to the
+    current scale every step before dividing the gradients by it.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "fp32 (no change), bf16 or fp16">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "fp16: dynamic loss scaling">,
+    Option<"initialScale", "initial-scale", "double", /*default=*/"65536.0",
+           "the loss scale of the first step">,
+    Option<"growthInterval", "growth-interval", "int64_t",
+           /*default=*/"2000",
+           "the scale doubles (growth-factor) after this many clean steps">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+           "factor of a growth">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "factor applied on overflow">,
+    Option<"minScale", "min-scale", "double", /*default=*/"1.0",
+           "an overflow at this scale stops the run">,
+  ];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def RecomputePass : Pass<"shoal-recompute", "::mlir::ModuleOp"> {
   let summary = "Activation recomputation: backward ops read forward values "
                 "recomputed from each layer's input";

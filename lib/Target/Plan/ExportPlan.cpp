@@ -131,6 +131,20 @@ private:
       t->set_optimizer(str("optimizer"));
       if (auto bucket = training.getAs<FloatAttr>("grad_bucket_mb"))
         t->set_grad_bucket_mb(bucket.getValueAsDouble());
+      t->set_precision(str("precision"));
+      if (auto ls = training.getAs<DictionaryAttr>("loss_scale")) {
+        auto f = [&](StringRef key) {
+          auto v = ls.getAs<FloatAttr>(key);
+          return v ? v.getValueAsDouble() : 0.0;
+        };
+        plan::LossScale *out = t->mutable_loss_scale();
+        out->set_initial(f("initial"));
+        out->set_growth_factor(f("growth_factor"));
+        out->set_backoff_factor(f("backoff_factor"));
+        out->set_min(f("min"));
+        if (auto n = ls.getAs<IntegerAttr>("growth_interval"))
+          out->set_growth_interval(n.getInt());
+      }
     }
     return success();
   }
@@ -478,6 +492,7 @@ private:
         auto *constant = prog->add_constants();
         constant->set_value(idOf(c));
         constant->set_data(denseBytes(dense));
+        constant->set_loss_scale(c->hasAttr(ShoalDialect::kLossScaleAttr));
         continue;
       }
       if (failed(writeOp(&op, tg.getSymName())))

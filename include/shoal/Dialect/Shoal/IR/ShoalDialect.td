@@ -55,6 +55,14 @@ def Shoal_Dialect : Dialect {
     /// which runs once per step: it is sent at the last micro-batch only.
     static constexpr ::llvm::StringLiteral kLastMicroBatchAttr =
         "shoal.last_micro_batch";
+    /// Mixed precision (shoal-mixed-precision): module attribute
+    /// {precision, loss_scale = {initial, growth_interval, ...}}, which
+    /// shoal-autodiff copies into the training attribute.
+    static constexpr ::llvm::StringLiteral kMixedPrecisionAttr =
+        "shoal.mixed_precision";
+    /// The gradient seed of a loss-scaled training graph (a constant that
+    /// shoal-run sets to the current loss scale).
+    static constexpr ::llvm::StringLiteral kLossScaleAttr = "shoal.loss_scale";
     /// Training: module attribute {loss, labels, optimizer}.
     static constexpr ::llvm::StringLiteral kTrainingAttr = "shoal.training";
     static constexpr ::llvm::StringLiteral kScopesAttr = "shoal.scopes";

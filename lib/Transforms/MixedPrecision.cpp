@@ -1,0 +1,173 @@
+//===- MixedPrecision.cpp - bf16/fp16 matrix products -----------*- C++ -*-===//
+//
+// Mixed-precision training on the forward graph, before shoal-autodiff:
+// matrix products (MatMul, Gemm, Conv, ConvTranspose; PyTorch autocast's
+// lower-precision list) read their float32 operands through casts to bf16 or
+// fp16, and their results are cast back to float32. The weights, the
+// optimizer state and every other op stay in float32, so the gradients of
+// the casts carry the low-precision gradients back into float32 master
+// weights. See the pass description in Passes.td and docs/Training.md
+// "Mixed precision".
+//
+//===----------------------------------------------------------------------===//
+
+#include "shoal/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <cmath>
+
+namespace shoal {
+#define GEN_PASS_DEF_MIXEDPRECISIONPASS
+#include "shoal/Transforms/Passes.h.inc"
+} // namespace shoal
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+bool isF32Tensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getElementType().isF32();
+}
+
+/// A matrix product that runs in the low precision.
+bool isLowPrecisionOp(Operation *op) {
+  if (isa<MatMulOp, GemmOp>(op))
+    return true;
+  auto onnx = dyn_cast<OnnxOp>(op);
+  return onnx &&
+         (onnx.getOpType() == "Conv" || onnx.getOpType() == "ConvTranspose");
+}
+
+struct MixedPrecisionPass
+    : public ::shoal::impl::MixedPrecisionPassBase<MixedPrecisionPass> {
+  using MixedPrecisionPassBase::MixedPrecisionPassBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
+      module.emitError() << "shoal-mixed-precision: precision must be fp32, "
+                            "bf16 or fp16, got '"
+                         << precision << "'";
+      return signalPassFailure();
+    }
+    if (lossScale && precision != "fp16") {
+      module.emitError() << "shoal-mixed-precision: loss scaling is for fp16 "
+                            "(bf16 has float32's exponent range), but the "
+                            "precision is "
+                         << precision;
+      return signalPassFailure();
+    }
+    if (lossScale && failed(checkScaler(module)))
+      return signalPassFailure();
+    if (module->hasAttr(ShoalDialect::kTrainingAttr)) {
+      module.emitError() << "shoal-mixed-precision runs on the forward graph, "
+                            "before shoal-autodiff";
+      return signalPassFailure();
+    }
+    if (precision == "fp32")
+      return;
+    Builder b(module.getContext());
+    Type low = precision == "bf16" ? Type(b.getBF16Type())
+                                   : Type(b.getF16Type());
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        lower(func, low);
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr("precision", b.getStringAttr(precision))};
+    if (lossScale)
+      attrs.push_back(b.getNamedAttr(
+          "loss_scale",
+          b.getDictionaryAttr(
+              {b.getNamedAttr("initial", b.getF64FloatAttr(initialScale)),
+               b.getNamedAttr("growth_interval",
+                              b.getI64IntegerAttr(growthInterval)),
+               b.getNamedAttr("growth_factor",
+                              b.getF64FloatAttr(growthFactor)),
+               b.getNamedAttr("backoff_factor",
+                              b.getF64FloatAttr(backoffFactor)),
+               b.getNamedAttr("min", b.getF64FloatAttr(minScale))})));
+    module->setAttr(ShoalDialect::kMixedPrecisionAttr,
+                    b.getDictionaryAttr(attrs));
+  }
+
+  LogicalResult checkScaler(ModuleOp module) {
+    auto bad = [&](StringRef what) {
+      return module.emitError() << "shoal-mixed-precision: " << what;
+    };
+    if (!(initialScale > 0) || !std::isfinite(initialScale))
+      return bad("the initial loss scale must be a finite number > 0");
+    if (!(minScale > 0) || minScale > initialScale)
+      return bad("the minimum loss scale must be > 0 and at most the "
+                 "initial scale");
+    if (!(growthFactor >= 1) || !std::isfinite(growthFactor))
+      return bad("the growth factor must be a finite number >= 1");
+    if (!(backoffFactor > 0 && backoffFactor < 1))
+      return bad("the backoff factor must be in (0, 1)");
+    if (growthInterval < 1)
+      return bad("the growth interval must be at least 1 step");
+    return success();
+  }
+
+  void lower(func::FuncOp func, Type low) {
+    SmallVector<Operation *> products;
+    func.walk([&](Operation *op) {
+      if (!isLowPrecisionOp(op) || op->getNumResults() != 1 ||
+          !isF32Tensor(op->getResult(0)))
+        return;
+      // Every float operand float32 (a float64 model stays as it is).
+      for (Value v : op->getOperands())
+        if (auto t = dyn_cast<RankedTensorType>(v.getType());
+            t && isa<FloatType>(t.getElementType()) && !isF32Tensor(v))
+          return;
+      products.push_back(op);
+    });
+    // Casts made so far, by value and scope: a weight or an activation read
+    // by several products (q, k and v projections) is cast once.
+    llvm::DenseMap<std::pair<Value, Attribute>, Value> casts;
+    // The float32 results of the products (casts back from the low type):
+    // a product reading one reads the low value itself.
+    llvm::DenseMap<Value, Value> lowOf;
+    for (Operation *op : products) {
+      OpBuilder b(op);
+      auto scope = op->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
+      auto tag = [&](Operation *made) {
+        if (scope)
+          made->setAttr(ShoalDialect::kScopeAttr, scope);
+      };
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        if (!isF32Tensor(v))
+          continue;
+        if (Value l = lowOf.lookup(v)) {
+          use.set(l);
+          continue;
+        }
+        Value &c = casts[{v, scope}];
+        if (!c) {
+          auto type = cast<RankedTensorType>(v.getType()).clone(low);
+          auto made = b.create<CastOp>(op->getLoc(), type, v);
+          tag(made);
+          c = made;
+        }
+        use.set(c);
+      }
+      Value r = op->getResult(0);
+      auto f32Type = r.getType();
+      r.setType(cast<RankedTensorType>(f32Type).clone(low));
+      b.setInsertionPointAfter(op);
+      auto back = b.create<CastOp>(op->getLoc(), f32Type, r);
+      tag(back);
+      r.replaceAllUsesExcept(back, back);
+      lowOf[back] = r;
+    }
+    // The function's results keep their types (a product that is an output
+    // now reaches it through its cast back).
+  }
+};
+
+} // namespace
