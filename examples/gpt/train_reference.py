@@ -23,6 +23,8 @@ It then runs K optimizer steps as docs/Training.md specifies:
           parameter group before each step
   update  torch.optim.AdamW or torch.optim.SGD, one group, every trained
           weight (weight decay on all of them, biases and norms included)
+--autocast bf16 runs the forward under torch.autocast("cpu", bfloat16) (the
+reference curve of `precision: bf16`; the loss is computed in float32).
 Data: --inputs DIR (input_ids.npy, labels.npy) is the batch of every step;
 --data FILE.npy [N, T+1]: step s uses rows (s*B + i) mod N, i < B, row[:T]
 as input_ids and row[1:] as labels.
@@ -205,6 +207,10 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="make_model.py's seed")
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ap.add_argument("--autocast", choices=["bf16"], default=None,
+                    help="run the forward under torch.autocast (CPU: bfloat16), the "
+                    "reference of a `precision: bf16` run's loss curve; the loss and "
+                    "the weights stay float32")
     ap.add_argument("--logits", action="store_true",
                     help="also write OUT/logits.npy: the trained model's output on the "
                     "first batch's input_ids")
@@ -257,7 +263,12 @@ def main(argv=None):
         ids_t = torch.from_numpy(np.ascontiguousarray(ids))
         lab_t = torch.from_numpy(np.ascontiguousarray(labels)).view(-1)
         opt.zero_grad(set_to_none=True)
-        logits = model(ids_t)
+        if args.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(ids_t)
+            logits = logits.float()
+        else:
+            logits = model(ids_t)
         if (lab_t == ignore).any():
             # docs/Training.md: divide by every position, not the valid ones.
             loss = F.cross_entropy(logits.view(-1, V), lab_t, ignore_index=ignore,

@@ -142,12 +142,6 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<NamedAttribute> attrs = {
         b.getNamedAttr("loss", b.getStringAttr("loss")),
         b.getNamedAttr("labels", b.getStringAttr(labels))};
-    // Mixed precision (shoal-mixed-precision): the precision and the loss
-    // scaler, for the plan.
-    if (auto mp = module->getAttrOfType<DictionaryAttr>(
-            ShoalDialect::kMixedPrecisionAttr))
-      for (NamedAttribute a : mp)
-        attrs.push_back(a);
     // For the parallelism report (docs/Report.md).
     if (!untrained.empty())
       attrs.push_back(
@@ -340,9 +334,7 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
                                  b.getFloatAttr(type.getElementType(), 1.0)));
       // fp16 with loss scaling: shoal-run sets the seed to the current loss
       // scale every step and divides the gradients by it.
-      if (auto mp = func->getParentOfType<ModuleOp>()->getAttrOfType<
-                    DictionaryAttr>(ShoalDialect::kMixedPrecisionAttr);
-          mp && mp.get("loss_scale"))
+      if (lossScaleSeed)
         seed->setAttr(ShoalDialect::kLossScaleAttr, b.getUnitAttr());
       grads[*lossValue] = seed;
       tagSince(before, lossValue->getDefiningOp());

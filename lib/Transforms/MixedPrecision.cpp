@@ -1,16 +1,20 @@
 //===- MixedPrecision.cpp - bf16/fp16 matrix products -----------*- C++ -*-===//
 //
-// Mixed-precision training on the forward graph, before shoal-autodiff:
-// matrix products (MatMul, Gemm, Conv, ConvTranspose; PyTorch autocast's
-// lower-precision list) read their float32 operands through casts to bf16 or
-// fp16, and their results are cast back to float32. The weights, the
-// optimizer state and every other op stay in float32, so the gradients of
-// the casts carry the low-precision gradients back into float32 master
-// weights. See the pass description in Passes.td and docs/Training.md
+// Mixed-precision training on the local programs, after shoal-partition:
+// every matrix product (MatMul, Gemm, Conv, ConvTranspose; PyTorch
+// autocast's lower-precision list), forward and backward, reads its float32
+// operands through casts to bf16 or fp16, and its result is cast back to
+// float32. The weights, the gradients they receive, the optimizer state and
+// every other op stay in float32 (master weights). Rounding each product's
+// operands and result is what autocast does to the forward products and,
+// through the casts' gradients, to the backward ones. After partitioning,
+// the casts do not stand between a weight and the product that decides its
+// layout. See the pass description in Passes.td and docs/Training.md
 // "Mixed precision".
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +22,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
+#include <tuple>
 
 namespace shoal {
 #define GEN_PASS_DEF_MIXEDPRECISIONPASS
@@ -64,19 +69,12 @@ struct MixedPrecisionPass
     }
     if (lossScale && failed(checkScaler(module)))
       return signalPassFailure();
-    if (module->hasAttr(ShoalDialect::kTrainingAttr)) {
-      module.emitError() << "shoal-mixed-precision runs on the forward graph, "
-                            "before shoal-autodiff";
-      return signalPassFailure();
-    }
     if (precision == "fp32")
       return;
     Builder b(module.getContext());
     Type low = precision == "bf16" ? Type(b.getBF16Type())
                                    : Type(b.getF16Type());
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
-        lower(func, low);
+    lower(module, low);
     SmallVector<NamedAttribute> attrs = {
         b.getNamedAttr("precision", b.getStringAttr(precision))};
     if (lossScale)
@@ -91,8 +89,19 @@ struct MixedPrecisionPass
                b.getNamedAttr("backoff_factor",
                               b.getF64FloatAttr(backoffFactor)),
                b.getNamedAttr("min", b.getF64FloatAttr(minScale))})));
-    module->setAttr(ShoalDialect::kMixedPrecisionAttr,
-                    b.getDictionaryAttr(attrs));
+    // A training plan records them with its loss and optimizer.
+    auto training =
+        module->getAttrOfType<DictionaryAttr>(ShoalDialect::kTrainingAttr);
+    if (!training) {
+      module->setAttr(ShoalDialect::kMixedPrecisionAttr,
+                      b.getDictionaryAttr(attrs));
+      return;
+    }
+    NamedAttrList merged(training);
+    for (NamedAttribute a : attrs)
+      merged.set(a.getName(), a.getValue());
+    module->setAttr(ShoalDialect::kTrainingAttr,
+                    merged.getDictionary(module.getContext()));
   }
 
   LogicalResult checkScaler(ModuleOp module) {
@@ -113,9 +122,9 @@ struct MixedPrecisionPass
     return success();
   }
 
-  void lower(func::FuncOp func, Type low) {
+  void lower(ModuleOp module, Type low) {
     SmallVector<Operation *> products;
-    func.walk([&](Operation *op) {
+    module.walk([&](Operation *op) {
       if (!isLowPrecisionOp(op) || op->getNumResults() != 1 ||
           !isF32Tensor(op->getResult(0)))
         return;
@@ -126,18 +135,29 @@ struct MixedPrecisionPass
           return;
       products.push_back(op);
     });
-    // Casts made so far, by value and scope: a weight or an activation read
-    // by several products (q, k and v projections) is cast once.
-    llvm::DenseMap<std::pair<Value, Attribute>, Value> casts;
+    Builder attrs(module.getContext());
+    // Casts made so far, by value, block and phase: a weight or an
+    // activation read by several products of a phase (q, k and v
+    // projections) is cast once; the backward casts its own copy, so that
+    // no low-precision copy stays alive from the forward to the backward.
+    using Key = std::tuple<Value, Block *, Attribute>;
+    llvm::DenseMap<Key, Value> casts;
     // The float32 results of the products (casts back from the low type):
     // a product reading one reads the low value itself.
     llvm::DenseMap<Value, Value> lowOf;
     for (Operation *op : products) {
       OpBuilder b(op);
-      auto scope = op->getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr);
-      auto tag = [&](Operation *made) {
-        if (scope)
-          made->setAttr(ShoalDialect::kScopeAttr, scope);
+      Attribute phase = op->getAttr(ShoalDialect::kPhaseAttr);
+      auto tag = [&](Operation *made, Value like) {
+        for (StringRef name :
+             {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
+          if (Attribute a = op->getAttr(name))
+            made->setAttr(name, a);
+        // The layout of the value it converts (for later passes and the
+        // report), and a mark the report looks through.
+        made->setAttr(ShoalDialect::kShardingAttr,
+                      attrs.getArrayAttr({getValueSharding(like)}));
+        made->setAttr(kPrecisionCastAttr, attrs.getUnitAttr());
       };
       for (OpOperand &use : op->getOpOperands()) {
         Value v = use.get();
@@ -147,11 +167,11 @@ struct MixedPrecisionPass
           use.set(l);
           continue;
         }
-        Value &c = casts[{v, scope}];
+        Value &c = casts[{v, op->getBlock(), phase}];
         if (!c) {
           auto type = cast<RankedTensorType>(v.getType()).clone(low);
           auto made = b.create<CastOp>(op->getLoc(), type, v);
-          tag(made);
+          tag(made, v);
           c = made;
         }
         use.set(c);
@@ -161,12 +181,10 @@ struct MixedPrecisionPass
       r.setType(cast<RankedTensorType>(f32Type).clone(low));
       b.setInsertionPointAfter(op);
       auto back = b.create<CastOp>(op->getLoc(), f32Type, r);
-      tag(back);
+      tag(back, r);
       r.replaceAllUsesExcept(back, back);
       lowOf[back] = r;
     }
-    // The function's results keep their types (a product that is an output
-    // now reaches it through its cast back).
   }
 };
 

@@ -73,6 +73,10 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   pm.addPass(createPartitionPass());
   if (options.train && options.train->zero > 0)
     pm.addPass(createZeroPass(ZeroPassOptions{options.train->zero}));
+  // On the local programs: the casts then never stand between a weight and
+  // the product that lays it out.
+  if (options.train && options.train->mixedPrecision.precision != "fp32")
+    pm.addPass(createMixedPrecisionPass(options.train->mixedPrecision));
   pm.addPass(createPipelinePass());
   // Before shoal-fuse: fused ops would hide the node names.
   if (!options.report.empty())

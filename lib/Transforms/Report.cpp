@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Report.h"
 #include "shoal/Transforms/Passes.h"
 
@@ -238,7 +239,8 @@ ArrayAttr getCollectiveAxes(Operation *op) {
 /// The value a chain of collectives starts from.
 Value skipCollectivesBack(Value v) {
   while (Operation *def = v.getDefiningOp()) {
-    if (!isCollective(def))
+    // Also through shoal-mixed-precision's casts, to the product.
+    if (!isCollective(def) && !def->hasAttr(kPrecisionCastAttr))
       break;
     v = def->getOperand(0);
   }

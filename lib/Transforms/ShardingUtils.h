@@ -90,6 +90,10 @@ bool isStaged(mlir::ModuleOp module);
 
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.
+/// A cast shoal-mixed-precision made around a matrix product (the report
+/// looks through it to the product).
+inline constexpr llvm::StringLiteral kPrecisionCastAttr =
+    "shoal.precision_cast";
 inline constexpr llvm::StringLiteral kInShardingsAttr = "shoal.in_shardings";
 inline constexpr llvm::StringLiteral kArgShardingsAttr = "shoal.arg_shardings";
 

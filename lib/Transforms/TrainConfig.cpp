@@ -253,8 +253,7 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
   a.ignoreIndex = config.ignoreIndex;
   a.frozen = config.frozen;
   a.frozenWhere = config.frozenWhere;
-  if (config.mixedPrecision.precision != "fp32")
-    pm.addPass(createMixedPrecisionPass(config.mixedPrecision));
+  a.lossScaleSeed = config.mixedPrecision.lossScale;
   pm.addPass(createAutodiffPass(a));
   pm.addPass(createOptimizerPass(config.optimizer));
   // Always: a per-scope `recompute:` of the annotation spec applies even

@@ -332,8 +332,6 @@ class Ctx:
         self.work = os.path.abspath(args.work)
         self.model = os.path.join(self.work, "model.onnx")
         self.inputs = os.path.join(self.work, "inputs")
-        self.config = args.config
-        self.plain_config = args.config
         # --zero N / --recompute MODE: the config with those keys set
         # (written into the work folder when the first plan is compiled).
         self.variant = {}
@@ -341,13 +339,35 @@ class Ctx:
             self.variant["zero"] = str(args.zero)
         if args.recompute is not None:
             self.variant["recompute"] = args.recompute
-        self.variant_lines = None
-        if self.variant:
-            with open(args.config) as f:
-                self.variant_lines = [ln for ln in f.read().splitlines()
-                                      if ln.split(":")[0] not in self.variant]
-            self.config = os.path.join(self.work, "train_%s.yaml" % "_".join(
-                k + v for k, v in sorted(self.variant.items())))
+        if args.precision is not None:
+            self.variant["precision"] = args.precision
+        if args.loss_scale_initial is not None:
+            # No growth within the run: every change of the scale is a
+            # back-off after an overflow.
+            self.variant["loss_scale"] = "{initial: %r, growth_interval: 100000}" % (
+                args.loss_scale_initial)
+        # The plain run of --zero/--recompute keeps the precision.
+        self.plain_variant = {k: v for k, v in self.variant.items()
+                              if k not in ("zero", "recompute")}
+        self.config = self.variant_config(self.variant)
+        self.plain_config = self.variant_config(self.plain_variant)
+
+    def variant_config(self, variant):
+        if not variant:
+            return self.args.config
+        return os.path.join(self.work, "train_%s.yaml" % "_".join(
+            k + re.sub(r"[^A-Za-z0-9.]", "", v) for k, v in sorted(variant.items())))
+
+    def write_config(self, path):
+        """Writes the variant config `path` names, if it is one."""
+        for variant in (self.variant, self.plain_variant):
+            if not variant or path != self.variant_config(variant) or os.path.isfile(path):
+                continue
+            with open(self.args.config) as f:
+                lines = [ln for ln in f.read().splitlines() if ln.split(":")[0] not in variant]
+            with open(path, "w") as f:
+                f.write("\n".join(lines + ["%s: %s" % kv for kv in sorted(variant.items())])
+                        + "\n")
 
     def compile_plan(self, spec, world, out, config=None):
         if self.phase == "run":
@@ -356,10 +376,7 @@ class Ctx:
                 raise common.CommandError("--phase run: %s is missing (run --phase "
                                           "prepare first)" % out)
             return out
-        if self.variant_lines is not None and not os.path.isfile(self.config):
-            with open(self.config, "w") as f:
-                f.write("\n".join(self.variant_lines + ["%s: %s" % kv for kv in sorted(
-                    self.variant.items())]) + "\n")
+        self.write_config(config or self.config)
         common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
                         "--train", config or self.config, "-o", out],
                        timeout=self.args.timeout)
@@ -537,6 +554,8 @@ def mode_layout(ctx, spec):
         rows += zero_checks(ctx, spec, par, K)
     if a.recompute is not None:
         rows += recompute_checks(ctx, spec, par, K)
+    if a.precision is not None and ctx.phase == "all":
+        rows += precision_checks(ctx, spec)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
@@ -656,6 +675,38 @@ def recompute_checks(ctx, spec, par, K):
     return rows
 
 
+COLLECTIVE_RE = re.compile(r"^\s+((?:all_reduce|all_gather|reduce_scatter|local_slice|"
+                           r"all_to_all)\b.*?) at (\S+)", re.M)
+
+
+def precision_checks(ctx, spec):
+    """--precision: the layout is the float32 one. The parallelism reports
+    of the plan and of the same layout in float32 list the same
+    collectives (kind, axes and node; only the element types differ), so
+    mixed precision keeps every split."""
+    a = ctx.args
+    w = ctx.work
+    reports = {}
+    for label, config in (("fp32", a.config), (a.precision, ctx.config)):
+        path = os.path.join(w, "report_%s.txt" % label)
+        common.run_cmd([ctx.compile, ctx.model, "--annotate", spec, "--world-size",
+                        a.world_size, "--train", config, "-o",
+                        os.path.join(w, "layout_%s.plan" % label), "--report-file", path],
+                       timeout=a.timeout)
+        with open(path) as f:
+            reports[label] = sorted(COLLECTIVE_RE.findall(f.read()))
+    same = reports["fp32"] == reports[a.precision]
+    print("    layout: %d collectives in float32, %d in %s, %s"
+          % (len(reports["fp32"]), len(reports[a.precision]), a.precision,
+             "the same" if same else "DIFFERENT"))
+    if same:
+        return []
+    only32 = [c for c in reports["fp32"] if c not in reports[a.precision]]
+    onlyp = [c for c in reports[a.precision] if c not in reports["fp32"]]
+    return [("layout", "collectives", None, "%s changes the layout: only in fp32 %s; only in %s %s"
+             % (a.precision, only32[:3], a.precision, onlyp[:3]))]
+
+
 def mode_loss_drop(ctx, spec):
     a = ctx.args
     w = ctx.work
@@ -675,7 +726,11 @@ def mode_loss_drop(ctx, spec):
     if losses[-1][0] == a.steps and abs(losses[-1][1] - final) > 1e-5 * max(1.0, abs(final)):
         raise Failure("the step-%d progress line says loss %.6f, loss.npy %.6f"
                       % (a.steps, losses[-1][1], final))
-    _, _, idx = ctx.reference(a.steps, os.path.join(w, "reference_train"), data=tokens)
+    # Mixed precision: bf16's curve against torch.autocast's (CPU autocast
+    # has bfloat16 only, so fp16's is against float32).
+    extra = ["--autocast", "bf16"] if a.precision == "bf16" else []
+    _, _, idx = ctx.reference(a.steps, os.path.join(w, "reference_train"), data=tokens,
+                              extra=extra)
     rl = idx["losses"]
     print("%-6s %12s %12s" % ("step", "shoal", "PyTorch"))
     for s, l in losses:
@@ -688,7 +743,80 @@ def mode_loss_drop(ctx, spec):
     if not np.isfinite(final) or not final <= bound:
         print("FAIL: final loss %.6f > initial / %g = %.6f" % (final, a.loss_drop, bound))
         return False
+    if a.precision:
+        # The curve follows PyTorch's: the final losses within --curve-rtol.
+        ref = "torch.autocast bf16" if extra else "float32"
+        rel = abs(final - rl[-1]) / abs(rl[-1])
+        print("%s final loss %.6f vs PyTorch %s %.6f: relative difference %.3g (bound %g)"
+              % (a.precision, final, ref, rl[-1], rel, a.curve_rtol))
+        if not rel <= a.curve_rtol:
+            print("FAIL: the %s curve ends %.3g from PyTorch's (> %g)"
+                  % (a.precision, rel, a.curve_rtol))
+            return False
     return True
+
+
+SCALE_RE = re.compile(r"^step (\d+)/\d+ loss (\S+) .* loss_scale (\S+) skipped (\d+)$", re.M)
+
+
+def mode_overflow(ctx, spec):
+    """--overflow-check: fp16 from a loss scale so large that the backward
+    overflows. Every overflowing step must be skipped (its loss repeats in
+    the next step: no update, same batch) and halve the scale; once the
+    scale fits, training goes on, and the weights after K steps must match
+    PyTorch fp32's after K - skipped steps (--rtol)."""
+    a = ctx.args
+    w = ctx.work
+    K = a.steps
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    print("-- train %d steps on %d ranks, fp16 from loss scale %g" % (K, a.world_size,
+                                                                      a.loss_scale_initial))
+    out = ctx.train(par_plan, a.world_size, K, os.path.join(w, "ckpt_par"), par=True,
+                    extra=["--log-every", "1"])
+    lines = [(int(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4)))
+             for m in SCALE_RE.finditer(out)]
+    if len(lines) != K:
+        raise Failure("expected %d progress lines with loss_scale and skipped, found %d"
+                      % (K, len(lines)))
+    rows = []
+    scale, skipped, prev_loss, prev_skipped, clean = a.loss_scale_initial, 0, None, False, 0
+    for step, loss, s_after, k_after in lines:
+        was_skipped = k_after == skipped + 1
+        if was_skipped:
+            want = scale * 0.5
+        elif k_after == skipped:
+            want = scale
+        else:
+            raise Failure("step %d: skipped count went from %d to %d" % (step, skipped, k_after))
+        if abs(s_after - want) > 1e-5 * want:
+            rows.append(("loss scale", "step %d" % step, None,
+                         "scale %g after the step, expected %g" % (s_after, want)))
+        if prev_loss is not None and prev_skipped and loss != prev_loss:
+            rows.append(("skipped step", "step %d" % step, None,
+                         "loss %.6f differs from the skipped step's %.6f: the skipped "
+                         "step changed the weights" % (loss, prev_loss)))
+        prev_skipped = was_skipped
+        clean = 0 if was_skipped else clean + 1
+        scale, skipped, prev_loss = s_after, k_after, loss
+    print("    %d of %d steps skipped, loss scale %g -> %g"
+          % (skipped, K, a.loss_scale_initial, scale))
+    if skipped == 0:
+        raise Failure("no step overflowed from loss scale %g" % a.loss_scale_initial)
+    if skipped == K:
+        raise Failure("every step overflowed: nothing was trained")
+    applied = K - skipped
+    print("-- PyTorch fp32, %d steps (the applied ones)" % applied)
+    rw, rs, idx = ctx.reference(applied, os.path.join(w, "reference_train"))
+    par = read_checkpoint(os.path.join(w, "ckpt_par"), K, a.world_size)[1]
+    trained_names(rw, rs, {"fp16": (None, par)})
+    rows += compare_sets("fp16 (weights) vs PyTorch fp32", par, rw, sorted(rw), a.rtol)
+    scaler = par.get("shoal.loss_scaler")
+    # {scale, clean steps since the last change, skipped steps}.
+    if scaler is None or list(scaler) != [scale, float(clean), float(skipped)]:
+        rows.append(("checkpoint", "shoal.loss_scaler", None,
+                     "holds %s, expected [%g, %d, %d]" % (
+                         None if scaler is None else list(scaler), scale, clean, skipped)))
+    return print_worst(rows, a.rtol, a.show)
 
 
 def mode_resume(ctx, spec):
@@ -952,6 +1080,19 @@ def main(argv=None):
     ap.add_argument("--recompute", choices=["none", "full", "selective"], default=None,
                     help="recompute mode of the N-rank plan; compared bit for bit with the "
                          "same layout without it, and its --report-memory activations")
+    ap.add_argument("--precision", choices=["bf16", "fp16"], default=None,
+                    help="train with `precision: P` added to the config (docs/Training.md "
+                    "\"Mixed precision\"); PyTorch stays float32 (with --loss-drop and "
+                    "bf16: torch.autocast bfloat16), so give --rtol 3e-2")
+    ap.add_argument("--curve-rtol", type=float, default=0.05,
+                    help="--loss-drop with --precision: the final loss within this "
+                    "relative difference of PyTorch's (default 0.05)")
+    ap.add_argument("--loss-scale-initial", type=float, default=None, metavar="S",
+                    help="fp16: `loss_scale: {initial: S}` (no growth within the run)")
+    mode.add_argument("--overflow-check", action="store_true",
+                      help="fp16 from --loss-scale-initial: overflowing steps are skipped "
+                      "and halve the scale; the weights match PyTorch's after the "
+                      "applied steps")
     ap.add_argument("--zero-dp", type=int, default=2,
                     help="ranks over which ZeRO splits (for the memory check)")
     ap.add_argument("--plain-rtol", type=float, default=1e-6,
@@ -976,6 +1117,8 @@ def main(argv=None):
         ap.error("--reshard needs --world-size2")
     if args.loss_drop is not None and args.loss_drop <= 1:
         ap.error("--loss-drop FACTOR must be > 1")
+    if args.overflow_check and (args.precision != "fp16" or args.loss_scale_initial is None):
+        ap.error("--overflow-check needs --precision fp16 and --loss-scale-initial")
     if args.steps is None:
         args.steps = (100 if args.loss_drop is not None else 10 if args.resume_check
                       else 2 if args.reshard or args.export_check else 1)
@@ -1010,6 +1153,9 @@ def main(argv=None):
         what = "resume, %d + %d steps" % (args.steps, args.steps)
     elif args.export_check:
         what = "export after %d steps" % args.steps
+    elif args.overflow_check:
+        what = "fp16 overflow from loss scale %g, %d steps" % (args.loss_scale_initial,
+                                                               args.steps)
     elif args.reshard:
         what = "reshard to %s on %d ranks after %d steps" % (
             os.path.basename(args.reshard), args.world_size2, args.steps)
@@ -1046,6 +1192,8 @@ def main(argv=None):
             ok = mode_reshard(ctx, spec)
         elif args.export_check:
             ok = mode_export(ctx, spec)
+        elif args.overflow_check:
+            ok = mode_overflow(ctx, spec)
         else:
             ok = mode_layout(ctx, spec)
         if ok and args.check_overlap:

@@ -31,7 +31,9 @@ For every model (test/zoo/models.py):
       gradients and the optimizer too. train-zero1, train-zero2,
       train-zero3: train-dp2 with `zero: N` in the config (ZeRO stage N).
       train-rc-full, train-rc-selective: train-dp2 with `recompute: full`
-      or `selective` (activation recomputation).
+      or `selective` (activation recomputation). train-bf16, train-fp16:
+      train-dp2 with `precision: bf16|fp16` (mixed precision), the losses
+      against PyTorch float32 within 3e-2.
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -88,7 +90,10 @@ FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
 # train-rc-MODE: train-dp2 with `recompute: MODE`.
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
                  "train-zero1", "train-zero2", "train-zero3",
-                 "train-rc-full", "train-rc-selective"]
+                 "train-rc-full", "train-rc-selective", "train-bf16", "train-fp16"]
+# train-bf16, train-fp16: train-dp2 with `precision: P` (mixed precision),
+# its losses against PyTorch float32 within PRECISION_RTOL.
+PRECISION_RTOL = 3e-2
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
 TRAIN_STEPS = 2
@@ -161,7 +166,7 @@ def make_spec(model, layout, node_names):
     """Annotation spec text for a layout, or None for the one-rank layout.
     Raises ValueError when the layout does not apply (n/a)."""
     kind = layout.replace("train-", "")
-    if kind.startswith(("zero", "rc-")):
+    if kind.startswith(("zero", "rc-", "bf16", "fp16")):
         kind = "dp2"
     if kind == "1":
         return None
@@ -364,6 +369,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                 f.write("zero: %s\n" % layout[len("train-zero"):])
             if layout.startswith("train-rc-"):
                 f.write("recompute: %s\n" % layout[len("train-rc-"):])
+            if layout in ("train-bf16", "train-fp16"):
+                f.write("precision: %s\n" % layout[len("train-"):])
         compile_ += ["--train", os.path.join(d, "train.yaml")]
     log = open(os.path.join(d, "log.txt"), "w")
     stage = "compile"
@@ -396,11 +403,12 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
             return r
         errs = [abs(g - t) / max(abs(t), 1e-12) for g, t in zip(got, train_ref)]
         r["loss"], r["loss_torch"], r["loss_err"] = got, train_ref, errs
-        if all(np.isfinite(errs)) and max(errs) <= args.rtol:
+        rtol = PRECISION_RTOL if layout in ("train-bf16", "train-fp16") else args.rtol
+        if all(np.isfinite(errs)) and max(errs) <= rtol:
             r["status"] = "pass"
         else:
             r["reason"] = "loss vs PyTorch, rel. error per step: %s (bound %.0e)" % (
-                ", ".join("%.2e" % e for e in errs), args.rtol)
+                ", ".join("%.2e" % e for e in errs), rtol)
         return r
     problems = []
     for ref_dir, key in (("reference", "err_torch"), ("ort", "err_ort")):

@@ -66,6 +66,9 @@ def AutodiffPass : Pass<"shoal-autodiff", "::mlir::ModuleOp"> {
            "cross_entropy: label value that adds nothing to the loss">,
     ListOption<"frozen", "frozen", "std::string",
                "initializers not trained (glob patterns)">,
+    Option<"lossScaleSeed", "loss-scale-seed", "bool", /*default=*/"false",
+           "mark the gradient seed shoal.loss_scale (fp16 loss scaling: "
+           "shoal-run sets it to the current scale)">,
     ListOption<"frozenWhere", "frozen-where", "std::string",
                "where each frozen pattern was written (file:line), for "
                "the error when one matches no initializer">,
@@ -356,22 +359,27 @@ def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
 def MixedPrecisionPass : Pass<"shoal-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Matrix products in bf16 or fp16 on fp32 master weights";
   let description = [{
-    Runs on the forward graph before `shoal-autodiff` (training config
+    Runs on the local programs of a training module, after
+    `shoal-partition` and `shoal-zero` (training config
     `precision: bf16|fp16`, docs/Training.md "Mixed precision"). Every
     float32 `MatMul`, `Gemm` and ONNX `Conv`/`ConvTranspose` (PyTorch
-    autocast's lower-precision list) reads its float32 operands through a
-    `shoal.cast` to the low type, computes in it (kernels accumulate in
-    float32 and round once), and its result is cast back to float32 for
-    its readers. Everything else (softmax, normalization, the loss,
-    elementwise ops) stays in float32, and so do the weights and the
-    optimizer state: the casts of a weight are differentiated like any op,
-    so its gradient arrives in float32 (master weights). A value read by
-    several products in one scope is cast once.
+    autocast's lower-precision list), forward and backward, reads its
+    float32 operands through a `shoal.cast` to the low type, computes in it
+    (kernels accumulate in float32 and round once), and its result is cast
+    back to float32 for its readers. That rounds exactly what autocast
+    rounds: the forward products' operands and results, and, through the
+    casts' gradients, the backward products'. Everything else (softmax,
+    normalization, the loss, elementwise ops, collectives) stays in
+    float32, and so do the weights, their gradients and the optimizer state
+    (master weights). A value read by several products of one phase in one
+    TaskGraph is cast once. Running after partitioning, the casts never
+    stand between a weight and the product that decides its layout.
 
-    With `precision=fp16` and `loss-scale` set, the module records the
-    dynamic loss scaler (`shoal.mixed_precision`); `shoal-autodiff` then
-    marks the gradient seed `shoal.loss_scale`, which shoal-run sets to the
-    current scale every step before dividing the gradients by it.
+    The casts carry `shoal.precision_cast` (the report looks through them).
+    The precision and, with `loss-scale`, fp16's dynamic loss scaler go into
+    the module's `shoal.training` attribute (`shoal.mixed_precision` on a
+    module without one); `shoal-autodiff{loss-scale-seed}` marked the
+    gradient seed that shoal-run sets to the current scale.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
