@@ -218,8 +218,8 @@ void Executor::run(Comm &comm, bool verbose) {
     host.data<float>()[0] = static_cast<float>(scaler.scale);
     for (int v : lossScaleSeeds) {
       if (!values[v].defined())
-        throw Error(fmt::format("the loss-scale seed (value {}) is not set",
-                                v));
+        throw Error(
+            fmt::format("the loss-scale seed (value {}) is not set", v));
       device.copyFromHost(host, values[v]);
     }
     seededScale = scaler.scale;
@@ -852,8 +852,8 @@ void Executor::applyOptimizers(Comm &comm) {
     const OpInfo &op = *d.op;
     try {
       const OptimizerParams &params = op.attrs.optimizer;
-      float scale = static_cast<float>(
-          cpu::clipScale(params, gradNorm) / lossScale);
+      float scale =
+          static_cast<float>(cpu::clipScale(params, gradNorm) / lossScale);
       std::vector<Tensor> t = d.operands;
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block

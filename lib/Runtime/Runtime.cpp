@@ -1139,8 +1139,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
                                 checkpoint->manifestPath(), kLossScalerTensor,
                                 t.type().str()));
       const double *p = t.data<double>();
-      if (!(p[0] > 0) || !std::isfinite(p[0]) || !(p[1] >= 0) ||
-          !(p[2] >= 0) || p[1] > 1e15 || p[2] > 1e15)
+      if (!(p[0] > 0) || !std::isfinite(p[0]) || !(p[1] >= 0) || !(p[2] >= 0) ||
+          p[1] > 1e15 || p[2] > 1e15)
         throw Error(fmt::format("{}: '{}' holds scale {}, clean steps {} and "
                                 "skipped steps {}; expected a finite scale "
                                 "> 0 and counts >= 0",

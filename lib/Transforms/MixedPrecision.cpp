@@ -72,8 +72,8 @@ struct MixedPrecisionPass
     if (precision == "fp32")
       return;
     Builder b(module.getContext());
-    Type low = precision == "bf16" ? Type(b.getBF16Type())
-                                   : Type(b.getF16Type());
+    Type low =
+        precision == "bf16" ? Type(b.getBF16Type()) : Type(b.getF16Type());
     lower(module, low);
     SmallVector<NamedAttribute> attrs = {
         b.getNamedAttr("precision", b.getStringAttr(precision))};
@@ -84,8 +84,7 @@ struct MixedPrecisionPass
               {b.getNamedAttr("initial", b.getF64FloatAttr(initialScale)),
                b.getNamedAttr("growth_interval",
                               b.getI64IntegerAttr(growthInterval)),
-               b.getNamedAttr("growth_factor",
-                              b.getF64FloatAttr(growthFactor)),
+               b.getNamedAttr("growth_factor", b.getF64FloatAttr(growthFactor)),
                b.getNamedAttr("backoff_factor",
                               b.getF64FloatAttr(backoffFactor)),
                b.getNamedAttr("min", b.getF64FloatAttr(minScale))})));

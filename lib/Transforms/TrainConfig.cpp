@@ -153,8 +153,8 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
       return r.error;
     if (mp.precision != "fp32" && mp.precision != "bf16" &&
         mp.precision != "fp16") {
-      r.fail(p, "'precision' must be fp32, bf16 or fp16, got '" +
-                    mp.precision + "'");
+      r.fail(p, "'precision' must be fp32, bf16 or fp16, got '" + mp.precision +
+                    "'");
       return r.error;
     }
     // fp16 scales the loss by default (PyTorch's GradScaler defaults).
@@ -201,8 +201,7 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
           !check("growth_factor",
                  mp.growthFactor >= 1 && std::isfinite(mp.growthFactor),
                  "a finite number >= 1") ||
-          !check("backoff_factor",
-                 mp.backoffFactor > 0 && mp.backoffFactor < 1,
+          !check("backoff_factor", mp.backoffFactor > 0 && mp.backoffFactor < 1,
                  "in (0, 1)") ||
           !check("growth_interval", mp.growthInterval >= 1,
                  "at least 1 (steps)"))
