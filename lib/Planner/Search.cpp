@@ -276,7 +276,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // Gradients of replicated weights: one all-reduce per stage after the
   // pipeline drains (not overlapped).
   l.dpSeconds = 0;
-  const double bpp = bytesPerParam(options.precision);
+  const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
   l.fits = true;
   for (int k = 0; k < p; ++k) {
     StagePlan &s = l.stages[k];

@@ -60,6 +60,12 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
       plan.step =
           options.train->recompute == "full" ? "train-recompute" : "train";
       plan.zero = options.train->zero;
+      // Mixed precision: the products at the low type's peak; the weights
+      // and gradients stay float32 (docs/Training.md "Mixed precision").
+      if (options.train->mixedPrecision.precision != "fp32") {
+        plan.precision = options.train->mixedPrecision.precision;
+        plan.fp32Weights = true;
+      }
     }
     pm.addPass(createPlanPass(plan));
   }

@@ -208,6 +208,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       return signalPassFailure();
     }
     options.precision = static_cast<pl::Precision>(it - std::begin(names));
+    options.fp32Weights = fp32Weights;
     options.balance = balance;
     options.dp = dp;
     options.tp = tp;

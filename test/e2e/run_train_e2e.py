@@ -687,7 +687,16 @@ def precision_checks(ctx, spec):
     a = ctx.args
     w = ctx.work
     reports = {}
-    for label, config in (("fp32", a.config), (a.precision, ctx.config)):
+    # The same config (--zero, --recompute included) without the precision.
+    fp32 = {k: v for k, v in ctx.variant.items() if k not in ("precision", "loss_scale")}
+    fp32_config = ctx.variant_config(fp32)
+    if fp32:
+        fp32_config = fp32_config.replace(".yaml", "_fp32.yaml")
+        with open(a.config) as f:
+            lines = [ln for ln in f.read().splitlines() if ln.split(":")[0] not in fp32]
+        with open(fp32_config, "w") as f:
+            f.write("\n".join(lines + ["%s: %s" % kv for kv in sorted(fp32.items())]) + "\n")
+    for label, config in (("fp32", fp32_config), (a.precision, ctx.config)):
         path = os.path.join(w, "report_%s.txt" % label)
         common.run_cmd([ctx.compile, ctx.model, "--annotate", spec, "--world-size",
                         a.world_size, "--train", config, "-o",

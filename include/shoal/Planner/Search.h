@@ -76,6 +76,10 @@ struct PlanOptions {
   /// ZeRO stage of a training step (the training config's `zero`): the
   /// memory model splits state, gradients, weights over the dp replicas.
   int zeroStage = 0;
+  /// Mixed-precision training (the training config's `precision: bf16|fp16`):
+  /// the products run in `precision`, but the weights and their gradients
+  /// stay float32 (4 bytes per parameter each, no separate master copy).
+  bool fp32Weights = false;
 };
 
 /// One pipeline stage of a layout.

@@ -150,6 +150,9 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
            "or train-recompute">,
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "Precision of matrix products: fp32, tf32, bf16, fp16">,
+    Option<"fp32Weights", "fp32-weights", "bool", /*default=*/"false",
+           "Mixed-precision training: weights and gradients stay float32 "
+           "(only the products run in `precision`)">,
     Option<"balance", "balance", "bool", /*default=*/"true",
            "Whale's balancing (false: keep the annotated layout)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",
