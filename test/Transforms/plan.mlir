@@ -13,6 +13,11 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHFORM
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-plan | FileCheck %s --check-prefix=NOCLUSTER
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFIT
+// Mixed-precision training (the training config's precision: bf16) keeps
+// float32 weights and gradients: the same memory as float32 (bf16 weights
+// with a separate master copy would be 2 + 2 + 12 bytes per parameter).
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train precision=bf16 fp32-weights=true" 2>&1 | FileCheck %s --check-prefix=FP32W
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train precision=bf16" 2>&1 | FileCheck %s --check-prefix=BF16W
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFITSEARCH
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml world-size=8" 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/no_such_cluster.yaml" 2>&1 | FileCheck %s --check-prefix=MISSING
@@ -108,6 +113,8 @@
 // NOFIT: error: the plan does not fit in memory on '{{.*}}cluster_t4_small.yaml' (dp=1 tp=1 pp=2 m=4 1f1b pipeline-major):
 // NOFIT-NEXT: stage 0 's0' on T4: needs {{.*}} GiB of 256.00 MiB (weights {{.*}}, gradients {{.*}}, optimizer {{.*}}, activations {{.*}} for 2 micro-batches in flight, workspace {{.*}})  DOES NOT FIT
 // NOFIT-NEXT: stage 1 's1' on T4: needs {{.*}} for 1 micro-batch in flight{{.*}}DOES NOT FIT
+// FP32W: stage 0 's0' on T4: needs {{.*}} (weights 131.10 MiB, gradients 131.10 MiB, optimizer 262.20 MiB,
+// BF16W: stage 0 's0' on T4: needs {{.*}} (weights 65.55 MiB, gradients 65.55 MiB, optimizer 393.30 MiB,
 // NOFITSEARCH: error: shoal-plan: no layout fits in memory:
 // NOFITSEARCH: {{[0-9]+}} layouts, 0 fit in memory
 // NOFITSEARCH: does not fit
