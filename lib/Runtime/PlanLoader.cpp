@@ -187,10 +187,12 @@ void PlanChecker::checkTraining() {
     fail("the training plan names no loss output (Plan.training.loss)");
   if (t.labels().empty())
     fail("the training plan names no labels input (Plan.training.labels)");
-  bool sawLoss = false, sawLabels = false;
+  bool sawLoss = false, sawLabels = false, sawSeed = false;
   for (int i = 0; i < plan.programs_size(); ++i) {
     const plan::Program &p = plan.programs(i);
     std::string where = programName(i);
+    for (const plan::Constant &c : p.constants())
+      sawSeed |= c.loss_scale();
     for (const plan::Port &port : p.outputs()) {
       if (port.name() != t.loss())
         continue;
@@ -234,6 +236,11 @@ void PlanChecker::checkTraining() {
         info.clipping = true;
     }
   }
+  // Without a seed the gradients would be divided by a scale they were
+  // never multiplied by.
+  if (info.lossScale.present && !sawSeed)
+    fail("Plan.training.loss_scale is set, but no program has the loss-scale "
+         "seed (a Constant with loss_scale) that the backward starts from");
   if (!sawLoss)
     fail(fmt::format("Plan.training.loss names the output '{}', which no "
                      "program has",

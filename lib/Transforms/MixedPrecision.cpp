@@ -19,7 +19,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 #include <tuple>
@@ -31,6 +30,21 @@ namespace shoal {
 
 using namespace mlir;
 using namespace shoal;
+
+std::pair<const char *, const char *>
+shoal::checkLossScale(const MixedPrecisionPassOptions &o) {
+  if (!(o.initialScale > 0) || !std::isfinite(o.initialScale))
+    return {"initial", "a finite number > 0"};
+  if (!(o.minScale > 0) || o.minScale > o.initialScale)
+    return {"min", "> 0 and at most the initial scale"};
+  if (!(o.growthFactor >= 1) || !std::isfinite(o.growthFactor))
+    return {"growth_factor", "a finite number >= 1"};
+  if (!(o.backoffFactor > 0 && o.backoffFactor < 1))
+    return {"backoff_factor", "in (0, 1)"};
+  if (o.growthInterval < 1)
+    return {"growth_interval", "at least 1 (steps)"};
+  return {nullptr, nullptr};
+}
 
 namespace {
 
@@ -104,21 +118,17 @@ struct MixedPrecisionPass
   }
 
   LogicalResult checkScaler(ModuleOp module) {
-    auto bad = [&](StringRef what) {
-      return module.emitError() << "shoal-mixed-precision: " << what;
-    };
-    if (!(initialScale > 0) || !std::isfinite(initialScale))
-      return bad("the initial loss scale must be a finite number > 0");
-    if (!(minScale > 0) || minScale > initialScale)
-      return bad("the minimum loss scale must be > 0 and at most the "
-                 "initial scale");
-    if (!(growthFactor >= 1) || !std::isfinite(growthFactor))
-      return bad("the growth factor must be a finite number >= 1");
-    if (!(backoffFactor > 0 && backoffFactor < 1))
-      return bad("the backoff factor must be in (0, 1)");
-    if (growthInterval < 1)
-      return bad("the growth interval must be at least 1 step");
-    return success();
+    MixedPrecisionPassOptions o;
+    o.initialScale = initialScale;
+    o.growthInterval = growthInterval;
+    o.growthFactor = growthFactor;
+    o.backoffFactor = backoffFactor;
+    o.minScale = minScale;
+    auto [key, what] = checkLossScale(o);
+    if (!key)
+      return success();
+    return module.emitError() << "shoal-mixed-precision: loss_scale." << key
+                              << " must be " << what;
   }
 
   void lower(ModuleOp module, Type low) {

@@ -187,25 +187,11 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
           !r.get(ls, "backoff_factor", mp.backoffFactor, "a number") ||
           !r.get(ls, "min", mp.minScale, "a number"))
         return r.error;
-      auto check = [&](const char *key, bool ok, const char *what) {
-        if (!ok)
-          r.fail(ls[key] ? ls[key] : ls,
-                 std::string("'loss_scale.") + key + "' must be " + what);
-        return ok;
-      };
-      if (!check("initial",
-                 mp.initialScale > 0 && std::isfinite(mp.initialScale),
-                 "a finite number > 0") ||
-          !check("min", mp.minScale > 0 && mp.minScale <= mp.initialScale,
-                 "> 0 and at most the initial scale") ||
-          !check("growth_factor",
-                 mp.growthFactor >= 1 && std::isfinite(mp.growthFactor),
-                 "a finite number >= 1") ||
-          !check("backoff_factor", mp.backoffFactor > 0 && mp.backoffFactor < 1,
-                 "in (0, 1)") ||
-          !check("growth_interval", mp.growthInterval >= 1,
-                 "at least 1 (steps)"))
+      if (auto [key, what] = checkLossScale(mp); key) {
+        r.fail(ls[key] ? ls[key] : ls,
+               std::string("'loss_scale.") + key + "' must be " + what);
         return r.error;
+      }
       mp.lossScale = true;
     }
   }

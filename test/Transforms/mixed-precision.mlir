@@ -40,5 +40,5 @@
 
 // BAD: shoal-mixed-precision: precision must be fp32, bf16 or fp16, got 'fp8'
 // BF16LS: shoal-mixed-precision: loss scaling is for fp16 (bf16 has float32's exponent range), but the precision is bf16
-// BACKOFF: shoal-mixed-precision: the backoff factor must be in (0, 1)
-// MIN: shoal-mixed-precision: the minimum loss scale must be > 0 and at most the initial scale
+// BACKOFF: shoal-mixed-precision: loss_scale.backoff_factor must be in (0, 1)
+// MIN: shoal-mixed-precision: loss_scale.min must be > 0 and at most the initial scale

@@ -349,27 +349,31 @@ class Ctx:
         # The plain run of --zero/--recompute keeps the precision.
         self.plain_variant = {k: v for k, v in self.variant.items()
                               if k not in ("zero", "recompute")}
+        self.variants = {}  # config path -> its variant
         self.config = self.variant_config(self.variant)
         self.plain_config = self.variant_config(self.plain_variant)
 
     def variant_config(self, variant):
+        """The config path of `variant` (the given config with those keys
+        set), written when a plan is first compiled with it."""
         if not variant:
             return self.args.config
-        return os.path.join(self.work, "train_%s.yaml" % "_".join(
+        path = os.path.join(self.work, "train_%s.yaml" % "_".join(
             k + re.sub(r"[^A-Za-z0-9.]", "", v) for k, v in sorted(variant.items())))
+        self.variants[path] = variant
+        return path
 
     def write_config(self, path):
         """Writes the variant config `path` names, if it is one."""
-        for variant in (self.variant, self.plain_variant):
-            if not variant or path != self.variant_config(variant) or os.path.isfile(path):
-                continue
-            with open(self.args.config) as f:
-                lines = [ln for ln in f.read().splitlines() if ln.split(":")[0] not in variant]
-            with open(path, "w") as f:
-                f.write("\n".join(lines + ["%s: %s" % kv for kv in sorted(variant.items())])
-                        + "\n")
+        variant = self.variants.get(path)
+        if variant is None or os.path.isfile(path):
+            return
+        with open(self.args.config) as f:
+            lines = [ln for ln in f.read().splitlines() if ln.split(":")[0] not in variant]
+        with open(path, "w") as f:
+            f.write("\n".join(lines + ["%s: %s" % kv for kv in sorted(variant.items())]) + "\n")
 
-    def compile_plan(self, spec, world, out, config=None):
+    def compile_plan(self, spec, world, out, config=None, extra=()):
         if self.phase == "run":
             # Compiled by --phase prepare.
             if not os.path.isfile(out):
@@ -378,7 +382,7 @@ class Ctx:
             return out
         self.write_config(config or self.config)
         common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
-                        "--train", config or self.config, "-o", out],
+                        "--train", config or self.config, "-o", out] + list(extra),
                        timeout=self.args.timeout)
         print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
         return out
@@ -688,20 +692,12 @@ def precision_checks(ctx, spec):
     w = ctx.work
     reports = {}
     # The same config (--zero, --recompute included) without the precision.
-    fp32 = {k: v for k, v in ctx.variant.items() if k not in ("precision", "loss_scale")}
-    fp32_config = ctx.variant_config(fp32)
-    if fp32:
-        fp32_config = fp32_config.replace(".yaml", "_fp32.yaml")
-        with open(a.config) as f:
-            lines = [ln for ln in f.read().splitlines() if ln.split(":")[0] not in fp32]
-        with open(fp32_config, "w") as f:
-            f.write("\n".join(lines + ["%s: %s" % kv for kv in sorted(fp32.items())]) + "\n")
-    for label, config in (("fp32", fp32_config), (a.precision, ctx.config)):
+    fp32 = ctx.variant_config({k: v for k, v in ctx.variant.items()
+                               if k not in ("precision", "loss_scale")})
+    for label, config in (("fp32", fp32), (a.precision, ctx.config)):
         path = os.path.join(w, "report_%s.txt" % label)
-        common.run_cmd([ctx.compile, ctx.model, "--annotate", spec, "--world-size",
-                        a.world_size, "--train", config, "-o",
-                        os.path.join(w, "layout_%s.plan" % label), "--report-file", path],
-                       timeout=a.timeout)
+        ctx.compile_plan(spec, a.world_size, os.path.join(w, "layout_%s.plan" % label),
+                         config=config, extra=["--report-file", path])
         with open(path) as f:
             reports[label] = sorted(COLLECTIVE_RE.findall(f.read()))
     same = reports["fp32"] == reports[a.precision]

@@ -710,6 +710,51 @@ TEST(TrainingPlan, ChecksWeightsAndPorts) {
   b.plan.mutable_training()->set_grad_bucket_mb(-2);
   EXPECT_HAS(error(b), "Plan.training.grad_bucket_mb is -2; expected a number "
                        ">= 0 (MiB)");
+  // Mixed precision: the precision's name, the loss scaler's values, and the
+  // seed (constant 0, the loss's 1/N) and the scaler only together.
+  b = build();
+  b.plan.mutable_training()->set_precision("fp8");
+  EXPECT_HAS(error(b), "Plan.training.precision is 'fp8'; expected fp32, bf16 "
+                       "or fp16");
+  auto scaled = [&](double backoff) {
+    PlanBuilder s = build();
+    plan::LossScale *ls = s.plan.mutable_training()->mutable_loss_scale();
+    ls->set_initial(1024);
+    ls->set_growth_interval(10);
+    ls->set_growth_factor(2);
+    ls->set_backoff_factor(backoff);
+    ls->set_min(1);
+    s.plan.mutable_training()->set_precision("fp16");
+    s.prog->mutable_constants(0)->set_loss_scale(true);
+    return s;
+  };
+  b = scaled(0.5);
+  LoadedPlan scaledPlan = checkPlan(b.plan, "t.plan", 1, 0);
+  EXPECT_TRUE(scaledPlan.training.lossScale.present);
+  EXPECT_EQ(scaledPlan.training.lossScale.initial, 1024);
+  EXPECT_TRUE(scaledPlan.constants[0].lossScale);
+  EXPECT_EQ(scaledPlan.training.precision, "fp16");
+  b = scaled(2);
+  EXPECT_HAS(error(b), "Plan.training.loss_scale is {initial 1024, min 1, "
+                       "growth_factor 2, backoff_factor 2, growth_interval "
+                       "10}; expected");
+  b = scaled(0.5);
+  b.prog->mutable_constants(0)->set_loss_scale(false);
+  EXPECT_HAS(error(b), "Plan.training.loss_scale is set, but no program has "
+                       "the loss-scale seed");
+  b = build();
+  b.prog->mutable_constants(0)->set_loss_scale(true);
+  EXPECT_HAS(error(b), "is a loss-scale seed, but the plan has no "
+                       "Plan.training.loss_scale");
+  b = build();
+  b.plan.mutable_training()->mutable_loss_scale()->set_initial(1024);
+  b.plan.mutable_training()->mutable_loss_scale()->set_min(1);
+  b.plan.mutable_training()->mutable_loss_scale()->set_backoff_factor(0.5);
+  b.plan.mutable_training()->mutable_loss_scale()->set_growth_interval(1);
+  b.plan.mutable_training()->mutable_loss_scale()->set_growth_factor(2);
+  b.prog->mutable_constants(1)->set_loss_scale(true);
+  EXPECT_HAS(error(b), "is the loss-scale seed but of type f32[12]; it must "
+                       "be a float32 scalar");
 }
 
 TEST(TrainingPlan, SchedulesBackwardAndOnceTasks) {

@@ -36,6 +36,12 @@ struct TrainConfig {
   MixedPrecisionPassOptions mixedPrecision;
 };
 
+/// The first out-of-range setting of fp16's loss scaler, as the training
+/// config's `loss_scale` key and what it must be ({nullptr, nullptr} when
+/// every one is valid). Shared by the config reader and the pass.
+std::pair<const char *, const char *>
+checkLossScale(const MixedPrecisionPassOptions &options);
+
 /// Reads a train.yaml into `out`; returns an error naming the file and line
 /// (empty on success).
 std::string parseTrainConfig(llvm::StringRef path, TrainConfig &out);
