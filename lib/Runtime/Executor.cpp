@@ -378,7 +378,8 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     if (t.defined())
       device.zero(t);
   KernelContext ctx{plan, device, 0};
-  if (op.kind == OpKind::LocalSlice)
+  // LocalSlice and the vocabulary-parallel ops take this rank's block.
+  if (!op.attrs.meshAxes.empty())
     ctx.groupIndex = comm.groupIndex(op.attrs.meshAxes);
   KernelFn fn = findKernel(op.kind, device.kind());
   bool ran = false;
@@ -518,7 +519,8 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     bool async = plan.lastUse[op.outputs[0]] >= 0 &&
                  !readNext(plan, op.outputs[0], op.index);
     bool bucketable = async && options.gradBucketBytes > 0 &&
-                      plan.training.present && gradientOnly[op.outputs[0]];
+                      plan.training.present && gradientOnly[op.outputs[0]] &&
+                      !a.reduceMax;
     if (async) {
       startAllReduce(op, out, a.meshAxes, comm, bucketable);
       return;
@@ -578,7 +580,8 @@ void Executor::startAllReduce(const OpInfo &op, Tensor t,
   if (staged)
     part.host = device.toHost(t);
   Tensor &buf = staged ? part.host : part.target;
-  p->work = group.allReduce(buf.rawData(), buf.numElements(), buf.dtype());
+  p->work = group.allReduce(buf.rawData(), buf.numElements(), buf.dtype(),
+                            op.attrs.reduceMax ? ReduceOp::Max : ReduceOp::Sum);
   p->parts.push_back(std::move(part));
   pendingOf[v] = p.get();
   pending.push_back(std::move(p));

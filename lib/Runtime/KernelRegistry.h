@@ -41,7 +41,8 @@ struct KernelContext {
   const LoadedPlan &plan;
   /// The device the operands live on (a CUDA kernel takes its stream here).
   Device &device;
-  /// This rank's index in its group over the op's mesh axes (LocalSlice).
+  /// This rank's index in its group over the op's mesh axes (LocalSlice,
+  /// the vocabulary-parallel ops).
   int64_t groupIndex = 0;
 };
 

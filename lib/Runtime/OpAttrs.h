@@ -98,8 +98,14 @@ struct OpAttrs {
   Shape shape;                   ///< Reshape (the attribute as written).
   int64_t dim = 0;               ///< AllGather, LocalSlice; AllToAll: split.
   int64_t concatDim = 0;         ///< AllToAll.
-  std::vector<int> meshAxes;     ///< Collectives: mesh axis indices.
-  int64_t groupSize = 1;         ///< Collectives: ranks per group.
+  /// Collectives: mesh axis indices; vocabulary-parallel ops (Gather,
+  /// GatherGrad, Vocab*): those of `shard_axes`.
+  std::vector<int> meshAxes;
+  int64_t groupSize = 1;  ///< Ranks per group over meshAxes.
+  bool reduceMax = false; ///< AllReduce `reduction = "max"`.
+  /// Vocabulary-parallel ops: rows (classes) of the whole table (logits);
+  /// 0: not vocabulary-parallel.
+  int64_t shardSize = 0;
   /// AdamW, SGD under ZeRO 1/2 (`zero_axes`): the mesh axes whose ranks
   /// each update one block of the weight's dimension 0, and their count
   /// (empty, 1: the plain update).

@@ -9,6 +9,7 @@
 
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
+#include "shoal/Transforms/Report.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -35,6 +36,9 @@ struct TaskGraphPartitioner {
   llvm::DenseMap<std::pair<Value, Attribute>, Value> reshards;
   /// Set when a reshard is impossible (an error was emitted).
   bool failedReshard = false;
+  /// Vocabulary-parallel cross-entropy: (logits, labels) -> the all-reduced
+  /// max and statistics, shared by the loss and its gradient.
+  llvm::DenseMap<std::pair<Value, Value>, std::pair<Value, Value>> vocabStats;
 
   TaskGraphPartitioner(TaskGraphOp tg)
       : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()) {}
@@ -340,6 +344,109 @@ struct TaskGraphPartitioner {
     return success();
   }
 
+  static std::string formatAxesList(ArrayRef<StringRef> axes) {
+    std::string out;
+    for (StringRef a : axes)
+      out += (out.empty() ? "" : ",") + a.str();
+    return out;
+  }
+
+  /// The all-reduced max and statistics of a vocabulary-parallel
+  /// cross-entropy over local `logits` (inserted at `b`), made once per
+  /// (logits, labels) and shared by the loss and its gradient.
+  std::pair<Value, Value> getVocabStats(OpBuilder &b, Location loc,
+                                        Value logits, Value labels,
+                                        ArrayRef<StringRef> axes, int64_t size,
+                                        uint64_t ignoreIndex, Attribute phase) {
+    auto key = std::make_pair(logits, labels);
+    if (auto it = vocabStats.find(key); it != vocabStats.end())
+      return it->second;
+    Type f32 = b.getF32Type();
+    auto labelsType = cast<RankedTensorType>(labels.getType());
+    auto posType = RankedTensorType::get(labelsType.getShape(), f32);
+    SmallVector<int64_t> statsShape(labelsType.getShape());
+    statsShape.push_back(2);
+    auto statsType = RankedTensorType::get(statsShape, f32);
+    ArrayAttr axesAttr = b.getStrArrayAttr(axes);
+    IntegerAttr sizeAttr = b.getI64IntegerAttr(size);
+    std::string over = formatAxesList(axes);
+    auto localMax =
+        b.create<VocabMaxOp>(loc, posType, logits, axesAttr, sizeAttr);
+    auto max = b.create<AllReduceOp>(loc, posType, localMax, axesAttr, "max");
+    max->setAttr(kReasonAttr,
+                 b.getStringAttr("vocabulary-parallel cross-entropy: the "
+                                 "largest logit over the classes split over " +
+                                 over));
+    auto localStats = b.create<VocabStatsOp>(
+        loc, statsType, logits, labels, max, axesAttr, sizeAttr,
+        b.getI64IntegerAttr(static_cast<int64_t>(ignoreIndex)));
+    auto stats = b.create<AllReduceOp>(loc, statsType, localStats, axesAttr);
+    stats->setAttr(kReasonAttr,
+                   b.getStringAttr("vocabulary-parallel cross-entropy: softmax "
+                                   "sums and label logits over the classes "
+                                   "split over " +
+                                   over));
+    // Layouts: the positions as the labels have them (whole over `axes`).
+    RankedTensorType labelsGlobal = global.lookup(labels);
+    ShardingAttr posLayout = layoutOf(labels);
+    SmallVector<SmallVector<StringRef>> statsDims;
+    for (unsigned d = 0; d < labelsGlobal.getRank(); ++d)
+      statsDims.push_back(posLayout.getDimAxes(d));
+    statsDims.emplace_back();
+    ShardingAttr statsLayout = ShardingAttr::get(ctx, statsDims);
+    SmallVector<int64_t> statsGlobal(labelsGlobal.getShape());
+    statsGlobal.push_back(2);
+    if (phase)
+      for (Operation *made : {localMax.getOperation(), max.getOperation(),
+                              localStats.getOperation(), stats.getOperation()})
+        made->setAttr(ShoalDialect::kPhaseAttr, phase);
+    for (Value v : {localMax.getResult(), max.getResult()}) {
+      layout[v] = posLayout;
+      global[v] = RankedTensorType::get(labelsGlobal.getShape(), f32);
+    }
+    for (Value v : {localStats.getResult(), stats.getResult()}) {
+      layout[v] = statsLayout;
+      global[v] = RankedTensorType::get(statsGlobal, f32);
+    }
+    return vocabStats[key] = {max, stats};
+  }
+
+  /// Rewrites a softmax_cross_entropy (or its gradient) whose class axis is
+  /// split over `axes` into Megatron-LM's vocabulary-parallel form: no rank
+  /// ever holds the whole logits.
+  void rewriteVocabLoss(OpBuilder &b, Operation *op, ArrayRef<StringRef> axes,
+                        int64_t size) {
+    b.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    Value result = op->getResult(0);
+    Value replacement;
+    if (auto ce = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
+      auto [max, stats] = getVocabStats(b, loc, ce.getLogits(), ce.getLabels(),
+                                        axes, size, ce.getIgnoreIndex(),
+                                        op->getAttr(ShoalDialect::kPhaseAttr));
+      replacement = b.create<VocabCrossEntropyOp>(loc, result.getType(), max,
+                                                  stats, ce.getLabels(),
+                                                  ce.getIgnoreIndexAttr());
+    } else {
+      auto grad = cast<SoftmaxCrossEntropyGradOp>(op);
+      auto [max, stats] = getVocabStats(
+          b, loc, grad.getLogits(), grad.getLabels(), axes, size,
+          grad.getIgnoreIndex(), op->getAttr(ShoalDialect::kPhaseAttr));
+      replacement = b.create<VocabCrossEntropyGradOp>(
+          loc, result.getType(), grad.getLogits(), grad.getLabels(),
+          grad.getDloss(), max, stats, b.getStrArrayAttr(axes),
+          b.getI64IntegerAttr(size), grad.getIgnoreIndexAttr());
+    }
+    replacement.getDefiningOp()->setDiscardableAttrs(
+        op->getDiscardableAttrDictionary());
+    replacement.getDefiningOp()->removeAttr(ShoalDialect::kShardingAttr);
+    replacement.getDefiningOp()->removeAttr(ShoalDialect::kFactorShardingAttr);
+    layout[replacement] = layoutOf(result);
+    global[replacement] = global.lookup(result);
+    result.replaceAllUsesWith(replacement);
+    op->erase();
+  }
+
   /// Sizes in the attributes of a Split or Slice whose axis is split (in
   /// every piece, the rule's [pieces, P]) become the local ones.
   void localizeAttrs(OnnxOp op) {
@@ -437,6 +544,34 @@ struct TaskGraphPartitioner {
     if (auto onnx = dyn_cast<OnnxOp>(op))
       localizeAttrs(onnx);
 
+    // A split vocabulary (FactorKind::Vocab): Megatron-LM's
+    // vocabulary-parallel embedding and cross-entropy.
+    SmallVector<StringRef> vocabAxes;
+    int64_t vocabSize = 0;
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
+      if (kind == FactorKind::Vocab && !axes[f].empty()) {
+        vocabAxes = axes[f];
+        vocabSize = rule.factorSizes[f];
+      }
+    SmallVector<StringRef> partialVocab;
+    if (!vocabAxes.empty()) {
+      Builder ab(ctx);
+      if (isa<GatherOp, GatherGradOp>(op)) {
+        // Each rank looks up (scatters into) the rows it holds; a lookup's
+        // rows held elsewhere are zeros, summed over the vocabulary axes.
+        op->setAttr("shard_axes", ab.getStrArrayAttr(vocabAxes));
+        op->setAttr("shard_size", ab.getI64IntegerAttr(vocabSize));
+        if (isa<GatherOp>(op))
+          partialVocab = vocabAxes;
+      } else if (isa<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>(op)) {
+        rewriteVocabLoss(b, op, vocabAxes, vocabSize);
+        return success();
+      } else {
+        return op->emitError() << "splits a vocabulary but has no "
+                                  "vocabulary-parallel form";
+      }
+    }
+
     // Uneven (zero-padded) shards are only summed where every operand
     // carrying the padded factor is a weight, padded with zeros too (a
     // row-parallel product after a column-parallel one).
@@ -448,7 +583,7 @@ struct TaskGraphPartitioner {
       for (auto [k, dims] : llvm::enumerate(rule.operands))
         for (const DimFactors &df : dims)
           zeroPadded |= llvm::is_contained(df, (int)f) &&
-                        op->getOperand(k).getDefiningOp<WeightOp>();
+                        isZeroPaddedWeight(op->getOperand(k));
       if (!zeroPadded)
         return op->emitError()
                << "sums a dimension of size " << rule.factorSizes[f]
@@ -457,7 +592,7 @@ struct TaskGraphPartitioner {
                   "padding is zero)";
     }
     // A split reduction factor leaves partial sums.
-    SmallVector<StringRef> partial;
+    SmallVector<StringRef> partial = partialVocab;
     for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
       if (kind == FactorKind::Reduction)
         partial.append(axes[f].begin(), axes[f].end());
@@ -514,6 +649,11 @@ struct TaskGraphPartitioner {
     }
     auto sum = b.create<AllReduceOp>(op->getLoc(), result.getType(), result,
                                      b.getStrArrayAttr(partial));
+    if (!partialVocab.empty())
+      sum->setAttr(kReasonAttr,
+                   b.getStringAttr("vocabulary-parallel embedding: each rank "
+                                   "looks up the rows it holds over " +
+                                   formatAxesList(partialVocab)));
     result.replaceAllUsesExcept(sum.getResult(), sum);
     layout[sum.getResult()] = resultLayout;
     global[sum.getResult()] = global[result];

@@ -212,19 +212,83 @@ bool carriesUneven(Operation *op, const ShardingRule &rule, int f) {
   if (!llvm::all_of(rule.operands, alone) || !llvm::all_of(rule.results, alone))
     return false;
   // Through ops that keep the zero padding finite (not 1/0, log 0, ...),
-  // so that it adds nothing when it meets a weight's zero padding.
+  // so that it adds nothing when it meets a weight's zero padding. An
+  // update of a zero-padded weight (its gradient padded with zeros too)
+  // keeps its padding zero, and its state takes the weight's blocks.
   if (rule.factorKinds[f] == FactorKind::Parallel)
     return isa<AddOp, SubOp, MulOp, ReluOp, ErfOp, TanhOp, SigmoidOp, NegOp,
                AbsOp, ExpOp, SinOp, CosOp, SqrtOp, GeluOp, CastOp, MatMulOp,
-               GemmOp>(op);
+               GemmOp, TransposeOp, ReshapeOp, AdamWOp, SGDOp, AssignOp>(op);
   if (rule.factorKinds[f] != FactorKind::Reduction)
     return false;
   for (auto [k, dims] : llvm::enumerate(rule.operands))
     for (const DimFactors &df : dims)
-      if (llvm::is_contained(df, f) &&
-          op->getOperand(k).getDefiningOp<WeightOp>())
+      if (llvm::is_contained(df, f) && isZeroPaddedWeight(op->getOperand(k)))
         return true;
   return false;
+}
+
+/// True if `v` is a graph input of integers, possibly reshaped or cast on
+/// the way (token ids): what a vocabulary-parallel embedding looks up.
+bool isTokenIds(Value v) {
+  for (int hops = 0; hops < 64; ++hops) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      Operation *parent = arg.getOwner()->getParentOp();
+      if (auto tg = dyn_cast<TaskGraphOp>(parent)) {
+        v = tg.getInputs()[arg.getArgNumber()];
+        continue;
+      }
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      return isa<func::FuncOp>(parent) && type &&
+             type.getElementType().isInteger();
+    }
+    Operation *def = v.getDefiningOp();
+    if (auto tg = dyn_cast<TaskGraphOp>(def)) {
+      v = tg.getYield().getOperand(cast<OpResult>(v).getResultNumber());
+      continue;
+    }
+    auto onnx = dyn_cast<OnnxOp>(def);
+    if (isa<CastOp, ReshapeOp>(def) ||
+        (onnx && def->getNumOperands() >= 1 &&
+         llvm::is_contained({"Unsqueeze", "Squeeze", "Flatten", "Identity"},
+                            onnx.getOpType()))) {
+      v = def->getOperand(0);
+      continue;
+    }
+    return false;
+  }
+  return false;
+}
+
+/// The vocabulary factor a split TaskGraph splits over tp on its own, as
+/// Megatron-LM's VocabParallelEmbedding does, or -1: the rows of an
+/// embedding table (a weight with more rows than columns, looked up by
+/// token ids along axis 0), and the rows of its gradient.
+int embeddingVocabFactor(Operation *op, const ShardingRule &rule) {
+  Value table, ids;
+  ArrayRef<int64_t> shape;
+  int f = -1;
+  if (auto g = dyn_cast<GatherOp>(op)) {
+    if (g.getAxis() != 0 || !g.getData().getDefiningOp<WeightOp>())
+      return -1;
+    ids = g.getIndices();
+    shape = cast<RankedTensorType>(g.getData().getType()).getShape();
+    f = rule.operands[0].empty() || rule.operands[0][0].empty()
+            ? -1
+            : rule.operands[0][0].front();
+  } else if (auto gg = dyn_cast<GatherGradOp>(op)) {
+    ids = gg.getIndices();
+    shape = gg.getType().getShape();
+    f = rule.results[0].empty() || rule.results[0][0].empty()
+            ? -1
+            : rule.results[0][0].front();
+  } else {
+    return -1;
+  }
+  if (f < 0 || rule.factorKinds[f] != FactorKind::Vocab || shape.size() != 2 ||
+      shape[0] <= shape[1] || !isTokenIds(ids))
+    return -1;
+  return f;
 }
 
 /// True if an activation operand of `op` arrives split over tp on a
@@ -589,6 +653,16 @@ struct PropagateShardingPass
           continue;
         bool strided = fo > 1 || rule.isMinorSomewhere(f);
         int64_t n = getAxesSize(mesh, a);
+        // A vocabulary is split only over a split TaskGraph's tp, in blocks
+        // (uneven ones too: the vocabulary-parallel ops skip the padding).
+        if (rule.factorKinds[f] == FactorKind::Vocab) {
+          if (tpSize <= 1 || a.size() != 1 || a[0] != "tp" || strided ||
+              !axes[f].empty() || used.contains("tp"))
+            continue;
+          axes[f] = a;
+          used.insert("tp");
+          continue;
+        }
         if (rule.factorKinds[f] == FactorKind::Blocked || !axes[f].empty() ||
             llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
             (strided && (rule.factorSizes[f] % (fo * n) != 0 || inWeight(f) ||
@@ -641,6 +715,16 @@ struct PropagateShardingPass
           }
         moveTp(f, to);
       }
+    }
+
+    // Vocabulary-parallel embedding: a split TaskGraph splits the rows of
+    // an embedding table (and of its gradient) over tp; each rank looks up
+    // its rows and an all_reduce completes the lookup.
+    if (int f = embeddingVocabFactor(op, rule);
+        f >= 0 && tpSize > 1 && !used.contains("tp") && axes[f].empty() &&
+        rule.factorSizes[f] >= tpSize) {
+      axes[f] = {"tp"};
+      used.insert("tp");
     }
 
     // Split a contraction's weight over tp when nothing uses tp yet.

@@ -618,7 +618,9 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
   Operation *producer = skipCollectivesBack(input).getDefiningOp();
   Operation *consumer = getConsumer(result);
 
-  if (isa<AllReduceOp>(op)) {
+  if (auto ar = dyn_cast<AllReduceOp>(op)) {
+    if (ar.getReduction() != "sum")
+      c.dims = ar.getReduction().str();
     c.bytes = getTensorBytes(result.getType());
     c.node = getNodeName(producer);
     c.phase = getPhase(producer);

@@ -185,3 +185,14 @@ LayoutAttr shoal::getLayout(TaskGraphOp tg, ShardingAttr sharding) {
   return LayoutAttr::get(tg.getContext(), tg.getMeshAttr(), sharding, offset,
                          stride);
 }
+
+bool shoal::isZeroPaddedWeight(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (isa<WeightOp>(def))
+      return true;
+    if (!isa<TransposeOp, ReshapeOp, CastOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return false;
+}

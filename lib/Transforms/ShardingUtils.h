@@ -71,6 +71,10 @@ TaskGraphOp getOwnerTaskGraph(mlir::Value v);
 /// True if two TaskGraphs run on the same ranks with the same mesh.
 bool samePlacement(TaskGraphOp a, TaskGraphOp b);
 
+/// True if `v` is a weight, or a weight only transposed, reshaped or cast:
+/// its uneven shards are padded with zeros.
+bool isZeroPaddedWeight(mlir::Value v);
+
 /// The layout a TaskGraph's values have: its mesh and ranks with `sharding`.
 LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
 

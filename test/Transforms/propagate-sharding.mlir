@@ -4,14 +4,16 @@
 // Megatron-LM's layout comes out of the sharding rules: q, k, v and the MLP's
 // first layer are column-split, attention runs on split heads, the output
 // projections are row-split (their contracted factor arrives split), the
-// embedding and LayerNorms stay whole, and the LM head is column-split.
+// LayerNorms stay whole, the LM head is column-split, and the embedding
+// table is split by rows (vocabulary-parallel: each rank looks up its rows,
+// the rows factor of the gather carries tp and its result is whole).
 
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: shoal.sharding = #shoal.sharding<{{\[}}["dp"], []]>
 // TaskGraph outputs are whole over tp.
 // CHECK: shoal.task_graph "model" split(2) {{.*}} attributes {shoal.arg_shardings = [#shoal.sharding<{{\[}}["dp"], []]>], shoal.in_shardings = [#shoal.sharding<{{\[}}["dp"], []]>], shoal.sharding = [#shoal.sharding<{{\[}}["dp"], [], []]>]}
-// CHECK: shoal.weight "wte.weight" {shoal.sharding = [#shoal.sharding<{{\[}}[], []]>]}
-// CHECK: shoal.gather {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}["dp"], [], []]>]
+// CHECK: shoal.weight "wte.weight" {shoal.sharding = [#shoal.sharding<{{\[}}["tp"], []]>]}
+// CHECK: shoal.gather {{.*}}{shoal.factor_sharding = {{\[}}["tp"], [], ["dp"], []], shoal.sharding = [#shoal.sharding<{{\[}}["dp"], [], []]>]}
 // CHECK: shoal.layer_norm {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}["dp"], [], []]>]
 // CHECK: shoal.weight "wq" {shoal.sharding = [#shoal.sharding<{{\[}}[], ["tp"]]>]}
 // CHECK: shoal.matmul {{.*}}shoal.sharding = [#shoal.sharding<{{\[}}["dp"], [], ["tp"]]>]

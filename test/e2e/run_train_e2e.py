@@ -560,9 +560,32 @@ def mode_layout(ctx, spec):
         rows += recompute_checks(ctx, spec, par, K)
     if a.precision is not None and ctx.phase == "all":
         rows += precision_checks(ctx, spec)
+    if a.no_all_gather and ctx.phase == "all":
+        rows += no_all_gather_check(ctx, spec)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
+
+
+def no_all_gather_check(ctx, spec):
+    """--no-all-gather: the partitioned IR of the N-rank training plan holds
+    no all_gather (vocabulary-parallel embedding and loss under split: the
+    logits are never gathered), and the loss is the vocabulary-parallel
+    one."""
+    path = os.path.join(ctx.work, "par_ir.mlir")
+    ctx.compile_plan(spec, ctx.args.world_size, os.path.join(ctx.work, "par_ir.plan"),
+                     extra=["--emit-mlir", path])
+    with open(path) as f:
+        ir = f.read()
+    gathers = len(re.findall(r"shoal\.all_gather\b", ir))
+    vocab = len(re.findall(r"shoal\.vocab_cross_entropy\b", ir))
+    print("partitioned IR: %d all_gather, %d vocab_cross_entropy (%s)" % (gathers, vocab, path))
+    problem = None
+    if gathers:
+        problem = "%d all_gather in the partitioned IR (expected none)" % gathers
+    elif not vocab:
+        problem = "no vocab_cross_entropy in the partitioned IR"
+    return [("partitioned IR", "no all_gather, vocabulary-parallel loss", None, problem)]
 
 
 MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
@@ -1111,6 +1134,9 @@ def main(argv=None):
     ap.add_argument("--world-size2", type=int, default=None, help="ranks of SPEC2")
     ap.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                     help="extra shoal-run argument of the N-rank runs (repeat)")
+    ap.add_argument("--no-all-gather", action="store_true",
+                    help="also require that the N-rank plan's partitioned IR holds no "
+                         "all_gather and a vocabulary-parallel loss (split layouts)")
     ap.add_argument("--check-overlap", action="store_true",
                     help="trace the N-rank runs and check that gradient all-reduces "
                          "overlap compute on some rank (check_overlap.py)")

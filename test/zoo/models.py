@@ -13,7 +13,8 @@ Sizes are small on purpose (2-core CI machines): torchvision's classifiers
 at 32x32 to 64x64 pixels, 10 classes, batch 4; the large torchvision
 architectures (densenet, convnext, swin, vit) as small configurations of the
 same classes; Hugging Face models from configs with 2 layers, hidden 64,
-4 heads, vocabulary 100, sequence 16, batch 4.
+4 heads, vocabulary 101 (odd like GPT-2's 50257: split(2) cuts it unevenly),
+sequence 16, batch 4.
 """
 
 import collections
@@ -22,14 +23,14 @@ import numpy as np
 
 BATCH = 4
 SEQ = 16
-VOCAB = 100
+VOCAB = 101
 HIDDEN = 64
 HEADS = 4
 
 
 class Model:
     def __init__(self, name, group, build, needs=(), layers=None, batch_dims=None,
-                 train=False, notes=""):
+                 train=False, lm=False, notes=""):
         self.name = name
         self.group = group              # torchvision | torch.nn | transformers
         self.build = build              # build(torch) -> (module, inputs, output names)
@@ -37,6 +38,7 @@ class Model:
         self.layers = layers            # regex, group 1 = one layer's name prefix
         self.batch_dims = batch_dims or {}
         self.train = train
+        self.lm = lm                    # output [..., VOCAB] logits (train-tp2-ce)
         self.notes = notes
 
 
@@ -308,22 +310,22 @@ def _t5(t):
 HF = ("transformers",)
 MODELS += [
     Model("gpt2", "transformers", _hf(_gpt2, ["input_ids"]), HF,
-          layers=r"^(/hf/transformer/h\.\d+/)", train=True, notes="GPT2LMHeadModel"),
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True, notes="GPT2LMHeadModel"),
     Model("llama", "transformers", _hf(_llama, ["input_ids"]), HF,
-          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True, lm=True,
           notes="LlamaForCausalLM, GQA 4/2 heads"),
     Model("mistral", "transformers", _hf(_mistral, ["input_ids"]), HF,
-          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True, lm=True,
           notes="MistralForCausalLM, GQA 4/2 heads, sliding window 8"),
     Model("mixtral", "transformers", _hf(_mixtral, ["input_ids"]), HF,
-          layers=r"^(/hf/model/layers\.\d+/)", train=True,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True, lm=True,
           notes="MixtralForCausalLM, 4 experts, top-2"),
     Model("bert", "transformers", _hf(_bert, ["input_ids", "token_type_ids",
                                               "attention_mask"]), HF,
-          layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True,
+          layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True, lm=True,
           notes="BertForMaskedLM, one padded sequence"),
     Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,
-          layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True,
+          layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True, lm=True,
           notes="T5ForConditionalGeneration"),
 ]
 

@@ -124,13 +124,19 @@ struct OpCheck {
     PlanBuilder::attrInts(op, name, v);
     return *this;
   }
-  OpInfo info() const { return checkOp(op, 0, types, Mesh()); }
+  OpCheck &strs(const std::string &name, const std::vector<std::string> &v) {
+    op.mutable_attrs()->erase(name);
+    PlanBuilder::attrStrings(op, name, v);
+    return *this;
+  }
+  OpInfo info() const { return checkOp(op, 0, types, mesh); }
   std::string error() const {
-    return errorOf([&] { checkOp(op, 0, types, Mesh()); });
+    return errorOf([&] { checkOp(op, 0, types, mesh); });
   }
 
   plan::Op op;
   std::vector<TensorType> types;
+  Mesh mesh;
 };
 
 #define EXPECT_CONTAINS(text, part)                                            \
@@ -226,6 +232,107 @@ TEST(TrainKernels, SoftmaxCrossEntropyRejectsBadLabels) {
   EXPECT_CONTAINS(
       errorOf([&] { softmaxCrossEntropy(logits, wrongShape, -100, loss); }),
       "do not fit logits");
+}
+
+/// The vocabulary-parallel pieces over `n` ranks, combined as the
+/// all-reduces do (max, then sums), give the loss and the gradient of the
+/// definition, for even and uneven (padded) blocks.
+TEST(TrainKernels, VocabParallelCrossEntropyMatchesTheDefinition) {
+  std::mt19937 rng(21);
+  const int64_t rows = 6, v = 7;
+  Tensor logits = randomF32({rows, v}, rng, -5.f, 5.f);
+  Tensor labels = makeTensor<int64_t>({rows}, {0, 6, -100, 3, 4, 1});
+  Tensor dloss = randomF32({rows}, rng, 0.5f, 2.f);
+  std::vector<double> x = toDouble(logits);
+  for (int64_t n : {1, 2, 3}) {
+    SCOPED_TRACE(fmt::format("{} blocks", n));
+    int64_t c = (v + n - 1) / n; // ceil-sized, the last block padded
+    std::vector<Tensor> blocks, maxes;
+    std::vector<VocabBlock> where;
+    for (int64_t b = 0; b < n; ++b) {
+      Tensor blk(DType::F32, {rows, c});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < c; ++j) {
+          int64_t col = b * c + j;
+          // Padding holds garbage: the kernels must skip it.
+          blk.data<float>()[r * c + j] =
+              col < v ? logits.data<float>()[r * v + col] : 1e4f;
+        }
+      blocks.push_back(blk);
+      where.push_back(VocabBlock{v, b * c});
+      Tensor m(DType::F32, {rows});
+      vocabMax(blk, where.back(), m);
+      maxes.push_back(m);
+    }
+    Tensor gmax(DType::F32, {rows});
+    for (int64_t r = 0; r < rows; ++r) {
+      float m = -INFINITY;
+      for (const Tensor &t : maxes)
+        m = std::max(m, t.data<float>()[r]);
+      gmax.data<float>()[r] = m;
+    }
+    Tensor stats(DType::F32, {rows, 2});
+    for (int64_t b = 0; b < n; ++b) {
+      Tensor part(DType::F32, {rows, 2});
+      vocabStats(blocks[b], labels, gmax, where[b], -100, part);
+      for (int64_t i = 0; i < rows * 2; ++i)
+        stats.data<float>()[i] += part.data<float>()[i];
+    }
+    Tensor loss(DType::F32, {rows});
+    vocabCrossEntropy(gmax, stats, labels, -100, loss);
+    std::vector<double> ref;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t label = labels.data<int64_t>()[r];
+      ref.push_back(label == -100 ? 0.0 : refCrossEntropy(&x[r * v], v, label));
+    }
+    expectAllNear(loss, ref);
+    // The gradient blocks, put together, are the whole gradient.
+    Tensor whole(DType::F32, {rows, v});
+    softmaxCrossEntropyGrad(logits, labels, dloss, -100, whole);
+    for (int64_t b = 0; b < n; ++b) {
+      Tensor g(DType::F32, {rows, c});
+      vocabCrossEntropyGrad(blocks[b], labels, dloss, gmax, stats, where[b],
+                            -100, g);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < c; ++j) {
+          int64_t col = b * c + j;
+          float got = g.data<float>()[r * c + j];
+          if (col >= v)
+            EXPECT_EQ(got, 0.f) << "padding at row " << r;
+          else
+            EXPECT_NEAR(got, whole.data<float>()[r * v + col], 1e-6)
+                << "row " << r << " class " << col;
+        }
+    }
+  }
+  // Labels are checked against the whole vocabulary.
+  Tensor blk(DType::F32, {rows, 4}), part(DType::F32, {rows, 2});
+  Tensor bad = makeTensor<int64_t>({rows}, {0, 7, 1, 1, 1, 1});
+  EXPECT_EQ(errorOf([&] {
+              vocabStats(blk, bad, dloss, VocabBlock{7, 4}, -100, part);
+            }),
+            "VocabStats: label 7 (at position 1 of the labels) is out of "
+            "range [0, 7) and not the ignore_index -100");
+}
+
+/// A vocabulary-parallel lookup and its gradient: rows outside the block
+/// give zeros and are skipped; indices count in the whole table.
+TEST(TrainKernels, VocabParallelGatherTakesItsBlock) {
+  Tensor table = makeTensor<float>({2, 2}, {1.f, 2.f, 3.f, 4.f}); // rows 2, 3
+  Tensor ids = makeTensor<int64_t>({4}, {3, 0, -3, 2});           // -3 is 2
+  Tensor out(DType::F32, {4, 2});
+  VocabBlock block{5, 2};
+  gather(table, ids, 0, out, &block);
+  expectAllNear(out, {3, 4, 0, 0, 1, 2, 1, 2});
+  Tensor dy = makeTensor<float>({4, 2}, {1, 1, 5, 5, 2, 2, 3, 3});
+  Tensor grad(DType::F32, {2, 2});
+  gatherGrad(ids, dy, grad, &block);
+  expectAllNear(grad, {5, 5, 1, 1});
+  Tensor far = makeTensor<int64_t>({1}, {5});
+  Tensor one(DType::F32, {1, 2});
+  EXPECT_EQ(errorOf([&] { gather(table, far, 0, one, &block); }),
+            "Gather: index 5 (at position 0 of the indices) is out of range "
+            "for axis 0 of size 5");
 }
 
 TEST(TrainKernels, SoftmaxGradMatchesFiniteDifferences) {
@@ -568,6 +675,46 @@ TEST(TrainOps, LossAndGradientTypes) {
     c.types[1].shape = {2, 5, 8};
     c.types[0].dtype = DType::F32;
     EXPECT_CONTAINS(c.error(), "indices must be i64 or i32");
+  }
+  {
+    // Vocabulary-parallel ops: shard_axes on the mesh, blocks of
+    // ceil(shard_size / group) classes.
+    OpCheck c("VocabStats");
+    c.mesh = Mesh({"dp", "tp"}, {1, 2});
+    c.in(DType::F32, {2, 3, 5}).in(DType::I64, {2, 3}).in(DType::F32, {2, 3});
+    c.out(DType::F32, {2, 3, 2}).strs("shard_axes", {"tp"}).i("shard_size", 9);
+    EXPECT_EQ(c.error(), "");
+    EXPECT_EQ(c.info().attrs.shardSize, 9);
+    EXPECT_EQ(c.info().attrs.groupSize, 2);
+    c.op.mutable_attrs()->at("shard_size").set_i(11);
+    EXPECT_CONTAINS(c.error(), "a block of 5 rows (classes) is not one of the "
+                               "2 blocks of 11 over shard_axes (each 6)");
+    c.op.mutable_attrs()->at("shard_size").set_i(9);
+    c.strs("shard_axes", {"pp"});
+    EXPECT_CONTAINS(c.error(), "mesh axis 'pp' is not in the mesh");
+    OpCheck m("VocabMax");
+    m.mesh = Mesh({"tp"}, {2});
+    m.in(DType::F32, {4, 5}).out(DType::F32, {4}).strs("shard_axes", {"tp"});
+    EXPECT_CONTAINS(m.error(), "attribute 'shard_size'");
+    OpCheck l("VocabCrossEntropy");
+    l.in(DType::F32, {4}).in(DType::F32, {4, 3}).in(DType::I64, {4});
+    l.out(DType::F32, {4});
+    EXPECT_CONTAINS(l.error(), "input stats must be f32[4, 2], got f32[4, 3]");
+    OpCheck g("Gather");
+    g.mesh = Mesh({"tp"}, {2});
+    g.in(DType::F32, {5, 4}).in(DType::I64, {3}).out(DType::F32, {5, 3});
+    g.i("axis", 1).strs("shard_axes", {"tp"}).i("shard_size", 10);
+    EXPECT_CONTAINS(g.error(), "a vocabulary-parallel Gather must be along "
+                               "axis 0, not 1");
+    OpCheck r("AllReduce");
+    r.mesh = Mesh({"tp"}, {2});
+    r.in(DType::F32, {4}).out(DType::F32, {4}).strs("axes", {"tp"});
+    r.op.mutable_attrs()->insert({"reduction", plan::Attribute()});
+    r.op.mutable_attrs()->at("reduction").set_s("min");
+    EXPECT_CONTAINS(r.error(), "reduction 'min' is not sum or max");
+    r.op.mutable_attrs()->at("reduction").set_s("max");
+    EXPECT_EQ(r.error(), "");
+    EXPECT_TRUE(r.info().attrs.reduceMax);
   }
   {
     OpCheck c("Expand");

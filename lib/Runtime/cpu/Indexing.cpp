@@ -26,7 +26,8 @@ using namespace shoal::rt;
 using namespace shoal::rt::cpu;
 
 void shoal::rt::cpu::gather(const Tensor &data, const Tensor &indices,
-                            int64_t axis, Tensor &out) {
+                            int64_t axis, Tensor &out,
+                            const VocabBlock *block) {
   if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
     throw Error(fmt::format("Gather: indices must be i64 or i32, got {}",
                             indices.type().str()));
@@ -43,23 +44,35 @@ void shoal::rt::cpu::gather(const Tensor &data, const Tensor &indices,
     inner *= s[d];
   std::size_t chunk = static_cast<std::size_t>(inner) * dtypeSize(data.dtype());
   int64_t numIdx = indices.numElements();
-  // Normalize and check every index before writing anything.
+  if (block && axis != 0)
+    throw Error(fmt::format("Gather: a vocabulary-parallel lookup must be "
+                            "along axis 0, not {}",
+                            axis));
+  // Indices count in the whole table; a block holds rows [offset, ...).
+  int64_t whole = block ? block->size : axisLen;
+  int64_t offset = block ? block->offset : 0;
+  // Normalize and check every index before writing anything (-1: a row
+  // held by another rank).
   std::vector<int64_t> idx(static_cast<std::size_t>(numIdx));
   for (int64_t i = 0; i < numIdx; ++i) {
     int64_t v = indices.dtype() == DType::I64 ? indices.data<int64_t>()[i]
                                               : indices.data<int32_t>()[i];
-    int64_t norm = v < 0 ? v + axisLen : v;
-    if (norm < 0 || norm >= axisLen)
+    int64_t norm = v < 0 ? v + whole : v;
+    if (norm < 0 || norm >= whole)
       throw Error(fmt::format("Gather: index {} (at position {} of the "
                               "indices) is out of range for axis {} of size {}",
-                              v, i, axis, axisLen));
-    idx[i] = norm;
+                              v, i, axis, whole));
+    norm -= offset;
+    idx[i] = norm >= 0 && norm < axisLen ? norm : -1;
   }
   const uint8_t *src = data.bytes();
   uint8_t *dst = out.bytes();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < numIdx; ++i) {
-      std::memcpy(dst, src + (o * axisLen + idx[i]) * chunk, chunk);
+      if (idx[i] < 0)
+        std::memset(dst, 0, chunk);
+      else
+        std::memcpy(dst, src + (o * axisLen + idx[i]) * chunk, chunk);
       dst += chunk;
     }
 }
@@ -383,6 +396,12 @@ void shoal::rt::cpu::topK(const Tensor &x, int64_t k, int64_t axis,
 namespace {
 
 SHOAL_CPU_KERNEL(gatherKernel) {
+  if (op.attrs.shardSize > 0) {
+    VocabBlock block{op.attrs.shardSize,
+                     ctx.groupIndex * input(in, 0).shape()[0]};
+    gather(input(in, 0), input(in, 1), op.attrs.axis, out[0], &block);
+    return;
+  }
   gather(input(in, 0), input(in, 1), op.attrs.axis, out[0]);
 }
 

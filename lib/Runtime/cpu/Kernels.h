@@ -222,10 +222,20 @@ void resizeGrad(const Tensor &dy, const ResizeParams &p, Tensor &out);
 // Indexing (Indexing.cpp)
 //===----------------------------------------------------------------------===//
 
+/// This rank's block of a vocabulary split over ranks (vocabulary-parallel
+/// ops): `size` rows or classes in all, the block starting at `offset`.
+struct VocabBlock {
+  int64_t size = 0;
+  int64_t offset = 0;
+};
+
 /// Gather along `axis` with i64 or i32 indices (negative ones count from the
-/// end); throws Error naming the index when one is out of range.
+/// end); throws Error naming the index when one is out of range. With a
+/// `block` (axis 0 only), `data` holds the rows [offset, offset + rows) of
+/// a table of block->size rows: indices are taken against the whole table
+/// and rows outside the block give zeros.
 void gather(const Tensor &data, const Tensor &indices, int64_t axis,
-            Tensor &out);
+            Tensor &out, const VocabBlock *block = nullptr);
 
 /// out[i] = data[i with i[axis] replaced by indices[i]]; i64 or i32 indices
 /// of data's rank (negative ones count from the end). Throws Error naming
@@ -346,7 +356,25 @@ void layerNormScaleGrad(const Tensor &x, const Tensor &dy, int64_t axis,
 /// or i32 indices, negative ones counting from the end like Gather's; each
 /// row's sum in double, in index order). Throws Error naming the index when
 /// one is out of range.
-void gatherGrad(const Tensor &indices, const Tensor &dy, Tensor &out);
+void gatherGrad(const Tensor &indices, const Tensor &dy, Tensor &out,
+                const VocabBlock *block = nullptr);
+
+/// Vocabulary-parallel cross-entropy over this rank's block of the classes
+/// (Ops.def "VocabMax"...; the block's padding, past block.size, skipped).
+/// vocabMax: the largest logit of each position (-inf if none).
+void vocabMax(const Tensor &logits, const VocabBlock &block, Tensor &out);
+/// vocabStats: [..., 2], the sum of exp(logit - max) and the label's logit
+/// if the block holds the label (else 0).
+void vocabStats(const Tensor &logits, const Tensor &labels, const Tensor &max,
+                const VocabBlock &block, int64_t ignoreIndex, Tensor &out);
+/// vocabCrossEntropy: log(stats0) + max - stats1, 0 for ignored labels.
+void vocabCrossEntropy(const Tensor &max, const Tensor &stats,
+                       const Tensor &labels, int64_t ignoreIndex, Tensor &loss);
+/// vocabCrossEntropyGrad: the block of (softmax - onehot(label)) * dloss.
+void vocabCrossEntropyGrad(const Tensor &logits, const Tensor &labels,
+                           const Tensor &dloss, const Tensor &max,
+                           const Tensor &stats, const VocabBlock &block,
+                           int64_t ignoreIndex, Tensor &dlogits);
 
 } // namespace cpu
 } // namespace rt

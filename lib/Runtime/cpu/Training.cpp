@@ -281,7 +281,7 @@ void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
 //===----------------------------------------------------------------------===//
 
 void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
-                                Tensor &out) {
+                                Tensor &out, const VocabBlock *block) {
   const char *what = "GatherGrad";
   if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
     throw Error(fmt::format("{}: indices must be i64 or i32, got {}", what,
@@ -300,19 +300,25 @@ void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
                             what, dy.type().str(), formatShape(want)));
   int64_t rows = os[0], h = numElements(rowShape);
   int64_t numIdx = indices.numElements();
-  // Normalize and check every index, and count the positions of each row.
+  // Indices count in the whole table; a block holds rows [offset, ...).
+  int64_t whole = block ? block->size : rows;
+  int64_t offset = block ? block->offset : 0;
+  // Normalize and check every index, and count the positions of each row
+  // of the block (-1: a row held by another rank).
   std::vector<int64_t> idx(static_cast<std::size_t>(numIdx));
   std::vector<int64_t> start(static_cast<std::size_t>(rows) + 1, 0);
   for (int64_t i = 0; i < numIdx; ++i) {
     int64_t v = indices.dtype() == DType::I64 ? indices.data<int64_t>()[i]
                                               : indices.data<int32_t>()[i];
-    int64_t norm = v < 0 ? v + rows : v;
-    if (norm < 0 || norm >= rows)
+    int64_t norm = v < 0 ? v + whole : v;
+    if (norm < 0 || norm >= whole)
       throw Error(fmt::format("{}: index {} (at position {} of the indices) "
                               "is out of range for {} rows",
-                              what, v, i, rows));
-    idx[i] = norm;
-    ++start[norm + 1];
+                              what, v, i, whole));
+    norm -= offset;
+    idx[i] = norm >= 0 && norm < rows ? norm : -1;
+    if (idx[i] >= 0)
+      ++start[idx[i] + 1];
   }
   for (int64_t r = 0; r < rows; ++r)
     start[r + 1] += start[r];
@@ -321,7 +327,8 @@ void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
   {
     std::vector<int64_t> next(start.begin(), start.end() - 1);
     for (int64_t i = 0; i < numIdx; ++i)
-      order[next[idx[i]]++] = i;
+      if (idx[i] >= 0)
+        order[next[idx[i]]++] = i;
   }
   const float *pdy = dy.data<float>();
   float *po = out.data<float>();
@@ -340,6 +347,162 @@ void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
     }
     for (int64_t j = 0; j < h; ++j)
       orow[j] = static_cast<float>(acc[j]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The classes of the block that exist: [0, valid) of its `c` columns.
+int64_t validClasses(const VocabBlock &block, int64_t c) {
+  return std::clamp<int64_t>(block.size - block.offset, 0, c);
+}
+
+/// Checks the labels against the whole vocabulary; returns the local class
+/// of each (-1: ignored, or held by another rank).
+std::vector<int64_t> localLabels(const Tensor &labels, int64_t size,
+                                 int64_t offset, int64_t c, int64_t ignoreIndex,
+                                 const char *what) {
+  checkDType(labels, DType::I64, what, "labels");
+  const int64_t *pl = labels.data<int64_t>();
+  std::vector<int64_t> out(static_cast<std::size_t>(labels.numElements()));
+  for (int64_t i = 0, n = labels.numElements(); i < n; ++i) {
+    if (pl[i] == ignoreIndex) {
+      out[i] = -1;
+      continue;
+    }
+    if (pl[i] < 0 || pl[i] >= size)
+      throw Error(fmt::format("{}: label {} (at position {} of the labels) "
+                              "is out of range [0, {}) and not the "
+                              "ignore_index {}",
+                              what, pl[i], i, size, ignoreIndex));
+    int64_t local = pl[i] - offset;
+    out[i] = local >= 0 && local < c ? local : -1;
+  }
+  return out;
+}
+
+/// Checks f32 logits [P..., C] and a tensor `t` of shape P (+ `extra`).
+void checkPositions(const Tensor &logits, const Tensor &t, int64_t extra,
+                    const char *what, const char *name) {
+  checkDType(t, DType::F32, what, name);
+  Shape want(logits.shape().begin(), logits.shape().end() - 1);
+  if (extra)
+    want.push_back(extra);
+  if (t.shape() != want)
+    throw Error(fmt::format("{}: {} {} must be {}", what, name, t.type().str(),
+                            formatShape(want)));
+}
+
+void checkLogits(const Tensor &logits, const char *what) {
+  checkDType(logits, DType::F32, what, "logits");
+  if (logits.rank() == 0)
+    throw Error(fmt::format("{}: logits must be [..., C], got {}", what,
+                            logits.type().str()));
+}
+
+} // namespace
+
+void shoal::rt::cpu::vocabMax(const Tensor &logits, const VocabBlock &block,
+                              Tensor &out) {
+  const char *what = "VocabMax";
+  checkLogits(logits, what);
+  Shape pos(logits.shape().begin(), logits.shape().end() - 1);
+  checkOutput(out, DType::F32, pos, what);
+  int64_t c = logits.shape().back(), valid = validClasses(block, c);
+  const float *px = logits.data<float>();
+  float *po = out.data<float>();
+  for (int64_t r = 0, rows = numElements(pos); r < rows; ++r) {
+    const float *row = px + r * c;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < valid; ++j)
+      mx = std::max(mx, row[j]);
+    po[r] = mx;
+  }
+}
+
+void shoal::rt::cpu::vocabStats(const Tensor &logits, const Tensor &labels,
+                                const Tensor &max, const VocabBlock &block,
+                                int64_t ignoreIndex, Tensor &out) {
+  const char *what = "VocabStats";
+  checkLogits(logits, what);
+  checkPositions(logits, max, 0, what, "max");
+  int64_t c = logits.shape().back(), valid = validClasses(block, c);
+  std::vector<int64_t> local =
+      localLabels(labels, block.size, block.offset, c, ignoreIndex, what);
+  Shape statsShape(logits.shape().begin(), logits.shape().end() - 1);
+  statsShape.push_back(2);
+  checkOutput(out, DType::F32, statsShape, what);
+  const float *px = logits.data<float>();
+  const float *pm = max.data<float>();
+  float *po = out.data<float>();
+  for (int64_t r = 0, rows = max.numElements(); r < rows; ++r) {
+    const float *row = px + r * c;
+    double sum = 0;
+    for (int64_t j = 0; j < valid; ++j)
+      sum += std::exp(double(row[j]) - double(pm[r]));
+    po[2 * r] = static_cast<float>(sum);
+    po[2 * r + 1] = local[r] >= 0 ? row[local[r]] : 0.f;
+  }
+}
+
+void shoal::rt::cpu::vocabCrossEntropy(const Tensor &max, const Tensor &stats,
+                                       const Tensor &labels,
+                                       int64_t ignoreIndex, Tensor &loss) {
+  const char *what = "VocabCrossEntropy";
+  checkDType(max, DType::F32, what, "max");
+  checkDType(stats, DType::F32, what, "stats");
+  checkDType(labels, DType::I64, what, "labels");
+  Shape statsShape = max.shape();
+  statsShape.push_back(2);
+  if (stats.shape() != statsShape || labels.shape() != max.shape())
+    throw Error(fmt::format("{}: max {}, stats {} and labels {} do not fit",
+                            what, max.type().str(), stats.type().str(),
+                            labels.type().str()));
+  checkOutput(loss, DType::F32, max.shape(), what);
+  const float *pm = max.data<float>(), *ps = stats.data<float>();
+  const int64_t *pl = labels.data<int64_t>();
+  float *po = loss.data<float>();
+  for (int64_t r = 0, rows = max.numElements(); r < rows; ++r)
+    po[r] = pl[r] == ignoreIndex
+                ? 0.f
+                : static_cast<float>(std::log(double(ps[2 * r])) +
+                                     double(pm[r]) - double(ps[2 * r + 1]));
+}
+
+void shoal::rt::cpu::vocabCrossEntropyGrad(
+    const Tensor &logits, const Tensor &labels, const Tensor &dloss,
+    const Tensor &max, const Tensor &stats, const VocabBlock &block,
+    int64_t ignoreIndex, Tensor &dlogits) {
+  const char *what = "VocabCrossEntropyGrad";
+  checkLogits(logits, what);
+  checkPositions(logits, dloss, 0, what, "dloss");
+  checkPositions(logits, max, 0, what, "max");
+  checkPositions(logits, stats, 2, what, "stats");
+  checkOutput(dlogits, DType::F32, logits.shape(), what);
+  int64_t c = logits.shape().back(), valid = validClasses(block, c);
+  std::vector<int64_t> local =
+      localLabels(labels, block.size, block.offset, c, ignoreIndex, what);
+  const int64_t *pl = labels.data<int64_t>();
+  const float *px = logits.data<float>(), *pd = dloss.data<float>(),
+              *pm = max.data<float>(), *ps = stats.data<float>();
+  float *po = dlogits.data<float>();
+  for (int64_t r = 0, rows = max.numElements(); r < rows; ++r) {
+    float *orow = po + r * c;
+    std::fill(orow, orow + c, 0.f);
+    if (pl[r] == ignoreIndex)
+      continue;
+    const float *row = px + r * c;
+    double scale = double(pd[r]) / double(ps[2 * r]);
+    for (int64_t j = 0; j < valid; ++j)
+      orow[j] =
+          static_cast<float>(std::exp(double(row[j]) - double(pm[r])) * scale);
+    if (local[r] >= 0)
+      orow[local[r]] =
+          static_cast<float>(double(orow[local[r]]) - double(pd[r]));
   }
 }
 
@@ -372,8 +535,41 @@ SHOAL_CPU_KERNEL(layerNormScaleGradKernel) {
                      op.attrs.epsilon, out[0]);
 }
 
+/// This rank's block of a vocabulary-parallel op whose block has `local`
+/// rows or classes.
+VocabBlock blockOf(const KernelContext &ctx, const OpInfo &op, int64_t local) {
+  return VocabBlock{op.attrs.shardSize, ctx.groupIndex * local};
+}
+
 SHOAL_CPU_KERNEL(gatherGradKernel) {
+  if (op.attrs.shardSize > 0) {
+    VocabBlock block = blockOf(ctx, op, out[0].shape()[0]);
+    gatherGrad(input(in, 0), input(in, 1), out[0], &block);
+    return;
+  }
   gatherGrad(input(in, 0), input(in, 1), out[0]);
+}
+
+SHOAL_CPU_KERNEL(vocabMaxKernel) {
+  vocabMax(input(in, 0), blockOf(ctx, op, input(in, 0).shape().back()), out[0]);
+}
+
+SHOAL_CPU_KERNEL(vocabStatsKernel) {
+  vocabStats(input(in, 0), input(in, 1), input(in, 2),
+             blockOf(ctx, op, input(in, 0).shape().back()),
+             op.attrs.ignoreIndex, out[0]);
+}
+
+SHOAL_CPU_KERNEL(vocabCrossEntropyKernel) {
+  vocabCrossEntropy(input(in, 0), input(in, 1), input(in, 2),
+                    op.attrs.ignoreIndex, out[0]);
+}
+
+SHOAL_CPU_KERNEL(vocabCrossEntropyGradKernel) {
+  vocabCrossEntropyGrad(input(in, 0), input(in, 1), input(in, 2), input(in, 3),
+                        input(in, 4),
+                        blockOf(ctx, op, input(in, 0).shape().back()),
+                        op.attrs.ignoreIndex, out[0]);
 }
 
 } // namespace
@@ -386,6 +582,10 @@ void shoal::rt::cpu::registerTrainingKernels() {
   registerCpuKernel(OpKind::LayerNormalizationScaleGrad,
                     layerNormScaleGradKernel);
   registerCpuKernel(OpKind::GatherGrad, gatherGradKernel);
+  registerCpuKernel(OpKind::VocabMax, vocabMaxKernel);
+  registerCpuKernel(OpKind::VocabStats, vocabStatsKernel);
+  registerCpuKernel(OpKind::VocabCrossEntropy, vocabCrossEntropyKernel);
+  registerCpuKernel(OpKind::VocabCrossEntropyGrad, vocabCrossEntropyGradKernel);
   // AdamW and SGD are the scheduler's (kSchedulerOps): they run once per
   // step, after the gradient all-reduces (cpu/Optimizers.h).
 }

@@ -208,6 +208,9 @@ void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 
 void gatherKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
+  // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
+  if (op.attrs.shardSize > 0)
+    throw KernelUnsupported("a vocabulary-parallel Gather");
   gather(in[0]->rawData(), in[0]->dtype(), in[0]->shape(), in[1]->rawData(),
          in[1]->dtype(), in[1]->shape(), op.attrs.axis, out[0].rawData(),
          dev(ctx).errorFlag(), dev(ctx).stream());

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <set>
 
 using namespace shoal;
@@ -60,7 +62,37 @@ void shoal::rt::allReduceRule(TypeRuleContext &ctx) {
   if (!isNumeric(x.dtype))
     throw Error(fmt::format("AllReduce is not supported on {} tensors",
                             dtypeName(x.dtype)));
+  std::string reduction = ctx.attrs.getString("reduction", "sum");
+  if (reduction != "sum" && reduction != "max")
+    throw Error(fmt::format("reduction '{}' is not sum or max", reduction));
+  a.reduceMax = reduction == "max";
+  if (a.reduceMax && std::find(a.meshAxes.begin(), a.meshAxes.end(),
+                               ctx.mesh.microBatchAxis()) != a.meshAxes.end())
+    throw Error("a max runs over the micro-batch axis; only sums accumulate "
+                "over micro-batches");
   ctx.expected.push_back(x);
+}
+
+bool shoal::rt::readVocabShard(TypeRuleContext &ctx, int64_t local,
+                               bool required) {
+  OpAttrs &a = ctx.a();
+  bool has = ctx.attrs.has("shard_axes") || ctx.attrs.has("shard_size");
+  if (!has && !required)
+    return false;
+  ctx.attrs.require("shard_size");
+  readMeshAxes(ctx.attrs, ctx.mesh, "shard_axes", a.meshAxes, a.groupSize,
+               /*allowMicroBatch=*/false);
+  if (a.meshAxes.empty())
+    throw Error("shard_axes names no mesh axis");
+  a.shardSize = ctx.attrs.getInt("shard_size", 0);
+  if (a.shardSize < 1)
+    throw Error(fmt::format("shard_size must be >= 1, got {}", a.shardSize));
+  int64_t block = (a.shardSize + a.groupSize - 1) / a.groupSize;
+  if (local != block)
+    throw Error(fmt::format("a block of {} rows (classes) is not one of the "
+                            "{} blocks of {} over shard_axes (each {})",
+                            local, a.groupSize, a.shardSize, block));
+  return true;
 }
 
 /// AllGather, LocalSlice.

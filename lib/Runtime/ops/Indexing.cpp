@@ -24,6 +24,10 @@ void shoal::rt::gatherRule(TypeRuleContext &ctx) {
   if (rank == 0)
     throw Error("data must have rank >= 1");
   a.axis = normalizeAxis(ctx.attrs.getInt("axis", 0), rank, "axis");
+  if (readVocabShard(ctx, x.shape[0], /*required=*/false) && a.axis != 0)
+    throw Error(fmt::format("a vocabulary-parallel Gather must be along axis "
+                            "0, not {}",
+                            a.axis));
   ctx.expected.push_back({x.dtype, gatherShape(x.shape, idx.shape, a.axis)});
 }
 

@@ -111,7 +111,62 @@ void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
     throw Error(fmt::format("input dy must be the indices' shape followed "
                             "by the output's row shape, {}, got {}",
                             formatShape(want), dy.str()));
+  readVocabShard(ctx, out.shape[0], /*required=*/false);
   ctx.expected.push_back(out);
+}
+
+/// VocabMax, VocabStats, VocabCrossEntropy, VocabCrossEntropyGrad.
+void shoal::rt::vocabRule(TypeRuleContext &ctx) {
+  OpAttrs &a = ctx.a();
+  OpKind kind = ctx.kind();
+  a.ignoreIndex = ctx.attrs.getInt("ignore_index", -100);
+  // The positions: the max's shape.
+  Shape pos;
+  if (kind == OpKind::VocabCrossEntropy) {
+    pos = ctx.x().shape;
+  } else {
+    const TensorType &logits = ctx.x();
+    ctx.requireDType(logits, DType::F32, "input logits");
+    if (logits.shape.empty())
+      throw Error(fmt::format("input logits must be [..., C] with rank >= 1, "
+                              "got {}",
+                              logits.str()));
+    pos.assign(logits.shape.begin(), logits.shape.end() - 1);
+    readVocabShard(ctx, logits.shape.back(), /*required=*/true);
+  }
+  TensorType posType{DType::F32, pos};
+  Shape statsShape = pos;
+  statsShape.push_back(2);
+  TensorType statsType{DType::F32, statsShape};
+  auto require = [&](int i, const TensorType &want, const char *what) {
+    if (*ctx.in(i) != want)
+      throw Error(fmt::format("input {} must be {}, got {}", what, want.str(),
+                              ctx.in(i)->str()));
+  };
+  TensorType labelsType{DType::I64, pos};
+  switch (kind) {
+  case OpKind::VocabMax:
+    ctx.expected.push_back(posType);
+    return;
+  case OpKind::VocabStats:
+    require(1, labelsType, "labels");
+    require(2, posType, "max");
+    ctx.expected.push_back(statsType);
+    return;
+  case OpKind::VocabCrossEntropy:
+    ctx.requireDType(ctx.x(), DType::F32, "input max");
+    require(1, statsType, "stats");
+    require(2, labelsType, "labels");
+    ctx.expected.push_back(posType);
+    return;
+  default:
+    require(1, labelsType, "labels");
+    require(2, posType, "dloss");
+    require(3, posType, "max");
+    require(4, statsType, "stats");
+    ctx.expected.push_back(ctx.x());
+    return;
+  }
 }
 
 /// AdamW, SGD, Assign.

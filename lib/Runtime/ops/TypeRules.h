@@ -122,6 +122,13 @@ void readMeshAxes(const AttrReader &attrs, const Mesh &mesh, const char *key,
                   std::vector<int> &axes, int64_t &groupSize,
                   bool allowMicroBatch);
 
+/// Reads the `shard_axes` and `shard_size` of a vocabulary-parallel op
+/// (Gather, GatherGrad, Vocab*), if it has them (`required`: it must) into
+/// meshAxes, groupSize and shardSize, and checks that `local` rows or
+/// classes are one ceil-sized block of shard_size over the group. Returns
+/// whether the op is vocabulary-parallel.
+bool readVocabShard(TypeRuleContext &ctx, int64_t local, bool required);
+
 /// Every dtype but bool.
 bool isNumeric(DType d);
 /// f32, f64, f16 or bf16.

@@ -153,7 +153,8 @@ LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
   im.setResult(
       node, 0,
       b.create<GatherOp>(im.loc(), *type, *data, *indices,
-                         b.getI64IntegerAttr(getIntAttr(node, "axis", 0))));
+                         b.getI64IntegerAttr(getIntAttr(node, "axis", 0)),
+                         ArrayAttr(), IntegerAttr()));
   return success();
 }
 

@@ -534,6 +534,16 @@ private:
       for (auto s : v.getAsValueRange<StringAttr>())
         strs->add_values(s.str());
     };
+    auto setS = [&](StringRef n, StringRef v) {
+      (*attrs)[n.str()].set_s(v.str());
+    };
+    // A vocabulary-parallel op's block (Ops.def "shard_axes").
+    auto setShard = [&](ArrayAttr axes, std::optional<uint64_t> size) {
+      if (!axes || !size)
+        return;
+      setStrs("shard_axes", axes);
+      setI("shard_size", static_cast<int64_t>(*size));
+    };
     StringRef kind =
         llvm::TypeSwitch<Operation *, StringRef>(op)
             .Case([](AddOp) { return planKind(rt::OpKind::Add); })
@@ -613,6 +623,7 @@ private:
             })
             .Case([&](GatherOp g) {
               setI("axis", g.getAxis());
+              setShard(g.getShardAxesAttr(), g.getShardSize());
               return planKind(rt::OpKind::Gather);
             })
             .Case([&](ReshapeOp r) {
@@ -660,9 +671,28 @@ private:
               setF("epsilon", l.getEpsilon().convertToDouble());
               return planKind(rt::OpKind::LayerNormalizationScaleGrad);
             })
-            .Case([&](GatherGradOp) {
+            .Case([&](GatherGradOp g) {
               setI("axis", 0);
+              setShard(g.getShardAxesAttr(), g.getShardSize());
               return planKind(rt::OpKind::GatherGrad);
+            })
+            .Case([&](VocabMaxOp v) {
+              setShard(v.getShardAxesAttr(), v.getShardSize());
+              return planKind(rt::OpKind::VocabMax);
+            })
+            .Case([&](VocabStatsOp v) {
+              setShard(v.getShardAxesAttr(), v.getShardSize());
+              setI("ignore_index", v.getIgnoreIndex());
+              return planKind(rt::OpKind::VocabStats);
+            })
+            .Case([&](VocabCrossEntropyOp v) {
+              setI("ignore_index", v.getIgnoreIndex());
+              return planKind(rt::OpKind::VocabCrossEntropy);
+            })
+            .Case([&](VocabCrossEntropyGradOp v) {
+              setShard(v.getShardAxesAttr(), v.getShardSize());
+              setI("ignore_index", v.getIgnoreIndex());
+              return planKind(rt::OpKind::VocabCrossEntropyGrad);
             })
             .Case([&](AdamWOp a) {
               setF("lr", a.getLr().convertToDouble());
@@ -708,6 +738,8 @@ private:
             })
             .Case([&](AllReduceOp c) {
               setStrs("axes", c.getAxes());
+              if (c.getReduction() != "sum")
+                setS("reduction", c.getReduction());
               return planKind(rt::OpKind::AllReduce);
             })
             .Case([&](AllGatherOp c) {

@@ -239,3 +239,51 @@ func.func @assign_type_mismatch(%v: tensor<4xf32>) {
   shoal.assign %w, %v : tensor<8xf32>, tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @all_reduce_min(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shoal.all_reduce' op reduction must be "sum" or "max", not "min"}}
+  %0 = shoal.all_reduce %a over ["tp"] {reduction = "min"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @vocab_gather_axis(%t: tensor<4x8xf32>, %i: tensor<2xi64>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{'shoal.gather' op a vocabulary-parallel gather must be along axis 0, not 1}}
+  %0 = shoal.gather %t, %i {axis = 1 : i64, shard_axes = ["tp"], shard_size = 8 : i64} : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @vocab_gather_half(%t: tensor<4x8xf32>, %i: tensor<2xi64>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'shoal.gather' op needs both shard_axes and shard_size}}
+  %0 = shoal.gather %t, %i {shard_size = 8 : i64} : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @vocab_block_too_big(%l: tensor<2x9xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'shoal.vocab_max' op a block of 9 cannot be a shard of 8}}
+  %0 = shoal.vocab_max %l {shard_axes = ["tp"], shard_size = 8 : i64} : (tensor<2x9xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @vocab_stats_shape(%l: tensor<2x4xf32>, %y: tensor<2xi64>, %m: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'shoal.vocab_stats' op stats must be f32 [2, 2], got [2, 3]}}
+  %0 = shoal.vocab_stats %l, %y, %m {shard_axes = ["tp"], shard_size = 8 : i64} : (tensor<2x4xf32>, tensor<2xi64>, tensor<2xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @vocab_grad_labels(%l: tensor<2x4xf32>, %y: tensor<3xi64>, %d: tensor<2xf32>, %m: tensor<2xf32>, %s: tensor<2x2xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'shoal.vocab_cross_entropy_grad' op labels [3] must have the positions' shape [2]}}
+  %0 = shoal.vocab_cross_entropy_grad %l, %y, %d, %m, %s {shard_axes = ["tp"], shard_size = 8 : i64} : (tensor<2x4xf32>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

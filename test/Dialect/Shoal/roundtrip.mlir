@@ -88,3 +88,22 @@ func.func @stages(%e: tensor<4x8x16xf32>, %x: tensor<8x16xf32>) -> tensor<8x16xf
 func.func @strided(%x: tensor<12x8xf32> {shoal.sharding = #shoal.sharding<[["dp"], []], outer = [3, 1]>}) -> tensor<12x8xf32> {
   return %x : tensor<12x8xf32>
 }
+
+// Vocabulary-parallel ops (made by shoal-partition).
+// CHECK-LABEL: func.func @vocab
+// CHECK: shoal.gather %{{.*}}, %{{.*}} {shard_axes = ["tp"], shard_size = 33 : i64}
+// CHECK: shoal.all_reduce %{{.*}} over ["tp"] {reduction = "max"} : tensor<2x4xf32>
+// CHECK: shoal.vocab_stats
+// CHECK: shoal.vocab_cross_entropy
+// CHECK: shoal.vocab_cross_entropy_grad
+// CHECK: shoal.gather_grad %{{.*}}, %{{.*}} {shard_axes = ["tp"], shard_size = 33 : i64}
+func.func @vocab(%t: tensor<17x8xf32>, %ids: tensor<2x4xi64>, %l: tensor<2x4x17xf32>, %d: tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x17xf32>, tensor<17x8xf32>) {
+  %e = shoal.gather %t, %ids {shard_axes = ["tp"], shard_size = 33 : i64} : (tensor<17x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %lm = shoal.vocab_max %l {shard_axes = ["tp"], shard_size = 33 : i64} : (tensor<2x4x17xf32>) -> tensor<2x4xf32>
+  %m = shoal.all_reduce %lm over ["tp"] {reduction = "max"} : tensor<2x4xf32>
+  %s = shoal.vocab_stats %l, %ids, %m {shard_axes = ["tp"], shard_size = 33 : i64} : (tensor<2x4x17xf32>, tensor<2x4xi64>, tensor<2x4xf32>) -> tensor<2x4x2xf32>
+  %loss = shoal.vocab_cross_entropy %m, %s, %ids : (tensor<2x4xf32>, tensor<2x4x2xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
+  %g = shoal.vocab_cross_entropy_grad %l, %ids, %d, %m, %s {shard_axes = ["tp"], shard_size = 33 : i64} : (tensor<2x4x17xf32>, tensor<2x4xi64>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4x2xf32>) -> tensor<2x4x17xf32>
+  %gt = shoal.gather_grad %ids, %e {shard_axes = ["tp"], shard_size = 33 : i64} : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<17x8xf32>
+  return %e, %loss, %g, %gt : tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x17xf32>, tensor<17x8xf32>
+}

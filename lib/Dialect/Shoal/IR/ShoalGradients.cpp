@@ -711,8 +711,9 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
         if (axis < 0)
           axis += rank;
         if (axis == 0) {
-          operandGrads[0] = b.create<GatherGradOp>(o.getLoc(), data.getType(),
-                                                   o.getIndices(), g);
+          operandGrads[0] =
+              b.create<GatherGradOp>(o.getLoc(), data.getType(), o.getIndices(),
+                                     g, ArrayAttr(), IntegerAttr());
           return success();
         }
         int64_t ir = shapeOf(o.getIndices()).size();
@@ -729,9 +730,9 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
         SmallVector<int64_t> moved;
         for (int64_t p : dataPerm)
           moved.push_back(ds[p]);
-        Value scattered =
-            b.create<GatherGradOp>(o.getLoc(), gb.typeLike(moved, data),
-                                   o.getIndices(), gb.transpose(g, gPerm));
+        Value scattered = b.create<GatherGradOp>(
+            o.getLoc(), gb.typeLike(moved, data), o.getIndices(),
+            gb.transpose(g, gPerm), ArrayAttr(), IntegerAttr());
         SmallVector<int64_t> inverse(rank);
         for (auto [i, p] : llvm::enumerate(dataPerm))
           inverse[p] = i;

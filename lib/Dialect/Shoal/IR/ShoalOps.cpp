@@ -452,6 +452,23 @@ ShardingRule LayerNormOp::getShardingRule() {
 // GatherOp
 //===----------------------------------------------------------------------===//
 
+/// `shard_axes` and `shard_size` of a vocabulary-parallel op: both given,
+/// and the local block (`local` rows or classes) a ceil-sized block of
+/// `shard_size`.
+static LogicalResult verifyVocabShard(Operation *op, ArrayAttr axes,
+                                      std::optional<uint64_t> size,
+                                      int64_t local) {
+  if (!axes || !size)
+    return op->emitOpError() << "needs both shard_axes and shard_size";
+  if (axes.empty())
+    return op->emitOpError() << "shard_axes needs at least one mesh axis";
+  int64_t whole = static_cast<int64_t>(*size);
+  if (whole <= 0 || local <= 0 || local > whole)
+    return op->emitOpError()
+           << "a block of " << local << " cannot be a shard of " << whole;
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
   int64_t axis = normalizeAxis(getAxis(), data.size());
@@ -468,6 +485,14 @@ LogicalResult GatherOp::verify() {
     return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
                          << " does not match the expected "
                          << fmtShape(expected);
+  if (getShardAxesAttr() || getShardSize()) {
+    if (axis != 0)
+      return emitOpError() << "a vocabulary-parallel gather must be along "
+                              "axis 0, not "
+                           << getAxis();
+    return verifyVocabShard(*this, getShardAxesAttr(), getShardSize(),
+                            data.empty() ? 0 : data[0]);
+  }
   return success();
 }
 
@@ -476,9 +501,12 @@ ShardingRule GatherOp::getShardingRule() {
   ArrayRef<int64_t> data = shapeOf(getData()), idx = shapeOf(getIndices());
   int64_t axis = normalizeAxis(getAxis(), data.size());
   TensorFactors dataF, idxF, resF;
+  // The rows of a table looked up along axis 0 are a vocabulary: split,
+  // each rank looks up its rows (shoal-partition).
   for (auto [i, d] : llvm::enumerate(data))
-    dataF.push_back({rule.addFactor(
-        d, (int64_t)i == axis ? FactorKind::Blocked : FactorKind::Parallel)});
+    dataF.push_back({rule.addFactor(d, (int64_t)i != axis ? FactorKind::Parallel
+                                       : axis == 0        ? FactorKind::Vocab
+                                                   : FactorKind::Blocked)});
   for (int64_t d : idx)
     idxF.push_back({rule.addFactor(d)});
   resF.append(dataF.begin(), dataF.begin() + axis);
@@ -1269,7 +1297,8 @@ LogicalResult verifyLabels(Operation *op, Value logits, Value labels) {
 }
 
 /// Factors of a loss over `logits` [..., V]: the positions are parallel, the
-/// class axis stays whole.
+/// class axis a vocabulary (split, shoal-partition makes the loss
+/// vocabulary-parallel).
 ShardingRule crossEntropyRule(Value logits, int numPositionOperands,
                               bool gradResult) {
   ShardingRule rule;
@@ -1278,7 +1307,7 @@ ShardingRule crossEntropyRule(Value logits, int numPositionOperands,
   for (int64_t d : l.drop_back())
     pos.push_back({rule.addFactor(d)});
   full = pos;
-  full.push_back({rule.addFactor(l.back(), FactorKind::Blocked)});
+  full.push_back({rule.addFactor(l.back(), FactorKind::Vocab)});
   rule.operands.push_back(full);
   for (int i = 0; i < numPositionOperands; ++i)
     rule.operands.push_back(pos);
@@ -1312,6 +1341,108 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
 
 ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
   return crossEntropyRule(getLogits(), 2, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+ShardingRule shoal::getVocabShardingRule(Operation *op) {
+  // Operands and results are [positions..., classes], [positions...] or
+  // [positions..., 2]: the positions are one set of parallel factors.
+  ShardingRule rule;
+  ArrayRef<int64_t> pos = isa<VocabMaxOp, VocabCrossEntropyOp>(op)
+                              ? shapeOf(op->getResult(0))
+                              : shapeOf(op->getOperand(1));
+  TensorFactors posF;
+  for (int64_t d : pos)
+    posF.push_back({rule.addFactor(d)});
+  auto factorsOf = [&](Value v) {
+    TensorFactors tf = posF;
+    ArrayRef<int64_t> shape = shapeOf(v);
+    for (int64_t d : shape.drop_front(pos.size()))
+      tf.push_back({rule.addFactor(d, FactorKind::Blocked)});
+    return tf;
+  };
+  for (Value v : op->getOperands())
+    rule.operands.push_back(factorsOf(v));
+  for (Value v : op->getResults())
+    rule.results.push_back(factorsOf(v));
+  return rule;
+}
+
+/// Shared checks: logits [P..., C], positions P, stats [P..., 2].
+static LogicalResult verifyVocabPieces(Operation *op, Value logits,
+                                       Value labels, Value max, Value stats) {
+  ArrayRef<int64_t> pos = shapeOf(max);
+  auto f32 = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType().isF32();
+  };
+  if (logits && (shapeOf(logits).size() != pos.size() + 1 ||
+                 shapeOf(logits).drop_back() != pos || !f32(logits)))
+    return op->emitOpError() << "logits " << fmtShape(shapeOf(logits))
+                             << " must be f32 with the positions "
+                             << fmtShape(pos) << " and a class axis";
+  if (labels && shapeOf(labels) != pos)
+    return op->emitOpError()
+           << "labels " << fmtShape(shapeOf(labels))
+           << " must have the positions' shape " << fmtShape(pos);
+  if (labels) {
+    auto et = cast<RankedTensorType>(labels.getType()).getElementType();
+    if (!et.isInteger(64) && !et.isInteger(32))
+      return op->emitOpError() << "labels must be i32 or i64, got " << et;
+  }
+  if (stats) {
+    SmallVector<int64_t> want(pos);
+    want.push_back(2);
+    if (shapeOf(stats) != ArrayRef<int64_t>(want) || !f32(stats))
+      return op->emitOpError() << "stats must be f32 " << fmtShape(want)
+                               << ", got " << fmtShape(shapeOf(stats));
+  }
+  if (!f32(max))
+    return op->emitOpError() << "max must be f32";
+  return success();
+}
+
+LogicalResult VocabMaxOp::verify() {
+  if (failed(
+          verifyVocabPieces(*this, getLogits(), Value(), getResult(), Value())))
+    return failure();
+  return verifyVocabShard(*this, getShardAxes(), getShardSize(),
+                          shapeOf(getLogits()).back());
+}
+
+LogicalResult VocabStatsOp::verify() {
+  if (failed(verifyVocabPieces(*this, getLogits(), getLabels(), getMax(),
+                               getResult())))
+    return failure();
+  return verifyVocabShard(*this, getShardAxes(), getShardSize(),
+                          shapeOf(getLogits()).back());
+}
+
+LogicalResult VocabCrossEntropyOp::verify() {
+  if (failed(
+          verifyVocabPieces(*this, Value(), getLabels(), getMax(), getStats())))
+    return failure();
+  if (getResult().getType() != getMax().getType())
+    return emitOpError() << "result type must equal max's type";
+  return success();
+}
+
+ShardingRule VocabCrossEntropyOp::getShardingRule() {
+  return getVocabShardingRule(getOperation());
+}
+
+LogicalResult VocabCrossEntropyGradOp::verify() {
+  if (failed(verifyVocabPieces(*this, getLogits(), getLabels(), getMax(),
+                               getStats())))
+    return failure();
+  if (getDloss().getType() != getMax().getType())
+    return emitOpError() << "dloss type must equal max's type";
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError() << "result type must equal the logits' type";
+  return verifyVocabShard(*this, getShardAxes(), getShardSize(),
+                          shapeOf(getLogits()).back());
 }
 
 LogicalResult SoftmaxGradOp::verify() {
@@ -1397,6 +1528,8 @@ LogicalResult GatherGradOp::verify() {
     return emitOpError() << "grad of shape " << fmtShape(g)
                          << " does not match indices " << fmtShape(idx)
                          << " gathering rows of " << fmtShape(out);
+  if (getShardAxesAttr() || getShardSize())
+    return verifyVocabShard(*this, getShardAxesAttr(), getShardSize(), out[0]);
   return success();
 }
 
@@ -1406,7 +1539,7 @@ ShardingRule GatherGradOp::getShardingRule() {
   TensorFactors idxF, gF, outF;
   for (int64_t d : idx)
     idxF.push_back({rule.addFactor(d, FactorKind::Reduction)});
-  outF.push_back({rule.addFactor(out[0], FactorKind::Blocked)});
+  outF.push_back({rule.addFactor(out[0], FactorKind::Vocab)});
   gF = idxF;
   for (int64_t d : out.drop_front()) {
     outF.push_back({rule.addFactor(d)});
@@ -1549,6 +1682,9 @@ LogicalResult verifyBlockOp(Operation *op, int64_t dim, ArrayAttr axes,
 LogicalResult AllReduceOp::verify() {
   if (getInput().getType() != getResult().getType())
     return emitOpError() << "result type must equal the input type";
+  if (getReduction() != "sum" && getReduction() != "max")
+    return emitOpError() << "reduction must be \"sum\" or \"max\", not \""
+                         << getReduction() << "\"";
   return verifyAxes(*this, getAxes());
 }
 

@@ -24,6 +24,13 @@ enum class FactorKind {
   Reduction,
   /// Must stay whole (a softmax axis, a normalized axis, a gathered axis).
   Blocked,
+  /// A vocabulary: the rows of an embedding table, the classes of a
+  /// cross-entropy. It may be split, and shoal-partition then rewrites the
+  /// op into Megatron-LM's vocabulary-parallel form (a lookup of the local
+  /// rows and an all_reduce; a cross-entropy over the local classes with
+  /// all_reduces of the max and of the softmax sums). Uneven splits are
+  /// fine: the rewritten ops skip the padding.
+  Vocab,
 };
 
 /// Factors of one tensor dimension, major first. Empty for a broadcast

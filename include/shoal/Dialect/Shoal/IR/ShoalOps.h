@@ -25,6 +25,9 @@ mlir::LogicalResult verifyElementwiseOp(mlir::Operation *op);
 /// Sharding rule and verifier of an optimizer update (every operand has the
 /// weight's shape; no results).
 ShardingRule getOptimizerShardingRule(mlir::Operation *op);
+/// Sharding rule of the vocabulary-parallel cross-entropy pieces (local ops
+/// made by shoal-partition): positions parallel, the class axis whole.
+ShardingRule getVocabShardingRule(mlir::Operation *op);
 mlir::LogicalResult verifyOptimizerOp(mlir::Operation *op);
 mlir::LogicalResult verifyReduceOp(mlir::Operation *op,
                                    llvm::ArrayRef<int64_t> axes, bool keepdims);

@@ -268,9 +268,23 @@ def Shoal_GatherOp : Shoal_GraphOp<"gather"> {
     ```mlir
     %e = shoal.gather %table, %ids {axis = 0 : i64} : (tensor<96x64xf32>, tensor<4x16xi64>) -> tensor<4x16x64xf32>
     ```
+
+    Vocabulary-parallel (after shoal-partition, axis 0 only): with
+    `shard_axes` and `shard_size`, `data` is this rank's block of the rows of
+    a table of `shard_size` rows split over the mesh axes `shard_axes`
+    (ceil-sized blocks, as `local_slice` cuts them). An index is taken
+    against the whole table; rows outside the block give zeros, so an
+    `all_reduce` over `shard_axes` completes the lookup (Megatron-LM's
+    VocabParallelEmbedding).
+
+    ```mlir
+    %p = shoal.gather %block, %ids {shard_axes = ["tp"], shard_size = 96 : i64} : (tensor<48x64xf32>, tensor<4x16xi64>) -> tensor<4x16x64xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$data, AnyRankedTensor:$indices,
-                   DefaultValuedAttr<I64Attr, "0">:$axis);
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   OptionalAttr<StrArrayAttr>:$shard_axes,
+                   OptionalAttr<I64Attr>:$shard_size);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -438,6 +452,94 @@ def Shoal_SoftmaxCrossEntropyGradOp
   let results = (outs AnyRankedTensor:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy (made by shoal-partition)
+//===----------------------------------------------------------------------===//
+
+// The pieces of softmax_cross_entropy and its gradient when the class axis
+// of the logits is split over `shard_axes` (Megatron-LM's
+// vocab_parallel_cross_entropy): `logits` is this rank's block of the
+// `shard_size` classes (ceil-sized blocks, the padding ignored), labels
+// index the whole vocabulary. Between them, an all_reduce max over
+// `shard_axes` of vocab_max and an all_reduce sum of vocab_stats.
+class Shoal_VocabOp<string mnemonic> : Shoal_GraphOp<mnemonic> {
+  let extraClassDefinition = [{
+    ::shoal::ShardingRule $cppClass::getShardingRule() {
+      return ::shoal::getVocabShardingRule(getOperation());
+    }
+  }];
+}
+
+def Shoal_VocabMaxOp : Shoal_VocabOp<"vocab_max"> {
+  let summary = "The largest logit of each position in this rank's classes";
+  let description = [{
+    `max[i] = max_j logits[i, j]` over the classes of the block that exist
+    (-inf when none does).
+
+    ```mlir
+    %m = shoal.vocab_max %logits {shard_axes = ["tp"], shard_size = 96 : i64} : (tensor<4x16x48xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, StrArrayAttr:$shard_axes,
+                   I64Attr:$shard_size);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_VocabStatsOp : Shoal_VocabOp<"vocab_stats"> {
+  let summary = "Partial softmax denominators and the labels' logits";
+  let description = [{
+    With `max` the largest logit over all classes: `stats[i, 0] = sum_j
+    exp(logits[i, j] - max[i])` over the block's classes, and `stats[i, 1]
+    = logits[i, labels[i]]` if the block holds class `labels[i]`, else 0.
+    Summed over `shard_axes`, they give the whole row's.
+
+    ```mlir
+    %s = shoal.vocab_stats %logits, %labels, %max {shard_axes = ["tp"], shard_size = 96 : i64} : (tensor<4x16x48xf32>, tensor<4x16xi64>, tensor<4x16xf32>) -> tensor<4x16x2xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
+                   AnyRankedTensor:$max, StrArrayAttr:$shard_axes,
+                   I64Attr:$shard_size,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_VocabCrossEntropyOp : Shoal_GraphOp<"vocab_cross_entropy"> {
+  let summary = "Cross-entropy from the summed vocabulary statistics";
+  let description = [{
+    `loss[i] = log(stats[i, 0]) + max[i] - stats[i, 1]`, and 0 where
+    `labels[i] == ignore_index`.
+
+    ```mlir
+    %l = shoal.vocab_cross_entropy %max, %stats, %labels : (tensor<4x16xf32>, tensor<4x16x2xf32>, tensor<4x16xi64>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$max, AnyRankedTensor:$stats,
+                   AnyRankedTensor:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_VocabCrossEntropyGradOp
+    : Shoal_VocabOp<"vocab_cross_entropy_grad"> {
+  let summary = "This rank's block of the cross-entropy's logit gradient";
+  let description = [{
+    `dlogits[i, j] = (exp(logits[i, j] - max[i]) / stats[i, 0] -
+    [class j is labels[i]]) * dloss[i]` on the block's classes, 0 on its
+    padding and where `labels[i] == ignore_index`.
+
+    ```mlir
+    %g = shoal.vocab_cross_entropy_grad %logits, %labels, %dl, %max, %stats {shard_axes = ["tp"], shard_size = 96 : i64} : (tensor<4x16x48xf32>, tensor<4x16xi64>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16x2xf32>) -> tensor<4x16x48xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$labels,
+                   AnyRankedTensor:$dloss, AnyRankedTensor:$max,
+                   AnyRankedTensor:$stats, StrArrayAttr:$shard_axes,
+                   I64Attr:$shard_size,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+}
+
 def Shoal_SoftmaxGradOp : Shoal_GraphOp<"softmax_grad"> {
   let summary = "Gradient of softmax from its output";
   let description = [{
@@ -492,13 +594,18 @@ def Shoal_GatherGradOp : Shoal_GraphOp<"gather_grad"> {
   let description = [{
     Zeros of the result's shape (the gathered table), then
     `out[indices[i], ...] += grad[i, ...]`. The index dimensions are summed
-    over, so splitting them (the batch) leaves partial sums.
+    over, so splitting them (the batch) leaves partial sums. With
+    `shard_axes` and `shard_size` (vocabulary-parallel, as for `gather`),
+    the result is this rank's block of the rows, and indices outside it are
+    skipped.
 
     ```mlir
     %dt = shoal.gather_grad %ids, %dy : (tensor<4x16xi64>, tensor<4x16x64xf32>) -> tensor<96x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$grad);
+  let arguments = (ins AnyRankedTensor:$indices, AnyRankedTensor:$grad,
+                   OptionalAttr<StrArrayAttr>:$shard_axes,
+                   OptionalAttr<I64Attr>:$shard_size);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -632,13 +739,18 @@ class Shoal_CollectiveOp<string mnemonic, list<Trait> traits = []>
 
 def Shoal_AllReduceOp : Shoal_CollectiveOp<"all_reduce",
     [AllTypesMatch<["input", "result"]>]> {
-  let summary = "Sum over the ranks that differ only on `axes`";
+  let summary = "Sum (or max) over the ranks that differ only on `axes`";
   let description = [{
+    `reduction` is "sum" (the default) or "max" (the largest logit of a
+    vocabulary-parallel cross-entropy).
+
     ```mlir
     %s = shoal.all_reduce %p over ["tp"] : tensor<4x16x64xf32>
+    %m = shoal.all_reduce %l over ["tp"] {reduction = "max"} : tensor<4x16xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes);
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                   DefaultValuedAttr<StrAttr, "\"sum\"">:$reduction);
   let assemblyFormat = "$input `over` $axes attr-dict `:` type($result)";
 }
 
