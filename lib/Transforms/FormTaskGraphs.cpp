@@ -163,9 +163,6 @@ struct FormTaskGraphsPass
       return func.emitError()
              << "virtual_stages = " << virtualStages << " needs a multiple of "
              << virtualStages << " TaskGraphs, but the scopes form " << n;
-    if (virtualStages > 1 && fwd.size() != instances.size())
-      return func.emitError() << "training with virtual stages (interleaved "
-                                 "schedules) is not supported yet";
     int64_t groups = n / virtualStages;
     SmallVector<int64_t> groupDevices(groups), groupOffset(groups);
     int64_t total = 0;

@@ -166,6 +166,25 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         return func.emitError()
                << "pipeline stage " << g << " holds " << tgs.size()
                << " backward TaskGraphs but the schedule expects " << chunks;
+    // A stage's backward TaskGraphs come in reverse model order; chunk c's
+    // is the one of chunk c's forward TaskGraph (`<forward>.bwd`).
+    for (std::size_t g = 0; g < backward.size(); ++g) {
+      SmallVector<TaskGraphOp> &tgs = backward[g];
+      if (tgs.size() < 2)
+        continue;
+      SmallVector<TaskGraphOp> ordered;
+      for (TaskGraphOp fwd : groups[g]) {
+        std::string want = (fwd.getSymName() + ".bwd").str();
+        auto it = llvm::find_if(
+            tgs, [&](TaskGraphOp b) { return b.getSymName() == want; });
+        if (it == tgs.end())
+          return func.emitError()
+                 << "pipeline stage " << g << " has no backward TaskGraph '"
+                 << want << "' for its chunk '" << fwd.getSymName() << "'";
+        ordered.push_back(*it);
+      }
+      tgs = ordered;
+    }
     // The schedule keeps its shape either way (1F1B's bounded in-flight
     // micro-batches); a forward-only plan just drops the backward steps.
     std::string error = sched::build(kind, groups.size(), microBatches, chunks,
