@@ -97,14 +97,21 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
   }
   if (in.training && in.zeroRanks > 1) {
     double n = in.zeroRanks;
-    if (in.zeroStage >= 1)
+    // shoal's ZeRO-1 reduce-scatters the gradients too (docs/Training.md
+    // "ZeRO"): each rank keeps the block it updates, and with several
+    // micro-batches also the whole gradient summed over them first; stage
+    // 2 scatters every micro-batch's, keeping only the block.
+    if (in.zeroStage >= 1) {
       m.optimizer /= n;
-    if (in.zeroStage >= 2)
-      m.gradients /= n;
+      m.gradients = in.zeroStage == 1 && in.microBatches > 1
+                        ? m.gradients + m.gradients / n
+                        : m.gradients / n;
+    }
     if (in.zeroStage >= 3)
       m.weights /= n;
   }
-  m.activations = in.activationBytes * std::max(1, in.inFlight);
+  m.activations =
+      in.activationBytes * std::max(1, in.inFlight) + in.transientBytes;
   m.workspace = in.workspaceBytes;
   return m;
 }

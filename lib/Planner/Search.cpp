@@ -27,6 +27,8 @@ double stepFactor(StepKind k) {
     return 3; // forward + backward (two products per forward one)
   case StepKind::TrainRecompute:
     return 4; // and the forward again before backward
+  case StepKind::TrainSelective:
+    return 3; // the attention cores again: a few percent, not modeled
   }
   return 1;
 }
@@ -35,7 +37,9 @@ double stepFactor(StepKind k) {
 /// (the input gradient of a column-parallel product); recomputation redoes
 /// the forward ones.
 double tpCommFactor(StepKind k) {
-  return k == StepKind::Forward ? 1 : k == StepKind::Train ? 2 : 3;
+  return k == StepKind::Forward                                  ? 1
+         : k == StepKind::Train || k == StepKind::TrainSelective ? 2
+                                                                 : 3;
 }
 
 bool training(StepKind k) { return k != StepKind::Forward; }
@@ -280,18 +284,25 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   l.fits = true;
   for (int k = 0; k < p; ++k) {
     StagePlan &s = l.stages[k];
-    double params = 0, kept = 0, cuts = 0, live = 0, work = 0;
+    double params = 0, kept = 0, cuts = 0, live = 0, work = 0, saved = 0,
+           core = 0;
+    int segments = 0;
     for (int j = s.begin; j < s.end; ++j) {
       const OpCost &op = profile.ops[j];
       bool sp = s.split[j - s.begin];
       double shard = sp && op.tpSharded ? s.devices : 1;
       params += op.params / shard;
       kept += op.outBytes / s.devices;
+      saved += op.savedBytes / s.devices;
+      core += op.coreBytes / s.devices;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
-      if (op.cutAfter)
-        cuts += op.cutBytes;
+      if (op.cutAfter) {
+        cuts += op.cutBytes / s.devices;
+        ++segments;
+      }
     }
+    (void)kept;
     if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;
@@ -311,14 +322,27 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     in.optimizer = in.training ? MemoryInputs::Optimizer::Adam
                                : MemoryInputs::Optimizer::None;
     in.zeroStage = options.zeroStage;
-    in.zeroRanks = dp;
+    // ZeRO shards over the data-parallel group: the replicas and, in a
+    // replicate stage, its own devices.
+    in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
+    in.microBatches = m;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
-    if (step == StepKind::Forward)
+    // Training keeps what the backward reads per micro-batch in flight,
+    // and the liveness peak once; full recomputation keeps the layer
+    // inputs and one layer's saved activations while it is recomputed;
+    // selective all but the attention cores (docs/Planner.md).
+    if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
-    else if (step == StepKind::Train)
-      in.activationBytes = kept * frac;
-    else
-      in.activationBytes = cuts * frac + live * frac;
+    } else if (step == StepKind::Train) {
+      in.activationBytes = saved * frac;
+      in.transientBytes = live * frac;
+    } else if (step == StepKind::TrainSelective) {
+      in.activationBytes = (saved - core) * frac;
+      in.transientBytes = live * frac;
+    } else {
+      in.activationBytes = cuts * frac;
+      in.transientBytes = (saved / std::max(1, segments) + live) * frac;
+    }
     in.inFlight = s.inFlight;
     in.workspaceBytes = work * frac;
     s.memory = estimateMemory(in);

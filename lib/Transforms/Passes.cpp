@@ -55,10 +55,10 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     // A training compile plans a training step, with its ZeRO stage.
     if (options.train) {
       // Full recomputation keeps only the layer inputs (the planner's
-      // train-recompute); selective is planned as a plain step (an upper
-      // bound: the planner does not model the attention scores apart).
-      plan.step =
-          options.train->recompute == "full" ? "train-recompute" : "train";
+      // train-recompute); selective all but the attention cores.
+      plan.step = options.train->recompute == "full"        ? "train-recompute"
+                  : options.train->recompute == "selective" ? "train-selective"
+                                                            : "train";
       plan.zero = options.train->zero;
       // Mixed precision: the products at the low type's peak; the weights
       // and gradients stay float32 (docs/Training.md "Mixed precision").

@@ -108,6 +108,65 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
         split.insert(r);
   }
 
+  // What a training step keeps for the backward: results a consumer's
+  // gradient reads (a product's operands, a LayerNorm's input, a
+  // nonlinearity's input), results of ops whose gradient reads their own
+  // output (softmax, exp, sqrt), and the outputs (the loss reads them).
+  auto gradientReads = [](Operation *user, Value v) {
+    if (isa<AddOp, SubOp, ReshapeOp, TransposeOp, NegOp, CastOp, ExpandOp,
+            ReduceSumOp, ReduceMeanOp, SoftmaxOp, ExpOp, SqrtOp>(user))
+      return false;
+    if (auto g = dyn_cast<GatherOp>(user))
+      return v == g.getIndices();
+    if (auto onnx = dyn_cast<OnnxOp>(user))
+      return !llvm::is_contained({"Concat", "Split", "Slice", "Unsqueeze",
+                                  "Squeeze", "Flatten", "Identity", "Pad"},
+                                 onnx.getOpType());
+    return true;
+  };
+  // The attention cores (selective recomputation's): each softmax's result
+  // and the scores before it, back to the product that makes them.
+  DenseSet<Value> core;
+  for (Operation *op : ops) {
+    auto sm = dyn_cast<SoftmaxOp>(op);
+    if (!sm)
+      continue;
+    core.insert(sm.getResult());
+    Value v = sm->getOperand(0);
+    for (int hops = 0; hops < 8 && v.getDefiningOp(); ++hops) {
+      Operation *def = v.getDefiningOp();
+      if (!isa<MatMulOp, MulOp, DivOp, AddOp, SubOp, WhereOp>(def))
+        break;
+      core.insert(v);
+      if (isa<MatMulOp>(def))
+        break;
+      // Follow the activation operand (the other is a scale or a mask).
+      Value next;
+      for (Value operand : def->getOperands())
+        if (auto t = dyn_cast<RankedTensorType>(operand.getType());
+            t && t.getShape() == cast<RankedTensorType>(v.getType()).getShape())
+          next = operand;
+      if (!next)
+        break;
+      v = next;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    Operation *op = ops[i];
+    bool ownOutput = isa<SoftmaxOp, ExpOp, SqrtOp>(op);
+    for (Value r : op->getResults()) {
+      bool saved = ownOutput;
+      for (Operation *user : r.getUsers())
+        saved |= user == body.getTerminator() || gradientReads(user, r);
+      if (!saved)
+        continue;
+      double b = bytesOf(r.getType());
+      profile.ops[i].savedBytes += b;
+      if (core.contains(r))
+        profile.ops[i].coreBytes += b;
+    }
+  }
+
   // Values crossing the point after each op: defined at or before it, used
   // after it (graph inputs count from the start, outputs to the end).
   std::vector<int> count(n + 1, 0);
@@ -187,9 +246,11 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       options.step = pl::StepKind::Train;
     else if (step == "train-recompute")
       options.step = pl::StepKind::TrainRecompute;
+    else if (step == "train-selective")
+      options.step = pl::StepKind::TrainSelective;
     else {
-      module.emitError() << "shoal-plan: step must be forward, train or "
-                            "train-recompute, got '"
+      module.emitError() << "shoal-plan: step must be forward, train, "
+                            "train-recompute or train-selective, got '"
                          << step << "'";
       return signalPassFailure();
     }
@@ -269,6 +330,15 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr("step_ms", b.getF64FloatAttr(l.stepSeconds * 1e3)));
     SmallVector<Attribute> devices, placements, names;
     SmallVector<int64_t> opsPerStage, memory, capacity;
+    // The estimate's parts in bytes per stage (shoal-run --report-memory
+    // reports the same parts; bench/memory_model.py compares them).
+    SmallVector<int64_t> weights, gradients, optimizer, activations;
+    for (auto [k, s] : llvm::enumerate(l.stages)) {
+      weights.push_back(static_cast<int64_t>(s.memory.weights));
+      gradients.push_back(static_cast<int64_t>(s.memory.gradients));
+      optimizer.push_back(static_cast<int64_t>(s.memory.optimizer));
+      activations.push_back(static_cast<int64_t>(s.memory.activations));
+    }
     for (auto [k, s] : llvm::enumerate(l.stages)) {
       devices.push_back(b.getStringAttr(s.device));
       names.push_back(b.getStringAttr(stageNames[k]));
@@ -285,6 +355,14 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         b.getNamedAttr("stage_memory_MiB", b.getDenseI64ArrayAttr(memory)));
     attrs.push_back(
         b.getNamedAttr("stage_capacity_MiB", b.getDenseI64ArrayAttr(capacity)));
+    attrs.push_back(
+        b.getNamedAttr("stage_weights_bytes", b.getDenseI64ArrayAttr(weights)));
+    attrs.push_back(b.getNamedAttr("stage_gradients_bytes",
+                                   b.getDenseI64ArrayAttr(gradients)));
+    attrs.push_back(b.getNamedAttr("stage_optimizer_bytes",
+                                   b.getDenseI64ArrayAttr(optimizer)));
+    attrs.push_back(b.getNamedAttr("stage_activations_bytes",
+                                   b.getDenseI64ArrayAttr(activations)));
     if (staged)
       attrs.push_back(b.getNamedAttr("placements", b.getArrayAttr(placements)));
     if (!l.batchShares.empty())

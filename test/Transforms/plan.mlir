@@ -121,6 +121,6 @@
 // NOFITSEARCH: no layout fits in memory
 // WORLD: error: the cluster spec '{{.*}}cluster_v100x8_t4x8.yaml' has 16 devices but the world size is 8
 // MISSING: error: {{.*}}no_such_cluster.yaml
-// STEP: error: shoal-plan: step must be forward, train or train-recompute, got 'backward'
+// STEP: error: shoal-plan: step must be forward, train, train-recompute or train-selective, got 'backward'
 // PRECISION: error: shoal-plan: precision must be fp32, tf32, bf16 or fp16, got 'fp8'
 // TILE: error: shoal.plan placements do not tile the 2 ranks (rank 0 of stage 1)

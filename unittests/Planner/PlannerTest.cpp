@@ -178,8 +178,10 @@ TEST(MemoryModel, TrainingStateFollowsZeROsAccounting) {
 
 TEST(MemoryModel, ZeROSplitsStateThenGradientsThenWeights) {
   // The ZeRO paper's example per rank, 1e9 parameters in bf16 with Adam on
-  // 8 data-parallel ranks: 2 + 2 + 12 bytes/param, then 2 + 2 + 12/8,
-  // 2 + 2/8 + 12/8 and (2 + 2 + 12)/8.
+  // 8 data-parallel ranks: 2 + 2 + 12 bytes/param, then 2 + 2/8 + 12/8
+  // (shoal's stage 1 reduce-scatters the gradient too: without
+  // micro-batches it holds only the block, as stage 2 does), 2 + 2/8 +
+  // 12/8 and (2 + 2 + 12)/8.
   MemoryInputs in;
   in.parameters = 1e9;
   in.bytesPerParam = 2;
@@ -187,7 +189,7 @@ TEST(MemoryModel, ZeROSplitsStateThenGradientsThenWeights) {
   in.optimizer = MemoryInputs::Optimizer::Adam;
   in.zeroRanks = 8;
   double expected[4][3] = {{2e9, 2e9, 12e9},
-                           {2e9, 2e9, 1.5e9},
+                           {2e9, 0.25e9, 1.5e9},
                            {2e9, 0.25e9, 1.5e9},
                            {0.25e9, 0.25e9, 1.5e9}};
   for (int stage = 0; stage <= 3; ++stage) {
@@ -197,6 +199,13 @@ TEST(MemoryModel, ZeROSplitsStateThenGradientsThenWeights) {
     EXPECT_DOUBLE_EQ(m.gradients, expected[stage][1]) << "stage " << stage;
     EXPECT_DOUBLE_EQ(m.optimizer, expected[stage][2]) << "stage " << stage;
   }
+  // With micro-batches stage 1 also holds the whole gradient summed over
+  // them (the paper's 2 bytes plus the block), stage 2 still the block.
+  in.microBatches = 4;
+  in.zeroStage = 1;
+  EXPECT_DOUBLE_EQ(estimateMemory(in).gradients, 2.25e9);
+  in.zeroStage = 2;
+  EXPECT_DOUBLE_EQ(estimateMemory(in).gradients, 0.25e9);
   // Inference keeps whole weights whatever the stage.
   in.training = false;
   EXPECT_DOUBLE_EQ(estimateMemory(in).weights, 2e9);

@@ -91,8 +91,14 @@ struct MemoryInputs {
   /// 1/zeroRanks per rank.
   int zeroStage = 0;
   int zeroRanks = 1;
+  /// Micro-batches of a step: ZeRO-1 holds the whole summed gradient as
+  /// well as its block when there are several (docs/Training.md "ZeRO").
+  int microBatches = 1;
   double activationBytes = 0; ///< per micro-batch, kept for backward
   int inFlight = 1;           ///< micro-batches whose activations are kept
+  /// Activations alive only while one op sequence runs (the liveness peak,
+  /// a recomputed layer's): once, not per micro-batch in flight.
+  double transientBytes = 0;
   double workspaceBytes = 0;
 };
 

@@ -49,6 +49,11 @@ struct OpCost {
   double cutBytes = 0;
   /// Activation bytes alive just after this op (values freed at last use).
   double liveBytes = 0;
+  /// Of `outBytes`, what a training step keeps for the backward (results a
+  /// consumer's gradient reads, the outputs); of those, the attention
+  /// cores' (the scores and their softmax, which selective recomputation
+  /// recomputes instead).
+  double savedBytes = 0, coreBytes = 0;
 };
 
 struct ModelProfile {
@@ -62,7 +67,9 @@ struct ModelProfile {
   double stepBatch() const { return batch * batchScale; }
 };
 
-enum class StepKind { Forward, Train, TrainRecompute };
+/// Train: every saved activation kept; TrainRecompute: full recomputation
+/// (the layer inputs kept); TrainSelective: the attention cores recomputed.
+enum class StepKind { Forward, Train, TrainRecompute, TrainSelective };
 
 struct PlanOptions {
   StepKind step = StepKind::Forward;

@@ -146,8 +146,8 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
     Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
            "Number of ranks (0: the cluster's device count)">,
     Option<"step", "step", "std::string", /*default=*/"\"forward\"",
-           "What a step does for the time and memory model: forward, train "
-           "or train-recompute">,
+           "What a step does for the time and memory model: forward, train, "
+           "train-recompute (full recomputation) or train-selective">,
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "Precision of matrix products: fp32, tf32, bf16, fp16">,
     Option<"fp32Weights", "fp32-weights", "bool", /*default=*/"false",

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""The planner's memory estimate against shoal-run --report-memory.
+
+    /usr/bin/python3 bench/memory_model.py --bin build/bin [--out DIR]
+        [--layouts dp2,tp2,pp2] [--options plain,zero1,...] [--rtol 0.1]
+
+For the GPT example (examples/gpt/make_model.py) under each layout (DP2,
+TP2, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
+`zero: 1|2|3`, `recompute: full|selective`, `precision: bf16`):
+
+1. `shoal-compile --train --cluster` (two CPU devices) makes the plan and
+   writes the planner's estimate per stage (`shoal.plan`'s
+   `stage_{weights,gradients,optimizer,activations}_bytes`, from
+   `estimateMemory`, read from `--emit-mlir`);
+2. `shoal-run --steps 1 --report-memory` under mpirun reports the same four
+   parts for the rank with the largest measured peak (docs/Runtime.md);
+3. the table gives both, per part, and estimate / measured. A part is "ok"
+   within --rtol (relative to the measured part, parts under 1 KiB on both
+   sides count as equal). Exit status 1 if any part is off.
+
+The model is the examples' small GPT (113,408 parameters): the figures are
+KiB, but every part is counted the way it is for a large model.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import common  # noqa: E402
+
+CLUSTER = """version: 1
+nodes:
+  - {devices: {type: CPU, count: 2, peak_tflops: {fp32: 0.05}, memory_GiB: 16}}
+"""
+SPECS = {"dp2": "spec_dp.yaml", "tp2": "spec_tp.yaml", "pp2": "spec_pp2.yaml"}
+OPTIONS = {
+    "plain": "",
+    "zero1": "zero: 1\n",
+    "zero2": "zero: 2\n",
+    "zero3": "zero: 3\n",
+    "rc-full": "recompute: full\n",
+    "rc-selective": "recompute: selective\n",
+    "bf16": "precision: bf16\n",
+}
+PARTS = ["weights", "gradients", "optimizer", "activations"]
+REPORT_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
+                       r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB, "
+                       r"peak [\d.]+ MiB \(rank (\d+)\)")
+
+
+def planner_parts(mlir_path):
+    """[{part: bytes}] per stage from the shoal.plan attribute."""
+    with open(mlir_path) as f:
+        text = f.read()
+    stages = None
+    for part in PARTS:
+        m = re.search(r"stage_%s_bytes = array<i64: ([\d, ]+)>" % part, text)
+        if not m:
+            raise SystemExit("error: %s has no stage_%s_bytes in shoal.plan" % (mlir_path, part))
+        values = [int(x) for x in m.group(1).split(",")]
+        if stages is None:
+            stages = [dict() for _ in values]
+        for s, v in zip(stages, values):
+            s[part] = v
+    return stages
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True, help="BUILD/bin")
+    ap.add_argument("--out", default="/tmp/shoal-memory-model", help="work folder (emptied)")
+    ap.add_argument("--layouts", default="dp2,tp2,pp2")
+    ap.add_argument("--options", default=",".join(OPTIONS))
+    ap.add_argument("--rtol", type=float, default=0.1)
+    ap.add_argument("--mpirun", default="mpirun")
+    a = ap.parse_args(argv)
+    out = os.path.abspath(a.out)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    common.run_cmd([sys.executable, os.path.join(REPO, "examples", "gpt", "make_model.py"),
+                    "--out", out])
+    model = os.path.join(out, "model.onnx")
+    import numpy as np
+    ids = np.load(os.path.join(out, "inputs", "input_ids.npy"))
+    np.save(os.path.join(out, "inputs", "labels.npy"),
+            np.random.default_rng(1).integers(0, 96, size=ids.shape, dtype=np.int64))
+    cluster = os.path.join(out, "cluster.yaml")
+    with open(cluster, "w") as f:
+        f.write(CLUSTER)
+    with open(os.path.join(REPO, "test", "e2e", "train_adamw.yaml")) as f:
+        base_config = f.read()
+    rows, bad = [], 0
+    for layout in a.layouts.split(","):
+        for opt in a.options.split(","):
+            d = os.path.join(out, "%s-%s" % (layout, opt))
+            os.makedirs(d)
+            config = os.path.join(d, "train.yaml")
+            with open(config, "w") as f:
+                f.write(base_config + OPTIONS[opt])
+            plan, mlir = os.path.join(d, "model.plan"), os.path.join(d, "model.mlir")
+            common.run_cmd([os.path.join(a.bin, "shoal-compile"), model, "--annotate",
+                            os.path.join(REPO, "examples", "gpt", SPECS[layout]),
+                            "--world-size", "2", "--train", config, "--cluster", cluster,
+                            "-o", plan, "--emit-mlir", mlir])
+            est = planner_parts(mlir)
+            run = common.mpirun_cmd(a.mpirun, 2, [
+                os.path.join(a.bin, "shoal-run"), plan, "--steps", "1", "--inputs",
+                os.path.join(out, "inputs"), "--report-memory"])
+            res = common.run_cmd(run, env_extra=common.MPI_ENV)
+            m = REPORT_RE.search(res.stdout + res.stderr)
+            if not m:
+                raise SystemExit("error: no memory report from %s" % " ".join(run))
+            measured = dict(zip(PARTS, (float(x) * (1 << 20) for x in m.groups()[:4])))
+            rank = int(m.group(5))
+            stage = est[rank] if len(est) > 1 else est[0]
+            for part in PARTS:
+                e, r = stage[part], measured[part]
+                ratio = e / r if r else float("inf") if e else 1.0
+                ok = (e < 1024 and r < 1024) or abs(e - r) <= a.rtol * r
+                bad += not ok
+                rows.append((layout, opt, part, e, r, ratio, ok))
+    print("| layout | option | part | planner KiB | measured KiB | planner / measured | |")
+    print("| --- | --- | --- | ---: | ---: | ---: | --- |")
+    for layout, opt, part, e, r, ratio, ok in rows:
+        print("| %s | %s | %s | %.1f | %.1f | %.2f | %s |" % (
+            layout, opt, part, e / 1024, r / 1024, ratio, "ok" if ok else "**off**"))
+    print("\n%d of %d parts within %.0f%%" % (len(rows) - bad, len(rows), a.rtol * 100))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
