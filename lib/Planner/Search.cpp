@@ -287,6 +287,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     double params = 0, kept = 0, cuts = 0, live = 0, work = 0, saved = 0,
            core = 0;
     int segments = 0;
+    std::map<int, double> savedByLayer;
     for (int j = s.begin; j < s.end; ++j) {
       const OpCost &op = profile.ops[j];
       bool sp = s.split[j - s.begin];
@@ -294,6 +295,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       params += op.params / shard;
       kept += op.outBytes / s.devices;
       saved += op.savedBytes / s.devices;
+      if (op.layer >= 0)
+        savedByLayer[op.layer] += op.savedBytes / s.devices;
       core += op.coreBytes / s.devices;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
@@ -327,24 +330,31 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
     in.microBatches = m;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
-    // Training keeps what the backward reads per micro-batch in flight,
-    // and the liveness peak once; full recomputation keeps the layer
-    // inputs and one layer's saved activations while it is recomputed;
-    // selective all but the attention cores (docs/Planner.md).
+    // Training keeps what the backward reads, per micro-batch in flight
+    // (the backward's working set reuses what it frees); selective
+    // recomputation all but the attention cores; full recomputation the
+    // layer inputs, and one layer's saved activations while it is
+    // recomputed (docs/Planner.md, bench/memory_model.py).
     if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
     } else if (step == StepKind::Train) {
       in.activationBytes = saved * frac;
-      in.transientBytes = live * frac;
     } else if (step == StepKind::TrainSelective) {
       in.activationBytes = (saved - core) * frac;
-      in.transientBytes = live * frac;
     } else {
       in.activationBytes = cuts * frac;
-      in.transientBytes = (saved / std::max(1, segments) + live) * frac;
+      double layer = 0;
+      for (auto &[l, b] : savedByLayer)
+        layer = std::max(layer, b);
+      // Without layers found in the node names, the cut points stand for
+      // them.
+      if (savedByLayer.empty())
+        layer = saved / std::max(1, segments);
+      in.transientBytes = layer * frac;
     }
     in.inFlight = s.inFlight;
     in.workspaceBytes = work * frac;
+
     s.memory = estimateMemory(in);
     s.memoryBytes = s.memory.total();
     std::vector<int> all;

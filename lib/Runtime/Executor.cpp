@@ -224,7 +224,14 @@ void Executor::run(Comm &comm, bool verbose) {
     }
     seededScale = scaler.scale;
   }
-  for (const ScheduleEntry &e : plan.schedule) {
+  // The last schedule entry of each micro-batch: after it, the
+  // micro-batch's kept buffers are free for later ones.
+  std::vector<std::size_t> lastEntry(
+      static_cast<std::size_t>(std::max<int64_t>(1, plan.numMicroBatches)), 0);
+  for (std::size_t i = 0; i < plan.schedule.size(); ++i)
+    lastEntry[plan.schedule[i].microBatch] = i;
+  for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+    const ScheduleEntry &e = plan.schedule[i];
     auto start = Clock::now();
     const TaskInfo &task = plan.tasks[e.task];
     std::string name =
@@ -240,6 +247,8 @@ void Executor::run(Comm &comm, bool verbose) {
                      e.task, jsonString(name), e.microBatch,
                      e.backward ? "true" : "false")});
     progressSends(false);
+    if (plan.numMicroBatches > 1 && lastEntry[e.microBatch] == i)
+      releaseMicroBatch(e.microBatch);
   }
   flushBucket(comm);
   progress(true);
@@ -264,8 +273,22 @@ Tensor Executor::resultBuffer(int v) {
   case Residence::Kept: {
     auto key = std::make_pair(v, currentMicroBatch);
     auto it = kept.find(key);
-    if (it == kept.end())
-      it = kept.emplace(key, device.allocate(plan.values[v])).first;
+    if (it == kept.end()) {
+      // A finished micro-batch's buffer that nothing else holds (a pending
+      // send or all-reduce keeps its own reference).
+      Tensor buffer;
+      auto pool = keptPool.find(v);
+      if (pool != keptPool.end())
+        for (auto b = pool->second.begin(); b != pool->second.end(); ++b)
+          if (b->storageHandle().use_count() == 1) {
+            buffer = std::move(*b);
+            pool->second.erase(b);
+            break;
+          }
+      if (!buffer.defined())
+        buffer = device.allocate(plan.values[v]);
+      it = kept.emplace(key, std::move(buffer)).first;
+    }
     return it->second;
   }
   case Residence::Persistent:
@@ -274,6 +297,39 @@ Tensor Executor::resultBuffer(int v) {
   throw Error(fmt::format("internal error: value {} is set from outside the "
                           "ops but an op defines it",
                           v));
+}
+
+void Executor::releaseMicroBatch(int microBatch) {
+  // Per value: 0 stays (an output, an accumulated sum), 1 its buffer
+  // goes to the pool, 2 a view of another buffer, dropped.
+  if (releasable.empty()) {
+    releasable.assign(plan.values.size(), 0);
+    for (const OpInfo &op : plan.ops) {
+      if (accumulatesOverMicroBatches(plan, op) ||
+          op.kind == OpKind::ReduceScatter)
+        continue;
+      for (int v : op.outputs)
+        if (v >= 0 && memory.residence[v] == Residence::Kept &&
+            plan.lastUse[v] != LoadedPlan::kKeepAlive)
+          releasable[v] = aliasesInput(op) ? 2 : 1;
+    }
+    for (const PortInfo &port : plan.outputs)
+      if (port.value >= 0)
+        releasable[port.value] = 0;
+  }
+  for (auto it = kept.begin(); it != kept.end();) {
+    auto [v, j] = it->first;
+    if (j != microBatch || !releasable[v]) {
+      ++it;
+      continue;
+    }
+    if (values[v].defined() &&
+        values[v].storageHandle() == it->second.storageHandle())
+      values[v] = Tensor();
+    if (releasable[v] == 1)
+      keptPool[v].push_back(std::move(it->second));
+    it = kept.erase(it);
+  }
 }
 
 void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
@@ -475,6 +531,10 @@ MemoryReport Executor::memoryReport() const {
       continue;
     (isGrad[key.first] ? r.grads : r.activations) += t.numBytes();
   }
+  for (const auto &[v, buffers] : keptPool)
+    for (const Tensor &t : buffers)
+      if (t.defined() && seen.insert(t.rawData()).second)
+        (isGrad[v] ? r.grads : r.activations) += t.numBytes();
   // ZeRO-1 sums whole gradients over the micro-batches before scattering.
   r.grads += scatterAccumPeak;
   r.activations += memory.arenaBytes;

@@ -145,6 +145,11 @@ private:
   void runKernel(const OpInfo &op, Comm &comm);
   /// The buffer op results of value `v` go to for the current micro-batch.
   Tensor resultBuffer(int v);
+  /// Micro-batch `microBatch` has run its last task of the step here: its
+  /// kept buffers go to keptPool (a later micro-batch reuses them, so a
+  /// 1F1B stage holds the activations of the micro-batches in flight, not
+  /// of all of them). Outputs and accumulated sums stay.
+  void releaseMicroBatch(int microBatch);
   /// Collectives.
   void collective(const OpInfo &op, Comm &comm);
   /// Starts an all-reduce of `t` in place over `axes`, or adds it to the
@@ -198,6 +203,11 @@ private:
   /// Kept values: (value, micro-batch) -> its buffer, allocated on first
   /// use and reused in every later step.
   std::map<std::pair<int, int>, Tensor> kept;
+  /// Buffers of kept values whose micro-batch has finished, per value.
+  std::map<int, std::vector<Tensor>> keptPool;
+  /// Per value, what releaseMicroBatch does with its kept buffers: 0 keep
+  /// (outputs, accumulated sums), 1 pool, 2 drop (a view of another).
+  std::vector<uint8_t> releasable;
   /// (value * micro-batches + micro-batch) -> made in this step.
   std::vector<uint8_t> made;
   /// Inputs sharded over micro-batches: value -> one tensor per micro-batch.

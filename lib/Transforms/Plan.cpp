@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Recompute.h"
+#include "ShardingUtils.h"
 #include "shoal/Planner/Search.h"
 #include "shoal/Transforms/Passes.h"
 
@@ -165,6 +167,16 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
       if (core.contains(r))
         profile.ops[i].coreBytes += b;
     }
+  }
+
+  {
+    llvm::StringMap<int> layers;
+    for (int i = 0; i < n; ++i)
+      if (std::string key = getLayerKey(onnxNodeName(ops[i])); !key.empty())
+        profile.ops[i].layer =
+            layers.try_emplace(key, static_cast<int>(layers.size()))
+                .first->second;
+    profile.layers = layers.size();
   }
 
   // Values crossing the point after each op: defined at or before it, used

@@ -41,13 +41,7 @@ bool shoal::hasOneUseBeforeRecompute(Value v) {
                                        int64_t(result.getResultNumber()));
 }
 
-namespace {
-
-/// The layer of an ONNX node name: the name up to its first numbered part
-/// ("/h.3" of "/h.3/attn/MatMul", "/encoder/layer.0" of
-/// "/encoder/layer.0/attention/..."); empty when no part but the node's own
-/// is numbered.
-std::string layerKey(StringRef name) {
+std::string shoal::getLayerKey(StringRef name) {
   SmallVector<StringRef> parts;
   name.split(parts, '/');
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -60,6 +54,8 @@ std::string layerKey(StringRef name) {
   }
   return "";
 }
+
+namespace {
 
 bool isForward(Operation *op) {
   return !op->hasAttr(ShoalDialect::kPhaseAttr) &&
@@ -167,7 +163,7 @@ struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
       for (Operation &op : body) {
         if (!isForward(&op) || !recomputable(&op) || modeOf(&op) != "full")
           continue;
-        std::string key = layerKey(onnxNodeName(&op));
+        std::string key = getLayerKey(onnxNodeName(&op));
         if (key.empty())
           continue;
         if (auto s = op.getAttrOfType<StringAttr>(ShoalDialect::kScopeAttr))

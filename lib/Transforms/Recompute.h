@@ -12,6 +12,8 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <string>
+
 namespace shoal {
 
 /// Module: {scope name: "none"|"full"|"selective"}, from the annotation
@@ -26,6 +28,13 @@ inline constexpr llvm::StringLiteral kMultiUseAttr = "shoal.multi_use";
 
 /// Whether `v` has one user and had no others before shoal-recompute.
 bool hasOneUseBeforeRecompute(mlir::Value v);
+
+/// The layer of an ONNX node name: the name up to its first numbered part
+/// ("/h.3" of "/h.3/attn/MatMul", "/encoder/layer.0" of
+/// "/encoder/layer.0/attention/..."); empty when no part but the node's own
+/// is numbered. Full recomputation's segments (and the planner's count of
+/// them).
+std::string getLayerKey(llvm::StringRef name);
 
 } // namespace shoal
 

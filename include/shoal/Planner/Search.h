@@ -54,10 +54,16 @@ struct OpCost {
   /// cores' (the scores and their softmax, which selective recomputation
   /// recomputes instead).
   double savedBytes = 0, coreBytes = 0;
+  /// The layer it belongs to (ModelProfile::layers; -1: none), a segment
+  /// of full recomputation.
+  int layer = -1;
 };
 
 struct ModelProfile {
   std::vector<OpCost> ops;
+  /// Layers found from the node names (full recomputation's segments; 0:
+  /// none found, the cut points stand for them).
+  int layers = 0;
   double batch = 1;  ///< samples the ops' figures are for
   double tokens = 1; ///< tokens per sample (1 when there is no sequence)
   /// A step processes `batch * batchScale` samples (a graph written for one
