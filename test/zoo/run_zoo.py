@@ -37,6 +37,9 @@ For every model (test/zoo/models.py):
       train-tp2 with the cross_entropy loss on token labels (one in 8
       ignored) against F.cross_entropy; the parallelism report must show
       the vocabulary-parallel cross-entropy and no all_gather at the loss.
+      train-pp2-interleaved (models with 2 repeated layers): interleaved
+      1F1B, each layer cut in two chunks at its first residual Add, 4 chunks
+      on 2 stages, 4 micro-batches.
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -94,7 +97,7 @@ FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
                  "train-zero1", "train-zero2", "train-zero3",
                  "train-rc-full", "train-rc-selective", "train-bf16", "train-fp16",
-                 "train-tp2-ce"]
+                 "train-tp2-ce", "train-pp2-interleaved"]
 # train-bf16, train-fp16: train-dp2 with `precision: P` (mixed precision),
 # its losses against PyTorch float32 within PRECISION_RTOL.
 PRECISION_RTOL = 3e-2
@@ -190,6 +193,33 @@ def make_spec(model, layout, node_names):
         lines += ["scopes:", '  - {replicate: 2, name: model, nodes: ["*"]}']
     elif kind == "tp2":
         lines += ["scopes:", '  - {split: 2, name: model, nodes: ["*"]}']
+    elif kind == "pp2-interleaved":
+        # Interleaved 1F1B: every layer cut in two chunks at its first
+        # residual Add (attention, then the MLP), 4 chunks on 2 stages.
+        pre = layer_prefixes(model, node_names)
+        if len(pre) != 2:
+            raise ValueError("needs 2 repeated layers to make 4 chunks")
+        chunks = []
+        for p in pre:
+            children = []
+            for n in node_names:
+                if n.startswith(p):
+                    rest = n[len(p):]
+                    child = rest.split("/")[0]
+                    leaf = "/" not in rest
+                    if (child, leaf) not in children:
+                        children.append((child, leaf))
+            cut = next((i for i, (c, leaf) in enumerate(children)
+                        if leaf and re.match(r"Add(_\d+)?$", c)), None)
+            if cut is None:
+                raise ValueError("no residual Add in layer %s to cut at" % p)
+            pat = lambda cs: ", ".join(  # noqa: E731
+                '"%s%s%s"' % (p, c, "" if leaf else "/*") for c, leaf in cs)
+            chunks += [pat(children[:cut + 1]), pat(children[cut + 1:])]
+        lines += ["pipeline: {num_micro_batch: 4, schedule: interleaved, virtual_stages: 2}",
+                  "scopes:"]
+        lines += ["  - {replicate: 1, name: c%d, nodes: [%s]}" % (i, c)
+                  for i, c in enumerate(chunks)]
     elif kind == "pp2":
         pre = layer_prefixes(model, node_names)
         if len(pre) < 2:
