@@ -155,35 +155,49 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
   return then;
 }
 
-void Comm::reduceScatter(const Tensor &in, Tensor &out,
+void Comm::reduceScatter(const Tensor &in, Tensor &out, int64_t dim,
                          const std::vector<int> &axes) {
   int64_t n = meshInfo.numBlocks(axes);
-  if (in.rank() == 0 || in.dtype() == DType::Bool)
-    throw Error(
-        fmt::format("ReduceScatter: cannot scatter {}", in.type().str()));
-  int64_t rows = in.shape()[0];
-  int64_t block = (rows + n - 1) / n;
+  if (in.rank() == 0 || in.dtype() == DType::Bool || dim < 0 ||
+      dim >= in.rank())
+    throw Error(fmt::format("ReduceScatter: cannot scatter {} along dim {}",
+                            in.type().str(), dim));
+  int64_t size = in.shape()[dim];
+  int64_t block = (size + n - 1) / n;
   Shape shape = in.shape();
-  shape[0] = block;
+  shape[dim] = block;
   if (out.dtype() != in.dtype() || out.shape() != shape)
     throw Error(fmt::format("ReduceScatter: output is {} but scattering {} "
-                            "over {} ranks gives {}",
-                            out.type().str(), in.type().str(), n,
+                            "along dim {} over {} ranks gives {}",
+                            out.type().str(), in.type().str(), dim, n,
                             TensorType{in.dtype(), shape}.str()));
-  int64_t rowElems = rows ? in.numElements() / rows : 0;
+  // [outer, size, inner] -> rank j's block [outer, block, inner] contiguous
+  // at j (zero-padded past the end): a copy unless dim is 0 and even.
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= in.shape()[d];
+  for (int64_t d = dim + 1; d < in.rank(); ++d)
+    inner *= in.shape()[d];
+  std::size_t elem = dtypeSize(in.dtype());
+  int64_t blockElems = outer * block * inner;
   const void *src = in.rawData();
-  std::vector<uint8_t> padded;
-  if (block * n != rows) {
-    padded.assign(static_cast<std::size_t>(block * n * rowElems) *
-                      dtypeSize(in.dtype()),
-                  0);
-    if (in.numBytes())
-      std::memcpy(padded.data(), in.rawData(), in.numBytes());
-    src = padded.data();
+  std::vector<uint8_t> packed;
+  if (block * n != size || (outer > 1 && n > 1)) {
+    packed.assign(static_cast<std::size_t>(n * blockElems) * elem, 0);
+    const auto *from = static_cast<const uint8_t *>(in.rawData());
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rows = std::min(block, size - j * block);
+      if (rows <= 0)
+        continue;
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(packed.data() +
+                        ((j * outer + o) * block * inner) * elem,
+                    from + ((o * size + j * block) * inner) * elem,
+                    static_cast<std::size_t>(rows * inner) * elem);
+    }
+    src = packed.data();
   }
-  group(axes)
-      .reduceScatter(src, out.rawData(), block * rowElems, in.dtype())
-      ->wait();
+  group(axes).reduceScatter(src, out.rawData(), blockElems, in.dtype())->wait();
 }
 
 void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,

@@ -65,9 +65,9 @@ public:
   void allGather(const Tensor &in, Tensor &out, int64_t dim,
                  const std::vector<int> &axes);
   /// Sums `in` over the group of `axes` and leaves this rank's block of
-  /// dimension 0 in `out`: ceil(d / n) rows, zero-padded past the end of
-  /// `in` (the blocks of LocalSlice).
-  void reduceScatter(const Tensor &in, Tensor &out,
+  /// dimension `dim` in `out`: ceil(d / n) entries, zero-padded past the end
+  /// of `in` (the blocks of LocalSlice).
+  void reduceScatter(const Tensor &in, Tensor &out, int64_t dim,
                      const std::vector<int> &axes);
   /// Cuts dimension `splitDim` of `in` into one block per group member,
   /// sends block j to member j, and concatenates the received blocks along

@@ -818,7 +818,7 @@ void Executor::reduceScatter(const OpInfo &op, Comm &comm) {
   Tensor hostOut = device.memory() == MemoryKind::Host
                        ? out
                        : Tensor::uninitialized(out.type());
-  comm.reduceScatter(hostIn, hostOut, axes);
+  comm.reduceScatter(hostIn, hostOut, op.attrs.dim, axes);
   if (device.memory() != MemoryKind::Host)
     device.copyFromHost(hostOut, out);
   values[op.outputs[0]] = out;

@@ -56,6 +56,10 @@ struct SpecScope {
   std::vector<SpecPattern> patterns;
   /// `recompute:` (none|full|selective; empty: the training config's).
   std::string recompute;
+  /// `sequence_parallel: true` (split scopes only): Megatron-LM's sequence
+  /// parallelism in the scope's TaskGraphs.
+  bool sequenceParallel = false;
+  int sequenceParallelLine = -1;
 };
 
 /// Settings of one graph input (`inputs:` in the spec).
@@ -248,10 +252,20 @@ private:
           return fail(lineOf(kv.second),
                       "recompute must be none, full or selective, got '" +
                           scope.recompute + "'");
+      } else if (key == "sequence_parallel") {
+        scope.sequenceParallelLine = lineOf(kv.second);
+        std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        if (v == "true")
+          scope.sequenceParallel = true;
+        else if (v != "false")
+          return fail(lineOf(kv.second),
+                      "sequence_parallel must be true or false, got '" + v +
+                          "'");
       } else if (key != "nodes") {
-        return fail(lineOf(kv.first), "unknown scope key '" + key +
-                                          "' (expected replicate, split, "
-                                          "name, nodes, recompute)");
+        return fail(lineOf(kv.first),
+                    "unknown scope key '" + key +
+                        "' (expected replicate, split, name, nodes, "
+                        "recompute, sequence_parallel)");
       }
     }
     if (strategies != 1)
@@ -259,6 +273,12 @@ private:
                   "a scope needs exactly one of 'replicate: n' or 'split: n'");
     if (scope.name.empty())
       return fail(scope.line, "a scope needs a 'name'");
+    if (scope.sequenceParallel && scope.strategy != Strategy::split)
+      return fail(scope.sequenceParallelLine,
+                  "sequence_parallel needs a split scope: it splits the "
+                  "sequence over the devices a split scope splits its "
+                  "weights over (scope '" +
+                      scope.name + "' is replicate)");
     auto nodes = s["nodes"];
     if (!nodes || !nodes.IsSequence() || nodes.size() == 0)
       return fail(scope.line, "scope '" + scope.name +
@@ -422,6 +442,13 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                                            StringAttr::get(ctx, s.recompute)));
     if (!recompute.empty())
       module->setAttr(kScopeRecomputeAttr, DictionaryAttr::get(ctx, recompute));
+    SmallVector<Attribute> sequenceParallel;
+    for (SpecScope &s : spec.scopes)
+      if (s.sequenceParallel)
+        sequenceParallel.push_back(StringAttr::get(ctx, s.name));
+    if (!sequenceParallel.empty())
+      module->setAttr(kScopeSequenceParallelAttr,
+                      ArrayAttr::get(ctx, sequenceParallel));
     module->setAttr(
         ShoalDialect::kDefaultStrategyAttr,
         StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));

@@ -381,6 +381,10 @@ struct FormTaskGraphsPass
                                       inst.scope.getDevices(),
                                       (*places)[idx].mesh, operands);
       setPlace(tg, (*places)[idx]);
+      if (auto sp = func->getParentOfType<ModuleOp>()->getAttrOfType<ArrayAttr>(
+              kScopeSequenceParallelAttr);
+          sp && llvm::is_contained(sp.getValue(), inst.scope.getName()))
+        tg->setAttr(kSequenceParallelAttr, b.getUnitAttr());
       if (!inst.phase.empty())
         tg->setAttr(ShoalDialect::kPhaseAttr, b.getStringAttr(inst.phase));
       Block *tgBody = new Block();

@@ -43,6 +43,152 @@ struct TaskGraphPartitioner {
   TaskGraphPartitioner(TaskGraphOp tg)
       : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()) {}
 
+  /// Sequence parallelism: true if `v` is split along the sequence
+  /// (kSequenceSplitAttr, from shoal-propagate-sharding).
+  bool isSequenceSplit(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto args = tg->getAttrOfType<DenseI64ArrayAttr>(kSequenceSplitAttr);
+      return arg.getOwner()->getParentOp() == tg && args &&
+             llvm::is_contained(args.asArrayRef(), arg.getArgNumber());
+    }
+    Operation *def = v.getDefiningOp();
+    auto results =
+        def ? def->getAttrOfType<DenseI64ArrayAttr>(kSequenceSplitAttr)
+            : DenseI64ArrayAttr();
+    return results && llvm::is_contained(results.asArrayRef(),
+                                         cast<OpResult>(v).getResultNumber());
+  }
+
+  /// Sequence parallelism: an all_reduce over tp of which a user keeps only
+  /// its block of the sequence (directly or after a reshape) becomes a
+  /// reduce_scatter (Megatron-LM's reduce-scatter after a row-parallel
+  /// product, and in the backward after a column-parallel one). Users that
+  /// need the whole sum get it from an all_gather of the blocks: an
+  /// all_reduce is a reduce_scatter and an all_gather.
+  void foldReduceScatters() {
+    // Sums of all_reduces are all_reduces of sums (the backward of a
+    // layer's q, k and v products adds three partial input gradients):
+    // add first, then one collective.
+    for (bool changed = true; changed;) {
+      changed = false;
+      SmallVector<AddOp> adds;
+      tg.getBody().front().walk([&](AddOp add) { adds.push_back(add); });
+      for (AddOp add : adds) {
+        // An operand that is a sum, possibly reshaped (a product's 2-d
+        // result viewed as [batch, sequence, hidden]).
+        auto peel = [&](Value v) -> std::pair<AllReduceOp, ReshapeOp> {
+          auto r = v.getDefiningOp<ReshapeOp>();
+          if (r && r->hasOneUse())
+            v = r.getInput();
+          else
+            r = nullptr;
+          auto ar = v.getDefiningOp<AllReduceOp>();
+          if (!ar || !ar->hasOneUse() || ar.getReduction() != "sum")
+            return {nullptr, nullptr};
+          return {ar, r};
+        };
+        auto [lhs, lr] = peel(add.getLhs());
+        auto [rhs, rr] = peel(add.getRhs());
+        if (!lhs || !rhs || lhs == rhs || lhs.getAxes() != rhs.getAxes() ||
+            add.getLhs().getType() != add.getType() ||
+            add.getRhs().getType() != add.getType())
+          continue;
+        OpBuilder b(add);
+        auto input = [&](AllReduceOp ar, ReshapeOp r) -> Value {
+          if (!r)
+            return ar.getInput();
+          return b.create<ReshapeOp>(r.getLoc(), r.getType(), ar.getInput());
+        };
+        Value l = input(lhs, lr), r = input(rhs, rr);
+        auto sum = b.create<AddOp>(add.getLoc(), add.getType(), l, r);
+        sum->setDiscardableAttrs(add->getDiscardableAttrDictionary());
+        auto ar = b.create<AllReduceOp>(lhs.getLoc(), add.getType(),
+                                        sum.getResult(), lhs.getAxes());
+        add.replaceAllUsesWith(ar.getResult());
+        add.erase();
+        for (Operation *dead : {lr ? lr.getOperation() : nullptr,
+                                rr ? rr.getOperation() : nullptr,
+                                lhs.getOperation(), rhs.getOperation()})
+          if (dead)
+            dead->erase();
+        changed = true;
+      }
+    }
+    SmallVector<AllReduceOp> sums;
+    tg.getBody().front().walk([&](AllReduceOp ar) { sums.push_back(ar); });
+    for (AllReduceOp ar : sums) {
+      if (ar.getReduction() != "sum" || ar->use_empty())
+        continue;
+      // The value the slices read: the sum, or its only user, a reshape.
+      Value view = ar.getResult();
+      ReshapeOp reshape;
+      if (ar->hasOneUse())
+        if ((reshape = dyn_cast<ReshapeOp>(*ar->getUsers().begin())))
+          view = reshape.getResult();
+      LocalSliceOp first;
+      SmallVector<LocalSliceOp> slices;
+      SmallVector<OpOperand *> others;
+      for (OpOperand &use : view.getUses()) {
+        auto slice = dyn_cast<LocalSliceOp>(use.getOwner());
+        if (slice && slice.getAxes() == ar.getAxes() &&
+            (!first || (slice.getDim() == first.getDim() &&
+                        slice.getType() == first.getType()))) {
+          if (!first)
+            first = slice;
+          slices.push_back(slice);
+        } else {
+          others.push_back(&use);
+        }
+      }
+      auto type = cast<RankedTensorType>(view.getType());
+      if (!first || (!others.empty() &&
+                     first.getType().getDimSize(first.getDim()) *
+                             getAxesSize(mesh, llvm::to_vector(
+                                                   ar.getAxes()
+                                                       .getAsValueRange<
+                                                           StringAttr>())) !=
+                         type.getDimSize(first.getDim())))
+        continue;
+      OpBuilder b(ar);
+      Value in = ar.getInput();
+      if (reshape)
+        in = b.create<ReshapeOp>(reshape.getLoc(), type, in);
+      auto axesList =
+          llvm::to_vector(ar.getAxes().getAsValueRange<StringAttr>());
+      auto rs = b.create<ReduceScatterOp>(ar.getLoc(), first.getType(), in,
+                                          first.getDim(), ar.getAxes());
+      rs->setAttr(kReasonAttr,
+                  b.getStringAttr(
+                      "sequence parallelism: partial sums summed and "
+                      "scattered along the sequence over " +
+                      formatAxesList(llvm::to_vector(llvm::map_range(
+                          axesList, [](StringRef a) { return a; })))));
+      for (LocalSliceOp slice : slices) {
+        slice.replaceAllUsesWith(rs.getResult());
+        slice.erase();
+      }
+      if (!others.empty()) {
+        auto whole = b.create<AllGatherOp>(ar.getLoc(), type, rs.getResult(),
+                                           first.getDim(), ar.getAxes());
+        whole->setAttr(kReasonAttr,
+                       b.getStringAttr("sequence parallelism: the rest of an "
+                                       "all_reduce split into reduce_scatter "
+                                       "and all_gather"));
+        for (OpOperand *use : others)
+          use->set(whole.getResult());
+      }
+      if (reshape)
+        reshape.erase();
+      ar.erase();
+    }
+  }
+
+  StringAttr sequenceGatherReason(OpBuilder &b, ArrayRef<StringRef> axes) {
+    return b.getStringAttr("sequence parallelism: the sequence gathered over " +
+                           formatAxesList(axes) +
+                           " for an op that splits tp otherwise");
+  }
+
   ShardingAttr layoutOf(Value v) {
     auto it = layout.find(v);
     if (it != layout.end())
@@ -108,6 +254,9 @@ struct TaskGraphPartitioner {
       Value gathered = b.create<AllGatherOp>(
           loc, RankedTensorType::get(shape, type.getElementType()), runs, d + 1,
           b.getStrArrayAttr(cur[d]));
+      if (llvm::is_contained(cur[d], "tp") && isSequenceSplit(v))
+        gathered.getDefiningOp()->setAttr(kReasonAttr,
+                                          sequenceGatherReason(b, cur[d]));
       cur[d].clear();
       curOuter[d] = 1;
       out = b.create<ReshapeOp>(loc, localOf(), gathered);
@@ -181,6 +330,9 @@ struct TaskGraphPartitioner {
           RankedTensorType::get(gatheredShape, type.getElementType());
       out =
           b.create<AllGatherOp>(loc, gathered, out, d, b.getStrArrayAttr(axes));
+      if (llvm::is_contained(axes, "tp") && isSequenceSplit(v))
+        out.getDefiningOp()->setAttr(kReasonAttr,
+                                     sequenceGatherReason(b, axes));
       if (gathered != localOf())
         out = b.create<OnnxOp>(
                    loc, TypeRange{localOf()}, "Slice",
@@ -237,6 +389,22 @@ struct TaskGraphPartitioner {
       return tg.emitError() << "TaskGraph '" << tg.getSymName()
                             << "' has no shardings; run "
                                "shoal-propagate-sharding first";
+
+    // Sequence parallelism: identical views of one value (autodiff makes a
+    // 2-d view of a layer's input for each of its q, k and v weight
+    // gradients) are one value, so that the sequence is gathered once.
+    if (tg->hasAttr(kSequenceParallelAttr)) {
+      llvm::DenseMap<std::tuple<Value, Type, Attribute>, ReshapeOp> views;
+      for (auto view : llvm::make_early_inc_range(body.getOps<ReshapeOp>())) {
+        auto key = std::make_tuple(view.getInput(), view.getType(),
+                                   Attribute(view->getAttrDictionary()));
+        auto [it, fresh] = views.try_emplace(key, view);
+        if (fresh)
+          continue;
+        view.replaceAllUsesWith(it->second.getResult());
+        view.erase();
+      }
+    }
 
     // Rules read global shapes, so take them all before rewriting.
     llvm::DenseMap<Operation *, ShardingRule> rules;
@@ -328,6 +496,8 @@ struct TaskGraphPartitioner {
     }
     if (failedReshard)
       return failure();
+    if (tg->hasAttr(kSequenceParallelAttr))
+      foldReduceScatters();
     for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
       r.setType(getLocalType(cast<RankedTensorType>(r.getType()),
                              cast<ShardingAttr>(s), mesh));
@@ -336,11 +506,13 @@ struct TaskGraphPartitioner {
     for (Operation &op : body) {
       op.removeAttr(ShoalDialect::kFactorShardingAttr);
       op.removeAttr(kFactorOuterAttr);
+      op.removeAttr(kSequenceSplitAttr);
       if (!isa<WeightOp>(op))
         op.removeAttr(ShoalDialect::kShardingAttr);
     }
     tg->removeAttr(kInShardingsAttr);
     tg->removeAttr(kArgShardingsAttr);
+    tg->removeAttr(kSequenceSplitAttr);
     return success();
   }
 

@@ -10,11 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Recompute.h"
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
 
 namespace shoal {
@@ -331,6 +333,22 @@ std::string describe(Operation *op) {
 
 struct PropagateShardingPass
     : public ::shoal::impl::PropagateShardingPassBase<PropagateShardingPass> {
+  /// Sequence parallelism (a split TaskGraph with kSequenceParallelAttr):
+  /// the values whose tp split is a split of the sequence. Such a split is
+  /// weak: any other use of tp by an op (a weight's column or row split, an
+  /// activation's heads) beats it, and the operand is gathered along the
+  /// sequence instead (Megatron-LM's all_gather before a tensor-parallel
+  /// product, and again before the product's weight gradient).
+  llvm::DenseSet<Value> sequenceSplit;
+  /// Values whole over tp that an op reads split along the sequence: their
+  /// later readers may take that split too (shoal-partition slices them
+  /// once), so that a bias or LayerNorm gradient sums its block of the
+  /// sequence, as Megatron-LM's do.
+  llvm::DenseMap<Value, ShardingAttr> sequenceSliced;
+  /// Set while propagating through a sequence-parallel TaskGraph: its
+  /// batch size and the dimension the batch has in its activations.
+  int64_t spBatch = -1, spBatchDim = 0;
+
   void runOnOperation() final {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -430,6 +448,20 @@ struct PropagateShardingPass
       if (mesh.getAxisSize(a) > 1 && (a != "tp" || !isSplit))
         batchAxes.push_back(a);
 
+    // Sequence parallelism splits the sequence of the hidden states over
+    // tp: the dimension next to the batch of [batch, sequence, hidden]
+    // (or [sequence, batch, hidden] when the inputs' batch dimension is 1).
+    spBatch = -1;
+    if (isSplit && tpSize > 1 && tg->hasAttr(kSequenceParallelAttr)) {
+      spBatch = getBatchSize(func);
+      spBatchDim = 0;
+      for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+        if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
+          spBatchDim = getBatchDim(func, i) == 1 ? 1 : 0;
+          break;
+        }
+    }
+
     // Shardings the inputs arrive with, and the ones the body uses.
     SmallVector<Attribute> inShardings, argShardings;
     for (Value in : tg.getInputs()) {
@@ -518,6 +550,24 @@ struct PropagateShardingPass
     }
     tg->setAttr(kInShardingsAttr, ArrayAttr::get(ctx, inShardings));
     tg->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, argShardings));
+    // An input split along the sequence (a value the forward saved for the
+    // backward, or hidden states from the previous pipeline stage) keeps
+    // that split weak.
+    if (spBatch > 0) {
+      SmallVector<int64_t> splitArgs;
+      for (auto [arg, outer, sh] : llvm::zip(tg.getBody().front().getArguments(),
+                                             tg.getInputs(), argShardings))
+        if ((sequenceSplit.contains(outer) ||
+             splitsSequence(cast<ShardingAttr>(sh),
+                            cast<RankedTensorType>(arg.getType()))) &&
+            holdsTp(cast<ShardingAttr>(sh))) {
+          sequenceSplit.insert(arg);
+          splitArgs.push_back(arg.getArgNumber());
+        }
+      if (!splitArgs.empty())
+        tg->setAttr(kSequenceSplitAttr,
+                    DenseI64ArrayAttr::get(ctx, splitArgs));
+    }
 
     for (Operation &op : tg.getBody().front()) {
       if (isa<WeightOp, ConstantOp, YieldOp>(op))
@@ -598,7 +648,33 @@ struct PropagateShardingPass
       outShardings.push_back(isSplit && !onlyElsewhere ? dropAxis(s, "tp") : s);
     }
     tg->setAttr(ShoalDialect::kShardingAttr, ArrayAttr::get(ctx, outShardings));
+    for (auto [v, r, sh] :
+         llvm::zip(tg.getYield().getOperands(), tg.getResults(), outShardings))
+      if (sequenceSplit.contains(v) && holdsTp(cast<ShardingAttr>(sh)))
+        sequenceSplit.insert(r);
     return success();
+  }
+
+  /// The sequence dimension of a value of `type` in a sequence-parallel
+  /// TaskGraph: a rank-3 activation with the batch next to it, or -1.
+  int64_t sequenceDim(RankedTensorType type) const {
+    if (spBatch <= 0 || type.getRank() != 3 ||
+        type.getDimSize(spBatchDim) != spBatch)
+      return -1;
+    return spBatchDim == 0 ? 1 : 0;
+  }
+
+  static bool holdsTp(ShardingAttr s) {
+    for (unsigned d = 0, e = s.getDims().size(); d < e; ++d)
+      if (llvm::is_contained(s.getDimAxes(d), "tp"))
+        return true;
+    return false;
+  }
+
+  /// True if `s` splits the sequence dimension of `type` over tp.
+  bool splitsSequence(ShardingAttr s, RankedTensorType type) const {
+    int64_t d = sequenceDim(type);
+    return d >= 0 && llvm::is_contained(s.getDimAxes(d), "tp");
   }
 
   LogicalResult decide(TaskGraphOp tg, ShardingRuleOpInterface iface,
@@ -638,15 +714,28 @@ struct PropagateShardingPass
     };
 
     // Activations bring their shardings; the first operand wins conflicts
-    // (the others are resharded by shoal-partition).
+    // (the others are resharded by shoal-partition). A sequence split over
+    // tp (sequence parallelism) is weak: it is claimed only after every
+    // other use of tp, below.
+    bool tookWeakTp = false;
+    auto claim = [&](bool weakPass) {
     for (auto [k, v] : llvm::enumerate(op->getOperands())) {
       if (isWeightLike(v) && !hasDecidedLayout(v))
         continue;
       ShardingAttr s = getValueSharding(v);
+      auto sliced = sequenceSliced.find(v);
+      bool weak =
+          sequenceSplit.contains(v) || sliced != sequenceSliced.end();
+      if (weakPass && !weak)
+        continue;
+      if (weakPass && sliced != sequenceSliced.end())
+        s = sliced->second;
       for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
         inActivations.insert(df.begin(), df.end());
         SmallVector<StringRef> a = s.getDimAxes(d);
         if (a.empty() || df.empty())
+          continue;
+        if (weak && weakPass != llvm::is_contained(a, "tp"))
           continue;
         auto [f, fo] = findSplitFactor(rule, df, s.getDimOuter(d));
         if (f < 0)
@@ -673,8 +762,11 @@ struct PropagateShardingPass
         axes[f] = a;
         outer[f] = fo;
         used.insert(a.begin(), a.end());
+        tookWeakTp |= weakPass;
       }
     }
+    };
+    claim(/*weakPass=*/false);
 
     // Expert parallelism: the experts of a stacked-expert MatMul take tp
     // from the tokens (the dispatch), and a reduction over split experts
@@ -779,6 +871,40 @@ struct PropagateShardingPass
       }
     }
 
+    // Sequence parallelism: a sequence split arriving with an operand now
+    // takes tp if nothing else did; in the forward, hidden states nothing
+    // splits over tp are split along the sequence (Megatron-LM's
+    // LayerNorm, dropout and residual regions).
+    auto tpTaken = [&]() {
+      return used.contains("tp") ||
+             llvm::any_of(axes, [](const SmallVector<StringRef> &a) {
+               return llvm::is_contained(a, "tp");
+             });
+    };
+    if (spBatch > 0 && !tpTaken()) {
+      claim(/*weakPass=*/true);
+      bool forward = !op->hasAttr(ShoalDialect::kPhaseAttr) ||
+                     op->hasAttr(kRecomputedAttr);
+      if (!tpTaken() && forward && op->getNumResults() > 0)
+        if (auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+            type && sequenceDim(type) >= 0 &&
+            !rule.results.front()[sequenceDim(type)].empty()) {
+          int f = rule.results.front()[sequenceDim(type)].front();
+          if (rule.factorKinds[f] == FactorKind::Parallel &&
+              !rule.isMinorSomewhere(f) && axes[f].empty()) {
+            if (rule.factorSizes[f] % tpSize != 0)
+              return op->emitError()
+                     << "sequence_parallel in TaskGraph '" << tg.getSymName()
+                     << "': " << describe(op) << " has a sequence of length "
+                     << rule.factorSizes[f]
+                     << ", which cannot be split evenly over tp=" << tpSize;
+            axes[f] = {"tp"};
+            used.insert("tp");
+            tookWeakTp = true;
+          }
+        }
+    }
+
     // A dimension holds one split factor at most (the first one split).
     for (const auto *group : {&rule.operands, &rule.results})
       for (const TensorFactors &tf : *group)
@@ -808,6 +934,27 @@ struct PropagateShardingPass
     for (const TensorFactors &tf : rule.results)
       results.push_back(shardingFromFactors(ctx, rule, tf, axes, outer));
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
+    if (tookWeakTp) {
+      SmallVector<int64_t> split;
+      for (auto [r, sh] : llvm::zip(op->getResults(), results))
+        if (holdsTp(cast<ShardingAttr>(sh))) {
+          sequenceSplit.insert(r);
+          split.push_back(r.getResultNumber());
+        }
+      if (!split.empty())
+        op->setAttr(kSequenceSplitAttr, b.getDenseI64ArrayAttr(split));
+      for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+        auto type = dyn_cast<RankedTensorType>(v.getType());
+        if (!type || isWeightLike(v) || sequenceSplit.contains(v) ||
+            sequenceSliced.count(v))
+          continue;
+        ShardingAttr need =
+            shardingFromFactors(ctx, rule, rule.operands[k], axes, outer);
+        if (splitsSequence(need, type) &&
+            !splitsSequence(getValueSharding(v), type))
+          sequenceSliced[v] = need;
+      }
+    }
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
       if (ReshapeOp view = getWeightView(v); view && !hasDecidedLayout(v))

@@ -92,6 +92,19 @@ llvm::StringRef onnxNodeName(mlir::Operation *op);
 /// micro-batches, or its scopes differ in device count.
 bool isStaged(mlir::ModuleOp module);
 
+/// Module: names of the scopes with `sequence_parallel: true` (the
+/// annotation spec); a TaskGraph of such a scope carries
+/// kSequenceParallelAttr (shoal-form-task-graphs).
+inline constexpr llvm::StringLiteral kScopeSequenceParallelAttr =
+    "shoal.scope_sequence_parallel";
+inline constexpr llvm::StringLiteral kSequenceParallelAttr =
+    "shoal.sequence_parallel";
+/// From shoal-propagate-sharding to shoal-partition: on an op, the results
+/// split along the sequence (weak tp splits of sequence parallelism); on a
+/// TaskGraph, the block arguments that are.
+inline constexpr llvm::StringLiteral kSequenceSplitAttr =
+    "shoal.sequence_split";
+
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.
 /// A cast shoal-mixed-precision made around a matrix product (the report

@@ -562,6 +562,8 @@ def mode_layout(ctx, spec):
         rows += precision_checks(ctx, spec)
     if a.no_all_gather and ctx.phase == "all":
         rows += no_all_gather_check(ctx, spec)
+    if a.sequence_parallel and ctx.phase == "all":
+        rows += sequence_parallel_checks(ctx, spec)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
@@ -586,6 +588,71 @@ def no_all_gather_check(ctx, spec):
     elif not vocab:
         problem = "no vocab_cross_entropy in the partitioned IR"
     return [("partitioned IR", "no all_gather, vocabulary-parallel loss", None, problem)]
+
+
+def activation_all_reduces(ir):
+    """all_reduce ops of rank-3 tensors ([batch, sequence, hidden]) in a
+    partitioned IR, leaving out the vocabulary-parallel loss's statistics."""
+    n = 0
+    for m in re.finditer(r"shoal\.all_reduce [^\n]*", ir):
+        line = m.group(0)
+        t = re.search(r": tensor<((?:\d+x)+)[a-z0-9]+>\s*$", line)
+        if "vocabulary-parallel" in line or not t:
+            continue
+        if len(t.group(1).rstrip("x").split("x")) == 3:
+            n += 1
+    return n
+
+
+def sequence_parallel_checks(ctx, spec):
+    """--sequence-parallel: SPEC has `sequence_parallel: true`. Its
+    partitioned IR has no all_reduce of hidden states (rank-3 tensors) but
+    reduce_scatters along the sequence and all_gathers, where the same spec
+    without sequence_parallel all-reduces; and --report-memory's
+    activations are below that plan's."""
+    a = ctx.args
+    w = ctx.work
+    with open(spec) as f:
+        text = f.read()
+    plain_spec = os.path.join(w, "spec_no_sp.yaml")
+    with open(plain_spec, "w") as f:
+        f.write(re.sub(r",\s*sequence_parallel:\s*true", "", text))
+    counts = {}
+    for label, sp in (("sp", spec), ("tp", plain_spec)):
+        path = os.path.join(w, "ir_%s.mlir" % label)
+        plan = ctx.compile_plan(sp, a.world_size, os.path.join(w, "ir_%s.plan" % label),
+                                extra=["--emit-mlir", path])
+        with open(path) as f:
+            ir = f.read()
+        counts[label] = (activation_all_reduces(ir),
+                         len(re.findall(r"shoal\.reduce_scatter [^\n]* dim 1 ", ir)),
+                         len(re.findall(r"shoal\.all_gather\b", ir)), plan)
+        print("partitioned IR (%s): %d all_reduce of hidden states, %d reduce_scatter "
+              "along the sequence, %d all_gather (%s)" % ((label,) + counts[label][:3] + (path,)))
+    rows = []
+    sp, tp = counts["sp"], counts["tp"]
+    problem = None
+    if text == open(plain_spec).read():
+        problem = "%s has no 'sequence_parallel: true' in a scope" % spec
+    elif sp[0]:
+        problem = "%d all_reduce of hidden states remain" % sp[0]
+    elif not tp[0]:
+        problem = "the plan without sequence_parallel has no all_reduce of hidden states " \
+                  "(nothing to replace)"
+    elif not sp[1] or not sp[2]:
+        problem = "expected reduce_scatter along the sequence and all_gather, got %d and %d" \
+                  % (sp[1], sp[2])
+    rows.append(("partitioned IR", "reduce_scatter + all_gather for all_reduce", None, problem))
+    mem_sp = report_memory(ctx, sp[3], "sp")[3]
+    mem_tp = report_memory(ctx, tp[3], "tp")[3]
+    ok = mem_sp < mem_tp
+    print("    activations: without sequence_parallel %.3f MiB, with %.3f MiB (%.2fx) %s"
+          % (mem_tp, mem_sp, mem_sp / mem_tp if mem_tp else float("nan"),
+             "ok" if ok else "FAIL"))
+    if not ok:
+        rows.append(("memory", "activations", None, "sequence parallel %.3f MiB >= %.3f MiB"
+                     % (mem_sp, mem_tp)))
+    return rows
 
 
 MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
@@ -1137,6 +1204,10 @@ def main(argv=None):
     ap.add_argument("--no-all-gather", action="store_true",
                     help="also require that the N-rank plan's partitioned IR holds no "
                          "all_gather and a vocabulary-parallel loss (split layouts)")
+    ap.add_argument("--sequence-parallel", action="store_true",
+                    help="SPEC has sequence_parallel: also require reduce_scatter and "
+                         "all_gather in place of the hidden states' all_reduce, and "
+                         "fewer activations than without it (--report-memory)")
     ap.add_argument("--check-overlap", action="store_true",
                     help="trace the N-rank runs and check that gradient all-reduces "
                          "overlap compute on some rank (check_overlap.py)")

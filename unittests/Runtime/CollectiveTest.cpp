@@ -132,21 +132,55 @@ TEST_F(CollectiveTest, ReduceScatterKeepsThisRanksBlockOfTheSum) {
     mine.push_back(float(rank + i));
   Tensor in = makeTensor<float>({5, 1}, mine);
   Tensor out(DType::F32, {2, 1});
-  comm.reduceScatter(in, out, {0, 1});
+  comm.reduceScatter(in, out, 0, {0, 1});
   std::vector<float> expect;
   for (int r = 2 * rank; r < 2 * rank + 2; ++r)
     expect.push_back(r < 5 ? float(6 + 4 * r) : 0.f);
   EXPECT_EQ(toVector<float>(out), expect);
   // Over y only: the pair {2x, 2x+1} sums, blocks of 3 rows.
   Tensor outY(DType::F32, {3, 1});
-  comm.reduceScatter(in, outY, {1});
+  comm.reduceScatter(in, outY, 0, {1});
   int x = rank / 2, y = rank % 2;
   expect.clear();
   for (int r = 3 * y; r < 3 * y + 3; ++r)
     expect.push_back(r < 5 ? float(4 * x + 1 + 2 * r) : 0.f);
   EXPECT_EQ(toVector<float>(outY), expect);
   Tensor bad(DType::F32, {3, 1});
-  EXPECT_THROW(comm.reduceScatter(in, bad, {0, 1}), Error);
+  EXPECT_THROW(comm.reduceScatter(in, bad, 0, {0, 1}), Error);
+  EXPECT_THROW(comm.reduceScatter(in, out, 2, {0, 1}), Error);
+}
+
+TEST_F(CollectiveTest, ReduceScatterAlongAnInnerDimension) {
+  Comm comm(mpiWorld(), mesh);
+  // Sequence parallelism scatters [batch, sequence, hidden] along the
+  // sequence. Each rank holds [2, 3, 2] with x[b][s][h] = 100 b + 10 s + h +
+  // rank; the sum over all four is 4 x + 6. Blocks of ceil(3 / 4) = 1
+  // sequence entry per rank, rank 3's past the end zero-padded.
+  std::vector<float> mine;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 3; ++t)
+      for (int h = 0; h < 2; ++h)
+        mine.push_back(float(100 * b + 10 * t + h + rank));
+  Tensor in = makeTensor<float>({2, 3, 2}, mine);
+  Tensor out(DType::F32, {2, 1, 2});
+  comm.reduceScatter(in, out, 1, {0, 1});
+  std::vector<float> expect;
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 2; ++h)
+      expect.push_back(rank < 3 ? float(4 * (100 * b + 10 * rank + h) + 6)
+                                : 0.f);
+  EXPECT_EQ(toVector<float>(out), expect);
+  // Over y only (pairs {2x, 2x+1}): blocks of 2, the second one padded.
+  Tensor outY(DType::F32, {2, 2, 2});
+  comm.reduceScatter(in, outY, 1, {1});
+  int x = rank / 2, y = rank % 2;
+  expect.clear();
+  for (int b = 0; b < 2; ++b)
+    for (int t = 2 * y; t < 2 * y + 2; ++t)
+      for (int h = 0; h < 2; ++h)
+        expect.push_back(t < 3 ? float(2 * (100 * b + 10 * t + h) + 4 * x + 1)
+                               : 0.f);
+  EXPECT_EQ(toVector<float>(outY), expect);
 }
 
 TEST_F(CollectiveTest, AllToAllTradesOneSplitDimensionForAnother) {

@@ -113,7 +113,7 @@ void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({x.dtype, shape});
 }
 
-/// ReduceScatter: dim 0 only (each rank's block is contiguous).
+/// ReduceScatter: along any dimension (ceil-sized blocks, like LocalSlice).
 void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
@@ -126,9 +126,6 @@ void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
   if (rank == 0)
     throw Error("ReduceScatter needs a tensor of rank >= 1");
   a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
-  if (a.dim != 0)
-    throw Error(
-        fmt::format("ReduceScatter scatters dimension 0, not {}", a.dim));
   // The group size without the micro-batch axis.
   std::vector<int> devices;
   for (int axis : a.meshAxes)
@@ -138,7 +135,7 @@ void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
     throw Error("ReduceScatter needs a device axis besides the micro-batches");
   int64_t n = ctx.mesh.numBlocks(devices);
   Shape shape = x.shape;
-  shape[0] = (shape[0] + n - 1) / n;
+  shape[a.dim] = (shape[a.dim] + n - 1) / n;
   ctx.expected.push_back({x.dtype, shape});
 }
 
