@@ -190,8 +190,7 @@ void Comm::reduceScatter(const Tensor &in, Tensor &out, int64_t dim,
       if (rows <= 0)
         continue;
       for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(packed.data() +
-                        ((j * outer + o) * block * inner) * elem,
+        std::memcpy(packed.data() + ((j * outer + o) * block * inner) * elem,
                     from + ((o * size + j * block) * inner) * elem,
                     static_cast<std::size_t>(rows * inner) * elem);
     }

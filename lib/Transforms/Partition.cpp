@@ -141,13 +141,13 @@ struct TaskGraphPartitioner {
         }
       }
       auto type = cast<RankedTensorType>(view.getType());
-      if (!first || (!others.empty() &&
-                     first.getType().getDimSize(first.getDim()) *
-                             getAxesSize(mesh, llvm::to_vector(
-                                                   ar.getAxes()
-                                                       .getAsValueRange<
-                                                           StringAttr>())) !=
-                         type.getDimSize(first.getDim())))
+      if (!first ||
+          (!others.empty() &&
+           first.getType().getDimSize(first.getDim()) *
+                   getAxesSize(
+                       mesh, llvm::to_vector(
+                                 ar.getAxes().getAsValueRange<StringAttr>())) !=
+               type.getDimSize(first.getDim())))
         continue;
       OpBuilder b(ar);
       Value in = ar.getInput();
@@ -157,12 +157,12 @@ struct TaskGraphPartitioner {
           llvm::to_vector(ar.getAxes().getAsValueRange<StringAttr>());
       auto rs = b.create<ReduceScatterOp>(ar.getLoc(), first.getType(), in,
                                           first.getDim(), ar.getAxes());
-      rs->setAttr(kReasonAttr,
-                  b.getStringAttr(
-                      "sequence parallelism: partial sums summed and "
-                      "scattered along the sequence over " +
-                      formatAxesList(llvm::to_vector(llvm::map_range(
-                          axesList, [](StringRef a) { return a; })))));
+      rs->setAttr(
+          kReasonAttr,
+          b.getStringAttr("sequence parallelism: partial sums summed and "
+                          "scattered along the sequence over " +
+                          formatAxesList(llvm::to_vector(llvm::map_range(
+                              axesList, [](StringRef a) { return a; })))));
       for (LocalSliceOp slice : slices) {
         slice.replaceAllUsesWith(rs.getResult());
         slice.erase();

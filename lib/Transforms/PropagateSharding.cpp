@@ -555,8 +555,9 @@ struct PropagateShardingPass
     // that split weak.
     if (spBatch > 0) {
       SmallVector<int64_t> splitArgs;
-      for (auto [arg, outer, sh] : llvm::zip(tg.getBody().front().getArguments(),
-                                             tg.getInputs(), argShardings))
+      for (auto [arg, outer, sh] :
+           llvm::zip(tg.getBody().front().getArguments(), tg.getInputs(),
+                     argShardings))
         if ((sequenceSplit.contains(outer) ||
              splitsSequence(cast<ShardingAttr>(sh),
                             cast<RankedTensorType>(arg.getType()))) &&
@@ -565,8 +566,7 @@ struct PropagateShardingPass
           splitArgs.push_back(arg.getArgNumber());
         }
       if (!splitArgs.empty())
-        tg->setAttr(kSequenceSplitAttr,
-                    DenseI64ArrayAttr::get(ctx, splitArgs));
+        tg->setAttr(kSequenceSplitAttr, DenseI64ArrayAttr::get(ctx, splitArgs));
     }
 
     for (Operation &op : tg.getBody().front()) {
@@ -719,52 +719,51 @@ struct PropagateShardingPass
     // other use of tp, below.
     bool tookWeakTp = false;
     auto claim = [&](bool weakPass) {
-    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-      if (isWeightLike(v) && !hasDecidedLayout(v))
-        continue;
-      ShardingAttr s = getValueSharding(v);
-      auto sliced = sequenceSliced.find(v);
-      bool weak =
-          sequenceSplit.contains(v) || sliced != sequenceSliced.end();
-      if (weakPass && !weak)
-        continue;
-      if (weakPass && sliced != sequenceSliced.end())
-        s = sliced->second;
-      for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
-        inActivations.insert(df.begin(), df.end());
-        SmallVector<StringRef> a = s.getDimAxes(d);
-        if (a.empty() || df.empty())
+      for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+        if (isWeightLike(v) && !hasDecidedLayout(v))
           continue;
-        if (weak && weakPass != llvm::is_contained(a, "tp"))
+        ShardingAttr s = getValueSharding(v);
+        auto sliced = sequenceSliced.find(v);
+        bool weak = sequenceSplit.contains(v) || sliced != sequenceSliced.end();
+        if (weakPass && !weak)
           continue;
-        auto [f, fo] = findSplitFactor(rule, df, s.getDimOuter(d));
-        if (f < 0)
-          continue;
-        bool strided = fo > 1 || rule.isMinorSomewhere(f);
-        int64_t n = getAxesSize(mesh, a);
-        // A vocabulary is split only over a split TaskGraph's tp, in blocks
-        // (uneven ones too: the vocabulary-parallel ops skip the padding).
-        if (rule.factorKinds[f] == FactorKind::Vocab) {
-          if (tpSize <= 1 || a.size() != 1 || a[0] != "tp" || strided ||
-              !axes[f].empty() || used.contains("tp"))
+        if (weakPass && sliced != sequenceSliced.end())
+          s = sliced->second;
+        for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
+          inActivations.insert(df.begin(), df.end());
+          SmallVector<StringRef> a = s.getDimAxes(d);
+          if (a.empty() || df.empty())
+            continue;
+          if (weak && weakPass != llvm::is_contained(a, "tp"))
+            continue;
+          auto [f, fo] = findSplitFactor(rule, df, s.getDimOuter(d));
+          if (f < 0)
+            continue;
+          bool strided = fo > 1 || rule.isMinorSomewhere(f);
+          int64_t n = getAxesSize(mesh, a);
+          // A vocabulary is split only over a split TaskGraph's tp, in blocks
+          // (uneven ones too: the vocabulary-parallel ops skip the padding).
+          if (rule.factorKinds[f] == FactorKind::Vocab) {
+            if (tpSize <= 1 || a.size() != 1 || a[0] != "tp" || strided ||
+                !axes[f].empty() || used.contains("tp"))
+              continue;
+            axes[f] = a;
+            used.insert("tp");
+            continue;
+          }
+          if (rule.factorKinds[f] == FactorKind::Blocked || !axes[f].empty() ||
+              llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
+              (strided && (rule.factorSizes[f] % (fo * n) != 0 || inWeight(f) ||
+                           sharesDimWithSplit(f))) ||
+              (!strided && rule.factorSizes[f] % n != 0 &&
+               !carriesUneven(op, rule, f)))
             continue;
           axes[f] = a;
-          used.insert("tp");
-          continue;
+          outer[f] = fo;
+          used.insert(a.begin(), a.end());
+          tookWeakTp |= weakPass;
         }
-        if (rule.factorKinds[f] == FactorKind::Blocked || !axes[f].empty() ||
-            llvm::any_of(a, [&](StringRef x) { return used.contains(x); }) ||
-            (strided && (rule.factorSizes[f] % (fo * n) != 0 || inWeight(f) ||
-                         sharesDimWithSplit(f))) ||
-            (!strided && rule.factorSizes[f] % n != 0 &&
-             !carriesUneven(op, rule, f)))
-          continue;
-        axes[f] = a;
-        outer[f] = fo;
-        used.insert(a.begin(), a.end());
-        tookWeakTp |= weakPass;
       }
-    }
     };
     claim(/*weakPass=*/false);
 
