@@ -2,18 +2,19 @@
 """The planner's memory estimate against shoal-run --report-memory.
 
     /usr/bin/python3 bench/memory_model.py --bin build/bin [--out DIR]
-        [--layouts dp2,tp2,pp2] [--options plain,zero1,...] [--rtol 0.1]
+        [--layouts dp2,tp2,tp2-sp,pp2] [--options plain,zero1,...] [--rtol 0.1]
 
 For the GPT example (examples/gpt/make_model.py) under each layout (DP2,
-TP2, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
+TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
 `zero: 1|2|3`, `recompute: full|selective`, `precision: bf16`):
 
 1. `shoal-compile --train --cluster` (two CPU devices) makes the plan and
    writes the planner's estimate per stage (`shoal.plan`'s
    `stage_{weights,gradients,optimizer,activations}_bytes`, from
    `estimateMemory`, read from `--emit-mlir`);
-2. `shoal-run --steps 1 --report-memory` under mpirun reports the same four
-   parts for the rank with the largest measured peak (docs/Runtime.md);
+2. `shoal-run --steps 1 --report-memory=ranks` under mpirun reports the
+   same four parts for every rank (docs/Runtime.md); each pipeline stage
+   is compared with its own rank (rank 0 otherwise);
 3. the table gives both, per part, and estimate / measured. A part is "ok"
    within --rtol (relative to the measured part, parts under 1 KiB on both
    sides count as equal). Exit status 1 if any part is off.
@@ -37,7 +38,9 @@ CLUSTER = """version: 1
 nodes:
   - {devices: {type: CPU, count: 2, peak_tflops: {fp32: 0.05}, memory_GiB: 16}}
 """
-SPECS = {"dp2": "spec_dp.yaml", "tp2": "spec_tp.yaml", "pp2": "spec_pp2.yaml"}
+SPECS = {"dp2": "spec_dp.yaml", "tp2": "spec_tp.yaml", "pp2": "spec_pp2.yaml",
+         # TP2 with sequence parallelism (docs/Training.md).
+         "tp2-sp": "spec_tp_sp.yaml"}
 OPTIONS = {
     "plain": "",
     "zero1": "zero: 1\n",
@@ -48,9 +51,9 @@ OPTIONS = {
     "bf16": "precision: bf16\n",
 }
 PARTS = ["weights", "gradients", "optimizer", "activations"]
-REPORT_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
+REPORT_RE = re.compile(r"memory of rank (\d+): weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
                        r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB, "
-                       r"peak [\d.]+ MiB \(rank (\d+)\)")
+                       r"peak [\d.]+ MiB")
 
 
 def planner_parts(mlir_path):
@@ -74,7 +77,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True, help="BUILD/bin")
     ap.add_argument("--out", default="/tmp/shoal-memory-model", help="work folder (emptied)")
-    ap.add_argument("--layouts", default="dp2,tp2,pp2")
+    ap.add_argument("--layouts", default="dp2,tp2,tp2-sp,pp2")
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--rtol", type=float, default=0.1)
     ap.add_argument("--mpirun", default="mpirun")
@@ -110,20 +113,23 @@ def main(argv=None):
             est = planner_parts(mlir)
             run = common.mpirun_cmd(a.mpirun, 2, [
                 os.path.join(a.bin, "shoal-run"), plan, "--steps", "1", "--inputs",
-                os.path.join(out, "inputs"), "--report-memory"])
+                os.path.join(out, "inputs"), "--report-memory=ranks"])
             res = common.run_cmd(run, env_extra=common.MPI_ENV)
-            m = REPORT_RE.search(res.stdout + res.stderr)
-            if not m:
-                raise SystemExit("error: no memory report from %s" % " ".join(run))
-            measured = dict(zip(PARTS, (float(x) * (1 << 20) for x in m.groups()[:4])))
-            rank = int(m.group(5))
-            stage = est[rank] if len(est) > 1 else est[0]
-            for part in PARTS:
-                e, r = stage[part], measured[part]
-                ratio = e / r if r else float("inf") if e else 1.0
-                ok = (e < 1024 and r < 1024) or abs(e - r) <= a.rtol * r
-                bad += not ok
-                rows.append((layout, opt, part, e, r, ratio, ok))
+            ranks = {int(m.group(1)): dict(zip(PARTS, (float(x) * (1 << 20)
+                                                        for x in m.groups()[1:5])))
+                     for m in REPORT_RE.finditer(res.stdout + res.stderr)}
+            if sorted(ranks) != [0, 1]:
+                raise SystemExit("error: no memory report per rank from %s" % " ".join(run))
+            # Stage k of a pipeline on rank k; one stage on both ranks
+            # (rank 0's figures).
+            for k, stage in enumerate(est):
+                name = layout if len(est) == 1 else "%s stage %d" % (layout, k)
+                for part in PARTS:
+                    e, r = stage[part], ranks[k][part]
+                    ratio = e / r if r else float("inf") if e else 1.0
+                    ok = (e < 1024 and r < 1024) or abs(e - r) <= a.rtol * r
+                    bad += not ok
+                    rows.append((name, opt, part, e, r, ratio, ok))
     print("| layout | option | part | planner KiB | measured KiB | planner / measured | |")
     print("| --- | --- | --- | ---: | ---: | ---: | --- |")
     for layout, opt, part, e, r, ratio, ok in rows:

@@ -294,10 +294,17 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double shard = sp && op.tpSharded ? s.devices : 1;
       params += op.params / shard;
       kept += op.outBytes / s.devices;
-      saved += op.savedBytes / s.devices;
+      // A replicate op splits the batch over the devices; a split op its
+      // result when that is split (or, with sequence parallelism, along
+      // the sequence), else every device keeps it whole.
+      double act = !sp || op.outSplit || s.sequenceParallel ? s.devices : 1;
+      saved += op.savedBytes / act;
+      // The layer full recomputation holds at once: the backward frees its
+      // values as it goes, so the whole ones barely overlap (measured by
+      // bench/memory_model.py: the split share matches).
       if (op.layer >= 0)
         savedByLayer[op.layer] += op.savedBytes / s.devices;
-      core += op.coreBytes / s.devices;
+      core += op.coreBytes / act;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
       if (op.cutAfter) {

@@ -568,8 +568,23 @@ int localRank(int worldRank) {
 
 /// The memory line of the rank with the largest measured peak, printed by
 /// rank 0.
-void printMemoryReport(const MemoryReport &r, Communicator &world) {
+void printMemoryReport(const MemoryReport &r, Communicator &world,
+                       bool everyRank) {
   int rank = world.rank();
+  auto mib = [](double b) { return b / double(1 << 20); };
+  if (everyRank)
+    for (int from = 0; from < world.size(); ++from) {
+      double bytes[5] = {double(r.weights), double(r.grads),
+                         double(r.optimizer), double(r.activations),
+                         double(r.peak)};
+      world.broadcast(bytes, sizeof bytes, from)->wait();
+      if (rank == 0)
+        std::printf("shoal-run: memory of rank %d: weights %.3f MiB, grads "
+                    "%.3f MiB, optimizer %.3f MiB, activations %.3f MiB, "
+                    "peak %.3f MiB\n",
+                    from, mib(bytes[0]), mib(bytes[1]), mib(bytes[2]),
+                    mib(bytes[3]), mib(bytes[4]));
+    }
   // The largest peak, ties to the lowest rank.
   int64_t largest = world.max(static_cast<double>(r.peak));
   int owner = static_cast<int>(
@@ -578,7 +593,6 @@ void printMemoryReport(const MemoryReport &r, Communicator &world) {
                      double(r.activations), double(r.peak)};
   world.broadcast(bytes, sizeof bytes, owner)->wait();
   if (rank == 0) {
-    auto mib = [](double b) { return b / double(1 << 20); };
     std::printf("shoal-run: memory: weights %.3f MiB, grads %.3f MiB, "
                 "optimizer %.3f MiB, activations %.3f MiB, peak %.3f MiB "
                 "(rank %d)\n",
@@ -659,7 +673,8 @@ const char kUsage[] =
     "                 a warning and a CPU fallback\n"
     "  --report-memory  print the bytes of the rank with the largest peak:\n"
     "                 weights, gradients, optimizer state, activations\n"
-    "                 (planned) and the measured peak\n"
+    "                 (planned) and the measured peak; =ranks: every\n"
+    "                 rank's too\n"
     "  --grad-bucket-mb MB  gradient all-reduces packed into buckets of MB\n"
     "                 (default 25; 0: one all-reduce per gradient)\n"
     "  --precision P  matrix products on the GPU: fp32 (default), tf32,\n"
@@ -751,6 +766,8 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       opts.strict = true;
     } else if (arg == "--report-memory") {
       opts.reportMemory = true;
+    } else if (arg == "--report-memory=ranks") {
+      opts.reportMemory = opts.reportMemoryRanks = true;
     } else if (is("--grad-bucket-mb")) {
       if (std::string e = number("--grad-bucket-mb", opts.gradBucketMb);
           !e.empty())
@@ -1391,7 +1408,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     }
     if (options.reportMemory) {
       summary.memory = exec->memoryReport();
-      printMemoryReport(summary.memory, world);
+      printMemoryReport(summary.memory, world, options.reportMemoryRanks);
     }
     if (!options.tracePath.empty())
       writeTrace(options.tracePath, *plan, exec->profile(), world);

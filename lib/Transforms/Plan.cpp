@@ -105,6 +105,7 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
     } else {
       c.tpSharded = readsSplit;
     }
+    c.outSplit = outSplit;
     if (outSplit)
       for (Value r : op->getResults())
         split.insert(r);
@@ -425,6 +426,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
                               const pl::CostModel &cost,
                               const pl::PlanOptions &options) {
     MLIRContext *ctx = module.getContext();
+    auto spScopes =
+        module->getAttrOfType<ArrayAttr>(kScopeSequenceParallelAttr);
+    auto isSequenceParallel = [&](ScopeAttr s) {
+      return s.getStrategy() == Strategy::split && spScopes &&
+             llvm::is_contained(spScopes.getValue(), s.getName());
+    };
     SmallVector<ScopeAttr> scopes;
     llvm::StringMap<int> scopeIndex;
     for (auto s : module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr)
@@ -514,6 +521,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         st.begin = first - stageOf.begin();
         st.end = n - (last - stageOf.rbegin());
         st.split.assign(st.end - st.begin, s.getStrategy() == Strategy::split);
+        st.sequenceParallel = isSequenceParallel(s);
         l.stages.push_back(std::move(st));
         names.push_back(s.getName().getValue().str());
       }
@@ -526,11 +534,20 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       st.devices = c;
       st.begin = 0;
       st.end = n;
+      // Sequence-parallel when every split scope is.
+      bool anySplit = false;
+      st.sequenceParallel = true;
       for (int i = 0; i < n; ++i) {
         Strategy s =
             stageOf[i] < 0 ? defaultStrategy : scopes[stageOf[i]].getStrategy();
         st.split.push_back(s == Strategy::split);
+        if (s == Strategy::split) {
+          anySplit = true;
+          st.sequenceParallel &=
+              stageOf[i] >= 0 && isSequenceParallel(scopes[stageOf[i]]);
+        }
       }
+      st.sequenceParallel &= anySplit;
       l.stages.push_back(std::move(st));
       names.push_back("all");
     }

@@ -41,6 +41,11 @@ struct OpCost {
   /// Under tensor parallelism its work divides over the group (Megatron's
   /// column- and row-parallel products and the ops between them).
   bool tpSharded = false;
+  /// Under tensor parallelism its result is split too (a column-parallel
+  /// product and the ops on its result); the others' results (row-parallel
+  /// products, LayerNorms, residual adds) are whole on every rank unless
+  /// the stage is sequence-parallel.
+  bool outSplit = false;
   /// Under tensor parallelism, bytes all-reduced after it (a row-parallel
   /// product, a vocabulary-parallel embedding).
   double tpAllReduceBytes = 0;
@@ -104,6 +109,10 @@ struct StagePlan {
   std::vector<char> split;
   /// World ranks: offset + replica * stride + index in the stage.
   int offset = 0, stride = 1;
+  /// Its split ops run with sequence parallelism (`sequence_parallel:
+  /// true`): the activations tensor parallelism keeps whole are split
+  /// along the sequence too.
+  bool sequenceParallel = false;
 
   // Filled in by evaluate().
   std::string device;     ///< the slowest device type among its ranks

@@ -57,6 +57,8 @@ struct RunOptions {
   /// Print the memory line of the rank with the largest peak
   /// (--report-memory).
   bool reportMemory = false;
+  /// --report-memory=ranks: a memory line for every rank as well.
+  bool reportMemoryRanks = false;
   /// Gradient all-reduce buckets in MiB (--grad-bucket-mb); negative: the
   /// default, 25 (PyTorch DDP's); 0: one all-reduce per gradient.
   double gradBucketMb = -1;
