@@ -344,10 +344,17 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     // recomputed (docs/Planner.md, bench/memory_model.py).
     if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
-    } else if (step == StepKind::Train) {
-      in.activationBytes = saved * frac;
-    } else if (step == StepKind::TrainSelective) {
-      in.activationBytes = (saved - core) * frac;
+    } else if (step == StepKind::Train ||
+               step == StepKind::TrainSelective) {
+      in.activationBytes =
+          (step == StepKind::Train ? saved : saved - core) * frac;
+      // A pipeline stage runs its forward and backward as tasks of their
+      // own: what crosses them is kept per micro-batch, and each task's
+      // temporaries take an arena of their own besides, about the largest
+      // set of values alive at once (bench/memory_model.py). One program
+      // (no pipeline) frees what the backward has read as it goes.
+      if (p > 1)
+        in.transientBytes = live * frac;
     } else {
       in.activationBytes = cuts * frac;
       double layer = 0;
