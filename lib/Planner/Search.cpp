@@ -344,8 +344,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     // recomputed (docs/Planner.md, bench/memory_model.py).
     if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
-    } else if (step == StepKind::Train ||
-               step == StepKind::TrainSelective) {
+    } else if (step == StepKind::Train || step == StepKind::TrainSelective) {
       in.activationBytes =
           (step == StepKind::Train ? saved : saved - core) * frac;
       // A pipeline stage runs its forward and backward as tasks of their
