@@ -59,16 +59,11 @@ struct TaskGraphPartitioner {
                                          cast<OpResult>(v).getResultNumber());
   }
 
-  /// Sequence parallelism: an all_reduce over tp of which a user keeps only
-  /// its block of the sequence (directly or after a reshape) becomes a
-  /// reduce_scatter (Megatron-LM's reduce-scatter after a row-parallel
-  /// product, and in the backward after a column-parallel one). Users that
-  /// need the whole sum get it from an all_gather of the blocks: an
-  /// all_reduce is a reduce_scatter and an all_gather.
-  void foldReduceScatters() {
-    // Sums of all_reduces are all_reduces of sums (the backward of a
-    // layer's q, k and v products adds three partial input gradients):
-    // add first, then one collective.
+  /// Sums of all_reduces are all_reduces of sums: add first, then one
+  /// collective (the backward of a layer's q, k and v products adds three
+  /// partial input gradients: one all_reduce instead of three). Not over
+  /// the micro-batch axis, whose all_reduces accumulate over a step.
+  void mergeSummedAllReduces() {
     for (bool changed = true; changed;) {
       changed = false;
       SmallVector<AddOp> adds;
@@ -90,6 +85,8 @@ struct TaskGraphPartitioner {
         auto [lhs, lr] = peel(add.getLhs());
         auto [rhs, rr] = peel(add.getRhs());
         if (!lhs || !rhs || lhs == rhs || lhs.getAxes() != rhs.getAxes() ||
+            llvm::is_contained(lhs.getAxes().getAsValueRange<StringAttr>(),
+                               ShoalDialect::kMicroBatchAxis) ||
             add.getLhs().getType() != add.getType() ||
             add.getRhs().getType() != add.getType())
           continue;
@@ -104,6 +101,11 @@ struct TaskGraphPartitioner {
         sum->setDiscardableAttrs(add->getDiscardableAttrDictionary());
         auto ar = b.create<AllReduceOp>(lhs.getLoc(), add.getType(),
                                         sum.getResult(), lhs.getAxes());
+        ar->setAttr(kReasonAttr,
+                    b.getStringAttr(
+                        "partial sums added up before one all_reduce over " +
+                        formatAxesList(llvm::to_vector(
+                            lhs.getAxes().getAsValueRange<StringAttr>()))));
         add.replaceAllUsesWith(ar.getResult());
         add.erase();
         for (Operation *dead : {lr ? lr.getOperation() : nullptr,
@@ -114,6 +116,15 @@ struct TaskGraphPartitioner {
         changed = true;
       }
     }
+  }
+
+  /// Sequence parallelism: an all_reduce over tp of which a user keeps only
+  /// its block of the sequence (directly or after a reshape) becomes a
+  /// reduce_scatter (Megatron-LM's reduce-scatter after a row-parallel
+  /// product, and in the backward after a column-parallel one). Users that
+  /// need the whole sum get it from an all_gather of the blocks: an
+  /// all_reduce is a reduce_scatter and an all_gather.
+  void foldReduceScatters() {
     SmallVector<AllReduceOp> sums;
     tg.getBody().front().walk([&](AllReduceOp ar) { sums.push_back(ar); });
     for (AllReduceOp ar : sums) {
@@ -496,6 +507,7 @@ struct TaskGraphPartitioner {
     }
     if (failedReshard)
       return failure();
+    mergeSummedAllReduces();
     if (tg->hasAttr(kSequenceParallelAttr))
       foldReduceScatters();
     for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
