@@ -802,7 +802,9 @@ struct TaskGraphPartitioner {
       auto add = b.create<AddOp>(gemm.getLoc(), gemm.getType(), sum, c);
       result.replaceAllUsesWith(add.getResult());
       layout[add.getResult()] = resultLayout;
-      global[add.getResult()] = global[result];
+      // Copied first: inserting may grow the map under a reference.
+      RankedTensorType resultType = global.lookup(result);
+      global[add.getResult()] = resultType;
       gemm.erase();
       return success();
     }
@@ -827,7 +829,9 @@ struct TaskGraphPartitioner {
       auto add = b.create<AddOp>(conv.getLoc(), type, sum, bias);
       result.replaceAllUsesWith(add.getResult());
       layout[add.getResult()] = resultLayout;
-      global[add.getResult()] = global[result];
+      // Copied first: inserting may grow the map under a reference.
+      RankedTensorType resultType = global.lookup(result);
+      global[add.getResult()] = resultType;
       conv.erase();
       return success();
     }
@@ -840,7 +844,8 @@ struct TaskGraphPartitioner {
                                    formatAxesList(partialVocab)));
     result.replaceAllUsesExcept(sum.getResult(), sum);
     layout[sum.getResult()] = resultLayout;
-    global[sum.getResult()] = global[result];
+    RankedTensorType resultType = global.lookup(result);
+    global[sum.getResult()] = resultType;
     return success();
   }
 };
