@@ -303,6 +303,20 @@ def check_collectives(mlir_path, expected):
     return bad
 
 
+def hidden_all_reduces(ir):
+    """all_reduce ops of rank-3 tensors ([batch, sequence, hidden]) in a
+    partitioned IR's text, leaving out the vocabulary-parallel loss's
+    statistics: what sequence parallelism replaces with reduce_scatter and
+    all_gather."""
+    n = 0
+    for line in re.findall(r"shoal\.all_reduce [^\n]*", ir):
+        t = re.search(r": tensor<((?:\d+x)+)[a-z0-9]+>\s*$", line)
+        if t and "vocabulary-parallel" not in line and \
+                len(t.group(1).rstrip("x").split("x")) == 3:
+            n += 1
+    return n
+
+
 def human_size(n):
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

@@ -152,28 +152,23 @@ struct TaskGraphPartitioner {
         }
       }
       auto type = cast<RankedTensorType>(view.getType());
+      auto axes = llvm::to_vector(ar.getAxes().getAsValueRange<StringAttr>());
+      // The whole sum is gathered back only from even blocks.
       if (!first ||
-          (!others.empty() &&
-           first.getType().getDimSize(first.getDim()) *
-                   getAxesSize(
-                       mesh, llvm::to_vector(
-                                 ar.getAxes().getAsValueRange<StringAttr>())) !=
-               type.getDimSize(first.getDim())))
+          (!others.empty() && first.getType().getDimSize(first.getDim()) *
+                                      getAxesSize(mesh, axes) !=
+                                  type.getDimSize(first.getDim())))
         continue;
       OpBuilder b(ar);
       Value in = ar.getInput();
       if (reshape)
         in = b.create<ReshapeOp>(reshape.getLoc(), type, in);
-      auto axesList =
-          llvm::to_vector(ar.getAxes().getAsValueRange<StringAttr>());
       auto rs = b.create<ReduceScatterOp>(ar.getLoc(), first.getType(), in,
                                           first.getDim(), ar.getAxes());
-      rs->setAttr(
-          kReasonAttr,
-          b.getStringAttr("sequence parallelism: partial sums summed and "
-                          "scattered along the sequence over " +
-                          formatAxesList(llvm::to_vector(llvm::map_range(
-                              axesList, [](StringRef a) { return a; })))));
+      rs->setAttr(kReasonAttr,
+                  b.getStringAttr("sequence parallelism: partial sums summed "
+                                  "and scattered along the sequence over " +
+                                  formatAxesList(axes)));
       for (LocalSliceOp slice : slices) {
         slice.replaceAllUsesWith(rs.getResult());
         slice.erase();

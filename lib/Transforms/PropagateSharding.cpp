@@ -348,6 +348,8 @@ struct PropagateShardingPass
   /// Set while propagating through a sequence-parallel TaskGraph: its
   /// batch size and the dimension the batch has in its activations.
   int64_t spBatch = -1, spBatchDim = 0;
+  /// Ops of the current TaskGraph split along the sequence.
+  int64_t sequenceSplitOps = 0;
 
   void runOnOperation() final {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
@@ -403,15 +405,18 @@ struct PropagateShardingPass
     return 0;
   }
 
-  /// The batch size: the batch dimension of the first graph input of
-  /// rank >= 1.
-  static int64_t getBatchSize(func::FuncOp func) {
+  /// The batch: the batch dimension of the first graph input of rank >= 1
+  /// and its size ({0, -1} if there is none).
+  static std::pair<int64_t, int64_t> getBatch(func::FuncOp func) {
     for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
       if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
         int64_t d = getBatchDim(func, i);
-        return d < rt.getRank() ? rt.getDimSize(d) : -1;
+        return {d, d < rt.getRank() ? rt.getDimSize(d) : -1};
       }
-    return -1;
+    return {0, -1};
+  }
+  static int64_t getBatchSize(func::FuncOp func) {
+    return getBatch(func).second;
   }
 
   /// Sharding of a value outside TaskGraphs (a graph input or a TaskGraph
@@ -452,14 +457,11 @@ struct PropagateShardingPass
     // tp: the dimension next to the batch of [batch, sequence, hidden]
     // (or [sequence, batch, hidden] when the inputs' batch dimension is 1).
     spBatch = -1;
+    sequenceSplitOps = 0;
     if (isSplit && tpSize > 1 && tg->hasAttr(kSequenceParallelAttr)) {
-      spBatch = getBatchSize(func);
-      spBatchDim = 0;
-      for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-        if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
-          spBatchDim = getBatchDim(func, i) == 1 ? 1 : 0;
-          break;
-        }
+      auto [dim, size] = getBatch(func);
+      spBatch = size;
+      spBatchDim = dim == 1 ? 1 : 0;
     }
 
     // Shardings the inputs arrive with, and the ones the body uses.
@@ -652,6 +654,14 @@ struct PropagateShardingPass
          llvm::zip(tg.getYield().getOperands(), tg.getResults(), outShardings))
       if (sequenceSplit.contains(v) && holdsTp(cast<ShardingAttr>(sh)))
         sequenceSplit.insert(r);
+    // No silent fallback: say so when nothing had a sequence to split.
+    if (tg->hasAttr(kSequenceParallelAttr) && sequenceSplitOps == 0)
+      tg.emitWarning() << "sequence_parallel: TaskGraph '" << tg.getSymName()
+                       << "' splits nothing along the sequence ("
+                       << (tpSize > 1 ? "no activation of shape [batch, "
+                                        "sequence, hidden]"
+                                      : "its tp axis has one device")
+                       << "); it runs as plain tensor parallelism";
     return success();
   }
 
@@ -934,6 +944,7 @@ struct PropagateShardingPass
       results.push_back(shardingFromFactors(ctx, rule, tf, axes, outer));
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
     if (tookWeakTp) {
+      ++sequenceSplitOps;
       SmallVector<int64_t> split;
       for (auto [r, sh] : llvm::zip(op->getResults(), results))
         if (holdsTp(cast<ShardingAttr>(sh))) {

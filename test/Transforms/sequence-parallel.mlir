@@ -13,6 +13,9 @@
 // Errors name the spec line or the op.
 // RUN: not shoal-opt %inputs/gpt_block.mlir --shoal-annotate="spec=%inputs/spec_sp_replicate.yaml" 2>&1 | FileCheck %s --check-prefix=REP
 // RUN: not shoal-opt %inputs/gpt_block.mlir --shoal-annotate="spec=%inputs/spec_sp_bad.yaml" 2>&1 | FileCheck %s --check-prefix=BAD
+// No silent fallback: a model without [batch, sequence, hidden]
+// activations gets a warning and plain tensor parallelism.
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split2_sp.yaml" --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-partition 2>&1 >/dev/null | FileCheck %s --check-prefix=NONE
 // RUN: not shoal-opt %inputs/gpt_block.mlir --shoal-annotate="spec=%inputs/spec_split3_sp.yaml" --shoal-form-taskgraphs="world-size=3" --shoal-propagate-sharding 2>&1 | FileCheck %s --check-prefix=ODD
 
 // CHECK-LABEL: shoal.task_graph "model" split(2)
@@ -45,3 +48,4 @@
 // REP: error: {{.*}}spec_sp_replicate.yaml:4: sequence_parallel needs a split scope{{.*}}(scope 'model' is replicate)
 // BAD: error: {{.*}}spec_sp_bad.yaml:3: sequence_parallel must be true or false, got 'maybe'
 // ODD: error: {{.*}}sequence_parallel in TaskGraph 'model': node '/h.0/ln_1/LayerNormalization' has a sequence of length 4, which cannot be split evenly over tp=3
+// NONE: warning: {{.*}}sequence_parallel: TaskGraph 'model' splits nothing along the sequence (no activation of shape [batch, sequence, hidden]); it runs as plain tensor parallelism

@@ -590,20 +590,6 @@ def no_all_gather_check(ctx, spec):
     return [("partitioned IR", "no all_gather, vocabulary-parallel loss", None, problem)]
 
 
-def activation_all_reduces(ir):
-    """all_reduce ops of rank-3 tensors ([batch, sequence, hidden]) in a
-    partitioned IR, leaving out the vocabulary-parallel loss's statistics."""
-    n = 0
-    for m in re.finditer(r"shoal\.all_reduce [^\n]*", ir):
-        line = m.group(0)
-        t = re.search(r": tensor<((?:\d+x)+)[a-z0-9]+>\s*$", line)
-        if "vocabulary-parallel" in line or not t:
-            continue
-        if len(t.group(1).rstrip("x").split("x")) == 3:
-            n += 1
-    return n
-
-
 def sequence_parallel_checks(ctx, spec):
     """--sequence-parallel: SPEC has `sequence_parallel: true`. Its
     partitioned IR has no all_reduce of hidden states (rank-3 tensors) but
@@ -624,7 +610,7 @@ def sequence_parallel_checks(ctx, spec):
                                 extra=["--emit-mlir", path])
         with open(path) as f:
             ir = f.read()
-        counts[label] = (activation_all_reduces(ir),
+        counts[label] = (common.hidden_all_reduces(ir),
                          len(re.findall(r"shoal\.reduce_scatter [^\n]* dim 1 ", ir)),
                          len(re.findall(r"shoal\.all_gather\b", ir)), plan)
         print("partitioned IR (%s): %d all_reduce of hidden states, %d reduce_scatter "

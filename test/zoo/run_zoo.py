@@ -241,18 +241,6 @@ def make_spec(model, layout, node_names):
     return "\n".join(lines) + "\n"
 
 
-def hidden_all_reduces(ir):
-    """all_reduce ops of rank-3 tensors in a partitioned IR, leaving out the
-    vocabulary-parallel loss's statistics."""
-    n = 0
-    for line in re.findall(r"shoal\.all_reduce [^\n]*", ir):
-        t = re.search(r": tensor<((?:\d+x)+)[a-z0-9]+>\s*$", line)
-        if t and "vocabulary-parallel" not in line and \
-                len(t.group(1).rstrip("x").split("x")) == 3:
-            n += 1
-    return n
-
-
 def world_of(layout):
     return 1 if layout in ("1", "train-1") else 2
 
@@ -504,7 +492,7 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
             with open(os.path.join(d, "partitioned.mlir")) as f:
                 ir = f.read()
             r["reduce_scatters"] = len(re.findall(r"shoal\.reduce_scatter\b", ir))
-            r["hidden_all_reduces"] = hidden_all_reduces(ir)
+            r["hidden_all_reduces"] = common.hidden_all_reduces(ir)
             if not r["reduce_scatters"] or r["hidden_all_reduces"]:
                 r["status"] = "fail"
                 r["reason"] = ("sequence parallel: %d reduce_scatter, %d all_reduce of "

@@ -17,6 +17,7 @@
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -131,6 +132,14 @@ int main(int argc, char **argv) {
 
   MLIRContext ctx;
   ctx.loadDialect<shoal::ShoalDialect, func::FuncDialect>();
+  // Without a handler MLIR prints errors only: show the passes' warnings
+  // (a layout that is not what it seems) too; errors keep the default.
+  ctx.getDiagEngine().registerHandler([](Diagnostic &d) -> LogicalResult {
+    if (d.getSeverity() != DiagnosticSeverity::Warning)
+      return failure();
+    llvm::errs() << d.getLocation() << ": warning: " << d << "\n";
+    return success();
+  });
   // A training compile must not fold weights away (they are trained).
   // Training-mode BatchNormalization takes its statistics per micro-batch.
   int64_t microBatches =
