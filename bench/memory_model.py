@@ -15,9 +15,13 @@ TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training
 2. `shoal-run --steps 1 --report-memory=ranks` under mpirun reports the
    same four parts for every rank (docs/Runtime.md); each pipeline stage
    is compared with its own rank (rank 0 otherwise);
-3. the table gives both, per part, and estimate / measured. A part is "ok"
-   within --rtol (relative to the measured part, parts under 1 KiB on both
-   sides count as equal). Exit status 1 if any part is off.
+3. `shoal-sim PLAN --cluster` predicts each program's parts from the
+   compiled plan, with the runtime's own buffer plan (docs/Planner.md);
+4. the table gives all three, per part, and estimate / measured. A planner
+   part is "ok" within --rtol (relative to the measured part, parts under
+   1 KiB on both sides count as equal); a shoal-sim part is "ok" when it
+   prints the same MiB (3 decimals) as shoal-run. Exit status 1 if any part
+   is off (with --sim-only, if any shoal-sim part is off).
 
 The model is the examples' small GPT (113,408 parameters): the figures are
 KiB, but every part is counted the way it is for a large model.
@@ -51,6 +55,8 @@ OPTIONS = {
     "bf16": "precision: bf16\n",
 }
 PARTS = ["weights", "gradients", "optimizer", "activations"]
+SIM_RE = re.compile(r"shoal-sim: .* \(\d+ ranks\): .*memory [\d.]+ MiB \(weights ([\d.]+) MiB, "
+                    r"grads ([\d.]+) MiB, optimizer ([\d.]+) MiB, activations ([\d.]+) MiB\)")
 REPORT_RE = re.compile(r"memory of rank (\d+): weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
                        r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB, "
                        r"peak [\d.]+ MiB")
@@ -81,6 +87,8 @@ def main(argv=None):
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--rtol", type=float, default=0.1)
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--sim-only", action="store_true",
+                    help="fail only on shoal-sim parts (the ctest memory.sim)")
     a = ap.parse_args(argv)
     out = os.path.abspath(a.out)
     shutil.rmtree(out, ignore_errors=True)
@@ -97,7 +105,7 @@ def main(argv=None):
         f.write(CLUSTER)
     with open(os.path.join(REPO, "test", "e2e", "train_adamw.yaml")) as f:
         base_config = f.read()
-    rows, bad = [], 0
+    rows, bad, sim_bad = [], 0, 0
     for layout in a.layouts.split(","):
         for opt in a.options.split(","):
             d = os.path.join(out, "%s-%s" % (layout, opt))
@@ -111,6 +119,12 @@ def main(argv=None):
                             "--world-size", "2", "--train", config, "--cluster", cluster,
                             "-o", plan, "--emit-mlir", mlir])
             est = planner_parts(mlir)
+            res = common.run_cmd([os.path.join(a.bin, "shoal-sim"), plan, "--cluster", cluster])
+            sim = [dict(zip(PARTS, (float(x) for x in m.groups())))
+                   for m in SIM_RE.finditer(res.stdout)]
+            if len(sim) != len(est):
+                raise SystemExit("error: shoal-sim printed %d programs' memory for %d stages:\n%s"
+                                 % (len(sim), len(est), res.stdout))
             run = common.mpirun_cmd(a.mpirun, 2, [
                 os.path.join(a.bin, "shoal-run"), plan, "--steps", "1", "--inputs",
                 os.path.join(out, "inputs"), "--report-memory=ranks"])
@@ -129,14 +143,28 @@ def main(argv=None):
                     ratio = e / r if r else float("inf") if e else 1.0
                     ok = (e < 1024 and r < 1024) or abs(e - r) <= a.rtol * r
                     bad += not ok
-                    rows.append((name, opt, part, e, r, ratio, ok))
-    print("| layout | option | part | planner KiB | measured KiB | planner / measured | |")
-    print("| --- | --- | --- | ---: | ---: | ---: | --- |")
-    for layout, opt, part, e, r, ratio, ok in rows:
-        print("| %s | %s | %s | %.1f | %.1f | %.2f | %s |" % (
-            layout, opt, part, e / 1024, r / 1024, ratio, "ok" if ok else "**off**"))
-    print("\n%d of %d parts within %.0f%%" % (len(rows) - bad, len(rows), a.rtol * 100))
-    return 1 if bad else 0
+                    # Both print MiB with 3 decimals.
+                    s_mib = sim[k][part]
+                    s_ok = abs(s_mib - r / (1 << 20)) < 5e-4
+                    sim_bad += not s_ok
+                    rows.append((name, opt, part, e, r, ratio, ok, s_mib * 1024, s_ok))
+    print("| layout | option | part | planner KiB | shoal-sim KiB | measured KiB "
+          "| planner / measured | |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for layout, opt, part, e, r, ratio, ok, s_kib, s_ok in rows:
+        flags = [] if ok else ["**planner off**"]
+        if not s_ok:
+            flags.append("**shoal-sim off**")
+        print("| %s | %s | %s | %.1f | %.1f | %.1f | %.2f | %s |" % (
+            layout, opt, part, e / 1024, s_kib, r / 1024, ratio,
+            ", ".join(flags) or "ok"))
+    print("\nplanner: %d of %d parts within %.0f%%" % (len(rows) - bad, len(rows),
+                                                     a.rtol * 100))
+    print("shoal-sim: %d of %d parts equal to shoal-run's (to 0.001 MiB)"
+          % (len(rows) - sim_bad, len(rows)))
+    if a.sim_only:
+        return 1 if sim_bad else 0
+    return 1 if bad or sim_bad else 0
 
 
 if __name__ == "__main__":

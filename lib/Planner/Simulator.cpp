@@ -190,12 +190,6 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       pp.capacityBytes =
           std::min(pp.capacityBytes,
                    cluster.groupOf(r).device.memoryGiB * 1024.0 * 1024 * 1024);
-    std::set<int> weights;
-    for (const auto &w : prog.weights())
-      weights.insert(w.value());
-    for (int v = 0; v < prog.values_size(); ++v)
-      (weights.count(v) ? pp.weightBytes : pp.valueBytes) +=
-          valueBytes(prog.values(v));
     out.programs.push_back(pp);
 
     // Tasks: the program's, or one holding every op.

@@ -7,9 +7,12 @@
 #include "MemoryPlan.h"
 
 #include "PlanLoader.h"
+#include "shoal/Runtime/Runtime.h"
 
 #include <algorithm>
 #include <numeric>
+#include <set>
+#include <string>
 
 using namespace shoal::rt;
 
@@ -143,4 +146,102 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     placed.push_back(v);
   }
   return mp;
+}
+
+MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
+                                      const MemoryPlan &memory) {
+  MemoryReport r;
+  std::size_t numValues = plan.values.size();
+  int m = std::max(1, plan.numMicroBatches);
+  auto bytes = [&](int v) { return plan.values[v].numBytes(); };
+
+  // Values set from outside the ops.
+  // Weights of the same initializer, type and sharding share a buffer
+  // (loadWeights).
+  std::vector<bool> outside(numValues, false);
+  std::set<std::string> loaded;
+  for (const WeightInfo &w : plan.weights) {
+    outside[w.value] = true;
+    if (loaded
+            .insert(w.initializer + "\n" + w.globalType.str() + "\n" +
+                    w.sharding.str(plan.mesh))
+            .second)
+      (w.zeroInit ? r.optimizer : r.weights) += bytes(w.value);
+  }
+  for (const ConstantInfo &c : plan.constants)
+    if (!outside[c.value]) {
+      r.activations += bytes(c.value);
+      outside[c.value] = true;
+    }
+  int mbAxis = plan.mesh.microBatchAxis();
+  for (const PortInfo &port : plan.inputs)
+    if (port.value >= 0 && !outside[port.value]) {
+      bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
+      r.activations += bytes(port.value) * (perMicroBatch ? m : 1);
+      outside[port.value] = true;
+    }
+
+  // Kept values: which the executor hands back to its pool after a
+  // micro-batch (Executor::releaseMicroBatch), which it keeps.
+  std::vector<bool> isGrad(numValues, false), stays(numValues, false),
+      once(numValues, false);
+  std::size_t scatterSum = 0, scatterMax = 0;
+  for (const OpInfo &op : plan.ops) {
+    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
+        op.inputs.size() > 1 && op.inputs[1] >= 0)
+      isGrad[op.inputs[1]] = true;
+    bool accumulates = accumulatesOverMicroBatches(plan, op);
+    bool scatter = op.kind == OpKind::ReduceScatter;
+    for (int v : op.outputs)
+      if (v >= 0 && (accumulates || scatter))
+        stays[v] = once[v] = true;
+    // ZeRO's reduce-scatter over micro-batches sums its input first.
+    if (scatter && mbAxis >= 0 &&
+        std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mbAxis) !=
+            op.attrs.meshAxes.end() &&
+        !op.inputs.empty() && op.inputs[0] >= 0) {
+      scatterSum += bytes(op.inputs[0]);
+      scatterMax = std::max(scatterMax, bytes(op.inputs[0]));
+    }
+  }
+  for (const PortInfo &port : plan.outputs)
+    if (port.value >= 0)
+      stays[port.value] = true;
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (memory.residence[v] == Residence::Kept &&
+        plan.lastUse[v] == LoadedPlan::kKeepAlive)
+      stays[v] = true;
+  r.grads += m > 1 ? scatterSum : scatterMax;
+
+  // Micro-batches whose kept buffers are alive at once: from a
+  // micro-batch's first schedule entry to its last (the executor releases
+  // them only when the program has several).
+  int inFlight = 1;
+  if (m > 1) {
+    std::vector<int> first(m, -1), last(m, -1);
+    for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+      int j = plan.schedule[i].microBatch;
+      if (j < 0 || j >= m)
+        continue;
+      if (first[j] < 0)
+        first[j] = static_cast<int>(i);
+      last[j] = static_cast<int>(i);
+    }
+    for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+      int live = 0;
+      for (int j = 0; j < m; ++j)
+        live += first[j] >= 0 && first[j] <= static_cast<int>(i) &&
+                static_cast<int>(i) <= last[j];
+      inFlight = std::max(inFlight, live);
+    }
+  }
+  for (std::size_t v = 0; v < numValues; ++v) {
+    if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0)
+      continue;
+    int v32 = static_cast<int>(v);
+    std::size_t copies = once[v] ? 1 : stays[v] ? m : inFlight;
+    (isGrad[v] ? r.grads : r.activations) += bytes(v32) * copies;
+  }
+  r.activations += memory.arenaBytes;
+  return r;
 }

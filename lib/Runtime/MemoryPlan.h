@@ -26,6 +26,8 @@
 namespace shoal {
 namespace rt {
 
+struct MemoryReport;
+
 struct LoadedPlan;
 struct OpInfo;
 
@@ -68,6 +70,16 @@ bool accumulatesOverMicroBatches(const LoadedPlan &plan, const OpInfo &op);
 /// Greedy by decreasing size: each buffer goes at the lowest offset that does
 /// not overlap a placed buffer alive at the same time.
 MemoryPlan planMemory(const LoadedPlan &plan, std::size_t alignment = 256);
+
+/// The bytes a rank running `plan` holds during a step, by part, as
+/// Executor::memoryReport counts them after the step, predicted from the
+/// plan alone (shoal-sim): weights and optimizer state; the gradients the
+/// optimizer reads (one buffer each, summed over micro-batches); inputs
+/// (a block per micro-batch) and constants; the arena; and the kept values,
+/// one buffer per micro-batch in flight at once under the plan's schedule
+/// (a micro-batch's buffers are reused once its last task has run). The
+/// peak field is left 0: it is measured, not planned.
+MemoryReport predictMemory(const LoadedPlan &plan, const MemoryPlan &memory);
 
 } // namespace rt
 } // namespace shoal

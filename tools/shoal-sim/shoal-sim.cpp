@@ -8,7 +8,10 @@
 //             [--calibration PROFILE.json]...
 //
 // Prints the predicted step time, throughput, pipeline bubble and each
-// program's memory against its devices' capacity.
+// program's memory against its devices' capacity. The plan is validated by
+// the runtime's own checker (what shoal-run would refuse, shoal-sim
+// refuses), and the memory is the runtime's: its buffer plan for the
+// program, counted as shoal-run --report-memory counts it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +19,11 @@
 #include "shoal/Planner/Simulator.h"
 
 #include "plan.pb.h"
+
+// The runtime's plan checker and buffer planner (lib/Runtime).
+#include "../../lib/Runtime/MemoryPlan.h"
+#include "../../lib/Runtime/PlanLoader.h"
+#include "shoal/Runtime/Runtime.h"
 
 #include <fmt/format.h>
 
@@ -35,6 +43,8 @@ const char kUsage[] =
     "Predicts one step of a shoal plan on the cluster a spec describes\n"
     "(docs/Planner.md), with datasheet figures: step time, samples/s,\n"
     "pipeline bubble, and each program's memory against its devices'.\n"
+    "The plan is checked as shoal-run checks it; the memory per rank is\n"
+    "the runtime's buffer plan, in the parts of shoal-run --report-memory.\n"
     "\n"
     "  --cluster SPEC   cluster spec (YAML)\n"
     "  --precision P    matrix products in fp32 (default), tf32, bf16, fp16\n"
@@ -125,6 +135,17 @@ int main(int argc, char **argv) {
       throw SpecError(fmt::format("{}: not a shoal plan", planPath));
     CostModel cost(cluster, static_cast<Precision>(p));
     Prediction pred = simulate(plan, cluster, cost);
+    // The runtime's view of each program, from its first rank (every rank
+    // of a program holds the same buffers): shoal-run's checks, then its
+    // buffer plan.
+    std::vector<shoal::rt::MemoryReport> memory;
+    for (const ProgramPrediction &pp : pred.programs) {
+      shoal::rt::LoadedPlan loaded =
+          shoal::rt::checkPlan(plan, planPath, cluster.numDevices(),
+                               pp.ranks.empty() ? 0 : pp.ranks.front());
+      memory.push_back(
+          shoal::rt::predictMemory(loaded, shoal::rt::planMemory(loaded)));
+    }
     std::printf("shoal-sim: %s on %d devices (%s): predicted step %.3f ms",
                 planPath.c_str(), cluster.numDevices(), names[p],
                 pred.stepSeconds * 1e3);
@@ -142,13 +163,21 @@ int main(int argc, char **argv) {
                   pred.schedule.c_str(), pred.stages, pred.microBatches,
                   pred.bubble(), pred.expectedBubble());
     bool fits = true;
-    for (const ProgramPrediction &pp : pred.programs) {
-      double total = pp.weightBytes + pp.valueBytes;
+    for (std::size_t i = 0; i < pred.programs.size(); ++i) {
+      const ProgramPrediction &pp = pred.programs[i];
+      const shoal::rt::MemoryReport &mem = memory[i];
+      double total = static_cast<double>(mem.weights + mem.grads +
+                                         mem.optimizer + mem.activations);
       fits &= total <= pp.capacityBytes;
-      std::printf("shoal-sim: %s (%zu ranks): busy %.3f ms, memory %.1f MiB "
-                  "(weights %.1f MiB) of %.1f GiB%s\n",
+      auto mib = [](std::size_t b) {
+        return static_cast<double>(b) / (1 << 20);
+      };
+      std::printf("shoal-sim: %s (%zu ranks): busy %.3f ms, memory %.3f MiB "
+                  "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
+                  "activations %.3f MiB) of %.1f GiB%s\n",
                   pp.role.c_str(), pp.ranks.size(), pp.busySeconds * 1e3,
-                  total / (1 << 20), pp.weightBytes / (1 << 20),
+                  total / (1 << 20), mib(mem.weights), mib(mem.grads),
+                  mib(mem.optimizer), mib(mem.activations),
                   pp.capacityBytes / (1 << 30),
                   total > pp.capacityBytes ? " DOES NOT FIT" : "");
     }

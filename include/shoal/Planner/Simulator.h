@@ -39,8 +39,6 @@ struct ProgramPrediction {
   std::vector<int> ranks;   ///< world ranks
   double busySeconds = 0;   ///< compute and collectives, not waiting
   double finishSeconds = 0; ///< when its last step ends
-  double weightBytes = 0;   ///< per rank
-  double valueBytes = 0;    ///< per rank: every other value, an upper bound
   double capacityBytes = 0; ///< the smallest device memory among its ranks
 };
 
