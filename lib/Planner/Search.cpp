@@ -691,7 +691,9 @@ std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
   };
   std::vector<Layout> out;
   for (int tp : divisors(perNode)) {
-    if (options.tp && tp != options.tp)
+    // Every device is used: dp * tp * pp is the world (the compiler lays
+    // the stages over all of it).
+    if ((options.tp && tp != options.tp) || world % tp != 0)
       continue;
     for (int pp : divisors(world / tp)) {
       if ((options.pp && pp != options.pp) || pp > maxStages)

@@ -669,6 +669,10 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     module->setAttr(ShoalDialect::kScheduleKindAttr,
                     b.getStringAttr(best.schedule));
     module->setAttr(ShoalDialect::kVirtualStagesAttr, b.getI64IntegerAttr(v));
+    // Stages of the same size with one micro-batch are still a pipeline
+    // (Whale's rule alone would lay every scope over all the devices).
+    if (p > 1)
+      module->setAttr(kPipelinedAttr, b.getUnitAttr());
     std::vector<std::string> stageNames(names.begin(), names.begin() + p);
     bool staged = best.microBatches > 1 || p > 1;
     record(module, best, stageNames, staged && v == 1, {});

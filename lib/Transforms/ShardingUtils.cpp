@@ -74,6 +74,8 @@ bool shoal::isWeightView(Operation *op) {
 }
 
 bool shoal::isStaged(ModuleOp module) {
+  if (module->hasAttr(kPipelinedAttr))
+    return true;
   if (auto mb =
           module->getAttrOfType<IntegerAttr>(ShoalDialect::kNumMicroBatchAttr);
       mb && mb.getInt() > 1)

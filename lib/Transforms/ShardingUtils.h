@@ -89,8 +89,12 @@ llvm::StringRef onnxNodeName(mlir::Operation *op);
 
 /// True when the module's scopes become pipeline stages on devices of their
 /// own (Whale's rule, shoal-form-task-graphs): the spec asks for
-/// micro-batches, or its scopes differ in device count.
+/// micro-batches, or its scopes differ in device count, or shoal-plan's
+/// search chose a pipeline (kPipelinedAttr; it may have one micro-batch and
+/// stages of the same size).
 bool isStaged(mlir::ModuleOp module);
+/// Module: set by shoal-plan when the layout it searched for is a pipeline.
+inline constexpr llvm::StringLiteral kPipelinedAttr = "shoal.pipelined";
 
 /// Module: names of the scopes with `sequence_parallel: true` (the
 /// annotation spec); a TaskGraph of such a scope carries

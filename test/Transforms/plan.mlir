@@ -11,6 +11,7 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml explain=true top=3" 2>&1 | FileCheck %s --check-prefix=SEARCH
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHFORM
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml pp=2 micro-batches=1" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHM1
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-plan | FileCheck %s --check-prefix=NOCLUSTER
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // Mixed-precision training (the training config's precision: bf16) keeps
@@ -104,6 +105,15 @@
 // SEARCHFORM-SAME: shoal.placement = array<i64: 0,
 // SEARCHFORM: shoal.task_graph "stage1"
 // SEARCHFORM-SAME: shoal.placement = array<i64: 16,
+
+// A searched pipeline with one micro-batch and stages of the same size is
+// still a pipeline: each stage on its own devices (Whale's rule alone, no
+// micro-batches and equal device counts, would lay both over all 32).
+// SEARCHM1: shoal.pipelined
+// SEARCHM1: shoal.task_graph "stage0"
+// SEARCHM1-SAME: shoal.placement = array<i64: 0, 1>
+// SEARCHM1: shoal.task_graph "stage1"
+// SEARCHM1-SAME: shoal.placement = array<i64: 16, 1>
 
 // Without a cluster the pass does nothing.
 // NOCLUSTER-NOT: shoal.plan

@@ -312,6 +312,28 @@ TEST(Search, RanksLayoutsAndExplains) {
   EXPECT_NE(text.find("2 x CPU"), std::string::npos) << text;
 }
 
+TEST(Search, EveryLayoutUsesTheWholeWorld) {
+  // 7 devices on nodes of 2, 2 and 3: tp=2 fits the smallest node but does
+  // not divide 7, so no layout may take it (the search used to offer
+  // dp=1 tp=2 pp=3, 6 of the 7 devices, which the compiler refuses).
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: V100-32GB, count: 2}}
+  - {devices: {type: T4, count: 2}}
+  - {devices: {type: A100-80GB, count: 3}}
+links:
+  inter_node: {bandwidth_Gbps: 100, latency_us: 25}
+)",
+                                   "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  p.batch = 7;
+  std::vector<Layout> ranked = search(p, c, cost, PlanOptions{});
+  ASSERT_FALSE(ranked.empty());
+  for (const Layout &l : ranked)
+    EXPECT_EQ(l.dp * l.tp() * l.pp(), 7) << l.describe();
+}
+
 TEST(Search, TrainingMemoryFollowsTheShards) {
   // Two devices in one node: tensor parallelism is possible.
   Cluster c = parseClusterSpecText(R"(version: 1
