@@ -821,6 +821,100 @@ std::string reasons(const Layout &a, const Layout &b) {
 
 } // namespace
 
+std::vector<std::string>
+shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
+                               const Cluster &cluster,
+                               const std::vector<std::string> &names) {
+  std::vector<std::string> out;
+  if (asIs.pp() != chosen.pp())
+    return out;
+  auto name = [&](int k) {
+    return k < static_cast<int>(names.size())
+               ? fmt::format("stage {} '{}'", k, names[k])
+               : fmt::format("stage {}", k);
+  };
+  // A stage's ranks (every replica's) and their device kinds.
+  auto ranksOf = [&](const Layout &l, const StagePlan &s) {
+    std::vector<int> r;
+    for (int i = 0; i < l.dp; ++i)
+      for (int x : replicaRanks(s, i))
+        r.push_back(x);
+    std::sort(r.begin(), r.end());
+    return r;
+  };
+  auto kindsOf = [&](const std::vector<int> &ranks) {
+    std::vector<std::string> kinds;
+    for (int r : ranks) {
+      const std::string &k = cluster.groupOf(r).device.name;
+      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
+        kinds.push_back(k);
+    }
+    return kinds;
+  };
+  auto where = [&](const std::vector<int> &ranks) {
+    bool contiguous =
+        ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size());
+    std::string r;
+    if (ranks.size() == 1)
+      r = fmt::format("rank {}", ranks.front());
+    else if (contiguous)
+      r = fmt::format("ranks {}-{}", ranks.front(), ranks.back());
+    else
+      for (std::size_t i = 0; i < ranks.size(); ++i)
+        r += i == 0 ? fmt::format("ranks {}", ranks[i])
+                    : fmt::format(",{}", ranks[i]);
+    std::string kinds;
+    for (const std::string &k : kindsOf(ranks))
+      kinds += (kinds.empty() ? "" : " + ") + k;
+    double least = capacityOf(ranks, cluster), most = least;
+    for (int x : ranks)
+      most = std::max(most, capacityOf({x}, cluster));
+    return fmt::format("{} ({}, {}{})", r, kinds, formatBytes(least),
+                       ranks.size() == 1 ? ""
+                       : most > least    ? " the smallest"
+                                         : " each");
+  };
+  for (int k = 0; k < chosen.pp(); ++k) {
+    const StagePlan &a = asIs.stages[k], &c = chosen.stages[k];
+    if (a.begin != c.begin || a.end != c.end)
+      out.push_back(fmt::format(
+          "{}: ops {}-{} (annotated {}-{}), so that every stage takes the "
+          "same time on its own devices: {:.4g} ms per micro-batch (was "
+          "{:.4g})",
+          name(k), c.begin, c.end - 1, a.begin, a.end - 1, c.seconds * 1e3,
+          a.seconds * 1e3));
+    std::vector<int> was = ranksOf(asIs, a), now = ranksOf(chosen, c);
+    if (was == now)
+      continue;
+    bool fitted = a.memoryBytes <= a.capacityBytes,
+         fits = c.memoryBytes <= c.capacityBytes;
+    std::string why;
+    if (!fitted && fits)
+      why =
+          fmt::format("it needs {}, more than the {} it had",
+                      formatBytes(c.memoryBytes), formatBytes(a.capacityBytes));
+    else if (kindsOf(was).size() > 1 && kindsOf(now).size() == 1)
+      why = "its replicas run on one kind of device, as fast as each other";
+    else
+      why = fmt::format("it needs {} with {} micro-batch(es) in flight; the "
+                        "stages that keep the most sit on the devices with "
+                        "the most memory",
+                        formatBytes(c.memoryBytes), c.inFlight);
+    out.push_back(fmt::format("{}: on {} in place of {}: {}", name(k),
+                              where(now), where(was), why));
+  }
+  if (chosen.batchShares != asIs.batchShares && !chosen.batchShares.empty()) {
+    std::string shares;
+    for (double x : chosen.batchShares)
+      shares += fmt::format("{}{:g}", shares.empty() ? "" : "/", x);
+    out.push_back(fmt::format("batch shares per replica {} in proportion to "
+                              "speed (prediction only: plans split the batch "
+                              "evenly)",
+                              shares));
+  }
+  return out;
+}
+
 std::string shoal::planner::explain(const std::vector<Layout> &ranked,
                                     const Cluster &cluster, int top) {
   std::string out;

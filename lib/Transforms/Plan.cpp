@@ -569,6 +569,10 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
           "shoal-plan: hardware-aware ({2}): {3:F4} ms per step, {4:F2}x\n",
           asIs.describe(), asIs.stepSeconds * 1e3, chosen.describe(),
           chosen.stepSeconds * 1e3, asIs.stepSeconds / chosen.stepSeconds);
+    if (explain)
+      for (const std::string &line :
+           pl::explainChanges(asIs, chosen, cluster, names))
+        llvm::errs() << "  " << line << "\n";
     if (!chosen.fits)
       return refuse(module, chosen, names);
 

@@ -12,6 +12,8 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHFORM
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml pp=2 micro-batches=1" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SEARCHM1
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_3g_16g.yaml step=train explain=true" --shoal-form-taskgraphs 2>&1 | FileCheck %s --check-prefix=MEMPLACE
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml explain=true" 2>&1 | FileCheck %s --check-prefix=WHY
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-plan | FileCheck %s --check-prefix=NOCLUSTER
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_t4_small.yaml step=train" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // Mixed-precision training (the training config's precision: bf16) keeps
@@ -114,6 +116,26 @@
 // SEARCHM1-SAME: shoal.placement = array<i64: 0, 1>
 // SEARCHM1: shoal.task_graph "stage1"
 // SEARCHM1-SAME: shoal.placement = array<i64: 16, 1>
+
+// Memory-aware placement on devices of one type: stage 0 keeps 2
+// micro-batches in flight under 1F1B and needs 3.70 GiB, more than the
+// first T4's 3 GiB, so it goes to the 16 GiB one (rank 1) and stage 1 to
+// rank 0; --explain says why.
+// MEMPLACE: shoal-plan: hardware-aware (dp=1 tp=1 pp=2 m=4 1f1b stage-major)
+// MEMPLACE-NEXT: stage 0 's0': on rank 1 (T4, 16.00 GiB) in place of rank 0 (T4, 3.00 GiB): it needs 3.70 GiB, more than the 3.00 GiB it had
+// MEMPLACE-NEXT: stage 1 's1': on rank 0 (T4, 3.00 GiB) in place of rank 1 (T4, 16.00 GiB): it needs 2.42 GiB with 1 micro-batch(es) in flight
+// MEMPLACE: placements = [array<i64: 1, 1>, array<i64: 0, 1>]
+// MEMPLACE-SAME: stage_capacity_MiB = array<i64: 16384, 3072>
+// MEMPLACE: shoal.task_graph "s0"
+// MEMPLACE-SAME: shoal.placement = array<i64: 1, 1>
+// MEMPLACE: shoal.task_graph "s1"
+// MEMPLACE-SAME: shoal.placement = array<i64: 0, 1>
+
+// --explain says what balancing changed against the annotation, and why.
+// WHY: stage 0 's0': ops 0-103 (annotated 0-69), so that every stage takes the same time on its own devices
+// WHY-NEXT: stage 0 's0': on ranks 0-7 (V100-32GB, 32.00 GiB each) in place of ranks 0,2,4,6,8,10,12,14 (V100-32GB + T4, 16.00 GiB the smallest): its replicas run on one kind of device
+// WHY-NEXT: stage 1 's1': ops 104-139 (annotated 70-139)
+// WHY-NEXT: stage 1 's1': on ranks 8-15 (T4, 16.00 GiB each)
 
 // Without a cluster the pass does nothing.
 // NOCLUSTER-NOT: shoal.plan

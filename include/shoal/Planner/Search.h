@@ -177,6 +177,16 @@ bool cutEvenly(Layout &layout, const ModelProfile &profile);
 std::vector<Layout> search(const ModelProfile &profile, const Cluster &cluster,
                            const CostModel &cost, const PlanOptions &options);
 
+/// What balancing changed in `chosen` against the annotated layout
+/// `asIs` (the same stages), a line each, and why: stage boundaries moved
+/// by speed, stages placed on other ranks (with the memory each needs
+/// against the devices it now has and those it had), batch shares. Stage k
+/// is called `names[k]` when given. Empty when nothing changed.
+std::vector<std::string> explainChanges(const Layout &asIs,
+                                        const Layout &chosen,
+                                        const Cluster &cluster,
+                                        const std::vector<std::string> &names);
+
 /// A table of the first `top` layouts with their predicted time and memory
 /// and why the first one won.
 std::string explain(const std::vector<Layout> &ranked, const Cluster &cluster,
