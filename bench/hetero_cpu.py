@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Even against hardware-aware plans on CPU ranks whose speeds really differ.
+
+    /usr/bin/python3 bench/hetero_cpu.py --bin build/bin [--out DIR]
+        [--layouts dp4,tp4,pp2] [--repeats 3] [--steps 10]
+
+On this 2-core machine the ranks are pinned with `taskset` so that one is
+three times as fast as the others:
+- dp4, tp4: rank 0 alone on core 0; ranks 1-3 share core 1 (a third each);
+- pp2: rank 0 alone on core 0; rank 1 on core 1 next to two busy spinners
+  (a third of it).
+The cluster spec says the same (`type: CPU`, `peak_tflops: {fp32: ...}` per
+node, 3:1), with the fast figure calibrated: a one-rank run of the model
+pinned on a free core gives its FLOP/s.
+
+The model is an MLP stack built here with `torch.nn` (8 blocks of
+Linear(1024, 1024) + GELU, batch 96), exported to ONNX. For each layout the
+even plan (`--annotate` only) and the hardware-aware one (`--annotate
+--cluster`) run alternately, `--repeats` times each, `--steps` forward steps
+a run (after 2 warm-up steps); the table gives the median ms/step of each,
+the speedup, and each plan's largest relative difference from PyTorch's
+output. `shoal-plan --explain` says what balancing changed.
+
+What the compiled plans can balance today (docs/Planner.md): pipeline stage
+boundaries and placements. Batch shares (DP) and shard sizes (TP) are
+predicted but not compiled, so DP4 and TP4 run as the even plan does.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import common  # noqa: E402
+
+BLOCKS, WIDTH, BATCH = 8, 1024, 96
+
+SPECS = {
+    "dp4": "version: 1\nscopes:\n  - {replicate: 4, name: model, nodes: [\"*\"]}\n",
+    "tp4": "version: 1\nscopes:\n  - {split: 4, name: model, nodes: [\"*\"]}\n",
+    "pp2": ("version: 1\npipeline: {num_micro_batch: 4, schedule: 1f1b}\nscopes:\n"
+            "  - {replicate: 1, name: s0, nodes: [%s]}\n"
+            "  - {replicate: 1, name: s1, nodes: [%s]}\n"
+            % (", ".join('"/blocks.%d/*"' % i for i in range(BLOCKS // 2)),
+               ", ".join('"/blocks.%d/*"' % i for i in range(BLOCKS // 2, BLOCKS)))),
+}
+WORLD = {"dp4": 4, "tp4": 4, "pp2": 2}
+
+
+def make_model(out):
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(WIDTH, WIDTH)
+            self.act = torch.nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.fc(x))
+
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(BLOCKS))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    torch.manual_seed(0)
+    model = Stack().eval()
+    x = torch.randn(BATCH, WIDTH)
+    os.makedirs(os.path.join(out, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(out, "reference"), exist_ok=True)
+    torch.onnx.export(model, (x,), os.path.join(out, "model.onnx"), input_names=["x"],
+                      output_names=["y"], opset_version=17)
+    np.save(os.path.join(out, "inputs", "x.npy"), x.numpy())
+    with torch.no_grad():
+        np.save(os.path.join(out, "reference", "y.npy"), model(x).numpy())
+    return 2.0 * BLOCKS * BATCH * WIDTH * WIDTH  # FLOPs per forward step
+
+
+def pin_wrapper(out, layout):
+    """A script that runs its arguments on the core this rank is pinned to."""
+    path = os.path.join(out, "pin-%s.sh" % layout)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n# rank 0 alone on core 0, every other rank on core 1\n"
+                'r=${OMPI_COMM_WORLD_RANK:-0}\n'
+                'if [ "$r" = 0 ]; then c=0; else c=1; fi\n'
+                'exec taskset -c $c "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
+def ms_per_step(text):
+    m = re.search(r"steps on .*?: ([\d.]+) ms/step", text)
+    if not m:
+        raise SystemExit("error: no ms/step in:\n" + text[-2000:])
+    return float(m.group(1))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", default="/tmp/shoal-hetero-cpu")
+    ap.add_argument("--layouts", default="dp4,tp4,pp2")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--mpirun", default="mpirun")
+    a = ap.parse_args(argv)
+    if shutil.which("taskset") is None:
+        raise SystemExit("error: taskset (util-linux) is needed to pin ranks to cores")
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("error: needs 2 cores")
+    out = os.path.abspath(a.out)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    flops = make_model(out)
+    model = os.path.join(out, "model.onnx")
+    ref = np.load(os.path.join(out, "reference", "y.npy"))
+    compile_ = os.path.join(a.bin, "shoal-compile")
+    run_bin = os.path.join(a.bin, "shoal-run")
+
+    # Calibration: the model alone on core 0.
+    one = os.path.join(out, "one.plan")
+    common.run_cmd([compile_, model, "-o", one])
+    res = common.run_cmd(["taskset", "-c", "0", run_bin, one, "--inputs",
+                          os.path.join(out, "inputs"), "--outputs", os.path.join(out, "o1"),
+                          "--steps", str(a.steps), "--warmup", "2"])
+    fast = flops / (ms_per_step(res.stdout + res.stderr) * 1e-3) / 1e12  # TFLOP/s
+    print("calibrated: one rank alone on a core runs %.4f TFLOP/s" % fast)
+
+    rows = []
+    for layout in a.layouts.split(","):
+        world = WORLD[layout]
+        slow = world - 1
+        cluster = os.path.join(out, "cluster-%s.yaml" % layout)
+        with open(cluster, "w") as f:
+            f.write("version: 1\nnodes:\n"
+                    "  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: %.6f}}}\n"
+                    "  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}}}\n"
+                    "links:\n  inter_node: {bandwidth_GBps: 5, latency_us: 5, transport: shm}\n"
+                    % (fast, slow, fast / 3))
+        spec = os.path.join(out, "spec-%s.yaml" % layout)
+        with open(spec, "w") as f:
+            f.write(SPECS[layout])
+        plans = {}
+        for kind in ("even", "balanced"):
+            plan = os.path.join(out, "%s-%s.plan" % (layout, kind))
+            cmd = [compile_, model, "--annotate", spec, "--world-size", str(world), "-o", plan]
+            if kind == "balanced":
+                cmd += ["--cluster", cluster, "--explain"]
+            res = common.run_cmd(cmd)
+            if kind == "balanced":
+                for line in (res.stderr or "").splitlines():
+                    if line.startswith(("shoal-plan", "  stage", "  batch")):
+                        print("%s: %s" % (layout, line))
+            plans[kind] = plan
+        wrapper = pin_wrapper(out, layout)
+        spinners = []
+        if layout == "pp2":
+            # Two busy loops next to rank 1 on core 1: it gets a third.
+            for _ in range(2):
+                spinners.append(subprocess.Popen(
+                    ["taskset", "-c", "1", sys.executable, "-c", "while True: pass"]))
+        times = {"even": [], "balanced": []}
+        errors = {}
+        try:
+            for rep in range(a.repeats):
+                for kind in ("even", "balanced"):
+                    o = os.path.join(out, "out-%s-%s" % (layout, kind))
+                    cmd = common.mpirun_cmd(a.mpirun, world, [
+                        wrapper, run_bin, plans[kind], "--inputs", os.path.join(out, "inputs"),
+                        "--outputs", o, "--steps", str(a.steps), "--warmup", "2"])
+                    if "--bind-to" not in cmd:
+                        cmd[1:1] = ["--bind-to", "none"]
+                    res = common.run_cmd(cmd, env_extra=common.MPI_ENV)
+                    times[kind].append(ms_per_step(res.stdout + res.stderr))
+                    got = np.load(os.path.join(o, "y.npy"))
+                    errors[kind] = float(np.abs(got - ref).max() / np.abs(ref).max())
+        finally:
+            for p in spinners:
+                p.kill()
+                p.wait()
+        even, bal = statistics.median(times["even"]), statistics.median(times["balanced"])
+        rows.append((layout, even, bal, even / bal, errors["even"], errors["balanced"],
+                     times["even"], times["balanced"]))
+
+    print("\n| layout | even ms/step | balanced ms/step | speedup | even vs PyTorch "
+          "| balanced vs PyTorch |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for layout, even, bal, sp, ee, eb, _, _ in rows:
+        print("| %s | %.1f | %.1f | %.2fx | %.1e | %.1e |" % (layout, even, bal, sp, ee, eb))
+    for layout, _, _, _, _, _, te, tb in rows:
+        print("%s runs (ms/step), even: %s; balanced: %s" % (
+            layout, ", ".join("%.1f" % t for t in te), ", ".join("%.1f" % t for t in tb)))
+    bad = [r[0] for r in rows if max(r[4], r[5]) > 1e-4]
+    if bad:
+        print("error: outputs differ from PyTorch in %s" % ", ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
