@@ -141,16 +141,29 @@ double Prediction::expectedBubble() const {
          (static_cast<double>(chunks) * microBatches);
 }
 
-Prediction shoal::planner::simulate(const plan::Plan &plan,
-                                    const Cluster &cluster,
-                                    const CostModel &cost) {
+int64_t shoal::planner::planWorldSize(const plan::Plan &plan) {
   int64_t world = 1;
-  for (const auto &a : plan.mesh().axes())
-    world *= a.size();
+  for (const auto &a : plan.mesh().axes()) {
+    int64_t n = std::max<int64_t>(a.size(), 0);
+    world = n && world > INT64_MAX / n ? INT64_MAX : world * n;
+  }
+  return world;
+}
+
+void shoal::planner::checkWorldSize(const plan::Plan &plan,
+                                    const Cluster &cluster) {
+  int64_t world = planWorldSize(plan);
   if (world != cluster.numDevices())
     throw SpecError(fmt::format("the plan is for {} ranks but the cluster has "
                                 "{} devices",
                                 world, cluster.numDevices()));
+}
+
+Prediction shoal::planner::simulate(const plan::Plan &plan,
+                                    const Cluster &cluster,
+                                    const CostModel &cost) {
+  checkWorldSize(plan, cluster);
+  int64_t world = planWorldSize(plan);
   Prediction out;
   if (plan.has_pipeline()) {
     out.schedule = plan.pipeline().schedule();

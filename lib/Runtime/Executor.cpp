@@ -300,33 +300,19 @@ Tensor Executor::resultBuffer(int v) {
 }
 
 void Executor::releaseMicroBatch(int microBatch) {
-  // Per value: 0 stays (an output, an accumulated sum), 1 its buffer
-  // goes to the pool, 2 a view of another buffer, dropped.
-  if (releasable.empty()) {
-    releasable.assign(plan.values.size(), 0);
-    for (const OpInfo &op : plan.ops) {
-      if (accumulatesOverMicroBatches(plan, op) ||
-          op.kind == OpKind::ReduceScatter)
-        continue;
-      for (int v : op.outputs)
-        if (v >= 0 && memory.residence[v] == Residence::Kept &&
-            plan.lastUse[v] != LoadedPlan::kKeepAlive)
-          releasable[v] = aliasesInput(op) ? 2 : 1;
-    }
-    for (const PortInfo &port : plan.outputs)
-      if (port.value >= 0)
-        releasable[port.value] = 0;
-  }
+  if (keptLife.empty())
+    keptLife = keptLives(plan, memory);
   for (auto it = kept.begin(); it != kept.end();) {
     auto [v, j] = it->first;
-    if (j != microBatch || !releasable[v]) {
+    bool pooled = keptLife[v] == KeptLife::Pooled;
+    if (j != microBatch || (!pooled && keptLife[v] != KeptLife::View)) {
       ++it;
       continue;
     }
     if (values[v].defined() &&
         values[v].storageHandle() == it->second.storageHandle())
       values[v] = Tensor();
-    if (releasable[v] == 1)
+    if (pooled)
       keptPool[v].push_back(std::move(it->second));
     it = kept.erase(it);
   }

@@ -205,9 +205,10 @@ private:
   std::map<std::pair<int, int>, Tensor> kept;
   /// Buffers of kept values whose micro-batch has finished, per value.
   std::map<int, std::vector<Tensor>> keptPool;
-  /// Per value, what releaseMicroBatch does with its kept buffers: 0 keep
-  /// (outputs, accumulated sums), 1 pool, 2 drop (a view of another).
-  std::vector<uint8_t> releasable;
+  /// Per value, what releaseMicroBatch does with its kept buffers
+  /// (keptLives: pooled ones go to keptPool, views are dropped, the others
+  /// stay).
+  std::vector<KeptLife> keptLife;
   /// (value * micro-batches + micro-batch) -> made in this step.
   std::vector<uint8_t> made;
   /// Inputs sharded over micro-batches: value -> one tensor per micro-batch.

@@ -148,6 +148,27 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
   return mp;
 }
 
+std::vector<KeptLife> shoal::rt::keptLives(const LoadedPlan &plan,
+                                           const MemoryPlan &memory) {
+  std::vector<KeptLife> life(plan.values.size(), KeptLife::PerMicroBatch);
+  for (const OpInfo &op : plan.ops) {
+    bool once = accumulatesOverMicroBatches(plan, op) ||
+                op.kind == OpKind::ReduceScatter;
+    for (int v : op.outputs) {
+      if (v < 0 || memory.residence[v] != Residence::Kept)
+        continue;
+      if (once)
+        life[v] = KeptLife::OncePerStep;
+      else if (plan.lastUse[v] != LoadedPlan::kKeepAlive)
+        life[v] = aliasesInput(op) ? KeptLife::View : KeptLife::Pooled;
+    }
+  }
+  for (const PortInfo &port : plan.outputs)
+    if (port.value >= 0 && life[port.value] != KeptLife::OncePerStep)
+      life[port.value] = KeptLife::PerMicroBatch;
+  return life;
+}
+
 MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
                                       const MemoryPlan &memory) {
   MemoryReport r;
@@ -155,17 +176,13 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   int m = std::max(1, plan.numMicroBatches);
   auto bytes = [&](int v) { return plan.values[v].numBytes(); };
 
-  // Values set from outside the ops.
-  // Weights of the same initializer, type and sharding share a buffer
-  // (loadWeights).
+  // Values set from outside the ops: weights (one buffer per initializer
+  // slice, as loadWeights shares them), constants and inputs.
   std::vector<bool> outside(numValues, false);
   std::set<std::string> loaded;
   for (const WeightInfo &w : plan.weights) {
     outside[w.value] = true;
-    if (loaded
-            .insert(w.initializer + "\n" + w.globalType.str() + "\n" +
-                    w.sharding.str(plan.mesh))
-            .second)
+    if (loaded.insert(weightBufferKey(w, plan.mesh)).second)
       (w.zeroInit ? r.optimizer : r.weights) += bytes(w.value);
   }
   for (const ConstantInfo &c : plan.constants)
@@ -181,39 +198,21 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       outside[port.value] = true;
     }
 
-  // Kept values: which the executor hands back to its pool after a
-  // micro-batch (Executor::releaseMicroBatch), which it keeps.
-  std::vector<bool> isGrad(numValues, false), stays(numValues, false),
-      once(numValues, false);
-  std::size_t scatterSum = 0, scatterMax = 0;
+  std::vector<bool> isGrad(numValues, false);
   for (const OpInfo &op : plan.ops) {
     if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
         op.inputs.size() > 1 && op.inputs[1] >= 0)
       isGrad[op.inputs[1]] = true;
-    bool accumulates = accumulatesOverMicroBatches(plan, op);
-    bool scatter = op.kind == OpKind::ReduceScatter;
-    for (int v : op.outputs)
-      if (v >= 0 && (accumulates || scatter))
-        stays[v] = once[v] = true;
-    // ZeRO's reduce-scatter over micro-batches sums its input first.
-    if (scatter && mbAxis >= 0 &&
+    // ZeRO's reduce-scatter over micro-batches sums its whole input over
+    // the step first (Executor::reduceScatter).
+    if (op.kind == OpKind::ReduceScatter && mbAxis >= 0 &&
         std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mbAxis) !=
             op.attrs.meshAxes.end() &&
-        !op.inputs.empty() && op.inputs[0] >= 0) {
-      scatterSum += bytes(op.inputs[0]);
-      scatterMax = std::max(scatterMax, bytes(op.inputs[0]));
-    }
+        !op.inputs.empty() && op.inputs[0] >= 0)
+      r.grads += bytes(op.inputs[0]);
   }
-  for (const PortInfo &port : plan.outputs)
-    if (port.value >= 0)
-      stays[port.value] = true;
-  for (std::size_t v = 0; v < numValues; ++v)
-    if (memory.residence[v] == Residence::Kept &&
-        plan.lastUse[v] == LoadedPlan::kKeepAlive)
-      stays[v] = true;
-  r.grads += m > 1 ? scatterSum : scatterMax;
 
-  // Micro-batches whose kept buffers are alive at once: from a
+  // Micro-batches whose pooled buffers are alive at once: from a
   // micro-batch's first schedule entry to its last (the executor releases
   // them only when the program has several).
   int inFlight = 1;
@@ -235,13 +234,41 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       inFlight = std::max(inFlight, live);
     }
   }
+  std::vector<KeptLife> life = keptLives(plan, memory);
   for (std::size_t v = 0; v < numValues; ++v) {
     if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0)
       continue;
-    int v32 = static_cast<int>(v);
-    std::size_t copies = once[v] ? 1 : stays[v] ? m : inFlight;
-    (isGrad[v] ? r.grads : r.activations) += bytes(v32) * copies;
+    std::size_t copies = life[v] == KeptLife::OncePerStep ? 1
+                         : life[v] == KeptLife::Pooled    ? inFlight
+                                                          : m;
+    (isGrad[v] ? r.grads : r.activations) +=
+        bytes(static_cast<int>(v)) * copies;
   }
   r.activations += memory.arenaBytes;
   return r;
+}
+
+std::vector<ProgramMemory>
+shoal::rt::checkAndPredictMemory(const plan::Plan &plan,
+                                 const std::string &path, int64_t worldSize) {
+  // One rank of each program: check the plan as that rank would, then
+  // take the first rank no checked program holds.
+  std::vector<ProgramMemory> out;
+  std::vector<bool> covered(static_cast<std::size_t>(worldSize), false);
+  for (int64_t rank = 0; rank < worldSize; ++rank) {
+    if (covered[rank])
+      continue;
+    LoadedPlan loaded = checkPlan(plan, path, worldSize, rank);
+    for (int64_t r : loaded.programRanks)
+      if (r >= 0 && r < worldSize)
+        covered[r] = true;
+    covered[rank] = true;
+    out.push_back({loaded.program, loaded.programRanks,
+                   predictMemory(loaded, planMemory(loaded))});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ProgramMemory &a, const ProgramMemory &b) {
+              return a.program < b.program;
+            });
+  return out;
 }

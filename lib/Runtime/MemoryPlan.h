@@ -71,6 +71,25 @@ bool accumulatesOverMicroBatches(const LoadedPlan &plan, const OpInfo &op);
 /// not overlap a placed buffer alive at the same time.
 MemoryPlan planMemory(const LoadedPlan &plan, std::size_t alignment = 256);
 
+/// What becomes of a kept value's buffers over a step.
+enum class KeptLife : uint8_t {
+  /// One buffer per micro-batch for the whole step (program outputs,
+  /// values kept alive to the end).
+  PerMicroBatch,
+  /// One buffer for the step (a sum over micro-batches, a reduce-scatter's
+  /// block).
+  OncePerStep,
+  /// Handed back to the pool when its micro-batch has run its last task.
+  Pooled,
+  /// A view of another kept buffer, dropped with its micro-batch.
+  View,
+};
+
+/// Per value, its KeptLife (meaningful for Kept values); what
+/// Executor::releaseMicroBatch does and predictMemory counts.
+std::vector<KeptLife> keptLives(const LoadedPlan &plan,
+                                const MemoryPlan &memory);
+
 /// The bytes a rank running `plan` holds during a step, by part, as
 /// Executor::memoryReport counts them after the step, predicted from the
 /// plan alone (shoal-sim): weights and optimizer state; the gradients the

@@ -979,6 +979,11 @@ void PlanChecker::checkSchedule(const plan::Program &p,
 
 } // namespace
 
+std::string shoal::rt::weightBufferKey(const WeightInfo &w, const Mesh &mesh) {
+  return fmt::format("{}\n{}\n{}", w.initializer, w.globalType.str(),
+                     w.sharding.str(mesh));
+}
+
 LoadedPlan shoal::rt::checkPlan(const plan::Plan &plan, const std::string &path,
                                 int64_t worldSize, int64_t worldRank) {
   return PlanChecker(plan, path, worldSize, worldRank).run();

@@ -51,6 +51,11 @@ struct WeightInfo {
   bool zeroInit = false;
 };
 
+/// Weights with the same key (initializer, type and sharding) share one
+/// buffer on a rank (loadWeights), so that an optimizer's in-place update is
+/// seen by every value of the initializer.
+std::string weightBufferKey(const WeightInfo &w, const Mesh &mesh);
+
 /// A constant: raw little-endian bytes of the value's local type.
 struct ConstantInfo {
   int value = 0;

@@ -80,9 +80,7 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
   std::map<int, std::unique_ptr<OnnxWeightFile>> files;
   std::map<std::string, Tensor> loaded;
   for (const WeightInfo &w : plan.weights) {
-    std::string key =
-        fmt::format("{}\n{}\n{}", w.initializer, w.globalType.str(),
-                    w.sharding.str(plan.mesh));
+    std::string key = weightBufferKey(w, plan.mesh);
     auto it = loaded.find(key);
     if (it != loaded.end()) {
       exec.setValue(w.value, it->second);

@@ -20,9 +20,7 @@
 
 #include "plan.pb.h"
 
-// The runtime's plan checker and buffer planner (lib/Runtime).
-#include "../../lib/Runtime/MemoryPlan.h"
-#include "../../lib/Runtime/PlanLoader.h"
+// The runtime's plan checker and buffer planner.
 #include "shoal/Runtime/Runtime.h"
 
 #include <fmt/format.h>
@@ -133,19 +131,17 @@ int main(int argc, char **argv) {
     shoal::plan::Plan plan;
     if (!plan.ParseFromString(bytes.str()) || plan.magic() != "shoal.plan")
       throw SpecError(fmt::format("{}: not a shoal plan", planPath));
+    // shoal-run's checks first (the simulator trusts the plan), then the
+    // runtime's buffer plan of each program.
+    checkWorldSize(plan, cluster);
+    std::vector<shoal::rt::ProgramMemory> memory =
+        shoal::rt::checkAndPredictMemory(plan, planPath, cluster.numDevices());
     CostModel cost(cluster, static_cast<Precision>(p));
     Prediction pred = simulate(plan, cluster, cost);
-    // The runtime's view of each program, from its first rank (every rank
-    // of a program holds the same buffers): shoal-run's checks, then its
-    // buffer plan.
-    std::vector<shoal::rt::MemoryReport> memory;
-    for (const ProgramPrediction &pp : pred.programs) {
-      shoal::rt::LoadedPlan loaded =
-          shoal::rt::checkPlan(plan, planPath, cluster.numDevices(),
-                               pp.ranks.empty() ? 0 : pp.ranks.front());
-      memory.push_back(
-          shoal::rt::predictMemory(loaded, shoal::rt::planMemory(loaded)));
-    }
+    if (memory.size() != pred.programs.size())
+      throw SpecError(fmt::format("{}: {} programs checked, {} simulated",
+                                  planPath, memory.size(),
+                                  pred.programs.size()));
     std::printf("shoal-sim: %s on %d devices (%s): predicted step %.3f ms",
                 planPath.c_str(), cluster.numDevices(), names[p],
                 pred.stepSeconds * 1e3);
@@ -165,7 +161,7 @@ int main(int argc, char **argv) {
     bool fits = true;
     for (std::size_t i = 0; i < pred.programs.size(); ++i) {
       const ProgramPrediction &pp = pred.programs[i];
-      const shoal::rt::MemoryReport &mem = memory[i];
+      const shoal::rt::MemoryReport &mem = memory[i].memory;
       double total = static_cast<double>(mem.weights + mem.grads +
                                          mem.optimizer + mem.activations);
       fits &= total <= pp.capacityBytes;

@@ -57,6 +57,14 @@ struct Prediction {
   double expectedBubble() const;
 };
 
+/// The world size of `plan`: the product of its mesh's axes (saturating at
+/// INT64_MAX, which no cluster has).
+int64_t planWorldSize(const plan::Plan &plan);
+
+/// Throws SpecError unless `plan` is for as many ranks as `cluster` has
+/// devices.
+void checkWorldSize(const plan::Plan &plan, const Cluster &cluster);
+
 /// Predicts `plan` on `cluster` (whose device count must equal the plan's
 /// world size). Throws SpecError on a mismatch or a plan it cannot replay.
 Prediction simulate(const plan::Plan &plan, const Cluster &cluster,

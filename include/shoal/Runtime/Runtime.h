@@ -14,8 +14,10 @@
 #define SHOAL_RUNTIME_RUNTIME_H
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace shoal {
 namespace rt {
@@ -98,6 +100,28 @@ struct MemoryReport {
   /// set, which also counts code, libraries and communication buffers).
   std::size_t peak = 0;
 };
+
+} // namespace rt
+namespace plan {
+class Plan;
+} // namespace plan
+namespace rt {
+
+/// One program of a plan and the bytes each of its ranks holds in a step.
+struct ProgramMemory {
+  int program = 0;
+  std::vector<int64_t> ranks; ///< world ranks
+  MemoryReport memory;        ///< peak left 0: it is measured, not planned
+};
+
+/// Checks every program of `plan` as shoal-run checks it (one rank of each;
+/// `path` names the plan in messages and resolves its weight sources) and
+/// predicts each program's memory per rank from the runtime's buffer plan,
+/// in the parts of --report-memory (shoal-sim). Programs in plan order.
+/// Throws Error with the message shoal-run would give.
+std::vector<ProgramMemory> checkAndPredictMemory(const plan::Plan &plan,
+                                                 const std::string &path,
+                                                 int64_t worldSize);
 
 struct RunSummary {
   int worldSize = 0;
