@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/memory_model.py --bin build/bin [--out DIR]
         [--layouts dp2,tp2,tp2-sp,pp2] [--options plain,zero1,...] [--rtol 0.1]
+    ~/.cache/shoal-venv/bin/python bench/memory_model.py --bin build/bin --model gpt2
 
 For the GPT example (examples/gpt/make_model.py) under each layout (DP2,
 TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
@@ -24,7 +25,12 @@ TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training
    is off (with --sim-only, if any shoal-sim part is off).
 
 The model is the examples' small GPT (113,408 parameters): the figures are
-KiB, but every part is counted the way it is for a large model.
+KiB, but every part is counted the way it is for a large model. `--model
+NAME` takes a language model of the model zoo instead (test/zoo/models.py:
+gpt2, llama, bert, ...: Hugging Face `transformers` models not written for
+the project, exported by the zoo, with the zoo's layer-wise specs and its
+cross-entropy training config); it needs the test-reference virtual
+environment's python (scripts/install-deps.sh), which has `transformers`.
 """
 
 import argparse
@@ -79,6 +85,54 @@ def planner_parts(mlir_path):
     return stages
 
 
+def gpt_model(out):
+    """examples/gpt's model, token labels, its specs and the GPT training
+    config in `out`: (layout -> spec path, config text)."""
+    common.run_cmd([sys.executable, os.path.join(REPO, "examples", "gpt", "make_model.py"),
+                    "--out", out])
+    import numpy as np
+    ids = np.load(os.path.join(out, "inputs", "input_ids.npy"))
+    np.save(os.path.join(out, "inputs", "labels.npy"),
+            np.random.default_rng(1).integers(0, 96, size=ids.shape, dtype=np.int64))
+    with open(os.path.join(REPO, "test", "e2e", "train_adamw.yaml")) as f:
+        config = f.read()
+    return (lambda layout, d: os.path.join(REPO, "examples", "gpt", SPECS[layout])), config
+
+
+def zoo_model(name, out):
+    """A language model of the model zoo, exported as the zoo does, with
+    token labels, the zoo's specs and its cross-entropy config."""
+    sys.path.insert(0, os.path.join(REPO, "test", "zoo"))
+    try:
+        import torch
+        import models as zoo
+        import run_zoo
+        model = zoo.BY_NAME.get(name)
+        if model is None or not model.lm:
+            raise SystemExit("error: --model %s: not a language model of test/zoo/models.py "
+                             "(known: gpt, %s)" % (name, ", ".join(
+                                 m.name for m in zoo.MODELS if m.lm)))
+        torch.manual_seed(0)
+        _, inputs, out_names, info = run_zoo.export(model, out, torch)
+    except ImportError as e:
+        raise SystemExit("error: --model %s needs the test-reference environment's python "
+                         "(~/.cache/shoal-venv/bin/python, scripts/install-deps.sh): %s"
+                         % (name, e))
+    import numpy as np
+    ref = np.load(os.path.join(out, "reference", out_names[0] + ".npy"))
+    np.save(os.path.join(out, "inputs", "labels.npy"),
+            np.random.default_rng(1).integers(0, ref.shape[-1], size=ref.shape[:-1],
+                                              dtype=np.int64))
+    nodes = info["node_names"]
+
+    def spec_of(layout, d):
+        path = os.path.join(d, "spec.yaml")
+        with open(path, "w") as f:
+            f.write(run_zoo.make_spec(model, "train-" + layout, nodes))
+        return path
+    return spec_of, run_zoo.TRAIN_CONFIG_CE % out_names[0]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True, help="BUILD/bin")
@@ -87,24 +141,22 @@ def main(argv=None):
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--rtol", type=float, default=0.1)
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--model", default="gpt",
+                    help="gpt (examples/gpt) or a language model of test/zoo/models.py")
     ap.add_argument("--sim-only", action="store_true",
                     help="fail only on shoal-sim parts (the ctest memory.sim)")
     a = ap.parse_args(argv)
     out = os.path.abspath(a.out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    common.run_cmd([sys.executable, os.path.join(REPO, "examples", "gpt", "make_model.py"),
-                    "--out", out])
+    if a.model == "gpt":
+        spec_of, base_config = gpt_model(out)
+    else:
+        spec_of, base_config = zoo_model(a.model, out)
     model = os.path.join(out, "model.onnx")
-    import numpy as np
-    ids = np.load(os.path.join(out, "inputs", "input_ids.npy"))
-    np.save(os.path.join(out, "inputs", "labels.npy"),
-            np.random.default_rng(1).integers(0, 96, size=ids.shape, dtype=np.int64))
     cluster = os.path.join(out, "cluster.yaml")
     with open(cluster, "w") as f:
         f.write(CLUSTER)
-    with open(os.path.join(REPO, "test", "e2e", "train_adamw.yaml")) as f:
-        base_config = f.read()
     rows, bad, sim_bad = [], 0, 0
     for layout in a.layouts.split(","):
         for opt in a.options.split(","):
@@ -115,7 +167,7 @@ def main(argv=None):
                 f.write(base_config + OPTIONS[opt])
             plan, mlir = os.path.join(d, "model.plan"), os.path.join(d, "model.mlir")
             common.run_cmd([os.path.join(a.bin, "shoal-compile"), model, "--annotate",
-                            os.path.join(REPO, "examples", "gpt", SPECS[layout]),
+                            spec_of(layout, d),
                             "--world-size", "2", "--train", config, "--cluster", cluster,
                             "-o", plan, "--emit-mlir", mlir])
             est = planner_parts(mlir)

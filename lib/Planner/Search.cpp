@@ -121,6 +121,101 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   return t;
 }
 
+/// A training stage's activations, per device at a micro-batch of `frac` of
+/// the profile's batch: what it keeps per micro-batch in flight, and the
+/// largest set of temporaries alive at once. The step is walked op by op:
+/// at the backward of op j the stage holds what the ops before j keep for
+/// the backward, the values of j's recomputed segment that come before it,
+/// and the gradients around j (the mirror of the values alive on either
+/// side of j in the forward, as reverse mode frees each gradient once its
+/// producer's backward has read it) plus j's weight gradient while it is
+/// a temporary (summed over micro-batches or data-parallel replicas
+/// afterwards; otherwise it is the gradient buffer itself). One program
+/// (no pipeline) holds it all in one arena; a pipeline stage's forward and
+/// backward are tasks of their own, so what it keeps crosses them per
+/// micro-batch and the rest is the arena.
+struct StageActivations {
+  double keptPerMicroBatch = 0;
+  double arena = 0;
+};
+
+StageActivations trainingActivations(const ModelProfile &profile,
+                                     const StagePlan &s, int k, int p,
+                                     StepKind step, bool weightGradTemporary,
+                                     double bytesPerParam, double frac) {
+  const int begin = s.begin, end = s.end;
+  const double devices = s.devices;
+  // Devices a value of op j is divided over: a replicated op splits the
+  // batch; a split op its result when that is split (or along the sequence
+  // with sequence parallelism), else every device holds it whole.
+  auto spread = [&](int j) {
+    const OpCost &op = profile.ops[j];
+    bool sp = s.split[j - begin];
+    return !sp || op.outSplit || s.sequenceParallel ? devices : 1.0;
+  };
+  auto shard = [&](int j) {
+    return s.split[j - begin] && profile.ops[j].tpSharded ? devices : 1.0;
+  };
+  // Full recomputation's segments: the layers found in the node names
+  // (ops outside them are not recomputed), else the stretches between cut
+  // points.
+  std::vector<int> segment(end - begin, -1);
+  for (int j = begin, cuts = 0; j < end; ++j) {
+    segment[j - begin] = profile.layers > 0 ? profile.ops[j].layer : cuts;
+    if (profile.ops[j].cutAfter)
+      ++cuts;
+  }
+  auto segmentOf = [&](int j) {
+    return j >= begin && j < end ? segment[j - begin] : -2;
+  };
+  const bool lastStage = k == p - 1;
+  StageActivations a;
+  double keptBefore = 0, recomputed = 0, peak = 0, forward = 0;
+  for (int j = begin; j < end; ++j) {
+    const OpCost &op = profile.ops[j];
+    double saved = op.savedBytes / spread(j) * frac;
+    double core = op.coreBytes / spread(j) * frac;
+    // What op j's result keeps for the backward and what the backward
+    // recomputes of it.
+    double keep = saved, redo = 0;
+    if (step == StepKind::TrainSelective) {
+      keep = saved - core;
+      redo = core;
+    } else if (step == StepKind::TrainRecompute && segmentOf(j) >= 0) {
+      // A segment keeps only its result, the next one's input.
+      bool boundary = op.cutAfter && segmentOf(j + 1) != segmentOf(j) &&
+                      (j + 1 < end || lastStage);
+      keep = boundary ? op.cutBytes / spread(j) * frac : 0;
+      redo = saved - keep;
+    }
+    // A stage's result goes to the next stage, which keeps it.
+    if (j + 1 == end && !lastStage)
+      keep = 0;
+    if (j > begin && segmentOf(j) != segmentOf(j - 1))
+      recomputed = 0;
+    double before = j > begin ? profile.ops[j - 1].liveBytes
+                              : (begin > 0 ? profile.ops[begin - 1].liveBytes
+                                           : op.liveBytes);
+    double gradients = (before + op.outBytes) / devices * frac;
+    if (weightGradTemporary)
+      gradients += op.params / shard(j) * bytesPerParam;
+    double held = recomputed + gradients + (p == 1 ? keptBefore : 0);
+    peak = std::max(peak, held);
+    forward = std::max(forward, op.liveBytes / devices * frac);
+    keptBefore += keep;
+    if (step != StepKind::Train)
+      recomputed += redo;
+  }
+  a.keptPerMicroBatch = keptBefore;
+  // The value a later stage receives is kept until its backward.
+  if (begin > 0) {
+    const OpCost &in = profile.ops[begin - 1];
+    a.keptPerMicroBatch += in.cutBytes / spread(begin) * frac;
+  }
+  a.arena = std::max(peak, forward);
+  return a;
+}
+
 int inFlightOf(const Layout &l, int k) {
   int p = l.pp(), m = l.microBatches;
   if (l.schedule == "gpipe")
@@ -284,35 +379,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   l.fits = true;
   for (int k = 0; k < p; ++k) {
     StagePlan &s = l.stages[k];
-    double params = 0, kept = 0, cuts = 0, live = 0, work = 0, saved = 0,
-           core = 0;
-    int segments = 0;
-    std::map<int, double> savedByLayer;
+    double params = 0, live = 0, work = 0;
     for (int j = s.begin; j < s.end; ++j) {
       const OpCost &op = profile.ops[j];
-      bool sp = s.split[j - s.begin];
-      double shard = sp && op.tpSharded ? s.devices : 1;
+      double shard = s.split[j - s.begin] && op.tpSharded ? s.devices : 1;
       params += op.params / shard;
-      kept += op.outBytes / s.devices;
-      // A replicate op splits the batch over the devices; a split op its
-      // result when that is split (or, with sequence parallelism, along
-      // the sequence), else every device keeps it whole.
-      double act = !sp || op.outSplit || s.sequenceParallel ? s.devices : 1;
-      saved += op.savedBytes / act;
-      // The layer full recomputation holds at once: the backward frees its
-      // values as it goes, so the whole ones barely overlap (measured by
-      // bench/memory_model.py: the split share matches).
-      if (op.layer >= 0)
-        savedByLayer[op.layer] += op.savedBytes / s.devices;
-      core += op.coreBytes / act;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
-      if (op.cutAfter) {
-        cuts += op.cutBytes / s.devices;
-        ++segments;
-      }
     }
-    (void)kept;
     if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;
@@ -337,33 +411,16 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
     in.microBatches = m;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
-    // Training keeps what the backward reads, per micro-batch in flight
-    // (the backward's working set reuses what it frees); selective
-    // recomputation all but the attention cores; full recomputation the
-    // layer inputs, and one layer's saved activations while it is
-    // recomputed (docs/Planner.md, bench/memory_model.py).
+    // Training: the step walked op by op (trainingActivations); one
+    // program holds everything in its arena.
     if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
-    } else if (step == StepKind::Train || step == StepKind::TrainSelective) {
-      in.activationBytes =
-          (step == StepKind::Train ? saved : saved - core) * frac;
-      // A pipeline stage runs its forward and backward as tasks of their
-      // own: what crosses them is kept per micro-batch, and each task's
-      // temporaries take an arena of their own besides, about the largest
-      // set of values alive at once (bench/memory_model.py). One program
-      // (no pipeline) frees what the backward has read as it goes.
-      if (p > 1)
-        in.transientBytes = live * frac;
     } else {
-      in.activationBytes = cuts * frac;
-      double layer = 0;
-      for (auto &[l, b] : savedByLayer)
-        layer = std::max(layer, b);
-      // Without layers found in the node names, the cut points stand for
-      // them.
-      if (savedByLayer.empty())
-        layer = saved / std::max(1, segments);
-      in.transientBytes = layer * frac;
+      bool summed = m > 1 || in.zeroRanks > 1;
+      StageActivations a =
+          trainingActivations(profile, s, k, p, step, summed, bpp, frac);
+      in.activationBytes = p > 1 ? a.keptPerMicroBatch : 0;
+      in.transientBytes = a.arena;
     }
     in.inFlight = s.inFlight;
     in.workspaceBytes = work * frac;

@@ -491,11 +491,7 @@ MemoryReport Executor::memoryReport() const {
       isState(values.size(), false);
   for (const WeightInfo &w : plan.weights)
     (w.zeroInit ? isState : isWeight)[w.value] = true;
-  std::vector<bool> isGrad(values.size(), false);
-  for (const OpInfo &op : plan.ops)
-    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
-        op.inputs.size() > 1 && op.inputs[1] >= 0)
-      isGrad[op.inputs[1]] = true;
+  std::vector<bool> isGrad = optimizerGradients(plan);
   for (std::size_t v = 0; v < values.size(); ++v) {
     if (!persistent[v] || !values[v].defined() ||
         !seen.insert(values[v].rawData()).second)

@@ -116,9 +116,17 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     mp.lastUse[r] = std::max({mp.lastUse[r], last, producer[v]});
   }
 
+  // A view of a weight, an input or a constant (a reshape the kernel
+  // makes an alias of that buffer) needs no place of its own.
+  std::vector<bool> outsideView(numValues, false);
+  for (const OpInfo &op : plan.ops)
+    if (aliasesInput(op) && op.outputs[0] >= 0 && op.inputs[0] >= 0 &&
+        !produced[op.inputs[0]])
+      outsideView[op.outputs[0]] = true;
   std::vector<int> order;
   for (std::size_t v = 0; v < numValues; ++v)
-    if (mp.residence[v] == Residence::Arena && mp.aliasOf[v] < 0) {
+    if (mp.residence[v] == Residence::Arena && mp.aliasOf[v] < 0 &&
+        !outsideView[v]) {
       order.push_back(static_cast<int>(v));
       mp.unsharedBytes += bytesOf(static_cast<int>(v));
     }
@@ -169,6 +177,20 @@ std::vector<KeptLife> shoal::rt::keptLives(const LoadedPlan &plan,
   return life;
 }
 
+std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan) {
+  std::vector<bool> isGrad(plan.values.size(), false);
+  for (const OpInfo &op : plan.ops)
+    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
+        op.inputs.size() > 1 && op.inputs[1] >= 0)
+      isGrad[op.inputs[1]] = true;
+  // Views, last first, so that a chain of them reaches its root.
+  for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it)
+    if (aliasesInput(*it) && it->outputs[0] >= 0 && it->inputs[0] >= 0 &&
+        isGrad[it->outputs[0]])
+      isGrad[it->inputs[0]] = true;
+  return isGrad;
+}
+
 MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
                                       const MemoryPlan &memory) {
   MemoryReport r;
@@ -198,11 +220,8 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       outside[port.value] = true;
     }
 
-  std::vector<bool> isGrad(numValues, false);
+  std::vector<bool> isGrad = optimizerGradients(plan);
   for (const OpInfo &op : plan.ops) {
-    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
-        op.inputs.size() > 1 && op.inputs[1] >= 0)
-      isGrad[op.inputs[1]] = true;
     // ZeRO's reduce-scatter over micro-batches sums its whole input over
     // the step first (Executor::reduceScatter).
     if (op.kind == OpKind::ReduceScatter && mbAxis >= 0 &&
@@ -212,35 +231,51 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       r.grads += bytes(op.inputs[0]);
   }
 
-  // Micro-batches whose pooled buffers are alive at once: from a
-  // micro-batch's first schedule entry to its last (the executor releases
-  // them only when the program has several).
-  int inFlight = 1;
+  // Buffers of a pooled value alive at once: a micro-batch holds one from
+  // the run of the task that defines it to the micro-batch's last schedule
+  // entry (the executor releases them then, when the program has several
+  // micro-batches), and a later micro-batch reuses a released one. So a
+  // value the forward defines has one per micro-batch in flight, and one
+  // the backward defines fewer.
+  std::vector<int> copiesOfTask(plan.tasks.size(), 1);
   if (m > 1) {
-    std::vector<int> first(m, -1), last(m, -1);
-    for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
-      int j = plan.schedule[i].microBatch;
-      if (j < 0 || j >= m)
-        continue;
-      if (first[j] < 0)
-        first[j] = static_cast<int>(i);
-      last[j] = static_cast<int>(i);
-    }
-    for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
-      int live = 0;
-      for (int j = 0; j < m; ++j)
-        live += first[j] >= 0 && first[j] <= static_cast<int>(i) &&
-                static_cast<int>(i) <= last[j];
-      inFlight = std::max(inFlight, live);
+    int entries = static_cast<int>(plan.schedule.size());
+    std::vector<int> last(m, -1);
+    for (int i = 0; i < entries; ++i)
+      if (int j = plan.schedule[i].microBatch; j >= 0 && j < m)
+        last[j] = i;
+    for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
+      std::vector<int> made(m, -1);
+      for (int i = 0; i < entries; ++i) {
+        const ScheduleEntry &e = plan.schedule[i];
+        if (e.task == static_cast<int>(t) && e.microBatch >= 0 &&
+            e.microBatch < m && made[e.microBatch] < 0)
+          made[e.microBatch] = i;
+      }
+      int most = 1;
+      for (int i = 0; i < entries; ++i) {
+        int held = 0;
+        for (int j = 0; j < m; ++j)
+          held += made[j] >= 0 && made[j] <= i && i <= last[j];
+        most = std::max(most, held);
+      }
+      copiesOfTask[t] = most;
     }
   }
+  // A reshape of an input, a weight or a constant shares its buffer.
+  for (const OpInfo &op : plan.ops)
+    if (aliasesInput(op) && op.outputs[0] >= 0 && op.inputs[0] >= 0 &&
+        outside[op.inputs[0]])
+      outside[op.outputs[0]] = true;
   std::vector<KeptLife> life = keptLives(plan, memory);
   for (std::size_t v = 0; v < numValues; ++v) {
-    if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0)
+    if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0 ||
+        outside[v])
       continue;
     std::size_t copies = life[v] == KeptLife::OncePerStep ? 1
-                         : life[v] == KeptLife::Pooled    ? inFlight
-                                                          : m;
+                         : life[v] == KeptLife::Pooled
+                             ? copiesOfTask[std::max(0, plan.definingTask[v])]
+                             : m;
     (isGrad[v] ? r.grads : r.activations) +=
         bytes(static_cast<int>(v)) * copies;
   }

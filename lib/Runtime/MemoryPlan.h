@@ -90,6 +90,12 @@ enum class KeptLife : uint8_t {
 std::vector<KeptLife> keptLives(const LoadedPlan &plan,
                                 const MemoryPlan &memory);
 
+/// Per value, whether it holds a gradient the optimizer reads: the
+/// optimizer's gradient operand and, when that is a view (a weight viewed
+/// in pieces by shoal-fused-weight-views), the buffers it views. The memory
+/// report's "grads" part.
+std::vector<bool> optimizerGradients(const LoadedPlan &plan);
+
 /// The bytes a rank running `plan` holds during a step, by part, as
 /// Executor::memoryReport counts them after the step, predicted from the
 /// plan alone (shoal-sim): weights and optimizer state; the gradients the

@@ -142,6 +142,16 @@ struct FusedWeightViewsPass
       if (auto gemm = dyn_cast<GemmOp>(op))
         if (Value c = gemm.getC())
           bias = c.getDefiningOp<WeightOp>();
+      // Reshapes that keep the last dimension (Hugging Face's Conv1D
+      // flattens the batch for its Gemm and restores it before the Split).
+      while (cut.hasOneUse())
+        if (auto reshape = dyn_cast<ReshapeOp>(*cut.getUsers().begin());
+            reshape && reshape.getType().getRank() >= 1 &&
+            reshape.getType().getDimSize(reshape.getType().getRank() - 1) ==
+                outType.getDimSize(rank - 1))
+          cut = reshape.getResult();
+        else
+          break;
       int64_t n = equalCut(cut);
       if (n == 0)
         continue;

@@ -115,10 +115,22 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
   // gradient reads (a product's operands, a LayerNorm's input, a
   // nonlinearity's input), results of ops whose gradient reads their own
   // output (softmax, exp, sqrt), and the outputs (the loss reads them).
-  auto gradientReads = [](Operation *user, Value v) {
+  auto isConstant = [](Value v) {
+    return v.getDefiningOp() && isa<ConstantOp>(v.getDefiningOp());
+  };
+  auto gradientReads = [&](Operation *user, Value v) {
     if (isa<AddOp, SubOp, ReshapeOp, TransposeOp, NegOp, CastOp, ExpandOp,
             ReduceSumOp, ReduceMeanOp, SoftmaxOp, ExpOp, SqrtOp>(user))
       return false;
+    // A product's (or a quotient's numerator's) gradient reads the other
+    // operand: scaling by a constant (GELU's 0.5, attention's 1/sqrt(d))
+    // keeps nothing.
+    if (isa<MulOp>(user) || (isa<DivOp>(user) && user->getOperand(0) == v)) {
+      for (Value other : user->getOperands())
+        if (other != v && !isConstant(other))
+          return true;
+      return user->getOperand(0) == user->getOperand(1);
+    }
     if (auto g = dyn_cast<GatherOp>(user))
       return v == g.getIndices();
     if (auto onnx = dyn_cast<OnnxOp>(user))

@@ -337,6 +337,25 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     RankedTensorType whole = cast<RankedTensorType>(w.getType());
     RankedTensorType gathered = blockType(whole, n * block.getDimSize(0));
     for (WeightOp copy : copies) {
+      // A view of the weight (shoal-fused-weight-views' reshape) read by
+      // the forward and the backward: one view per reader, so that each
+      // gathers just before its use instead of keeping the whole weight
+      // from the forward to the backward.
+      for (Operation *user : llvm::to_vector(copy->getUsers())) {
+        auto view = dyn_cast<ReshapeOp>(user);
+        if (!view)
+          continue;
+        if (view->hasOneUse())
+          continue;
+        for (OpOperand &use : llvm::make_early_inc_range(view->getUses())) {
+          OpBuilder b(use.getOwner());
+          Operation *clone = b.clone(*view);
+          if (auto phase = use.getOwner()->getAttr(ShoalDialect::kPhaseAttr))
+            clone->setAttr(ShoalDialect::kPhaseAttr, phase);
+          use.set(clone->getResult(0));
+        }
+        view->erase();
+      }
       copy.getResult().setType(block);
       copy->setAttr(ShoalDialect::kShardingAttr,
                     OpBuilder(copy).getArrayAttr({blockSharding}));

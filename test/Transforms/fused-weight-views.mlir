@@ -1,7 +1,10 @@
 // shoal-fused-weight-views views a fused projection's weight (and bias) in
 // pieces when the product is cut in equal pieces along its last dimension:
 // GPT-2's c_attn (one Split into q, k, v) and nn.MultiheadAttention's
-// in_proj (three Slices). A cut in unequal pieces keeps the weight as it is.
+// in_proj (three Slices), also through reshapes that keep the last
+// dimension (Hugging Face's Conv1D: the batch flattened for a Gemm with its
+// bias, restored before the Split). A cut in unequal pieces keeps the
+// weight as it is.
 // Then, under split(2), shoal-propagate-sharding splits each piece by heads
 // (the view's last part over tp: a strided split of the product with 3
 // runs), the cut gives every piece a plain split, and nothing is gathered.
@@ -18,6 +21,9 @@
 // CHECK: shoal.weight "in_proj.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK-LABEL: func.func @unequal
 // CHECK: shoal.weight "qkv.weight" : tensor<8x16xf32>
+// CHECK-LABEL: func.func @conv1d
+// CHECK: shoal.weight "h.0.attn.c_attn.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
+// CHECK: shoal.weight "h.0.attn.c_attn.bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
 
 // The weight's view is split plainly on its last part; the product and the
 // biased sum are strided (3 runs); each q/k/v piece is a plain split.
@@ -42,6 +48,15 @@
 // PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 8>, starts = array<i64: 4>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
 // PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 12>, starts = array<i64: 8>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
 // PART-LABEL: func.func @unequal
+// The Conv1D: each rank's [8, 3, 4] block, its Gemm on the flattened batch
+// and the Split of the restored one, with nothing gathered before (the
+// function's results are gathered after the relus, as above).
+// PART-LABEL: func.func @conv1d
+// PART-NOT: shoal.all_gather
+// PART: shoal.weight "h.0.attn.c_attn.weight" {{.*}} : tensor<8x3x4xf32>
+// PART: shoal.gemm {{.*}} -> tensor<8x12xf32>
+// PART: shoal.reshape {{.*}} : (tensor<8x12xf32>) -> tensor<2x4x12xf32>
+// PART: shoal.onnx "Split"(%{{.*}}) {axis = 2 : i64, split = array<i64: 4, 4, 4>} : (tensor<2x4x12xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
 
 module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
   func.func @split(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
@@ -71,5 +86,17 @@ module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
     %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
     %q:3 = shoal.onnx "Split"(%p) {axis = 2 : i64, split = array<i64: 8, 4, 4>} {shoal.scope = "attn"} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
     return %q#0, %q#1, %q#2 : tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  }
+  func.func @conv1d(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
+    %w = shoal.weight "h.0.attn.c_attn.weight" : tensor<8x24xf32>
+    %b = shoal.weight "h.0.attn.c_attn.bias" : tensor<24xf32>
+    %f = shoal.reshape %x {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+    %p = shoal.gemm %f, %w, %b {shoal.scope = "attn"} : (tensor<8x8xf32>, tensor<8x24xf32>, tensor<24xf32>) -> tensor<8x24xf32>
+    %u = shoal.reshape %p {shoal.scope = "attn"} : (tensor<8x24xf32>) -> tensor<2x4x24xf32>
+    %q:3 = shoal.onnx "Split"(%u) {axis = 2 : i64, split = array<i64: 8, 8, 8>} {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+    %r0 = shoal.relu %q#0 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r1 = shoal.relu %q#1 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r2 = shoal.relu %q#2 {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %r0, %r1, %r2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
   }
 }

@@ -118,12 +118,12 @@
 // SEARCHM1-SAME: shoal.placement = array<i64: 16, 1>
 
 // Memory-aware placement on devices of one type: stage 0 keeps 2
-// micro-batches in flight under 1F1B and needs 3.70 GiB, more than the
+// micro-batches in flight under 1F1B and needs 3.04 GiB, more than the
 // first T4's 3 GiB, so it goes to the 16 GiB one (rank 1) and stage 1 to
 // rank 0; --explain says why.
 // MEMPLACE: shoal-plan: hardware-aware (dp=1 tp=1 pp=2 m=4 1f1b stage-major)
-// MEMPLACE-NEXT: stage 0 's0': on rank 1 (T4, 16.00 GiB) in place of rank 0 (T4, 3.00 GiB): it needs 3.70 GiB, more than the 3.00 GiB it had
-// MEMPLACE-NEXT: stage 1 's1': on rank 0 (T4, 3.00 GiB) in place of rank 1 (T4, 16.00 GiB): it needs 2.42 GiB with 1 micro-batch(es) in flight
+// MEMPLACE-NEXT: stage 0 's0': on rank 1 (T4, 16.00 GiB) in place of rank 0 (T4, 3.00 GiB): it needs 3.04 GiB, more than the 3.00 GiB it had
+// MEMPLACE-NEXT: stage 1 's1': on rank 0 (T4, 3.00 GiB) in place of rank 1 (T4, 16.00 GiB): it needs 2.19 GiB with 1 micro-batch(es) in flight
 // MEMPLACE: placements = [array<i64: 1, 1>, array<i64: 0, 1>]
 // MEMPLACE-SAME: stage_capacity_MiB = array<i64: 16384, 3072>
 // MEMPLACE: shoal.task_graph "s0"

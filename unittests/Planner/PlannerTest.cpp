@@ -356,8 +356,10 @@ nodes:
   ASSERT_TRUE(cutEvenly(dp, p));
   placeRanks(dp);
   evaluate(dp, p, c, cost, o);
-  // fp32 weights 4 MB, gradients 4 MB, Adam's two moments 8 MB.
-  EXPECT_DOUBLE_EQ(dp.stages[0].memoryBytes, 16e6);
+  // fp32 weights 4 MB, gradients 4 MB, Adam's two moments 8 MB, and the
+  // backward's weight gradient before it is all-reduced over dp, 4 MB.
+  EXPECT_DOUBLE_EQ(dp.stages[0].memoryBytes, 20e6);
+  EXPECT_DOUBLE_EQ(dp.stages[0].memory.activations, 4e6);
   Layout tp;
   tp.stages.resize(1);
   tp.stages[0].devices = 2;
@@ -366,5 +368,6 @@ nodes:
   placeRanks(tp);
   evaluate(tp, p, c, cost, o);
   EXPECT_EQ(tp.tp(), 2);
+  // Half of each, and no copy of the gradient: nothing sums it.
   EXPECT_DOUBLE_EQ(tp.stages[0].memoryBytes, 8e6);
 }
