@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/memory_model.py --bin build/bin [--out DIR]
         [--layouts dp2,tp2,tp2-sp,pp2] [--options plain,zero1,...] [--rtol 0.1]
-    ~/.cache/shoal-venv/bin/python bench/memory_model.py --bin build/bin --model gpt2
+    /usr/bin/python3 bench/memory_model.py --bin build/bin --model gpt2
 
 For the GPT example (examples/gpt/make_model.py) under each layout (DP2,
 TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
@@ -29,8 +29,9 @@ KiB, but every part is counted the way it is for a large model. `--model
 NAME` takes a language model of the model zoo instead (test/zoo/models.py:
 gpt2, llama, bert, ...: Hugging Face `transformers` models not written for
 the project, exported by the zoo, with the zoo's layer-wise specs and its
-cross-entropy training config); it needs the test-reference virtual
-environment's python (scripts/install-deps.sh), which has `transformers`.
+cross-entropy training config); it runs itself under the test-reference
+virtual environment's python (scripts/install-deps.sh), which has
+`transformers`, and exits 77 (skipped) without it.
 """
 
 import argparse
@@ -103,10 +104,20 @@ def zoo_model(name, out):
     """A language model of the model zoo, exported as the zoo does, with
     token labels, the zoo's specs and its cross-entropy config."""
     sys.path.insert(0, os.path.join(REPO, "test", "zoo"))
+    import run_zoo
+    missing = run_zoo.missing_modules(["torch", "onnx", "transformers"])
+    vpy = run_zoo.venv_python()
+    if missing and os.path.isfile(vpy) and not os.environ.get("SHOAL_ZOO_REEXEC"):
+        # The test-reference environment has transformers.
+        os.environ["SHOAL_ZOO_REEXEC"] = "1"
+        os.execv(vpy, [vpy, os.path.abspath(__file__)] + sys.argv[1:])
+    if missing:
+        print("SKIP: %s cannot import %s (scripts/install-deps.sh installs them in %s)"
+              % (sys.executable, ", ".join(missing), os.path.dirname(os.path.dirname(vpy))))
+        sys.exit(run_zoo.SKIP)
     try:
         import torch
         import models as zoo
-        import run_zoo
         model = zoo.BY_NAME.get(name)
         if model is None or not model.lm:
             raise SystemExit("error: --model %s: not a language model of test/zoo/models.py "
