@@ -88,9 +88,15 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
       v = mp.aliasOf[v];
     return v;
   };
+  // A view of a weight, an input or a constant needs no buffer at all.
+  mp.viewOfOutside.assign(numValues, false);
   for (const OpInfo &op : plan.ops)
-    if (aliasesInput(op) && op.outputs[0] >= 0 && produced[op.inputs[0]])
-      mp.aliasOf[op.outputs[0]] = op.inputs[0];
+    if (aliasesInput(op) && op.outputs[0] >= 0) {
+      if (produced[op.inputs[0]])
+        mp.aliasOf[op.outputs[0]] = op.inputs[0];
+      else
+        mp.viewOfOutside[op.outputs[0]] = true;
+    }
   for (std::size_t v = 0; v < numValues; ++v)
     if (kept[v])
       kept[root(static_cast<int>(v))] = true;
@@ -98,7 +104,7 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     if (produced[v]) {
       bool k = kept[root(static_cast<int>(v))];
       mp.residence[v] = k ? Residence::Kept : Residence::Arena;
-      if (k && mp.aliasOf[v] < 0)
+      if (k && mp.aliasOf[v] < 0 && !mp.viewOfOutside[v])
         mp.keptBytes += bytesOf(static_cast<int>(v));
     }
 
@@ -116,17 +122,10 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     mp.lastUse[r] = std::max({mp.lastUse[r], last, producer[v]});
   }
 
-  // A view of a weight, an input or a constant (a reshape the kernel
-  // makes an alias of that buffer) needs no place of its own.
-  std::vector<bool> outsideView(numValues, false);
-  for (const OpInfo &op : plan.ops)
-    if (aliasesInput(op) && op.outputs[0] >= 0 && op.inputs[0] >= 0 &&
-        !produced[op.inputs[0]])
-      outsideView[op.outputs[0]] = true;
   std::vector<int> order;
   for (std::size_t v = 0; v < numValues; ++v)
     if (mp.residence[v] == Residence::Arena && mp.aliasOf[v] < 0 &&
-        !outsideView[v]) {
+        !mp.viewOfOutside[v]) {
       order.push_back(static_cast<int>(v));
       mp.unsharedBytes += bytesOf(static_cast<int>(v));
     }
@@ -262,15 +261,10 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       copiesOfTask[t] = most;
     }
   }
-  // A reshape of an input, a weight or a constant shares its buffer.
-  for (const OpInfo &op : plan.ops)
-    if (aliasesInput(op) && op.outputs[0] >= 0 && op.inputs[0] >= 0 &&
-        outside[op.inputs[0]])
-      outside[op.outputs[0]] = true;
   std::vector<KeptLife> life = keptLives(plan, memory);
   for (std::size_t v = 0; v < numValues; ++v) {
     if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0 ||
-        outside[v])
+        memory.viewOfOutside[v])
       continue;
     std::size_t copies = life[v] == KeptLife::OncePerStep ? 1
                          : life[v] == KeptLife::Pooled

@@ -57,6 +57,10 @@ struct MemoryPlan {
   /// Per value: first and last op index during which its buffer must hold
   /// it (for the arena values; -1 for the others).
   std::vector<int> firstUse, lastUse;
+  /// Per value: a view of a value set from outside the ops (a reshape of a
+  /// weight, an input or a constant, which the kernel makes an alias): it
+  /// shares that buffer and needs none of its own.
+  std::vector<bool> viewOfOutside;
 };
 
 /// True for ops whose result shares its input's buffer (Reshape, identity

@@ -341,11 +341,8 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       // the forward and the backward: one view per reader, so that each
       // gathers just before its use instead of keeping the whole weight
       // from the forward to the backward.
-      for (Operation *user : llvm::to_vector(copy->getUsers())) {
-        auto view = dyn_cast<ReshapeOp>(user);
-        if (!view)
-          continue;
-        if (view->hasOneUse())
+      for (Operation *view : llvm::to_vector(copy->getUsers())) {
+        if (!isWeightView(view) || view->hasOneUse())
           continue;
         for (OpOperand &use : llvm::make_early_inc_range(view->getUses())) {
           OpBuilder b(use.getOwner());
