@@ -2,11 +2,12 @@
 """The planner's memory estimate against shoal-run --report-memory.
 
     /usr/bin/python3 bench/memory_model.py --bin build/bin [--out DIR]
-        [--layouts dp2,tp2,tp2-sp,pp2] [--options plain,zero1,...] [--rtol 0.1]
+        [--layouts dp2,dp2-mb2,tp2,tp2-sp,pp2] [--options plain,zero1,...] [--rtol 0.1]
     /usr/bin/python3 bench/memory_model.py --bin build/bin --model gpt2
 
 For the GPT example (examples/gpt/make_model.py) under each layout (DP2,
-TP2, TP2 with sequence parallelism, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
+DP2 with 2 micro-batches of gradient accumulation, TP2, TP2 with sequence
+parallelism, PP2 with 1F1B, on 2 ranks) and each training option (plain AdamW,
 `zero: 1|2|3`, `recompute: full|selective`, `precision: bf16`):
 
 1. `shoal-compile --train --cluster` (two CPU devices) makes the plan and
@@ -52,6 +53,18 @@ nodes:
 SPECS = {"dp2": "spec_dp.yaml", "tp2": "spec_tp.yaml", "pp2": "spec_pp2.yaml",
          # TP2 with sequence parallelism (docs/Training.md).
          "tp2-sp": "spec_tp_sp.yaml"}
+# Layouts made from another by adding lines to its spec: DP2 accumulating
+# gradients over 2 micro-batches (its forward and backward become tasks of
+# their own, as a pipeline stage's).
+DERIVED = {"dp2-mb2": ("dp2", "pipeline: {num_micro_batch: 2}\n")}
+
+
+def derived_spec(spec_text, layout, d):
+    """The spec of `layout` from its base layout's text, written into `d`."""
+    path = os.path.join(d, "spec.yaml")
+    with open(path, "w") as f:
+        f.write(spec_text + DERIVED[layout][1])
+    return path
 OPTIONS = {
     "plain": "",
     "zero1": "zero: 1\n",
@@ -97,7 +110,12 @@ def gpt_model(out):
             np.random.default_rng(1).integers(0, 96, size=ids.shape, dtype=np.int64))
     with open(os.path.join(REPO, "test", "e2e", "train_adamw.yaml")) as f:
         config = f.read()
-    return (lambda layout, d: os.path.join(REPO, "examples", "gpt", SPECS[layout])), config
+    def spec_of(layout, d):
+        if layout in DERIVED:
+            with open(os.path.join(REPO, "examples", "gpt", SPECS[DERIVED[layout][0]])) as f:
+                return derived_spec(f.read(), layout, d)
+        return os.path.join(REPO, "examples", "gpt", SPECS[layout])
+    return spec_of, config
 
 
 def zoo_model(name, out):
@@ -137,9 +155,13 @@ def zoo_model(name, out):
     nodes = info["node_names"]
 
     def spec_of(layout, d):
+        base = DERIVED[layout][0] if layout in DERIVED else layout
+        text = run_zoo.make_spec(model, "train-" + base, nodes)
+        if layout in DERIVED:
+            return derived_spec(text, layout, d)
         path = os.path.join(d, "spec.yaml")
         with open(path, "w") as f:
-            f.write(run_zoo.make_spec(model, "train-" + layout, nodes))
+            f.write(text)
         return path
     return spec_of, run_zoo.TRAIN_CONFIG_CE % out_names[0]
 
@@ -148,7 +170,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True, help="BUILD/bin")
     ap.add_argument("--out", default="/tmp/shoal-memory-model", help="work folder (emptied)")
-    ap.add_argument("--layouts", default="dp2,tp2,tp2-sp,pp2")
+    ap.add_argument("--layouts", default="dp2,dp2-mb2,tp2,tp2-sp,pp2")
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--rtol", type=float, default=0.1)
     ap.add_argument("--mpirun", default="mpirun")

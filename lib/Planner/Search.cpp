@@ -130,10 +130,10 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
 /// side of j in the forward, as reverse mode frees each gradient once its
 /// producer's backward has read it) plus j's weight gradient while it is
 /// a temporary (summed over micro-batches or data-parallel replicas
-/// afterwards; otherwise it is the gradient buffer itself). One program
-/// (no pipeline) holds it all in one arena; a pipeline stage's forward and
-/// backward are tasks of their own, so what it keeps crosses them per
-/// micro-batch and the rest is the arena.
+/// afterwards; otherwise it is the gradient buffer itself). A program of
+/// one task holds it all in one arena; with `tasks` (a pipeline stage, or
+/// micro-batches) the forward and the backward are tasks of their own, so
+/// what it keeps crosses them per micro-batch and the rest is the arena.
 struct StageActivations {
   double keptPerMicroBatch = 0;
   double arena = 0;
@@ -141,7 +141,8 @@ struct StageActivations {
 
 StageActivations trainingActivations(const ModelProfile &profile,
                                      const StagePlan &s, int k, int p,
-                                     StepKind step, bool weightGradTemporary,
+                                     StepKind step, bool tasks,
+                                     bool weightGradTemporary,
                                      double bytesPerParam, double frac) {
   const int begin = s.begin, end = s.end;
   const double devices = s.devices;
@@ -199,7 +200,7 @@ StageActivations trainingActivations(const ModelProfile &profile,
     double gradients = (before + op.outBytes) / devices * frac;
     if (weightGradTemporary)
       gradients += op.params / shard(j) * bytesPerParam;
-    double held = recomputed + gradients + (p == 1 ? keptBefore : 0);
+    double held = recomputed + gradients + (tasks ? 0 : keptBefore);
     peak = std::max(peak, held);
     forward = std::max(forward, op.liveBytes / devices * frac);
     keptBefore += keep;
@@ -416,10 +417,13 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     if (step == StepKind::Forward) {
       in.activationBytes = live * frac;
     } else {
+      // Micro-batches (or stages) make the forward and the backward tasks
+      // of their own.
+      bool tasks = p > 1 || m > 1;
       bool summed = m > 1 || in.zeroRanks > 1;
       StageActivations a =
-          trainingActivations(profile, s, k, p, step, summed, bpp, frac);
-      in.activationBytes = p > 1 ? a.keptPerMicroBatch : 0;
+          trainingActivations(profile, s, k, p, step, tasks, summed, bpp, frac);
+      in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
       in.transientBytes = a.arena;
     }
     in.inFlight = s.inFlight;
