@@ -41,7 +41,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "examples"))
 import common  # noqa: E402
 
-BLOCKS, WIDTH, BATCH = 8, 1024, 96
+BLOCKS, WIDTH, BATCH = 8, 1024, 384
+CALIBRATION_ROWS = 4
 
 SPECS = {
     "dp4": "version: 1\nscopes:\n  - {replicate: 4, name: model, nodes: [\"*\"]}\n",
@@ -84,6 +85,10 @@ def make_model(out):
     os.makedirs(os.path.join(out, "reference"), exist_ok=True)
     torch.onnx.export(model, (x,), os.path.join(out, "model.onnx"), input_names=["x"],
                       output_names=["y"], opset_version=17)
+    # The same model for a small batch (calibration).
+    torch.onnx.export(model, (x[:CALIBRATION_ROWS],),
+                      os.path.join(out, "model-%d.onnx" % CALIBRATION_ROWS),
+                      input_names=["x"], output_names=["y"], opset_version=17)
     np.save(os.path.join(out, "inputs", "x.npy"), x.numpy())
     with torch.no_grad():
         np.save(os.path.join(out, "reference", "y.npy"), model(x).numpy())
@@ -131,14 +136,30 @@ def main(argv=None):
     compile_ = os.path.join(a.bin, "shoal-compile")
     run_bin = os.path.join(a.bin, "shoal-run")
 
-    # Calibration: the model alone on core 0.
-    one = os.path.join(out, "one.plan")
-    common.run_cmd([compile_, model, "-o", one])
-    res = common.run_cmd(["taskset", "-c", "0", run_bin, one, "--inputs",
-                          os.path.join(out, "inputs"), "--outputs", os.path.join(out, "o1"),
-                          "--steps", str(a.steps), "--warmup", "2"])
-    fast = flops / (ms_per_step(res.stdout + res.stderr) * 1e-3) / 1e12  # TFLOP/s
-    print("calibrated: one rank alone on a core runs %.4f TFLOP/s" % fast)
+    # Calibration: the model alone on core 0, at the whole batch and at a
+    # small one. Matrix products of m rows run at peak * m / (m + h) (the
+    # cluster spec's matmul_half_rows h, docs/Planner.md): two batch sizes
+    # give the peak and h, which the planner needs to size micro-batches.
+    def one_rank_ms(rows):
+        plan = os.path.join(out, "one-%d.plan" % rows)
+        inputs = os.path.join(out, "inputs-%d" % rows)
+        os.makedirs(inputs, exist_ok=True)
+        np.save(os.path.join(inputs, "x.npy"),
+                np.load(os.path.join(out, "inputs", "x.npy"))[:rows])
+        source = model if rows == BATCH else os.path.join(out, "model-%d.onnx" % rows)
+        common.run_cmd([compile_, source, "-o", plan])
+        res = common.run_cmd(["taskset", "-c", "0", run_bin, plan, "--inputs", inputs,
+                              "--outputs", os.path.join(out, "o1"),
+                              "--steps", str(a.steps * BATCH // rows), "--warmup", "2"])
+        return ms_per_step(res.stdout + res.stderr)
+    small = CALIBRATION_ROWS
+    t_big, t_small = one_rank_ms(BATCH), one_rank_ms(small)
+    ratio = t_big / t_small
+    half = max(0.0, (BATCH - ratio * small) / (ratio - 1)) if ratio > 1 else 0.0
+    fast = flops * (BATCH + half) / BATCH / (t_big * 1e-3) / 1e12  # TFLOP/s
+    print("calibrated: one rank alone on a core: %.2f ms at batch %d, %.2f ms at "
+          "batch %d: peak %.4f TFLOP/s, matmul_half_rows %.2f"
+          % (t_big, BATCH, t_small, small, fast, half))
 
     rows = []
     for layout in a.layouts.split(","):
@@ -147,10 +168,12 @@ def main(argv=None):
         cluster = os.path.join(out, "cluster-%s.yaml" % layout)
         with open(cluster, "w") as f:
             f.write("version: 1\nnodes:\n"
-                    "  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: %.6f}}}\n"
-                    "  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}}}\n"
+                    "  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: %.6f}, "
+                    "matmul_half_rows: %.3f}}\n"
+                    "  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}, "
+                    "matmul_half_rows: %.3f}}\n"
                     "links:\n  inter_node: {bandwidth_GBps: 5, latency_us: 5, transport: shm}\n"
-                    % (fast, slow, fast / 3))
+                    % (fast, max(half, 1e-3), slow, fast / 3, max(half, 1e-3)))
         spec = os.path.join(out, "spec-%s.yaml" % layout)
         with open(spec, "w") as f:
             f.write(SPECS[layout])

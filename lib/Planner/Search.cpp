@@ -250,6 +250,8 @@ int Layout::worldSize() const {
 std::string Layout::describe() const {
   std::string s =
       fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(), microBatches);
+  if (!replicaMicroBatches.empty())
+    s += fmt::format(" (per replica {})", fmt::join(replicaMicroBatches, "/"));
   if (pp() > 1) {
     s += " " + schedule;
     if (virtualStages > 1)
@@ -301,6 +303,26 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   std::vector<double> shares = l.batchShares;
   if (shares.size() != static_cast<std::size_t>(dp))
     shares.assign(dp, batch / dp);
+  // Compiled uneven shares: replica i runs counts[i] micro-batches of
+  // microSamples samples each.
+  const bool counts = p == 1 && l.replicaMicroBatches.size() == std::size_t(dp);
+  double microSamples = batch / m / dp;
+  int mostMicroBatches = m;
+  if (counts) {
+    int total = 0;
+    mostMicroBatches = 0;
+    for (int c : l.replicaMicroBatches) {
+      total += c;
+      mostMicroBatches = std::max(mostMicroBatches, c);
+    }
+    microSamples = batch / total;
+  }
+  auto microBatchesOf = [&](int i) {
+    return counts ? l.replicaMicroBatches[i] : m;
+  };
+  auto microFrac = [&](int i) {
+    return (counts ? microSamples : shares[i] / m) / profile.batch;
+  };
   const StepKind step = options.step;
   const double v = l.schedule == "interleaved" ? l.virtualStages : 1;
 
@@ -314,7 +336,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     s.seconds = s.tpSeconds = 0;
     for (int i = 0; i < dp; ++i) {
       std::vector<int> ranks = replicaRanks(s, i);
-      std::string key = fmt::format("{}", shares[i]);
+      std::string key = fmt::format("{}", microFrac(i));
       for (int r : ranks)
         key += fmt::format(",{}", groupId(cluster, r));
       key += cluster.nodeOf(ranks.front()) == cluster.nodeOf(ranks.back())
@@ -322,7 +344,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                  : "|span";
       auto it = memo.find(key);
       if (it == memo.end()) {
-        double frac = shares[i] / m / profile.batch;
+        double frac = microFrac(i);
         RangeTime rt = rangeTime(
             profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
             slowestRank(ranks, cluster, options.precision), ranks, cost, step);
@@ -348,7 +370,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double in = 0;
       if (k > 0) {
         const OpCost &edge = profile.ops[l.stages[k].begin - 1];
-        double frac = shares[i] / m / profile.batch;
+        double frac = microFrac(i);
         in = passes * v *
              cost.sendRecvSeconds(rankOf(l.stages[k - 1], i, 0),
                                   rankOf(l.stages[k], i, 0),
@@ -360,16 +382,17 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       tpc += t[k][i].tp;
     }
     double total;
+    int mi = microBatchesOf(i);
     if (v > 1)
-      total = (m + double(p - 1) / v) * slowest + p2p;
+      total = (mi + double(p - 1) / v) * slowest + p2p;
     else
-      total = (m - 1) * slowest + sum + p2p;
+      total = (mi - 1) * slowest + sum + p2p;
     if (total > l.stepSeconds) {
       l.stepSeconds = total;
-      l.computeSeconds = m * slowest;
+      l.computeSeconds = mi * slowest;
       l.p2pSeconds = p2p;
       l.bubbleSeconds = std::max(0.0, total - l.computeSeconds - p2p);
-      l.tpSeconds = tpc * m;
+      l.tpSeconds = tpc * mi;
     }
   }
 
@@ -399,7 +422,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     }
     // Memory on the replica with the largest share.
     double frac =
-        *std::max_element(shares.begin(), shares.end()) / m / profile.batch;
+        counts ? microSamples / profile.batch
+               : *std::max_element(shares.begin(), shares.end()) / m /
+                     profile.batch;
     MemoryInputs in;
     in.parameters = params;
     in.bytesPerParam = bpp;
@@ -410,7 +435,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     // ZeRO shards over the data-parallel group: the replicas and, in a
     // replicate stage, its own devices.
     in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
-    in.microBatches = m;
+    in.microBatches = mostMicroBatches;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
     // Training: the step walked op by op (trainingActivations); one
     // program holds everything in its arena.
@@ -419,8 +444,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     } else {
       // Micro-batches (or stages) make the forward and the backward tasks
       // of their own.
-      bool tasks = p > 1 || m > 1;
-      bool summed = m > 1 || in.zeroRanks > 1;
+      bool tasks = p > 1 || mostMicroBatches > 1;
+      bool summed = mostMicroBatches > 1 || in.zeroRanks > 1;
       StageActivations a =
           trainingActivations(profile, s, k, p, step, tasks, summed, bpp, frac);
       in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
@@ -576,6 +601,10 @@ bool balanceBoundaries(Layout &l, const ModelProfile &profile,
   return true;
 }
 
+void countMicroBatches(Layout &l, const ModelProfile &profile,
+                       const Cluster &cluster, const CostModel &cost,
+                       const PlanOptions &options);
+
 /// Replicas' batch shares in proportion to their speed, when they differ.
 void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
                 const CostModel &cost, const PlanOptions &options) {
@@ -640,6 +669,97 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
     return;
   for (long w : whole)
     l.batchShares.push_back(double(w * unit));
+  if (l.pp() == 1)
+    countMicroBatches(l, profile, cluster, cost, options);
+}
+
+/// One stage: the shares as the compiler builds them, every replica running
+/// micro-batches of one size b (a divisor of the batch, at most the
+/// annotation's micro-batch), replica i `counts[i]` of them (the compiled
+/// program is one replica's with sum(counts) micro-batches, dealt out to
+/// the replicas). Tries every such b, each with counts in proportion to the
+/// replicas' speed at that size, and keeps the fastest (the largest b among
+/// those within 0.5%: fewer, larger products).
+void countMicroBatches(Layout &l, const ModelProfile &profile,
+                       const Cluster &cluster, const CostModel &cost,
+                       const PlanOptions &options) {
+  const StagePlan &s = l.stages.front();
+  long batch = std::lround(profile.stepBatch());
+  std::vector<std::vector<int>> ranks(l.dp);
+  std::vector<int> slow(l.dp);
+  for (int i = 0; i < l.dp; ++i) {
+    ranks[i] = replicaRanks(s, i);
+    slow[i] = slowestRank(ranks[i], cluster, options.precision);
+  }
+  double bestTime = 0;
+  std::vector<int> best;
+  for (long b = batch / (long(l.dp) * l.microBatches); b >= 1; --b) {
+    if (batch % b != 0)
+      continue;
+    long total = batch / b;
+    std::vector<double> perMicro(l.dp);
+    double inv = 0;
+    std::map<std::string, double> memo; // as evaluate() keys replicas
+    for (int i = 0; i < l.dp; ++i) {
+      std::string key;
+      for (int r : ranks[i])
+        key += fmt::format(",{}", groupId(cluster, r));
+      key += cluster.nodeOf(ranks[i].front()) == cluster.nodeOf(ranks[i].back())
+                 ? "|node"
+                 : "|span";
+      auto it = memo.find(key);
+      if (it == memo.end()) {
+        RangeTime rt = rangeTime(profile, s.begin, s.end, s.split, s.begin,
+                                 s.devices, double(b) / profile.batch, slow[i],
+                                 ranks[i], cost, options.step);
+        it = memo.emplace(key, rt.compute + rt.tp).first;
+      }
+      perMicro[i] = it->second;
+      inv += 1 / perMicro[i];
+    }
+    // Largest remainders, at least one micro-batch each.
+    std::vector<int> c(l.dp);
+    std::vector<std::pair<double, int>> rest;
+    long given = 0;
+    for (int i = 0; i < l.dp; ++i) {
+      double exact = total * (1 / perMicro[i]) / inv;
+      c[i] = std::max(1, static_cast<int>(exact));
+      given += c[i];
+      rest.push_back({exact - c[i], i});
+    }
+    std::stable_sort(rest.begin(), rest.end(),
+                     [](auto &x, auto &y) { return x.first > y.first; });
+    for (std::size_t j = 0; given < total && j < rest.size(); ++j, ++given)
+      c[rest[j].second] += 1;
+    while (given > total) {
+      auto it = std::max_element(c.begin(), c.end());
+      if (*it <= 1)
+        break;
+      --*it;
+      --given;
+    }
+    if (given != total ||
+        *std::max_element(c.begin(), c.end()) > 1024) // kMaxMicroBatches
+      continue;
+    double time = 0;
+    for (int i = 0; i < l.dp; ++i)
+      time = std::max(time, c[i] * perMicro[i]);
+    if (best.empty() || time < bestTime * 0.995) {
+      bestTime = time;
+      best = c;
+    }
+  }
+  if (best.empty() || std::all_of(best.begin(), best.end(),
+                                  [&](int x) { return x == best.front(); }))
+    return;
+  long total = 0;
+  for (int x : best)
+    total += x;
+  l.replicaMicroBatches = best;
+  l.microBatches = static_cast<int>(total);
+  l.batchShares.clear();
+  for (int x : best)
+    l.batchShares.push_back(double(x) * double(batch / total));
 }
 
 } // namespace

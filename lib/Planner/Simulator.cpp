@@ -175,20 +175,24 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   struct Step {
     int task;
     int mb;
+    bool backward = false;
   };
   struct ProgState {
     const plan::Program *prog;
+    int index = 0;          ///< the program's, in out.programs
+    std::vector<int> ranks; ///< the world ranks it times (of the program's)
     Placed placed;
     std::vector<std::vector<int>> taskOps; ///< op indices per task
     std::vector<Step> steps;
     std::size_t next = 0;
-    double clock = 0;
+    double clock = 0, busy = 0;
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
   };
   std::vector<ProgState> progs;
   for (const plan::Program &prog : plan.programs()) {
     ProgState s;
     s.prog = &prog;
+    s.index = static_cast<int>(out.programs.size());
     s.placed = placeOf(plan, prog);
     ProgramPrediction pp;
     pp.role = prog.role();
@@ -215,17 +219,53 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       s.taskOps[it == taskIndex.end() ? 0 : it->second].push_back(i);
     }
     int m = std::max(1, prog.num_micro_batches());
-    if (prog.schedule_size()) {
-      for (const auto &st : prog.schedule())
-        if (!st.backward())
-          s.steps.push_back({st.task(), st.micro_batch()});
-    } else {
-      for (int t = 0; t < static_cast<int>(s.taskOps.size()); ++t)
-        for (int mb = 0; mb < m; ++mb)
-          s.steps.push_back({t, mb});
+    // Ranks by their number of micro-batches (Program.micro_batch_shares,
+    // in mesh rank order): each count is simulated on its own ranks.
+    std::map<int, std::vector<int>> byCount;
+    {
+      std::size_t q = 0;
+      for (const auto &share : prog.micro_batch_shares())
+        for (int k = 0; k < share.ranks() && q < pp.ranks.size(); ++k)
+          byCount[share.micro_batches()].push_back(pp.ranks[q++]);
+      if (byCount.empty() || q != pp.ranks.size())
+        byCount = {{m, pp.ranks}};
     }
+    // The schedule as the runtime runs it (PlanLoader): a training plan's
+    // backward steps too; with fewer micro-batches than written, a task that
+    // runs once (at the last micro-batch) runs at the rank's last.
+    std::vector<char> onlyLast(s.taskOps.size(), m > 1);
+    for (const auto &st : prog.schedule())
+      if (st.task() >= 0 && st.task() < static_cast<int>(onlyLast.size()) &&
+          st.micro_batch() != m - 1)
+        onlyLast[st.task()] = 0;
+    auto stepsFor = [&](int c) {
+      std::vector<Step> steps;
+      if (prog.schedule_size()) {
+        for (const auto &st : prog.schedule()) {
+          if (st.backward() && !plan.has_training())
+            continue;
+          int j = st.micro_batch();
+          if (c != m && st.task() >= 0 &&
+              st.task() < static_cast<int>(onlyLast.size()) &&
+              onlyLast[st.task()])
+            j = c - 1;
+          else if (j >= c)
+            continue;
+          steps.push_back({st.task(), j, st.backward()});
+        }
+      } else {
+        for (int t = 0; t < static_cast<int>(s.taskOps.size()); ++t)
+          for (int mb = 0; mb < c; ++mb)
+            steps.push_back({t, mb});
+      }
+      return steps;
+    };
 
-    // Each op's time on the program's slowest device, or over its group.
+    // Each op's time on the slowest device of the ranks, or over its group.
+    for (auto &[count, countRanks] : byCount) {
+    s.ranks = countRanks;
+    s.steps = stepsFor(count);
+    s.opSeconds.clear();
     for (const plan::Op &op : prog.ops()) {
       const std::string &k = op.kind();
       double t = 0;
@@ -258,7 +298,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           for (int d = 0; d + 1 < shape.size(); ++d)
             rows *= static_cast<double>(shape[d]);
         }
-        for (int r : pp.ranks)
+        for (int r : s.ranks)
           t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
                                          static_cast<double>(op.bytes()),
                                          isMatMulKind(k) ? OpClass::MatMul
@@ -267,7 +307,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       }
       s.opSeconds.push_back(t);
     }
-    progs.push_back(std::move(s));
+    progs.push_back(s);
+    }
   }
   if (plan.programs_size() && plan.programs(0).inputs_size() &&
       plan.programs(0).inputs(0).global_type().shape_size())
@@ -302,7 +343,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           if (is(op, rt::OpKind::Recv)) {
             double a = arrival[{op.transfer().id(), st.mb}];
             if (a > t)
-              out.events.push_back({static_cast<int>(p),
+              out.events.push_back({s.index,
                                     fmt::format("wait {}", op.transfer().id()),
                                     t, a - t});
             t = std::max(t, a);
@@ -311,13 +352,13 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           if (start < 0)
             start = t;
           out.flopsPerStep += static_cast<double>(op.flops()) *
-                              static_cast<double>(out.programs[p].ranks.size());
+                              static_cast<double>(s.ranks.size());
           t += s.opSeconds[i];
           busy += s.opSeconds[i];
           if (is(op, rt::OpKind::Send)) {
             double bytes =
                 op.inputs_size() ? valueBytes(s.prog->values(op.inputs(0))) : 0;
-            int src = out.programs[p].ranks.front();
+            int src = s.ranks.front();
             int dst =
                 static_cast<int>(op.transfer().dst().placement().offset());
             arrival[{op.transfer().id(), st.mb}] =
@@ -327,10 +368,11 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         }
         std::string task =
             s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
-        out.events.push_back({static_cast<int>(p),
-                              fmt::format("F{} {}", st.mb, task),
+        out.events.push_back({s.index,
+                              fmt::format("{}{} {}", st.backward ? 'B' : 'F',
+                                          st.mb, task),
                               start < 0 ? t : start, busy});
-        out.programs[p].busySeconds += busy;
+        s.busy += busy;
         s.clock = t;
         ++s.next;
         progress = true;
@@ -340,9 +382,12 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   if (!done())
     throw SpecError("the plan's schedules wait on each other (a receive "
                     "whose send never comes); it cannot be replayed");
-  for (std::size_t p = 0; p < progs.size(); ++p) {
-    out.programs[p].finishSeconds = progs[p].clock;
-    out.stepSeconds = std::max(out.stepSeconds, progs[p].clock);
+  // A program is as late and as busy as its slowest ranks.
+  for (const ProgState &s : progs) {
+    ProgramPrediction &pp = out.programs[s.index];
+    pp.finishSeconds = std::max(pp.finishSeconds, s.clock);
+    pp.busySeconds = std::max(pp.busySeconds, s.busy);
+    out.stepSeconds = std::max(out.stepSeconds, s.clock);
   }
   return out;
 }

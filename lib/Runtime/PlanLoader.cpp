@@ -64,6 +64,8 @@ private:
   void checkProgram(const plan::Program &p, int index);
   void checkTasks(const plan::Program &p, const std::string &where);
   void checkSchedule(const plan::Program &p, const std::string &where);
+  void checkShares(const plan::Program &p, const std::string &where);
+  void checkSharedCollectives(const std::string &where);
   /// Plan.training: the loss and labels ports, the other inputs, clipping
   /// and which program owns each initializer.
   void checkTraining();
@@ -74,6 +76,9 @@ private:
   Mesh worldMesh;
   /// Version 2: each program's mesh and world ranks.
   std::vector<Mesh> meshes;
+  /// The program's num_micro_batches when micro_batch_shares give this
+  /// rank fewer (out.numMicroBatches); 0 without shares.
+  int programMicroBatches = 0;
   std::vector<std::vector<int64_t>> ranks;
   LoadedPlan out;
 };
@@ -568,6 +573,8 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                        "num_micro_batches {}",
                        where, kMicroBatchAxis, out.mesh.axisSize(mb),
                        out.numMicroBatches));
+    if (p.micro_batch_shares_size())
+      checkShares(p, where);
   }
   int numValues = p.values_size();
   out.values.clear();
@@ -810,6 +817,97 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
   }
   checkTasks(p, where);
   checkSchedule(p, where);
+  if (out.mesh.hasMicroBatchShares())
+    checkSharedCollectives(where);
+}
+
+void PlanChecker::checkShares(const plan::Program &p,
+                              const std::string &where) {
+  int mb = out.mesh.microBatchAxis();
+  if (mb < 0)
+    fail(fmt::format("{}: micro_batch_shares needs a mesh with a '{}' axis",
+                     where, kMicroBatchAxis));
+  if (plan.programs_size() != 1)
+    fail(fmt::format("{}: micro_batch_shares in a plan of {} programs; "
+                     "uneven micro-batch counts are for plans of one program",
+                     where, plan.programs_size()));
+  std::vector<int64_t> perRank;
+  int largest = 0;
+  for (int k = 0; k < p.micro_batch_shares_size(); ++k) {
+    const plan::MicroBatchShare &s = p.micro_batch_shares(k);
+    if (s.ranks() < 1 || s.micro_batches() < 1 ||
+        s.micro_batches() > out.numMicroBatches)
+      fail(fmt::format("{}: micro_batch_shares #{} gives {} micro-batches to "
+                       "{} ranks; each needs at least 1 rank and 1 to "
+                       "num_micro_batches ({}) micro-batches",
+                       where, k, s.micro_batches(), s.ranks(),
+                       out.numMicroBatches));
+    if (static_cast<int64_t>(perRank.size()) + s.ranks() >
+        out.mesh.worldSize())
+      break;
+    perRank.insert(perRank.end(), s.ranks(), s.micro_batches());
+    largest = std::max(largest, s.micro_batches());
+  }
+  if (static_cast<int64_t>(perRank.size()) != out.mesh.worldSize())
+    fail(fmt::format("{}: micro_batch_shares cover {} ranks, the mesh ({}) "
+                     "has {}",
+                     where,
+                     [&] {
+                       int64_t n = 0;
+                       for (const auto &s : p.micro_batch_shares())
+                         n += s.ranks();
+                       return n;
+                     }(),
+                     out.mesh.str(), out.mesh.worldSize()));
+  if (largest != out.numMicroBatches)
+    fail(fmt::format("{}: num_micro_batches is {} but the largest of "
+                     "micro_batch_shares is {}; it must be the largest",
+                     where, out.numMicroBatches, largest));
+  out.mesh.setMicroBatchShares(perRank);
+  programMicroBatches = out.numMicroBatches;
+  out.numMicroBatches = static_cast<int>(perRank[out.meshRank]);
+}
+
+void PlanChecker::checkSharedCollectives(const std::string &where) {
+  // Tasks that run once a step (the optimizer) may talk to every rank.
+  int m = out.numMicroBatches;
+  std::vector<int> runs(out.tasks.size(), 0);
+  std::vector<char> once(out.tasks.size(), 0);
+  for (const ScheduleEntry &e : out.schedule)
+    ++runs[e.task];
+  for (std::size_t t = 0; t < out.tasks.size(); ++t)
+    once[t] = m > 1 && runs[t] == 1;
+  int mb = out.mesh.microBatchAxis();
+  for (const OpInfo &op : out.ops) {
+    if (!op.isCollective() || op.kind == OpKind::LocalSlice || once[op.task])
+      continue;
+    const std::vector<int> &axes = op.attrs.meshAxes;
+    bool overDevices = false;
+    for (int a : axes)
+      overDevices |= a != mb && out.mesh.axisSize(a) > 1;
+    bool accumulates = std::find(axes.begin(), axes.end(), mb) != axes.end();
+    if (overDevices && !accumulates)
+      fail(fmt::format(
+          "{}: {} runs over ranks once per micro-batch, but "
+          "micro_batch_shares gives them different numbers of micro-batches; "
+          "only AllReduce and ReduceScatter over '{}' (accumulated, reduced "
+          "once) may",
+          where, op.describe(), kMicroBatchAxis));
+  }
+  for (const PortInfo &port : out.inputs)
+    for (const auto &axes : port.sharding.dims)
+      if (!out.mesh.coversShares(axes))
+        fail(fmt::format("{}: input '{}' is sharded {} over micro-batches but "
+                         "not over every device axis; under "
+                         "micro_batch_shares it must be",
+                         where, port.name, port.sharding.str(out.mesh)));
+  for (const PortInfo &port : out.outputs)
+    for (const auto &axes : port.sharding.dims)
+      if (!out.mesh.coversShares(axes))
+        fail(fmt::format("{}: output '{}' is sharded {} over micro-batches "
+                         "but not over every device axis; under "
+                         "micro_batch_shares it must be",
+                         where, port.name, port.sharding.str(out.mesh)));
 }
 
 void PlanChecker::checkTasks(const plan::Program &p, const std::string &where) {
@@ -893,18 +991,33 @@ void PlanChecker::checkSchedule(const plan::Program &p,
         out.schedule.push_back({t, j, backward});
     }
   } else {
+    // Under micro_batch_shares the schedule is written for the largest
+    // count: this rank runs the steps of its own micro-batches, and a task
+    // that runs once (at the last micro-batch) at its own last one.
+    int written = programMicroBatches > 0 ? programMicroBatches : m;
+    std::vector<int> onlyLast(numTasks, written > 1 ? 1 : 0);
+    for (const plan::ScheduleStep &step : p.schedule())
+      if (step.task() >= 0 && step.task() < numTasks &&
+          step.micro_batch() != written - 1)
+        onlyLast[step.task()] = 0;
     for (int k = 0; k < p.schedule_size(); ++k) {
       const plan::ScheduleStep &step = p.schedule(k);
       if (step.task() < 0 || step.task() >= numTasks)
         fail(fmt::format("{}: schedule step #{} runs task {}, out of range "
                          "(the program has {} tasks)",
                          where, k, step.task(), numTasks));
-      if (step.micro_batch() < 0 || step.micro_batch() >= m)
+      if (step.micro_batch() < 0 || step.micro_batch() >= written)
         fail(fmt::format("{}: schedule step #{} runs micro-batch {}, out of "
                          "range (the program has {} micro-batches)",
-                         where, k, step.micro_batch(), m));
-      out.schedule.push_back(
-          {step.task(), step.micro_batch(), step.backward()});
+                         where, k, step.micro_batch(), written));
+      int j = step.micro_batch();
+      if (written != m) {
+        if (onlyLast[step.task()])
+          j = m - 1;
+        else if (j >= m)
+          continue;
+      }
+      out.schedule.push_back({step.task(), j, step.backward()});
     }
   }
   // A task runs forward when the schedule runs it forward at all, else

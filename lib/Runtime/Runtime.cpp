@@ -445,7 +445,14 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
       continue;
     }
     std::size_t blockBytes = local[0].numBytes();
-    std::vector<uint8_t> mine(blockBytes * local.size());
+    // Under micro_batch_shares ranks hold different numbers of blocks: each
+    // sends room for the most (the mesh's micro-batch axis), root reads
+    // each rank's own count.
+    bool shares = perMicroBatch && plan.mesh.hasMicroBatchShares();
+    std::size_t slots =
+        shares ? static_cast<std::size_t>(plan.mesh.numMicroBatches())
+               : local.size();
+    std::vector<uint8_t> mine(blockBytes * slots);
     for (std::size_t j = 0; j < local.size(); ++j)
       if (blockBytes)
         std::memcpy(mine.data() + j * blockBytes, local[j].rawData(),
@@ -464,12 +471,15 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
     Tensor global(port.globalType);
     std::size_t elem = dtypeSize(global.dtype());
     for (int r = 0; r < ranks; ++r)
-      for (std::size_t j = 0; j < local.size(); ++j) {
+      for (std::size_t j = 0;
+           j < (shares ? static_cast<std::size_t>(plan.mesh.microBatchesOf(r))
+                       : local.size());
+           ++j) {
         std::vector<int64_t> coords = plan.mesh.withMicroBatch(
             plan.mesh.coordsOf(r), static_cast<int64_t>(j));
         Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
                                      plan.mesh, coords);
-        insertBlock(blocks.data() + (r * local.size() + j) * blockBytes,
+        insertBlock(blocks.data() + (r * slots + j) * blockBytes,
                     local[0].shape(), elem, offsets, global.rawData(),
                     global.shape());
       }

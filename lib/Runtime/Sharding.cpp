@@ -30,6 +30,30 @@ int64_t Mesh::worldSize() const {
 
 int64_t Mesh::numMicroBatches() const { return mbAxis < 0 ? 1 : sizes[mbAxis]; }
 
+void Mesh::setMicroBatchShares(std::vector<int64_t> perRank) {
+  shareOffset.assign(1, 0);
+  for (int64_t m : perRank)
+    shareOffset.push_back(shareOffset.back() + m);
+}
+
+int64_t Mesh::microBatchesOf(int64_t rank) const {
+  if (shareOffset.empty() || rank < 0 ||
+      rank + 1 >= static_cast<int64_t>(shareOffset.size()))
+    return numMicroBatches();
+  return shareOffset[rank + 1] - shareOffset[rank];
+}
+
+bool Mesh::coversShares(const std::vector<int> &axes) const {
+  if (shareOffset.empty() ||
+      std::find(axes.begin(), axes.end(), mbAxis) == axes.end())
+    return true;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (static_cast<int>(i) != mbAxis && sizes[i] > 1 &&
+        std::find(axes.begin(), axes.end(), static_cast<int>(i)) == axes.end())
+      return false;
+  return true;
+}
+
 std::vector<int64_t> Mesh::withMicroBatch(std::vector<int64_t> coords,
                                           int64_t microBatch) const {
   if (mbAxis >= 0 && mbAxis < static_cast<int>(coords.size()))
@@ -64,6 +88,11 @@ int64_t Mesh::rankOf(const std::vector<int64_t> &coords) const {
 }
 
 int64_t Mesh::numBlocks(const std::vector<int> &axes) const {
+  // Shares: the micro-batch axis and the device axes are one axis of S
+  // blocks (coversShares holds: every device axis of size > 1 is in `axes`).
+  if (!shareOffset.empty() &&
+      std::find(axes.begin(), axes.end(), mbAxis) != axes.end())
+    return shareOffset.back();
   int64_t n = 1;
   for (int a : axes)
     n *= sizes[a];
@@ -72,6 +101,9 @@ int64_t Mesh::numBlocks(const std::vector<int> &axes) const {
 
 int64_t Mesh::blockIndex(const std::vector<int> &axes,
                          const std::vector<int64_t> &coords) const {
+  if (!shareOffset.empty() &&
+      std::find(axes.begin(), axes.end(), mbAxis) != axes.end())
+    return shareOffset[rankOf(coords)] + coords[mbAxis];
   int64_t index = 0;
   for (int a : axes)
     index = index * sizes[a] + coords[a];

@@ -53,6 +53,22 @@ public:
   /// The size of the micro-batch axis; 1 without one.
   int64_t numMicroBatches() const;
 
+  /// Uneven data parallelism (Program.micro_batch_shares): device rank q
+  /// runs `perRank[q]` micro-batches of the same shape. A dimension sharded
+  /// over the micro-batch axis is then cut into S = sum(perRank) blocks, and
+  /// rank q's micro-batch j holds block sum(perRank[0..q)) + j; such a
+  /// dimension must be sharded over every device axis of size > 1 too
+  /// (`coversShares`). `perRank` has worldSize() entries, each in [1, the
+  /// micro-batch axis size].
+  void setMicroBatchShares(std::vector<int64_t> perRank);
+  bool hasMicroBatchShares() const { return !shareOffset.empty(); }
+  /// Micro-batches device rank `rank` runs (the axis size without shares).
+  int64_t microBatchesOf(int64_t rank) const;
+  /// True if a dimension sharded over `axes` may hold micro-batch blocks
+  /// under shares: no micro-batch axis in it, or every device axis of size
+  /// > 1 with it.
+  bool coversShares(const std::vector<int> &axes) const;
+
   /// Coordinates of `rank` (row-major over the device axes, first axis
   /// major); the micro-batch entry is 0.
   std::vector<int64_t> coordsOf(int64_t rank) const;
@@ -79,6 +95,9 @@ private:
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
   int mbAxis = -1;
+  /// With micro-batch shares: each device rank's first block and, last, the
+  /// total S (worldSize() + 1 entries); empty without.
+  std::vector<int64_t> shareOffset;
 };
 
 /// How a tensor is spread over the mesh: for each dimension the mesh axes it

@@ -60,6 +60,11 @@ struct FormTaskGraphsPass
     if (worldSize == 0)
       if (auto w = module->getAttrOfType<IntegerAttr>("shoal.world_size"))
         worldSize = w.getInt();
+    // shoal-plan's compiled batch shares: the program is one replica's (its
+    // micro-batches are dealt out to the replicas when the plan is
+    // exported, Program.micro_batch_shares).
+    if (module->hasAttr(kMicroBatchSharesAttr))
+      worldSize = 1;
     int64_t microBatches = 1;
     if (auto mb = module->getAttrOfType<IntegerAttr>(
             ShoalDialect::kNumMicroBatchAttr))

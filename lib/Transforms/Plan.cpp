@@ -396,17 +396,45 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
                               l.batchShares.begin(), l.batchShares.end()))));
     attrs.append(extra.begin(), extra.end());
     module->setAttr("shoal.plan", b.getDictionaryAttr(attrs));
+    // Compiled batch shares (one stage): the compiler builds one replica's
+    // program, gradient accumulation over all the micro-batches of the step
+    // (its scope on one device), and the plan's export deals the
+    // micro-batches out to the replicas (Program.micro_batch_shares).
+    if (!l.replicaMicroBatches.empty()) {
+      module->setAttr(ShoalDialect::kNumMicroBatchAttr,
+                      b.getI64IntegerAttr(l.microBatches));
+      module->setAttr(kMicroBatchSharesAttr,
+                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                          l.replicaMicroBatches.begin(),
+                          l.replicaMicroBatches.end())));
+      SmallVector<Attribute> scopes;
+      for (auto s : module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr)
+                        .getAsRange<ScopeAttr>())
+        scopes.push_back(ScopeAttr::get(ctx, s.getName(), s.getStrategy(), 1));
+      module->setAttr(ShoalDialect::kScopesAttr, b.getArrayAttr(scopes));
+    }
   }
 
   /// Unequal batch shares and shards are not compiled yet.
   static void warnPredictionOnly(ModuleOp module, const pl::Layout &l,
                                  bool shards) {
-    if (l.batchShares.empty() && !shards)
+    bool shares = !l.batchShares.empty() && l.replicaMicroBatches.empty();
+    if (!shares && !shards)
       return;
     module.emitWarning()
-        << "shoal-plan: the batch shares and shards in 'shoal.plan' are "
-           "used for prediction only; the compiled plan still gives every "
-           "replica and shard an equal part";
+        << "shoal-plan: the "
+        << (shares && shards ? "batch shares and shards"
+            : shares         ? "batch shares"
+                             : "shards")
+        << " in 'shoal.plan' are used for prediction only; the compiled plan "
+           "still gives every "
+        << (shares && shards ? "replica and shard"
+            : shares         ? "replica"
+                             : "shard")
+        << " an equal part"
+        << (shares ? " (uneven batch shares are compiled for one stage, not "
+                     "for pipelines)"
+                   : "");
   }
 
   /// The refusal: every stage's estimate against its capacity.
@@ -560,6 +588,13 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         }
       }
       st.sequenceParallel &= anySplit;
+      // One replicate scope: every device is a data-parallel replica
+      // (Whale's rule lays the scope over the world), each may get its own
+      // batch share, compiled as its own number of micro-batches.
+      if (!anySplit && scopes.size() == 1) {
+        l.dp = world();
+        st.devices = 1;
+      }
       l.stages.push_back(std::move(st));
       names.push_back("all");
     }

@@ -95,6 +95,11 @@ llvm::StringRef onnxNodeName(mlir::Operation *op);
 bool isStaged(mlir::ModuleOp module);
 /// Module: set by shoal-plan when the layout it searched for is a pipeline.
 inline constexpr llvm::StringLiteral kPipelinedAttr = "shoal.pipelined";
+/// Module: shoal-plan's compiled batch shares, micro-batches per rank (one
+/// stage; the module's micro-batch count is their sum over the ranks). The
+/// plan's export writes them as Program.micro_batch_shares.
+inline constexpr llvm::StringLiteral kMicroBatchSharesAttr =
+    "shoal.micro_batch_shares";
 
 /// Module: names of the scopes with `sequence_parallel: true` (the
 /// annotation spec); a TaskGraph of such a scope carries

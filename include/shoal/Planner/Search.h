@@ -134,6 +134,13 @@ struct Layout {
   std::vector<StagePlan> stages;
   /// Samples per data-parallel replica (pipeline); empty: equal.
   std::vector<double> batchShares;
+  /// One stage (pp = 1) with uneven batch shares, as compiled: replica i
+  /// runs replicaMicroBatches[i] micro-batches of the same size, stepBatch
+  /// / sum(replicaMicroBatches) samples (and batchShares[i] is that times
+  /// its count); `microBatches` is then their sum, the micro-batches of the
+  /// one-replica program the compiler builds. Empty: every replica runs
+  /// `microBatches`.
+  std::vector<int> replicaMicroBatches;
 
   // Filled in by evaluate().
   double stepSeconds = 0;

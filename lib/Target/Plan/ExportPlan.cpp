@@ -322,7 +322,111 @@ private:
         s->set_backward(head[0] == 'B');
       }
     }
+    // shoal-plan's kMicroBatchSharesAttr.
+    if (auto shares = module->getAttrOfType<DenseI64ArrayAttr>(
+            "shoal.micro_batch_shares"))
+      if (failed(applyShares(func, shares.asArrayRef(), microBatches)))
+        return failure();
     return serialize(os, text);
+  }
+
+  /// shoal-plan's compiled batch shares (module attribute
+  /// `shoal.micro_batch_shares`, micro-batches per rank): the module holds
+  /// one replica's program, gradient accumulation over all the step's
+  /// micro-batches; it becomes the program of every rank, each running its
+  /// own number of them (Program.micro_batch_shares). Its "dp" axis grows
+  /// to the ranks, every dimension and every collective over "mb" also
+  /// runs over "dp" (the accumulating all-reduces then sum over the
+  /// replicas too), and the schedule is written for the largest count.
+  LogicalResult applyShares(func::FuncOp func, ArrayRef<int64_t> shares,
+                            int64_t microBatches) {
+    auto fail = [&](const Twine &why) {
+      return func.emitError() << "cannot compile the batch shares of "
+                                 "shoal.micro_batch_shares: "
+                              << why;
+    };
+    if (plan.programs_size() != 1)
+      return fail("the plan has " + Twine(plan.programs_size()) +
+                  " programs, shares are for one");
+    plan::Program *prog = plan.mutable_programs(0);
+    const std::string mb = ShoalDialect::kMicroBatchAxis.str();
+    bool hasDp = false, hasMb = false;
+    for (const auto &a : prog->mesh().axes()) {
+      if (a.name() != mb && a.size() != 1)
+        return fail("the program runs on " + Twine(a.size()) +
+                    " devices along '" + a.name() +
+                    "'; it must be one replica's");
+      hasDp |= a.name() == "dp";
+      hasMb |= a.name() == mb;
+    }
+    int64_t total = 0, most = 0;
+    for (int64_t c : shares) {
+      if (c < 1)
+        return fail("a rank gets " + Twine(c) + " micro-batches");
+      total += c;
+      most = std::max(most, c);
+    }
+    if (!hasDp || !hasMb || total != microBatches)
+      return fail("the shares sum to " + Twine(total) +
+                  " micro-batches, the program has " + Twine(microBatches));
+    int64_t ranks = static_cast<int64_t>(shares.size());
+    plan.mutable_mesh()->mutable_axes(0)->set_size(ranks);
+    for (auto &a : *prog->mutable_mesh()->mutable_axes()) {
+      if (a.name() == mb)
+        a.set_size(most);
+      else if (a.name() == "dp")
+        a.set_size(ranks);
+    }
+    prog->mutable_placement()->set_offset(0);
+    prog->mutable_placement()->set_stride(0);
+    prog->set_num_micro_batches(static_cast<int32_t>(most));
+    if (plan.has_pipeline())
+      plan.mutable_pipeline()->set_micro_batches(static_cast<int32_t>(most));
+    auto widen = [&](google::protobuf::RepeatedPtrField<std::string> *axes) {
+      if (llvm::is_contained(*axes, mb) && !llvm::is_contained(*axes, "dp"))
+        axes->Add("dp");
+    };
+    auto widenPort = [&](plan::Port &port) {
+      for (auto &d : *port.mutable_sharding()->mutable_dims())
+        widen(d.mutable_axes());
+    };
+    for (auto &port : *prog->mutable_inputs())
+      widenPort(port);
+    for (auto &port : *prog->mutable_outputs())
+      widenPort(port);
+    for (auto &op : *prog->mutable_ops())
+      if (auto it = op.mutable_attrs()->find("axes");
+          it != op.mutable_attrs()->end() && it->second.has_strings())
+        widen(it->second.mutable_strings()->mutable_values());
+    // The schedule for `most` micro-batches: each rank runs those of its
+    // own micro-batches (PlanLoader), a task that runs once a step (the
+    // optimizer, at the last micro-batch) at its own last.
+    std::vector<char> once(prog->tasks_size(), microBatches > 1);
+    for (const auto &st : prog->schedule())
+      if (st.micro_batch() != microBatches - 1)
+        once[st.task()] = 0;
+    std::vector<plan::ScheduleStep> steps;
+    for (const auto &st : prog->schedule()) {
+      plan::ScheduleStep t = st;
+      if (once[st.task()])
+        t.set_micro_batch(most - 1);
+      else if (st.micro_batch() >= most)
+        continue;
+      steps.push_back(t);
+    }
+    prog->clear_schedule();
+    for (const auto &st : steps)
+      *prog->add_schedule() = st;
+    for (std::size_t q = 0; q < shares.size();) {
+      std::size_t r = q;
+      while (r < shares.size() && shares[r] == shares[q])
+        ++r;
+      plan::MicroBatchShare *s = prog->add_micro_batch_shares();
+      s->set_ranks(static_cast<int32_t>(r - q));
+      s->set_micro_batches(static_cast<int32_t>(shares[q]));
+      q = r;
+    }
+    return success();
   }
 
   ModuleOp module;
