@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <queue>
 
 using namespace shoal::planner;
 
@@ -247,11 +248,34 @@ int Layout::worldSize() const {
   return s * dp;
 }
 
+namespace {
+
+/// `3/1/1/1`; with more than 8 values, runs of equal ones: `3 (x8)/1 (x8)`.
+template <typename T> std::string formatRuns(const std::vector<T> &values) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < values.size();) {
+    std::size_t j = i;
+    while (j < values.size() && values[j] == values[i])
+      ++j;
+    if (values.size() <= 8)
+      for (std::size_t k = i; k < j; ++k)
+        parts.push_back(fmt::format("{:g}", double(values[k])));
+    else
+      parts.push_back(j - i > 1
+                          ? fmt::format("{:g} (x{})", double(values[i]), j - i)
+                          : fmt::format("{:g}", double(values[i])));
+    i = j;
+  }
+  return fmt::format("{}", fmt::join(parts, "/"));
+}
+
+} // namespace
+
 std::string Layout::describe() const {
   std::string s =
       fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(), microBatches);
   if (!replicaMicroBatches.empty())
-    s += fmt::format(" (per replica {})", fmt::join(replicaMicroBatches, "/"));
+    s += fmt::format(" (per replica {})", formatRuns(replicaMicroBatches));
   if (pp() > 1) {
     s += " " + schedule;
     if (virtualStages > 1)
@@ -259,6 +283,17 @@ std::string Layout::describe() const {
     s += stageMajor ? " stage-major" : " pipeline-major";
   }
   return s;
+}
+
+std::string shoal::planner::sharesNotCompiled(const Layout &l) {
+  if (l.pp() > 1)
+    return "uneven batch shares are compiled for one stage, not for "
+           "pipelines; every replica gets an equal part";
+  if (!l.stages.empty() && l.stages.front().devices > 1)
+    return "uneven batch shares are compiled for replicas of one device, not "
+           "with tensor parallelism; every replica gets an equal part";
+  return "uneven batch shares are not compiled with ZeRO (their program is "
+         "one replica's); every replica gets an equal part";
 }
 
 std::string shoal::planner::formatBytes(double bytes) {
@@ -669,7 +704,7 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
     return;
   for (long w : whole)
     l.batchShares.push_back(double(w * unit));
-  if (l.pp() == 1)
+  if (l.pp() == 1 && l.stages.front().devices == 1 && options.zeroStage == 0)
     countMicroBatches(l, profile, cluster, cost, options);
 }
 
@@ -697,8 +732,9 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
     if (batch % b != 0)
       continue;
     long total = batch / b;
+    if (total < l.dp || total > 1024 * long(l.dp)) // kMaxMicroBatches each
+      continue;
     std::vector<double> perMicro(l.dp);
-    double inv = 0;
     std::map<std::string, double> memo; // as evaluate() keys replicas
     for (int i = 0; i < l.dp; ++i) {
       std::string key;
@@ -715,31 +751,22 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
         it = memo.emplace(key, rt.compute + rt.tp).first;
       }
       perMicro[i] = it->second;
-      inv += 1 / perMicro[i];
     }
-    // Largest remainders, at least one micro-batch each.
-    std::vector<int> c(l.dp);
-    std::vector<std::pair<double, int>> rest;
-    long given = 0;
-    for (int i = 0; i < l.dp; ++i) {
-      double exact = total * (1 / perMicro[i]) / inv;
-      c[i] = std::max(1, static_cast<int>(exact));
-      given += c[i];
-      rest.push_back({exact - c[i], i});
+    // The counts that minimize the slowest replica's time, at least one
+    // each: give the next micro-batch to the replica that would finish it
+    // first (water filling; exact for this min-max).
+    std::vector<int> c(l.dp, 1);
+    using Next = std::pair<double, int>; // time with one more, replica
+    std::priority_queue<Next, std::vector<Next>, std::greater<Next>> next;
+    for (int i = 0; i < l.dp; ++i)
+      next.push({2 * perMicro[i], i});
+    for (long given = l.dp; given < total; ++given) {
+      int i = next.top().second;
+      next.pop();
+      ++c[i];
+      next.push({(c[i] + 1) * perMicro[i], i});
     }
-    std::stable_sort(rest.begin(), rest.end(),
-                     [](auto &x, auto &y) { return x.first > y.first; });
-    for (std::size_t j = 0; given < total && j < rest.size(); ++j, ++given)
-      c[rest[j].second] += 1;
-    while (given > total) {
-      auto it = std::max_element(c.begin(), c.end());
-      if (*it <= 1)
-        break;
-      --*it;
-      --given;
-    }
-    if (given != total ||
-        *std::max_element(c.begin(), c.end()) > 1024) // kMaxMicroBatches
+    if (*std::max_element(c.begin(), c.end()) > 1024)
       continue;
     double time = 0;
     for (int i = 0; i < l.dp; ++i)
@@ -1085,13 +1112,22 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
                               where(now), where(was), why));
   }
   if (chosen.batchShares != asIs.batchShares && !chosen.batchShares.empty()) {
-    std::string shares;
-    for (double x : chosen.batchShares)
-      shares += fmt::format("{}{:g}", shares.empty() ? "" : "/", x);
-    out.push_back(fmt::format("batch shares per replica {} in proportion to "
-                              "speed (prediction only: plans split the batch "
-                              "evenly)",
-                              shares));
+    std::string shares = formatRuns(chosen.batchShares);
+    if (!chosen.replicaMicroBatches.empty()) {
+      int total = 0;
+      for (int c : chosen.replicaMicroBatches)
+        total += c;
+      out.push_back(fmt::format(
+          "batch shares per replica {} in proportion to speed: the step's {} "
+          "micro-batches of {:g} samples dealt out as {}",
+          shares, total,
+          chosen.batchShares.front() / chosen.replicaMicroBatches.front(),
+          formatRuns(chosen.replicaMicroBatches)));
+    } else {
+      out.push_back(fmt::format("batch shares per replica {} in proportion to "
+                                "speed (prediction only: {})",
+                                shares, sharesNotCompiled(chosen)));
+    }
   }
   return out;
 }

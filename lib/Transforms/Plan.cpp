@@ -421,20 +421,19 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     bool shares = !l.batchShares.empty() && l.replicaMicroBatches.empty();
     if (!shares && !shards)
       return;
-    module.emitWarning()
-        << "shoal-plan: the "
-        << (shares && shards ? "batch shares and shards"
-            : shares         ? "batch shares"
-                             : "shards")
-        << " in 'shoal.plan' are used for prediction only; the compiled plan "
-           "still gives every "
-        << (shares && shards ? "replica and shard"
-            : shares         ? "replica"
-                             : "shard")
-        << " an equal part"
-        << (shares ? " (uneven batch shares are compiled for one stage, not "
-                     "for pipelines)"
-                   : "");
+    auto diag = module.emitWarning();
+    diag << "shoal-plan: the "
+         << (shares && shards ? "batch shares and shards"
+             : shares         ? "batch shares"
+                              : "shards")
+         << " in 'shoal.plan' are used for prediction only; the compiled plan "
+            "still gives every "
+         << (shares && shards ? "replica and shard"
+             : shares         ? "replica"
+                              : "shard")
+         << " an equal part";
+    if (shares)
+      diag << " (" << pl::sharesNotCompiled(l) << ")";
   }
 
   /// The refusal: every stage's estimate against its capacity.

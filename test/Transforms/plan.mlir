@@ -7,6 +7,7 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml balance=false" | FileCheck %s --check-prefix=NOBAL
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train" | FileCheck %s --check-prefix=NODES
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SHARESFORM
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_split16.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=SPLIT
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml explain=true top=3" 2>&1 | FileCheck %s --check-prefix=SEARCH
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
@@ -73,14 +74,20 @@
 // NODES-SAME: stage_ops = array<i64: 93, 47>
 
 // Data parallel on V100 + T4: batch shares in proportion to speed (the 32
-// samples as 3 per V100 and 1 per T4), predicted only for now.
-// DP: warning: shoal-plan: the batch shares and shards in 'shoal.plan' are used for prediction only
-// DP: batch_shares = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>
-// DP-SAME: layout = "dp=16 tp=1 pp=1 m=1"
+// samples as 3 per V100 and 1 per T4), compiled: the scope becomes one
+// replica's program (one device) with the step's 32 micro-batches of one
+// sample, which the plan's export deals out 3 per V100 and 1 per T4.
+// DP-NOT: warning
+// DP: shoal.micro_batch_shares = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>
+// DP-SAME: shoal.num_micro_batch = 32 : i64
+// DP-SAME: batch_shares = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>
+// DP-SAME: layout = "dp=16 tp=1 pp=1 m=32 (per replica 3 (x8)/1 (x8))"
 // DP-NOT: placements
+// DP-SAME: shoal.scopes = [#shoal.scope<"all", replicate, 1>]
+// SHARESFORM: shoal.task_graph "all" replicate(1) mesh <["mb", "dp", "tp"], [32, 1, 1]>
 
 // A split over both nodes: shards in proportion to speed (per mille).
-// SPLIT: warning: shoal-plan: the batch shares and shards
+// SPLIT: warning: shoal-plan: the shards in 'shoal.plan' are used for prediction only
 // SPLIT: layout = "dp=1 tp=16 pp=1 m=1"
 // SPLIT-SAME: shard_per_mille = {blocks = array<i64: 82, 82, 82, 82, 82, 82, 82, 82, 43, 43, 43, 43, 43, 43, 43, 43>}
 

@@ -30,6 +30,7 @@ Exit status: 0 pass, 1 fail, 2 usage error.
 
 import argparse
 import os
+import re
 import shutil
 import sys
 
@@ -135,6 +136,9 @@ def main(argv=None):
     ap.add_argument("--cluster", metavar="SPEC", default=None,
                     help="cluster spec for shoal-compile --cluster (shoal-plan); "
                          "with --spec none the planner searches the layout")
+    ap.add_argument("--expect-shares", metavar="COUNTS", default=None,
+                    help="with --cluster: the micro-batches per replica that shoal-plan "
+                         "--explain must report (uneven batch shares, e.g. 5/1/1/1)")
     ap.add_argument("--trace", action="store_true",
                     help="also write a Chrome trace of the sharded run and check "
                          "it has a track with work for every rank, and that a "
@@ -267,6 +271,13 @@ def main(argv=None):
         if not run_only:
             res = common.run_cmd(par_compile, timeout=args.timeout)
             sys.stdout.write(res.stderr if args.cluster is not None else "")
+            if args.expect_shares is not None:
+                m = re.search(r"per replica ([\d/]+)\)", res.stderr)
+                if not m or m.group(1) != args.expect_shares:
+                    print("FAIL: expected the plan to deal micro-batches %s to the "
+                          "replicas, shoal-plan --explain says %s"
+                          % (args.expect_shares, m.group(1) if m else "no batch shares"))
+                    return 1
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))
         if args.expect_collectives:

@@ -39,6 +39,12 @@ Default mode (layout test):
   every tensor of the two final checkpoints must be bit-identical, and the
   losses of the last K steps equal.
 
+--cluster FILE (default mode): the N-rank plan is compiled with --cluster
+  FILE --explain; its --explain must deal different micro-batch counts to
+  the replicas (uneven batch shares), and every weight after K steps must
+  equal that of the plan compiled without --cluster within --plain-rtol,
+  the optimizer state within --state-rtol.
+
 --zero N (default mode): the N-rank plan trains with `zero: N` added to the
   config (ZeRO stage N, docs/Training.md "ZeRO"); the same layout without
   ZeRO also trains K steps, and besides the comparisons above every tensor
@@ -350,6 +356,7 @@ class Ctx:
         self.plain_variant = {k: v for k, v in self.variant.items()
                               if k not in ("zero", "recompute")}
         self.variants = {}  # config path -> its variant
+        self.compile_log = {}  # plan file name -> shoal-compile's output
         self.config = self.variant_config(self.variant)
         self.plain_config = self.variant_config(self.plain_variant)
 
@@ -381,9 +388,10 @@ class Ctx:
                                           "prepare first)" % out)
             return out
         self.write_config(config or self.config)
-        common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size", world,
-                        "--train", config or self.config, "-o", out] + list(extra),
-                       timeout=self.args.timeout)
+        res = common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size",
+                              world, "--train", config or self.config, "-o", out] + list(extra),
+                             timeout=self.args.timeout)
+        self.compile_log[os.path.basename(out)] = (res.stdout or "") + (res.stderr or "")
         print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
         return out
 
@@ -522,7 +530,9 @@ def mode_layout(ctx, spec):
     K = a.steps
     w = ctx.work
     base_plan = ctx.compile_plan(ONE_RANK_SPEC, 1, os.path.join(w, "base.plan"))
-    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"))
+    par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"),
+                                extra=["--cluster", a.cluster, "--explain"] if a.cluster
+                                else ())
     print("-- (c) train %d step(s): one rank, then %d ranks" % (K, a.world_size))
     out_b = ctx.train(base_plan, 1, K, os.path.join(w, "ckpt_base"),
                       outputs=os.path.join(w, "base_out"))
@@ -556,6 +566,8 @@ def mode_layout(ctx, spec):
                                ref_losses[-1:], a.rtol)
     if a.zero is not None:
         rows += zero_checks(ctx, spec, par, K)
+    if a.cluster is not None:
+        rows += share_checks(ctx, spec, par, K)
     if a.recompute is not None:
         rows += recompute_checks(ctx, spec, par, K)
     if a.precision is not None and ctx.phase == "all":
@@ -659,6 +671,29 @@ def plain_run(ctx, spec, K):
         ctx.train(plan, a.world_size, K, os.path.join(w, "ckpt_plain"), par=True)
         ctx.plain = (plan, read_checkpoint(os.path.join(w, "ckpt_plain"), K, a.world_size)[1])
     return ctx.plain
+
+
+def share_checks(ctx, spec, par, K):
+    """--cluster: the plan deals uneven micro-batch counts to the replicas
+    (shoal-plan --explain: "per replica a/b/..."), and trains the weights
+    the even plan (the same spec without --cluster) trains."""
+    a = ctx.args
+    rows = []
+    m = re.search(r"per replica ([\d/]+)", ctx.compile_log.get("par.plan", ""))
+    counts = [int(x) for x in m.group(1).split("/")] if m else []
+    print("    micro-batches per replica: %s" % ("/".join(map(str, counts)) or "none"))
+    if len(set(counts)) < 2:
+        rows.append(("batch shares", "plan", None, "the plan compiled with --cluster %s "
+                     "gives every replica the same micro-batches (%s)"
+                     % (a.cluster, counts or "no 'per replica' in --explain")))
+    _, plain = plain_run(ctx, spec, K)
+    weights = sorted(n for n in plain if "/" not in n)
+    states = sorted(n for n in plain if "/" in n)
+    rows += compare_sets("uneven shares vs even plan (weights)", par, plain, weights,
+                         a.plain_rtol)
+    rows += compare_sets("uneven shares vs even plan (optimizer state)", par, plain,
+                         states, a.state_rtol, state=True)
+    return rows
 
 
 def zero_checks(ctx, spec, par, K):
@@ -1190,6 +1225,11 @@ def main(argv=None):
     ap.add_argument("--no-all-gather", action="store_true",
                     help="also require that the N-rank plan's partitioned IR holds no "
                          "all_gather and a vocabulary-parallel loss (split layouts)")
+    ap.add_argument("--cluster", default=None,
+                    help="compile the N-rank plan with --cluster FILE (hardware-aware: "
+                         "uneven batch shares); it must deal uneven micro-batch counts "
+                         "to the replicas, and its weights must equal those of the "
+                         "plan without --cluster within --plain-rtol")
     ap.add_argument("--sequence-parallel", action="store_true",
                     help="SPEC has sequence_parallel: also require reduce_scatter and "
                          "all_gather in place of the hidden states' all_reduce, and "

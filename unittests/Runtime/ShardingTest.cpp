@@ -117,3 +117,31 @@ TEST(Sharding, CopyBoxHandlesWholeAndScalarShapes) {
   extractBlock(a.rawData(), {2, 2}, 4, {0, 1}, {2, 1}, col.rawData());
   EXPECT_EQ(toVector<int32_t>(col), (std::vector<int32_t>{2, 4}));
 }
+
+TEST(Sharding, MicroBatchSharesDealBlocksInRankOrder) {
+  // Program.micro_batch_shares: ranks 0..3 run 3, 1, 1, 1 micro-batches of
+  // the same shape; a dimension over {mb, dp} has 6 blocks, rank q's
+  // micro-batch j holding block (counts before q) + j.
+  Mesh mesh({"mb", "dp"}, {3, 4}, /*hasMicroBatchAxis=*/true);
+  mesh.setMicroBatchShares({3, 1, 1, 1});
+  EXPECT_TRUE(mesh.hasMicroBatchShares());
+  EXPECT_EQ(mesh.microBatchesOf(0), 3);
+  EXPECT_EQ(mesh.microBatchesOf(2), 1);
+  ShardSpec batch{{{0, 1}, {}}}; // [{mb, dp}, {}]
+  EXPECT_EQ(mesh.numBlocks(batch.dims[0]), 6);
+  EXPECT_EQ(localShape({12, 5}, batch, mesh), (Shape{2, 5}));
+  EXPECT_EQ(blockOffsets({12, 5}, batch, mesh,
+                         mesh.withMicroBatch(mesh.coordsOf(0), 2)),
+            (Shape{4, 0}));
+  EXPECT_EQ(blockOffsets({12, 5}, batch, mesh,
+                         mesh.withMicroBatch(mesh.coordsOf(1), 0)),
+            (Shape{6, 0}));
+  EXPECT_EQ(blockOffsets({12, 5}, batch, mesh,
+                         mesh.withMicroBatch(mesh.coordsOf(3), 0)),
+            (Shape{10, 0}));
+  // The device axes alone keep the even blocks (e.g. ZeRO's shards).
+  EXPECT_EQ(mesh.numBlocks({1}), 4);
+  EXPECT_TRUE(mesh.coversShares({0, 1}));
+  EXPECT_TRUE(mesh.coversShares({1}));
+  EXPECT_FALSE(mesh.coversShares({0}));
+}

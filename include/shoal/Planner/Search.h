@@ -202,6 +202,10 @@ std::string explain(const std::vector<Layout> &ranked, const Cluster &cluster,
 /// "3.52 GiB".
 std::string formatBytes(double bytes);
 
+/// Why `layout`'s batch shares stay a prediction (it has shares but no
+/// replicaMicroBatches): a pipeline, tensor-parallel replicas, or ZeRO.
+std::string sharesNotCompiled(const Layout &layout);
+
 } // namespace planner
 } // namespace shoal
 
