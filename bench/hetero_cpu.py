@@ -14,16 +14,20 @@ node, 3:1), with the fast figure calibrated: a one-rank run of the model
 pinned on a free core gives its FLOP/s.
 
 The model is an MLP stack built here with `torch.nn` (8 blocks of
-Linear(1024, 1024) + GELU, batch 96), exported to ONNX. For each layout the
+Linear(1024, 1024) + GELU, batch 384), exported to ONNX. The calibration
+runs it alone on core 0 at batch 384 and at batch 4: the cluster spec's
+peak and `matmul_half_rows` (what small products lose; the planner needs it
+to size micro-batches). For each layout the
 even plan (`--annotate` only) and the hardware-aware one (`--annotate
 --cluster`) run alternately, `--repeats` times each, `--steps` forward steps
 a run (after 2 warm-up steps); the table gives the median ms/step of each,
 the speedup, and each plan's largest relative difference from PyTorch's
 output. `shoal-plan --explain` says what balancing changed.
 
-What the compiled plans can balance today (docs/Planner.md): pipeline stage
-boundaries and placements. Batch shares (DP) and shard sizes (TP) are
-predicted but not compiled, so DP4 and TP4 run as the even plan does.
+What the compiled plans balance today (docs/Planner.md): pipeline stage
+boundaries and placements (PP2), and data-parallel batch shares (DP4: one
+replica's program whose micro-batches are dealt out by speed). Shard sizes
+(TP4) are predicted but not compiled, so TP4 runs as the even plan does.
 """
 
 import argparse

@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <queue>
+#include <set>
 
 using namespace shoal::planner;
 
@@ -970,6 +971,15 @@ std::vector<Layout> shoal::planner::search(const ModelProfile &profile,
                        mb = std::max(mb, s.memoryBytes);
                      return ma < mb;
                    });
+  // Batch shares compile every annotated micro-batch count of one stage to
+  // the same micro-batches: keep one of each.
+  std::set<std::string> seen;
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const Layout &l) {
+                             return !l.replicaMicroBatches.empty() &&
+                                    !seen.insert(l.describe()).second;
+                           }),
+            out.end());
   return out;
 }
 

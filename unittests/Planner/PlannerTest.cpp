@@ -308,7 +308,13 @@ TEST(Search, RanksLayoutsAndExplains) {
   for (const Layout &l : ranked)
     EXPECT_GE(l.stepSeconds, ranked.front().stepSeconds);
   std::string text = explain(ranked, c, 3);
-  EXPECT_NE(text.find("chosen: dp=2 tp=1 pp=1 m=1"), std::string::npos) << text;
+  // The shares compiled: the batch of 8 as 4 micro-batches of 2, dealt out
+  // 3/1 (one layout for it, whatever micro-batch count it came from).
+  EXPECT_NE(text.find("chosen: dp=2 tp=1 pp=1 m=4 (per replica 3/1)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(ranked.front().replicaMicroBatches, (std::vector<int>{3, 1}));
+  EXPECT_NE(ranked[1].describe(), ranked.front().describe());
   EXPECT_NE(text.find("2 x CPU"), std::string::npos) << text;
 }
 
