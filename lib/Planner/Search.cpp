@@ -785,6 +785,9 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
     total += x;
   l.replicaMicroBatches = best;
   l.microBatches = static_cast<int>(total);
+  // One stage: each micro-batch's backward right after its forward (1F1B
+  // of one stage), so a replica holds one micro-batch's activations.
+  l.schedule = "1f1b";
   l.batchShares.clear();
   for (int x : best)
     l.batchShares.push_back(double(x) * double(batch / total));

@@ -403,6 +403,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     if (!l.replicaMicroBatches.empty()) {
       module->setAttr(ShoalDialect::kNumMicroBatchAttr,
                       b.getI64IntegerAttr(l.microBatches));
+      module->setAttr(ShoalDialect::kScheduleKindAttr,
+                      b.getStringAttr(l.schedule));
       module->setAttr(kMicroBatchSharesAttr,
                       b.getDenseI64ArrayAttr(SmallVector<int64_t>(
                           l.replicaMicroBatches.begin(),
