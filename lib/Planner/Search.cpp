@@ -457,10 +457,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
           std::max(l.dpSeconds, cost.allReduceSeconds(group, params * bpp));
     }
     // Memory on the replica with the largest share.
-    double frac =
-        counts ? microSamples / profile.batch
-               : *std::max_element(shares.begin(), shares.end()) / m /
-                     profile.batch;
+    double frac = counts ? microSamples / profile.batch
+                         : *std::max_element(shares.begin(), shares.end()) / m /
+                               profile.batch;
     MemoryInputs in;
     in.parameters = params;
     in.bytesPerParam = bpp;

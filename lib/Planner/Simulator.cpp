@@ -124,6 +124,56 @@ bool is(const shoal::plan::Op &op, rt::OpKind kind) {
   return op.kind() == rt::opKindName(kind);
 }
 
+/// Each op's time on the slowest of `ranks` (the program's ranks that run
+/// it), or over its collective group; Send and Recv take none here.
+std::vector<double> opTimes(const shoal::plan::Program &prog,
+                            const Placed &placed, const std::vector<int> &ranks,
+                            const CostModel &cost) {
+  std::vector<double> seconds;
+  for (const shoal::plan::Op &op : prog.ops()) {
+    const std::string &k = op.kind();
+    double t = 0;
+    auto bytesOf = [&](int v) {
+      return v >= 0 && v < prog.values_size() ? valueBytes(prog.values(v))
+                                              : 0.0;
+    };
+    if (rt::opKindHas(k, rt::kCommunicates)) {
+      std::vector<int> axes;
+      auto it = op.attrs().find("axes");
+      if (it != op.attrs().end())
+        for (const std::string &a : it->second.strings().values())
+          if (int i = placed.axis(a); i >= 0)
+            axes.push_back(i);
+      std::vector<int> group = placed.ranksOver(axes);
+      double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
+      double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
+      t = is(op, rt::OpKind::AllReduce) ? cost.allReduceSeconds(group, in)
+          : is(op, rt::OpKind::AllGather)
+              ? cost.allGatherSeconds(group, outBytes)
+              : cost.allToAllSeconds(group, in);
+    } else if (!rt::opKindHas(k, rt::kTransfer)) {
+      // Rows of a matrix product: its result's elements but the last
+      // dimension's.
+      double rows = 0;
+      if (isMatMulKind(k) && op.outputs_size() && op.outputs(0) >= 0 &&
+          op.outputs(0) < prog.values_size()) {
+        const auto &shape = prog.values(op.outputs(0)).shape();
+        rows = 1;
+        for (int d = 0; d + 1 < shape.size(); ++d)
+          rows *= static_cast<double>(shape[d]);
+      }
+      for (int r : ranks)
+        t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
+                                       static_cast<double>(op.bytes()),
+                                       isMatMulKind(k) ? OpClass::MatMul
+                                                       : OpClass::Elementwise,
+                                       rows));
+    }
+    seconds.push_back(t);
+  }
+  return seconds;
+}
+
 } // namespace
 
 double Prediction::bubble() const {
@@ -261,53 +311,12 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       return steps;
     };
 
-    // Each op's time on the slowest device of the ranks, or over its group.
+    // Each count on its own ranks.
     for (auto &[count, countRanks] : byCount) {
-    s.ranks = countRanks;
-    s.steps = stepsFor(count);
-    s.opSeconds.clear();
-    for (const plan::Op &op : prog.ops()) {
-      const std::string &k = op.kind();
-      double t = 0;
-      auto bytesOf = [&](int v) {
-        return v >= 0 && v < prog.values_size() ? valueBytes(prog.values(v))
-                                                : 0.0;
-      };
-      if (rt::opKindHas(k, rt::kCommunicates)) {
-        std::vector<int> axes;
-        auto it = op.attrs().find("axes");
-        if (it != op.attrs().end())
-          for (const std::string &a : it->second.strings().values())
-            if (int i = s.placed.axis(a); i >= 0)
-              axes.push_back(i);
-        std::vector<int> group = s.placed.ranksOver(axes);
-        double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
-        double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
-        t = is(op, rt::OpKind::AllReduce) ? cost.allReduceSeconds(group, in)
-            : is(op, rt::OpKind::AllGather)
-                ? cost.allGatherSeconds(group, outBytes)
-                : cost.allToAllSeconds(group, in);
-      } else if (!rt::opKindHas(k, rt::kTransfer)) {
-        // Rows of a matrix product: its result's elements but the last
-        // dimension's.
-        double rows = 0;
-        if (isMatMulKind(k) && op.outputs_size() && op.outputs(0) >= 0 &&
-            op.outputs(0) < prog.values_size()) {
-          const auto &shape = prog.values(op.outputs(0)).shape();
-          rows = 1;
-          for (int d = 0; d + 1 < shape.size(); ++d)
-            rows *= static_cast<double>(shape[d]);
-        }
-        for (int r : s.ranks)
-          t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
-                                         static_cast<double>(op.bytes()),
-                                         isMatMulKind(k) ? OpClass::MatMul
-                                                         : OpClass::Elementwise,
-                                         rows));
-      }
-      s.opSeconds.push_back(t);
-    }
-    progs.push_back(s);
+      s.ranks = countRanks;
+      s.steps = stepsFor(count);
+      s.opSeconds = opTimes(prog, s.placed, s.ranks, cost);
+      progs.push_back(s);
     }
   }
   if (plan.programs_size() && plan.programs(0).inputs_size() &&
@@ -368,10 +377,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         }
         std::string task =
             s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
-        out.events.push_back({s.index,
-                              fmt::format("{}{} {}", st.backward ? 'B' : 'F',
-                                          st.mb, task),
-                              start < 0 ? t : start, busy});
+        out.events.push_back(
+            {s.index,
+             fmt::format("{}{} {}", st.backward ? 'B' : 'F', st.mb, task),
+             start < 0 ? t : start, busy});
         s.busy += busy;
         s.clock = t;
         ++s.next;

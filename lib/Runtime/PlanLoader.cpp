@@ -842,23 +842,23 @@ void PlanChecker::checkShares(const plan::Program &p,
                        "num_micro_batches ({}) micro-batches",
                        where, k, s.micro_batches(), s.ranks(),
                        out.numMicroBatches));
-    if (static_cast<int64_t>(perRank.size()) + s.ranks() >
-        out.mesh.worldSize())
+    if (static_cast<int64_t>(perRank.size()) + s.ranks() > out.mesh.worldSize())
       break;
     perRank.insert(perRank.end(), s.ranks(), s.micro_batches());
     largest = std::max(largest, s.micro_batches());
   }
   if (static_cast<int64_t>(perRank.size()) != out.mesh.worldSize())
-    fail(fmt::format("{}: micro_batch_shares cover {} ranks, the mesh ({}) "
-                     "has {}",
-                     where,
-                     [&] {
-                       int64_t n = 0;
-                       for (const auto &s : p.micro_batch_shares())
-                         n += s.ranks();
-                       return n;
-                     }(),
-                     out.mesh.str(), out.mesh.worldSize()));
+    fail(fmt::format(
+        "{}: micro_batch_shares cover {} ranks, the mesh ({}) "
+        "has {}",
+        where,
+        [&] {
+          int64_t n = 0;
+          for (const auto &s : p.micro_batch_shares())
+            n += s.ranks();
+          return n;
+        }(),
+        out.mesh.str(), out.mesh.worldSize()));
   if (largest != out.numMicroBatches)
     fail(fmt::format("{}: num_micro_batches is {} but the largest of "
                      "micro_batch_shares is {}; it must be the largest",
@@ -894,20 +894,15 @@ void PlanChecker::checkSharedCollectives(const std::string &where) {
           "once) may",
           where, op.describe(), kMicroBatchAxis));
   }
-  for (const PortInfo &port : out.inputs)
-    for (const auto &axes : port.sharding.dims)
-      if (!out.mesh.coversShares(axes))
-        fail(fmt::format("{}: input '{}' is sharded {} over micro-batches but "
-                         "not over every device axis; under "
-                         "micro_batch_shares it must be",
-                         where, port.name, port.sharding.str(out.mesh)));
-  for (const PortInfo &port : out.outputs)
-    for (const auto &axes : port.sharding.dims)
-      if (!out.mesh.coversShares(axes))
-        fail(fmt::format("{}: output '{}' is sharded {} over micro-batches "
-                         "but not over every device axis; under "
-                         "micro_batch_shares it must be",
-                         where, port.name, port.sharding.str(out.mesh)));
+  for (const auto *ports : {&out.inputs, &out.outputs})
+    for (const PortInfo &port : *ports)
+      for (const auto &axes : port.sharding.dims)
+        if (!out.mesh.coversShares(axes))
+          fail(fmt::format("{}: {} '{}' is sharded {} over micro-batches but "
+                           "not over every device axis; under "
+                           "micro_batch_shares it must be",
+                           where, ports == &out.inputs ? "input" : "output",
+                           port.name, port.sharding.str(out.mesh)));
 }
 
 void PlanChecker::checkTasks(const plan::Program &p, const std::string &where) {

@@ -405,10 +405,10 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
                       b.getI64IntegerAttr(l.microBatches));
       module->setAttr(ShoalDialect::kScheduleKindAttr,
                       b.getStringAttr(l.schedule));
-      module->setAttr(kMicroBatchSharesAttr,
-                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(
-                          l.replicaMicroBatches.begin(),
-                          l.replicaMicroBatches.end())));
+      module->setAttr(
+          kMicroBatchSharesAttr,
+          b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+              l.replicaMicroBatches.begin(), l.replicaMicroBatches.end())));
       SmallVector<Attribute> scopes;
       for (auto s : module->getAttrOfType<ArrayAttr>(ShoalDialect::kScopesAttr)
                         .getAsRange<ScopeAttr>())

@@ -471,7 +471,8 @@ TEST(PlanLoaderV2, MicroBatchSharesGiveEachRankItsCount) {
   // One program on 4 ranks; rank 0 runs 3 micro-batches, ranks 1-3 one
   // (Program.micro_batch_shares); the gradient-style AllReduce over {mb, dp}
   // accumulates, then reduces once.
-  auto build = [] {
+  // Runs of (ranks, micro-batches) for Program.micro_batch_shares.
+  auto build = [](std::vector<std::pair<int, int>> shares) {
     PlanBuilder b({{"world", 4}});
     b.worldOf(4);
     b.place({{"mb", 3}, {"dp", 4}}, 0, 0, 3);
@@ -481,16 +482,14 @@ TEST(PlanLoaderV2, MicroBatchSharesGiveEachRankItsCount) {
     plan::Op &ar = b.op("AllReduce", {r}, {s}, "sum");
     PlanBuilder::attrStrings(ar, "axes", {"mb", "dp"});
     b.output("s", s, {2, 2}, {});
+    for (auto [ranks, m] : shares) {
+      plan::MicroBatchShare *sh = b.prog->add_micro_batch_shares();
+      sh->set_ranks(ranks);
+      sh->set_micro_batches(m);
+    }
     return b;
   };
-  auto share = [](PlanBuilder &b, int ranks, int m) {
-    plan::MicroBatchShare *sh = b.prog->add_micro_batch_shares();
-    sh->set_ranks(ranks);
-    sh->set_micro_batches(m);
-  };
-  PlanBuilder b = build();
-  share(b, 1, 3);
-  share(b, 3, 1);
+  PlanBuilder b = build({{1, 3}, {3, 1}});
   LoadedPlan p0 = checkPlan(b.plan, "test.plan", 4, 0);
   EXPECT_EQ(p0.numMicroBatches, 3);
   EXPECT_EQ(p0.schedule.size(), 3u);
@@ -503,27 +502,20 @@ TEST(PlanLoaderV2, MicroBatchSharesGiveEachRankItsCount) {
 
   // The shares cover the mesh's ranks, each count in [1, num_micro_batches],
   // the largest being num_micro_batches.
-  b = build();
-  share(b, 1, 3);
-  share(b, 2, 1);
+  b = build({{1, 3}, {2, 1}});
   EXPECT_ERROR_ON(b, 0, "micro_batch_shares cover 3 ranks, the mesh");
-  b = build();
-  share(b, 1, 4);
-  share(b, 3, 1);
+  b = build({{1, 4}, {3, 1}});
   EXPECT_ERROR_ON(b, 0,
                   "micro_batch_shares #0 gives 4 micro-batches to 1 "
                   "ranks; each needs at least 1 rank and 1 to "
                   "num_micro_batches (3) micro-batches");
-  b = build();
-  share(b, 4, 2);
+  b = build({{4, 2}});
   EXPECT_ERROR_ON(b, 0,
                   "num_micro_batches is 3 but the largest of "
                   "micro_batch_shares is 2");
   // A collective that talks to the other ranks once per micro-batch would
   // run a different number of times on each.
-  b = build();
-  share(b, 1, 3);
-  share(b, 3, 1);
+  b = build({{1, 3}, {3, 1}});
   int g = b.value({8, 2});
   plan::Op &ag = b.op("AllGather", {1}, {g}, "ag");
   PlanBuilder::attrInt(ag, "dim", 0);
@@ -533,9 +525,7 @@ TEST(PlanLoaderV2, MicroBatchSharesGiveEachRankItsCount) {
                   "micro-batch, but micro_batch_shares gives them "
                   "different numbers of micro-batches");
   // The batch must be split over the ranks with the micro-batches.
-  b = build();
-  share(b, 1, 3);
-  share(b, 3, 1);
+  b = build({{1, 3}, {3, 1}});
   b.prog->mutable_inputs(0)->mutable_sharding()->mutable_dims(0)->clear_axes();
   b.prog->mutable_inputs(0)->mutable_sharding()->mutable_dims(0)->add_axes(
       "mb");
