@@ -189,7 +189,9 @@ def build(args):
         % (T, V, B, args.dtype, "tied to wte" if args.tie_embeddings else "untied",
            e.params),
         "// Written by bench/gpt_mlir.py.",
-        'module attributes {shoal.source = "%s"} {' % args.source,
+        # shoal.shapes_only: a plan of it is for shoal-sim (which predicts
+        # it); shoal-run refuses it, there are no weights to load.
+        'module attributes {shoal.source = "%s", shoal.shapes_only} {' % args.source,
         '  func.func @main(%%ids: %s {shoal.name = "input_ids"}) -> '
         '(%s {shoal.name = "logits"}) {' % (e._type((B, T), "i64"), out_type),
     ]

@@ -20,6 +20,8 @@ using namespace shoal::planner;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// The runtime's gradient buckets (grad_bucket_mb's default, 25 MiB).
+constexpr double kGradBucketBytes = 25.0 * 1024 * 1024;
 
 double stepFactor(StepKind k) {
   switch (k) {
@@ -100,8 +102,25 @@ struct RangeTime {
 RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                     const std::vector<char> &split, int splitBase, int devices,
                     double frac, int rank, const std::vector<int> &group,
-                    const CostModel &cost, StepKind step) {
+                    const CostModel &cost, const PlanOptions &options) {
+  const StepKind step = options.step;
+  // Mixed precision (float32 weights, products in a 16-bit type): every
+  // product reads its operands through casts and casts its result back
+  // (4 + 2 bytes per element each), and moves 16-bit values itself.
+  const bool mixed =
+      options.fp32Weights && (options.precision == Precision::BF16 ||
+                              options.precision == Precision::FP16);
   RangeTime t;
+  double forward = 0, backward = 0;
+  auto seconds = [&](const OpPiece &p, double f, double rowsF) {
+    double s = cost.opSeconds(
+        rank, p.flops * f, (mixed && p.rows > 0 ? p.bytes / 2 : p.bytes) * f,
+        p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * rowsF);
+    if (mixed && p.castElements > 0)
+      s += cost.opSeconds(rank, p.castElements * f, p.castElements * 6 * f,
+                          OpClass::Elementwise);
+    return s;
+  };
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     bool isSplit = split[j - splitBase];
@@ -112,13 +131,26 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     } else if (op.tpSharded) {
       f /= devices; // the product's columns (or heads) are divided
     }
-    t.compute += cost.opSeconds(
-        rank, op.flops * f, op.bytes * f,
-        op.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, op.rows * rowsF);
+    OpPiece self;
+    self.flops = op.flops;
+    self.bytes = op.bytes;
+    self.rows = op.rows;
+    self.castElements = op.castElements;
+    forward += seconds(self, f, rowsF);
+    // The backward as shoal-autodiff builds it (the ops of the gradient
+    // rule), with the forward op's share of the work.
+    if (training(step) && profile.hasBackward)
+      for (const OpPiece &p : op.backward)
+        backward += seconds(p, f, rowsF);
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0)
       t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
   }
-  t.compute *= stepFactor(step);
+  if (!training(step))
+    t.compute = forward;
+  else if (!profile.hasBackward)
+    t.compute = forward * stepFactor(step);
+  else
+    t.compute = forward * (step == StepKind::TrainRecompute ? 2 : 1) + backward;
   t.tp *= tpCommFactor(step);
   return t;
 }
@@ -286,6 +318,10 @@ std::string Layout::describe() const {
   return s;
 }
 
+std::string shoal::planner::formatShares(const std::vector<double> &shares) {
+  return formatRuns(shares);
+}
+
 std::string shoal::planner::sharesNotCompiled(const Layout &l) {
   if (l.pp() > 1)
     return "uneven batch shares are compiled for one stage, not for "
@@ -381,13 +417,35 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       auto it = memo.find(key);
       if (it == memo.end()) {
         double frac = microFrac(i);
-        RangeTime rt = rangeTime(
-            profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
-            slowestRank(ranks, cluster, options.precision), ranks, cost, step);
+        RangeTime rt =
+            rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices,
+                      frac, slowestRank(ranks, cluster, options.precision),
+                      ranks, cost, options);
         it = memo.emplace(key, rt).first;
       }
       t[k][i] = it->second;
-      double total = it->second.compute + it->second.tp;
+      // Training: each micro-batch's weight gradients go into the step's
+      // sum (the executor copies the first and adds the others, at 2 and
+      // 3 times their bytes) when they are summed over micro-batches or
+      // all-reduced over replicas; per micro-batch, on average.
+      int width = s.split.front() ? 1 : s.devices;
+      int mi = microBatchesOf(i);
+      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1)) {
+        double params = 0;
+        for (int j = s.begin; j < s.end; ++j)
+          params +=
+              profile.ops[j].params /
+              (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices
+                                                                : 1);
+        double gradBytes =
+            params *
+            (options.fp32Weights ? 4 : bytesPerParam(options.precision));
+        double units = (3.0 * mi - 1) / mi;
+        t[k][i].compute +=
+            cost.opSeconds(slowestRank(ranks, cluster, options.precision), 0,
+                           units * gradBytes, OpClass::Elementwise);
+      }
+      double total = t[k][i].compute + t[k][i].tp;
       if (total > s.seconds) {
         s.seconds = total;
         s.tpSeconds = it->second.tp;
@@ -433,8 +491,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   }
 
   // Gradients of replicated weights: one all-reduce per stage after the
-  // pipeline drains (not overlapped).
-  l.dpSeconds = 0;
+  // pipeline drains (not overlapped), then the optimizer's update.
+  l.dpSeconds = l.optimizerSeconds = 0;
+  double tail = 0;
   const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
   l.fits = true;
   for (int k = 0; k < p; ++k) {
@@ -447,15 +506,33 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
     }
+    double reduce = 0, update = 0;
     if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;
       for (int i = 0; i < dp; ++i)
         for (int w = 0; w < width; ++w)
           group.push_back(rankOf(s, i, w));
-      l.dpSeconds =
-          std::max(l.dpSeconds, cost.allReduceSeconds(group, params * bpp));
+      // In buckets of kGradBucketBytes, as the executor packs them.
+      double bytes = params * bpp;
+      double buckets = std::max(1.0, std::ceil(bytes / kGradBucketBytes));
+      reduce = buckets * cost.allReduceSeconds(group, bytes / buckets);
     }
+    if (training(step) && profile.hasBackward) {
+      // AdamW over this rank's parameters (its ZeRO block).
+      int zeroRanks = dp * (s.split.front() ? 1 : s.devices);
+      double mine = options.zeroStage >= 1 ? params / zeroRanks : params;
+      std::vector<int> all;
+      for (int i = 0; i < dp; ++i)
+        for (int r : replicaRanks(s, i))
+          all.push_back(r);
+      update = cost.opSeconds(slowestRank(all, cluster, options.precision), 0,
+                              mine * ModelProfile::optimizerBytesPerParam,
+                              OpClass::Elementwise);
+    }
+    l.dpSeconds = std::max(l.dpSeconds, reduce);
+    l.optimizerSeconds = std::max(l.optimizerSeconds, update);
+    tail = std::max(tail, reduce + update);
     // Memory on the replica with the largest share.
     double frac = counts ? microSamples / profile.batch
                          : *std::max_element(shares.begin(), shares.end()) / m /
@@ -501,7 +578,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     if (s.memoryBytes > s.capacityBytes)
       l.fits = false;
   }
-  l.stepSeconds += l.dpSeconds;
+  l.stepSeconds += tail;
 
   double flops = 0;
   for (const OpCost &op : profile.ops)
@@ -529,7 +606,7 @@ std::vector<double> prefixTimes(const Layout &l, const StagePlan &s,
   std::vector<double> prefix(n + 1, 0);
   for (int j = 0; j < n; ++j) {
     RangeTime rt = rangeTime(profile, j, j + 1, split, 0, s.devices, frac, slow,
-                             ranks, cost, options.step);
+                             ranks, cost, options);
     prefix[j + 1] = prefix[j] + rt.compute + rt.tp;
   }
   return prefix;
@@ -644,6 +721,7 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
 void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
                 const CostModel &cost, const PlanOptions &options) {
   l.batchShares.clear();
+  l.uncompiledShares.clear();
   if (l.dp <= 1)
     return;
   Layout even = l;
@@ -655,10 +733,9 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
     for (const StagePlan &s : even.stages) {
       std::vector<int> ranks = replicaRanks(s, i);
       double frac = batch / l.dp / l.microBatches / profile.batch;
-      RangeTime rt =
-          rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
-                    slowestRank(ranks, cluster, options.precision), ranks, cost,
-                    options.step);
+      RangeTime rt = rangeTime(
+          profile, s.begin, s.end, s.split, s.begin, s.devices, frac,
+          slowestRank(ranks, cluster, options.precision), ranks, cost, options);
       perSample[i] = std::max(perSample[i], rt.compute + rt.tp);
     }
   }
@@ -704,8 +781,17 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
     return;
   for (long w : whole)
     l.batchShares.push_back(double(w * unit));
-  if (l.pp() == 1 && l.stages.front().devices == 1 && options.zeroStage == 0)
+  if (l.pp() == 1 && l.stages.front().devices == 1 && options.zeroStage == 0) {
     countMicroBatches(l, profile, cluster, cost, options);
+    return;
+  }
+  // Not compiled: the layout keeps equal shares (what the plan will run);
+  // what the shares would give is only said (--explain, a warning).
+  Layout shared = l;
+  evaluate(shared, profile, cluster, cost, options);
+  l.uncompiledShares = std::move(l.batchShares);
+  l.uncompiledStepSeconds = shared.stepSeconds;
+  l.batchShares.clear();
 }
 
 /// One stage: the shares as the compiler builds them, every replica running
@@ -747,7 +833,7 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
       if (it == memo.end()) {
         RangeTime rt = rangeTime(profile, s.begin, s.end, s.split, s.begin,
                                  s.devices, double(b) / profile.batch, slow[i],
-                                 ranks[i], cost, options.step);
+                                 ranks[i], cost, options);
         it = memo.emplace(key, rt.compute + rt.tp).first;
       }
       perMicro[i] = it->second;
@@ -1135,12 +1221,14 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
           shares, total,
           chosen.batchShares.front() / chosen.replicaMicroBatches.front(),
           formatRuns(chosen.replicaMicroBatches)));
-    } else {
-      out.push_back(fmt::format("batch shares per replica {} in proportion to "
-                                "speed (prediction only: {})",
-                                shares, sharesNotCompiled(chosen)));
     }
   }
+  if (!chosen.uncompiledShares.empty())
+    out.push_back(fmt::format(
+        "not compiled: batch shares per replica {} in proportion to speed "
+        "would take {:.4f} ms per step; {}",
+        formatRuns(chosen.uncompiledShares), chosen.uncompiledStepSeconds * 1e3,
+        sharesNotCompiled(chosen)));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 using namespace shoal::planner;
@@ -70,10 +71,36 @@ struct Placed {
     int64_t s = stride ? stride : innerSize;
     return static_cast<int>(offset + coords[axes[0]] * s + inner);
   }
-  /// World ranks of the coordinates that vary over `vary` (others 0).
-  std::vector<int> ranksOver(const std::vector<int> &vary) const {
+  /// The groups a collective over `axes` forms: one per coordinate of the
+  /// other device axes (each in ranksOver's order).
+  std::vector<std::vector<int>> groupsOver(const std::vector<int> &axes) const {
+    std::vector<int> others;
+    for (int a : deviceAxes())
+      if (std::find(axes.begin(), axes.end(), a) == axes.end())
+        others.push_back(a);
+    std::vector<std::vector<int>> out;
+    std::vector<int64_t> fixed(sizes.size(), 0);
+    std::function<void(std::size_t)> rec = [&](std::size_t k) {
+      if (k == others.size()) {
+        out.push_back(ranksOver(axes, fixed));
+        return;
+      }
+      for (int64_t c = 0; c < sizes[others[k]]; ++c) {
+        fixed[others[k]] = c;
+        rec(k + 1);
+      }
+      fixed[others[k]] = 0;
+    };
+    rec(0);
+    return out;
+  }
+  /// World ranks of the coordinates that vary over `vary` (the others as
+  /// in `fixed`, or 0).
+  std::vector<int> ranksOver(const std::vector<int> &vary,
+                             std::vector<int64_t> fixed = {}) const {
     std::vector<int> out;
-    std::vector<int64_t> coords(sizes.size(), 0);
+    std::vector<int64_t> coords =
+        fixed.empty() ? std::vector<int64_t>(sizes.size(), 0) : fixed;
     std::function<void(std::size_t)> rec = [&](std::size_t k) {
       if (k == vary.size()) {
         out.push_back(rankOf(coords));
@@ -83,7 +110,7 @@ struct Placed {
         coords[vary[k]] = c;
         rec(k + 1);
       }
-      coords[vary[k]] = 0;
+      coords[vary[k]] = fixed.empty() ? 0 : fixed[vary[k]];
     };
     rec(0);
     return out;
@@ -124,11 +151,52 @@ bool is(const shoal::plan::Op &op, rt::OpKind kind) {
   return op.kind() == rt::opKindName(kind);
 }
 
+/// An AllReduce as the runtime's executor runs it: a copy into its output
+/// (or, over "mb", into the step's sum: a copy at micro-batch 0 and an add
+/// at the others), then the exchange over `group`, at the rank's last
+/// micro-batch when it accumulates.
+struct AllReduceInfo {
+  bool present = false;
+  bool accumulates = false; ///< over "mb"
+  /// A gradient only the optimizer reads: packed into the step's buckets
+  /// (Plan.training.grad_bucket_mb), as the executor packs them.
+  bool bucketable = false;
+  std::vector<int> axes; ///< the device axes it exchanges over
+  /// Its groups (world ranks; each of one rank: no exchange); the exchange
+  /// takes as long as in the slowest.
+  std::shared_ptr<const std::vector<std::vector<int>>> groups;
+  bool exchanges() const { return groups && groups->front().size() > 1; }
+  double seconds(const CostModel &cost, double bytes) const {
+    double t = 0;
+    for (const std::vector<int> &g : *groups)
+      t = std::max(t, cost.allReduceSeconds(g, bytes));
+    return t;
+  }
+  double bytes = 0;
+  double copySeconds = 0, addSeconds = 0; ///< on the slowest rank
+};
+
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
-/// it), or over its collective group; Send and Recv take none here.
+/// it), or over its collective group; Send and Recv take none here, nor
+/// AllReduce (`allReduces`: the replay times it).
 std::vector<double> opTimes(const shoal::plan::Program &prog,
                             const Placed &placed, const std::vector<int> &ranks,
-                            const CostModel &cost) {
+                            const CostModel &cost, bool byElementType,
+                            std::vector<AllReduceInfo> &allReduces) {
+  allReduces.assign(prog.ops_size(), AllReduceInfo());
+  std::map<std::vector<int>,
+           std::shared_ptr<const std::vector<std::vector<int>>>>
+      groupsByAxes;
+  // Values only optimizers read (the executor's gradientOnly).
+  std::vector<char> optimizerRead(prog.values_size(), 0),
+      otherRead(prog.values_size(), 0);
+  for (const shoal::plan::Op &op : prog.ops())
+    for (int v : op.inputs())
+      if (v >= 0 && v < prog.values_size())
+        (rt::opKindHas(op.kind(), rt::kOptimizer) ? optimizerRead
+                                                  : otherRead)[v] = 1;
+  CostModel half = cost.withPrecision(Precision::FP16),
+            bfloat = cost.withPrecision(Precision::BF16);
   std::vector<double> seconds;
   for (const shoal::plan::Op &op : prog.ops()) {
     const std::string &k = op.kind();
@@ -139,35 +207,71 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
     };
     if (rt::opKindHas(k, rt::kCommunicates)) {
       std::vector<int> axes;
+      bool overMb = false;
       auto it = op.attrs().find("axes");
       if (it != op.attrs().end())
-        for (const std::string &a : it->second.strings().values())
-          if (int i = placed.axis(a); i >= 0)
+        for (const std::string &a : it->second.strings().values()) {
+          int i = placed.axis(a);
+          // Over "mb" a rank sums its own micro-batches: no other rank.
+          overMb |= i >= 0 && i == placed.mbAxis;
+          if (i >= 0 && i != placed.mbAxis)
             axes.push_back(i);
-      std::vector<int> group = placed.ranksOver(axes);
+        }
+      auto &groups = groupsByAxes[axes];
+      if (!groups)
+        groups = std::make_shared<const std::vector<std::vector<int>>>(
+            placed.groupsOver(axes));
       double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
       double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
-      t = is(op, rt::OpKind::AllReduce) ? cost.allReduceSeconds(group, in)
-          : is(op, rt::OpKind::AllGather)
-              ? cost.allGatherSeconds(group, outBytes)
-              : cost.allToAllSeconds(group, in);
-    } else if (!rt::opKindHas(k, rt::kTransfer)) {
+      if (is(op, rt::OpKind::AllReduce)) {
+        AllReduceInfo &a = allReduces[seconds.size()];
+        a.present = true;
+        a.accumulates = overMb;
+        a.axes = axes;
+        a.groups = groups;
+        a.bytes = in;
+        int out = op.outputs_size() ? op.outputs(0) : -1;
+        a.bucketable = out >= 0 && out < prog.values_size() &&
+                       optimizerRead[out] && !otherRead[out];
+        for (int r : ranks) {
+          a.copySeconds =
+              std::max(a.copySeconds,
+                       cost.opSeconds(r, 0, 2 * in, OpClass::Elementwise));
+          a.addSeconds =
+              std::max(a.addSeconds,
+                       cost.opSeconds(r, in, 3 * in, OpClass::Elementwise));
+        }
+        seconds.push_back(0);
+        continue;
+      }
+      for (const std::vector<int> &group : *groups)
+        t = std::max(t, is(op, rt::OpKind::AllGather)
+                            ? cost.allGatherSeconds(group, outBytes)
+                            : cost.allToAllSeconds(group, in));
+    } else if (!rt::opKindHas(k, rt::kTransfer) &&
+               !is(op, rt::OpKind::Reshape)) {
+      // (Reshape is a view of its input in the runtime: no time.)
       // Rows of a matrix product: its result's elements but the last
       // dimension's.
       double rows = 0;
+      const CostModel *model = &cost;
       if (isMatMulKind(k) && op.outputs_size() && op.outputs(0) >= 0 &&
           op.outputs(0) < prog.values_size()) {
-        const auto &shape = prog.values(op.outputs(0)).shape();
+        const auto &out = prog.values(op.outputs(0));
         rows = 1;
-        for (int d = 0; d + 1 < shape.size(); ++d)
-          rows *= static_cast<double>(shape[d]);
+        for (int d = 0; d + 1 < out.shape_size(); ++d)
+          rows *= static_cast<double>(out.shape(d));
+        if (byElementType && out.dtype() == shoal::plan::F16)
+          model = &half;
+        else if (byElementType && out.dtype() == shoal::plan::BF16)
+          model = &bfloat;
       }
       for (int r : ranks)
-        t = std::max(t, cost.opSeconds(r, static_cast<double>(op.flops()),
-                                       static_cast<double>(op.bytes()),
-                                       isMatMulKind(k) ? OpClass::MatMul
-                                                       : OpClass::Elementwise,
-                                       rows));
+        t = std::max(t, model->opSeconds(r, static_cast<double>(op.flops()),
+                                         static_cast<double>(op.bytes()),
+                                         isMatMulKind(k) ? OpClass::MatMul
+                                                         : OpClass::Elementwise,
+                                         rows));
     }
     seconds.push_back(t);
   }
@@ -211,7 +315,7 @@ void shoal::planner::checkWorldSize(const plan::Plan &plan,
 
 Prediction shoal::planner::simulate(const plan::Plan &plan,
                                     const Cluster &cluster,
-                                    const CostModel &cost) {
+                                    const CostModel &cost, bool byElementType) {
   checkWorldSize(plan, cluster);
   int64_t world = planWorldSize(plan);
   Prediction out;
@@ -237,6 +341,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::size_t next = 0;
     double clock = 0, busy = 0;
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
+    std::vector<AllReduceInfo> allReduces;
+    int count = 1; ///< its ranks' micro-batches
+    std::map<std::string, double> byKind;
   };
   std::vector<ProgState> progs;
   for (const plan::Program &prog : plan.programs()) {
@@ -315,7 +422,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     for (auto &[count, countRanks] : byCount) {
       s.ranks = countRanks;
       s.steps = stepsFor(count);
-      s.opSeconds = opTimes(prog, s.placed, s.ranks, cost);
+      s.count = count;
+      s.opSeconds =
+          opTimes(prog, s.placed, s.ranks, cost, byElementType, s.allReduces);
       progs.push_back(s);
     }
   }
@@ -323,6 +432,14 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       plan.programs(0).inputs(0).global_type().shape_size())
     out.batch =
         static_cast<double>(plan.programs(0).inputs(0).global_type().shape(0));
+
+  // Gradient buckets (the executor's --grad-bucket-mb; absent: 25 MiB).
+  const double bucketBytes = plan.has_training()
+                                 ? (plan.training().has_grad_bucket_mb()
+                                        ? plan.training().grad_bucket_mb()
+                                        : 25.0) *
+                                       (1 << 20)
+                                 : 0;
 
   // Replay: a step runs once every message it receives has been sent.
   std::map<std::pair<int, int>, double> arrival; // (transfer id, mb)
@@ -347,8 +464,36 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         if (!ready)
           break;
         double t = s.clock, start = -1, busy = 0;
+        // Open buckets by group: bytes waiting to be all-reduced.
+        std::map<std::vector<int>, std::pair<const AllReduceInfo *, double>>
+            open;
+        auto spend = [&](double seconds, const std::string &kind) {
+          t += seconds;
+          busy += seconds;
+          s.byKind[kind] += seconds;
+        };
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
+          if (const AllReduceInfo &a = s.allReduces[i]; a.present) {
+            if (start < 0)
+              start = t;
+            spend(a.accumulates && st.mb > 0 ? a.addSeconds : a.copySeconds,
+                  "AllReduce (local)");
+            if (!a.exchanges() || (a.accumulates && st.mb != s.count - 1))
+              continue;
+            if (a.bucketable && bucketBytes > 0) {
+              auto &[info, b] = open[a.axes];
+              info = &a;
+              b += a.bytes;
+              if (b >= bucketBytes) {
+                spend(a.seconds(cost, b), "AllReduce");
+                b = 0;
+              }
+            } else {
+              spend(a.seconds(cost, a.bytes), "AllReduce");
+            }
+            continue;
+          }
           if (is(op, rt::OpKind::Recv)) {
             double a = arrival[{op.transfer().id(), st.mb}];
             if (a > t)
@@ -362,8 +507,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             start = t;
           out.flopsPerStep += static_cast<double>(op.flops()) *
                               static_cast<double>(s.ranks.size());
-          t += s.opSeconds[i];
-          busy += s.opSeconds[i];
+          spend(s.opSeconds[i], op.kind());
           if (is(op, rt::OpKind::Send)) {
             double bytes =
                 op.inputs_size() ? valueBytes(s.prog->values(op.inputs(0))) : 0;
@@ -375,6 +519,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                 cost.sendRecvSeconds(src, std::min<int>(dst, world - 1), bytes);
           }
         }
+        // The task's last buckets go out when it ends.
+        for (const auto &[axes, bucket] : open)
+          if (bucket.second > 0)
+            spend(bucket.first->seconds(cost, bucket.second), "AllReduce");
         std::string task =
             s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
         out.events.push_back(
@@ -395,6 +543,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   for (const ProgState &s : progs) {
     ProgramPrediction &pp = out.programs[s.index];
     pp.finishSeconds = std::max(pp.finishSeconds, s.clock);
+    if (s.busy >= pp.busySeconds)
+      pp.secondsByKind = s.byKind;
     pp.busySeconds = std::max(pp.busySeconds, s.busy);
     out.stepSeconds = std::max(out.stepSeconds, s.clock);
   }

@@ -287,7 +287,8 @@ shoal::rt::checkAndPredictMemory(const plan::Plan &plan,
   for (int64_t rank = 0; rank < worldSize; ++rank) {
     if (covered[rank])
       continue;
-    LoadedPlan loaded = checkPlan(plan, path, worldSize, rank);
+    LoadedPlan loaded =
+        checkPlan(plan, path, worldSize, rank, /*predictOnly=*/true);
     for (int64_t r : loaded.programRanks)
       if (r >= 0 && r < worldSize)
         covered[r] = true;

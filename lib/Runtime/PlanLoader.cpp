@@ -31,8 +31,9 @@ namespace {
 class PlanChecker {
 public:
   PlanChecker(const plan::Plan &plan, const std::string &path,
-              int64_t worldSize, int64_t worldRank)
-      : plan(plan), path(path), worldSize(worldSize), worldRank(worldRank) {}
+              int64_t worldSize, int64_t worldRank, bool predictOnly)
+      : plan(plan), path(path), worldSize(worldSize), worldRank(worldRank),
+        predictOnly(predictOnly) {}
 
   LoadedPlan run();
 
@@ -73,6 +74,8 @@ private:
   const plan::Plan &plan;
   std::string path;
   int64_t worldSize, worldRank;
+  /// shoal-sim: shapes-only weight sources are fine.
+  bool predictOnly;
   Mesh worldMesh;
   /// Version 2: each program's mesh and world ranks.
   std::vector<Mesh> meshes;
@@ -438,6 +441,16 @@ void PlanChecker::checkSources() {
   fs::path dir = fs::path(path).parent_path();
   for (int i = 0; i < plan.sources_size(); ++i) {
     const plan::WeightSource &src = plan.sources(i);
+    if (src.kind() == plan::WeightSource::SHAPES_ONLY) {
+      if (!predictOnly)
+        fail(fmt::format("weight source #{} ('{}') is shapes only: the plan "
+                         "was compiled from a model without weight data "
+                         "(bench/gpt_mlir.py), so shoal-sim can predict it "
+                         "but shoal-run cannot run it",
+                         i, src.path()));
+      out.sourcePaths.push_back(src.path());
+      continue;
+    }
     if (src.kind() != plan::WeightSource::ONNX)
       fail(fmt::format("weight source #{} ('{}') has kind {}; only ONNX is "
                        "supported",
@@ -1093,8 +1106,9 @@ std::string shoal::rt::weightBufferKey(const WeightInfo &w, const Mesh &mesh) {
 }
 
 LoadedPlan shoal::rt::checkPlan(const plan::Plan &plan, const std::string &path,
-                                int64_t worldSize, int64_t worldRank) {
-  return PlanChecker(plan, path, worldSize, worldRank).run();
+                                int64_t worldSize, int64_t worldRank,
+                                bool predictOnly) {
+  return PlanChecker(plan, path, worldSize, worldRank, predictOnly).run();
 }
 
 LoadedPlan shoal::rt::loadPlan(const std::string &path, int64_t worldSize,

@@ -220,9 +220,12 @@ LoadedPlan loadPlan(const std::string &path, int64_t worldSize,
                     int64_t worldRank = 0);
 
 /// Validates an already parsed plan; `path` is used for messages and to
-/// resolve weight sources.
+/// resolve weight sources. `predictOnly` (shoal-sim) accepts a plan whose
+/// weights are shapes only (WeightSource SHAPES_ONLY), which shoal-run
+/// cannot run.
 LoadedPlan checkPlan(const plan::Plan &plan, const std::string &path,
-                     int64_t worldSize, int64_t worldRank = 0);
+                     int64_t worldSize, int64_t worldRank = 0,
+                     bool predictOnly = false);
 
 } // namespace rt
 } // namespace shoal

@@ -11,7 +11,9 @@
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include <cmath>
 #include <optional>
 
@@ -36,8 +38,16 @@ std::optional<double> splatValue(Value v) {
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
 
-bool near(std::optional<double> v, double want) {
-  return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
+/// Whether `v` is a splat constant equal to `want` as its element type
+/// holds it (f16 keeps sqrt(2) as 1.4140625): within a few of its ulps.
+bool near(Value v, double want) {
+  std::optional<double> x = splatValue(v);
+  if (!x)
+    return false;
+  const llvm::fltSemantics &sem =
+      cast<FloatType>(getElementTypeOrSelf(v.getType())).getFloatSemantics();
+  double ulp = std::ldexp(1.0, 1 - int(llvm::APFloat::semanticsPrecision(sem)));
+  return std::fabs(*x - want) <= std::max(1e-6, 2 * ulp) * std::fabs(want);
 }
 
 /// One user, and no other before shoal-recompute moved backward readers to
@@ -47,9 +57,9 @@ bool singleUse(Value v) { return hasOneUseBeforeRecompute(v); }
 /// Matches `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)` at the outer Mul.
 LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
   Value inner;
-  if (near(splatValue(outer.getRhs()), 0.5))
+  if (near(outer.getRhs(), 0.5))
     inner = outer.getLhs();
-  else if (near(splatValue(outer.getLhs()), 0.5))
+  else if (near(outer.getLhs(), 0.5))
     inner = outer.getRhs();
   auto mul = inner ? inner.getDefiningOp<MulOp>() : MulOp();
   if (!mul || !singleUse(mul))
@@ -60,9 +70,9 @@ LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
     if (!add || !singleUse(add))
       continue;
     Value erfValue;
-    if (near(splatValue(add.getRhs()), 1.0))
+    if (near(add.getRhs(), 1.0))
       erfValue = add.getLhs();
-    else if (near(splatValue(add.getLhs()), 1.0))
+    else if (near(add.getLhs(), 1.0))
       erfValue = add.getRhs();
     auto erf = erfValue ? erfValue.getDefiningOp<ErfOp>() : ErfOp();
     if (!erf || !singleUse(erf))
@@ -70,10 +80,9 @@ LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
     Operation *scale = erf.getInput().getDefiningOp();
     bool scaled =
         scale && scale->getNumOperands() == 2 && scale->getOperand(0) == x &&
-        ((isa<DivOp>(scale) &&
-          near(splatValue(scale->getOperand(1)), std::sqrt(2.0))) ||
+        ((isa<DivOp>(scale) && near(scale->getOperand(1), std::sqrt(2.0))) ||
          (isa<MulOp>(scale) &&
-          near(splatValue(scale->getOperand(1)), 1.0 / std::sqrt(2.0))));
+          near(scale->getOperand(1), 1.0 / std::sqrt(2.0))));
     if (!scaled || !singleUse(scale->getResult(0)) ||
         x.getType() != outer.getType())
       continue;
@@ -189,32 +198,41 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   return success();
 }
 
+/// Fuses every chain under `root`; `listener` sees each fused op made and
+/// the ops it replaces erased.
+void fuseAll(Operation *root, RewriterBase::Listener &listener,
+             llvm::DenseSet<Operation *> &erased) {
+  // Collect first: rewriting while walking would visit erased ops.
+  SmallVector<Operation *> roots;
+  root->walk([&](Operation *op) {
+    if (isa<MulOp, LayerNormOp, MatMulOp>(op))
+      roots.push_back(op);
+  });
+  IRRewriter rewriter(root->getContext());
+  rewriter.setListener(&listener);
+  for (Operation *op : roots) {
+    if (erased.contains(op))
+      continue;
+    if (auto mul = dyn_cast<MulOp>(op))
+      (void)fuseGelu(mul, rewriter);
+    else if (auto ln = dyn_cast<LayerNormOp>(op))
+      (void)fuseAddLayerNorm(ln, rewriter);
+    else if (auto mm = dyn_cast<MatMulOp>(op))
+      (void)fuseAttention(mm, rewriter);
+  }
+}
+
+struct ErasedListener : public RewriterBase::Listener {
+  llvm::DenseSet<Operation *> &erased;
+  ErasedListener(llvm::DenseSet<Operation *> &e) : erased(e) {}
+  void notifyOperationErased(Operation *op) override { erased.insert(op); }
+};
+
 struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
   void runOnOperation() final {
-    // Collect first: rewriting while walking would visit erased ops.
-    SmallVector<Operation *> roots;
-    getOperation().walk([&](Operation *op) {
-      if (isa<MulOp, LayerNormOp, MatMulOp>(op))
-        roots.push_back(op);
-    });
     llvm::DenseSet<Operation *> erased;
-    IRRewriter rewriter(&getContext());
-    struct Listener : public RewriterBase::Listener {
-      llvm::DenseSet<Operation *> &erased;
-      Listener(llvm::DenseSet<Operation *> &e) : erased(e) {}
-      void notifyOperationErased(Operation *op) override { erased.insert(op); }
-    } listener(erased);
-    rewriter.setListener(&listener);
-    for (Operation *op : roots) {
-      if (erased.contains(op))
-        continue;
-      if (auto mul = dyn_cast<MulOp>(op))
-        (void)fuseGelu(mul, rewriter);
-      else if (auto ln = dyn_cast<LayerNormOp>(op))
-        (void)fuseAddLayerNorm(ln, rewriter);
-      else if (auto mm = dyn_cast<MatMulOp>(op))
-        (void)fuseAttention(mm, rewriter);
-    }
+    ErasedListener listener(erased);
+    fuseAll(getOperation(), listener, erased);
     // The fused chains' scalar constants are dead now.
     SmallVector<Operation *> dead;
     getOperation().walk([&](ConstantOp c) {
@@ -227,3 +245,47 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
 };
 
 } // namespace
+
+SmallVector<shoal::FusionGroup> shoal::predictFusions(Operation *func) {
+  // Fuse a clone, noting which of its ops each fused op replaces.
+  IRMapping mapping;
+  Operation *clone = func->clone(mapping);
+  DenseMap<Operation *, Operation *> original;
+  for (auto [from, to] : mapping.getOperationMap())
+    original[to] = from;
+  struct Recorder : public ErasedListener {
+    SmallVector<std::pair<Operation *, SmallVector<Operation *>>> made;
+    using ErasedListener::ErasedListener;
+    void notifyOperationInserted(Operation *op,
+                                 OpBuilder::InsertPoint) override {
+      made.push_back({op, {}});
+    }
+    void notifyOperationErased(Operation *op) override {
+      ErasedListener::notifyOperationErased(op);
+      if (!made.empty())
+        made.back().second.push_back(op);
+    }
+  };
+  llvm::DenseSet<Operation *> erased;
+  Recorder recorder(erased);
+  fuseAll(clone, recorder, erased);
+  SmallVector<FusionGroup> groups;
+  for (auto &[fused, replaced] : recorder.made) {
+    FusionGroup g;
+    g.fused = fused->getName().getStringRef().str();
+    if (auto cost = dyn_cast<CostOpInterface>(fused)) {
+      g.flops = cost.getFlops();
+      g.bytes = cost.getBytes();
+    }
+    if (auto t = dyn_cast<RankedTensorType>(fused->getResult(0).getType());
+        t && t.hasStaticShape() && t.getRank() >= 1)
+      g.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
+    for (Operation *op : replaced)
+      if (Operation *o = original.lookup(op))
+        g.ops.push_back(o);
+    if (!g.ops.empty())
+      groups.push_back(std::move(g));
+  }
+  clone->erase();
+  return groups;
+}

@@ -52,6 +52,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.clusterPath = options.cluster;
     plan.worldSize = options.worldSize;
     plan.explain = options.explain;
+    // Products at their element type's precision unless training says.
+    plan.precision = "";
     // A training compile plans a training step, with its ZeRO stage.
     if (options.train) {
       // Full recomputation keeps only the layer inputs (the planner's

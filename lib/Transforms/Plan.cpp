@@ -37,6 +37,83 @@ double bytesOf(Type t) {
   return static_cast<double>(getTensorBytes(TypeRange{t}));
 }
 
+/// Timed at the rate of matrix products (the runtime's kMatMulClass).
+bool isProduct(Operation *op) { return isa<MatMulOp, GemmOp, AttentionOp>(op); }
+
+/// What the planner times of `op`: its cost (CostOpInterface), the rows of
+/// a matrix product, and the elements mixed precision casts around one.
+pl::OpPiece pieceOf(Operation *op) {
+  pl::OpPiece p;
+  if (auto cost = dyn_cast<CostOpInterface>(op)) {
+    p.flops = cost.getFlops();
+    p.bytes = cost.getBytes();
+  } else {
+    p.bytes = getTensorBytes(op->getOperandTypes()) +
+              getTensorBytes(op->getResultTypes());
+  }
+  // The runtime's Reshape is a view of its input (no copy), as shoal-sim
+  // times it.
+  if (isa<ReshapeOp>(op))
+    p.flops = p.bytes = 0;
+  if (isProduct(op))
+    if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+        t && t.hasStaticShape() && t.getRank() >= 1) {
+      p.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
+      if (isa<MatMulOp, GemmOp>(op))
+        for (Type x : llvm::concat<Type>(llvm::to_vector(op->getOperandTypes()),
+                                         llvm::to_vector(op->getResultTypes())))
+          if (auto rt = dyn_cast<RankedTensorType>(x);
+              rt && rt.hasStaticShape() && rt.getElementType().isF32())
+            p.castElements += rt.getNumElements();
+    }
+  return p;
+}
+
+/// The ops `op`'s gradient rule builds (what shoal-autodiff makes of it),
+/// each as the planner times it; empty when it has no rule. They are built
+/// in a scratch block, off the module, and erased. As shoal-autodiff, only
+/// the gradients of activations and weights count (not of constants or
+/// graph inputs).
+std::vector<pl::OpPiece> backwardOf(Operation *op) {
+  std::vector<pl::OpPiece> pieces;
+  auto rule = dyn_cast<GradientOpInterface>(op);
+  if (!rule || op->getNumResults() == 0)
+    return pieces;
+  // A rule that fails says so; the planner only asks.
+  ScopedDiagnosticHandler quiet(op->getContext(),
+                                [](Diagnostic &) { return success(); });
+  Block scratch;
+  SmallVector<Value> resultGrads, operandGrads;
+  for (Type t : op->getResultTypes())
+    resultGrads.push_back(scratch.addArgument(t, op->getLoc()));
+  OpBuilder b(op->getContext());
+  b.setInsertionPointToEnd(&scratch);
+  if (succeeded(rule.buildGradient(b, resultGrads, operandGrads))) {
+    DenseSet<Value> needed;
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      Operation *def = operand.getDefiningOp();
+      if (grad && def && !isa<ConstantOp>(def))
+        needed.insert(grad);
+    }
+    // Back from the needed gradients: the ops they depend on.
+    SmallVector<Operation *> live;
+    for (Operation &x : llvm::reverse(scratch)) {
+      if (llvm::none_of(x.getResults(),
+                        [&](Value r) { return needed.contains(r); }))
+        continue;
+      live.push_back(&x);
+      for (Value in : x.getOperands())
+        needed.insert(in);
+    }
+    for (Operation *x : llvm::reverse(live))
+      if (!isSource(x))
+        pieces.push_back(pieceOf(x));
+  }
+  while (!scratch.empty())
+    scratch.back().erase();
+  return pieces;
+}
+
 /// A matrix product with a weight as its right operand, or null.
 bool isWeightProduct(Operation *op) {
   if (!isa<MatMulOp, GemmOp>(op) || op->getNumOperands() < 2)
@@ -50,8 +127,10 @@ bool isWeightProduct(Operation *op) {
 /// input is whole is column-parallel (its output is split), one whose input
 /// is split is row-parallel (all-reduce after it); ops on split values are
 /// split; an embedding lookup is vocabulary-parallel (all-reduce after it).
-pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
+pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
+                              bool training) {
   pl::ModelProfile profile;
+  profile.hasBackward = training;
   for (Operation &op : body.without_terminator())
     if (!isSource(&op))
       ops.push_back(&op);
@@ -66,19 +145,24 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
     pl::OpCost &c = profile.ops[i];
-    if (auto cost = dyn_cast<CostOpInterface>(op)) {
-      c.flops = cost.getFlops();
-      c.bytes = cost.getBytes();
-    } else {
-      c.bytes = getTensorBytes(op->getOperandTypes()) +
-                getTensorBytes(op->getResultTypes());
+    pl::OpPiece piece = pieceOf(op);
+    c.flops = piece.flops;
+    c.bytes = piece.bytes;
+    c.rows = piece.rows;
+    c.castElements = piece.castElements;
+    if (training) {
+      c.backward = backwardOf(op);
+      // The loss reads what the graph returns (a cross-entropy over the
+      // logits: once forward, twice for its gradient).
+      for (Value r : op->getResults())
+        if (llvm::is_contained(body.getTerminator()->getOperands(), r)) {
+          pl::OpPiece loss;
+          loss.bytes = 3 * bytesOf(r.getType());
+          c.backward.push_back(loss);
+        }
     }
     for (Value r : op->getResults())
       c.outBytes += bytesOf(r.getType());
-    if (isa<MatMulOp, GemmOp, AttentionOp>(op))
-      if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-          t && t.hasStaticShape() && t.getRank() >= 1)
-        c.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
     bool readsSplit = false;
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
@@ -109,6 +193,29 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops) {
     if (outSplit)
       for (Value r : op->getResults())
         split.insert(r);
+  }
+
+  // shoal-fuse's chains run as one op each. In a training step only
+  // add+LayerNorm fuses: the backward reads the GELU's and the attention's
+  // intermediate values, which then have more than one use.
+  for (const FusionGroup &g : predictFusions(body.getParentOp())) {
+    if (training && g.fused != AddLayerNormOp::getOperationName())
+      continue;
+    int root = -1;
+    for (Operation *op : g.ops)
+      if (auto it = index.find(op); it != index.end())
+        root = std::max(root, it->second);
+    if (root < 0)
+      continue;
+    for (Operation *op : g.ops)
+      if (auto it = index.find(op); it != index.end()) {
+        pl::OpCost &c = profile.ops[it->second];
+        c.flops = c.bytes = c.rows = c.castElements = 0;
+      }
+    pl::OpCost &c = profile.ops[root];
+    c.flops = g.flops;
+    c.bytes = g.bytes;
+    c.rows = g.fused == AttentionOp::getOperationName() ? g.rows : 0;
   }
 
   // What a training step keeps for the backward: results a consumer's
@@ -286,7 +393,11 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     }
     options.zeroStage = static_cast<int>(zero);
     const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
-    auto *it = llvm::find(names, precision);
+    // Not given (or empty, as shoal-parallelize passes it): the products run
+    // at the precision of their element type (a graph in f16 or bf16), as
+    // shoal-sim times the compiled plan.
+    const bool byElementType = !precision.hasValue() || precision.empty();
+    auto *it = byElementType ? std::begin(names) : llvm::find(names, precision);
     if (it == std::end(names)) {
       module.emitError() << "shoal-plan: precision must be fp32, tf32, bf16 "
                             "or fp16, got '"
@@ -294,6 +405,17 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       return signalPassFailure();
     }
     options.precision = static_cast<pl::Precision>(it - std::begin(names));
+    if (byElementType)
+      module.walk([&](Operation *op) {
+        if (!isa<MatMulOp, GemmOp>(op))
+          return WalkResult::advance();
+        Type e = getElementTypeOrSelf(op->getResult(0).getType());
+        if (e.isF16())
+          options.precision = pl::Precision::FP16;
+        else if (e.isBF16())
+          options.precision = pl::Precision::BF16;
+        return WalkResult::interrupt();
+      });
     options.fp32Weights = fp32Weights;
     options.balance = balance;
     options.dp = dp;
@@ -325,7 +447,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       return;
     Block &body = func.getBody().front();
     SmallVector<Operation *> ops;
-    pl::ModelProfile profile = buildProfile(body, ops);
+    pl::ModelProfile profile =
+        buildProfile(body, ops, options.step != pl::StepKind::Forward);
     if (globalBatch > 0)
       profile.batchScale = double(globalBatch) / profile.batch;
     if (ops.empty())
@@ -420,22 +543,19 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
   /// Unequal batch shares and shards are not compiled yet.
   static void warnPredictionOnly(ModuleOp module, const pl::Layout &l,
                                  bool shards) {
-    bool shares = !l.batchShares.empty() && l.replicaMicroBatches.empty();
-    if (!shares && !shards)
-      return;
-    auto diag = module.emitWarning();
-    diag << "shoal-plan: the "
-         << (shares && shards ? "batch shares and shards"
-             : shares         ? "batch shares"
-                              : "shards")
-         << " in 'shoal.plan' are used for prediction only; the compiled plan "
-            "still gives every "
-         << (shares && shards ? "replica and shard"
-             : shares         ? "replica"
-                              : "shard")
-         << " an equal part";
-    if (shares)
-      diag << " (" << pl::sharesNotCompiled(l) << ")";
+    // The layout is predicted as compiled (equal parts); say what is lost.
+    if (!l.uncompiledShares.empty())
+      module.emitWarning() << llvm::formatv(
+          "shoal-plan: batch shares by speed ({0}) would take {1:F4} ms per "
+          "step, but are not compiled ({2}); the plan, {3:F4} ms per step, "
+          "gives every replica an equal part",
+          pl::formatShares(l.uncompiledShares), l.uncompiledStepSeconds * 1e3,
+          pl::sharesNotCompiled(l), l.stepSeconds * 1e3);
+    if (shards)
+      module.emitWarning()
+          << "shoal-plan: the shards by speed in 'shoal.plan' "
+             "(shard_per_mille) are not compiled; the plan gives every shard "
+             "an equal part, and is predicted that way";
   }
 
   /// The refusal: every stage's estimate against its capacity.
@@ -617,6 +737,16 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
           "shoal-plan: hardware-aware ({2}): {3:F4} ms per step, {4:F2}x\n",
           asIs.describe(), asIs.stepSeconds * 1e3, chosen.describe(),
           chosen.stepSeconds * 1e3, asIs.stepSeconds / chosen.stepSeconds);
+    // Its parts, as shoal-sim --breakdown shows those of the compiled plan.
+    if (explain)
+      llvm::errs() << llvm::formatv(
+          "  its step: compute {0:F3} ms, tensor-parallel all-reduces {1:F3} "
+          "ms, stage-to-stage transfers {2:F3} ms, pipeline bubble {3:F3} ms, "
+          "gradient all-reduce {4:F3} ms, optimizer {5:F3} ms\n",
+          (chosen.computeSeconds - chosen.tpSeconds) * 1e3,
+          chosen.tpSeconds * 1e3, chosen.p2pSeconds * 1e3,
+          chosen.bubbleSeconds * 1e3, chosen.dpSeconds * 1e3,
+          chosen.optimizerSeconds * 1e3);
     if (explain)
       for (const std::string &line :
            pl::explainChanges(asIs, chosen, cluster, names))

@@ -83,3 +83,22 @@ func.func @softmax_axis(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf32>, %v: tenso
   %o = shoal.matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x7xf32>) -> tensor<3x5x7xf32>
   return %o : tensor<3x5x7xf32>
 }
+
+// -----
+
+// In f16 the constants are rounded (sqrt 2 is 1.4140625): they match within
+// the type's precision, so f16 and bf16 models fuse too.
+// CHECK-LABEL: func.func @gelu_f16
+// CHECK: shoal.gelu %arg0 : (tensor<4x8xf16>) -> tensor<4x8xf16>
+// CHECK-NOT: shoal.erf
+func.func @gelu_f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %c0 = shoal.constant dense<1.41421356> : tensor<f16>
+  %0 = shoal.div %x, %c0 : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  %1 = shoal.erf %0 : (tensor<4x8xf16>) -> tensor<4x8xf16>
+  %c1 = shoal.constant dense<1.0> : tensor<f16>
+  %2 = shoal.add %1, %c1 : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  %3 = shoal.mul %x, %2 : (tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  %c2 = shoal.constant dense<0.5> : tensor<f16>
+  %4 = shoal.mul %3, %c2 : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  return %4 : tensor<4x8xf16>
+}

@@ -4,10 +4,13 @@
 //   shoal-compile model.onnx --cluster cluster.yaml --explain -o model.plan
 //   shoal-compile model.onnx --annotate spec.yaml --train train.yaml -o t.plan
 //   shoal-compile model.onnx --annotate spec.yaml --report -o model.plan
+//   shoal-compile model.mlir --cluster cluster.yaml -o model.plan
 //
 // Imports the model, runs the shoal-parallelize pipeline and exports the
 // plan. The same as shoal-translate --import-onnx | shoal-opt
-// --shoal-parallelize | shoal-translate --export-plan.
+// --shoal-parallelize | shoal-translate --export-plan. A `.mlir` file is a
+// module of the shoal dialect (shoal-translate --import-onnx's output, or
+// bench/gpt_mlir.py's shapes-only models) and is read as it is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +22,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -33,7 +38,7 @@ namespace cl = llvm::cl;
 static cl::OptionCategory compileCategory("shoal-compile options");
 
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.onnx>"),
+                                      cl::desc("<model.onnx | model.mlir>"),
                                       cl::cat(compileCategory));
 static cl::opt<std::string> specPath("annotate",
                                      cl::desc("YAML annotation spec"),
@@ -144,9 +149,20 @@ int main(int argc, char **argv) {
   // Training-mode BatchNormalization takes its statistics per micro-batch.
   int64_t microBatches =
       specPath.empty() ? 1 : shoal::readSpecMicroBatches(specPath);
-  OwningOpRef<ModuleOp> module = shoal::importONNX(
-      modelPath, shapes, &ctx, /*foldFloatInitializers=*/trainPath.empty(),
-      microBatches);
+  OwningOpRef<ModuleOp> module;
+  if (llvm::StringRef(modelPath).ends_with(".mlir")) {
+    if (!shapes.empty())
+      return fail("--input-shape applies to ONNX models; " + modelPath +
+                  " is a .mlir module with static shapes");
+    std::string err;
+    if (!mlir::openInputFile(modelPath, &err))
+      return fail(err);
+    module = parseSourceFile<ModuleOp>(modelPath, &ctx);
+  } else {
+    module = shoal::importONNX(modelPath, shapes, &ctx,
+                               /*foldFloatInitializers=*/trainPath.empty(),
+                               microBatches);
+  }
   if (!module)
     return 1;
 

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -45,8 +46,10 @@ const char kUsage[] =
     "the runtime's buffer plan, in the parts of shoal-run --report-memory.\n"
     "\n"
     "  --cluster SPEC   cluster spec (YAML)\n"
-    "  --precision P    matrix products in fp32 (default), tf32, bf16, fp16\n"
+    "  --precision P    every matrix product in fp32, tf32, bf16 or fp16\n"
+    "                   (default: each at its element type's, f32 as fp32)\n"
     "  --trace FILE     write the predicted timeline as a Chrome trace\n"
+    "  --breakdown      print each program's busy time by op kind\n"
     "  --calibration F  use the figures fitted from the profile F (written\n"
     "                   by shoal-run --profile) in place of the datasheet's;\n"
     "                   may be repeated (one fit over all of them)\n";
@@ -59,8 +62,9 @@ int usage(const std::string &error) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, clusterPath, tracePath, precisionName = "fp32";
+  std::string planPath, clusterPath, tracePath, precisionName;
   std::vector<std::string> calibrations;
+  bool breakdown = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -83,6 +87,8 @@ int main(int argc, char **argv) {
     } else if (a == "--trace") {
       if (!value(tracePath))
         return usage("--trace needs a file");
+    } else if (a == "--breakdown") {
+      breakdown = true;
     } else if (a == "--precision") {
       if (!value(precisionName))
         return usage("--precision needs fp32, tf32, bf16 or fp16");
@@ -100,8 +106,10 @@ int main(int argc, char **argv) {
   if (clusterPath.empty())
     return usage("missing --cluster SPEC");
   const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
+  // No --precision: each product at its element type's (fp32 for f32).
+  const bool byElementType = precisionName.empty();
   int p = 0;
-  while (p < 4 && precisionName != names[p])
+  while (!byElementType && p < 4 && precisionName != names[p])
     ++p;
   if (p == 4)
     return usage(fmt::format("--precision must be fp32, tf32, bf16 or fp16, "
@@ -137,13 +145,14 @@ int main(int argc, char **argv) {
     std::vector<shoal::rt::ProgramMemory> memory =
         shoal::rt::checkAndPredictMemory(plan, planPath, cluster.numDevices());
     CostModel cost(cluster, static_cast<Precision>(p));
-    Prediction pred = simulate(plan, cluster, cost);
+    Prediction pred = simulate(plan, cluster, cost, byElementType);
     if (memory.size() != pred.programs.size())
       throw SpecError(fmt::format("{}: {} programs checked, {} simulated",
                                   planPath, memory.size(),
                                   pred.programs.size()));
     std::printf("shoal-sim: %s on %d devices (%s): predicted step %.3f ms",
-                planPath.c_str(), cluster.numDevices(), names[p],
+                planPath.c_str(), cluster.numDevices(),
+                byElementType ? "precision by element type" : names[p],
                 pred.stepSeconds * 1e3);
     if (pred.batch > 0 && pred.stepSeconds > 0)
       std::printf(", %.1f samples/s", pred.batch / pred.stepSeconds);
@@ -176,6 +185,16 @@ int main(int argc, char **argv) {
                   mib(mem.optimizer), mib(mem.activations),
                   pp.capacityBytes / (1 << 30),
                   total > pp.capacityBytes ? " DOES NOT FIT" : "");
+      if (breakdown) {
+        std::vector<std::pair<double, std::string>> kinds;
+        for (const auto &[kind, seconds] : pp.secondsByKind)
+          kinds.push_back({seconds, kind});
+        std::sort(kinds.rbegin(), kinds.rend());
+        for (const auto &[seconds, kind] : kinds)
+          std::printf("shoal-sim:   %-24s %10.3f ms %5.1f%%\n", kind.c_str(),
+                      seconds * 1e3,
+                      pp.busySeconds > 0 ? 100 * seconds / pp.busySeconds : 0);
+      }
     }
     if (!tracePath.empty()) {
       std::ofstream out(tracePath);

@@ -67,6 +67,11 @@ public:
   /// (0 when they are the same rank).
   double sendRecvSeconds(int src, int dst, double bytes) const;
 
+  /// The same model with matrix products at `p`.
+  CostModel withPrecision(Precision p) const {
+    return CostModel(cluster, p, eff);
+  }
+
 private:
   double ring(const std::vector<int> &ranks, double bytes, double rounds) const;
 

@@ -33,9 +33,22 @@ namespace shoal {
 namespace planner {
 
 /// One op of the model, in program order, for the graph's whole batch.
+/// One op of the backward: what an op's gradient rule builds (the ops
+/// shoal-autodiff makes), timed as the compiled plan's ops are.
+struct OpPiece {
+  double flops = 0, bytes = 0;
+  double rows = 0; ///< a matrix product's rows (0: not one)
+  /// A matrix product's operand and result elements: mixed precision casts
+  /// them (float32 to the low type and back).
+  double castElements = 0;
+};
+
 struct OpCost {
   double flops = 0, bytes = 0; ///< forward
   double rows = 0;             ///< a matrix product's rows (0: not one)
+  double castElements = 0;     ///< as OpPiece's
+  /// Its backward, op by op (ModelProfile::hasBackward).
+  std::vector<OpPiece> backward;
   double params = 0;   ///< parameters of the weights it reads (each once)
   double outBytes = 0; ///< the activations it produces
   /// Under tensor parallelism its work divides over the group (Megatron's
@@ -74,6 +87,13 @@ struct ModelProfile {
   /// A step processes `batch * batchScale` samples (a graph written for one
   /// sample can stand for a large global batch).
   double batchScale = 1;
+  /// Every op's `backward` is filled (from the gradient rules); otherwise a
+  /// training step is timed as three forwards.
+  bool hasBackward = false;
+  /// Parameters the optimizer updates (the step's AdamW reads and writes
+  /// its weight, gradient and two moments: `optimizerBytesPerParam` per
+  /// parameter, the AdamW op's cost).
+  static constexpr double optimizerBytesPerParam = 16;
 
   double stepBatch() const { return batch * batchScale; }
 };
@@ -141,11 +161,17 @@ struct Layout {
   /// one-replica program the compiler builds. Empty: every replica runs
   /// `microBatches`.
   std::vector<int> replicaMicroBatches;
+  /// Batch shares by speed that the compiler cannot build for this layout
+  /// (sharesNotCompiled says why) and the step they would take: the layout
+  /// is predicted, and compiled, with equal shares.
+  std::vector<double> uncompiledShares;
+  double uncompiledStepSeconds = 0;
 
   // Filled in by evaluate().
   double stepSeconds = 0;
   double computeSeconds = 0; ///< the slowest pipeline without bubble
   double bubbleSeconds = 0, p2pSeconds = 0, dpSeconds = 0, tpSeconds = 0;
+  double optimizerSeconds = 0; ///< the optimizer's update (training)
   double flopsPerStep = 0; ///< model FLOPs, including recomputation
   bool fits = true;
 
@@ -202,9 +228,12 @@ std::string explain(const std::vector<Layout> &ranked, const Cluster &cluster,
 /// "3.52 GiB".
 std::string formatBytes(double bytes);
 
-/// Why `layout`'s batch shares stay a prediction (it has shares but no
-/// replicaMicroBatches): a pipeline, tensor-parallel replicas, or ZeRO.
+/// Why `layout`'s batch shares by speed are not compiled (its
+/// uncompiledShares): a pipeline, tensor-parallel replicas, or ZeRO.
 std::string sharesNotCompiled(const Layout &layout);
+
+/// Shares as --explain prints them, run-length: "54/10", "3 (x8)/1 (x8)".
+std::string formatShares(const std::vector<double> &shares);
 
 } // namespace planner
 } // namespace shoal

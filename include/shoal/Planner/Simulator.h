@@ -17,6 +17,7 @@
 
 #include "shoal/Planner/CostModel.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct ProgramPrediction {
   double busySeconds = 0;   ///< compute and collectives, not waiting
   double finishSeconds = 0; ///< when its last step ends
   double capacityBytes = 0; ///< the smallest device memory among its ranks
+  /// Busy seconds by op kind (its slowest ranks'; shoal-sim --breakdown).
+  std::map<std::string, double> secondsByKind;
 };
 
 struct Prediction {
@@ -67,8 +70,11 @@ void checkWorldSize(const plan::Plan &plan, const Cluster &cluster);
 
 /// Predicts `plan` on `cluster` (whose device count must equal the plan's
 /// world size). Throws SpecError on a mismatch or a plan it cannot replay.
+/// With `byElementType`, a matrix product of f16 or bf16 values runs at
+/// that precision's peak and the others at `cost`'s (mixed-precision plans
+/// hold both); otherwise every product runs at `cost`'s.
 Prediction simulate(const plan::Plan &plan, const Cluster &cluster,
-                    const CostModel &cost);
+                    const CostModel &cost, bool byElementType = false);
 
 /// Chrome trace JSON of the predicted timeline: one track per program.
 std::string chromeTrace(const Prediction &p);

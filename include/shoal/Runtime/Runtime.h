@@ -118,6 +118,7 @@ struct ProgramMemory {
 /// `path` names the plan in messages and resolves its weight sources) and
 /// predicts each program's memory per rank from the runtime's buffer plan,
 /// in the parts of --report-memory (shoal-sim). Programs in plan order.
+/// Plans of shapes-only models (no weight data) are accepted.
 /// Throws Error with the message shoal-run would give.
 std::vector<ProgramMemory> checkAndPredictMemory(const plan::Plan &plan,
                                                  const std::string &path,

@@ -24,6 +24,10 @@ using namespace shoal;
 
 namespace {
 
+/// Module attribute (unit): the weights are shapes only and `shoal.source`
+/// holds no data (bench/gpt_mlir.py writes it); the plan is for shoal-sim.
+constexpr llvm::StringLiteral kShapesOnlyAttr = "shoal.shapes_only";
+
 /// The kind plans give `kind` (include/shoal/Runtime/Ops.def, which the
 /// runtime parses plans with).
 StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
@@ -116,7 +120,11 @@ private:
     if (auto source =
             module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr)) {
       auto *src = plan.add_sources();
-      src->set_kind(plan::WeightSource::ONNX);
+      // A shapes-only module (bench/gpt_mlir.py) names a model that holds
+      // no data: shoal-sim can predict the plan, shoal-run refuses it.
+      src->set_kind(module->hasAttr(kShapesOnlyAttr)
+                        ? plan::WeightSource::SHAPES_ONLY
+                        : plan::WeightSource::ONNX);
       src->set_path(relativeTo(source.getValue(), planDir));
     }
     if (auto training = module->getAttrOfType<DictionaryAttr>(
