@@ -131,12 +131,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     } else if (op.tpSharded) {
       f /= devices; // the product's columns (or heads) are divided
     }
-    OpPiece self;
-    self.flops = op.flops;
-    self.bytes = op.bytes;
-    self.rows = op.rows;
-    self.castElements = op.castElements;
-    forward += seconds(self, f, rowsF);
+    forward += seconds(op, f, rowsF);
     // The backward as shoal-autodiff builds it (the ops of the gradient
     // rule), with the forward op's share of the work.
     if (training(step) && profile.hasBackward)
@@ -402,6 +397,21 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // of devices with the same share are computed once.
   std::vector<std::vector<RangeTime>> t(p, std::vector<RangeTime>(dp));
   l.tpSeconds = 0;
+  // Per stage: the parameters each of its ranks holds (tp-sharded weights
+  // divided), and every rank of its replicas.
+  const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
+  std::vector<double> stageParams(p, 0);
+  std::vector<std::vector<int>> stageRanks(p);
+  for (int k = 0; k < p; ++k) {
+    const StagePlan &s = l.stages[k];
+    for (int j = s.begin; j < s.end; ++j)
+      stageParams[k] +=
+          profile.ops[j].params /
+          (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices : 1);
+    for (int i = 0; i < dp; ++i)
+      for (int r : replicaRanks(s, i))
+        stageRanks[k].push_back(r);
+  }
   for (int k = 0; k < p; ++k) {
     StagePlan &s = l.stages[k];
     std::map<std::string, RangeTime> memo;
@@ -430,21 +440,10 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // all-reduced over replicas; per micro-batch, on average.
       int width = s.split.front() ? 1 : s.devices;
       int mi = microBatchesOf(i);
-      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1)) {
-        double params = 0;
-        for (int j = s.begin; j < s.end; ++j)
-          params +=
-              profile.ops[j].params /
-              (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices
-                                                                : 1);
-        double gradBytes =
-            params *
-            (options.fp32Weights ? 4 : bytesPerParam(options.precision));
-        double units = (3.0 * mi - 1) / mi;
-        t[k][i].compute +=
-            cost.opSeconds(slowestRank(ranks, cluster, options.precision), 0,
-                           units * gradBytes, OpClass::Elementwise);
-      }
+      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1))
+        t[k][i].compute += cost.opSeconds(
+            slowestRank(ranks, cluster, options.precision), 0,
+            (3.0 * mi - 1) / mi * stageParams[k] * bpp, OpClass::Elementwise);
       double total = t[k][i].compute + t[k][i].tp;
       if (total > s.seconds) {
         s.seconds = total;
@@ -494,15 +493,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // pipeline drains (not overlapped), then the optimizer's update.
   l.dpSeconds = l.optimizerSeconds = 0;
   double tail = 0;
-  const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
   l.fits = true;
   for (int k = 0; k < p; ++k) {
     StagePlan &s = l.stages[k];
-    double params = 0, live = 0, work = 0;
+    const double params = stageParams[k];
+    const std::vector<int> &all = stageRanks[k];
+    double live = 0, work = 0;
     for (int j = s.begin; j < s.end; ++j) {
       const OpCost &op = profile.ops[j];
-      double shard = s.split[j - s.begin] && op.tpSharded ? s.devices : 1;
-      params += op.params / shard;
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
     }
@@ -522,10 +520,6 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // AdamW over this rank's parameters (its ZeRO block).
       int zeroRanks = dp * (s.split.front() ? 1 : s.devices);
       double mine = options.zeroStage >= 1 ? params / zeroRanks : params;
-      std::vector<int> all;
-      for (int i = 0; i < dp; ++i)
-        for (int r : replicaRanks(s, i))
-          all.push_back(r);
       update = cost.opSeconds(slowestRank(all, cluster, options.precision), 0,
                               mine * ModelProfile::optimizerBytesPerParam,
                               OpClass::Elementwise);
@@ -568,10 +562,6 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
 
     s.memory = estimateMemory(in);
     s.memoryBytes = s.memory.total();
-    std::vector<int> all;
-    for (int i = 0; i < dp; ++i)
-      for (int r : replicaRanks(s, i))
-        all.push_back(r);
     s.capacityBytes = capacityOf(all, cluster);
     s.device = cluster.groupOf(slowestRank(all, cluster, options.precision))
                    .device.name;

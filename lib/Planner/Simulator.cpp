@@ -174,6 +174,7 @@ struct AllReduceInfo {
   }
   double bytes = 0;
   double copySeconds = 0, addSeconds = 0; ///< on the slowest rank
+  double exchangeSeconds = 0; ///< of `bytes`, when it is not bucketed
 };
 
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
@@ -233,6 +234,8 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         int out = op.outputs_size() ? op.outputs(0) : -1;
         a.bucketable = out >= 0 && out < prog.values_size() &&
                        optimizerRead[out] && !otherRead[out];
+        if (a.exchanges())
+          a.exchangeSeconds = a.seconds(cost, in);
         for (int r : ranks) {
           a.copySeconds =
               std::max(a.copySeconds,
@@ -490,7 +493,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                 b = 0;
               }
             } else {
-              spend(a.seconds(cost, a.bytes), "AllReduce");
+              spend(a.exchangeSeconds, "AllReduce");
             }
             continue;
           }

@@ -246,6 +246,16 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
 
 } // namespace
 
+double shoal::resultRows(Operation *op) {
+  auto t = op->getNumResults()
+               ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+               : RankedTensorType();
+  if (!t || !t.hasStaticShape() || t.getRank() < 1)
+    return 0;
+  return static_cast<double>(t.getNumElements() /
+                             std::max<int64_t>(1, t.getShape().back()));
+}
+
 SmallVector<shoal::FusionGroup> shoal::predictFusions(Operation *func) {
   // Fuse a clone, noting which of its ops each fused op replaces.
   IRMapping mapping;
@@ -277,9 +287,7 @@ SmallVector<shoal::FusionGroup> shoal::predictFusions(Operation *func) {
       g.flops = cost.getFlops();
       g.bytes = cost.getBytes();
     }
-    if (auto t = dyn_cast<RankedTensorType>(fused->getResult(0).getType());
-        t && t.hasStaticShape() && t.getRank() >= 1)
-      g.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
+    g.rows = resultRows(fused);
     for (Operation *op : replaced)
       if (Operation *o = original.lookup(op))
         g.ops.push_back(o);

@@ -56,16 +56,17 @@ pl::OpPiece pieceOf(Operation *op) {
   if (isa<ReshapeOp>(op))
     p.flops = p.bytes = 0;
   if (isProduct(op))
-    if (auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-        t && t.hasStaticShape() && t.getRank() >= 1) {
-      p.rows = t.getNumElements() / std::max<int64_t>(1, t.getShape().back());
-      if (isa<MatMulOp, GemmOp>(op))
-        for (Type x : llvm::concat<Type>(llvm::to_vector(op->getOperandTypes()),
-                                         llvm::to_vector(op->getResultTypes())))
-          if (auto rt = dyn_cast<RankedTensorType>(x);
-              rt && rt.hasStaticShape() && rt.getElementType().isF32())
-            p.castElements += rt.getNumElements();
-    }
+    p.rows = resultRows(op);
+  // Mixed precision casts a matrix product's float32 operands and result.
+  auto cast = [&](Type x) {
+    if (auto t = dyn_cast<RankedTensorType>(x);
+        t && t.hasStaticShape() && t.getElementType().isF32())
+      p.castElements += t.getNumElements();
+  };
+  if (p.rows > 0 && isa<MatMulOp, GemmOp>(op)) {
+    llvm::for_each(op->getOperandTypes(), cast);
+    llvm::for_each(op->getResultTypes(), cast);
+  }
   return p;
 }
 
@@ -145,11 +146,7 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
     pl::OpCost &c = profile.ops[i];
-    pl::OpPiece piece = pieceOf(op);
-    c.flops = piece.flops;
-    c.bytes = piece.bytes;
-    c.rows = piece.rows;
-    c.castElements = piece.castElements;
+    static_cast<pl::OpPiece &>(c) = pieceOf(op);
     if (training) {
       c.backward = backwardOf(op);
       // The loss reads what the graph returns (a cross-entropy over the
@@ -209,8 +206,7 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
       continue;
     for (Operation *op : g.ops)
       if (auto it = index.find(op); it != index.end()) {
-        pl::OpCost &c = profile.ops[it->second];
-        c.flops = c.bytes = c.rows = c.castElements = 0;
+        static_cast<pl::OpPiece &>(profile.ops[it->second]) = pl::OpPiece();
       }
     pl::OpCost &c = profile.ops[root];
     c.flops = g.flops;

@@ -47,6 +47,10 @@ struct FusionGroup {
   double rows = 0;
 };
 
+/// The rows of `op`'s first result, as a matrix product's: its elements
+/// but the last dimension's (0 unless a static ranked tensor).
+double resultRows(mlir::Operation *op);
+
 /// What shoal-fuse would fuse in `func` (fused on a clone; `func` is left
 /// as it is): shoal-plan times the ops the compiled plan will run.
 llvm::SmallVector<FusionGroup> predictFusions(mlir::Operation *func);

@@ -38,22 +38,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 INPUTS = os.path.join(REPO, "test", "Inputs")
 
-CLUSTERS = {
-    "8 V100 + 8 T4": """version: 1
-nodes:
-  - {devices: {type: V100-32GB, count: 8}}
-  - {devices: {type: T4, count: 8}}
-links:
-  inter_node: {bandwidth_Gbps: 100, latency_us: 25, transport: tcp}
-""",
-    "2 x 8 A100 + 2 x 8 V100": """version: 1
-nodes:
-  - {count: 2, devices: {type: A100-80GB, count: 8}}
-  - {count: 2, devices: {type: V100-16GB, count: 8}}
-links:
-  inter_node: {bandwidth_Gbps: 200, latency_us: 5, transport: rdma}
-""",
-}
+# The clusters and the training config of Whale's scenarios.
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from hetero_balance import CLUSTERS as WHALE, TRAIN  # noqa: E402
+
+CLUSTERS = {name: WHALE[name] for name in ("8 V100 + 8 T4", "2 x 8 A100 + 2 x 8 V100")}
 
 FIRST = '"/wte/*", "/Add", "/h.[01]/*"'
 LAST = '"/h.[23]/*", "/ln_f/*", "/lm_head/*"'
@@ -68,12 +57,6 @@ SPECS = {
                "  - {split: 4, name: s1, nodes: [%s]}\n" % (FIRST, LAST)),
 }
 
-TRAIN = """version: 1
-loss: {kind: cross_entropy, output: logits, labels: labels}
-optimizer: {kind: adamw, lr: 1.0e-3}
-precision: fp16
-frozen: [mask]
-"""
 
 # The layout shoal-plan chose: balanced from an annotation, or searched.
 PLANNER_RE = [re.compile(r"hardware-aware \((.*)\): ([0-9.e+]+) ms per step"),

@@ -32,9 +32,9 @@
 namespace shoal {
 namespace planner {
 
-/// One op of the model, in program order, for the graph's whole batch.
-/// One op of the backward: what an op's gradient rule builds (the ops
-/// shoal-autodiff makes), timed as the compiled plan's ops are.
+/// What the planner times of one op: a forward op, or one of the ops its
+/// gradient rule builds (the ops shoal-autodiff makes), timed as the
+/// compiled plan's ops are.
 struct OpPiece {
   double flops = 0, bytes = 0;
   double rows = 0; ///< a matrix product's rows (0: not one)
@@ -43,10 +43,9 @@ struct OpPiece {
   double castElements = 0;
 };
 
-struct OpCost {
-  double flops = 0, bytes = 0; ///< forward
-  double rows = 0;             ///< a matrix product's rows (0: not one)
-  double castElements = 0;     ///< as OpPiece's
+/// One op of the model, in program order, for the graph's whole batch: its
+/// forward (the OpPiece) and what the layouts do to it.
+struct OpCost : OpPiece {
   /// Its backward, op by op (ModelProfile::hasBackward).
   std::vector<OpPiece> backward;
   double params = 0;   ///< parameters of the weights it reads (each once)
