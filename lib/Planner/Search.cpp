@@ -99,10 +99,14 @@ struct RangeTime {
   double compute = 0, tp = 0;
 };
 
+/// `shards`: with shards by speed, each device's rank and part of the
+/// split ops' work (they take as long as the slowest part); empty: equal
+/// parts on `rank`.
 RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                     const std::vector<char> &split, int splitBase, int devices,
                     double frac, int rank, const std::vector<int> &group,
-                    const CostModel &cost, const PlanOptions &options) {
+                    const CostModel &cost, const PlanOptions &options,
+                    const std::vector<std::pair<int, double>> &shards = {}) {
   const StepKind step = options.step;
   // Mixed precision (float32 weights, products in a 16-bit type): every
   // product reads its operands through casts and casts its result back
@@ -112,18 +116,41 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                               options.precision == Precision::FP16);
   RangeTime t;
   double forward = 0, backward = 0;
-  auto seconds = [&](const OpPiece &p, double f, double rowsF) {
+  auto secondsOn = [&](int r, const OpPiece &p, double f, double rowsF) {
     double s = cost.opSeconds(
-        rank, p.flops * f, (mixed && p.rows > 0 ? p.bytes / 2 : p.bytes) * f,
+        r, p.flops * f, (mixed && p.rows > 0 ? p.bytes / 2 : p.bytes) * f,
         p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * rowsF);
     if (mixed && p.castElements > 0)
-      s += cost.opSeconds(rank, p.castElements * f, p.castElements * 6 * f,
+      s += cost.opSeconds(r, p.castElements * f, p.castElements * 6 * f,
                           OpClass::Elementwise);
     return s;
+  };
+  auto seconds = [&](const OpPiece &p, double f, double rowsF) {
+    return secondsOn(rank, p, f, rowsF);
   };
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     bool isSplit = split[j - splitBase];
+    if (isSplit && op.tpSharded && !shards.empty()) {
+      // Each device its part; the op ends with the slowest.
+      double fwd = 0, bwd = 0;
+      for (auto [r, part] : shards) {
+        double f = frac * part, b = 0;
+        if (training(step) && profile.hasBackward)
+          for (const OpPiece &p : op.backward)
+            b += secondsOn(r, p, f, frac);
+        double a = secondsOn(r, op, f, frac);
+        if (a + b > fwd + bwd) {
+          fwd = a;
+          bwd = b;
+        }
+      }
+      forward += fwd;
+      backward += bwd;
+      if (devices > 1 && op.tpAllReduceBytes > 0)
+        t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
+      continue;
+    }
     double f = frac, rowsF = frac;
     if (!isSplit) {
       f /= devices; // each device takes a part of the micro-batch
@@ -427,10 +454,19 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       auto it = memo.find(key);
       if (it == memo.end()) {
         double frac = microFrac(i);
+        std::vector<std::pair<int, double>> shards;
+        if (!s.shardWeights.empty()) {
+          double total = 0;
+          for (int64_t w : s.shardWeights)
+            total += static_cast<double>(w);
+          for (std::size_t t = 0; t < ranks.size(); ++t)
+            shards.push_back(
+                {ranks[t], static_cast<double>(s.shardWeights[t]) / total});
+        }
         RangeTime rt =
             rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices,
                       frac, slowestRank(ranks, cluster, options.precision),
-                      ranks, cost, options);
+                      ranks, cost, options, shards);
         it = memo.emplace(key, rt).first;
       }
       t[k][i] = it->second;
@@ -901,6 +937,32 @@ bool shoal::planner::cutEvenly(Layout &l, const ModelProfile &profile) {
   return true;
 }
 
+bool shoal::planner::shardBySpeed(Layout &l, const Cluster &cluster,
+                                  const PlanOptions &options) {
+  // What the compiler builds: one stage, one replica, no batch shares.
+  if (l.pp() != 1 || l.dp != 1 || !l.replicaMicroBatches.empty())
+    return false;
+  StagePlan &s = l.stages.front();
+  s.shardWeights.clear();
+  if (s.devices <= 1 ||
+      std::find(s.split.begin(), s.split.end(), 1) == s.split.end())
+    return false;
+  std::vector<int> ranks = replicaRanks(s, 0);
+  std::vector<double> speed;
+  double total = 0;
+  for (int r : ranks) {
+    speed.push_back(cluster.groupOf(r).device.peakFlops(options.precision));
+    total += speed.back();
+  }
+  if (std::all_of(speed.begin(), speed.end(),
+                  [&](double x) { return x == speed.front(); }))
+    return false;
+  for (double x : speed)
+    s.shardWeights.push_back(
+        std::max<int64_t>(1, std::llround(1000 * x / total)));
+  return true;
+}
+
 void shoal::planner::balance(Layout &l, const ModelProfile &profile,
                              const Cluster &cluster, const CostModel &cost,
                              const PlanOptions &options, bool moveBoundaries) {
@@ -947,6 +1009,7 @@ void shoal::planner::balance(Layout &l, const ModelProfile &profile,
     if (moveBoundaries)
       balanceBoundaries(c, profile, cluster, cost, options);
     shareBatch(c, profile, cluster, cost, options);
+    shardBySpeed(c, cluster, options);
     evaluate(c, profile, cluster, cost, options);
     bool better =
         !have || (c.fits && !best.fits) ||

@@ -66,6 +66,10 @@ private:
   void checkTasks(const plan::Program &p, const std::string &where);
   void checkSchedule(const plan::Program &p, const std::string &where);
   void checkShares(const plan::Program &p, const std::string &where);
+  /// Program.uneven_axes (into out.mesh).
+  void checkUneven(const plan::Program &p, const std::string &where);
+  /// Program.value_layouts: this rank's local types in out.values.
+  void applyValueLayouts(const plan::Program &p, const std::string &where);
   void checkSharedCollectives(const std::string &where);
   /// Plan.training: the loss and labels ports, the other inputs, clipping
   /// and which program owns each initializer.
@@ -83,6 +87,8 @@ private:
   /// rank fewer (out.numMicroBatches); 0 without shares.
   int programMicroBatches = 0;
   std::vector<std::vector<int64_t>> ranks;
+  /// Values whose types value_layouts set for this rank.
+  std::set<int> unevenValues;
   LoadedPlan out;
 };
 
@@ -589,11 +595,15 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     if (p.micro_batch_shares_size())
       checkShares(p, where);
   }
+  if (p.uneven_axes_size())
+    checkUneven(p, where);
   int numValues = p.values_size();
   out.values.clear();
   for (int v = 0; v < numValues; ++v)
     out.values.push_back(
         convertType(p.values(v), fmt::format("{}: value {}", where, v)));
+  applyValueLayouts(p, where);
+  const std::vector<int64_t> myCoords = out.mesh.coordsOf(out.meshRank);
 
   // Each value is defined once, before it is read.
   std::vector<std::string> definedBy(numValues);
@@ -610,7 +620,8 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
   };
   auto checkLocal = [&](int v, const TensorType &global, const ShardSpec &spec,
                         const Mesh &mesh, const std::string &who) {
-    TensorType local{global.dtype, localShape(global.shape, spec, mesh)};
+    TensorType local{global.dtype,
+                     localShape(global.shape, spec, mesh, myCoords)};
     if (out.values[v] != local)
       fail(fmt::format("{}: {}: value {} is declared {}, but global type {} "
                        "sharded {} over mesh ({}) gives {}",
@@ -644,6 +655,12 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         convertSharding(port.sharding(), info.globalType.shape, out.mesh,
                         fmt::format("{}: {}", where, who));
     checkLocal(port.value(), info.globalType, info.sharding, out.mesh, who);
+    if (!isInput)
+      for (const auto &axes : info.sharding.dims)
+        if (int a = out.mesh.unevenAxisIn(axes); a >= 0)
+          fail(fmt::format("{}: {} is sharded over mesh axis '{}', whose "
+                           "blocks are uneven; outputs are not",
+                           where, who, out.mesh.axisName(a)));
     return info;
   };
   for (const plan::Port &port : p.inputs())
@@ -750,8 +767,22 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
             ? fmt::format("op #{} ({})", i, op.kind())
             : fmt::format("op #{} '{}' ({})", i, op.name(), op.kind());
     OpInfo info;
+    // Uneven axes: a Reshape's static shape is the even one; this rank's is
+    // its output's type (value_layouts).
+    plan::Op reshaped;
+    const plan::Op *checked = &op;
+    if (out.mesh.hasUnevenAxes() && op.kind() == opKindName(OpKind::Reshape) &&
+        op.outputs_size() == 1 && op.outputs(0) >= 0 &&
+        op.outputs(0) < numValues && unevenValues.count(op.outputs(0))) {
+      reshaped = op;
+      plan::Ints *ints = (*reshaped.mutable_attrs())["shape"].mutable_ints();
+      ints->clear_values();
+      for (int64_t d : out.values[op.outputs(0)].shape)
+        ints->add_values(d);
+      checked = &reshaped;
+    }
     try {
-      info = checkOp(op, i, out.values, out.mesh);
+      info = checkOp(*checked, i, out.values, out.mesh);
     } catch (const Error &e) {
       fail(fmt::format("{}: {}: {}", where, who, e.what()));
     }
@@ -763,6 +794,13 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         fail(fmt::format("{}: transfer {} is {} twice by the program", what,
                          t.id, isSend ? "sent" : "received"));
       const Layout &side = isSend ? t.src : t.dst;
+      for (const auto &axes : side.sharding.dims)
+        for (int a : axes)
+          if (out.mesh.isUneven(out.mesh.findAxis(side.mesh.axisName(a))))
+            fail(fmt::format("{}: the transfer is sharded over mesh axis "
+                             "'{}', whose blocks are uneven in this program; "
+                             "transfers are not",
+                             what, side.mesh.axisName(a)));
       std::vector<int64_t> sideRanks = placeRanks(side.mesh, side.placement);
       auto it = std::find(sideRanks.begin(), sideRanks.end(), worldRank);
       if (it == sideRanks.end())
@@ -832,6 +870,88 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
   checkSchedule(p, where);
   if (out.mesh.hasMicroBatchShares())
     checkSharedCollectives(where);
+}
+
+void PlanChecker::checkUneven(const plan::Program &p,
+                              const std::string &where) {
+  if (p.micro_batch_shares_size())
+    fail(fmt::format("{}: has both micro_batch_shares and uneven_axes; a "
+                     "program has one or the other",
+                     where));
+  for (int k = 0; k < p.uneven_axes_size(); ++k) {
+    const plan::UnevenAxis &u = p.uneven_axes(k);
+    std::string who = fmt::format("{}: uneven_axes #{}", where, k);
+    int a = out.mesh.findAxis(u.axis());
+    if (a < 0)
+      fail(fmt::format("{} names mesh axis '{}', which is not in the mesh "
+                       "({})",
+                       who, u.axis(), out.mesh.str()));
+    if (a == out.mesh.microBatchAxis())
+      fail(fmt::format("{} names the micro-batch axis '{}'; only device axes "
+                       "are uneven",
+                       who, u.axis()));
+    if (out.mesh.isUneven(a))
+      fail(fmt::format("{} names mesh axis '{}' again", who, u.axis()));
+    if (u.weights_size() != out.mesh.axisSize(a))
+      fail(fmt::format("{} has {} weights for mesh axis '{}' of size {}; it "
+                       "needs one per coordinate",
+                       who, u.weights_size(), u.axis(), out.mesh.axisSize(a)));
+    for (int64_t w : u.weights())
+      if (w < 1 || w > 1000000)
+        fail(fmt::format("{} has weight {}; weights are in [1, 1000000]", who,
+                         w));
+    if (u.multiple() < 1 || u.multiple() > (int64_t(1) << 30))
+      fail(fmt::format("{} has multiple {}; it must be in [1, 2^30]", who,
+                       u.multiple()));
+    out.mesh.setUneven(
+        a, std::vector<int64_t>(u.weights().begin(), u.weights().end()),
+        u.multiple());
+  }
+}
+
+void PlanChecker::applyValueLayouts(const plan::Program &p,
+                                    const std::string &where) {
+  if (p.value_layouts_size() && !out.mesh.hasUnevenAxes())
+    fail(fmt::format("{}: has value_layouts but no uneven_axes", where));
+  std::vector<int64_t> coords = out.mesh.coordsOf(out.meshRank);
+  for (int k = 0; k < p.value_layouts_size(); ++k) {
+    const plan::ValueLayout &l = p.value_layouts(k);
+    std::string who = fmt::format("{}: value_layouts #{}", where, k);
+    int v = l.value();
+    if (v < 0 || v >= static_cast<int>(out.values.size()))
+      fail(fmt::format("{} refers to value {}, out of range (the program has "
+                       "{} values)",
+                       who, v, out.values.size()));
+    if (!unevenValues.insert(v).second)
+      fail(fmt::format("{} lists value {} again", who, v));
+    TensorType global = convertType(l.global_type(), who);
+    ShardSpec spec = convertSharding(l.sharding(), global.shape, out.mesh, who,
+                                     /*allowUneven=*/true);
+    bool uneven = false;
+    for (std::size_t d = 0; d < spec.dims.size(); ++d) {
+      int a = out.mesh.unevenAxisIn(spec.dims[d]);
+      if (a < 0)
+        continue;
+      uneven = true;
+      for (int other : spec.dims[d])
+        if (other != a && out.mesh.axisSize(other) > 1)
+          fail(fmt::format("{}: dimension {} is sharded over uneven mesh axis "
+                           "'{}' and over '{}' too; an uneven dimension is "
+                           "split over one axis",
+                           who, d, out.mesh.axisName(a),
+                           out.mesh.axisName(other)));
+    }
+    if (!uneven)
+      fail(fmt::format("{}: value {} is sharded {}, over no uneven axis", who,
+                       v, spec.str(out.mesh)));
+    TensorType even{global.dtype, localShape(global.shape, spec, out.mesh)};
+    if (out.values[v] != even)
+      fail(fmt::format("{}: value {} is declared {}, but global type {} "
+                       "sharded {} evenly gives {}",
+                       who, v, out.values[v].str(), global.str(),
+                       spec.str(out.mesh), even.str()));
+    out.values[v].shape = localShape(global.shape, spec, out.mesh, coords);
+  }
 }
 
 void PlanChecker::checkShares(const plan::Program &p,

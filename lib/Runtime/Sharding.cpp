@@ -122,6 +122,31 @@ int64_t Mesh::groupColor(const std::vector<int> &axes,
   return color;
 }
 
+void Mesh::setUneven(int axis, std::vector<int64_t> weights, int64_t multiple) {
+  unevenWeights.resize(sizes.size());
+  unevenMultiple.resize(sizes.size(), 1);
+  unevenWeights[axis] = std::move(weights);
+  unevenMultiple[axis] = std::max<int64_t>(1, multiple);
+}
+
+bool Mesh::hasUnevenAxes() const {
+  for (const auto &w : unevenWeights)
+    if (!w.empty())
+      return true;
+  return false;
+}
+
+int Mesh::unevenAxisIn(const std::vector<int> &axes) const {
+  for (int a : axes)
+    if (isUneven(a))
+      return a;
+  return -1;
+}
+
+std::vector<int64_t> Mesh::unevenBlocks(int axis, int64_t size) const {
+  return unevenBlockSizes(size, unevenWeights[axis], unevenMultiple[axis]);
+}
+
 std::string Mesh::str() const {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < sizes.size(); ++i)
@@ -170,11 +195,29 @@ Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
   return local;
 }
 
+Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
+                            const Mesh &mesh,
+                            const std::vector<int64_t> &coords) {
+  Shape local = localShape(global, spec, mesh);
+  for (std::size_t d = 0; d < spec.dims.size() && d < local.size(); ++d) {
+    int a = mesh.unevenAxisIn(spec.dims[d]);
+    if (a >= 0)
+      local[d] = mesh.unevenBlocks(a, global[d])[coords[a]];
+  }
+  return local;
+}
+
 Shape shoal::rt::blockOffsets(const Shape &global, const ShardSpec &spec,
                               const Mesh &mesh,
                               const std::vector<int64_t> &coords) {
   Shape offsets(global.size(), 0);
   for (std::size_t d = 0; d < spec.dims.size() && d < global.size(); ++d) {
+    if (int a = mesh.unevenAxisIn(spec.dims[d]); a >= 0) {
+      std::vector<int64_t> blocks = mesh.unevenBlocks(a, global[d]);
+      for (int64_t i = 0; i < coords[a]; ++i)
+        offsets[d] += blocks[i];
+      continue;
+    }
     int64_t blocks = mesh.numBlocks(spec.dims[d]);
     offsets[d] = mesh.blockIndex(spec.dims[d], coords) *
                  ((global[d] + blocks - 1) / blocks);

@@ -16,6 +16,7 @@
 #define SHOAL_RUNTIME_SHARDING_H
 
 #include "Tensor.h"
+#include "shoal/Runtime/UnevenBlocks.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -88,6 +89,22 @@ public:
   /// (in mesh order): ranks with equal values form one collective group.
   int64_t groupColor(const std::vector<int> &axes,
                      const std::vector<int64_t> &coords) const;
+  /// Uneven tensor parallelism (Program.uneven_axes): a dimension sharded
+  /// over device axis `axis` is cut into blocks whose sizes follow
+  /// `weights` (one per coordinate, > 0), in multiples of `multiple` where
+  /// it divides the dimension (unevenBlockSizes). Such a dimension is
+  /// sharded over no other axis of size > 1.
+  void setUneven(int axis, std::vector<int64_t> weights, int64_t multiple);
+  bool isUneven(int axis) const {
+    return axis >= 0 && axis < static_cast<int>(unevenWeights.size()) &&
+           !unevenWeights[axis].empty();
+  }
+  bool hasUnevenAxes() const;
+  /// The uneven axis among `axes`, or -1.
+  int unevenAxisIn(const std::vector<int> &axes) const;
+  /// The blocks of a dimension of `size` sharded over uneven axis `axis`.
+  std::vector<int64_t> unevenBlocks(int axis, int64_t size) const;
+
   /// `x=2, y=4`, for messages.
   std::string str() const;
 
@@ -98,6 +115,10 @@ private:
   /// With micro-batch shares: each device rank's first block and, last, the
   /// total S (worldSize() + 1 entries); empty without.
   std::vector<int64_t> shareOffset;
+  /// Per axis: the weights of its uneven blocks (empty: even) and their
+  /// multiple.
+  std::vector<std::vector<int64_t>> unevenWeights;
+  std::vector<int64_t> unevenMultiple;
 };
 
 /// How a tensor is spread over the mesh: for each dimension the mesh axes it
@@ -113,8 +134,13 @@ struct ShardSpec {
 };
 
 /// The shape of one rank's block of a `global` tensor. Assumes a validated
-/// spec (dimensions divide evenly).
+/// spec (dimensions divide evenly). On a mesh with uneven axes, the shape of
+/// an even split (use the overload with coordinates).
 Shape localShape(const Shape &global, const ShardSpec &spec, const Mesh &mesh);
+/// The shape of the block held by the rank at `coords` (uneven axes
+/// included).
+Shape localShape(const Shape &global, const ShardSpec &spec, const Mesh &mesh,
+                 const std::vector<int64_t> &coords);
 /// Offsets (per dimension) of the block held by the rank at `coords`.
 Shape blockOffsets(const Shape &global, const ShardSpec &spec, const Mesh &mesh,
                    const std::vector<int64_t> &coords);

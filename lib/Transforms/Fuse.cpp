@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Recompute.h"
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -103,6 +104,7 @@ LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
     auto gelu =
         rewriter.create<GeluOp>(outer.getLoc(), outer.getType(), input, bias);
     Operation *biasAdd = bias ? x.getDefiningOp() : nullptr;
+    copyUnevenLayout(outer.getResult(), gelu.getResult());
     rewriter.replaceOp(outer, gelu.getResult());
     rewriter.eraseOp(mul);
     rewriter.eraseOp(add);
@@ -126,6 +128,8 @@ LogicalResult fuseAddLayerNorm(LayerNormOp ln, IRRewriter &rewriter) {
       ln.getLoc(), TypeRange{add.getType(), ln.getType()}, add.getLhs(),
       add.getRhs(), ln.getScale(), ln.getBias(), ln.getAxisAttr(),
       ln.getEpsilonAttr());
+  copyUnevenLayout(ln.getResult(), fused.getResult());
+  copyUnevenLayout(add.getResult(), fused.getSum());
   rewriter.replaceOp(ln, fused.getResult());
   rewriter.replaceOp(add, fused.getSum());
   return success();
@@ -189,6 +193,7 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   auto attention = rewriter.create<AttentionOp>(
       out.getLoc(), out.getType(), q, kt, v, mask,
       rewriter.getF32FloatAttr(static_cast<float>(scale)));
+  copyUnevenLayout(out.getResult(), attention.getResult());
   rewriter.replaceOp(out, attention.getResult());
   rewriter.eraseOp(softmax);
   if (maskAdd)

@@ -181,6 +181,7 @@ struct MixedPrecisionPass
           auto type = cast<RankedTensorType>(v.getType()).clone(low);
           auto made = b.create<CastOp>(op->getLoc(), type, v);
           tag(made, v);
+          copyUnevenLayout(v, made);
           c = made;
         }
         use.set(c);
@@ -191,6 +192,7 @@ struct MixedPrecisionPass
       b.setInsertionPointAfter(op);
       auto back = b.create<CastOp>(op->getLoc(), f32Type, r);
       tag(back, r);
+      copyUnevenLayout(r, back);
       r.replaceAllUsesExcept(back, back);
       lowOf[back] = r;
     }

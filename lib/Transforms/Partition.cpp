@@ -11,8 +11,12 @@
 #include "shoal/Transforms/Passes.h"
 #include "shoal/Transforms/Report.h"
 
+#include "shoal/Runtime/UnevenBlocks.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace shoal {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -508,6 +512,7 @@ struct TaskGraphPartitioner {
     for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
       r.setType(getLocalType(cast<RankedTensorType>(r.getType()),
                              cast<ShardingAttr>(s), mesh));
+    markUneven(inSh, outSh);
     // The layouts are now in the types and collectives; keep only what the
     // plan export reads (weights' and outputs' shardings).
     for (Operation &op : body) {
@@ -521,6 +526,175 @@ struct TaskGraphPartitioner {
     tg->removeAttr(kArgShardingsAttr);
     tg->removeAttr(kSequenceSplitAttr);
     return success();
+  }
+
+  /// The uneven dimensions of `v` (split over `axis`), empty if none.
+  SmallVector<unsigned> unevenDims(Value v, StringRef axis) {
+    SmallVector<unsigned> dims;
+    ShardingAttr s = layoutOf(v);
+    for (unsigned d = 0, e = cast<RankedTensorType>(v.getType()).getRank();
+         d < e; ++d)
+      if (llvm::is_contained(s.getDimAxes(d), axis))
+        dims.push_back(d);
+    return dims;
+  }
+
+  /// Shards by speed (shoal-plan's kUnevenShardsAttr): the types stay those
+  /// of an even split; every value whose blocks differ between ranks gets
+  /// its global type and sharding (kUnevenLayoutsAttr), from which the plan
+  /// export writes Program.value_layouts, and the TaskGraph kUnevenAttr.
+  /// When some value cannot have uneven blocks (a collective other than an
+  /// all-reduce over the axis, a strided split, an input or output split
+  /// over it, an op whose attributes fix its shape), the TaskGraph keeps
+  /// the even split, and a warning says why.
+  void markUneven(ArrayAttr inSh, ArrayAttr outSh) {
+    auto module = tg->getParentOfType<ModuleOp>();
+    auto shards = module->getAttrOfType<DictionaryAttr>(kUnevenShardsAttr);
+    if (!shards)
+      return;
+    auto weights = shards.getAs<DenseI64ArrayAttr>(tg.getSymName());
+    if (!weights)
+      return;
+    int64_t multiple = 1;
+    if (auto m = module->getAttrOfType<IntegerAttr>(kShardMultipleAttr))
+      multiple = std::max<int64_t>(1, m.getInt());
+    const StringRef axis = "tp";
+    std::string why;
+    auto refuse = [&](const Twine &reason) {
+      if (why.empty())
+        why = reason.str();
+    };
+    if (mesh.getAxisSize(axis) != static_cast<int64_t>(weights.size()))
+      refuse("its mesh has no '" + axis + "' axis of " + Twine(weights.size()) +
+             " devices");
+    if (mesh.getNumDevices() != mesh.getAxisSize(axis))
+      refuse("its mesh has other axes of more than one device");
+    for (ArrayAttr list : {inSh, outSh})
+      for (Attribute a : list) {
+        auto s = cast<ShardingAttr>(a);
+        for (unsigned d = 0, e = s.getDims().size(); d < e; ++d)
+          if (llvm::is_contained(s.getDimAxes(d), axis))
+            refuse("an input or result of the TaskGraph is split over '" +
+                   axis + "'");
+      }
+    std::vector<int64_t> w(weights.asArrayRef().begin(),
+                           weights.asArrayRef().end());
+    // Elements of `v`'s block on each coordinate of the axis.
+    auto elementsOn = [&](Value v, int64_t c) {
+      RankedTensorType g = global.lookup(v);
+      SmallVector<unsigned> dims = unevenDims(v, axis);
+      int64_t n = 1;
+      for (unsigned d = 0, e = g.getRank(); d < e; ++d)
+        n *= llvm::is_contained(dims, d)
+                 ? rt::unevenBlockSizes(g.getDimSize(d), w, multiple)[c]
+                 : cast<RankedTensorType>(v.getType()).getDimSize(d);
+      return n;
+    };
+    SmallVector<Value> marked;
+    Block &body = tg.getBody().front();
+    for (Operation &op : body) {
+      if (!why.empty())
+        break;
+      auto name = [&]() {
+        StringRef onnx = onnxNodeName(&op);
+        return "'" + op.getName().getStringRef().str() + "'" +
+               (onnx.empty() ? std::string() : " (" + onnx.str() + ")");
+      };
+      bool overAxis =
+          llvm::TypeSwitch<Operation *, bool>(&op)
+              .Case<AllGatherOp, LocalSliceOp, ReduceScatterOp, AllToAllOp>(
+                  [&](auto c) {
+                    return llvm::is_contained(
+                        c.getAxes().template getAsValueRange<StringAttr>(),
+                        axis);
+                  })
+              .Default([](Operation *) { return false; });
+      if (overAxis) {
+        refuse(name() + " runs over '" + axis + "'");
+        break;
+      }
+      bool anyUneven = false;
+      SmallVector<Value> touched(op.getOperands());
+      llvm::append_range(touched, op.getResults());
+      for (Value v : touched)
+        if (isa<RankedTensorType>(v.getType()) &&
+            !unevenDims(v, axis).empty()) {
+          anyUneven = true;
+          if (!global.lookup(v))
+            refuse(name() + " has a value the partitioner made");
+          else if (layoutOf(v).isStrided())
+            refuse(name() + " has a strided split over '" + axis + "'");
+        }
+      if (!anyUneven)
+        continue;
+      // Ops whose shapes follow their operands'; a reshape must keep its
+      // blocks whole on every rank, a mean must not average a block.
+      bool supported =
+          isa<WeightOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
+              EqualOp, LessOp, GreaterOp, LessOrEqualOp, GreaterOrEqualOp,
+              AndOp, OrOp, XorOp, WhereOp, CastOp, ErfOp, TanhOp, ReluOp,
+              SqrtOp, ExpOp, NegOp, SigmoidOp, SinOp, CosOp, AbsOp, LogOp,
+              ReciprocalOp, FloorOp, CeilOp, NotOp, MatMulOp, GemmOp, SoftmaxOp,
+              LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
+              GeluOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
+              LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
+              AllReduceOp, YieldOp>(op);
+      if (auto g = dyn_cast<GatherOp>(op))
+        supported = !g.getShardAxes();
+      if (!supported) {
+        refuse(name() + " does not take blocks of different sizes");
+        break;
+      }
+      if (isa<ReshapeOp, ReduceMeanOp>(op)) {
+        Value in = op.getOperand(0), out = op.getResult(0);
+        bool mean = isa<ReduceMeanOp>(op);
+        for (int64_t c = 0, n = static_cast<int64_t>(w.size()); c < n; ++c)
+          if (mean ? unevenDims(out, axis).empty()
+                   : elementsOn(in, c) != elementsOn(out, c)) {
+            refuse(name() +
+                   (mean ? " averages over a dimension split over '"
+                         : " would cut a block of its input apart "
+                           "over '") +
+                   axis + "'");
+            break;
+          }
+      }
+      for (Value r : op.getResults())
+        if (!unevenDims(r, axis).empty())
+          marked.push_back(r);
+    }
+    OpBuilder b(ctx);
+    if (!why.empty()) {
+      SmallVector<std::string> weightsText;
+      for (int64_t x : w)
+        weightsText.push_back(std::to_string(x));
+      tg.emitWarning() << "shoal-partition: the shards by speed of TaskGraph '"
+                       << tg.getSymName() << "' over '" << axis << "' ("
+                       << llvm::join(weightsText, "/")
+                       << ") are not compiled: " << why
+                       << "; every rank gets an equal block";
+      return;
+    }
+    if (marked.empty())
+      return;
+    for (Value v : marked) {
+      Operation *def = v.getDefiningOp();
+      SmallVector<Attribute> entries;
+      if (auto old = def->getAttrOfType<ArrayAttr>(kUnevenLayoutsAttr))
+        entries.assign(old.begin(), old.end());
+      entries.resize(def->getNumResults(), b.getUnitAttr());
+      entries[cast<OpResult>(v).getResultNumber()] = b.getDictionaryAttr(
+          {b.getNamedAttr("global_shape",
+                          b.getDenseI64ArrayAttr(global.lookup(v).getShape())),
+           b.getNamedAttr("sharding", layoutOf(v))});
+      def->setAttr(kUnevenLayoutsAttr, b.getArrayAttr(entries));
+    }
+    tg->setAttr(
+        kUnevenAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("axis", b.getStringAttr(axis)),
+             b.getNamedAttr("weights", weights),
+             b.getNamedAttr("multiple", b.getI64IntegerAttr(multiple))}));
   }
 
   static std::string formatAxesList(ArrayRef<StringRef> axes) {

@@ -52,6 +52,7 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.clusterPath = options.cluster;
     plan.worldSize = options.worldSize;
     plan.explain = options.explain;
+    plan.shardMultiple = options.shardMultiple;
     // Products at their element type's precision unless training says.
     plan.precision = "";
     // A training compile plans a training step, with its ZeRO stage.

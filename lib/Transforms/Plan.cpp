@@ -536,6 +536,27 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     }
   }
 
+  /// Shards by speed the planner predicted as compiled (the stage's
+  /// shardWeights): the split scopes get them (kUnevenShardsAttr), with
+  /// the multiple blocks are rounded to; shoal-partition builds them.
+  bool compileShards(ModuleOp module, const pl::Layout &l,
+                     ArrayRef<ScopeAttr> scopes) {
+    if (l.stages.size() != 1 || l.stages.front().shardWeights.empty())
+      return false;
+    Builder b(module.getContext());
+    SmallVector<NamedAttribute> shards;
+    for (ScopeAttr scope : scopes)
+      if (scope.getStrategy() == Strategy::split)
+        shards.push_back(b.getNamedAttr(
+            scope.getName(),
+            b.getDenseI64ArrayAttr(l.stages.front().shardWeights)));
+    if (shards.empty())
+      return false;
+    module->setAttr(kUnevenShardsAttr, b.getDictionaryAttr(shards));
+    module->setAttr(kShardMultipleAttr, b.getI64IntegerAttr(shardMultiple));
+    return true;
+  }
+
   /// Unequal batch shares and shards are not compiled yet.
   static void warnPredictionOnly(ModuleOp module, const pl::Layout &l,
                                  bool shards) {
@@ -790,7 +811,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       extra.push_back(
           b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
     record(module, chosen, names, staged, extra);
-    warnPredictionOnly(module, chosen, !shards.empty());
+    bool compiled = compileShards(module, chosen, scopes);
+    warnPredictionOnly(module, chosen, !shards.empty() && !compiled);
     return success();
   }
 
@@ -854,6 +876,10 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     std::vector<std::string> stageNames(names.begin(), names.begin() + p);
     bool staged = best.microBatches > 1 || p > 1;
     record(module, best, stageNames, staged && v == 1, {});
+    SmallVector<ScopeAttr> scopeAttrs;
+    for (Attribute a : scopes)
+      scopeAttrs.push_back(cast<ScopeAttr>(a));
+    compileShards(module, best, scopeAttrs);
     warnPredictionOnly(module, best, false);
     return success();
   }

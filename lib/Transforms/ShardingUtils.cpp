@@ -198,3 +198,22 @@ bool shoal::isZeroPaddedWeight(Value v) {
   }
   return false;
 }
+
+void shoal::copyUnevenLayout(Value from, Value to) {
+  auto result = dyn_cast<OpResult>(from);
+  auto target = dyn_cast<OpResult>(to);
+  if (!result || !target)
+    return;
+  auto list = result.getOwner()->getAttrOfType<ArrayAttr>(kUnevenLayoutsAttr);
+  if (!list || result.getResultNumber() >= list.size() ||
+      !isa<DictionaryAttr>(list[result.getResultNumber()]))
+    return;
+  Operation *op = target.getOwner();
+  Builder b(op->getContext());
+  SmallVector<Attribute> entries;
+  if (auto old = op->getAttrOfType<ArrayAttr>(kUnevenLayoutsAttr))
+    entries.assign(old.begin(), old.end());
+  entries.resize(op->getNumResults(), b.getUnitAttr());
+  entries[target.getResultNumber()] = list[result.getResultNumber()];
+  op->setAttr(kUnevenLayoutsAttr, b.getArrayAttr(entries));
+}

@@ -101,6 +101,28 @@ inline constexpr llvm::StringLiteral kPipelinedAttr = "shoal.pipelined";
 inline constexpr llvm::StringLiteral kMicroBatchSharesAttr =
     "shoal.micro_batch_shares";
 
+/// Module: shoal-plan's compiled shards by speed: scope name -> the
+/// weights (per mille of the split) of each coordinate on its "tp" axis.
+/// shoal-partition keeps the even types and marks the values whose blocks
+/// differ between ranks (kUnevenLayoutsAttr, kUnevenAttr on the TaskGraph);
+/// the plan export writes Program.uneven_axes and value_layouts.
+inline constexpr llvm::StringLiteral kUnevenShardsAttr = "shoal.uneven_shards";
+/// Module: the multiple uneven blocks are rounded to (elements of a split
+/// dimension; 1 when it does not divide the dimension).
+inline constexpr llvm::StringLiteral kShardMultipleAttr =
+    "shoal.shard_multiple";
+/// TaskGraph: {axis, weights, multiple} of its uneven axis.
+inline constexpr llvm::StringLiteral kUnevenAttr = "shoal.uneven";
+/// Op: per result, {global_shape, sharding} of a value whose blocks are
+/// uneven, or a unit attribute.
+inline constexpr llvm::StringLiteral kUnevenLayoutsAttr =
+    "shoal.uneven_layouts";
+
+/// `to` has the uneven layout `from` has (kUnevenLayoutsAttr), if any: what
+/// passes after shoal-partition call when a new op stands for a value
+/// (shoal-fuse's fused ops, shoal-mixed-precision's casts).
+void copyUnevenLayout(mlir::Value from, mlir::Value to);
+
 /// Module: names of the scopes with `sequence_parallel: true` (the
 /// annotation spec); a TaskGraph of such a scope carries
 /// kSequenceParallelAttr (shoal-form-task-graphs).

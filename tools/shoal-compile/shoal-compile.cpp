@@ -71,6 +71,12 @@ static cl::opt<bool>
                      "time and memory and why the chosen one won (needs "
                      "--cluster)"),
             cl::cat(compileCategory));
+static cl::opt<int64_t> shardMultiple(
+    "shard-multiple",
+    cl::desc("With --cluster: shards by speed are whole multiples of this "
+             "many elements of the split dimension, e.g. a head's size (of 1 "
+             "where it does not divide it; default 64)"),
+    cl::init(64), cl::cat(compileCategory));
 static cl::opt<std::string> trainPath(
     "train",
     cl::desc("Training config (YAML: loss, optimizer, frozen weights): "
@@ -110,6 +116,9 @@ int main(int argc, char **argv) {
     return fail("--world-size must be positive");
   if (explain && clusterPath.empty())
     return fail("--explain needs --cluster");
+  if (shardMultiple < 1)
+    return fail("--shard-multiple must be at least 1, got " +
+                llvm::Twine(static_cast<int64_t>(shardMultiple)));
   if (device != "cpu" && device != "cuda")
     return fail("--device must be cpu or cuda, got '" + device + "'");
   if (report && reportFile.empty() && outputPath == "-")
@@ -175,6 +184,7 @@ int main(int argc, char **argv) {
   options.worldSize = worldSize;
   options.cluster = clusterPath;
   options.explain = explain;
+  options.shardMultiple = shardMultiple;
   if (!reportFile.empty())
     options.report = reportFile;
   else if (report)

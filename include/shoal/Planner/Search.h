@@ -132,6 +132,10 @@ struct StagePlan {
   /// true`): the activations tensor parallelism keeps whole are split
   /// along the sequence too.
   bool sequenceParallel = false;
+  /// Shards by speed, as compiled (one replica, one stage, devices of
+  /// different speeds): each device's weight (per mille of the split); its
+  /// split ops take that part of the work. Empty: equal shards.
+  std::vector<int64_t> shardWeights;
 
   // Filled in by evaluate().
   std::string device;     ///< the slowest device type among its ranks
@@ -199,6 +203,12 @@ void evaluate(Layout &layout, const ModelProfile &profile,
 void balance(Layout &layout, const ModelProfile &profile,
              const Cluster &cluster, const CostModel &cost,
              const PlanOptions &options, bool moveBoundaries = true);
+
+/// Shards by speed where the compiler builds them: a layout of one stage
+/// and one replica whose split devices differ in speed gets shardWeights
+/// in proportion to their speed. True if it set them.
+bool shardBySpeed(Layout &layout, const Cluster &cluster,
+                  const PlanOptions &options);
 
 /// The even split of `ops` into `pp` stages by FLOPs at cut points (the
 /// non-hardware-aware baseline); false if there are too few cut points.

@@ -60,6 +60,8 @@ struct ParallelizeOptions {
   std::string cluster;
   /// shoal-plan prints its candidates and choice.
   bool explain = false;
+  /// shoal-plan's shards by speed are whole multiples of this.
+  int64_t shardMultiple = 64;
   /// Training: the loss and the optimizer (absent: a forward plan).
   std::optional<TrainConfig> train;
   /// Write the parallelism report (shoal-report, before shoal-fuse) as text

@@ -184,6 +184,9 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
            "Search only this many model chunks per stage (interleaved)">,
     Option<"microBatchSize", "micro-batch-size", "int64_t", /*default=*/"0",
            "Search only this micro-batch size (samples)">,
+    Option<"shardMultiple", "shard-multiple", "int64_t", /*default=*/"64",
+           "Shards by speed are whole multiples of this many elements of "
+           "the split dimension (of 1 where it does not divide it)">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }

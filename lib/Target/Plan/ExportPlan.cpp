@@ -610,7 +610,55 @@ private:
       if (failed(writeOp(&op, tg.getSymName())))
         return failure();
     }
+    writeUneven(tg);
     return success();
+  }
+
+  /// Shards by speed (shoal-partition's "shoal.uneven" and
+  /// "shoal.uneven_layouts", lib/Transforms/ShardingUtils.h): the program's
+  /// uneven axis and the global type and sharding of every value whose
+  /// blocks differ between ranks.
+  void writeUneven(TaskGraphOp tg) {
+    auto uneven = tg->getAttrOfType<DictionaryAttr>("shoal.uneven");
+    if (!uneven)
+      return;
+    auto axis = uneven.getAs<StringAttr>("axis");
+    auto weights = uneven.getAs<DenseI64ArrayAttr>("weights");
+    auto multiple = uneven.getAs<IntegerAttr>("multiple");
+    bool known = false;
+    for (const plan::UnevenAxis &u : prog->uneven_axes())
+      known |= u.axis() == axis.getValue();
+    if (!known) {
+      plan::UnevenAxis *u = prog->add_uneven_axes();
+      u->set_axis(axis.str());
+      for (int64_t w : weights.asArrayRef())
+        u->add_weights(w);
+      u->set_multiple(multiple.getInt());
+    }
+    for (Operation &op : tg.getBody().front()) {
+      auto list = op.getAttrOfType<ArrayAttr>("shoal.uneven_layouts");
+      if (!list)
+        continue;
+      for (auto [r, entry] : llvm::zip(op.getResults(), list)) {
+        auto layout = dyn_cast<DictionaryAttr>(entry);
+        auto it = ids.find(r);
+        if (!layout || it == ids.end())
+          continue;
+        plan::ValueLayout *l = prog->add_value_layouts();
+        l->set_value(it->second);
+        auto type = cast<RankedTensorType>(r.getType());
+        l->mutable_global_type()->set_dtype(dtypeOf(type.getElementType()));
+        for (int64_t d :
+             layout.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef())
+          l->mutable_global_type()->add_shape(d);
+        auto sharding = layout.getAs<ShardingAttr>("sharding");
+        for (unsigned d = 0; d < type.getRank(); ++d) {
+          auto *dim = l->mutable_sharding()->add_dims();
+          for (StringRef a : sharding.getDimAxes(d))
+            dim->add_axes(a.str());
+        }
+      }
+    }
   }
 
   static std::string denseBytes(DenseElementsAttr dense) {
