@@ -1276,6 +1276,18 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
           formatRuns(chosen.replicaMicroBatches)));
     }
   }
+  for (std::size_t k = 0; k < chosen.stages.size(); ++k) {
+    const StagePlan &s = chosen.stages[k];
+    if (s.shardWeights.empty() || (k < asIs.stages.size() &&
+                                   asIs.stages[k].shardWeights == s.shardWeights))
+      continue;
+    std::vector<double> w(s.shardWeights.begin(), s.shardWeights.end());
+    out.push_back(fmt::format(
+        "{}: shards by speed per device {} (per mille of each split "
+        "dimension, rounded to its multiple): each device's part of the split "
+        "ops in proportion to its speed",
+        name(static_cast<int>(k)), formatRuns(w)));
+  }
   if (!chosen.uncompiledShares.empty())
     out.push_back(fmt::format(
         "not compiled: batch shares per replica {} in proportion to speed "

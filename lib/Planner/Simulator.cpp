@@ -6,6 +6,7 @@
 
 #include "shoal/Planner/Simulator.h"
 #include "shoal/Runtime/OpTable.h"
+#include "shoal/Runtime/UnevenBlocks.h"
 
 #include "plan.pb.h"
 
@@ -177,6 +178,68 @@ struct AllReduceInfo {
   double exchangeSeconds = 0; ///< of `bytes`, when it is not bucketed
 };
 
+/// Shards by speed (Program.uneven_axes, value_layouts): per value with
+/// uneven blocks, each world rank's block against the even one that the
+/// ops' figures (Op.flops, Op.bytes) are for. An op that reads or writes
+/// such a value does that part of its work on each rank.
+std::map<int, std::map<int, double>>
+unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
+  std::map<int, std::map<int, double>> parts;
+  if (prog.uneven_axes_size() == 0)
+    return parts;
+  // Each axis's weights and multiple, by mesh axis index.
+  std::map<int, std::pair<std::vector<int64_t>, int64_t>> axes;
+  for (const auto &u : prog.uneven_axes()) {
+    int a = placed.axis(u.axis());
+    if (a < 0 || u.weights_size() != placed.sizes[a])
+      throw SpecError(fmt::format("program '{}': uneven axis '{}' is not an "
+                                  "axis of its mesh with one weight per "
+                                  "coordinate",
+                                  prog.role(), u.axis()));
+    axes[a] = {std::vector<int64_t>(u.weights().begin(), u.weights().end()),
+               u.multiple()};
+  }
+  // Every device coordinate of the mesh, with its world rank.
+  std::vector<int> devices = placed.deviceAxes();
+  std::vector<int> ranks = placed.ranksOver(devices);
+  std::vector<std::vector<int64_t>> coords;
+  {
+    std::vector<int64_t> c(placed.sizes.size(), 0);
+    std::function<void(std::size_t)> rec = [&](std::size_t k) {
+      if (k == devices.size()) {
+        coords.push_back(c);
+        return;
+      }
+      for (int64_t x = 0; x < placed.sizes[devices[k]]; ++x) {
+        c[devices[k]] = x;
+        rec(k + 1);
+      }
+      c[devices[k]] = 0;
+    };
+    rec(0);
+  }
+  for (const auto &l : prog.value_layouts()) {
+    const auto &global = l.global_type();
+    for (std::size_t q = 0; q < ranks.size(); ++q) {
+      double part = 1;
+      for (int d = 0; d < l.sharding().dims_size() && d < global.shape_size();
+           ++d)
+        for (const std::string &name : l.sharding().dims(d).axes()) {
+          auto it = axes.find(placed.axis(name));
+          if (it == axes.end())
+            continue;
+          int64_t size = global.shape(d), n = placed.sizes[it->first];
+          std::vector<int64_t> blocks = rt::unevenBlockSizes(
+              size, it->second.first, it->second.second);
+          double even = static_cast<double>((size + n - 1) / n);
+          part *= static_cast<double>(blocks[coords[q][it->first]]) / even;
+        }
+      parts[l.value()][ranks[q]] = part;
+    }
+  }
+  return parts;
+}
+
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
 /// it), or over its collective group; Send and Recv take none here, nor
 /// AllReduce (`allReduces`: the replay times it).
@@ -198,6 +261,25 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
                                                   : otherRead)[v] = 1;
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
+  const std::map<int, std::map<int, double>> uneven =
+      unevenParts(prog, placed);
+  // Rank r's part of `op`'s work (1 without uneven blocks).
+  auto partOf = [&](const shoal::plan::Op &op, int r) {
+    double part = 0;
+    bool any = false;
+    for (const auto *list : {&op.inputs(), &op.outputs()})
+      for (int v : *list) {
+        auto it = uneven.find(v);
+        if (it == uneven.end())
+          continue;
+        auto jt = it->second.find(r);
+        if (jt == it->second.end())
+          continue;
+        part = std::max(part, jt->second);
+        any = true;
+      }
+    return any ? part : 1.0;
+  };
   std::vector<double> seconds;
   for (const shoal::plan::Op &op : prog.ops()) {
     const std::string &k = op.kind();
@@ -270,8 +352,11 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
           model = &bfloat;
       }
       for (int r : ranks)
-        t = std::max(t, model->opSeconds(r, static_cast<double>(op.flops()),
-                                         static_cast<double>(op.bytes()),
+        t = std::max(t, model->opSeconds(r,
+                                         static_cast<double>(op.flops()) *
+                                             partOf(op, r),
+                                         static_cast<double>(op.bytes()) *
+                                             partOf(op, r),
                                          isMatMulKind(k) ? OpClass::MatMul
                                                          : OpClass::Elementwise,
                                          rows));

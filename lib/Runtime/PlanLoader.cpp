@@ -654,13 +654,12 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.sharding =
         convertSharding(port.sharding(), info.globalType.shape, out.mesh,
                         fmt::format("{}: {}", where, who));
+    if (unevenValues.count(port.value()) && !isInput)
+      fail(fmt::format("{}: {} is value {}, whose blocks are uneven "
+                       "(value_layouts); outputs are not",
+                       where, who, port.value()));
+    info.sharding.uneven = unevenValues.count(port.value()) > 0;
     checkLocal(port.value(), info.globalType, info.sharding, out.mesh, who);
-    if (!isInput)
-      for (const auto &axes : info.sharding.dims)
-        if (int a = out.mesh.unevenAxisIn(axes); a >= 0)
-          fail(fmt::format("{}: {} is sharded over mesh axis '{}', whose "
-                           "blocks are uneven; outputs are not",
-                           where, who, out.mesh.axisName(a)));
     return info;
   };
   for (const plan::Port &port : p.inputs())
@@ -691,6 +690,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,
                                     out.mesh, fmt::format("{}: {}", where, who),
                                     /*allowUneven=*/true);
+    info.sharding.uneven = unevenValues.count(w.value()) > 0;
     int mb = out.mesh.microBatchAxis();
     if (mb >= 0 && info.sharding.uses(mb))
       fail(fmt::format("{}: {}: weights are the same for every micro-batch "
@@ -786,6 +786,21 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     } catch (const Error &e) {
       fail(fmt::format("{}: {}: {}", where, who, e.what()));
     }
+    // Blocks of different sizes are computed on and summed over (an
+    // AllReduce of whole tensors), never gathered, sliced, scattered or
+    // sent.
+    if (!unevenValues.empty() &&
+        (info.kind == OpKind::AllGather || info.kind == OpKind::LocalSlice ||
+         info.kind == OpKind::ReduceScatter ||
+         info.kind == OpKind::AllToAll || info.kind == OpKind::Send ||
+         info.kind == OpKind::Recv))
+      for (const std::vector<int> *list : {&info.inputs, &info.outputs})
+        for (int v : *list)
+          if (unevenValues.count(v))
+            fail(fmt::format("{}: {}: value {} has uneven blocks "
+                             "(value_layouts); only AllReduce takes such "
+                             "values among collectives and transfers",
+                             where, who, v));
     if (info.kind == OpKind::Send || info.kind == OpKind::Recv) {
       bool isSend = info.kind == OpKind::Send;
       std::string what = fmt::format("{}: {}", where, who);
@@ -794,13 +809,6 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         fail(fmt::format("{}: transfer {} is {} twice by the program", what,
                          t.id, isSend ? "sent" : "received"));
       const Layout &side = isSend ? t.src : t.dst;
-      for (const auto &axes : side.sharding.dims)
-        for (int a : axes)
-          if (out.mesh.isUneven(out.mesh.findAxis(side.mesh.axisName(a))))
-            fail(fmt::format("{}: the transfer is sharded over mesh axis "
-                             "'{}', whose blocks are uneven in this program; "
-                             "transfers are not",
-                             what, side.mesh.axisName(a)));
       std::vector<int64_t> sideRanks = placeRanks(side.mesh, side.placement);
       auto it = std::find(sideRanks.begin(), sideRanks.end(), worldRank);
       if (it == sideRanks.end())
@@ -927,6 +935,7 @@ void PlanChecker::applyValueLayouts(const plan::Program &p,
     TensorType global = convertType(l.global_type(), who);
     ShardSpec spec = convertSharding(l.sharding(), global.shape, out.mesh, who,
                                      /*allowUneven=*/true);
+    spec.uneven = true;
     bool uneven = false;
     for (std::size_t d = 0; d < spec.dims.size(); ++d) {
       int a = out.mesh.unevenAxisIn(spec.dims[d]);

@@ -199,7 +199,8 @@ Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
                             const Mesh &mesh,
                             const std::vector<int64_t> &coords) {
   Shape local = localShape(global, spec, mesh);
-  for (std::size_t d = 0; d < spec.dims.size() && d < local.size(); ++d) {
+  for (std::size_t d = 0; spec.uneven && d < spec.dims.size() && d < local.size();
+       ++d) {
     int a = mesh.unevenAxisIn(spec.dims[d]);
     if (a >= 0)
       local[d] = mesh.unevenBlocks(a, global[d])[coords[a]];
@@ -212,7 +213,7 @@ Shape shoal::rt::blockOffsets(const Shape &global, const ShardSpec &spec,
                               const std::vector<int64_t> &coords) {
   Shape offsets(global.size(), 0);
   for (std::size_t d = 0; d < spec.dims.size() && d < global.size(); ++d) {
-    if (int a = mesh.unevenAxisIn(spec.dims[d]); a >= 0) {
+    if (int a = spec.uneven ? mesh.unevenAxisIn(spec.dims[d]) : -1; a >= 0) {
       std::vector<int64_t> blocks = mesh.unevenBlocks(a, global[d]);
       for (int64_t i = 0; i < coords[a]; ++i)
         offsets[d] += blocks[i];

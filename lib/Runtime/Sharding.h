@@ -125,6 +125,9 @@ private:
 /// is sharded over, major first. No dimensions at all means replicated.
 struct ShardSpec {
   std::vector<std::vector<int>> dims;
+  /// Its blocks over the mesh's uneven axes follow their weights (a value
+  /// of Program.value_layouts); otherwise every block is even.
+  bool uneven = false;
 
   bool isReplicated() const;
   /// True if some dimension is sharded over mesh axis `axis`.
@@ -137,8 +140,8 @@ struct ShardSpec {
 /// spec (dimensions divide evenly). On a mesh with uneven axes, the shape of
 /// an even split (use the overload with coordinates).
 Shape localShape(const Shape &global, const ShardSpec &spec, const Mesh &mesh);
-/// The shape of the block held by the rank at `coords` (uneven axes
-/// included).
+/// The shape of the block held by the rank at `coords` (uneven blocks when
+/// `spec.uneven`).
 Shape localShape(const Shape &global, const ShardSpec &spec, const Mesh &mesh,
                  const std::vector<int64_t> &coords);
 /// Offsets (per dimension) of the block held by the rank at `coords`.

@@ -512,7 +512,7 @@ struct TaskGraphPartitioner {
     for (auto [r, s] : llvm::zip(tg.getResults(), outSh))
       r.setType(getLocalType(cast<RankedTensorType>(r.getType()),
                              cast<ShardingAttr>(s), mesh));
-    markUneven(inSh, outSh);
+    markUneven();
     // The layouts are now in the types and collectives; keep only what the
     // plan export reads (weights' and outputs' shardings).
     for (Operation &op : body) {
@@ -543,11 +543,12 @@ struct TaskGraphPartitioner {
   /// of an even split; every value whose blocks differ between ranks gets
   /// its global type and sharding (kUnevenLayoutsAttr), from which the plan
   /// export writes Program.value_layouts, and the TaskGraph kUnevenAttr.
-  /// When some value cannot have uneven blocks (a collective other than an
-  /// all-reduce over the axis, a strided split, an input or output split
-  /// over it, an op whose attributes fix its shape), the TaskGraph keeps
-  /// the even split, and a warning says why.
-  void markUneven(ArrayAttr inSh, ArrayAttr outSh) {
+  /// Inputs of the TaskGraph split over the axis keep even blocks. When some
+  /// value cannot have uneven blocks (an op reading it together with such an
+  /// input, a collective other than an all-reduce over the axis, a strided
+  /// split, a result of the TaskGraph, an op whose attributes fix its
+  /// shape), the TaskGraph keeps the even split, and a warning says why.
+  void markUneven() {
     auto module = tg->getParentOfType<ModuleOp>();
     auto shards = module->getAttrOfType<DictionaryAttr>(kUnevenShardsAttr);
     if (!shards)
@@ -569,14 +570,6 @@ struct TaskGraphPartitioner {
              " devices");
     if (mesh.getNumDevices() != mesh.getAxisSize(axis))
       refuse("its mesh has other axes of more than one device");
-    for (ArrayAttr list : {inSh, outSh})
-      for (Attribute a : list) {
-        auto s = cast<ShardingAttr>(a);
-        for (unsigned d = 0, e = s.getDims().size(); d < e; ++d)
-          if (llvm::is_contained(s.getDimAxes(d), axis))
-            refuse("an input or result of the TaskGraph is split over '" +
-                   axis + "'");
-      }
     std::vector<int64_t> w(weights.asArrayRef().begin(),
                            weights.asArrayRef().end());
     // Elements of `v`'s block on each coordinate of the axis.
@@ -600,6 +593,32 @@ struct TaskGraphPartitioner {
         return "'" + op.getName().getStringRef().str() + "'" +
                (onnx.empty() ? std::string() : " (" + onnx.str() + ")");
       };
+      // Values split over the axis: op results have uneven blocks, inputs
+      // of the TaskGraph (block arguments) even ones; an op may not mix
+      // them.
+      bool anyUneven = false, evenInput = false;
+      SmallVector<Value> touched(op.getOperands());
+      llvm::append_range(touched, op.getResults());
+      for (Value v : touched) {
+        if (!isa<RankedTensorType>(v.getType()) || unevenDims(v, axis).empty())
+          continue;
+        if (isa<BlockArgument>(v)) {
+          evenInput = true;
+          continue;
+        }
+        anyUneven = true;
+        if (!global.lookup(v))
+          refuse(name() + " has a value the partitioner made");
+        else if (layoutOf(v).isStrided())
+          refuse(name() + " has a strided split over '" + axis + "'");
+      }
+      if (anyUneven && evenInput)
+        refuse(name() + " reads an input of the TaskGraph split over '" + axis +
+               "' in even blocks");
+      if (!anyUneven)
+        continue;
+      // Ops whose shapes follow their operands'; a reshape must keep its
+      // blocks whole on every rank, a mean must not average a block.
       bool overAxis =
           llvm::TypeSwitch<Operation *, bool>(&op)
               .Case<AllGatherOp, LocalSliceOp, ReduceScatterOp, AllToAllOp>(
@@ -610,25 +629,14 @@ struct TaskGraphPartitioner {
                   })
               .Default([](Operation *) { return false; });
       if (overAxis) {
-        refuse(name() + " runs over '" + axis + "'");
+        refuse(name() + " runs over '" + axis +
+               "' on a value with uneven blocks");
         break;
       }
-      bool anyUneven = false;
-      SmallVector<Value> touched(op.getOperands());
-      llvm::append_range(touched, op.getResults());
-      for (Value v : touched)
-        if (isa<RankedTensorType>(v.getType()) &&
-            !unevenDims(v, axis).empty()) {
-          anyUneven = true;
-          if (!global.lookup(v))
-            refuse(name() + " has a value the partitioner made");
-          else if (layoutOf(v).isStrided())
-            refuse(name() + " has a strided split over '" + axis + "'");
-        }
-      if (!anyUneven)
-        continue;
-      // Ops whose shapes follow their operands'; a reshape must keep its
-      // blocks whole on every rank, a mean must not average a block.
+      if (isa<YieldOp>(op)) {
+        refuse("a result of the TaskGraph is split over '" + axis + "'");
+        break;
+      }
       bool supported =
           isa<WeightOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
               EqualOp, LessOp, GreaterOp, LessOrEqualOp, GreaterOrEqualOp,
@@ -638,7 +646,7 @@ struct TaskGraphPartitioner {
               LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
               GeluOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
               LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
-              AllReduceOp, YieldOp>(op);
+              AllReduceOp>(op);
       if (auto g = dyn_cast<GatherOp>(op))
         supported = !g.getShardAxes();
       if (!supported) {

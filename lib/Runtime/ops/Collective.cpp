@@ -50,16 +50,6 @@ void readCollectiveAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
                           allowMicroBatch);
 }
 
-/// Blocks of different sizes (Program.uneven_axes) are only summed over
-/// (AllReduce of whole tensors), never gathered, sliced or scattered.
-void refuseUneven(const Mesh &mesh, const std::vector<int> &axes) {
-  int a = mesh.unevenAxisIn(axes);
-  if (a >= 0)
-    throw Error(fmt::format("runs over mesh axis '{}', whose blocks are "
-                            "uneven (Program.uneven_axes); only AllReduce "
-                            "runs over an uneven axis",
-                            mesh.axisName(a)));
-}
 
 } // namespace
 
@@ -93,7 +83,6 @@ bool shoal::rt::readVocabShard(TypeRuleContext &ctx, int64_t local,
   ctx.attrs.require("shard_size");
   readMeshAxes(ctx.attrs, ctx.mesh, "shard_axes", a.meshAxes, a.groupSize,
                /*allowMicroBatch=*/false);
-  refuseUneven(ctx.mesh, a.meshAxes);
   if (a.meshAxes.empty())
     throw Error("shard_axes names no mesh axis");
   a.shardSize = ctx.attrs.getInt("shard_size", 0);
@@ -113,7 +102,6 @@ void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
   OpAttrs &a = ctx.a();
   ctx.attrs.require("dim");
   readCollectiveAxes(ctx.attrs, ctx.mesh, a, ctx.kind() == OpKind::LocalSlice);
-  refuseUneven(ctx.mesh, a.meshAxes);
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
   Shape shape = x.shape;
@@ -132,7 +120,6 @@ void shoal::rt::reduceScatterRule(TypeRuleContext &ctx) {
   OpAttrs &a = ctx.a();
   ctx.attrs.require("dim");
   readCollectiveAxes(ctx.attrs, ctx.mesh, a, /*allowMicroBatch=*/true);
-  refuseUneven(ctx.mesh, a.meshAxes);
   if (!isNumeric(x.dtype))
     throw Error(fmt::format("ReduceScatter is not supported on {} tensors",
                             dtypeName(x.dtype)));
@@ -160,7 +147,6 @@ void shoal::rt::allToAllRule(TypeRuleContext &ctx) {
   ctx.attrs.require("split_dim");
   ctx.attrs.require("concat_dim");
   readCollectiveAxes(ctx.attrs, ctx.mesh, a);
-  refuseUneven(ctx.mesh, a.meshAxes);
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.dim = normalizeAxis(ctx.attrs.getInt("split_dim", 0), rank, "split_dim");
   a.concatDim =
