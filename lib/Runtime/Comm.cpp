@@ -118,11 +118,56 @@ void Comm::allReduce(const Tensor &in, Tensor &out,
 
 std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
                                            int64_t dim,
-                                           const std::vector<int> &axes) {
+                                           const std::vector<int> &axes,
+                                           const std::vector<int64_t> &sizes) {
   int64_t groupSize = meshInfo.numBlocks(axes);
   if (dim < 0 || dim >= in.rank())
     throw Error(fmt::format("AllGather: dim {} is out of range for {}", dim,
                             in.type().str()));
+  if (!sizes.empty()) {
+    // Uneven blocks: member g sends sizes[g] slices of dimension `dim`.
+    Shape shape = in.shape();
+    int64_t total = 0;
+    for (int64_t b : sizes)
+      total += b;
+    shape[dim] = total;
+    if (static_cast<int64_t>(sizes.size()) != groupSize ||
+        out.dtype() != in.dtype() || out.shape() != shape)
+      throw Error(fmt::format("AllGather: output is {} but gathering sizes "
+                              "[{}] of {} along dimension {} gives {}",
+                              out.type().str(), fmt::join(sizes, ", "),
+                              in.type().str(), dim,
+                              TensorType{in.dtype(), shape}.str()));
+    std::size_t slice = in.shape()[dim] ? in.numBytes() / in.shape()[dim] : 0;
+    if (in.shape()[dim] == 0) {
+      Shape one = in.shape();
+      one[dim] = 1;
+      slice =
+          static_cast<std::size_t>(numElements(one)) * dtypeSize(in.dtype());
+    }
+    std::vector<std::size_t> bytes;
+    for (int64_t b : sizes)
+      bytes.push_back(static_cast<std::size_t>(b) * slice);
+    Communicator &comm = group(axes);
+    auto packed = std::make_shared<std::vector<uint8_t>>(out.numBytes() + 1);
+    Tensor result = out;
+    auto then = std::make_unique<ThenWork>(
+        comm.allGatherV(in.rawData(), packed->data(), bytes),
+        [packed, sizes, dim, result]() mutable {
+          std::size_t elem = dtypeSize(result.dtype());
+          Shape block = result.shape(), offsets(block.size(), 0);
+          std::size_t at = 0;
+          for (int64_t b : sizes) {
+            block[dim] = b;
+            insertBlock(packed->data() + at, block, elem, offsets,
+                        result.rawData(), result.shape());
+            at += static_cast<std::size_t>(numElements(block)) * elem;
+            offsets[dim] += b;
+          }
+        });
+    then->keep = {in};
+    return then;
+  }
   Shape shape = in.shape();
   shape[dim] *= groupSize;
   if (out.dtype() != in.dtype() || out.shape() != shape)
@@ -200,8 +245,9 @@ void Comm::reduceScatter(const Tensor &in, Tensor &out, int64_t dim,
 }
 
 void Comm::allGather(const Tensor &in, Tensor &out, int64_t dim,
-                     const std::vector<int> &axes) {
-  allGatherAsync(in, out, dim, axes)->wait();
+                     const std::vector<int> &axes,
+                     const std::vector<int64_t> &blocks) {
+  allGatherAsync(in, out, dim, axes, blocks)->wait();
 }
 
 std::unique_ptr<Work> Comm::allToAllAsync(const Tensor &in, Tensor &out,

@@ -62,8 +62,11 @@ public:
   void allReduce(const Tensor &in, Tensor &out, const std::vector<int> &axes);
   /// Gathers every group member's `in` and concatenates them along `dim` in
   /// group order into `out`.
+  /// `blocks`: each member's block along `dim` when they differ (uneven
+  /// blocks); empty: all the size of `in`'s.
   void allGather(const Tensor &in, Tensor &out, int64_t dim,
-                 const std::vector<int> &axes);
+                 const std::vector<int> &axes,
+                 const std::vector<int64_t> &blocks = {});
   /// Sums `in` over the group of `axes` and leaves this rank's block of
   /// dimension `dim` in `out`: ceil(d / n) entries, zero-padded past the end
   /// of `in` (the blocks of LocalSlice).
@@ -84,7 +87,8 @@ public:
                                        ReduceOp op = ReduceOp::Sum);
   std::unique_ptr<Work> allGatherAsync(const Tensor &in, Tensor &out,
                                        int64_t dim,
-                                       const std::vector<int> &axes);
+                                       const std::vector<int> &axes,
+                                       const std::vector<int64_t> &blocks = {});
   std::unique_ptr<Work> allToAllAsync(const Tensor &in, Tensor &out,
                                       int64_t splitDim, int64_t concatDim,
                                       const std::vector<int> &axes);

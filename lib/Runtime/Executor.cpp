@@ -579,7 +579,7 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
                        ? out
                        : Tensor::uninitialized(out.type());
   if (op.kind == OpKind::AllGather)
-    comm.allGather(in, hostOut, a.dim, a.meshAxes);
+    comm.allGather(in, hostOut, a.dim, a.meshAxes, a.gatherBlocks);
   else
     comm.allToAll(in, hostOut, a.dim, a.concatDim, a.meshAxes);
   if (device.memory() != MemoryKind::Host)

@@ -102,6 +102,10 @@ struct OpAttrs {
   /// GatherGrad, Vocab*): those of `shard_axes`.
   std::vector<int> meshAxes;
   int64_t groupSize = 1;  ///< Ranks per group over meshAxes.
+  /// AllGather of a value with uneven blocks (Program.value_layouts): each
+  /// group member's block along `dim`, in group order; empty: even. Set by
+  /// the plan loader, never read from a plan.
+  std::vector<int64_t> gatherBlocks;
   bool reduceMax = false; ///< AllReduce `reduction = "max"`.
   /// Vocabulary-parallel ops: rows (classes) of the whole table (logits);
   /// 0: not vocabulary-parallel.

@@ -87,8 +87,10 @@ private:
   /// rank fewer (out.numMicroBatches); 0 without shares.
   int programMicroBatches = 0;
   std::vector<std::vector<int64_t>> ranks;
-  /// Values whose types value_layouts set for this rank.
+  /// Values whose types value_layouts set for this rank, and their global
+  /// types and shardings.
   std::set<int> unevenValues;
+  std::map<int, std::pair<TensorType, ShardSpec>> unevenLayouts;
   LoadedPlan out;
 };
 
@@ -771,6 +773,33 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     // its output's type (value_layouts).
     plan::Op reshaped;
     const plan::Op *checked = &op;
+    if (op.attrs().count("uneven_blocks"))
+      fail(fmt::format("{}: op #{} ({}) has attribute 'uneven_blocks', which "
+                       "the plan loader sets; plans do not carry it",
+                       where, i, op.kind()));
+    // An AllGather of a value with uneven blocks: each member's block.
+    if (op.kind() == opKindName(OpKind::AllGather) && op.inputs_size() == 1 &&
+        unevenLayouts.count(op.inputs(0)) && op.attrs().count("dim") &&
+        op.attrs().count("axes")) {
+      const auto &[global, spec] = unevenLayouts.at(op.inputs(0));
+      int64_t dim = op.attrs().at("dim").i();
+      if (dim < 0)
+        dim += static_cast<int64_t>(global.shape.size());
+      std::vector<int> axes;
+      for (const std::string &name : op.attrs().at("axes").strings().values())
+        axes.push_back(out.mesh.findAxis(name));
+      int a = out.mesh.unevenAxisIn(axes);
+      if (dim >= 0 && dim < static_cast<int64_t>(spec.dims.size()) && a >= 0 &&
+          std::find(spec.dims[dim].begin(), spec.dims[dim].end(), a) !=
+              spec.dims[dim].end()) {
+        reshaped = op;
+        plan::Ints *ints =
+            (*reshaped.mutable_attrs())["uneven_blocks"].mutable_ints();
+        for (int64_t b : out.mesh.unevenBlocks(a, global.shape[dim]))
+          ints->add_values(b);
+        checked = &reshaped;
+      }
+    }
     if (out.mesh.hasUnevenAxes() && op.kind() == opKindName(OpKind::Reshape) &&
         op.outputs_size() == 1 && op.outputs(0) >= 0 &&
         op.outputs(0) < numValues && unevenValues.count(op.outputs(0))) {
@@ -789,17 +818,19 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     // Blocks of different sizes are computed on and summed over (an
     // AllReduce of whole tensors), never gathered, sliced, scattered or
     // sent.
-    if (!unevenValues.empty() &&
+    bool unevenGather = !info.attrs.gatherBlocks.empty() &&
+                        !unevenValues.count(info.outputs[0]);
+    if (!unevenValues.empty() && !unevenGather &&
         (info.kind == OpKind::AllGather || info.kind == OpKind::LocalSlice ||
-         info.kind == OpKind::ReduceScatter ||
-         info.kind == OpKind::AllToAll || info.kind == OpKind::Send ||
-         info.kind == OpKind::Recv))
+         info.kind == OpKind::ReduceScatter || info.kind == OpKind::AllToAll ||
+         info.kind == OpKind::Send || info.kind == OpKind::Recv))
       for (const std::vector<int> *list : {&info.inputs, &info.outputs})
         for (int v : *list)
           if (unevenValues.count(v))
             fail(fmt::format("{}: {}: value {} has uneven blocks "
-                             "(value_layouts); only AllReduce takes such "
-                             "values among collectives and transfers",
+                             "(value_layouts); among collectives and "
+                             "transfers only AllReduce and an AllGather "
+                             "along the uneven dimension take such values",
                              where, who, v));
     if (info.kind == OpKind::Send || info.kind == OpKind::Recv) {
       bool isSend = info.kind == OpKind::Send;
@@ -960,6 +991,7 @@ void PlanChecker::applyValueLayouts(const plan::Program &p,
                        who, v, out.values[v].str(), global.str(),
                        spec.str(out.mesh), even.str()));
     out.values[v].shape = localShape(global.shape, spec, out.mesh, coords);
+    unevenLayouts[v] = {global, spec};
   }
 }
 

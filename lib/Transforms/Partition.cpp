@@ -621,12 +621,16 @@ struct TaskGraphPartitioner {
       // blocks whole on every rank, a mean must not average a block.
       bool overAxis =
           llvm::TypeSwitch<Operation *, bool>(&op)
-              .Case<AllGatherOp, LocalSliceOp, ReduceScatterOp, AllToAllOp>(
-                  [&](auto c) {
-                    return llvm::is_contained(
-                        c.getAxes().template getAsValueRange<StringAttr>(),
-                        axis);
-                  })
+              // An all-gather of the uneven blocks into whole ones is fine.
+              .Case([&](AllGatherOp g) {
+                return llvm::is_contained(
+                           g.getAxes().getAsValueRange<StringAttr>(), axis) &&
+                       !unevenDims(g.getResult(), axis).empty();
+              })
+              .Case<LocalSliceOp, ReduceScatterOp, AllToAllOp>([&](auto c) {
+                return llvm::is_contained(
+                    c.getAxes().template getAsValueRange<StringAttr>(), axis);
+              })
               .Default([](Operation *) { return false; });
       if (overAxis) {
         refuse(name() + " runs over '" + axis +
@@ -646,7 +650,7 @@ struct TaskGraphPartitioner {
               LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
               GeluOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
               LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
-              AllReduceOp>(op);
+              AllReduceOp, AllGatherOp>(op);
       if (auto g = dyn_cast<GatherOp>(op))
         supported = !g.getShardAxes();
       if (!supported) {

@@ -139,6 +139,11 @@ def main(argv=None):
     ap.add_argument("--expect-shares", metavar="COUNTS", default=None,
                     help="with --cluster: the micro-batches per replica that shoal-plan "
                          "--explain must report (uneven batch shares, e.g. 5/1/1/1)")
+    ap.add_argument("--expect-shards", metavar="WEIGHTS", default=None,
+                    help="with --cluster: the shards by speed that shoal-plan --explain "
+                         "must report and shoal-partition compile (e.g. 500/167 (x3))")
+    ap.add_argument("--shard-multiple", type=int, default=None,
+                    help="with --cluster: shoal-compile --shard-multiple (e.g. the head size)")
     ap.add_argument("--trace", action="store_true",
                     help="also write a Chrome trace of the sharded run and check "
                          "it has a track with work for every rank, and that a "
@@ -219,6 +224,8 @@ def main(argv=None):
             par_compile += ["--annotate", spec]
         if args.cluster is not None:
             par_compile += ["--cluster", args.cluster, "--explain"]
+            if args.shard_multiple:
+                par_compile += ["--shard-multiple", str(args.shard_multiple)]
 
         if args.expect_error is not None:
             print("-- sharded compile, expecting an error containing %r" % args.expect_error)
@@ -277,6 +284,15 @@ def main(argv=None):
                     print("FAIL: expected the plan to deal micro-batches %s to the "
                           "replicas, shoal-plan --explain says %s"
                           % (args.expect_shares, m.group(1) if m else "no batch shares"))
+                    return 1
+            if args.expect_shards is not None:
+                m = re.search(r"shards by speed per device (.*?) \(per mille", res.stderr)
+                if not m or m.group(1) != args.expect_shards:
+                    print("FAIL: expected shards by speed %s, shoal-plan --explain says %s"
+                          % (args.expect_shards, m.group(1) if m else "none"))
+                    return 1
+                if "are not compiled" in res.stderr:
+                    print("FAIL: the shards by speed were not compiled")
                     return 1
         if os.path.isfile(par_plan):
             print("plan: %s (%s)" % (par_plan, common.human_size(os.path.getsize(par_plan))))

@@ -22,12 +22,12 @@ namespace rt {
 
 /// Block sizes of a dimension of `size` cut into weights.size() blocks in
 /// proportion to `weights` (each > 0): whole units of `multiple` elements
-/// when it divides `size` (else of 1), every block at least one unit when
-/// there are enough, and the rest given so that the largest
-/// units / weight is as small as it can be (ties to the lower index). Two
-/// dimensions with the same number of units get the same split, so that a
-/// dimension of heads and one of heads x head size agree. The compiler and
-/// the runtime share this rule (proto/plan.proto, UnevenAxis).
+/// when it divides `size` into at least one unit per block (else of 1), every
+/// block at least one unit when there are enough, and the rest given so that
+/// the largest units / weight is as small as it can be (ties to the lower
+/// index). Two dimensions with the same number of units get the same split, so
+/// that a dimension of heads and one of heads x head size agree. The compiler
+/// and the runtime share this rule (proto/plan.proto, UnevenAxis).
 inline std::vector<int64_t>
 unevenBlockSizes(int64_t size, const std::vector<int64_t> &weights,
                  int64_t multiple) {
@@ -35,7 +35,9 @@ unevenBlockSizes(int64_t size, const std::vector<int64_t> &weights,
   std::vector<int64_t> units(n, 0);
   if (n == 0)
     return units;
-  int64_t g = multiple > 0 && size % multiple == 0 ? multiple : 1;
+  int64_t g = multiple > 0 && size % multiple == 0 && size / multiple >= n
+                  ? multiple
+                  : 1;
   int64_t total = size / g, weightSum = 0;
   for (int64_t w : weights)
     weightSum += w;

@@ -105,7 +105,16 @@ void shoal::rt::gatherSliceRule(TypeRuleContext &ctx) {
   int64_t rank = static_cast<int64_t>(x.shape.size());
   a.dim = normalizeAxis(ctx.attrs.getInt("dim", 0), rank, "dim");
   Shape shape = x.shape;
-  if (ctx.kind() == OpKind::AllGather) {
+  if (ctx.kind() == OpKind::AllGather && ctx.attrs.has("uneven_blocks")) {
+    // Set by the plan loader for a value with uneven blocks.
+    a.gatherBlocks = ctx.attrs.getInts("uneven_blocks");
+    if (static_cast<int64_t>(a.gatherBlocks.size()) != a.groupSize)
+      throw Error(fmt::format("uneven_blocks has {} blocks for a group of {}",
+                              a.gatherBlocks.size(), a.groupSize));
+    shape[a.dim] = 0;
+    for (int64_t b : a.gatherBlocks)
+      shape[a.dim] += b;
+  } else if (ctx.kind() == OpKind::AllGather) {
     shape[a.dim] *= a.groupSize;
   } else {
     // Uneven: ceil-sized blocks, the last ones zero-padded.
