@@ -86,10 +86,16 @@
 // DP-SAME: shoal.scopes = [#shoal.scope<"all", replicate, 1>]
 // SHARESFORM: shoal.task_graph "all" replicate(1) mesh <["mb", "dp", "tp"], [32, 1, 1]>
 
-// A split over both nodes: shards in proportion to speed (per mille).
-// SPLIT: warning: shoal-plan: the shards by speed in 'shoal.plan' (shard_per_mille) are not compiled; the plan gives every shard an equal part, and is predicted that way
-// SPLIT: layout = "dp=1 tp=16 pp=1 m=1"
+// A split over both nodes: shards in proportion to speed (per mille),
+// compiled (shoal.uneven_shards for shoal-partition, test uneven-shards.mlir)
+// and predicted that way: 34.51 ms in place of 39.17 as annotated.
+// SPLIT-NOT: warning
+// SPLIT: as_annotated_ms = 39.17
+// SPLIT-SAME: layout = "dp=1 tp=16 pp=1 m=1"
 // SPLIT-SAME: shard_per_mille = {blocks = array<i64: 82, 82, 82, 82, 82, 82, 82, 82, 43, 43, 43, 43, 43, 43, 43, 43>}
+// SPLIT-SAME: step_ms = 34.51
+// SPLIT-SAME: shoal.shard_multiple = 64 : i64
+// SPLIT-SAME: shoal.uneven_shards = {blocks = array<i64: 82, 82, 82, 82, 82, 82, 82, 82, 43, 43, 43, 43, 43, 43, 43, 43>}
 
 // No annotation: the search ranks the layouts and annotates the winner.
 // SEARCH: planner: 16 x A100-80GB + 16 x V100-16GB (32 devices); {{[0-9]+}} layouts, {{[0-9]+}} fit in memory

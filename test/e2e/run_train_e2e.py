@@ -531,7 +531,9 @@ def mode_layout(ctx, spec):
     w = ctx.work
     base_plan = ctx.compile_plan(ONE_RANK_SPEC, 1, os.path.join(w, "base.plan"))
     par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"),
-                                extra=["--cluster", a.cluster, "--explain"] if a.cluster
+                                extra=(["--cluster", a.cluster, "--explain"]
+                                       + (["--shard-multiple", str(a.shard_multiple)]
+                                          if a.shard_multiple else [])) if a.cluster
                                 else ())
     print("-- (c) train %d step(s): one rank, then %d ranks" % (K, a.world_size))
     out_b = ctx.train(base_plan, 1, K, os.path.join(w, "ckpt_base"),
@@ -679,10 +681,19 @@ def share_checks(ctx, spec, par, K):
     the even plan (the same spec without --cluster) trains."""
     a = ctx.args
     rows = []
-    m = re.search(r"per replica ([\d/]+)", ctx.compile_log.get("par.plan", ""))
+    log = ctx.compile_log.get("par.plan", "")
+    m = re.search(r"per replica ([\d/]+)", log)
     counts = [int(x) for x in m.group(1).split("/")] if m else []
     print("    micro-batches per replica: %s" % ("/".join(map(str, counts)) or "none"))
-    if len(set(counts)) < 2:
+    # Or shards by speed (a split on devices of different speeds), compiled.
+    shards = re.search(r"shards by speed per device ([\d/ (x)]+) \(per mille", log)
+    print("    shards by speed: %s" % (shards.group(1) if shards else "none"))
+    if shards and "are not compiled" in log:
+        rows.append(("shards by speed", "plan", None, "shoal-partition did not compile "
+                     "the shards by speed: " + log.split("are not compiled")[1][:200]))
+    elif shards:
+        pass
+    elif len(set(counts)) < 2:
         rows.append(("batch shares", "plan", None, "the plan compiled with --cluster %s "
                      "gives every replica the same micro-batches (%s)"
                      % (a.cluster, counts or "no 'per replica' in --explain")))
@@ -1225,10 +1236,13 @@ def main(argv=None):
     ap.add_argument("--no-all-gather", action="store_true",
                     help="also require that the N-rank plan's partitioned IR holds no "
                          "all_gather and a vocabulary-parallel loss (split layouts)")
+    ap.add_argument("--shard-multiple", type=int, default=None,
+                    help="with --cluster: shoal-compile --shard-multiple")
     ap.add_argument("--cluster", default=None,
                     help="compile the N-rank plan with --cluster FILE (hardware-aware: "
-                         "uneven batch shares); it must deal uneven micro-batch counts "
-                         "to the replicas, and its weights must equal those of the "
+                         "uneven batch shares or shards by speed); it must deal uneven "
+                         "micro-batch counts to the replicas or compile shards by speed, "
+                         "and its weights must equal those of the "
                          "plan without --cluster within --plain-rtol")
     ap.add_argument("--sequence-parallel", action="store_true",
                     help="SPEC has sequence_parallel: also require reduce_scatter and "
