@@ -533,3 +533,90 @@ TEST(PlanLoaderV2, MicroBatchSharesGiveEachRankItsCount) {
                   "input 'x' is sharded [{mb}, {}] over micro-batches "
                   "but not over every device axis");
 }
+
+namespace {
+
+/// Shards by speed on mesh {tp: 2} with weights 3:1: an input w[8, 8] split
+/// over its columns in uneven blocks (6 and 2), y = x w, gathered whole.
+PlanBuilder unevenPlan() {
+  PlanBuilder b({{"tp", 2}});
+  int x = b.value({4, 8});
+  int w = b.value({8, 4});
+  int y = b.value({4, 4});
+  int g = b.value({4, 8});
+  b.input("x", x, {4, 8}, {{}, {}});
+  b.input("w", w, {8, 8}, {{}, {"tp"}});
+  b.op("MatMul", {x, w}, {y}, "mm");
+  plan::Op &ag = b.op("AllGather", {y}, {g}, "ag");
+  PlanBuilder::attrInt(ag, "dim", 1);
+  PlanBuilder::attrStrings(ag, "axes", {"tp"});
+  b.output("g", g, {4, 8}, {{}, {}});
+  plan::UnevenAxis *u = b.prog->add_uneven_axes();
+  u->set_axis("tp");
+  u->add_weights(3);
+  u->add_weights(1);
+  u->set_multiple(1);
+  for (auto [v, shape] : {std::pair<int, Shape>{w, {8, 8}}, {y, {4, 8}}}) {
+    plan::ValueLayout *l = b.prog->add_value_layouts();
+    l->set_value(v);
+    PlanBuilder::setType(l->mutable_global_type(), plan::F32, shape);
+    PlanBuilder::setSharding(l->mutable_sharding(), {{}, {"tp"}});
+  }
+  return b;
+}
+
+} // namespace
+
+TEST(PlanLoader, UnevenBlocksFollowTheirWeights) {
+  EXPECT_EQ(unevenBlockSizes(8, {3, 1}, 1), (std::vector<int64_t>{6, 2}));
+  EXPECT_EQ(unevenBlockSizes(1024, {500, 167, 167, 167}, 64),
+            (std::vector<int64_t>{512, 192, 192, 128}));
+  // Too few units of the multiple for every block: units of 1.
+  EXPECT_EQ(unevenBlockSizes(64, {200, 800}, 64),
+            (std::vector<int64_t>{13, 51}));
+  PlanBuilder b = unevenPlan();
+  LoadedPlan p0 = checkPlan(b.plan, "test.plan", 2, 0);
+  LoadedPlan p1 = checkPlan(b.plan, "test.plan", 2, 1);
+  EXPECT_EQ(p0.values[1].shape, (Shape{8, 6}));
+  EXPECT_EQ(p1.values[1].shape, (Shape{8, 2}));
+  EXPECT_EQ(p0.values[2].shape, (Shape{4, 6}));
+  EXPECT_EQ(p1.ops[1].attrs.gatherBlocks, (std::vector<int64_t>{6, 2}));
+  EXPECT_TRUE(p1.inputs[1].sharding.uneven);
+  EXPECT_EQ(blockOffsets({8, 8}, p1.inputs[1].sharding, p1.mesh, {1}),
+            (Shape{0, 6}));
+}
+
+TEST(PlanLoader, RejectsBadUnevenBlocks) {
+  {
+    PlanBuilder b = unevenPlan();
+    b.prog->clear_uneven_axes();
+    EXPECT_ERROR(b, "has value_layouts but no uneven_axes");
+  }
+  {
+    PlanBuilder b = unevenPlan();
+    b.prog->mutable_uneven_axes(0)->add_weights(5);
+    EXPECT_ERROR(b, "has 3 weights for mesh axis 'tp' of size 2");
+  }
+  {
+    PlanBuilder b = unevenPlan();
+    b.prog->mutable_uneven_axes(0)->set_weights(0, 0);
+    EXPECT_ERROR(b, "has weight 0; weights are in [1, 1000000]");
+  }
+  {
+    PlanBuilder b = unevenPlan();
+    b.prog->mutable_value_layouts(1)->set_value(1);
+    EXPECT_ERROR(b, "lists value 1 again");
+  }
+  {
+    PlanBuilder b = unevenPlan();
+    PlanBuilder::attrInts(*b.prog->mutable_ops(1), "uneven_blocks", {4, 4});
+    EXPECT_ERROR(b, "has attribute 'uneven_blocks', which the plan loader "
+                    "sets");
+  }
+  {
+    // An output of uneven blocks.
+    PlanBuilder b = unevenPlan();
+    b.output("y", 2, {4, 8}, {{}, {"tp"}});
+    EXPECT_ERROR(b, "whose blocks are uneven (value_layouts); outputs are not");
+  }
+}
