@@ -1278,8 +1278,9 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
   }
   for (std::size_t k = 0; k < chosen.stages.size(); ++k) {
     const StagePlan &s = chosen.stages[k];
-    if (s.shardWeights.empty() || (k < asIs.stages.size() &&
-                                   asIs.stages[k].shardWeights == s.shardWeights))
+    if (s.shardWeights.empty() ||
+        (k < asIs.stages.size() &&
+         asIs.stages[k].shardWeights == s.shardWeights))
       continue;
     std::vector<double> w(s.shardWeights.begin(), s.shardWeights.end());
     out.push_back(fmt::format(

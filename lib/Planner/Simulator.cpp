@@ -202,40 +202,32 @@ unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
   // Every device coordinate of the mesh, with its world rank.
   std::vector<int> devices = placed.deviceAxes();
   std::vector<int> ranks = placed.ranksOver(devices);
-  std::vector<std::vector<int64_t>> coords;
-  {
-    std::vector<int64_t> c(placed.sizes.size(), 0);
-    std::function<void(std::size_t)> rec = [&](std::size_t k) {
-      if (k == devices.size()) {
-        coords.push_back(c);
-        return;
-      }
-      for (int64_t x = 0; x < placed.sizes[devices[k]]; ++x) {
-        c[devices[k]] = x;
-        rec(k + 1);
-      }
-      c[devices[k]] = 0;
-    };
-    rec(0);
-  }
+  // Mesh rank q's coordinate on device axis a (row-major over `devices`,
+  // the order of `ranks`).
+  auto coordOn = [&](std::size_t q, int a) {
+    int64_t inner = 1;
+    for (std::size_t k = devices.size(); k-- > 0 && devices[k] != a;)
+      inner *= placed.sizes[devices[k]];
+    return (static_cast<int64_t>(q) / inner) % placed.sizes[a];
+  };
   for (const auto &l : prog.value_layouts()) {
     const auto &global = l.global_type();
-    for (std::size_t q = 0; q < ranks.size(); ++q) {
-      double part = 1;
-      for (int d = 0; d < l.sharding().dims_size() && d < global.shape_size();
-           ++d)
-        for (const std::string &name : l.sharding().dims(d).axes()) {
-          auto it = axes.find(placed.axis(name));
-          if (it == axes.end())
-            continue;
-          int64_t size = global.shape(d), n = placed.sizes[it->first];
-          std::vector<int64_t> blocks = rt::unevenBlockSizes(
-              size, it->second.first, it->second.second);
-          double even = static_cast<double>((size + n - 1) / n);
-          part *= static_cast<double>(blocks[coords[q][it->first]]) / even;
-        }
-      parts[l.value()][ranks[q]] = part;
-    }
+    std::vector<double> part(ranks.size(), 1);
+    for (int d = 0; d < l.sharding().dims_size() && d < global.shape_size();
+         ++d)
+      for (const std::string &name : l.sharding().dims(d).axes()) {
+        auto it = axes.find(placed.axis(name));
+        if (it == axes.end())
+          continue;
+        int64_t size = global.shape(d), n = placed.sizes[it->first];
+        std::vector<int64_t> blocks =
+            rt::unevenBlockSizes(size, it->second.first, it->second.second);
+        double even = static_cast<double>((size + n - 1) / n);
+        for (std::size_t q = 0; q < ranks.size(); ++q)
+          part[q] *= static_cast<double>(blocks[coordOn(q, it->first)]) / even;
+      }
+    for (std::size_t q = 0; q < ranks.size(); ++q)
+      parts[l.value()][ranks[q]] = part[q];
   }
   return parts;
 }
@@ -261,8 +253,7 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
                                                   : otherRead)[v] = 1;
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
-  const std::map<int, std::map<int, double>> uneven =
-      unevenParts(prog, placed);
+  const std::map<int, std::map<int, double>> uneven = unevenParts(prog, placed);
   // Rank r's part of `op`'s work (1 without uneven blocks).
   auto partOf = [&](const shoal::plan::Op &op, int r) {
     double part = 0;
@@ -351,15 +342,15 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         else if (byElementType && out.dtype() == shoal::plan::BF16)
           model = &bfloat;
       }
-      for (int r : ranks)
-        t = std::max(t, model->opSeconds(r,
-                                         static_cast<double>(op.flops()) *
-                                             partOf(op, r),
-                                         static_cast<double>(op.bytes()) *
-                                             partOf(op, r),
-                                         isMatMulKind(k) ? OpClass::MatMul
-                                                         : OpClass::Elementwise,
-                                         rows));
+      for (int r : ranks) {
+        double part = partOf(op, r);
+        t = std::max(t,
+                     model->opSeconds(r, static_cast<double>(op.flops()) * part,
+                                      static_cast<double>(op.bytes()) * part,
+                                      isMatMulKind(k) ? OpClass::MatMul
+                                                      : OpClass::Elementwise,
+                                      rows));
+      }
     }
     seconds.push_back(t);
   }

@@ -133,18 +133,16 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
     shape[dim] = total;
     if (static_cast<int64_t>(sizes.size()) != groupSize ||
         out.dtype() != in.dtype() || out.shape() != shape)
-      throw Error(fmt::format("AllGather: output is {} but gathering sizes "
+      throw Error(fmt::format("AllGather: output is {} but gathering blocks "
                               "[{}] of {} along dimension {} gives {}",
                               out.type().str(), fmt::join(sizes, ", "),
                               in.type().str(), dim,
                               TensorType{in.dtype(), shape}.str()));
-    std::size_t slice = in.shape()[dim] ? in.numBytes() / in.shape()[dim] : 0;
-    if (in.shape()[dim] == 0) {
-      Shape one = in.shape();
-      one[dim] = 1;
-      slice =
-          static_cast<std::size_t>(numElements(one)) * dtypeSize(in.dtype());
-    }
+    // Bytes of one entry of dimension `dim`.
+    Shape one = in.shape();
+    one[dim] = 1;
+    std::size_t slice =
+        static_cast<std::size_t>(numElements(one)) * dtypeSize(in.dtype());
     std::vector<std::size_t> bytes;
     for (int64_t b : sizes)
       bytes.push_back(static_cast<std::size_t>(b) * slice);
@@ -154,16 +152,7 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
     auto then = std::make_unique<ThenWork>(
         comm.allGatherV(in.rawData(), packed->data(), bytes),
         [packed, sizes, dim, result]() mutable {
-          std::size_t elem = dtypeSize(result.dtype());
-          Shape block = result.shape(), offsets(block.size(), 0);
-          std::size_t at = 0;
-          for (int64_t b : sizes) {
-            block[dim] = b;
-            insertBlock(packed->data() + at, block, elem, offsets,
-                        result.rawData(), result.shape());
-            at += static_cast<std::size_t>(numElements(block)) * elem;
-            offsets[dim] += b;
-          }
+          cpu::concatBlocks(packed->data(), sizes, dim, result);
         });
     then->keep = {in};
     return then;

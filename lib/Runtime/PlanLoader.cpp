@@ -87,9 +87,8 @@ private:
   /// rank fewer (out.numMicroBatches); 0 without shares.
   int programMicroBatches = 0;
   std::vector<std::vector<int64_t>> ranks;
-  /// Values whose types value_layouts set for this rank, and their global
-  /// types and shardings.
-  std::set<int> unevenValues;
+  /// The values whose types value_layouts set for this rank, with their
+  /// global types and shardings.
   std::map<int, std::pair<TensorType, ShardSpec>> unevenLayouts;
   LoadedPlan out;
 };
@@ -656,11 +655,11 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.sharding =
         convertSharding(port.sharding(), info.globalType.shape, out.mesh,
                         fmt::format("{}: {}", where, who));
-    if (unevenValues.count(port.value()) && !isInput)
+    if (unevenLayouts.count(port.value()) && !isInput)
       fail(fmt::format("{}: {} is value {}, whose blocks are uneven "
                        "(value_layouts); outputs are not",
                        where, who, port.value()));
-    info.sharding.uneven = unevenValues.count(port.value()) > 0;
+    info.sharding.uneven = unevenLayouts.count(port.value()) > 0;
     checkLocal(port.value(), info.globalType, info.sharding, out.mesh, who);
     return info;
   };
@@ -692,7 +691,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,
                                     out.mesh, fmt::format("{}: {}", where, who),
                                     /*allowUneven=*/true);
-    info.sharding.uneven = unevenValues.count(w.value()) > 0;
+    info.sharding.uneven = unevenLayouts.count(w.value()) > 0;
     int mb = out.mesh.microBatchAxis();
     if (mb >= 0 && info.sharding.uses(mb))
       fail(fmt::format("{}: {}: weights are the same for every micro-batch "
@@ -769,8 +768,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
             ? fmt::format("op #{} ({})", i, op.kind())
             : fmt::format("op #{} '{}' ({})", i, op.name(), op.kind());
     OpInfo info;
-    // Uneven axes: a Reshape's static shape is the even one; this rank's is
-    // its output's type (value_layouts).
+    // Uneven blocks (value_layouts): the op as this rank checks and runs it.
     plan::Op reshaped;
     const plan::Op *checked = &op;
     if (op.attrs().count("uneven_blocks"))
@@ -800,9 +798,11 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         checked = &reshaped;
       }
     }
-    if (out.mesh.hasUnevenAxes() && op.kind() == opKindName(OpKind::Reshape) &&
-        op.outputs_size() == 1 && op.outputs(0) >= 0 &&
-        op.outputs(0) < numValues && unevenValues.count(op.outputs(0))) {
+    // A Reshape's static shape is the even one; this rank's is its output's
+    // type.
+    if (op.kind() == opKindName(OpKind::Reshape) && op.outputs_size() == 1 &&
+        op.outputs(0) >= 0 && op.outputs(0) < numValues &&
+        unevenLayouts.count(op.outputs(0))) {
       reshaped = op;
       plan::Ints *ints = (*reshaped.mutable_attrs())["shape"].mutable_ints();
       ints->clear_values();
@@ -819,14 +819,14 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     // AllReduce of whole tensors), never gathered, sliced, scattered or
     // sent.
     bool unevenGather = !info.attrs.gatherBlocks.empty() &&
-                        !unevenValues.count(info.outputs[0]);
-    if (!unevenValues.empty() && !unevenGather &&
+                        !unevenLayouts.count(info.outputs[0]);
+    if (!unevenLayouts.empty() && !unevenGather &&
         (info.kind == OpKind::AllGather || info.kind == OpKind::LocalSlice ||
          info.kind == OpKind::ReduceScatter || info.kind == OpKind::AllToAll ||
          info.kind == OpKind::Send || info.kind == OpKind::Recv))
       for (const std::vector<int> *list : {&info.inputs, &info.outputs})
         for (int v : *list)
-          if (unevenValues.count(v))
+          if (unevenLayouts.count(v))
             fail(fmt::format("{}: {}: value {} has uneven blocks "
                              "(value_layouts); among collectives and "
                              "transfers only AllReduce and an AllGather "
@@ -961,7 +961,7 @@ void PlanChecker::applyValueLayouts(const plan::Program &p,
       fail(fmt::format("{} refers to value {}, out of range (the program has "
                        "{} values)",
                        who, v, out.values.size()));
-    if (!unevenValues.insert(v).second)
+    if (unevenLayouts.count(v))
       fail(fmt::format("{} lists value {} again", who, v));
     TensorType global = convertType(l.global_type(), who);
     ShardSpec spec = convertSharding(l.sharding(), global.shape, out.mesh, who,

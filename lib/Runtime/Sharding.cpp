@@ -199,8 +199,8 @@ Shape shoal::rt::localShape(const Shape &global, const ShardSpec &spec,
                             const Mesh &mesh,
                             const std::vector<int64_t> &coords) {
   Shape local = localShape(global, spec, mesh);
-  for (std::size_t d = 0; spec.uneven && d < spec.dims.size() && d < local.size();
-       ++d) {
+  for (std::size_t d = 0;
+       spec.uneven && d < spec.dims.size() && d < local.size(); ++d) {
     int a = mesh.unevenAxisIn(spec.dims[d]);
     if (a >= 0)
       local[d] = mesh.unevenBlocks(a, global[d])[coords[a]];

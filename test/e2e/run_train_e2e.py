@@ -691,9 +691,7 @@ def share_checks(ctx, spec, par, K):
     if shards and "are not compiled" in log:
         rows.append(("shards by speed", "plan", None, "shoal-partition did not compile "
                      "the shards by speed: " + log.split("are not compiled")[1][:200]))
-    elif shards:
-        pass
-    elif len(set(counts)) < 2:
+    elif not shards and len(set(counts)) < 2:
         rows.append(("batch shares", "plan", None, "the plan compiled with --cluster %s "
                      "gives every replica the same micro-batches (%s)"
                      % (a.cluster, counts or "no 'per replica' in --explain")))

@@ -45,15 +45,21 @@ void shoal::rt::cpu::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
     throw Error(fmt::format("AllGather: cannot split {} into {} blocks along "
                             "dimension {}",
                             out.type().str(), numBlocks, dim));
-  Shape block = out.shape();
-  block[dim] /= numBlocks;
-  std::size_t blockBytes =
-      static_cast<std::size_t>(numElements(block)) * dtypeSize(out.dtype());
-  Shape offsets(block.size(), 0);
-  for (int64_t g = 0; g < numBlocks; ++g) {
-    offsets[dim] = g * block[dim];
-    insertBlock(blocks + g * blockBytes, block, dtypeSize(out.dtype()), offsets,
-                out.rawData(), out.shape());
+  concatBlocks(blocks,
+               std::vector<int64_t>(numBlocks, out.shape()[dim] / numBlocks),
+               dim, out);
+}
+
+void shoal::rt::cpu::concatBlocks(const uint8_t *blocks,
+                                  const std::vector<int64_t> &sizes,
+                                  int64_t dim, Tensor &out) {
+  std::size_t elem = dtypeSize(out.dtype());
+  Shape block = out.shape(), offsets(block.size(), 0);
+  for (int64_t size : sizes) {
+    block[dim] = size;
+    insertBlock(blocks, block, elem, offsets, out.rawData(), out.shape());
+    blocks += static_cast<std::size_t>(numElements(block)) * elem;
+    offsets[dim] += size;
   }
 }
 

@@ -315,6 +315,10 @@ void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
 /// along `dim` of `out` (the reordering after an MPI all-gather).
 void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
                   Tensor &out);
+/// The same for blocks of different sizes: block g holds sizes[g] entries of
+/// dimension `dim` (an all-gather of uneven blocks).
+void concatBlocks(const uint8_t *blocks, const std::vector<int64_t> &sizes,
+                  int64_t dim, Tensor &out);
 
 //===----------------------------------------------------------------------===//
 // Training ops (Training.cpp, docs/Training.md)

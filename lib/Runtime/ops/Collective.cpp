@@ -50,7 +50,6 @@ void readCollectiveAxes(const AttrReader &attrs, const Mesh &mesh, OpAttrs &out,
                           allowMicroBatch);
 }
 
-
 } // namespace
 
 /// AllReduce.
