@@ -97,6 +97,8 @@ double capacityOf(const std::vector<int> &ranks, const Cluster &cluster) {
 /// tensor-parallel all-reduces over `group`.
 struct RangeTime {
   double compute = 0, tp = 0;
+  /// Of `compute`, the backward pass (with its recomputed forward).
+  double backward = 0;
 };
 
 /// `shards`: with shards by speed, each device's rank and part of the
@@ -116,17 +118,24 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                               options.precision == Precision::FP16);
   RangeTime t;
   double forward = 0, backward = 0;
-  auto secondsOn = [&](int r, const OpPiece &p, double f, double rowsF) {
+  // `f`: the op's part of the profile's work; `wf`: of its weights' (a
+  // sharded weight's part under tensor parallelism; the batch does not
+  // divide them).
+  auto secondsOn = [&](int r, const OpPiece &p, double f, double rowsF,
+                       double wf) {
+    double moved = (p.bytes - p.weightBytes) * f + p.weightBytes * wf;
     double s = cost.opSeconds(
-        r, p.flops * f, (mixed && p.rows > 0 ? p.bytes / 2 : p.bytes) * f,
+        r, p.flops * f, mixed && p.rows > 0 ? moved / 2 : moved,
         p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * rowsF);
-    if (mixed && p.castElements > 0)
-      s += cost.opSeconds(r, p.castElements * f, p.castElements * 6 * f,
-                          OpClass::Elementwise);
+    if (mixed && p.castElements > 0) {
+      double elements = (p.castElements - p.castWeightElements) * f +
+                        p.castWeightElements * wf;
+      s += cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
+    }
     return s;
   };
-  auto seconds = [&](const OpPiece &p, double f, double rowsF) {
-    return secondsOn(rank, p, f, rowsF);
+  auto seconds = [&](const OpPiece &p, double f, double rowsF, double wf) {
+    return secondsOn(rank, p, f, rowsF, wf);
   };
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
@@ -138,8 +147,8 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
         double f = frac * part, b = 0;
         if (training(step) && profile.hasBackward)
           for (const OpPiece &p : op.backward)
-            b += secondsOn(r, p, f, frac);
-        double a = secondsOn(r, op, f, frac);
+            b += secondsOn(r, p, f, frac, part);
+        double a = secondsOn(r, op, f, frac, part);
         if (a + b > fwd + bwd) {
           fwd = a;
           bwd = b;
@@ -151,19 +160,20 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
         t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
       continue;
     }
-    double f = frac, rowsF = frac;
+    double f = frac, rowsF = frac, wf = 1;
     if (!isSplit) {
       f /= devices; // each device takes a part of the micro-batch
       rowsF /= devices;
     } else if (op.tpSharded) {
       f /= devices; // the product's columns (or heads) are divided
+      wf /= devices;
     }
-    forward += seconds(op, f, rowsF);
+    forward += seconds(op, f, rowsF, wf);
     // The backward as shoal-autodiff builds it (the ops of the gradient
     // rule), with the forward op's share of the work.
     if (training(step) && profile.hasBackward)
       for (const OpPiece &p : op.backward)
-        backward += seconds(p, f, rowsF);
+        backward += seconds(p, f, rowsF, wf);
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0)
       t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
   }
@@ -173,6 +183,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     t.compute = forward * stepFactor(step);
   else
     t.compute = forward * (step == StepKind::TrainRecompute ? 2 : 1) + backward;
+  t.backward = t.compute - forward;
   t.tp *= tpCommFactor(step);
   return t;
 }
@@ -492,21 +503,25 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // (the steady step of a stage is at least its incoming transfer).
   l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
   double passes = training(step) ? 2 : 1; // activations, then gradients
+  int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     double slowest = 0, sum = 0, p2p = 0, tpc = 0;
     for (int k = 0; k < p; ++k) {
       double tk = t[k][i].compute + t[k][i].tp;
-      double in = 0;
+      double in = 0, busy = 0;
       if (k > 0) {
         const OpCost &edge = profile.ops[l.stages[k].begin - 1];
         double frac = microFrac(i);
-        in = passes * v *
-             cost.sendRecvSeconds(rankOf(l.stages[k - 1], i, 0),
-                                  rankOf(l.stages[k], i, 0),
-                                  edge.cutBytes * frac);
+        int src = rankOf(l.stages[k - 1], i, 0),
+            dst = rankOf(l.stages[k], i, 0);
+        double once = cost.sendRecvSeconds(src, dst, edge.cutBytes * frac);
+        in = passes * v * once;
+        // Sends are asynchronous: the link's latency overlaps the next
+        // micro-batch, its bandwidth does not.
+        busy = passes * v * (once - cost.sendRecvSeconds(src, dst, 0));
       }
       p2p += in;
-      slowest = std::max(slowest, std::max(tk, in));
+      slowest = std::max(slowest, std::max(tk, busy));
       sum += tk;
       tpc += t[k][i].tp;
     }
@@ -517,6 +532,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     else
       total = (mi - 1) * slowest + sum + p2p;
     if (total > l.stepSeconds) {
+      worst = i;
       l.stepSeconds = total;
       l.computeSeconds = mi * slowest;
       l.p2pSeconds = p2p;
@@ -562,7 +578,18 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     }
     l.dpSeconds = std::max(l.dpSeconds, reduce);
     l.optimizerSeconds = std::max(l.optimizerSeconds, update);
-    tail = std::max(tail, reduce + update);
+    // A stage's all-reduce and update start when its own last backward
+    // ends: before the pipeline drains through the stages ahead of it.
+    double drain = 0;
+    if (training(step))
+      for (int j = 0; j < k; ++j) {
+        drain += t[j][worst].backward + t[j][worst].tp / 2;
+        const OpCost &edge = profile.ops[l.stages[j + 1].begin - 1];
+        drain += v * cost.sendRecvSeconds(rankOf(l.stages[j + 1], worst, 0),
+                                          rankOf(l.stages[j], worst, 0),
+                                          edge.cutBytes * microFrac(worst));
+      }
+    tail = std::max(tail, reduce + update - drain);
     // Memory on the replica with the largest share.
     double frac = counts ? microSamples / profile.batch
                          : *std::max_element(shares.begin(), shares.end()) / m /

@@ -422,6 +422,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
     std::vector<AllReduceInfo> allReduces;
     int count = 1; ///< its ranks' micro-batches
+    /// When its last exchange with other ranks began (-1: none).
+    double syncAt = -1;
     std::map<std::string, double> byKind;
   };
   std::vector<ProgState> progs;
@@ -522,6 +524,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
 
   // Replay: a step runs once every message it receives has been sent.
   std::map<std::pair<int, int>, double> arrival; // (transfer id, mb)
+  std::map<std::pair<int, int>, double> linkFree; // (src, dst): busy until
   bool progress = true;
   auto done = [&]() {
     return std::all_of(progs.begin(), progs.end(), [](const ProgState &s) {
@@ -560,6 +563,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                   "AllReduce (local)");
             if (!a.exchanges() || (a.accumulates && st.mb != s.count - 1))
               continue;
+            s.syncAt = t;
             if (a.bucketable && bucketBytes > 0) {
               auto &[info, b] = open[a.axes];
               info = &a;
@@ -591,11 +595,16 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             double bytes =
                 op.inputs_size() ? valueBytes(s.prog->values(op.inputs(0))) : 0;
             int src = s.ranks.front();
-            int dst =
-                static_cast<int>(op.transfer().dst().placement().offset());
-            arrival[{op.transfer().id(), st.mb}] =
-                t +
-                cost.sendRecvSeconds(src, std::min<int>(dst, world - 1), bytes);
+            int dst = std::min<int>(
+                static_cast<int>(op.transfer().dst().placement().offset()),
+                world - 1);
+            // Sends are asynchronous: a link carries one message at a time
+            // (its bandwidth), and each arrives a latency after it left.
+            double latency = cost.sendRecvSeconds(src, dst, 0);
+            double &free = linkFree[{src, dst}];
+            double leaves = std::max(t, free);
+            free = leaves + cost.sendRecvSeconds(src, dst, bytes) - latency;
+            arrival[{op.transfer().id(), st.mb}] = free + latency;
           }
         }
         // The task's last buckets go out when it ends.
@@ -618,6 +627,16 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   if (!done())
     throw SpecError("the plan's schedules wait on each other (a receive "
                     "whose send never comes); it cannot be replayed");
+  // Ranks of one program with different numbers of micro-batches meet at
+  // their last all-reduce (the gradients' last bucket, which the optimizer
+  // waits for): each goes on from when the last of them gets there.
+  std::map<int, double> meet;
+  for (const ProgState &s : progs)
+    if (s.syncAt >= 0)
+      meet[s.index] = std::max(meet[s.index], s.syncAt);
+  for (ProgState &s : progs)
+    if (s.syncAt >= 0)
+      s.clock += meet[s.index] - s.syncAt;
   // A program is as late and as busy as its slowest ranks.
   for (const ProgState &s : progs) {
     ProgramPrediction &pp = out.programs[s.index];

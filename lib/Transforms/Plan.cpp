@@ -42,8 +42,12 @@ bool isProduct(Operation *op) { return isa<MatMulOp, GemmOp, AttentionOp>(op); }
 
 /// What the planner times of `op`: its cost (CostOpInterface), the rows of
 /// a matrix product, and the elements mixed precision casts around one.
-pl::OpPiece pieceOf(Operation *op) {
+/// Weights, constants and the values in `weightLike` (weight gradients)
+/// are bytes that do not shrink with the batch.
+pl::OpPiece pieceOf(Operation *op,
+                    const DenseSet<Value> &weightLike = DenseSet<Value>()) {
   pl::OpPiece p;
+  p.kind = op->getName().stripDialect().str();
   if (auto cost = dyn_cast<CostOpInterface>(op)) {
     p.flops = cost.getFlops();
     p.bytes = cost.getBytes();
@@ -51,21 +55,35 @@ pl::OpPiece pieceOf(Operation *op) {
     p.bytes = getTensorBytes(op->getOperandTypes()) +
               getTensorBytes(op->getResultTypes());
   }
+  auto isWeight = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return (def && isSource(def)) || weightLike.contains(v);
+  };
+  for (Value v : op->getOperands())
+    if (isWeight(v))
+      p.weightBytes += bytesOf(v.getType());
+  for (Value v : op->getResults())
+    if (isWeight(v))
+      p.weightBytes += bytesOf(v.getType());
+  p.weightBytes = std::min(p.weightBytes, p.bytes);
   // The runtime's Reshape is a view of its input (no copy), as shoal-sim
   // times it.
   if (isa<ReshapeOp>(op))
-    p.flops = p.bytes = 0;
+    p.flops = p.bytes = p.weightBytes = 0;
   if (isProduct(op))
     p.rows = resultRows(op);
   // Mixed precision casts a matrix product's float32 operands and result.
-  auto cast = [&](Type x) {
-    if (auto t = dyn_cast<RankedTensorType>(x);
-        t && t.hasStaticShape() && t.getElementType().isF32())
+  auto cast = [&](Value x) {
+    if (auto t = dyn_cast<RankedTensorType>(x.getType());
+        t && t.hasStaticShape() && t.getElementType().isF32()) {
       p.castElements += t.getNumElements();
+      if (isWeight(x))
+        p.castWeightElements += t.getNumElements();
+    }
   };
   if (p.rows > 0 && isa<MatMulOp, GemmOp>(op)) {
-    llvm::for_each(op->getOperandTypes(), cast);
-    llvm::for_each(op->getResultTypes(), cast);
+    llvm::for_each(op->getOperands(), cast);
+    llvm::for_each(op->getResults(), cast);
   }
   return p;
 }
@@ -106,9 +124,19 @@ std::vector<pl::OpPiece> backwardOf(Operation *op) {
       for (Value in : x.getOperands())
         needed.insert(in);
     }
+    // Weight gradients, back through the views that make them.
+    DenseSet<Value> weightLike;
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+      if (Operation *def = operand.getDefiningOp();
+          grad && def && isa<WeightOp>(def))
+        weightLike.insert(grad);
+    for (Operation *x : live)
+      if (isa<ReshapeOp, TransposeOp>(x) &&
+          weightLike.contains(x->getResult(0)))
+        weightLike.insert(x->getOperand(0));
     for (Operation *x : llvm::reverse(live))
       if (!isSource(x))
-        pieces.push_back(pieceOf(x));
+        pieces.push_back(pieceOf(x, weightLike));
   }
   while (!scratch.empty())
     scratch.back().erase();
@@ -155,6 +183,7 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
         if (llvm::is_contained(body.getTerminator()->getOperands(), r)) {
           pl::OpPiece loss;
           loss.bytes = 3 * bytesOf(r.getType());
+          loss.kind = "loss";
           c.backward.push_back(loss);
         }
     }
@@ -204,14 +233,18 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
         root = std::max(root, it->second);
     if (root < 0)
       continue;
+    double weightBytes = 0;
     for (Operation *op : g.ops)
       if (auto it = index.find(op); it != index.end()) {
+        weightBytes += profile.ops[it->second].weightBytes;
         static_cast<pl::OpPiece &>(profile.ops[it->second]) = pl::OpPiece();
       }
     pl::OpCost &c = profile.ops[root];
     c.flops = g.flops;
     c.bytes = g.bytes;
+    c.weightBytes = std::min(weightBytes, c.bytes);
     c.rows = g.fused == AttentionOp::getOperationName() ? g.rows : 0;
+    c.kind = g.fused.substr(g.fused.find('.') + 1);
   }
 
   // What a training step keeps for the backward: results a consumer's

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -34,6 +35,16 @@
 using namespace shoal::planner;
 
 namespace {
+
+/// Milliseconds to three decimals, or three significant digits below
+/// 0.1 ms (the CPU examples' steps take microseconds).
+std::string millis(double seconds) {
+  double ms = seconds * 1e3;
+  int decimals = 3;
+  if (ms > 0 && ms < 0.1)
+    decimals = std::min(9, 2 - static_cast<int>(std::floor(std::log10(ms))));
+  return fmt::format("{:.{}f}", ms, decimals);
+}
 
 const char kUsage[] =
     "usage: shoal-sim PLAN --cluster SPEC [--precision P] [--trace FILE]\n"
@@ -150,10 +161,10 @@ int main(int argc, char **argv) {
       throw SpecError(fmt::format("{}: {} programs checked, {} simulated",
                                   planPath, memory.size(),
                                   pred.programs.size()));
-    std::printf("shoal-sim: %s on %d devices (%s): predicted step %.3f ms",
+    std::printf("shoal-sim: %s on %d devices (%s): predicted step %s ms",
                 planPath.c_str(), cluster.numDevices(),
                 byElementType ? "precision by element type" : names[p],
-                pred.stepSeconds * 1e3);
+                millis(pred.stepSeconds).c_str());
     if (pred.batch > 0 && pred.stepSeconds > 0)
       std::printf(", %.1f samples/s", pred.batch / pred.stepSeconds);
     if (pred.stepSeconds > 0)
@@ -177,13 +188,13 @@ int main(int argc, char **argv) {
       auto mib = [](std::size_t b) {
         return static_cast<double>(b) / (1 << 20);
       };
-      std::printf("shoal-sim: %s (%zu ranks): busy %.3f ms, memory %.3f MiB "
+      std::printf("shoal-sim: %s (%zu ranks): busy %s ms, memory %.3f MiB "
                   "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
                   "activations %.3f MiB) of %.1f GiB%s\n",
-                  pp.role.c_str(), pp.ranks.size(), pp.busySeconds * 1e3,
-                  total / (1 << 20), mib(mem.weights), mib(mem.grads),
-                  mib(mem.optimizer), mib(mem.activations),
-                  pp.capacityBytes / (1 << 30),
+                  pp.role.c_str(), pp.ranks.size(),
+                  millis(pp.busySeconds).c_str(), total / (1 << 20),
+                  mib(mem.weights), mib(mem.grads), mib(mem.optimizer),
+                  mib(mem.activations), pp.capacityBytes / (1 << 30),
                   total > pp.capacityBytes ? " DOES NOT FIT" : "");
       if (breakdown) {
         std::vector<std::pair<double, std::string>> kinds;

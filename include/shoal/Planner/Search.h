@@ -37,10 +37,16 @@ namespace planner {
 /// compiled plan's ops are.
 struct OpPiece {
   double flops = 0, bytes = 0;
+  /// Of `bytes`, those of weights, constants and weight gradients: they do
+  /// not shrink with the batch (tensor parallelism divides a sharded
+  /// weight's).
+  double weightBytes = 0;
   double rows = 0; ///< a matrix product's rows (0: not one)
   /// A matrix product's operand and result elements: mixed precision casts
-  /// them (float32 to the low type and back).
-  double castElements = 0;
+  /// them (float32 to the low type and back); `castWeightElements` of them
+  /// are a weight's.
+  double castElements = 0, castWeightElements = 0;
+  std::string kind; ///< the op's name (as the plan's Op.kind spells it)
 };
 
 /// One op of the model, in program order, for the graph's whole batch: its
