@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Search.h"
+#include "shoal/Runtime/UnevenBlocks.h"
 
 #include <fmt/format.h>
 
@@ -101,14 +102,15 @@ struct RangeTime {
   double backward = 0;
 };
 
-/// `shards`: with shards by speed, each device's rank and part of the
-/// split ops' work (they take as long as the slowest part); empty: equal
-/// parts on `rank`.
+/// `shards`: with shards by speed, each device's rank and weight (per
+/// mille) of the split ops' work, cut as the compiler cuts each op's split
+/// dimension (unevenBlockSizes, in whole options.shardMultiple); they take
+/// as long as the slowest part. Empty: equal parts on `rank`.
 RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                     const std::vector<char> &split, int splitBase, int devices,
                     double frac, int rank, const std::vector<int> &group,
                     const CostModel &cost, const PlanOptions &options,
-                    const std::vector<std::pair<int, double>> &shards = {}) {
+                    const std::vector<std::pair<int, int64_t>> &shards = {}) {
   const StepKind step = options.step;
   // Mixed precision (float32 weights, products in a 16-bit type): every
   // product reads its operands through casts and casts its result back
@@ -117,65 +119,87 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       options.fp32Weights && (options.precision == Precision::BF16 ||
                               options.precision == Precision::FP16);
   RangeTime t;
-  double forward = 0, backward = 0;
-  // `f`: the op's part of the profile's work; `wf`: of its weights' (a
-  // sharded weight's part under tensor parallelism; the batch does not
-  // divide them).
-  auto secondsOn = [&](int r, const OpPiece &p, double f, double rowsF,
-                       double wf) {
-    double moved = (p.bytes - p.weightBytes) * f + p.weightBytes * wf;
+  double forward = 0, backward = 0, gathers = 0;
+  // The op's part of the profile's work: `f` of what divides over the
+  // group, `fw` of what stays whole on each of its ranks (the two differ
+  // under tensor parallelism), `wf` of its weights (a sharded weight's
+  // part; the batch does not divide them).
+  struct Parts {
+    double f, fw, wf, rowsF;
+  };
+  auto secondsOn = [&](int r, const OpPiece &p, const Parts &x) {
+    double divided = p.bytes - p.weightBytes - p.wholeBytes;
+    double moved = divided * x.f + p.wholeBytes * x.fw + p.weightBytes * x.wf;
     double s = cost.opSeconds(
-        r, p.flops * f, mixed && p.rows > 0 ? moved / 2 : moved,
-        p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * rowsF);
+        r, p.flops * (p.hasSplit ? x.f : x.fw),
+        mixed && p.rows > 0 ? moved / 2 : moved,
+        p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * x.rowsF);
     if (mixed && p.castElements > 0) {
-      double elements = (p.castElements - p.castWeightElements) * f +
-                        p.castWeightElements * wf;
+      double elements =
+          (p.castElements - p.castWeightElements - p.castWholeElements) * x.f +
+          p.castWholeElements * x.fw + p.castWeightElements * x.wf;
       s += cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
     }
     return s;
   };
-  auto seconds = [&](const OpPiece &p, double f, double rowsF, double wf) {
-    return secondsOn(rank, p, f, rowsF, wf);
-  };
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     bool isSplit = split[j - splitBase];
+    // Each device's part: by its shard with shards by speed (the op ends
+    // with the slowest), else an equal one on `rank`.
+    std::vector<std::pair<int, Parts>> parts;
     if (isSplit && op.tpSharded && !shards.empty()) {
-      // Each device its part; the op ends with the slowest.
-      double fwd = 0, bwd = 0;
-      for (auto [r, part] : shards) {
-        double f = frac * part, b = 0;
-        if (training(step) && profile.hasBackward)
-          for (const OpPiece &p : op.backward)
-            b += secondsOn(r, p, f, frac, part);
-        double a = secondsOn(r, op, f, frac, part);
-        if (a + b > fwd + bwd) {
-          fwd = a;
-          bwd = b;
-        }
+      std::vector<int64_t> weights;
+      double total = 0;
+      for (auto [r, w] : shards) {
+        weights.push_back(w);
+        total += static_cast<double>(w);
       }
-      forward += fwd;
-      backward += bwd;
-      if (devices > 1 && op.tpAllReduceBytes > 0)
-        t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
-      continue;
-    }
-    double f = frac, rowsF = frac, wf = 1;
-    if (!isSplit) {
-      f /= devices; // each device takes a part of the micro-batch
-      rowsF /= devices;
+      // Each device's block of the op's split dimension.
+      std::vector<int64_t> blocks;
+      auto size = static_cast<int64_t>(op.splitSize);
+      if (size >= static_cast<int64_t>(shards.size()))
+        blocks =
+            shoal::rt::unevenBlockSizes(size, weights, options.shardMultiple);
+      for (std::size_t q = 0; q < shards.size(); ++q) {
+        double part = blocks.empty() ? static_cast<double>(weights[q]) / total
+                                     : static_cast<double>(blocks[q]) /
+                                           static_cast<double>(size);
+        parts.push_back({shards[q].first, {frac * part, frac, part, frac}});
+      }
+    } else if (!isSplit) {
+      // Each device takes a part of the micro-batch.
+      double f = frac / devices;
+      parts.push_back({rank, {f, f, 1, f}});
     } else if (op.tpSharded) {
-      f /= devices; // the product's columns (or heads) are divided
-      wf /= devices;
+      // The product's columns (or heads) are divided.
+      parts.push_back({rank, {frac / devices, frac, 1.0 / devices, frac}});
+    } else {
+      parts.push_back({rank, {frac, frac, 1, frac}});
     }
-    forward += seconds(op, f, rowsF, wf);
-    // The backward as shoal-autodiff builds it (the ops of the gradient
-    // rule), with the forward op's share of the work.
-    if (training(step) && profile.hasBackward)
-      for (const OpPiece &p : op.backward)
-        backward += seconds(p, f, rowsF, wf);
-    if (isSplit && devices > 1 && op.tpAllReduceBytes > 0)
-      t.tp += cost.allReduceSeconds(group, op.tpAllReduceBytes * frac);
+    double fwd = 0, bwd = 0;
+    for (const auto &[r, x] : parts) {
+      double a = secondsOn(r, op, x), b = 0;
+      // The backward as shoal-autodiff builds it (the ops of the gradient
+      // rule), with the forward op's share of the work.
+      if (training(step) && profile.hasBackward)
+        for (const OpPiece &p : op.backward)
+          b += secondsOn(r, p, x);
+      if (a + b > fwd + bwd) {
+        fwd = a;
+        bwd = b;
+      }
+    }
+    forward += fwd;
+    backward += bwd;
+    if (isSplit && devices > 1 && op.tpAllReduceBytes > 0) {
+      // The runtime copies its input into the result, then exchanges it.
+      double bytes = op.tpAllReduceBytes * frac;
+      t.tp += cost.allReduceSeconds(group, bytes) +
+              cost.opSeconds(rank, 0, 2 * bytes, OpClass::Elementwise);
+    }
+    if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
+      gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
   }
   if (!training(step))
     t.compute = forward;
@@ -184,7 +208,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   else
     t.compute = forward * (step == StepKind::TrainRecompute ? 2 : 1) + backward;
   t.backward = t.compute - forward;
-  t.tp *= tpCommFactor(step);
+  t.tp = t.tp * tpCommFactor(step) + gathers;
   return t;
 }
 
@@ -465,15 +489,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       auto it = memo.find(key);
       if (it == memo.end()) {
         double frac = microFrac(i);
-        std::vector<std::pair<int, double>> shards;
-        if (!s.shardWeights.empty()) {
-          double total = 0;
-          for (int64_t w : s.shardWeights)
-            total += static_cast<double>(w);
-          for (std::size_t t = 0; t < ranks.size(); ++t)
-            shards.push_back(
-                {ranks[t], static_cast<double>(s.shardWeights[t]) / total});
-        }
+        std::vector<std::pair<int, int64_t>> shards;
+        for (std::size_t t = 0; t < s.shardWeights.size(); ++t)
+          shards.push_back({ranks[t], s.shardWeights[t]});
         RangeTime rt =
             rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices,
                       frac, slowestRank(ranks, cluster, options.precision),

@@ -254,22 +254,36 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
   const std::map<int, std::map<int, double>> uneven = unevenParts(prog, placed);
-  // Rank r's part of `op`'s work (1 without uneven blocks).
+  // Rank r's part of `op`'s work (1 without uneven blocks): of its flops,
+  // as its largest uneven value's; of its bytes, each value's bytes at its
+  // own part (a whole operand is read whole).
+  struct Part {
+    double flops = 1, bytes = 1;
+  };
   auto partOf = [&](const shoal::plan::Op &op, int r) {
-    double part = 0;
+    Part part;
+    double flops = 0, moved = 0, even = 0;
     bool any = false;
     for (const auto *list : {&op.inputs(), &op.outputs()})
       for (int v : *list) {
+        if (v < 0 || v >= prog.values_size())
+          continue;
+        double b = valueBytes(prog.values(v)), x = 1;
         auto it = uneven.find(v);
-        if (it == uneven.end())
-          continue;
-        auto jt = it->second.find(r);
-        if (jt == it->second.end())
-          continue;
-        part = std::max(part, jt->second);
-        any = true;
+        if (it != uneven.end())
+          if (auto jt = it->second.find(r); jt != it->second.end()) {
+            x = jt->second;
+            flops = std::max(flops, x);
+            any = true;
+          }
+        moved += b * x;
+        even += b;
       }
-    return any ? part : 1.0;
+    if (any) {
+      part.flops = flops;
+      part.bytes = even > 0 ? moved / even : flops;
+    }
+    return part;
   };
   std::vector<double> seconds;
   for (const shoal::plan::Op &op : prog.ops()) {
@@ -343,13 +357,13 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
           model = &bfloat;
       }
       for (int r : ranks) {
-        double part = partOf(op, r);
-        t = std::max(t,
-                     model->opSeconds(r, static_cast<double>(op.flops()) * part,
-                                      static_cast<double>(op.bytes()) * part,
-                                      isMatMulKind(k) ? OpClass::MatMul
-                                                      : OpClass::Elementwise,
-                                      rows));
+        Part part = partOf(op, r);
+        t = std::max(
+            t, model->opSeconds(r, static_cast<double>(op.flops()) * part.flops,
+                                static_cast<double>(op.bytes()) * part.bytes,
+                                isMatMulKind(k) ? OpClass::MatMul
+                                                : OpClass::Elementwise,
+                                rows));
       }
     }
     seconds.push_back(t);

@@ -43,9 +43,10 @@ bool isProduct(Operation *op) { return isa<MatMulOp, GemmOp, AttentionOp>(op); }
 /// What the planner times of `op`: its cost (CostOpInterface), the rows of
 /// a matrix product, and the elements mixed precision casts around one.
 /// Weights, constants and the values in `weightLike` (weight gradients)
-/// are bytes that do not shrink with the batch.
-pl::OpPiece pieceOf(Operation *op,
-                    const DenseSet<Value> &weightLike = DenseSet<Value>()) {
+/// are bytes that do not shrink with the batch. `split`: the values split
+/// under tensor parallelism (null: all of them).
+pl::OpPiece pieceOf(Operation *op, const DenseSet<Value> &weightLike,
+                    const DenseSet<Value> *split) {
   pl::OpPiece p;
   p.kind = op->getName().stripDialect().str();
   if (auto cost = dyn_cast<CostOpInterface>(op)) {
@@ -59,32 +60,39 @@ pl::OpPiece pieceOf(Operation *op,
     Operation *def = v.getDefiningOp();
     return (def && isSource(def)) || weightLike.contains(v);
   };
-  for (Value v : op->getOperands())
+  auto isWhole = [&](Value v) {
+    return split && !isWeight(v) && !split->contains(v);
+  };
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  if (split)
+    p.hasSplit =
+        llvm::any_of(values, [&](Value v) { return split->contains(v); });
+  for (Value v : values) {
     if (isWeight(v))
       p.weightBytes += bytesOf(v.getType());
-  for (Value v : op->getResults())
-    if (isWeight(v))
-      p.weightBytes += bytesOf(v.getType());
+    else if (isWhole(v))
+      p.wholeBytes += bytesOf(v.getType());
+  }
   p.weightBytes = std::min(p.weightBytes, p.bytes);
+  p.wholeBytes = std::min(p.wholeBytes, p.bytes - p.weightBytes);
   // The runtime's Reshape is a view of its input (no copy), as shoal-sim
   // times it.
   if (isa<ReshapeOp>(op))
-    p.flops = p.bytes = p.weightBytes = 0;
+    p.flops = p.bytes = p.weightBytes = p.wholeBytes = 0;
   if (isProduct(op))
     p.rows = resultRows(op);
   // Mixed precision casts a matrix product's float32 operands and result.
-  auto cast = [&](Value x) {
-    if (auto t = dyn_cast<RankedTensorType>(x.getType());
-        t && t.hasStaticShape() && t.getElementType().isF32()) {
-      p.castElements += t.getNumElements();
-      if (isWeight(x))
-        p.castWeightElements += t.getNumElements();
-    }
-  };
-  if (p.rows > 0 && isa<MatMulOp, GemmOp>(op)) {
-    llvm::for_each(op->getOperands(), cast);
-    llvm::for_each(op->getResults(), cast);
-  }
+  if (p.rows > 0 && isa<MatMulOp, GemmOp>(op))
+    for (Value x : values)
+      if (auto t = dyn_cast<RankedTensorType>(x.getType());
+          t && t.hasStaticShape() && t.getElementType().isF32()) {
+        p.castElements += t.getNumElements();
+        if (isWeight(x))
+          p.castWeightElements += t.getNumElements();
+        else if (isWhole(x))
+          p.castWholeElements += t.getNumElements();
+      }
   return p;
 }
 
@@ -92,8 +100,12 @@ pl::OpPiece pieceOf(Operation *op,
 /// each as the planner times it; empty when it has no rule. They are built
 /// in a scratch block, off the module, and erased. As shoal-autodiff, only
 /// the gradients of activations and weights count (not of constants or
-/// graph inputs).
-std::vector<pl::OpPiece> backwardOf(Operation *op) {
+/// graph inputs). `split`: `op`'s operands and results split under tensor
+/// parallelism (a gradient is split as its value is; a product of one
+/// split operand and one whole is split, of two is a partial sum, whole,
+/// unless both are batched activations, split over heads).
+std::vector<pl::OpPiece> backwardOf(Operation *op,
+                                    const DenseSet<Value> &split) {
   std::vector<pl::OpPiece> pieces;
   auto rule = dyn_cast<GradientOpInterface>(op);
   if (!rule || op->getNumResults() == 0)
@@ -103,11 +115,35 @@ std::vector<pl::OpPiece> backwardOf(Operation *op) {
                                 [](Diagnostic &) { return success(); });
   Block scratch;
   SmallVector<Value> resultGrads, operandGrads;
-  for (Type t : op->getResultTypes())
-    resultGrads.push_back(scratch.addArgument(t, op->getLoc()));
+  DenseSet<Value> splitHere = split;
+  for (Value r : op->getResults()) {
+    resultGrads.push_back(scratch.addArgument(r.getType(), op->getLoc()));
+    if (split.contains(r))
+      splitHere.insert(resultGrads.back());
+  }
   OpBuilder b(op->getContext());
   b.setInsertionPointToEnd(&scratch);
   if (succeeded(rule.buildGradient(b, resultGrads, operandGrads))) {
+    for (Operation &x : scratch) {
+      bool out;
+      if (isa<MatMulOp, GemmOp>(&x) && x.getNumOperands() >= 2) {
+        bool a = splitHere.contains(x.getOperand(0)),
+             c = splitHere.contains(x.getOperand(1));
+        auto rank = [](Value v) {
+          auto t = dyn_cast<RankedTensorType>(v.getType());
+          return t ? t.getRank() : 0;
+        };
+        bool batched = isa<MatMulOp>(&x) && rank(x.getOperand(0)) >= 3 &&
+                       rank(x.getOperand(1)) >= 3;
+        out = batched ? a || c : a != c;
+      } else {
+        out = llvm::any_of(x.getOperands(),
+                           [&](Value v) { return splitHere.contains(v); });
+      }
+      if (out)
+        for (Value r : x.getResults())
+          splitHere.insert(r);
+    }
     DenseSet<Value> needed;
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
       Operation *def = operand.getDefiningOp();
@@ -136,7 +172,7 @@ std::vector<pl::OpPiece> backwardOf(Operation *op) {
         weightLike.insert(x->getOperand(0));
     for (Operation *x : llvm::reverse(live))
       if (!isSource(x))
-        pieces.push_back(pieceOf(x, weightLike));
+        pieces.push_back(pieceOf(x, weightLike, &splitHere));
   }
   while (!scratch.empty())
     scratch.back().erase();
@@ -170,23 +206,11 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
     index[ops[i]] = i;
 
   DenseSet<Value> split;
+  DenseMap<Value, double> splitSizeOf; // a split value's OpCost::splitSize
   DenseSet<Operation *> seenWeights;
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
     pl::OpCost &c = profile.ops[i];
-    static_cast<pl::OpPiece &>(c) = pieceOf(op);
-    if (training) {
-      c.backward = backwardOf(op);
-      // The loss reads what the graph returns (a cross-entropy over the
-      // logits: once forward, twice for its gradient).
-      for (Value r : op->getResults())
-        if (llvm::is_contained(body.getTerminator()->getOperands(), r)) {
-          pl::OpPiece loss;
-          loss.bytes = 3 * bytesOf(r.getType());
-          loss.kind = "loss";
-          c.backward.push_back(loss);
-        }
-    }
     for (Value r : op->getResults())
       c.outBytes += bytesOf(r.getType());
     bool readsSplit = false;
@@ -199,26 +223,65 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
       readsSplit |= split.contains(v);
     }
     bool outSplit = readsSplit;
+    bool shardsWeights = false;
+    auto lastDim = [](Value v) -> double {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && t.hasStaticShape() && t.getRank() ? t.getShape().back() : 0;
+    };
+    for (Value v : op->getOperands())
+      if (auto it = splitSizeOf.find(v); it != splitSizeOf.end())
+        c.splitSize = std::max(c.splitSize, it->second);
     if (isWeightProduct(op)) {
-      c.tpSharded = true;
+      c.tpSharded = shardsWeights = true;
       if (readsSplit) {
         c.tpAllReduceBytes = c.outBytes; // row-parallel
+        c.splitSize = lastDim(op->getOperand(0));
         outSplit = false;
       } else {
         outSplit = true; // column-parallel
+        c.splitSize = lastDim(op->getResult(0));
       }
     } else if (isa<GatherOp>(op) && op->getOperand(0).getDefiningOp() &&
                isa<WeightOp>(op->getOperand(0).getDefiningOp())) {
-      c.tpSharded = true;
+      c.tpSharded = shardsWeights = true;
       c.tpAllReduceBytes = c.outBytes;
       outSplit = false;
     } else {
       c.tpSharded = readsSplit;
     }
-    c.outSplit = outSplit;
+    // Its values split under tensor parallelism (its sharded weights too).
+    DenseSet<Value> splitHere;
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (split.contains(v) || (shardsWeights && def && isa<WeightOp>(def)))
+        splitHere.insert(v);
+    }
     if (outSplit)
       for (Value r : op->getResults())
+        splitHere.insert(r);
+    static_cast<pl::OpPiece &>(c) = pieceOf(op, DenseSet<Value>(), &splitHere);
+    if (training) {
+      c.backward = backwardOf(op, splitHere);
+      // The loss reads what the graph returns (a cross-entropy over the
+      // logits: once forward, twice for its gradient).
+      for (Value r : op->getResults())
+        if (llvm::is_contained(body.getTerminator()->getOperands(), r)) {
+          pl::OpPiece loss;
+          loss.bytes = 3 * bytesOf(r.getType());
+          loss.kind = "loss";
+          loss.hasSplit = outSplit;
+          loss.wholeBytes = outSplit ? 0 : loss.bytes;
+          c.backward.push_back(loss);
+        }
+    }
+    c.outSplit = outSplit;
+    if (outSplit)
+      for (Value r : op->getResults()) {
         split.insert(r);
+        splitSizeOf[r] = c.splitSize;
+        if (llvm::is_contained(body.getTerminator()->getOperands(), r))
+          c.tpGatherBytes += bytesOf(r.getType());
+      }
   }
 
   // shoal-fuse's chains run as one op each. In a training step only
@@ -233,16 +296,21 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
         root = std::max(root, it->second);
     if (root < 0)
       continue;
-    double weightBytes = 0;
+    double weightBytes = 0, wholeBytes = 0;
+    bool hasSplit = false;
     for (Operation *op : g.ops)
       if (auto it = index.find(op); it != index.end()) {
         weightBytes += profile.ops[it->second].weightBytes;
+        wholeBytes += profile.ops[it->second].wholeBytes;
+        hasSplit |= profile.ops[it->second].hasSplit;
         static_cast<pl::OpPiece &>(profile.ops[it->second]) = pl::OpPiece();
       }
     pl::OpCost &c = profile.ops[root];
     c.flops = g.flops;
     c.bytes = g.bytes;
     c.weightBytes = std::min(weightBytes, c.bytes);
+    c.wholeBytes = std::min(wholeBytes, c.bytes - c.weightBytes);
+    c.hasSplit = hasSplit;
     c.rows = g.fused == AttentionOp::getOperationName() ? g.rows : 0;
     c.kind = g.fused.substr(g.fused.find('.') + 1);
   }
@@ -421,6 +489,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       return signalPassFailure();
     }
     options.zeroStage = static_cast<int>(zero);
+    options.shardMultiple = shardMultiple;
     const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
     // Not given (or empty, as shoal-parallelize passes it): the products run
     // at the precision of their element type (a graph in f16 or bf16), as

@@ -24,8 +24,7 @@ Cases:
   V100, forward (f16) and training (fp16 mixed precision, AdamW).
 
 --only REGEX keeps the cases whose name matches (the ctest
-`e2e.planner.planner_vs_sim` runs those that agree today; docs/Planner.md
-lists the others and why they do not yet).
+`e2e.planner.planner_vs_sim` runs them all).
 """
 
 import argparse
@@ -68,11 +67,11 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def compare(args, name, model, cluster, spec=None, train=None):
+def compare(args, name, model, cluster, spec=None, train=None, extra=()):
     """Compiles, simulates and compares; returns (ok, line)."""
     plan = os.path.join(args.work, re.sub(r"[^A-Za-z0-9]+", "_", name) + ".plan")
     cmd = [os.path.join(args.bin, "shoal-compile"), model, "--cluster", cluster,
-           "--explain", "-o", plan]
+           "--explain", "-o", plan] + list(extra)
     if spec:
         cmd += ["--annotate", spec]
     if train:
@@ -129,6 +128,10 @@ def main(argv=None):
         ("mlp plan_dp4_shares", mlp, cl("cluster_cpu_1fast_3slow.yaml"), ex("mlp", "spec_dp.yaml"), None),
         ("gpt train dp2_shares", gpt, cl("cluster_cpu_slow_fast.yaml"), ex("gpt", "spec_dp.yaml"),
          os.path.join(HERE, "train_adamw.yaml")),
+        ("mlp plan_tp4_shards", mlp, cl("cluster_cpu_1fast_3slow.yaml"),
+         os.path.join(HERE, "spec_split4.yaml"), None),
+        ("gpt plan_blocks_tp2_shards", gpt, cl("cluster_cpu_slow_fast.yaml"),
+         ex("gpt", "spec_blocks_tp.yaml"), None, ["--shard-multiple", "16"]),
     ]
 
     # A GPT in shapes only.
@@ -162,8 +165,8 @@ def main(argv=None):
     print("| case | layout | planner (ms) | shoal-sim (ms) | off |")
     print("| --- | --- | ---: | ---: | ---: |")
     failed = 0
-    for name, model, cluster, spec, tr in cases:
-        ok, line = compare(args, name, model, cluster, spec, tr)
+    for name, model, cluster, spec, tr, *extra in cases:
+        ok, line = compare(args, name, model, cluster, spec, tr, *extra)
         print(line, flush=True)
         failed += not ok
     print("%d of %d cases within %.0f%%" % (len(cases) - failed, len(cases),

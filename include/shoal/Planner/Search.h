@@ -46,6 +46,13 @@ struct OpPiece {
   /// them (float32 to the low type and back); `castWeightElements` of them
   /// are a weight's.
   double castElements = 0, castWeightElements = 0;
+  /// Under tensor parallelism: of `bytes` (and `castElements`), those of
+  /// activations that stay whole on every rank of the group (a
+  /// column-parallel product's input, a row-parallel one's partial sum);
+  /// the others are divided over it. `hasSplit`: the op reads or writes a
+  /// split value, so its work divides too.
+  double wholeBytes = 0, castWholeElements = 0;
+  bool hasSplit = true;
   std::string kind; ///< the op's name (as the plan's Op.kind spells it)
 };
 
@@ -67,6 +74,14 @@ struct OpCost : OpPiece {
   /// Under tensor parallelism, bytes all-reduced after it (a row-parallel
   /// product, a vocabulary-parallel embedding).
   double tpAllReduceBytes = 0;
+  /// Under tensor parallelism, bytes of its split results that the graph
+  /// returns: a forward step gathers them (a training step's loss reads
+  /// them split).
+  double tpGatherBytes = 0;
+  /// Under tensor parallelism, the size of the dimension its work divides
+  /// along (a column-parallel product's columns, a row-parallel one's
+  /// rows, what the ops on split values inherit); 0: not known.
+  double splitSize = 0;
   /// A stage may end after this op: one activation of `cutBytes` crosses.
   bool cutAfter = false;
   double cutBytes = 0;
@@ -123,6 +138,9 @@ struct PlanOptions {
   /// the products run in `precision`, but the weights and their gradients
   /// stay float32 (4 bytes per parameter each, no separate master copy).
   bool fp32Weights = false;
+  /// Shards by speed are rounded to whole multiples of this many elements
+  /// (shoal-plan's shard-multiple), as the compiler cuts them.
+  int64_t shardMultiple = 64;
 };
 
 /// One pipeline stage of a layout.
