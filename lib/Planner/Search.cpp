@@ -142,6 +142,12 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     }
     return s;
   };
+  std::vector<int64_t> weights;
+  double total = 0;
+  for (auto [r, w] : shards) {
+    weights.push_back(w);
+    total += static_cast<double>(w);
+  }
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     bool isSplit = split[j - splitBase];
@@ -149,12 +155,6 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     // with the slowest), else an equal one on `rank`.
     std::vector<std::pair<int, Parts>> parts;
     if (isSplit && op.tpSharded && !shards.empty()) {
-      std::vector<int64_t> weights;
-      double total = 0;
-      for (auto [r, w] : shards) {
-        weights.push_back(w);
-        total += static_cast<double>(w);
-      }
       // Each device's block of the op's split dimension.
       std::vector<int64_t> blocks;
       auto size = static_cast<int64_t>(op.splitSize);
@@ -601,7 +601,10 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     double drain = 0;
     if (training(step))
       for (int j = 0; j < k; ++j) {
-        drain += t[j][worst].backward + t[j][worst].tp / 2;
+        // Its backward and the tensor-parallel all-reduces in it (all but
+        // the forward's one per op).
+        drain += t[j][worst].backward +
+                 t[j][worst].tp * (1 - 1 / tpCommFactor(step));
         const OpCost &edge = profile.ops[l.stages[j + 1].begin - 1];
         drain += v * cost.sendRecvSeconds(rankOf(l.stages[j + 1], worst, 0),
                                           rankOf(l.stages[j], worst, 0),

@@ -48,7 +48,6 @@ bool isProduct(Operation *op) { return isa<MatMulOp, GemmOp, AttentionOp>(op); }
 pl::OpPiece pieceOf(Operation *op, const DenseSet<Value> &weightLike,
                     const DenseSet<Value> *split) {
   pl::OpPiece p;
-  p.kind = op->getName().stripDialect().str();
   if (auto cost = dyn_cast<CostOpInterface>(op)) {
     p.flops = cost.getFlops();
     p.bytes = cost.getBytes();
@@ -268,7 +267,6 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
         if (llvm::is_contained(body.getTerminator()->getOperands(), r)) {
           pl::OpPiece loss;
           loss.bytes = 3 * bytesOf(r.getType());
-          loss.kind = "loss";
           loss.hasSplit = outSplit;
           loss.wholeBytes = outSplit ? 0 : loss.bytes;
           c.backward.push_back(loss);
@@ -312,7 +310,6 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
     c.wholeBytes = std::min(wholeBytes, c.bytes - c.weightBytes);
     c.hasSplit = hasSplit;
     c.rows = g.fused == AttentionOp::getOperationName() ? g.rows : 0;
-    c.kind = g.fused.substr(g.fused.find('.') + 1);
   }
 
   // What a training step keeps for the backward: results a consumer's

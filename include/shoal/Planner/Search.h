@@ -53,7 +53,6 @@ struct OpPiece {
   /// split value, so its work divides too.
   double wholeBytes = 0, castWholeElements = 0;
   bool hasSplit = true;
-  std::string kind; ///< the op's name (as the plan's Op.kind spells it)
 };
 
 /// One op of the model, in program order, for the graph's whole batch: its
