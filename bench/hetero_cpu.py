@@ -32,6 +32,7 @@ its speed, in multiples of 64 columns: 512/192/192/128 of the 1024).
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -140,6 +141,7 @@ def main(argv=None):
     ref = np.load(os.path.join(out, "reference", "y.npy"))
     compile_ = os.path.join(a.bin, "shoal-compile")
     run_bin = os.path.join(a.bin, "shoal-run")
+    sim_bin = os.path.join(a.bin, "shoal-sim")
 
     # Calibration: the model alone on core 0, at the whole batch and at a
     # small one. Matrix products of m rows run at peak * m / (m + h) (the
@@ -155,16 +157,33 @@ def main(argv=None):
         common.run_cmd([compile_, source, "-o", plan])
         res = common.run_cmd(["taskset", "-c", "0", run_bin, plan, "--inputs", inputs,
                               "--outputs", os.path.join(out, "o1"),
-                              "--steps", str(a.steps * BATCH // rows), "--warmup", "2"])
+                              "--steps", str(a.steps * BATCH // rows), "--warmup", "2",
+                              "--profile", os.path.join(out, "profile-%d.json" % rows)])
         return ms_per_step(res.stdout + res.stderr)
     small = CALIBRATION_ROWS
     t_big, t_small = one_rank_ms(BATCH), one_rank_ms(small)
-    ratio = t_big / t_small
+    # From the profiles of both runs: the matrix products' time per step
+    # (they give the peak and h) and the other ops' bytes per second (GELU:
+    # memory bound in the cost model).
+    def profiled(rows):
+        with open(os.path.join(out, "profile-%d.json" % rows)) as f:
+            ranks = json.load(f)["ranks"]
+        ops = [o for r in ranks for o in r["ops"]]
+        mm = [o for o in ops if o["kind"] in ("Gemm", "MatMul")]
+        other = [o for o in ops if o["kind"] not in ("Gemm", "MatMul")]
+        return (sum(o["seconds"] for o in mm), sum(o["flops"] for o in mm),
+                sum(o["bytes"] for o in other) / sum(o["seconds"] for o in other) / 1e9,
+                ranks[0]["copy_GBps"])
+    (mm_big, mm_flops, bandwidth, copy), (mm_small, _, _, _) = (profiled(BATCH),
+                                                               profiled(small))
+    ratio = mm_big / mm_small
     half = max(0.0, (BATCH - ratio * small) / (ratio - 1)) if ratio > 1 else 0.0
-    fast = flops * (BATCH + half) / BATCH / (t_big * 1e-3) / 1e12  # TFLOP/s
+    fast = mm_flops * (BATCH + half) / BATCH / mm_big / 1e12  # TFLOP/s
     print("calibrated: one rank alone on a core: %.2f ms at batch %d, %.2f ms at "
-          "batch %d: peak %.4f TFLOP/s, matmul_half_rows %.2f"
-          % (t_big, BATCH, t_small, small, fast, half))
+          "batch %d; matrix products %.2f and %.2f ms of it: peak %.4f TFLOP/s, "
+          "matmul_half_rows %.2f; other ops at %.2f GB/s, copies at %.2f GB/s"
+          % (t_big, BATCH, t_small, small, 1e3 * mm_big, 1e3 * mm_small, fast, half,
+             bandwidth, copy))
 
     rows = []
     for layout in a.layouts.split(","):
@@ -174,15 +193,16 @@ def main(argv=None):
         with open(cluster, "w") as f:
             f.write("version: 1\nnodes:\n"
                     "  - {devices: {type: CPU, count: 1, peak_tflops: {fp32: %.6f}, "
-                    "matmul_half_rows: %.3f}}\n"
+                    "matmul_half_rows: %.3f, bandwidth_GBps: %.4f, copy_GBps: %.3f}}\n"
                     "  - {devices: {type: CPU, count: %d, peak_tflops: {fp32: %.6f}, "
-                    "matmul_half_rows: %.3f}}\n"
+                    "matmul_half_rows: %.3f, bandwidth_GBps: %.4f, copy_GBps: %.3f}}\n"
                     "links:\n  inter_node: {bandwidth_GBps: 5, latency_us: 5, transport: shm}\n"
-                    % (fast, max(half, 1e-3), slow, fast / 3, max(half, 1e-3)))
+                    % (fast, max(half, 1e-3), bandwidth, copy, slow, fast / 3,
+                       max(half, 1e-3), bandwidth / 3, copy / 3))
         spec = os.path.join(out, "spec-%s.yaml" % layout)
         with open(spec, "w") as f:
             f.write(SPECS[layout])
-        plans = {}
+        plans, simulated = {}, {}
         for kind in ("even", "balanced"):
             plan = os.path.join(out, "%s-%s.plan" % (layout, kind))
             cmd = [compile_, model, "--annotate", spec, "--world-size", str(world), "-o", plan]
@@ -194,6 +214,11 @@ def main(argv=None):
                     if line.startswith(("shoal-plan", "  stage", "  batch")):
                         print("%s: %s" % (layout, line))
             plans[kind] = plan
+            res = common.run_cmd([sim_bin, plan, "--cluster", cluster])
+            m = re.search(r"predicted step ([0-9.]+) ms", res.stdout)
+            if not m:
+                raise SystemExit("error: no prediction in shoal-sim's output:\n" + res.stdout)
+            simulated[kind] = float(m.group(1))
         wrapper = pin_wrapper(out, layout)
         spinners = []
         if layout == "pp2":
@@ -222,14 +247,25 @@ def main(argv=None):
                 p.wait()
         even, bal = statistics.median(times["even"]), statistics.median(times["balanced"])
         rows.append((layout, even, bal, even / bal, errors["even"], errors["balanced"],
-                     times["even"], times["balanced"]))
+                     times["even"], times["balanced"], simulated["even"],
+                     simulated["balanced"]))
 
     print("\n| layout | even ms/step | balanced ms/step | speedup | even vs PyTorch "
           "| balanced vs PyTorch |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for layout, even, bal, sp, ee, eb, _, _ in rows:
+    for layout, even, bal, sp, ee, eb in (r[:6] for r in rows):
         print("| %s | %.1f | %.1f | %.2fx | %.1e | %.1e |" % (layout, even, bal, sp, ee, eb))
-    for layout, _, _, _, _, _, te, tb in rows:
+    print("\nshoal-sim on the same plans and cluster spec:\n")
+    print("| plan | predicted ms/step | measured ms/step | error |")
+    print("| --- | ---: | ---: | ---: |")
+    worst = 0.0
+    for r in rows:
+        for kind, meas, pred in (("even", r[1], r[8]), ("balanced", r[2], r[9])):
+            err = (pred - meas) / meas
+            worst = max(worst, abs(err))
+            print("| %s %s | %.1f | %.1f | %+.1f%% |" % (r[0], kind, pred, meas, 100 * err))
+    print("worst error: %.1f%% (target: 5%%)" % (100 * worst))
+    for layout, _, _, _, _, _, te, tb in (r[:8] for r in rows):
         print("%s runs (ms/step), even: %s; balanced: %s" % (
             layout, ", ".join("%.1f" % t for t in te), ", ".join("%.1f" % t for t in tb)))
     bad = [r[0] for r in rows if max(r[4], r[5]) > 1e-4]

@@ -215,6 +215,9 @@ Profile shoal::planner::parseProfile(const std::string &textIn,
         r["device"].IsDefined() ? text(name, r, "device", rankName) : p.device;
     int program =
         static_cast<int>(optionalNumber(name, r, "program", rankName, 0));
+    double copy = optionalNumber(name, r, "copy_GBps", rankName, 0);
+    if (copy > 0)
+      p.copyRates.emplace_back(device, copy);
     for (const YAML::Node &o : list(name, r, "ops", rankName, true)) {
       std::string what = "an op record of " + rankName;
       if (!o.IsMap())
@@ -318,6 +321,7 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
   struct Fits {
     Precision precision = Precision::FP32;
     Lsq matmul, memory, link;
+    std::vector<double> copyRates;
     std::set<double> rows;
     /// The highest bytes / seconds of a matrix product.
     double matmulBytesRate = 0;
@@ -354,6 +358,8 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
         f.memory.add(o.bytes, 0, o.seconds, 1.0 / o.bytes);
       }
     }
+    for (const auto &[device, rate] : p.copyRates)
+      fitsOf(device, p.precision).copyRates.push_back(rate);
     for (const CommSample &c : p.comms) {
       if (c.bytes <= 0)
         continue;
@@ -424,7 +430,14 @@ Calibration shoal::planner::fitProfiles(const std::vector<Profile> &profiles) {
                                         device));
       }
     }
-    if (d.matmul || d.memory || d.link)
+    if (!f.copyRates.empty()) {
+      std::vector<double> r = f.copyRates;
+      std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+      d.copy = true;
+      d.copyGBps = r[r.size() / 2];
+      d.copySamples = static_cast<int>(r.size());
+    }
+    if (d.matmul || d.memory || d.link || d.copy)
       cal.devices.push_back(d);
   }
   if (inter.n > 0) {
@@ -480,6 +493,16 @@ shoal::planner::applyCalibration(const Calibration &cal, Cluster &cluster) {
                         g.device.name, fmtRate(fit->bandwidthGBps),
                         fmtRate(g.device.bandwidthGBps), fit->memorySamples));
       g.device.bandwidthGBps = fit->bandwidthGBps;
+    }
+    if (fit->copy) {
+      if (first)
+        lines.push_back(
+            fmt::format("{}: copies {} (was {}), from {} ranks", g.device.name,
+                        fmtRate(fit->copyGBps),
+                        fmtRate(g.device.copyGBps > 0 ? g.device.copyGBps
+                                                      : g.device.bandwidthGBps),
+                        fit->copySamples));
+      g.device.copyGBps = fit->copyGBps;
     }
     if (fit->link) {
       if (first)

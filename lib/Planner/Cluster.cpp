@@ -180,7 +180,7 @@ DeviceType readDevice(const std::string &file, const YAML::Node &n,
                       int &countOut) {
   checkKeys(file, n,
             {"type", "count", "peak_tflops", "memory_GiB", "bandwidth_GBps",
-             "matmul_half_rows"},
+             "matmul_half_rows", "copy_GBps"},
             "devices");
   if (!n["type"])
     fail(file, n, "devices need a 'type'");
@@ -209,6 +209,8 @@ DeviceType readDevice(const std::string &file, const YAML::Node &n,
   if (n["matmul_half_rows"])
     d.matmulHalfRows =
         positive(file, n["matmul_half_rows"], "matmul_half_rows");
+  if (n["copy_GBps"])
+    d.copyGBps = positive(file, n["copy_GBps"], "copy_GBps");
   return d;
 }
 

@@ -28,8 +28,10 @@ double CostModel::opSeconds(int rank, double flops, double bytes, OpClass cls,
   if (cls == OpClass::MatMul && rows > 0 && d.matmulHalfRows > 0)
     return compute;
   double memory = 0;
-  if (bytes > 0 && d.bandwidthGBps > 0)
-    memory = bytes / (d.bandwidthGBps * 1e9 * eff.memory);
+  double rate =
+      cls == OpClass::Copy && d.copyGBps > 0 ? d.copyGBps : d.bandwidthGBps;
+  if (bytes > 0 && rate > 0)
+    memory = bytes / (rate * 1e9 * eff.memory);
   return std::max(compute, memory);
 }
 

@@ -196,7 +196,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       // The runtime copies its input into the result, then exchanges it.
       double bytes = op.tpAllReduceBytes * frac;
       t.tp += cost.allReduceSeconds(group, bytes) +
-              cost.opSeconds(rank, 0, 2 * bytes, OpClass::Elementwise);
+              cost.opSeconds(rank, 0, 2 * bytes, OpClass::Copy);
     }
     if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
       gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
@@ -505,10 +505,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // all-reduced over replicas; per micro-batch, on average.
       int width = s.split.front() ? 1 : s.devices;
       int mi = microBatchesOf(i);
-      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1))
-        t[k][i].compute += cost.opSeconds(
-            slowestRank(ranks, cluster, options.precision), 0,
-            (3.0 * mi - 1) / mi * stageParams[k] * bpp, OpClass::Elementwise);
+      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1)) {
+        int slowest = slowestRank(ranks, cluster, options.precision);
+        double bytes = stageParams[k] * bpp;
+        t[k][i].compute +=
+            cost.opSeconds(slowest, 0, 2.0 / mi * bytes, OpClass::Copy) +
+            cost.opSeconds(slowest, 0, 3.0 * (mi - 1) / mi * bytes,
+                           OpClass::Elementwise);
+      }
       double total = t[k][i].compute + t[k][i].tp;
       if (total > s.seconds) {
         s.seconds = total;

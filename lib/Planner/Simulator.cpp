@@ -324,9 +324,8 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         if (a.exchanges())
           a.exchangeSeconds = a.seconds(cost, in);
         for (int r : ranks) {
-          a.copySeconds =
-              std::max(a.copySeconds,
-                       cost.opSeconds(r, 0, 2 * in, OpClass::Elementwise));
+          a.copySeconds = std::max(a.copySeconds,
+                                   cost.opSeconds(r, 0, 2 * in, OpClass::Copy));
           a.addSeconds =
               std::max(a.addSeconds,
                        cost.opSeconds(r, in, 3 * in, OpClass::Elementwise));

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -143,12 +144,15 @@ void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
         op.index, jsonString(op.kindName), mb, bytes, groupSize, nodes.size(),
         number(seconds)));
   }
+  std::string copy =
+      copyRate > 0 ? fmt::format(", \"copy_GBps\": {}", number(copyRate / 1e9))
+                   : std::string();
   std::string mine = fmt::format(
       "    {{\"rank\": {}, \"node\": {}, \"program\": {}, \"role\": {}, "
-      "\"stage\": {}, \"device\": {},\n     \"ops\": [{}],\n     "
+      "\"stage\": {}, \"device\": {}{},\n     \"ops\": [{}],\n     "
       "\"collectives\": [{}]}}",
       rank, node[rank], plan.program, jsonString(plan.role), plan.stage,
-      jsonString(info.deviceType),
+      jsonString(info.deviceType), copy,
       ops.empty() ? ""
                   : "\n      " + fmt::format("{}", fmt::join(ops, ",\n      ")),
       collectives.empty()
@@ -255,4 +259,24 @@ void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
   if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
       std::fclose(f) != 0)
     throw Error(fmt::format("cannot write the profile {}", path));
+}
+
+double shoal::rt::measureCopyBandwidth(Device &device, std::size_t bytes) {
+  TensorType type{DType::F32, {static_cast<int64_t>(bytes / 4)}};
+  Tensor src = device.allocate(type), dst = device.allocate(type);
+  device.zero(src);
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    device.synchronize();
+    auto start = std::chrono::steady_clock::now();
+    device.copy(src, dst);
+    device.synchronize();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    // The first copy warms up (page faults, caches).
+    if (i > 0 && s > 0)
+      best = std::max(best, 2.0 * static_cast<double>(type.numBytes()) / s);
+  }
+  return best;
 }

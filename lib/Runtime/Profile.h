@@ -48,6 +48,10 @@ public:
   /// step's time on the slowest rank.
   void addStep(const StepProfile &profile, double stepSeconds);
 
+  /// The bytes (read and written) per second of a plain copy on this rank's
+  /// device (measureCopyBandwidth): what the cost model charges for copies.
+  void setCopyBandwidth(double bytesPerSecond) { copyRate = bytesPerSecond; }
+
   /// Gathers every rank's records on world rank 0, which writes them to
   /// `path`. Collective over `world`. Throws Error if the file cannot be
   /// written (on rank 0 only).
@@ -61,7 +65,16 @@ private:
   /// Sends and Recvs with the index of their step.
   std::vector<std::pair<int, TransferTime>> transfers;
   std::vector<double> stepSeconds;
+  double copyRate = 0;
 };
+
+class Device;
+/// Times copies of a `bytes`-byte buffer on `device` (the fastest of a few
+/// repeats, after one to warm up) and returns the bytes read and written
+/// per second. The default size is past the caches of CPUs (a copy of a
+/// few MiB that stays in the cache runs about three times as fast here):
+/// the rate of large copies, low for small ones.
+double measureCopyBandwidth(Device &device, std::size_t bytes = 64u << 20);
 
 /// Median of `v` (0 when empty).
 double median(std::vector<double> v);

@@ -1431,6 +1431,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       info.precision = exec->deviceName() == "cpu" ? "fp32" : options.precision;
       info.steps = options.steps;
       info.warmup = options.warmup;
+      recorder->setCopyBandwidth(measureCopyBandwidth(*device));
       recorder->write(options.profilePath, info, world);
     }
     const PipelineInfo &pipe = plan->pipeline;

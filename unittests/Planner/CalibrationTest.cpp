@@ -151,6 +151,49 @@ TEST(Calibration, RecoversDeviceAndLinkFigures) {
   EXPECT_NEAR(cost.sendRecvSeconds(0, 3, 5e5), kLatency + 5e5 / kLinkBw, 1e-12);
 }
 
+TEST(Calibration, CopyRateIsTheMedianOfTheRanks) {
+  // Three ranks measured their copy rate (shoal-run --profile); one did not.
+  std::string rank = R"({{"rank": {}, "device": "CPU"{}, "ops": [{}]}})";
+  std::string gelu = opRecord("Gelu", 0, 1e6, 0, 1e6 / kMemory);
+  std::string text = fmt::format(
+      R"({{"format": "shoal-profile", "version": 1, "plan": "p.plan",
+  "device": "CPU", "device_name": "cpu", "precision": "fp32",
+  "world_size": 4, "steps": 5, "warmup": 1, "step_seconds": 0.01,
+  "ranks": [{}, {}, {}, {}]}})",
+      fmt::format(rank, 0, ", \"copy_GBps\": 30", gelu),
+      fmt::format(rank, 1, ", \"copy_GBps\": 90", gelu),
+      fmt::format(rank, 2, ", \"copy_GBps\": 40", gelu),
+      fmt::format(rank, 3, "", gelu));
+  Profile p = parseProfile(text, "prof.json");
+  ASSERT_EQ(p.copyRates.size(), 3u);
+  Calibration cal = fitProfiles({p});
+  const DeviceFit *d = cal.find("CPU");
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(d->copy);
+  EXPECT_DOUBLE_EQ(d->copyGBps, 40);
+  EXPECT_EQ(d->copySamples, 3);
+
+  // Copies take the copy rate; other ops keep the memory bandwidth.
+  Cluster c = parseClusterSpecText(kCluster, "c.yaml");
+  std::vector<std::string> lines = applyCalibration(cal, c);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("CPU: copies 40 GB/s (was 8 GB/s), from 3 ranks"),
+            std::string::npos)
+      << lines[1];
+  CostModel cost(c, Precision::FP32);
+  EXPECT_NEAR(cost.opSeconds(0, 0, 8e6, OpClass::Copy), 8e6 / 40e9, 1e-15);
+  EXPECT_NEAR(cost.opSeconds(0, 0, 8e6, OpClass::Elementwise), 8e6 / kMemory,
+              1e-15);
+
+  // A copy rate that is not a number is refused naming the rank.
+  expectError(
+      fmt::format(R"({{"format": "shoal-profile", "version": 1,
+  "device": "CPU", "precision": "fp32", "world_size": 1, "steps": 1,
+  "warmup": 0, "step_seconds": 0.01, "ranks": [{}]}})",
+                  fmt::format(rank, 0, ", \"copy_GBps\": \"fast\"", gelu)),
+      "copy_GBps");
+}
+
 TEST(Calibration, CollectivesAtTheFastestRankAndInterNodeLinks) {
   // Two ranks time the same all-reduce; the slower one waited for the
   // other. Groups with one rank per node give the inter-node link.

@@ -64,6 +64,8 @@ struct Profile {
   int worldSize = 1;
   std::vector<OpSample> ops;
   std::vector<CommSample> comms;
+  /// (device type, copy GB/s) of each rank that measured its copy rate.
+  std::vector<std::pair<std::string, double>> copyRates;
 };
 
 /// Reads a profile written by shoal-run --profile. Collectives are taken
@@ -87,6 +89,10 @@ struct DeviceFit {
   bool memory = false;
   double bandwidthGBps = 0;
   int memorySamples = 0;
+  /// Plain copies: the median of the ranks' measured copy rates, GB/s.
+  bool copy = false;
+  double copyGBps = 0;
+  int copySamples = 0;
   /// The link between devices of one node, from groups inside one node.
   bool link = false;
   double linkGBps = 0, linkLatencyUs = 0;
@@ -118,9 +124,9 @@ Calibration fitProfiles(const std::vector<Profile> &profiles);
 
 /// Replaces the figures of `cluster` that `cal` fitted: for each node group
 /// whose device type was profiled, the peak at the profile's precision, the
-/// half rows, the memory bandwidth and the intra-node link; the inter-node
-/// link if fitted. Returns one line per figure taken (with the one it
-/// replaces). Throws SpecError if no device type of the cluster was
+/// half rows, the memory bandwidth, the copy rate and the intra-node link; the
+/// inter-node link if fitted. Returns one line per figure taken (with the one
+/// it replaces). Throws SpecError if no device type of the cluster was
 /// profiled.
 std::vector<std::string> applyCalibration(const Calibration &cal,
                                           Cluster &cluster);

@@ -45,6 +45,11 @@ struct DeviceType {
   /// Matrix products with m rows reach peak * m / (m + matmulHalfRows) (0:
   /// the peak at any size). Calibrated, like the peak, from measurements.
   double matmulHalfRows = 0;
+  /// Bytes (read and written) per second, in GB/s, of a plain copy (an
+  /// all-reduce's result, a gradient's first micro-batch): 0 means
+  /// bandwidthGBps. Calibrated: other ops (GELU on a CPU) can be compute
+  /// bound far below a copy's rate.
+  double copyGBps = 0;
 
   /// Peak FLOP/s at `p`, falling back to FP32 when `p` is not supported.
   double peakFlops(Precision p) const;

@@ -23,7 +23,10 @@ namespace shoal {
 namespace planner {
 
 /// Classes of ops that get their own efficiency.
-enum class OpClass { MatMul, Elementwise };
+/// MatMul: FLOP/s-bound with the size curve; Elementwise: the roofline of
+/// the peak and the memory bandwidth; Copy: a plain copy, at the device's
+/// copy rate (DeviceType::copyGBps).
+enum class OpClass { MatMul, Elementwise, Copy };
 
 /// Fractions of the datasheet figures that are achieved (calibrated per
 /// device type and op class, never per model).
