@@ -148,11 +148,27 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     weights.push_back(w);
     total += static_cast<double>(w);
   }
+  // Each device's time (forward, backward) since the last all-reduce: the
+  // devices of a split scope wait for each other only there, so with
+  // shards by speed the fast device's larger shard and the slow ones'
+  // whole ops (done by every device) add up before they meet.
+  std::map<int, std::pair<double, double>> since;
+  auto flush = [&] {
+    double fwd = 0, bwd = 0;
+    for (const auto &[r, fb] : since)
+      if (fb.first + fb.second > fwd + bwd) {
+        fwd = fb.first;
+        bwd = fb.second;
+      }
+    forward += fwd;
+    backward += bwd;
+    since.clear();
+  };
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     bool isSplit = split[j - splitBase];
-    // Each device's part: by its shard with shards by speed (the op ends
-    // with the slowest), else an equal one on `rank`.
+    // Each device's part: by its shard with shards by speed, else an equal
+    // one on `rank`.
     std::vector<std::pair<int, Parts>> parts;
     if (isSplit && op.tpSharded && !shards.empty()) {
       // Each device's block of the op's split dimension.
@@ -177,7 +193,13 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     } else {
       parts.push_back({rank, {frac, frac, 1, frac}});
     }
-    double fwd = 0, bwd = 0;
+    if (!shards.empty() && !(isSplit && op.tpSharded)) {
+      // With shards by speed every device does it, each at its own speed.
+      Parts x = parts.front().second;
+      parts.clear();
+      for (auto [r, w] : shards)
+        parts.push_back({r, x});
+    }
     for (const auto &[r, x] : parts) {
       double a = secondsOn(r, op, x), b = 0;
       // The backward as shoal-autodiff builds it (the ops of the gradient
@@ -185,14 +207,11 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       if (training(step) && profile.hasBackward)
         for (const OpPiece &p : op.backward)
           b += secondsOn(r, p, x);
-      if (a + b > fwd + bwd) {
-        fwd = a;
-        bwd = b;
-      }
+      since[r].first += a;
+      since[r].second += b;
     }
-    forward += fwd;
-    backward += bwd;
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0) {
+      flush();
       // The runtime copies its input into the result, then exchanges it.
       double bytes = op.tpAllReduceBytes * frac;
       t.tp += cost.allReduceSeconds(group, bytes) +
@@ -201,6 +220,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
       gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
   }
+  flush();
   if (!training(step))
     t.compute = forward;
   else if (!profile.hasBackward)
@@ -1015,6 +1035,45 @@ bool shoal::planner::shardBySpeed(Layout &l, const Cluster &cluster,
   return true;
 }
 
+void shoal::planner::shardForWholeWork(Layout &l, const ModelProfile &profile,
+                                       const Cluster &cluster,
+                                       const CostModel &cost,
+                                       const PlanOptions &options) {
+  if (l.stages.size() != 1 || l.stages.front().shardWeights.empty())
+    return;
+  // Every device of the split scope also does its whole ops (the ones not
+  // split: a GELU after a row-parallel product and its all-reduce), at its
+  // own speed. With whole work W and split work S (on a device of speed
+  // 1), device i of speed v_i ends with the others when its share is
+  // x_i = v_i (1 + n r) / sum(v) - r, r = W / S: the fast devices take
+  // more than their speed's share. r is searched (the cost model times
+  // each candidate), from 0 (shares by speed) up.
+  std::vector<int> ranks = replicaRanks(l.stages.front(), 0);
+  std::vector<double> speed;
+  double sum = 0;
+  for (int r : ranks) {
+    speed.push_back(cluster.groupOf(r).device.peakFlops(options.precision));
+    sum += speed.back();
+  }
+  double n = static_cast<double>(speed.size());
+  Layout best = l;
+  for (int k = 1; k <= 40; ++k) {
+    double r = 0.025 * k;
+    Layout c = l;
+    c.stages.front().shardsBeyondSpeed = true;
+    std::vector<int64_t> &w = c.stages.front().shardWeights;
+    w.clear();
+    for (double v : speed)
+      w.push_back(std::max<int64_t>(
+          1, std::llround(1000 * (v * (1 + n * r) / sum - r))));
+    evaluate(c, profile, cluster, cost, options);
+    if ((c.fits && !best.fits) ||
+        (c.fits == best.fits && c.stepSeconds < best.stepSeconds * (1 - 1e-9)))
+      best = std::move(c);
+  }
+  l = std::move(best);
+}
+
 void shoal::planner::balance(Layout &l, const ModelProfile &profile,
                              const Cluster &cluster, const CostModel &cost,
                              const PlanOptions &options, bool moveBoundaries) {
@@ -1063,6 +1122,7 @@ void shoal::planner::balance(Layout &l, const ModelProfile &profile,
     shareBatch(c, profile, cluster, cost, options);
     shardBySpeed(c, cluster, options);
     evaluate(c, profile, cluster, cost, options);
+    shardForWholeWork(c, profile, cluster, cost, options);
     bool better =
         !have || (c.fits && !best.fits) ||
         (c.fits == best.fits && c.stepSeconds < best.stepSeconds * (1 - 1e-9));
@@ -1338,8 +1398,13 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
     out.push_back(fmt::format(
         "{}: shards by speed per device {} (per mille of each split "
         "dimension, rounded to its multiple): each device's part of the split "
-        "ops in proportion to its speed",
-        name(static_cast<int>(k)), formatRuns(w)));
+        "ops {}",
+        name(static_cast<int>(k)), formatRuns(w),
+        s.shardsBeyondSpeed
+            ? "by its speed, the faster ones taking more than their speed's "
+              "share so that the ops every device does whole (not split) end "
+              "at the same time too"
+            : "in proportion to its speed"));
   }
   if (!chosen.uncompiledShares.empty())
     out.push_back(fmt::format(

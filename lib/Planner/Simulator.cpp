@@ -234,12 +234,16 @@ unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
 
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
 /// it), or over its collective group; Send and Recv take none here, nor
-/// AllReduce (`allReduces`: the replay times it).
+/// AllReduce (`allReduces`: the replay times it). `perRank`: of each op
+/// that runs on its own ranks without communicating, its time on each of
+/// `ranks` (empty for the others).
 std::vector<double> opTimes(const shoal::plan::Program &prog,
                             const Placed &placed, const std::vector<int> &ranks,
                             const CostModel &cost, bool byElementType,
-                            std::vector<AllReduceInfo> &allReduces) {
+                            std::vector<AllReduceInfo> &allReduces,
+                            std::vector<std::vector<double>> &perRank) {
   allReduces.assign(prog.ops_size(), AllReduceInfo());
+  perRank.assign(prog.ops_size(), {});
   std::map<std::vector<int>,
            std::shared_ptr<const std::vector<std::vector<int>>>>
       groupsByAxes;
@@ -355,14 +359,14 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         else if (byElementType && out.dtype() == shoal::plan::BF16)
           model = &bfloat;
       }
+      std::vector<double> &mine = perRank[seconds.size()];
       for (int r : ranks) {
         Part part = partOf(op, r);
-        t = std::max(
-            t, model->opSeconds(r, static_cast<double>(op.flops()) * part.flops,
-                                static_cast<double>(op.bytes()) * part.bytes,
-                                isMatMulKind(k) ? OpClass::MatMul
-                                                : OpClass::Elementwise,
-                                rows));
+        mine.push_back(model->opSeconds(
+            r, static_cast<double>(op.flops()) * part.flops,
+            static_cast<double>(op.bytes()) * part.bytes,
+            isMatMulKind(k) ? OpClass::MatMul : OpClass::Elementwise, rows));
+        t = std::max(t, mine.back());
       }
     }
     seconds.push_back(t);
@@ -433,6 +437,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::size_t next = 0;
     double clock = 0, busy = 0;
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
+    std::vector<std::vector<double>> rankSeconds; ///< opTimes' perRank
     std::vector<AllReduceInfo> allReduces;
     int count = 1; ///< its ranks' micro-batches
     /// When its last exchange with other ranks began (-1: none).
@@ -517,8 +522,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       s.ranks = countRanks;
       s.steps = stepsFor(count);
       s.count = count;
-      s.opSeconds =
-          opTimes(prog, s.placed, s.ranks, cost, byElementType, s.allReduces);
+      s.opSeconds = opTimes(prog, s.placed, s.ranks, cost, byElementType,
+                            s.allReduces, s.rankSeconds);
       progs.push_back(s);
     }
   }
@@ -567,8 +572,40 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           busy += seconds;
           s.byKind[kind] += seconds;
         };
+        // Each rank's time (and its ops' kinds) since the ranks last met:
+        // they wait for each other only when they communicate, so with
+        // uneven blocks a rank's larger part of one op and another's
+        // slower whole op add up before they meet.
+        std::vector<double> since(s.ranks.size(), 0);
+        std::vector<std::map<std::string, double>> sinceKinds(s.ranks.size());
+        auto meet = [&] {
+          std::size_t last = 0;
+          for (std::size_t q = 1; q < since.size(); ++q)
+            if (since[q] > since[last])
+              last = q;
+          if (since.empty() || since[last] <= 0)
+            return;
+          for (const auto &[kind, seconds] : sinceKinds[last])
+            spend(seconds, kind);
+          std::fill(since.begin(), since.end(), 0.0);
+          for (auto &m : sinceKinds)
+            m.clear();
+        };
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
+          if (const std::vector<double> &mine = s.rankSeconds[i];
+              mine.size() == since.size() && !mine.empty()) {
+            if (start < 0)
+              start = t;
+            out.flopsPerStep += static_cast<double>(op.flops()) *
+                                static_cast<double>(s.ranks.size());
+            for (std::size_t q = 0; q < since.size(); ++q) {
+              since[q] += mine[q];
+              sinceKinds[q][op.kind()] += mine[q];
+            }
+            continue;
+          }
+          meet();
           if (const AllReduceInfo &a = s.allReduces[i]; a.present) {
             if (start < 0)
               start = t;
@@ -620,6 +657,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             arrival[{op.transfer().id(), st.mb}] = free + latency;
           }
         }
+        meet();
         // The task's last buckets go out when it ends.
         for (const auto &[axes, bucket] : open)
           if (bucket.second > 0)

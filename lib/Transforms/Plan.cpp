@@ -881,8 +881,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     SmallVector<NamedAttribute> extra;
     extra.push_back(b.getNamedAttr("as_annotated_ms",
                                    b.getF64FloatAttr(asIs.stepSeconds * 1e3)));
-    // A split stage whose devices differ gets shards in proportion to
-    // their speed (per mille of the split dimension).
+    // A split stage whose devices differ gets shards by speed (per mille
+    // of the split dimension).
     SmallVector<NamedAttribute> shards;
     for (auto [k, s] : llvm::enumerate(chosen.stages)) {
       if (!llvm::is_contained(s.split, 1) || s.devices <= 1)
@@ -896,9 +896,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       double total = 0;
       for (double x : speed)
         total += x;
-      SmallVector<int64_t> perMille;
-      for (double x : speed)
-        perMille.push_back(std::llround(1000 * x / total));
+      // The compiled shards (shardForWholeWork's), else by speed alone.
+      SmallVector<int64_t> perMille(s.shardWeights.begin(),
+                                    s.shardWeights.end());
+      if (perMille.empty())
+        for (double x : speed)
+          perMille.push_back(std::llround(1000 * x / total));
       // Keyed by the split scopes that run there.
       for (ScopeAttr scope : scopes)
         if (scope.getStrategy() == Strategy::split &&

@@ -159,6 +159,8 @@ struct StagePlan {
   /// different speeds): each device's weight (per mille of the split); its
   /// split ops take that part of the work. Empty: equal shards.
   std::vector<int64_t> shardWeights;
+  /// shardForWholeWork gave the fast devices more than their speed's share.
+  bool shardsBeyondSpeed = false;
 
   // Filled in by evaluate().
   std::string device;     ///< the slowest device type among its ranks
@@ -232,6 +234,14 @@ void balance(Layout &layout, const ModelProfile &profile,
 /// in proportion to their speed. True if it set them.
 bool shardBySpeed(Layout &layout, const Cluster &cluster,
                   const PlanOptions &options);
+
+/// Shards that also balance the work every split device does whole (the
+/// ops not split), which the slow devices do slower: from shardBySpeed's
+/// weights, the fast devices get more, as much as the cost model says is
+/// fastest. Evaluates `layout` for each candidate.
+void shardForWholeWork(Layout &layout, const ModelProfile &profile,
+                       const Cluster &cluster, const CostModel &cost,
+                       const PlanOptions &options);
 
 /// The even split of `ops` into `pp` stages by FLOPs at cut points (the
 /// non-hardware-aware baseline); false if there are too few cut points.
