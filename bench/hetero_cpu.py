@@ -15,20 +15,25 @@ pinned on a free core gives its FLOP/s.
 
 The model is an MLP stack built here with `torch.nn` (8 blocks of
 Linear(1024, 1024) + GELU, batch 384), exported to ONNX. The calibration
-runs it alone on core 0 at batch 384 and at batch 4: the cluster spec's
-peak and `matmul_half_rows` (what small products lose; the planner needs it
-to size micro-batches). For each layout the
+runs it alone on core 0 at batch 384 and at batch 4 with `--profile`: the
+cluster spec's peak and `matmul_half_rows` from the matrix products' times
+(what small products lose; the planner needs it to size micro-batches),
+`bandwidth_GBps` from GELU's and `copy_GBps` from the profile's copy rate.
+For each layout the
 even plan (`--annotate` only) and the hardware-aware one (`--annotate
 --cluster`) run alternately, `--repeats` times each, `--steps` forward steps
 a run (after 2 warm-up steps); the table gives the median ms/step of each,
 the speedup, and each plan's largest relative difference from PyTorch's
-output. `shoal-plan --explain` says what balancing changed.
+output. `shoal-plan --explain` says what balancing changed. A second table
+gives shoal-sim's prediction of every plan on the same cluster spec against
+its measured step.
 
 What the compiled plans balance (docs/Planner.md): pipeline stage
 boundaries and placements (PP2), data-parallel batch shares (DP4: one
 replica's program whose micro-batches are dealt out by speed), and shards
-by speed (TP4: each rank's block of every split dimension in proportion to
-its speed, in multiples of 64 columns: 512/192/192/128 of the 1024).
+by speed (TP4: each rank's block of every split dimension by its speed and
+the ops every rank does whole, in multiples of 64 columns: 640/128/128/128
+of the 1024).
 """
 
 import argparse
@@ -98,7 +103,6 @@ def make_model(out):
     np.save(os.path.join(out, "inputs", "x.npy"), x.numpy())
     with torch.no_grad():
         np.save(os.path.join(out, "reference", "y.npy"), model(x).numpy())
-    return 2.0 * BLOCKS * BATCH * WIDTH * WIDTH  # FLOPs per forward step
 
 
 def pin_wrapper(out, layout):
@@ -136,7 +140,7 @@ def main(argv=None):
     out = os.path.abspath(a.out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    flops = make_model(out)
+    make_model(out)
     model = os.path.join(out, "model.onnx")
     ref = np.load(os.path.join(out, "reference", "y.npy"))
     compile_ = os.path.join(a.bin, "shoal-compile")

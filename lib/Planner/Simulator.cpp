@@ -234,9 +234,10 @@ unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
 
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
 /// it), or over its collective group; Send and Recv take none here, nor
-/// AllReduce (`allReduces`: the replay times it). `perRank`: of each op
-/// that runs on its own ranks without communicating, its time on each of
-/// `ranks` (empty for the others).
+/// AllReduce (`allReduces`: the replay times it). `perRank`: in a program
+/// with uneven blocks, of each op that runs on its own ranks without
+/// communicating, its time on each of `ranks` (empty for the others, and
+/// in even programs, whose slowest rank is the slowest at every op).
 std::vector<double> opTimes(const shoal::plan::Program &prog,
                             const Placed &placed, const std::vector<int> &ranks,
                             const CostModel &cost, bool byElementType,
@@ -362,11 +363,13 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
       std::vector<double> &mine = perRank[seconds.size()];
       for (int r : ranks) {
         Part part = partOf(op, r);
-        mine.push_back(model->opSeconds(
+        double s = model->opSeconds(
             r, static_cast<double>(op.flops()) * part.flops,
             static_cast<double>(op.bytes()) * part.bytes,
-            isMatMulKind(k) ? OpClass::MatMul : OpClass::Elementwise, rows));
-        t = std::max(t, mine.back());
+            isMatMulKind(k) ? OpClass::MatMul : OpClass::Elementwise, rows);
+        if (!uneven.empty())
+          mine.push_back(s);
+        t = std::max(t, s);
       }
     }
     seconds.push_back(t);
