@@ -12,6 +12,7 @@
 
 #include "shoal/Planner/Calibration.h"
 #include "shoal/Runtime/OpTable.h"
+#include "shoal/Support/Files.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -272,12 +273,12 @@ Profile shoal::planner::parseProfile(const std::string &textIn,
 }
 
 Profile shoal::planner::loadProfile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw SpecError(fmt::format("{}: cannot open the profile", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parseProfile(ss.str(), path);
+  std::string text;
+  // Profiles list every op of every rank: allow more than a spec.
+  if (std::string e = readRegularFile(path, text, 64 * kMaxSpecBytes);
+      !e.empty())
+    throw SpecError(fmt::format("{}: cannot read the profile: {}", path, e));
+  return parseProfile(text, path);
 }
 
 const DeviceFit *Calibration::find(const std::string &device) const {

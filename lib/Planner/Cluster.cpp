@@ -7,6 +7,7 @@
 #include "shoal/Planner/Cluster.h"
 
 #include "DeviceCatalog.h"
+#include "shoal/Support/Files.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -375,10 +376,9 @@ Cluster shoal::planner::parseClusterSpecText(const std::string &text,
 }
 
 Cluster shoal::planner::parseClusterSpec(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw SpecError(fmt::format("{}: cannot open the cluster spec", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseClusterSpecText(text.str(), path);
+  std::string text;
+  if (std::string e = readRegularFile(path, text, kMaxSpecBytes); !e.empty())
+    throw SpecError(
+        fmt::format("{}: cannot read the cluster spec: {}", path, e));
+  return parseClusterSpecText(text, path);
 }

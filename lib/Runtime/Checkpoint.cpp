@@ -10,6 +10,8 @@
 #include "Npy.h"
 #include "Profile.h"
 
+#include "shoal/Support/Files.h"
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -410,15 +412,13 @@ std::map<std::string, CheckpointEntry> parseTensors(const Json &obj,
 }
 
 std::string readText(const std::string &path, const char *what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(
-        fmt::format("cannot open {} {}: {}", what, path, std::strerror(errno)));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad())
-    throw Error(fmt::format("cannot read {} {}", what, path));
-  return buf.str();
+  std::string text;
+  // Manifests list tensors and shards: generous, but bounded.
+  if (std::string e =
+          shoal::readRegularFile(path, text, std::uint64_t(1) << 30);
+      !e.empty())
+    throw Error(fmt::format("cannot read {} {}: {}", what, path, e));
+  return text;
 }
 
 /// fsync of a file or folder.
@@ -434,21 +434,11 @@ void syncPath(const std::string &path, bool folder) {
     throw Error(fmt::format("cannot sync {}: {}", path, std::strerror(err)));
 }
 
-/// Writes `text` to `path` and fsyncs it.
+/// Writes `text` to `path` (never through a symlink there) and fsyncs it.
 void writeDurable(const std::string &path, const std::string &text) {
-  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "wb"),
-                                           &std::fclose);
-  if (!f)
-    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f.get()) == text.size() &&
-            std::fflush(f.get()) == 0 && ::fsync(fileno(f.get())) == 0;
-  int err = errno;
-  if (std::fclose(f.release()) != 0 && ok) {
-    err = errno;
-    ok = false;
-  }
-  if (!ok)
-    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+  if (std::string e = shoal::writeFileAtomically(path, text, /*durable=*/true);
+      !e.empty())
+    throw Error(e);
 }
 
 void renameOrThrow(const fs::path &from, const fs::path &to) {
@@ -562,10 +552,9 @@ void shoal::rt::commitCheckpoint(const std::string &dir,
     renameOrThrow(tmpFolder, final);
   }
   syncPath(dir, true);
-  fs::path latestTmp = root / ".latest.tmp";
-  writeDurable(latestTmp.string(), checkpointFolderName(manifest.step) + "\n");
-  renameOrThrow(latestTmp, root / "latest");
-  syncPath(dir, true);
+  // Written aside and renamed over `latest` (a symlink there is replaced).
+  writeDurable((root / "latest").string(),
+               checkpointFolderName(manifest.step) + "\n");
 }
 
 void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
@@ -578,7 +567,15 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
       (fs::path(dir) / (".tmp-" + checkpointFolderName(step))).string();
   if (rank == 0) {
     std::error_code ec;
-    fs::remove_all(tmp, ec); // a leftover of a crashed save
+    // Leftovers of crashed saves (any step), then a fresh folder.
+    if (fs::is_directory(dir, ec))
+      for (const auto &e : fs::directory_iterator(dir, ec)) {
+        std::string name = e.path().filename().string();
+        if (name.rfind(".tmp-step-", 0) == 0 ||
+            name.rfind(".old-step-", 0) == 0)
+          fs::remove_all(e.path(), ec);
+      }
+    fs::remove_all(tmp, ec);
     fs::create_directories(tmp, ec);
     if (!fs::is_directory(tmp))
       throw Error(fmt::format("cannot create the checkpoint folder {}{}", tmp,

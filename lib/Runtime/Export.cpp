@@ -6,6 +6,8 @@
 
 #include "Export.h"
 
+#include "shoal/Support/Files.h"
+
 #include "Executor.h"
 #include "MappedFile.h"
 
@@ -28,67 +30,40 @@ namespace {
 
 /// A file written under a temporary name next to `path` and renamed over it
 /// once complete and synced, so that a failed export never leaves a
-/// truncated file under the final name.
+/// truncated file under the final name (and a symlink there is replaced,
+/// never written through).
 class OutputFile {
 public:
   OutputFile(std::string path, const char *what)
-      : path(std::move(path)), tmp(this->path + ".tmp"), what(what) {
-    file = std::fopen(tmp.c_str(), "wb");
-    if (!file)
-      fail(errno);
+      : file(std::move(path)), what(what) {
+    check();
   }
-  ~OutputFile() {
-    if (file) {
-      std::fclose(file);
-      std::remove(tmp.c_str());
-    }
-  }
-  OutputFile(const OutputFile &) = delete;
-  OutputFile &operator=(const OutputFile &) = delete;
 
-  uint64_t offset() const { return written; }
+  uint64_t offset() const { return file.size(); }
   void write(const void *data, std::size_t size) {
-    if (size && std::fwrite(data, 1, size, file) != size)
-      fail(errno);
-    written += size;
+    file.write(data, size);
+    check();
   }
   /// Zero bytes up to `offset`.
   void padTo(uint64_t target) {
     static const char zeros[4096] = {};
-    while (written < target)
-      write(zeros, std::min<uint64_t>(sizeof zeros, target - written));
+    while (offset() < target)
+      write(zeros, std::min<uint64_t>(sizeof zeros, target - offset()));
   }
   /// Flushes, syncs and renames the file to its name.
   void commit() {
-    int err = 0;
-    if (std::fflush(file) != 0 || ::fsync(fileno(file)) != 0)
-      err = errno;
-    if (std::fclose(file) != 0 && !err)
-      err = errno;
-    file = nullptr;
-    std::error_code ec;
-    if (!err) {
-      fs::rename(tmp, path, ec);
-      if (!ec)
-        return;
-    }
-    std::remove(tmp.c_str());
-    if (ec)
-      throw Error(fmt::format("cannot write the {} {}: renaming {} to it: {}",
-                              what, path, tmp, ec.message()));
-    fail(err);
+    file.commit(/*durable=*/true);
+    check();
   }
 
 private:
-  [[noreturn]] void fail(int err) const {
-    throw Error(fmt::format("cannot write the {} {}: {}", what, path,
-                            std::strerror(err)));
+  void check() const {
+    if (!file.ok())
+      throw Error(fmt::format("cannot write the {} {}", what, file.error()));
   }
 
-  std::string path, tmp;
+  shoal::AtomicFile file;
   const char *what;
-  std::FILE *file = nullptr;
-  uint64_t written = 0;
 };
 
 const char *safetensorsDType(DType d) {

@@ -21,7 +21,9 @@ using namespace shoal::rt;
 
 MappedFile::MappedFile(const std::string &path, const char *what)
     : filePath(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO no one writes must not block (it is refused
+  // below as not a regular file).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw Error(
         fmt::format("cannot open {} {}: {}", what, path, std::strerror(errno)));

@@ -9,6 +9,8 @@
 #include "Half.h"
 #include "MappedFile.h"
 
+#include "shoal/Support/Files.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -348,21 +350,14 @@ void shoal::rt::writeNpy(const std::string &path, const Tensor &tensor) {
   }
   out += header;
 
-  std::unique_ptr<FILE, int (*)(FILE *)> f(std::fopen(path.c_str(), "wb"),
-                                           &std::fclose);
-  if (!f)
-    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  bool ok = std::fwrite(out.data(), 1, out.size(), f.get()) == out.size();
-  if (ok && tensor.numBytes())
-    ok = std::fwrite(tensor.rawData(), 1, tensor.numBytes(), f.get()) ==
-         tensor.numBytes();
-  int err = errno;
-  if (std::fclose(f.release()) != 0 && ok) {
-    err = errno;
-    ok = false;
-  }
-  if (!ok)
-    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+  // Written aside and renamed into place: a symlink at `path` is replaced,
+  // not written through.
+  shoal::AtomicFile f(path);
+  f.write(out);
+  if (tensor.numBytes())
+    f.write(tensor.rawData(), tensor.numBytes());
+  if (!f.commit())
+    throw Error(fmt::format("cannot write {}", f.error()));
 }
 
 std::string shoal::rt::sanitizeName(const std::string &name) {

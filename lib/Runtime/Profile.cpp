@@ -16,6 +16,8 @@
 
 #include "Profile.h"
 
+#include "shoal/Support/Files.h"
+
 #include "Executor.h"
 
 #include <fmt/format.h>
@@ -255,10 +257,8 @@ void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
           ? ""
           : "\n    " + fmt::format("{}", fmt::join(transferText, ",\n    ")) +
                 "\n  ");
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
-      std::fclose(f) != 0)
-    throw Error(fmt::format("cannot write the profile {}", path));
+  if (std::string e = shoal::writeFileAtomically(path, text); !e.empty())
+    throw Error(fmt::format("cannot write the profile {}", e));
 }
 
 double shoal::rt::measureCopyBandwidth(Device &device, std::size_t bytes) {

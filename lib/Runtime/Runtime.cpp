@@ -21,11 +21,13 @@
 #include "Executor.h"
 #include "Export.h"
 #include "MappedFile.h"
+
 #include "Npy.h"
 #include "PlanLoader.h"
 #include "Profile.h"
 #include "Sharding.h"
 #include "WeightLoader.h"
+#include "shoal/Support/Files.h"
 
 #include <fmt/format.h>
 
@@ -528,10 +530,8 @@ void writeTrace(const std::string &path, const LoadedPlan &plan,
     text += all[r];
   }
   text += "\n],\n\"displayTimeUnit\": \"ms\"}\n";
-  std::FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() ||
-      std::fclose(f) != 0)
-    throw Error(fmt::format("cannot write the trace {}", path));
+  if (std::string e = shoal::writeFileAtomically(path, text); !e.empty())
+    throw Error(fmt::format("cannot write the trace {}", e));
 }
 
 /// Creates the folder of the file `path` (if any) that `flag` names and

@@ -6,6 +6,7 @@
 
 #include "Recompute.h"
 #include "ShardingUtils.h"
+#include "shoal/Support/Files.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,8 +27,11 @@ using namespace shoal;
 /// The number of micro-batches of the spec at `path` (1 when it has no
 /// pipeline, or cannot be read: shoal-annotate reports that).
 int64_t shoal::readSpecMicroBatches(llvm::StringRef path) {
+  std::string text;
+  if (!readRegularFile(path.str(), text, kMaxSpecBytes).empty())
+    return 1;
   try {
-    YAML::Node root = YAML::LoadFile(path.str());
+    YAML::Node root = YAML::Load(text);
     if (auto m = root["pipeline"]["num_micro_batch"])
       return std::max<int64_t>(1, m.as<int64_t>());
   } catch (const YAML::Exception &) {
@@ -86,10 +90,11 @@ public:
 
   FailureOr<Spec> read() {
     YAML::Node root;
+    std::string text;
+    if (std::string e = readRegularFile(path, text, kMaxSpecBytes); !e.empty())
+      return fail(-1, "cannot read the annotation spec: " + e);
     try {
-      root = YAML::LoadFile(path);
-    } catch (const YAML::BadFile &) {
-      return fail(-1, "cannot open the annotation spec");
+      root = YAML::Load(text);
     } catch (const YAML::Exception &e) {
       return fail(e.mark.line, "invalid YAML: " + e.msg);
     }

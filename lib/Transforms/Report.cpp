@@ -12,6 +12,7 @@
 
 #include "shoal/Transforms/Report.h"
 #include "ShardingUtils.h"
+#include "shoal/Support/Files.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1175,14 +1176,15 @@ struct ReportPass : public ::shoal::impl::ReportPassBase<ReportPass> {
       llvm::outs().flush();
       return;
     }
-    std::string err;
-    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(file, &err);
-    if (!out) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    writeParallelismReport(module, os, kind);
+    // Written aside and renamed into place: never through a symlink.
+    if (std::string err = shoal::writeFileAtomically(file, os.str());
+        !err.empty()) {
       module.emitError() << "shoal-report: " << err;
       return signalPassFailure();
     }
-    writeParallelismReport(module, out->os(), kind);
-    out->keep();
   }
 };
 

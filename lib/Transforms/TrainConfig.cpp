@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shoal/Support/Files.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -65,10 +66,11 @@ struct Reader {
 std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
   Reader r{pathRef.str(), ""};
   YAML::Node root;
+  std::string text;
+  if (std::string e = readRegularFile(r.path, text, kMaxSpecBytes); !e.empty())
+    return r.path + ": cannot read the training config: " + e;
   try {
-    root = YAML::LoadFile(r.path);
-  } catch (const YAML::BadFile &) {
-    return r.path + ": cannot read the training config";
+    root = YAML::Load(text);
   } catch (const YAML::Exception &e) {
     return r.path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
   }

@@ -19,7 +19,7 @@
 // BADKEY: spec_bad_key.yaml:3: unknown scope key 'devices' (expected replicate, split, name, nodes, recompute, sequence_parallel)
 // TWO: spec_two_strategies.yaml:3: a scope needs exactly one of 'replicate: n' or 'split: n'
 // BROKEN: spec_broken.yaml:{{[0-9]+}}: invalid YAML
-// MISSING: missing.yaml: cannot open the annotation spec
+// MISSING: missing.yaml: cannot read the annotation spec: No such file or directory
 // UNDECLARED: scope 'nope' is not declared in the module's 'shoal.scopes'
 // SCHEDULE: spec_pp_bad_schedule.yaml:2: schedule must be gpipe, 1f1b or interleaved, got 'zb'
 // PIPEKEY: spec_pp_bad_key.yaml:2: unknown pipeline key 'chunks' (expected num_micro_batch, schedule, virtual_stages)

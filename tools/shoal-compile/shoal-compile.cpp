@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shoal/Support/Files.h"
 #include "shoal/Target/ONNX.h"
 #include "shoal/Target/Plan.h"
 #include "shoal/Tools/CommandLine.h"
@@ -130,9 +131,11 @@ int main(int argc, char **argv) {
        {reportFile.getValue(), reportDot.getValue()}) {
     if (path.empty() || path == "-")
       continue;
-    std::string err;
-    if (!openOutputFile(path, &err))
-      return fail(err);
+    // Creates (and drops) a temporary file next to it; opening the file
+    // itself would truncate whatever a symlink there points to.
+    shoal::AtomicFile probe(path);
+    if (!probe.ok())
+      return fail(probe.error());
   }
 
   std::vector<shoal::InputShape> shapes;
@@ -163,9 +166,8 @@ int main(int argc, char **argv) {
     if (!shapes.empty())
       return fail("--input-shape applies to ONNX models; " + modelPath +
                   " is a .mlir module with static shapes");
-    std::string err;
-    if (!mlir::openInputFile(modelPath, &err))
-      return fail(err);
+    if (std::string err = shoal::checkRegularFile(modelPath); !err.empty())
+      return fail(modelPath + ": " + err);
     module = parseSourceFile<ModuleOp>(modelPath, &ctx);
   } else {
     module = shoal::importONNX(modelPath, shapes, &ctx,
@@ -201,24 +203,33 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
+  // Files are written aside and renamed into place (never through a
+  // symlink); "-" is stdout.
+  auto write = [&](const std::string &path, const std::string &bytes) {
+    if (path == "-") {
+      llvm::outs() << bytes;
+      llvm::outs().flush();
+      return true;
+    }
+    std::string err = shoal::writeFileAtomically(path, bytes);
+    if (!err.empty())
+      llvm::errs() << "shoal-compile: error: " << err << "\n";
+    return err.empty();
+  };
   if (!emitMlir.empty()) {
-    std::string err;
-    auto out = openOutputFile(emitMlir, &err);
-    if (!out)
-      return fail(err);
-    module->print(out->os());
-    out->keep();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    if (!write(emitMlir, os.str()))
+      return 1;
   }
 
-  std::string err;
-  auto out = openOutputFile(outputPath, &err);
-  if (!out)
-    return fail(err);
   SmallString<256> dir(outputPath);
   llvm::sys::fs::make_absolute(dir);
   llvm::sys::path::remove_filename(dir);
-  if (failed(shoal::exportPlan(*module, out->os(), dir)))
+  std::string plan;
+  llvm::raw_string_ostream os(plan);
+  if (failed(shoal::exportPlan(*module, os, dir)))
     return 1;
-  out->keep();
-  return 0;
+  return write(outputPath, os.str()) ? 0 : 1;
 }

@@ -22,10 +22,12 @@
 
 // The runtime's plan checker and buffer planner.
 #include "shoal/Runtime/Runtime.h"
+#include "shoal/Support/Files.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -142,13 +144,12 @@ int main(int argc, char **argv) {
                       d.device.c_str(), names[static_cast<int>(d.precision)],
                       names[p]);
     }
-    std::ifstream in(planPath, std::ios::binary);
-    if (!in)
-      throw SpecError(fmt::format("{}: cannot open the plan", planPath));
-    std::stringstream bytes;
-    bytes << in.rdbuf();
+    std::string bytes;
+    if (std::string e = shoal::readRegularFile(planPath, bytes, INT32_MAX);
+        !e.empty())
+      throw SpecError(fmt::format("{}: cannot read the plan: {}", planPath, e));
     shoal::plan::Plan plan;
-    if (!plan.ParseFromString(bytes.str()) || plan.magic() != "shoal.plan")
+    if (!plan.ParseFromString(bytes) || plan.magic() != "shoal.plan")
       throw SpecError(fmt::format("{}: not a shoal plan", planPath));
     // shoal-run's checks first (the simulator trusts the plan), then the
     // runtime's buffer plan of each program.
@@ -208,10 +209,10 @@ int main(int argc, char **argv) {
       }
     }
     if (!tracePath.empty()) {
-      std::ofstream out(tracePath);
-      if (!out)
-        throw SpecError(fmt::format("{}: cannot write the trace", tracePath));
-      out << chromeTrace(pred);
+      if (std::string e =
+              shoal::writeFileAtomically(tracePath, chromeTrace(pred));
+          !e.empty())
+        throw SpecError(fmt::format("cannot write the trace {}", e));
     }
     return fits ? 0 : 2;
   } catch (const std::exception &e) {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <numeric>
 #include <optional>
@@ -26,21 +27,6 @@ namespace {
 
 using onnx::TensorProto;
 
-/// A small tensor with every element held as a double (exact for the
-/// integers shapes use).
-struct Lit {
-  int32_t type = TensorProto::FLOAT;
-  std::vector<int64_t> dims;
-  std::vector<double> v;
-
-  int64_t size() const {
-    int64_t n = 1;
-    for (int64_t d : dims)
-      n *= d;
-    return n;
-  }
-};
-
 /// Thrown (and caught in foldNode) when a node cannot be folded.
 struct NotFoldable {
   std::string why;
@@ -49,6 +35,55 @@ struct NotFoldable {
 [[noreturn]] void notFoldable(const std::string &why) {
   throw NotFoldable{why};
 }
+
+/// The most elements a folded result may have (32 MiB of doubles while
+/// folding); checked before anything that size is allocated, so that a tiny
+/// model cannot make the compiler allocate gigabytes.
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 22;
+
+std::string formatDims(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// The element count of `dims`, refusing negative dims and counts over
+/// kMaxFoldedElements (without overflowing on the way).
+int64_t boundedCount(const std::vector<int64_t> &dims) {
+  for (int64_t d : dims)
+    if (d < 0)
+      notFoldable("negative dimension in " + formatDims(dims));
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end())
+    return 0;
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (n > kMaxFoldedElements / d)
+      notFoldable("its result " + formatDims(dims) + " would have more than " +
+                  std::to_string(kMaxFoldedElements) +
+                  " elements, the most shoal folds at compile time");
+    n *= d;
+  }
+  return n;
+}
+
+/// A count held in a double, printed whole ("1099511627776", not
+/// "1099511627776.000000").
+std::string fmt(double count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", count);
+  return buf;
+}
+
+/// A small tensor with every element held as a double (exact for the
+/// integers shapes use).
+struct Lit {
+  int32_t type = TensorProto::FLOAT;
+  std::vector<int64_t> dims;
+  std::vector<double> v;
+
+  int64_t size() const { return boundedCount(dims); }
+};
 
 bool isInteger(int32_t t) {
   return t == TensorProto::INT64 || t == TensorProto::INT32 ||
@@ -225,8 +260,8 @@ Lit gatherIndices(const Lit &in, const std::vector<std::vector<int64_t>> &idx) {
   out.type = in.type;
   for (const auto &i : idx)
     out.dims.push_back(static_cast<int64_t>(i.size()));
-  std::vector<int64_t> istr = stridesOf(in.dims), ostr = stridesOf(out.dims);
   int64_t n = out.size();
+  std::vector<int64_t> istr = stridesOf(in.dims), ostr = stridesOf(out.dims);
   out.v.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     int64_t src = 0, rem = i;
@@ -370,8 +405,8 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
         shape[i] = i < x.dims.size() ? x.dims[i] : 0;
       if (shape[i] == -1)
         inferred = static_cast<int64_t>(i);
-      else
-        known *= shape[i];
+      else if (shape[i] < 0 || __builtin_mul_overflow(known, shape[i], &known))
+        notFoldable("Reshape to " + formatDims(shape));
     }
     if (inferred >= 0)
       shape[inferred] = known ? x.size() / known : 0;
@@ -418,8 +453,12 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     out.type = input(0).type;
     out.dims = input(0).dims;
     out.dims[axis] = 0;
-    for (size_t k = 0; k < in.size(); ++k)
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (static_cast<int64_t>(input(k).dims.size()) != rank)
+        notFoldable("Concat inputs of different ranks");
       out.dims[axis] += input(k).dims[axis];
+    }
+    boundedCount(out.dims);
     int64_t outer = 1;
     for (int64_t d = 0; d < axis; ++d)
       outer *= out.dims[d];
@@ -470,6 +509,9 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
         axes.push_back(static_cast<int64_t>(i));
     if (has(4))
       steps = ints(input(4));
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size())
+      notFoldable("Slice starts, ends, axes and steps differ in length");
     std::vector<std::vector<int64_t>> idx(rank);
     for (int64_t d = 0; d < rank; ++d) {
       idx[d].resize(x.dims[d]);
@@ -504,6 +546,11 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     if (perm.empty())
       for (int64_t d = rank - 1; d >= 0; --d)
         perm.push_back(d);
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t d = 0; d < rank; ++d)
+      if (static_cast<int64_t>(sorted.size()) != rank || sorted[d] != d)
+        notFoldable("Transpose perm is not a permutation of the axes");
     Lit out;
     out.type = x.type;
     for (int64_t p : perm)
@@ -552,8 +599,12 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
       notFoldable("Range delta 0");
     Lit out;
     out.type = input(0).type;
-    int64_t n = std::max<int64_t>(
-        0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    double count = std::ceil((limit - start) / delta);
+    if (!(count <= static_cast<double>(kMaxFoldedElements)))
+      notFoldable(
+          "its result would have " + fmt(count) + " elements, more than the " +
+          std::to_string(kMaxFoldedElements) + " shoal folds at compile time");
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
     for (int64_t i = 0; i < n; ++i)
       out.v.push_back(castTo(start + i * delta, out.type));
     out.dims = {n};
@@ -588,6 +639,7 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     Lit out;
     out.type = input(0).type;
     out.dims = {input(0).dims[0], input(1).dims[0]};
+    out.v.reserve(out.size());
     for (double a : input(0).v)
       for (double b : input(1).v)
         out.v.push_back(a * b);
@@ -600,8 +652,16 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     std::vector<int64_t> sizes =
         has(1) ? ints(input(1)) : intsAttr(node, "split");
     int outputs = node.output_size();
+    if (outputs == 0)
+      notFoldable("Split without outputs");
     if (sizes.empty())
       sizes.assign(outputs, x.dims[axis] / outputs);
+    int64_t total = 0;
+    for (int64_t size : sizes) {
+      if (size < 0 || size > x.dims[axis] - total)
+        notFoldable("Split sizes do not fit the axis");
+      total += size;
+    }
     std::vector<Lit> out;
     int64_t start = 0;
     for (int64_t size : sizes) {
@@ -625,10 +685,17 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     std::vector<int64_t> repeats = ints(input(1));
     if (repeats.size() != x.dims.size())
       notFoldable("Tile needs one repeat per dimension");
-    std::vector<std::vector<int64_t>> idx(x.dims.size());
+    std::vector<int64_t> tiled(x.dims.size());
     for (size_t d = 0; d < x.dims.size(); ++d) {
       if (repeats[d] < 0)
         notFoldable("negative Tile repeat");
+      if (repeats[d] > 0 && x.dims[d] > kMaxFoldedElements / repeats[d])
+        notFoldable("Tile result too large to fold");
+      tiled[d] = repeats[d] * x.dims[d];
+    }
+    boundedCount(tiled);
+    std::vector<std::vector<int64_t>> idx(x.dims.size());
+    for (size_t d = 0; d < x.dims.size(); ++d) {
       for (int64_t r = 0; r < repeats[d]; ++r)
         for (int64_t j = 0; j < x.dims[d]; ++j)
           idx[d].push_back(j);

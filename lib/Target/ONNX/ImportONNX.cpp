@@ -11,8 +11,10 @@
 #include "shoal/Target/ONNX.h"
 
 #include "Importer.h"
+#include "Validate.h"
 
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Support/Files.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallString.h"
@@ -332,6 +334,11 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   onnx::ModelProto model;
   if (failed(parseModel(ctx, path, bytes, model)))
     return {};
+  // Before any of ONNX's code (or shoal's opset rewriting) reads it.
+  if (std::optional<std::string> error = onnx_import::validateModel(model)) {
+    fileError(ctx, path) << "not a valid ONNX model: " << *error;
+    return {};
+  }
   FailureOr<int64_t> opset = getOpset(ctx, path, model);
   if (failed(opset))
     return {};
@@ -362,6 +369,11 @@ OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
                                         MLIRContext *ctx,
                                         bool foldFloatInitializers,
                                         int64_t batchNormGroups) {
+  // A FIFO or a device (/dev/zero) would block or never end.
+  if (std::string e = checkRegularFile(path.str()); !e.empty()) {
+    emitError(UnknownLoc::get(ctx)) << path << ": " << e;
+    return {};
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {

@@ -542,7 +542,7 @@ LogicalResult Importer::setFolded(const onnx::NodeProto &node, int i,
 static constexpr int64_t kMaxFoldedInitializer = 4096;
 static constexpr int64_t kMaxFoldedConstant = 1 << 20;
 
-bool Importer::tryFold(const onnx::NodeProto &node) {
+bool Importer::tryFold(const onnx::NodeProto &node, std::string &why) {
   if (!isFoldableOp(node.op_type()) || node.op_type() == "Identity")
     return false;
   SmallVector<const onnx::TensorProto *> inputs;
@@ -571,7 +571,6 @@ bool Importer::tryFold(const onnx::NodeProto &node) {
   }
   if (!any && node.op_type() != "ConstantOfShape")
     return false;
-  std::string why;
   auto folded = foldNode(node, inputs, why);
   if (!folded)
     return false;
@@ -588,10 +587,16 @@ LogicalResult Importer::convertNode(const onnx::NodeProto &node, int index) {
   nodeLoc = NameLoc::get(b.getStringAttr(nodeName), fileLoc);
   if (node.op_type() == "Shape" || node.op_type() == "Size")
     return foldShape(node);
-  if (tryFold(node))
+  std::string why;
+  if (tryFold(node, why))
     return success();
   ConvertFn convert = lookupConverter(node.op_type());
   if (!convert) {
+    if (isFoldableOp(node.op_type()) && !why.empty())
+      return nodeError() << node.op_type()
+                         << " is supported only where it folds at compile "
+                            "time, and this one does not: "
+                         << why;
     if (isFoldableOp(node.op_type()))
       return nodeError() << node.op_type()
                          << " is supported only on constant inputs (shape "

@@ -126,7 +126,9 @@ private:
   mlir::LogicalResult convertNode(const onnx::NodeProto &node, int index);
   /// Evaluates a node whose inputs are all small constants; false if it
   /// cannot (the node is then converted as a runtime op).
-  bool tryFold(const onnx::NodeProto &node);
+  /// On failure `why` says why a foldable node with constant inputs was not
+  /// folded (empty when its inputs are not constant).
+  bool tryFold(const onnx::NodeProto &node, std::string &why);
   /// Shape and Size of a (static) value.
   mlir::LogicalResult foldShape(const onnx::NodeProto &node);
   /// Makes `tensor` the constant value of output `i`.

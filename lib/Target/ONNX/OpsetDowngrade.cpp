@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Importer.h"
+#include "Validate.h"
+#include "shoal/Support/Files.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -586,25 +588,25 @@ void Downgrader::inlineSmallExternalInts() {
     if (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32 &&
         type != onnx::TensorProto::BOOL)
       continue;
-    int64_t count = 1;
-    for (int64_t d : t.dims())
-      count *= d;
-    if (count > 4096)
+    std::optional<int64_t> n = checkedElementCount(t.dims(), 4096);
+    if (!n)
       continue;
+    int64_t count = *n;
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto &e : t.external_data()) {
       if (e.key() == "location")
         location = e.value();
       else if (e.key() == "offset")
-        offset = std::atoll(e.value().c_str());
+        offset = std::strtoll(e.value().c_str(), nullptr, 10);
       else if (e.key() == "length")
-        length = std::atoll(e.value().c_str());
+        length = std::strtoll(e.value().c_str(), nullptr, 10);
     }
     int64_t bytes = count * (type == onnx::TensorProto::INT64   ? 8
                              : type == onnx::TensorProto::INT32 ? 4
                                                                 : 1);
-    if (location.empty() || (length >= 0 && length != bytes))
+    if (location.empty() || (length >= 0 && length != bytes) || offset < 0 ||
+        !shoal::checkRegularFile(modelDir + location).empty())
       continue;
     // The data stays external (ONNX's checker, the runtime) if it cannot
     // be read here; those who need the values then say so.
