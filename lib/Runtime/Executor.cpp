@@ -7,6 +7,7 @@
 #include "Executor.h"
 
 #include "Comm.h"
+#include "Watchdog.h"
 #include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
@@ -336,6 +337,7 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
   for (int i = task.begin; i < task.end; ++i) {
     const OpInfo &op = plan.ops[i];
     auto start = Clock::now();
+    noteOp(op);
     try {
       runOp(op, comm);
       if (print || profiling)

@@ -21,6 +21,7 @@
 #include "Executor.h"
 #include "Export.h"
 #include "MappedFile.h"
+#include "Watchdog.h"
 
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -699,6 +700,10 @@ const char kUsage[] =
     "  --profile FILE write every rank's op, collective and Send/Recv times\n"
     "                 (JSON, medians over the timed steps) for the planner's\n"
     "                 calibration (shoal-sim --calibration)\n"
+    "  --stall-timeout S  end the job with an error naming the rank and the\n"
+    "                 op it waits in when a rank makes no progress for S\n"
+    "                 seconds (another rank stopped or died; default 600,\n"
+    "                 0: never)\n"
     "\n"
     "Training plans (shoal-compile --train, docs/Training.md):\n"
     "  --steps N      run N optimizer steps (after the checkpoint's, with\n"
@@ -808,10 +813,11 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       double n = 0;
       if (std::string e = number(steps ? "--steps" : "--warmup", n); !e.empty())
         return e;
-      if (n != static_cast<int>(n) || (steps && n < 1))
-        return fmt::format("{} needs a whole number{}",
-                           steps ? "--steps" : "--warmup",
-                           steps ? " of at least 1" : "");
+      // Compared as doubles first: converting 1e300 to int is undefined.
+      if (n > INT_MAX || n != static_cast<int>(n) || (steps && n < 1))
+        return fmt::format("{} needs a whole number from {} to {}",
+                           steps ? "--steps" : "--warmup", steps ? 1 : 0,
+                           INT_MAX);
       (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
     } else if (is("--log-every") || is("--save-every")) {
       bool log = is("--log-every");
@@ -819,8 +825,9 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       double n = 0;
       if (std::string e = number(flag, n); !e.empty())
         return e;
-      if (n != static_cast<int>(n) || n < 1)
-        return fmt::format("{} needs a whole number of at least 1", flag);
+      if (n > INT_MAX || n != static_cast<int>(n) || n < 1)
+        return fmt::format("{} needs a whole number from 1 to {}", flag,
+                           INT_MAX);
       (log ? train.logEvery : train.saveEvery) = static_cast<int>(n);
     } else if (is("--data")) {
       if (std::string e = value("--data", train.dataPath); !e.empty())
@@ -845,6 +852,10 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
     } else if (is("--profile")) {
       if (std::string e = value("--profile", opts.profilePath); !e.empty())
         return "--profile needs a file";
+    } else if (is("--stall-timeout")) {
+      if (std::string e = number("--stall-timeout", opts.stallTimeout);
+          !e.empty())
+        return e;
     } else if (is("--peak-tflops")) {
       if (std::string e = number("--peak-tflops", opts.peakTflops); !e.empty())
         return e;
@@ -1099,6 +1110,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   int64_t resumedStep = -1;
   std::string error;
   try {
+    notePhase("loading the plan, weights and inputs");
     if (options.planPath.empty())
       throw Error("no plan file given");
     plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size, rank));
@@ -1305,8 +1317,10 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       int stepsSinceLog = 0;
       for (int i = 0; i < options.steps; ++i) {
         int64_t step = trainer.stepsCompleted();
+        noteStep(step);
         if (data)
           feedData(*plan, *data, step, coords, *exec);
+        notePhase("the barrier before the step");
         world.barrier();
         auto stepStart = Clock::now();
         exec->run(comm, options.verbose && i == 0);
@@ -1387,11 +1401,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               done, loss, std::isnan(norm) ? "NaN" : "Inf"));
         if (!train.saveDir.empty() && train.saveEvery > 0 &&
             done % train.saveEvery == 0) {
+          notePhase("saving a checkpoint");
           saveCheckpoint(train.saveDir, done, training.optimizer, plan->mesh,
                          coords, checkpointTensors(*plan, *exec), world);
           lastSaved = done;
         }
       }
+      notePhase("saving a checkpoint");
       if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted())
         saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
                        training.optimizer, plan->mesh, coords,
@@ -1402,6 +1418,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       summary.stepSeconds = timed / options.steps;
     } else {
       for (int step = 0; step < options.warmup + options.steps; ++step) {
+        noteStep(step);
+        notePhase("the barrier before the step");
         world.barrier();
         auto stepStart = Clock::now();
         exec->run(comm, options.verbose && step == options.warmup);
@@ -1414,6 +1432,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       if (rank == 0 && (options.steps > 1 || options.warmup > 0))
         printStepReport(*plan, summary, options, *exec);
     }
+    notePhase("reporting and writing the results");
     if (options.reportMemory) {
       summary.memory = exec->memoryReport();
       printMemoryReport(summary.memory, world, options.reportMemoryRanks);
@@ -1461,6 +1480,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   programComm.reset();
   ncclWorld.reset();
   summary.runSeconds = secondsSince(runStart);
+  // The plan's ops go away with this frame.
+  notePhase("finishing the run");
   return summary;
 }
 
@@ -1531,6 +1552,9 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
   configureBlasThreads(*world);
 
   RunSummary summary;
+  // Ends the job when this rank makes no progress for --stall-timeout s.
+  std::unique_ptr<Watchdog> watchdog =
+      std::make_unique<Watchdog>(opts.stallTimeout, rank, useMpi);
   try {
     summary = runPlan(opts, train, *world);
   } catch (const AgreedError &e) {
@@ -1562,7 +1586,9 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
                 summary.runSeconds);
   // Every rank is done with the others before any tears its connections
   // down.
+  notePhase("the barrier at the end of the run");
   world->barrier();
+  watchdog.reset();
   world.reset();
   return finish(0);
 }

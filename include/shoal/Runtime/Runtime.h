@@ -70,6 +70,10 @@ struct RunOptions {
   /// untimed warm-up steps before them.
   int steps = 1;
   int warmup = 0;
+  /// Seconds without progress (no op started, no phase entered) after which
+  /// a rank ends the job with an error naming itself and what it waits in
+  /// (--stall-timeout); 0: never.
+  double stallTimeout = 600;
   /// Peak TFLOP/s of one device for the MFU report when the device is not
   /// in the catalog (CPUs); 0: no MFU.
   double peakTflops = 0;
