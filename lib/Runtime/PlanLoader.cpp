@@ -6,6 +6,7 @@
 
 #include "PlanLoader.h"
 
+#include "Fingerprint.h"
 #include "Npy.h"
 
 #include "plan.pb.h"
@@ -104,6 +105,11 @@ LoadedPlan PlanChecker::run() {
                      "and 2",
                      plan.format_version()));
   out.formatVersion = static_cast<int>(plan.format_version());
+  if (!plan.content_sha256().empty() &&
+      planContentSha256(plan) != plan.content_sha256())
+    fail("its contents do not match the fingerprint shoal-compile recorded "
+         "(Plan.content_sha256): it was edited or damaged after it was "
+         "compiled; compile it again");
   out.defaultCuda = plan.default_device() == plan::CUDA;
   worldMesh = convertMesh(plan.mesh(), "", false);
   if (worldMesh.worldSize() != worldSize)
@@ -440,6 +446,19 @@ int PlanChecker::checkPrograms() {
                        "Recv in {}",
                        id, programName(ends.sendProgram),
                        programName(ends.recvProgram)));
+    // A transfer runs once per micro-batch on both sides: counts that differ
+    // leave one side waiting for ever.
+    int sendMb =
+        std::max(1, plan.programs(ends.sendProgram).num_micro_batches());
+    int recvMb =
+        std::max(1, plan.programs(ends.recvProgram).num_micro_batches());
+    if (sendMb != recvMb)
+      fail(fmt::format("transfer {} is sent by {}, which runs {} "
+                       "micro-batches, and received by {}, which runs {}; the "
+                       "stages of a pipeline must agree on the micro-batch "
+                       "count",
+                       id, programName(ends.sendProgram), sendMb,
+                       programName(ends.recvProgram), recvMb));
   }
   return owner[worldRank];
 }
@@ -686,6 +705,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.initializer = w.initializer();
     info.source = w.source();
     info.zeroInit = w.zero_init();
+    info.digest = w.digest();
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,

@@ -49,6 +49,8 @@ struct WeightInfo {
   /// No source: every rank starts it at zeros (optimizer state of training
   /// plans).
   bool zeroInit = false;
+  /// The initializer's fingerprint when compiled (tensorDigest); 0: none.
+  uint64_t digest = 0;
 };
 
 /// Weights with the same key (initializer, type and sharding) share one

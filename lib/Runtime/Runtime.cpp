@@ -101,6 +101,15 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
       std::unique_ptr<OnnxWeightFile> &file = files[w.source];
       if (!file)
         file = std::make_unique<OnnxWeightFile>(plan.sourcePaths[w.source]);
+      // The weights the plan was compiled with, wherever they are stored
+      // now (a re-export with new weights and the same shapes would run and
+      // compute garbage).
+      if (w.digest && file->digest(w.initializer) != w.digest)
+        throw Error(fmt::format(
+            "weight '{}' in {} is not the one the plan was compiled with "
+            "(its fingerprint differs: the model was re-exported or its "
+            "weights changed); compile the plan again",
+            w.initializer, file->path()));
       try {
         t = file->loadBlock(w.initializer, w.globalType, offsets, local,
                             w.sourceShape);

@@ -12,6 +12,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>
+#include <openssl/evp.h>
 
 #include <climits>
 #include <cstring>
@@ -544,6 +545,84 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
       b[i] = b[i] != 0;
   }
   return out;
+}
+
+uint64_t shoal::rt::tensorDigest(int32_t dataType, const Shape &dims,
+                                 const uint8_t *data, uint64_t size) {
+  constexpr uint64_t kBlock = 4096, kBlocks = 16;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX *)> ctx(EVP_MD_CTX_new(),
+                                                          &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw Error("cannot start a SHA-256 digest (OpenSSL)");
+  auto add = [&](const void *p, std::size_t n) {
+    EVP_DigestUpdate(ctx.get(), p, n);
+  };
+  auto addInt = [&](int64_t v) {
+    uint8_t le[8];
+    for (int i = 0; i < 8; ++i)
+      le[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+    add(le, 8);
+  };
+  addInt(dataType);
+  addInt(static_cast<int64_t>(dims.size()));
+  for (int64_t d : dims)
+    addInt(d);
+  addInt(static_cast<int64_t>(size));
+  if (size <= kBlock * kBlocks) {
+    add(data, size);
+  } else {
+    for (uint64_t i = 0; i < kBlocks; ++i)
+      add(data + (size - kBlock) / (kBlocks - 1) * i, kBlock);
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  uint64_t out = 0;
+  for (int i = 7; i >= 0; --i)
+    out = (out << 8) | md[i];
+  return out;
+}
+
+uint64_t OnnxWeightFile::digest(const std::string &name) const {
+  const InitializerInfo *info = find(name);
+  if (!info)
+    throw Error(fmt::format("{} has no initializer '{}'", path(), name));
+  if (info->external) {
+    DType dtype;
+    if (!onnxToDType(info->dataType, dtype))
+      throw Error(fmt::format("initializer '{}' in {} has ONNX data type {} "
+                              "({}), which shoal does not read",
+                              name, path(), info->dataType,
+                              onnxTypeName(info->dataType)));
+    const MappedFile &ext = externalFile(*info);
+    uint64_t offset = 0, length = TensorType{dtype, info->dims}.numBytes();
+    if ((info->hasExternalOffset &&
+         !parseByteCount(info->externalOffset, offset)) ||
+        (info->hasExternalLength &&
+         !parseByteCount(info->externalLength, length)) ||
+        offset > ext.size() || length > ext.size() - offset)
+      throw Error(fmt::format("initializer '{}' in {}: its external data "
+                              "(offset '{}', length '{}') is not within {} "
+                              "({} bytes)",
+                              name, path(), info->externalOffset,
+                              info->externalLength, ext.path(), ext.size()));
+    return tensorDigest(info->dataType, info->dims, ext.data() + offset,
+                        length);
+  }
+  if (info->hasRawData) {
+    if (info->rawOffset > file.size() ||
+        info->rawSize > file.size() - info->rawOffset)
+      throw Error(fmt::format("initializer '{}' in {}: its raw_data runs "
+                              "past the end of the file",
+                              name, path()));
+    return tensorDigest(info->dataType, info->dims,
+                        file.data() + info->rawOffset, info->rawSize);
+  }
+  // Typed fields: the same little-endian bytes loadInitializer makes.
+  Tensor whole = loadInitializer(name);
+  return tensorDigest(info->dataType, info->dims,
+                      static_cast<const uint8_t *>(whole.rawData()),
+                      whole.numBytes());
 }
 
 Tensor OnnxWeightFile::loadInitializer(const std::string &name) const {

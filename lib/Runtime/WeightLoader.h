@@ -59,6 +59,13 @@ struct InitializerInfo {
 /// The DType of ONNX TensorProto.DataType `t`; false for types shoal does
 /// not hold (strings, complex, unsigned 16-64 bit, ...).
 bool onnxToDType(int32_t t, DType &dtype);
+
+/// SHA-256 (first 8 bytes, little-endian) of an ONNX data type, dims, byte
+/// size and 16 evenly spaced 4 KiB blocks of `data` (all of it when
+/// smaller): cheap for 100 GB models, and any retraining or re-export with
+/// other weights changes it.
+uint64_t tensorDigest(int32_t dataType, const Shape &dims, const uint8_t *data,
+                      uint64_t size);
 /// `FLOAT`, `INT64`, ... for messages.
 const char *onnxTypeName(int32_t t);
 
@@ -87,6 +94,10 @@ public:
 
   /// The whole initializer `name` in its own type (loadBlock of all of it).
   Tensor loadInitializer(const std::string &name) const;
+
+  /// The fingerprint of initializer `name` (tensorDigest of its data,
+  /// wherever it is stored), as recorded in a plan's Weight.digest.
+  uint64_t digest(const std::string &name) const;
 
   /// How many distinct external data files have been mapped so far.
   std::size_t numExternalFiles() const { return externalFiles.size(); }

@@ -16,6 +16,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include "Fingerprint.h"
+#include "WeightLoader.h"
 #include "plan.pb.h"
 #include <google/protobuf/text_format.h>
 
@@ -90,7 +92,30 @@ public:
   }
 
 private:
+  /// The fingerprint of initializer `name` of the module's ONNX source, or 0
+  /// when it cannot be read now (a module whose source is elsewhere): the
+  /// plan then does not check that weight.
+  uint64_t weightDigest(const std::string &name) {
+    if (plan.sources_size() == 0 ||
+        plan.sources(0).kind() != plan::WeightSource::ONNX)
+      return 0;
+    try {
+      if (!weightFile) {
+        auto source =
+            module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr);
+        weightFile = std::make_unique<shoal::rt::OnnxWeightFile>(
+            source.getValue().str());
+      }
+      return weightFile->digest(name);
+    } catch (const std::exception &) {
+      return 0;
+    }
+  }
+
+  std::unique_ptr<shoal::rt::OnnxWeightFile> weightFile;
+
   LogicalResult serialize(raw_ostream &os, bool text) {
+    plan.set_content_sha256(shoal::rt::planContentSha256(plan));
     std::string bytes;
     if (text) {
       google::protobuf::TextFormat::PrintToString(plan, &bytes);
@@ -578,6 +603,8 @@ private:
         weight->set_initializer(w.getName().str());
         weight->set_source(0);
         weight->set_zero_init(zeros);
+        if (!zeros)
+          weight->set_digest(weightDigest(w.getName().str()));
         ShardingAttr s;
         if (auto list =
                 w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))
