@@ -3,10 +3,15 @@
 protoc into protobuf text, replaces text, encodes OUT.
 
   edit_plan.py PROTO_DIR IN OUT [--after TEXT] OLD NEW [OLD NEW ...] [--all]
+               [--keep-fingerprint]
 
 Each OLD is replaced by NEW once (every time with --all), at its first
 occurrence after TEXT (the start of the file without --after); a missing
-OLD is an error, so that an edit cannot silently do nothing."""
+OLD is an error, so that an edit cannot silently do nothing. The plan's
+fingerprint of its contents (content_sha256) is dropped, as in a
+hand-written plan, so that the runtime's other checks are what the edit
+meets; with --keep-fingerprint it stays (and no longer matches)."""
+import re
 import subprocess
 import sys
 
@@ -14,7 +19,8 @@ args = sys.argv[1:]
 proto_dir, src, dst = args[:3]
 args = args[3:]
 every = "--all" in args
-args = [a for a in args if a != "--all"]
+keep = "--keep-fingerprint" in args
+args = [a for a in args if a not in ("--all", "--keep-fingerprint")]
 start_text = None
 if args and args[0] == "--after":
     start_text, args = args[1], args[2:]
@@ -27,6 +33,9 @@ with open(src, "rb") as f:
 start = 0
 if start_text is not None:
     start = text.index(start_text)
+if not keep:
+    text = re.sub(r"(?m)^content_sha256: .*\n", "", text)
+    start = text.index(start_text) if start_text is not None else 0
 head, tail = text[:start], text[start:]
 for old, new in zip(args[::2], args[1::2]):
     old, new = old.encode().decode("unicode_escape"), \
