@@ -100,9 +100,18 @@ std::string where(const std::string &file, const YAML::Node &n) {
 void checkKeys(const std::string &file, const YAML::Node &map,
                const std::set<std::string> &allowed, const char *what) {
   if (!map.IsMap())
-    fail(file, map, fmt::format("{} must be a mapping", what));
+    fail(file, map,
+         fmt::format("{} must be a mapping{}, got {}", what,
+                     std::string(what) == "peak_tflops"
+                         ? " of precision to TFLOP/s, e.g. {fp32: 19.5}"
+                         : "",
+                     map.IsScalar()     ? "'" + map.Scalar() + "'"
+                     : map.IsSequence() ? std::string("a list")
+                                        : std::string("nothing")));
   for (auto kv : map) {
-    std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar())
+      fail(file, kv.first, fmt::format("a key of {} must be a name", what));
+    std::string key = kv.first.Scalar();
     if (!allowed.count(key)) {
       std::string list;
       for (const std::string &k : allowed)
@@ -112,6 +121,26 @@ void checkKeys(const std::string &file, const YAML::Node &map,
           fmt::format("unknown key '{}' in {} (expected {})", key, what, list));
     }
   }
+}
+
+/// A scalar as text, or an error at its line.
+std::string scalarText(const std::string &file, const YAML::Node &n,
+                       const std::string &what) {
+  if (!n.IsScalar())
+    fail(file, n,
+         fmt::format("{} must be a name, got {}", what,
+                     n.IsSequence() ? "a list"
+                     : n.IsMap()    ? "a mapping"
+                                    : "nothing"));
+  return n.Scalar();
+}
+
+double number(const std::string &file, const YAML::Node &n,
+              const std::string &what) {
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v))
+    fail(file, n, fmt::format("{} must be a number", what));
+  return v;
 }
 
 double positive(const std::string &file, const YAML::Node &n,
@@ -147,9 +176,9 @@ Link readLink(const std::string &file, const YAML::Node &n,
     link = *fallback;
   std::string type;
   if (n["type"])
-    type = n["type"].as<std::string>();
+    type = scalarText(file, n["type"], "type");
   else if (n["transport"])
-    type = n["transport"].as<std::string>();
+    type = scalarText(file, n["transport"], "transport");
   if (!type.empty()) {
     const Link *known = findLinkType(type);
     if (!known)
@@ -166,7 +195,7 @@ Link readLink(const std::string &file, const YAML::Node &n,
     link.bandwidthGBps =
         positive(file, n["bandwidth_Gbps"], "bandwidth_Gbps") / 8;
   if (n["latency_us"]) {
-    link.latencyUs = n["latency_us"].as<double>();
+    link.latencyUs = number(file, n["latency_us"], "latency_us");
     if (link.latencyUs < 0)
       fail(file, n["latency_us"], "latency_us must not be negative");
   }
@@ -185,7 +214,7 @@ DeviceType readDevice(const std::string &file, const YAML::Node &n,
             "devices");
   if (!n["type"])
     fail(file, n, "devices need a 'type'");
-  std::string type = n["type"].as<std::string>();
+  std::string type = scalarText(file, n["type"], "type");
   const DeviceType *known = findDeviceType(type);
   if (!known)
     fail(file, n["type"],
@@ -331,7 +360,7 @@ Cluster shoal::planner::parseClusterSpecText(const std::string &text,
                                 "'nodes' and 'links'",
                                 file));
   checkKeys(file, root, {"version", "nodes", "links"}, "the cluster spec");
-  if (!root["version"] || root["version"].as<std::string>() != "1")
+  if (!root["version"] || scalarText(file, root["version"], "version") != "1")
     fail(file, root["version"] ? root["version"] : root,
          "expected 'version: 1'");
   YAML::Node nodes = root["nodes"];

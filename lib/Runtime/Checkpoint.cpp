@@ -33,6 +33,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// The largest step a checkpoint may record (2^53: exact in a double, and
+/// far from int64's overflow when counted on).
+constexpr int64_t kMaxCheckpointStep = int64_t(1) << 53;
+
+} // namespace
+
+namespace {
+
 //===----------------------------------------------------------------------===//
 // A small JSON reader (the manifest and the shard lists ranks send rank 0).
 //===----------------------------------------------------------------------===//
@@ -648,8 +656,11 @@ Checkpoint Checkpoint::open(const std::string &folder) {
                        version));
   c.info.step =
       r.integer(r.member(root, "step", Json::Number, "the manifest"), "step");
-  if (c.info.step < 0)
-    r.fail("\"step\" is negative");
+  // Steps are counted on from here (step + 1 must not overflow); no run
+  // takes 2^53 steps.
+  if (c.info.step < 0 || c.info.step > kMaxCheckpointStep)
+    r.fail(fmt::format("\"step\" is {}, expected 0 to {}", c.info.step,
+                       kMaxCheckpointStep));
   if (const Json *w = root.find("world_size"))
     c.info.worldSize = r.integer(*w, "\"world_size\"");
   if (const Json *o = root.find("optimizer"); o && o->kind == Json::String)
@@ -690,7 +701,11 @@ Checkpoint Checkpoint::openLatest(const std::string &dir) {
       continue;
     if (!fs::is_regular_file(e.path() / "manifest.json", ec))
       continue;
-    int64_t step = std::stoll(name.substr(5));
+    // A name of more digits than any step has is not a step folder.
+    errno = 0;
+    long long step = std::strtoll(name.c_str() + 5, nullptr, 10);
+    if (errno == ERANGE || step > kMaxCheckpointStep)
+      continue;
     if (step > best) {
       best = step;
       bestPath = e.path();

@@ -78,6 +78,7 @@ struct Spec {
   std::vector<SpecInput> inputs;
   Strategy defaultStrategy = Strategy::replicate;
   int64_t numMicroBatch = 1;
+  int numMicroBatchLine = -1;
   std::string schedule = "gpipe";
   int64_t virtualStages = 1;
   std::vector<SpecScope> scopes;
@@ -118,13 +119,39 @@ private:
   }
   static int lineOf(const YAML::Node &n) { return n.Mark().line; }
 
+  /// What `n` holds, for messages.
+  static std::string describe(const YAML::Node &n) {
+    if (n.IsScalar())
+      return "'" + n.Scalar() + "'";
+    if (n.IsSequence())
+      return "a list";
+    if (n.IsMap())
+      return "a mapping";
+    return "nothing";
+  }
+  /// `n` as an integer, or an error at its line saying what was expected
+  /// (yaml-cpp's own says only "bad conversion").
+  static int64_t asInt(const YAML::Node &n, const std::string &what) {
+    int64_t v = 0;
+    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
+      throw YAML::Exception(n.Mark(),
+                            what + " must be an integer, got " + describe(n));
+    return v;
+  }
+  static std::string asString(const YAML::Node &n, const std::string &what) {
+    if (!n.IsScalar())
+      throw YAML::Exception(n.Mark(),
+                            what + " must be a string, got " + describe(n));
+    return n.Scalar();
+  }
+
   FailureOr<Spec> readRoot(const YAML::Node &root) {
     Spec spec;
     if (!root.IsMap())
       return fail(root.IsDefined() ? lineOf(root) : -1,
                   "expected a mapping with 'version' and 'scopes'");
     for (auto kv : root) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = asString(kv.first, "a key");
       if (key != "version" && key != "default" && key != "scopes" &&
           key != "pipeline" && key != "inputs")
         return fail(lineOf(kv.first),
@@ -132,11 +159,11 @@ private:
                         "' (expected version, default, pipeline, inputs, "
                         "scopes)");
     }
-    if (!root["version"] || root["version"].as<std::string>() != "1")
+    if (!root["version"] || asString(root["version"], "version") != "1")
       return fail(root["version"] ? lineOf(root["version"]) : 0,
                   "expected 'version: 1'");
     if (auto def = root["default"]) {
-      auto s = symbolizeStrategy(def.as<std::string>());
+      auto s = symbolizeStrategy(asString(def, "default"));
       if (!s)
         return fail(lineOf(def), "default strategy must be 'replicate' or "
                                  "'split', got '" +
@@ -147,12 +174,13 @@ private:
       if (!pipe.IsMap())
         return fail(lineOf(pipe), "'pipeline' must be a mapping");
       if (auto m = pipe["num_micro_batch"]) {
-        spec.numMicroBatch = m.as<int64_t>();
+        spec.numMicroBatch = asInt(m, "pipeline.num_micro_batch");
+        spec.numMicroBatchLine = lineOf(m);
         if (spec.numMicroBatch < 1)
           return fail(lineOf(m), "num_micro_batch must be at least 1");
       }
       for (auto kv : pipe) {
-        std::string key = kv.first.as<std::string>();
+        std::string key = asString(kv.first, "a key");
         if (key != "num_micro_batch" && key != "schedule" &&
             key != "virtual_stages")
           return fail(lineOf(kv.first),
@@ -161,7 +189,7 @@ private:
                           "virtual_stages)");
       }
       if (auto sc = pipe["schedule"]) {
-        spec.schedule = sc.as<std::string>();
+        spec.schedule = asString(sc, "pipeline.schedule");
         if (spec.schedule != "gpipe" && spec.schedule != "1f1b" &&
             spec.schedule != "interleaved")
           return fail(lineOf(sc), "schedule must be gpipe, 1f1b or "
@@ -169,7 +197,7 @@ private:
                                       spec.schedule + "'");
       }
       if (auto v = pipe["virtual_stages"]) {
-        spec.virtualStages = v.as<int64_t>();
+        spec.virtualStages = asInt(v, "pipeline.virtual_stages");
         if (spec.virtualStages < 1)
           return fail(lineOf(v), "virtual_stages must be at least 1");
       }
@@ -187,21 +215,21 @@ private:
                                  "{src: {batch_dim: 1}}");
       for (auto kv : ins) {
         SpecInput in;
-        in.name = kv.first.as<std::string>();
+        in.name = asString(kv.first, "a key");
         in.line = lineOf(kv.first);
         if (!kv.second.IsMap())
           return fail(lineOf(kv.second), "input '" + in.name +
                                              "': expected a mapping such as "
                                              "{batch_dim: 1}");
         for (auto setting : kv.second) {
-          std::string key = setting.first.as<std::string>();
+          std::string key = asString(setting.first, "a key");
           if (key != "batch_dim")
             return fail(lineOf(setting.first), "unknown key '" + key +
                                                    "' of input '" + in.name +
                                                    "' (expected batch_dim)");
         }
         if (auto bd = kv.second["batch_dim"]) {
-          in.batchDim = bd.as<int64_t>();
+          in.batchDim = asInt(bd, "batch_dim");
           in.batchDimLine = lineOf(bd);
           if (in.batchDim < 0)
             return fail(in.batchDimLine, "batch_dim of input '" + in.name +
@@ -239,17 +267,17 @@ private:
                               "{split: 2, name: x, nodes: [...]}");
     int strategies = 0;
     for (auto kv : s) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = asString(kv.first, "a key");
       if (key == "replicate" || key == "split") {
         ++strategies;
         scope.strategy = *symbolizeStrategy(key);
-        scope.devices = kv.second.as<int64_t>();
+        scope.devices = asInt(kv.second, key.c_str());
         if (scope.devices < 1)
           return fail(lineOf(kv.second),
                       key + " needs a device count of at least 1, got " +
                           std::to_string(scope.devices));
       } else if (key == "name") {
-        scope.name = kv.second.as<std::string>();
+        scope.name = asString(kv.second, "name");
       } else if (key == "recompute") {
         scope.recompute = kv.second.IsScalar() ? kv.second.Scalar() : "";
         if (scope.recompute != "none" && scope.recompute != "full" &&
@@ -291,7 +319,7 @@ private:
                                   "patterns");
     for (const YAML::Node &n : nodes) {
       SpecPattern p;
-      p.storage = std::make_unique<std::string>(n.as<std::string>());
+      p.storage = std::make_unique<std::string>(asString(n, "a node pattern"));
       p.text = *p.storage;
       p.line = lineOf(n);
       auto glob = llvm::GlobPattern::create(p.text);
@@ -440,6 +468,21 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       scopes.push_back(ScopeAttr::get(ctx, StringAttr::get(ctx, s.name),
                                       s.strategy, s.devices));
     module->setAttr(ShoalDialect::kScopesAttr, ArrayAttr::get(ctx, scopes));
+    // Where each scope and the micro-batch count were written, for later
+    // passes' errors (a batch that does not divide, a world size that is
+    // not a multiple).
+    SmallVector<NamedAttribute> where;
+    auto at = [&](int line) {
+      return StringAttr::get(ctx, specPath.getValue() + ":" +
+                                      std::to_string(line + 1));
+    };
+    for (SpecScope &s : spec.scopes)
+      where.push_back(
+          NamedAttribute(StringAttr::get(ctx, "scope:" + s.name), at(s.line)));
+    if (spec.numMicroBatchLine >= 0)
+      where.push_back(NamedAttribute(StringAttr::get(ctx, "num_micro_batch"),
+                                     at(spec.numMicroBatchLine)));
+    module->setAttr(kSpecLocationsAttr, DictionaryAttr::get(ctx, where));
     SmallVector<NamedAttribute> recompute;
     for (SpecScope &s : spec.scopes)
       if (!s.recompute.empty())

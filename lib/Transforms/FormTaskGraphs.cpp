@@ -102,9 +102,14 @@ struct FormTaskGraphsPass
     if (!staged) {
       int64_t world = worldSize ? worldSize : devices;
       if (world % devices != 0) {
-        module.emitError() << "world size " << world
-                           << " is not a multiple of the scopes' device count "
-                           << devices;
+        module.emitError()
+            << "world size " << world
+            << " is not a multiple of the scopes' device count " << devices
+            << (firstScope
+                    ? specLocation(
+                          module,
+                          ("scope:" + firstScope.getName().getValue()).str())
+                    : std::string());
         return signalPassFailure();
       }
     }

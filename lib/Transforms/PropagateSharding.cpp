@@ -528,7 +528,12 @@ struct PropagateShardingPass
                      << " parts (" << parts
                      << "; mb: micro-batches, dp: data-parallel replicas, tp: "
                         "a replicate scope's devices) in TaskGraph '"
-                     << tg.getSymName() << "'";
+                     << tg.getSymName() << "'"
+                     << specLocation(tg, ("scope:" + tg.getSymName()).str())
+                     << (llvm::is_contained(batchAxes, "mb")
+                             ? "; num_micro_batch" +
+                                   specLocation(tg, "num_micro_batch")
+                             : std::string());
             }
             dims[bd] = batchAxes;
           }

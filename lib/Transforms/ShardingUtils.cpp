@@ -217,3 +217,14 @@ void shoal::copyUnevenLayout(Value from, Value to) {
   entries[target.getResultNumber()] = list[result.getResultNumber()];
   op->setAttr(kUnevenLayoutsAttr, b.getArrayAttr(entries));
 }
+
+std::string shoal::specLocation(mlir::Operation *op, llvm::StringRef key) {
+  auto module = op->getParentOfType<mlir::ModuleOp>();
+  if (!module && llvm::isa<mlir::ModuleOp>(op))
+    module = llvm::cast<mlir::ModuleOp>(op);
+  if (!module)
+    return "";
+  auto where = module->getAttrOfType<mlir::DictionaryAttr>(kSpecLocationsAttr);
+  auto at = where ? where.getAs<mlir::StringAttr>(key) : mlir::StringAttr();
+  return at ? " (" + at.getValue().str() + ")" : "";
+}

@@ -87,6 +87,15 @@ bool isWeightView(mlir::Operation *op);
 /// writes it), or empty: what spec patterns and recompute layers match.
 llvm::StringRef onnxNodeName(mlir::Operation *op);
 
+/// Module attribute (shoal-annotate): where the spec wrote each scope
+/// ("scope:<name>") and the micro-batch count ("num_micro_batch"), as
+/// "file:line".
+inline constexpr llvm::StringLiteral kSpecLocationsAttr =
+    "shoal.spec_locations";
+
+/// " (spec.yaml:3)" for `key` of kSpecLocationsAttr on `op`'s module, or "".
+std::string specLocation(mlir::Operation *op, llvm::StringRef key);
+
 /// True when the module's scopes become pipeline stages on devices of their
 /// own (Whale's rule, shoal-form-task-graphs): the spec asks for
 /// micro-batches, or its scopes differ in device count, or shoal-plan's
