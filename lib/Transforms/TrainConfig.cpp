@@ -33,7 +33,10 @@ struct Reader {
     if (!n.IsMap())
       return fail(n, std::string(what) + " must be a mapping");
     for (auto it = n.begin(); it != n.end(); ++it) {
-      std::string key = it->first.as<std::string>();
+      if (!it->first.IsScalar())
+        return fail(it->first, std::string("a key of ") + what +
+                                   " must be a name");
+      std::string key = it->first.Scalar();
       bool ok = false;
       std::string list;
       for (const char *k : known) {
