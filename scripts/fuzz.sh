@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh            # CI: 20 s per target
 #   scripts/fuzz.sh 3600       # an hour per target (docs/Hardening.md)
 #   scripts/fuzz.sh 600 onnx   # one target
+#   FUZZ_SEED=0 scripts/fuzz.sh 3600   # a random seed (default 1: CI repeats itself)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -21,7 +22,7 @@ for target in onnx npy cluster; do
   mkdir -p "build-fuzz/corpus/$target"
   echo "fuzz.sh: fuzz-$target for ${seconds} s"
   if ! (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 ./fuzz-$target \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -seed="${FUZZ_SEED:-1}" \
         -print_final_stats=1 "corpus/$target" "../test/fuzz/corpus/$target" \
         2>&1 | grep -E "^stat::number_of_executed_units|^stat::peak_rss|ERROR|SUMMARY|crash-|Done"); then
     :
