@@ -19,6 +19,8 @@
   negative_dim.onnx    an initializer with a dim of -3
   ext_missing.onnx     a weight in an external-data file that is not there
   ext_short.onnx       a weight whose external data runs past the file's end
+  ext_fifo.onnx        a weight whose external data file is fifo.bin (the
+                       test makes it a FIFO)
 
 Each is small: the failures come from their contents, not their size."""
 import os
@@ -134,3 +136,4 @@ external("ext_missing.onnx", "missing.bin", 24)
 with open(os.path.join(out, "short.bin"), "wb") as f:
     f.write(bytes(16))
 external("ext_short.onnx", "short.bin", 24)
+external("ext_fifo.onnx", "fifo.bin", 24)  # the test makes fifo.bin a FIFO
