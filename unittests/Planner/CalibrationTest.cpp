@@ -296,7 +296,8 @@ TEST(Calibration, Errors) {
     loadProfile("/nonexistent/prof.json");
     ADD_FAILURE() << "no error";
   } catch (const SpecError &e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/prof.json: cannot open the profile");
+    EXPECT_STREQ(e.what(), "/nonexistent/prof.json: cannot read the profile: "
+                           "No such file or directory");
   }
   // Nothing to fit.
   Profile empty = parseProfile(R"({"format": "shoal-profile", "version": 1,
