@@ -34,8 +34,8 @@ struct Reader {
       return fail(n, std::string(what) + " must be a mapping");
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (!it->first.IsScalar())
-        return fail(it->first, std::string("a key of ") + what +
-                                   " must be a name");
+        return fail(it->first,
+                    std::string("a key of ") + what + " must be a name");
       std::string key = it->first.Scalar();
       bool ok = false;
       std::string list;

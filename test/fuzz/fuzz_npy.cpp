@@ -8,8 +8,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    shoal::rt::NpyHeader h =
-        shoal::rt::parseNpyHeader(data, size, "fuzz.npy");
+    shoal::rt::NpyHeader h = shoal::rt::parseNpyHeader(data, size, "fuzz.npy");
     if (h.type.numBytes() <= (1 << 20)) {
       shoal::rt::convertNpyData(data + h.dataOffset, h.type, h.type.dtype);
       if (h.type.dtype == shoal::rt::DType::F32)

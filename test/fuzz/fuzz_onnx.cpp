@@ -19,8 +19,7 @@ void check_model(const ModelProto &model, CheckerContext &ctx);
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   onnx::ModelProto model;
-  if (size > (1 << 20) ||
-      !model.ParseFromArray(data, static_cast<int>(size)) ||
+  if (size > (1 << 20) || !model.ParseFromArray(data, static_cast<int>(size)) ||
       !model.has_graph() || model.opset_import_size() == 0)
     return 0;
   if (shoal::onnx_import::validateModel(model))
@@ -30,9 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ctx.set_model_dir("/nonexistent/");
     onnx::checker::check_model(model, ctx);
     onnx::ShapeInferenceOptions options(true, 1, true);
-    onnx::shape_inference::InferShapes(model,
-                                       onnx::OpSchemaRegistry::Instance(),
-                                       options);
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception &) {
   }
   return 0;
