@@ -23,10 +23,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
-#include <sstream>
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;

@@ -82,6 +82,7 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
                  ProgramRunner &exec, const Checkpoint *checkpoint) {
   std::map<int, std::unique_ptr<OnnxWeightFile>> files;
   std::map<std::string, Tensor> loaded;
+  std::set<std::string> fingerprinted; // initializers already checked
   for (const WeightInfo &w : plan.weights) {
     std::string key = weightBufferKey(w, plan.mesh);
     auto it = loaded.find(key);
@@ -104,7 +105,8 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
       // The weights the plan was compiled with, wherever they are stored
       // now (a re-export with new weights and the same shapes would run and
       // compute garbage).
-      if (w.digest && file->digest(w.initializer) != w.digest)
+      if (w.digest && fingerprinted.insert(w.initializer).second &&
+          file->digest(w.initializer) != w.digest)
         throw Error(fmt::format(
             "weight '{}' in {} is not the one the plan was compiled with "
             "(its fingerprint differs: the model was re-exported or its "

@@ -30,19 +30,22 @@ const char *kindOf(mode_t mode) {
   return "not a regular file";
 }
 
+/// Why a file of `mode` is not what was expected ("" when it is).
+std::string mismatch(mode_t mode, bool folder) {
+  if (folder ? S_ISDIR(mode) : S_ISREG(mode))
+    return "";
+  if (folder)
+    return std::string("it is ") + (S_ISREG(mode) ? "a file" : kindOf(mode)) +
+           ", not a folder";
+  return std::string("it is ") + kindOf(mode) +
+         (S_ISDIR(mode) ? ", not a file" : ", not a regular file");
+}
+
 std::string check(const std::string &path, bool folder) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return std::strerror(errno);
-  if (folder ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
-    return "";
-  if (folder)
-    return std::string("it is ") +
-           (S_ISREG(st.st_mode) ? std::string("a file")
-                                : std::string(kindOf(st.st_mode))) +
-           ", not a folder";
-  return std::string("it is ") + kindOf(st.st_mode) +
-         (S_ISDIR(st.st_mode) ? ", not a file" : ", not a regular file");
+  return mismatch(st.st_mode, folder);
 }
 
 std::string folderOf(const std::string &path) {
@@ -70,11 +73,11 @@ std::string shoal::readRegularFile(const std::string &path, std::string &out,
   if (fd < 0)
     return std::strerror(errno);
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::string e = ::fstat(fd, &st) != 0 ? std::string(std::strerror(errno))
-                                          : check(path, false);
+  std::string e = ::fstat(fd, &st) != 0 ? std::strerror(errno)
+                                        : mismatch(st.st_mode, false);
+  if (!e.empty()) {
     ::close(fd);
-    return e.empty() ? std::string("it is not a regular file") : e;
+    return e;
   }
   if (static_cast<std::uint64_t>(st.st_size) > maxBytes) {
     ::close(fd);

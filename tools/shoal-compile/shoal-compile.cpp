@@ -25,13 +25,11 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -204,24 +202,22 @@ int main(int argc, char **argv) {
     return 1;
 
   // Files are written aside and renamed into place (never through a
-  // symlink); "-" is stdout.
+  // symlink); "-" is stdout. Returns the exit status.
   auto write = [&](const std::string &path, const std::string &bytes) {
     if (path == "-") {
       llvm::outs() << bytes;
       llvm::outs().flush();
-      return true;
+      return 0;
     }
     std::string err = shoal::writeFileAtomically(path, bytes);
-    if (!err.empty())
-      llvm::errs() << "shoal-compile: error: " << err << "\n";
-    return err.empty();
+    return err.empty() ? 0 : fail(err);
   };
   if (!emitMlir.empty()) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module->print(os);
-    if (!write(emitMlir, os.str()))
-      return 1;
+    if (int status = write(emitMlir, os.str()))
+      return status;
   }
 
   SmallString<256> dir(outputPath);
@@ -231,5 +227,5 @@ int main(int argc, char **argv) {
   llvm::raw_string_ostream os(plan);
   if (failed(shoal::exportPlan(*module, os, dir)))
     return 1;
-  return write(outputPath, os.str()) ? 0 : 1;
+  return write(outputPath, os.str());
 }

@@ -30,8 +30,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 using namespace shoal::planner;

@@ -69,7 +69,7 @@ int64_t boundedCount(const std::vector<int64_t> &dims) {
 
 /// A count held in a double, printed whole ("1099511627776", not
 /// "1099511627776.000000").
-std::string fmt(double count) {
+std::string wholeNumber(double count) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", count);
   return buf;
@@ -601,9 +601,10 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     out.type = input(0).type;
     double count = std::ceil((limit - start) / delta);
     if (!(count <= static_cast<double>(kMaxFoldedElements)))
-      notFoldable(
-          "its result would have " + fmt(count) + " elements, more than the " +
-          std::to_string(kMaxFoldedElements) + " shoal folds at compile time");
+      notFoldable("its result would have " + wholeNumber(count) +
+                  " elements, more than the " +
+                  std::to_string(kMaxFoldedElements) +
+                  " shoal folds at compile time");
     int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
     for (int64_t i = 0; i < n; ++i)
       out.v.push_back(castTo(start + i * delta, out.type));
