@@ -213,10 +213,17 @@ private:
         out += '\t';
         break;
       case 'u': {
-        if (pos + 4 > text.size())
-          fail("bad \\u escape");
-        unsigned code = std::stoul(text.substr(pos, 4), nullptr, 16);
-        pos += 4;
+        // Exactly four hex digits (std::stoul would take "+1", " 1" or
+        // throw its own exception on "zz").
+        unsigned code = 0;
+        for (int i = 0; i < 4; ++i, ++pos) {
+          char h = pos < text.size() ? text[pos] : '\0';
+          if (!std::isxdigit(static_cast<unsigned char>(h)))
+            fail("bad \\u escape (expected four hex digits)");
+          code = code * 16 + (std::isdigit(static_cast<unsigned char>(h))
+                                  ? h - '0'
+                                  : std::tolower(h) - 'a' + 10);
+        }
         // Names are ASCII in practice; encode the code point as UTF-8.
         if (code < 0x80) {
           out += static_cast<char>(code);

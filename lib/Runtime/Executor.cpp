@@ -905,7 +905,9 @@ void Executor::applyOptimizers(Comm &comm) {
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block
         // (zero-padded past the end of w).
-        auto [first, count] = zeroRows(op, t[0], t[1].shape()[0], comm);
+        auto [first, rows] = zeroRows(op, t[0], t[1].shape()[0], comm);
+        // A plain copy: lambdas cannot capture structured bindings in C++17.
+        const int64_t count = rows;
         if (count == 0)
           continue;
         auto rowsOf = [&](const Tensor &x, int64_t begin) {

@@ -263,9 +263,10 @@ ExportSummary shoal::rt::writeTrainedOnnx(
   }
   for (const auto &[key, value] : metadata) {
     auto *props = proto.mutable_metadata_props();
-    auto it = std::find_if(
-        props->begin(), props->end(),
-        [&](const onnx::StringStringEntryProto &p) { return p.key() == key; });
+    auto it = std::find_if(props->begin(), props->end(),
+                           [&key = key](const onnx::StringStringEntryProto &p) {
+                             return p.key() == key;
+                           });
     onnx::StringStringEntryProto *entry =
         it != props->end() ? &*it : props->Add();
     entry->set_key(key);

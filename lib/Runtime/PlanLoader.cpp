@@ -10,6 +10,7 @@
 #include "Npy.h"
 
 #include "plan.pb.h"
+#include "shoal/Support/Files.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -1297,17 +1298,10 @@ LoadedPlan shoal::rt::loadPlan(const std::string &path, int64_t worldSize,
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw Error(fmt::format("plan {} not found", path));
-  if (!fs::is_regular_file(path, ec))
-    throw Error(fmt::format("plan {} is not a regular file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(
-        fmt::format("cannot open plan {}: {}", path, std::strerror(errno)));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad())
-    throw Error(fmt::format("cannot read plan {}", path));
-  std::string bytes = buf.str();
+  // Checked on the open descriptor: a FIFO or device does not hang it.
+  std::string bytes;
+  if (std::string e = readRegularFile(path, bytes, INT32_MAX); !e.empty())
+    throw Error(fmt::format("cannot read plan {}: {}", path, e));
   plan::Plan plan;
   if (bytes.size() > static_cast<std::size_t>(INT32_MAX) ||
       !plan.ParseFromString(bytes))

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AnnotationSpec.h"
 #include "Recompute.h"
 #include "ShardingUtils.h"
 #include "shoal/Support/Files.h"
@@ -13,7 +14,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/GlobPattern.h"
 #include <yaml-cpp/yaml.h>
 
 namespace shoal {
@@ -41,299 +41,6 @@ int64_t shoal::readSpecMicroBatches(llvm::StringRef path) {
 
 namespace {
 
-/// One pattern of a scope, with where it was written.
-struct SpecPattern {
-  /// The pattern text; on the heap because GlobPattern keeps pointers into
-  /// it and patterns are moved around.
-  std::unique_ptr<std::string> storage;
-  StringRef text;
-  llvm::GlobPattern glob;
-  int line;
-  int matches = 0;
-};
-
-struct SpecScope {
-  std::string name;
-  Strategy strategy;
-  int64_t devices;
-  int line;
-  std::vector<SpecPattern> patterns;
-  /// `recompute:` (none|full|selective; empty: the training config's).
-  std::string recompute;
-  /// `sequence_parallel: true` (split scopes only): Megatron-LM's sequence
-  /// parallelism in the scope's TaskGraphs.
-  bool sequenceParallel = false;
-  int sequenceParallelLine = -1;
-};
-
-/// Settings of one graph input (`inputs:` in the spec).
-struct SpecInput {
-  std::string name;
-  int line;
-  int64_t batchDim = 0;
-  int batchDimLine = -1;
-};
-
-struct Spec {
-  std::vector<SpecInput> inputs;
-  Strategy defaultStrategy = Strategy::replicate;
-  int64_t numMicroBatch = 1;
-  int numMicroBatchLine = -1;
-  std::string schedule = "gpipe";
-  int64_t virtualStages = 1;
-  std::vector<SpecScope> scopes;
-};
-
-/// Parses and checks the spec; errors name the file and line.
-class SpecReader {
-public:
-  SpecReader(StringRef path, Location loc) : path(path.str()), loc(loc) {}
-
-  FailureOr<Spec> read() {
-    YAML::Node root;
-    std::string text;
-    if (std::string e = readRegularFile(path, text, kMaxSpecBytes); !e.empty())
-      return fail(-1, "cannot read the annotation spec: " + e);
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::Exception &e) {
-      return fail(e.mark.line, "invalid YAML: " + e.msg);
-    }
-    try {
-      return readRoot(root);
-    } catch (const YAML::Exception &e) {
-      return fail(e.mark.line, "invalid spec: " + e.msg);
-    }
-  }
-
-private:
-  std::string path;
-  Location loc;
-
-  LogicalResult fail(int line, const llvm::Twine &msg) {
-    if (line >= 0)
-      emitError(loc) << path << ":" << line + 1 << ": " << msg;
-    else
-      emitError(loc) << path << ": " << msg;
-    return failure();
-  }
-  static int lineOf(const YAML::Node &n) { return n.Mark().line; }
-
-  /// What `n` holds, for messages.
-  static std::string describe(const YAML::Node &n) {
-    if (n.IsScalar())
-      return "'" + n.Scalar() + "'";
-    if (n.IsSequence())
-      return "a list";
-    if (n.IsMap())
-      return "a mapping";
-    return "nothing";
-  }
-  /// `n` as an integer, or an error at its line saying what was expected
-  /// (yaml-cpp's own says only "bad conversion").
-  static int64_t asInt(const YAML::Node &n, const std::string &what) {
-    int64_t v = 0;
-    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-      throw YAML::Exception(n.Mark(),
-                            what + " must be an integer, got " + describe(n));
-    return v;
-  }
-  static std::string asString(const YAML::Node &n, const std::string &what) {
-    if (!n.IsScalar())
-      throw YAML::Exception(n.Mark(),
-                            what + " must be a string, got " + describe(n));
-    return n.Scalar();
-  }
-
-  FailureOr<Spec> readRoot(const YAML::Node &root) {
-    Spec spec;
-    if (!root.IsMap())
-      return fail(root.IsDefined() ? lineOf(root) : -1,
-                  "expected a mapping with 'version' and 'scopes'");
-    for (auto kv : root) {
-      std::string key = asString(kv.first, "a key");
-      if (key != "version" && key != "default" && key != "scopes" &&
-          key != "pipeline" && key != "inputs")
-        return fail(lineOf(kv.first),
-                    "unknown key '" + key +
-                        "' (expected version, default, pipeline, inputs, "
-                        "scopes)");
-    }
-    if (!root["version"] || asString(root["version"], "version") != "1")
-      return fail(root["version"] ? lineOf(root["version"]) : 0,
-                  "expected 'version: 1'");
-    if (auto def = root["default"]) {
-      auto s = symbolizeStrategy(asString(def, "default"));
-      if (!s)
-        return fail(lineOf(def), "default strategy must be 'replicate' or "
-                                 "'split', got '" +
-                                     def.as<std::string>() + "'");
-      spec.defaultStrategy = *s;
-    }
-    if (auto pipe = root["pipeline"]) {
-      if (!pipe.IsMap())
-        return fail(lineOf(pipe), "'pipeline' must be a mapping");
-      if (auto m = pipe["num_micro_batch"]) {
-        spec.numMicroBatch = asInt(m, "pipeline.num_micro_batch");
-        spec.numMicroBatchLine = lineOf(m);
-        if (spec.numMicroBatch < 1)
-          return fail(lineOf(m), "num_micro_batch must be at least 1");
-      }
-      for (auto kv : pipe) {
-        std::string key = asString(kv.first, "a key");
-        if (key != "num_micro_batch" && key != "schedule" &&
-            key != "virtual_stages")
-          return fail(lineOf(kv.first),
-                      "unknown pipeline key '" + key +
-                          "' (expected num_micro_batch, schedule, "
-                          "virtual_stages)");
-      }
-      if (auto sc = pipe["schedule"]) {
-        spec.schedule = asString(sc, "pipeline.schedule");
-        if (spec.schedule != "gpipe" && spec.schedule != "1f1b" &&
-            spec.schedule != "interleaved")
-          return fail(lineOf(sc), "schedule must be gpipe, 1f1b or "
-                                  "interleaved, got '" +
-                                      spec.schedule + "'");
-      }
-      if (auto v = pipe["virtual_stages"]) {
-        spec.virtualStages = asInt(v, "pipeline.virtual_stages");
-        if (spec.virtualStages < 1)
-          return fail(lineOf(v), "virtual_stages must be at least 1");
-      }
-      if (spec.virtualStages > 1 && spec.schedule != "interleaved")
-        return fail(lineOf(pipe), "virtual_stages needs schedule: "
-                                  "interleaved");
-      if (spec.schedule == "interleaved" && spec.virtualStages < 2)
-        return fail(lineOf(pipe), "schedule: interleaved needs "
-                                  "virtual_stages of at least 2");
-    }
-    if (auto ins = root["inputs"]) {
-      if (!ins.IsMap())
-        return fail(lineOf(ins), "'inputs' must be a mapping from graph "
-                                 "input names to settings, e.g. "
-                                 "{src: {batch_dim: 1}}");
-      for (auto kv : ins) {
-        SpecInput in;
-        in.name = asString(kv.first, "a key");
-        in.line = lineOf(kv.first);
-        if (!kv.second.IsMap())
-          return fail(lineOf(kv.second), "input '" + in.name +
-                                             "': expected a mapping such as "
-                                             "{batch_dim: 1}");
-        for (auto setting : kv.second) {
-          std::string key = asString(setting.first, "a key");
-          if (key != "batch_dim")
-            return fail(lineOf(setting.first), "unknown key '" + key +
-                                                   "' of input '" + in.name +
-                                                   "' (expected batch_dim)");
-        }
-        if (auto bd = kv.second["batch_dim"]) {
-          in.batchDim = asInt(bd, "batch_dim");
-          in.batchDimLine = lineOf(bd);
-          if (in.batchDim < 0)
-            return fail(in.batchDimLine, "batch_dim of input '" + in.name +
-                                             "' must be non-negative, got " +
-                                             std::to_string(in.batchDim));
-        }
-        spec.inputs.push_back(std::move(in));
-      }
-    }
-    auto scopes = root["scopes"];
-    if (!scopes)
-      return spec;
-    if (!scopes.IsSequence())
-      return fail(lineOf(scopes), "'scopes' must be a list");
-    llvm::StringMap<int> names;
-    for (const YAML::Node &s : scopes) {
-      auto scope = readScope(s);
-      if (failed(scope))
-        return failure();
-      auto [it, inserted] = names.try_emplace(scope->name, scope->line);
-      if (!inserted)
-        return fail(scope->line, "scope '" + scope->name +
-                                     "' is already defined on line " +
-                                     std::to_string(it->second + 1));
-      spec.scopes.push_back(std::move(*scope));
-    }
-    return spec;
-  }
-
-  FailureOr<SpecScope> readScope(const YAML::Node &s) {
-    SpecScope scope;
-    scope.line = lineOf(s);
-    if (!s.IsMap())
-      return fail(scope.line, "a scope must be a mapping like "
-                              "{split: 2, name: x, nodes: [...]}");
-    int strategies = 0;
-    for (auto kv : s) {
-      std::string key = asString(kv.first, "a key");
-      if (key == "replicate" || key == "split") {
-        ++strategies;
-        scope.strategy = *symbolizeStrategy(key);
-        scope.devices = asInt(kv.second, key.c_str());
-        if (scope.devices < 1)
-          return fail(lineOf(kv.second),
-                      key + " needs a device count of at least 1, got " +
-                          std::to_string(scope.devices));
-      } else if (key == "name") {
-        scope.name = asString(kv.second, "name");
-      } else if (key == "recompute") {
-        scope.recompute = kv.second.IsScalar() ? kv.second.Scalar() : "";
-        if (scope.recompute != "none" && scope.recompute != "full" &&
-            scope.recompute != "selective")
-          return fail(lineOf(kv.second),
-                      "recompute must be none, full or selective, got '" +
-                          scope.recompute + "'");
-      } else if (key == "sequence_parallel") {
-        scope.sequenceParallelLine = lineOf(kv.second);
-        std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
-        if (v == "true")
-          scope.sequenceParallel = true;
-        else if (v != "false")
-          return fail(lineOf(kv.second),
-                      "sequence_parallel must be true or false, got '" + v +
-                          "'");
-      } else if (key != "nodes") {
-        return fail(lineOf(kv.first),
-                    "unknown scope key '" + key +
-                        "' (expected replicate, split, name, nodes, "
-                        "recompute, sequence_parallel)");
-      }
-    }
-    if (strategies != 1)
-      return fail(scope.line,
-                  "a scope needs exactly one of 'replicate: n' or 'split: n'");
-    if (scope.name.empty())
-      return fail(scope.line, "a scope needs a 'name'");
-    if (scope.sequenceParallel && scope.strategy != Strategy::split)
-      return fail(scope.sequenceParallelLine,
-                  "sequence_parallel needs a split scope: it splits the "
-                  "sequence over the devices a split scope splits its "
-                  "weights over (scope '" +
-                      scope.name + "' is replicate)");
-    auto nodes = s["nodes"];
-    if (!nodes || !nodes.IsSequence() || nodes.size() == 0)
-      return fail(scope.line, "scope '" + scope.name +
-                                  "' needs 'nodes': a list of node name "
-                                  "patterns");
-    for (const YAML::Node &n : nodes) {
-      SpecPattern p;
-      p.storage = std::make_unique<std::string>(asString(n, "a node pattern"));
-      p.text = *p.storage;
-      p.line = lineOf(n);
-      auto glob = llvm::GlobPattern::create(p.text);
-      if (!glob) {
-        std::string msg = llvm::toString(glob.takeError());
-        return fail(p.line, "bad pattern '" + p.text.str() + "': " + msg);
-      }
-      p.glob = std::move(*glob);
-      scope.patterns.push_back(std::move(p));
-    }
-    return scope;
-  }
-};
-
 struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
   using AnnotatePassBase::AnnotatePassBase;
 
@@ -344,8 +51,12 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
         signalPassFailure();
       return;
     }
-    auto spec = SpecReader(specPath, module.getLoc()).read();
-    if (failed(spec) || failed(apply(module, *spec)))
+    AnnotationSpec spec;
+    if (std::string e = readAnnotationSpec(specPath, spec); !e.empty()) {
+      emitError(module.getLoc()) << e;
+      return signalPassFailure();
+    }
+    if (failed(apply(module, spec)))
       signalPassFailure();
   }
 
@@ -370,7 +81,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
   }
 
   /// `inputs:` of the spec: the batch dimension of named graph inputs.
-  LogicalResult applyInputs(ModuleOp module, const Spec &spec) {
+  LogicalResult applyInputs(ModuleOp module, const AnnotationSpec &spec) {
     for (const SpecInput &in : spec.inputs) {
       bool found = false;
       std::string names;
@@ -407,7 +118,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     return success();
   }
 
-  LogicalResult apply(ModuleOp module, Spec &spec) {
+  LogicalResult apply(ModuleOp module, AnnotationSpec &spec) {
     MLIRContext *ctx = module.getContext();
     if (failed(applyInputs(module, spec)))
       return failure();
@@ -465,8 +176,9 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                   StringAttr::get(ctx, owner.first->name));
     SmallVector<Attribute> scopes;
     for (SpecScope &s : spec.scopes)
-      scopes.push_back(ScopeAttr::get(ctx, StringAttr::get(ctx, s.name),
-                                      s.strategy, s.devices));
+      scopes.push_back(ScopeAttr::get(
+          ctx, StringAttr::get(ctx, s.name),
+          s.split ? Strategy::split : Strategy::replicate, s.devices));
     module->setAttr(ShoalDialect::kScopesAttr, ArrayAttr::get(ctx, scopes));
     // Where each scope and the micro-batch count were written, for later
     // passes' errors (a batch that does not divide, a world size that is
@@ -499,7 +211,9 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                       ArrayAttr::get(ctx, sequenceParallel));
     module->setAttr(
         ShoalDialect::kDefaultStrategyAttr,
-        StringAttr::get(ctx, stringifyStrategy(spec.defaultStrategy)));
+        StringAttr::get(ctx, stringifyStrategy(spec.defaultSplit
+                                                   ? Strategy::split
+                                                   : Strategy::replicate)));
     // Training-mode BatchNormalization takes its statistics per micro-batch
     // (the importer's groups): the model must be imported for this count.
     WalkResult groups = module.walk([&](Operation *op) {

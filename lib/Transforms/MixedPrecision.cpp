@@ -31,21 +31,6 @@ namespace shoal {
 using namespace mlir;
 using namespace shoal;
 
-std::pair<const char *, const char *>
-shoal::checkLossScale(const MixedPrecisionPassOptions &o) {
-  if (!(o.initialScale > 0) || !std::isfinite(o.initialScale))
-    return {"initial", "a finite number > 0"};
-  if (!(o.minScale > 0) || o.minScale > o.initialScale)
-    return {"min", "> 0 and at most the initial scale"};
-  if (!(o.growthFactor >= 1) || !std::isfinite(o.growthFactor))
-    return {"growth_factor", "a finite number >= 1"};
-  if (!(o.backoffFactor > 0 && o.backoffFactor < 1))
-    return {"backoff_factor", "in (0, 1)"};
-  if (o.growthInterval < 1)
-    return {"growth_interval", "at least 1 (steps)"};
-  return {nullptr, nullptr};
-}
-
 namespace {
 
 bool isF32Tensor(Value v) {

@@ -44,6 +44,23 @@ struct ParallelizePipelineOptions
 };
 } // namespace
 
+void shoal::addTrainingPasses(mlir::OpPassManager &pm,
+                              const TrainConfig &config) {
+  AutodiffPassOptions a;
+  a.loss = config.loss;
+  a.output = config.output;
+  a.labels = config.labels;
+  a.ignoreIndex = config.ignoreIndex;
+  a.frozen = config.frozen;
+  a.frozenWhere = config.frozenWhere;
+  a.lossScaleSeed = config.mixedPrecision.lossScale;
+  pm.addPass(createAutodiffPass(a));
+  pm.addPass(createOptimizerPass(config.optimizer));
+  // Always: a per-scope `recompute:` of the annotation spec applies even
+  // when the config's is none.
+  pm.addPass(createRecomputePass(RecomputePassOptions{config.recompute}));
+}
+
 void shoal::addParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));

@@ -66,12 +66,34 @@ struct Reader {
 
 } // namespace
 
-std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
-  Reader r{pathRef.str(), ""};
-  YAML::Node root;
+std::pair<const char *, const char *>
+shoal::checkLossScale(const MixedPrecisionPassOptions &o) {
+  if (!(o.initialScale > 0) || !std::isfinite(o.initialScale))
+    return {"initial", "a finite number > 0"};
+  if (!(o.minScale > 0) || o.minScale > o.initialScale)
+    return {"min", "> 0 and at most the initial scale"};
+  if (!(o.growthFactor >= 1) || !std::isfinite(o.growthFactor))
+    return {"growth_factor", "a finite number >= 1"};
+  if (!(o.backoffFactor > 0 && o.backoffFactor < 1))
+    return {"backoff_factor", "in (0, 1)"};
+  if (o.growthInterval < 1)
+    return {"growth_interval", "at least 1 (steps)"};
+  return {nullptr, nullptr};
+}
+
+std::string shoal::parseTrainConfig(llvm::StringRef path, TrainConfig &out) {
   std::string text;
-  if (std::string e = readRegularFile(r.path, text, kMaxSpecBytes); !e.empty())
-    return r.path + ": cannot read the training config: " + e;
+  if (std::string e = readRegularFile(path.str(), text, kMaxSpecBytes);
+      !e.empty())
+    return path.str() + ": cannot read the training config: " + e;
+  return parseTrainConfigText(path.str(), text, out);
+}
+
+std::string shoal::parseTrainConfigText(const std::string &path,
+                                        const std::string &text,
+                                        TrainConfig &out) {
+  Reader r{path, ""};
+  YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception &e) {
@@ -232,21 +254,4 @@ std::string shoal::parseTrainConfig(llvm::StringRef pathRef, TrainConfig &out) {
     }
   }
   return "";
-}
-
-void shoal::addTrainingPasses(mlir::OpPassManager &pm,
-                              const TrainConfig &config) {
-  AutodiffPassOptions a;
-  a.loss = config.loss;
-  a.output = config.output;
-  a.labels = config.labels;
-  a.ignoreIndex = config.ignoreIndex;
-  a.frozen = config.frozen;
-  a.frozenWhere = config.frozenWhere;
-  a.lossScaleSeed = config.mixedPrecision.lossScale;
-  pm.addPass(createAutodiffPass(a));
-  pm.addPass(createOptimizerPass(config.optimizer));
-  // Always: a per-scope `recompute:` of the annotation spec applies even
-  // when the config's is none.
-  pm.addPass(createRecomputePass(RecomputePassOptions{config.recompute}));
 }

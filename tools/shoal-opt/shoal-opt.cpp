@@ -5,6 +5,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include "shoal/Tools/AtomicOutput.h"
 #include "shoal/Tools/CommandLine.h"
 #include "shoal/Transforms/Passes.h"
 
@@ -18,6 +19,10 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "shoal optimizer driver\n", registry));
+  // -o is written to a new file renamed into place: never through a symlink.
+  return shoal::runWithAtomicOutput(
+      argc, argv, "shoal-opt", [&](int argc, char **argv) {
+        return mlir::asMainReturnCode(mlir::MlirOptMain(
+            argc, argv, "shoal optimizer driver\n", registry));
+      });
 }

@@ -13,6 +13,7 @@
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
 #include "shoal/Target/ONNX.h"
 #include "shoal/Target/Plan.h"
+#include "shoal/Tools/AtomicOutput.h"
 #include "shoal/Tools/CommandLine.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/SourceMgr.h"
@@ -116,5 +117,11 @@ int main(int argc, char **argv) {
         return shoal::exportPlanAsText(module, os);
       },
       registerDialects);
-  return failed(mlirTranslateMain(argc, argv, "shoal translation tool"));
+  // -o is written to a new file renamed into place: never through a symlink.
+  return shoal::runWithAtomicOutput(
+      argc, argv, "shoal-translate", [](int argc, char **argv) {
+        return failed(mlirTranslateMain(argc, argv, "shoal translation tool"))
+                   ? 1
+                   : 0;
+      });
 }

@@ -57,6 +57,9 @@ public:
   void write(const void *data, std::size_t size);
   void write(std::string_view text) { write(text.data(), text.size()); }
   std::uint64_t size() const { return written_; }
+  /// The open temporary file (-1 after commit or on error), for code that
+  /// writes through a path of its own: /dev/fd/<descriptor> names it.
+  int descriptor() const { return fd_; }
 
   /// Flushes (and with `durable`, fsyncs the file and its folder) and renames
   /// the file into place. Returns false (see error()) on any failure.

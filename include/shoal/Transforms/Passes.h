@@ -45,6 +45,9 @@ checkLossScale(const MixedPrecisionPassOptions &options);
 /// Reads a train.yaml into `out`; returns an error naming the file and line
 /// (empty on success).
 std::string parseTrainConfig(llvm::StringRef path, TrainConfig &out);
+/// parseTrainConfig of the text `text` read from `path`.
+std::string parseTrainConfigText(const std::string &path,
+                                 const std::string &text, TrainConfig &out);
 
 /// Adds shoal-autodiff and shoal-optimizer for `config` (shoal-zero runs
 /// later, after shoal-partition: see addParallelizePipeline).
