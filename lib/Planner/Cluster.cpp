@@ -157,6 +157,9 @@ double positive(const std::string &file, const YAML::Node &n,
 int count(const std::string &file, const YAML::Node &n,
           const std::string &what) {
   double v = positive(file, n, what);
+  // Compared as a double first: converting 1e300 to int is undefined.
+  if (v > 1e6)
+    fail(file, n, fmt::format("{} must be at most 1000000, got {}", what, v));
   if (v != static_cast<int>(v))
     fail(file, n, fmt::format("{} must be a whole number, got {}", what, v));
   return static_cast<int>(v);
