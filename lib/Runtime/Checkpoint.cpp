@@ -361,6 +361,10 @@ public:
                        where, dtype));
     e.globalType.shape =
         ints(member(t, "shape", Json::Array, where), where + " shape");
+    uint64_t bytes = 0;
+    if (!checkedByteSize(e.globalType.dtype, e.globalType.shape, bytes))
+      fail(fmt::format("{} has shape {}, which is too large", where,
+                       formatShape(e.globalType.shape)));
     for (const Json &s : member(t, "shards", Json::Array, where).items) {
       if (s.kind != Json::Object)
         fail(fmt::format("{} has a shard that is not an object", where));
@@ -378,8 +382,21 @@ public:
                          "has rank {}",
                          where, shard.file, shard.offset.size(),
                          e.globalType.shape.size()));
-      if (const Json *shape = s.find("shape"))
+      for (std::size_t i = 0; i < shard.offset.size(); ++i)
+        if (shard.offset[i] > e.globalType.shape[i])
+          fail(fmt::format("{}: shard {} has offset {}, outside the tensor's "
+                           "shape {}",
+                           where, shard.file, formatShape(shard.offset),
+                           formatShape(e.globalType.shape)));
+      if (const Json *shape = s.find("shape")) {
         shard.shape = ints(*shape, where + " shard shape");
+        if (shard.shape.size() != e.globalType.shape.size() ||
+            !checkedByteSize(e.globalType.dtype, shard.shape, bytes))
+          fail(fmt::format("{}: shard {} has shape {}, which does not fit a "
+                           "tensor of shape {}",
+                           where, shard.file, formatShape(shard.shape),
+                           formatShape(e.globalType.shape)));
+      }
       e.shards.push_back(std::move(shard));
     }
     return e;

@@ -253,12 +253,10 @@ NpyHeader shoal::rt::parseNpyHeader(const uint8_t *data, std::size_t size,
   header.type.shape = shape;
   header.dataOffset = headerStart + headerLen;
   // Overflow-checked size of the data.
-  uint64_t bytes = dtypeSize(header.type.dtype);
-  for (int64_t d : shape)
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
-        bytes > (uint64_t(1) << 62))
-      throw Error(
-          fmt::format("{}: shape {} is too large", path, formatShape(shape)));
+  uint64_t bytes = 0;
+  if (!checkedByteSize(header.type.dtype, shape, bytes))
+    throw Error(
+        fmt::format("{}: shape {} is too large", path, formatShape(shape)));
   std::size_t available = size - header.dataOffset;
   if (available < bytes)
     throw Error(fmt::format("{}: truncated .npy file: a {} array needs {} "

@@ -533,17 +533,16 @@ TensorType PlanChecker::convertType(const plan::TensorType &t,
                      "BOOL)",
                      what, plan::DType_Name(t.dtype())));
   }
-  uint64_t bytes = dtypeSize(type.dtype);
   for (int64_t d : t.shape()) {
     if (d < 0)
       fail(fmt::format("{} has a negative dimension in shape [{}]", what,
                        fmt::join(t.shape(), ", ")));
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
-        bytes > (uint64_t(1) << 62))
-      fail(fmt::format("{} has shape [{}], which is too large", what,
-                       fmt::join(t.shape(), ", ")));
     type.shape.push_back(d);
   }
+  uint64_t bytes = 0;
+  if (!checkedByteSize(type.dtype, type.shape, bytes))
+    fail(fmt::format("{} has shape [{}], which is too large", what,
+                     fmt::join(t.shape(), ", ")));
   return type;
 }
 

@@ -65,6 +65,17 @@ int64_t shoal::rt::numElements(const Shape &shape) {
   return n;
 }
 
+bool shoal::rt::checkedByteSize(DType dtype, const Shape &shape,
+                                uint64_t &bytes) {
+  bytes = dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (d < 0 ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
+        bytes > (uint64_t(1) << 62))
+      return false;
+  return true;
+}
+
 std::string shoal::rt::formatShape(const Shape &shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }

@@ -38,6 +38,11 @@ using Shape = std::vector<int64_t>;
 /// Product of the dimensions (1 for a scalar). Shapes are validated when a
 /// plan or file is read, so this does not check for overflow.
 int64_t numElements(const Shape &shape);
+
+/// The size in bytes of a tensor of `dtype` and `shape`, computed without
+/// overflow; false when a dimension is negative or the size is over 2^62
+/// bytes. Readers of shapes from files check them with this.
+bool checkedByteSize(DType dtype, const Shape &shape, uint64_t &bytes);
 /// `[2, 3]`, or `[]` for a scalar.
 std::string formatShape(const Shape &shape);
 
