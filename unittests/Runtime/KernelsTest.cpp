@@ -102,6 +102,31 @@ TEST(Kernels, BinaryBroadcastingF32) {
   }
 }
 
+// Gelu (erf form), alone and with the bias shoal-fuse folds into it,
+// against the definition in double: the reference for faster kernels.
+TEST(Kernels, GeluWithAndWithoutBias) {
+  std::mt19937 rng(3);
+  auto ref = [](double z) {
+    return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+  };
+  for (const Shape &shape : {Shape{4, 33}, Shape{2, 3, 64}, Shape{7}}) {
+    Tensor x = randomF32(shape, rng, -6.f, 6.f);
+    Tensor bias = randomF32({shape.back()}, rng, -1.f, 1.f);
+    int64_t n = x.numElements(), last = shape.back();
+    std::vector<double> plain(n), biased(n);
+    for (int64_t i = 0; i < n; ++i) {
+      plain[i] = ref(x.data<float>()[i]);
+      biased[i] = ref(double(x.data<float>()[i]) +
+                      double(bias.data<float>()[i % last]));
+    }
+    expectAllNear(
+        run([&](Tensor &o) { gelu(x, nullptr, o); }, DType::F32, shape), plain,
+        1e-6);
+    expectAllNear(run([&](Tensor &o) { gelu(x, &bias, o); }, DType::F32, shape),
+                  biased, 1e-6);
+  }
+}
+
 TEST(Kernels, BinaryIntegerAndMixedPow) {
   Tensor a = makeTensor<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor b = makeTensor<int64_t>({3}, {10, 20, 30});
