@@ -35,10 +35,6 @@ namespace {
 /// far from int64's overflow when counted on).
 constexpr int64_t kMaxCheckpointStep = int64_t(1) << 53;
 
-} // namespace
-
-namespace {
-
 //===----------------------------------------------------------------------===//
 // A small JSON reader (the manifest and the shard lists ranks send rank 0).
 //===----------------------------------------------------------------------===//

@@ -1418,11 +1418,12 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
           lastSaved = done;
         }
       }
-      notePhase("saving a checkpoint");
-      if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted())
+      if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted()) {
+        notePhase("saving a checkpoint");
         saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
                        training.optimizer, plan->mesh, coords,
                        checkpointTensors(*plan, *exec), world);
+      }
       if (exports(train))
         exportModel(*plan, *exec, train, coords, trainer.stepsCompleted(),
                     world);
