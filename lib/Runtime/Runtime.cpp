@@ -22,6 +22,7 @@
 #include "Export.h"
 #include "MappedFile.h"
 #include "Watchdog.h"
+#include "cpu/Common.h"
 
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -564,16 +565,20 @@ void checkOutputFile(const std::string &path, const char *what,
                             path, flag));
 }
 
-/// Gives each rank its share of the cores for BLAS unless the user chose.
+/// Gives each rank its share of the cores for BLAS and the CPU kernels'
+/// threads (cpu::setCpuThreads) unless the user chose (OPENBLAS_NUM_THREADS,
+/// OMP_NUM_THREADS, SHOAL_NUM_THREADS).
 void configureBlasThreads(Communicator &world) {
   std::vector<int> node = nodeOfRanks(world);
   int ranksHere = static_cast<int>(
       std::count(node.begin(), node.end(), node[world.rank()]));
-  if (ranksHere <= 1 || !openblas_set_num_threads ||
-      std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS"))
-    return;
   int cores = static_cast<int>(std::thread::hardware_concurrency());
-  openblas_set_num_threads(std::max(1, cores / ranksHere));
+  int share = std::max(1, cores / std::max(1, ranksHere));
+  cpu::setCpuThreads(share);
+  if (!openblas_set_num_threads || std::getenv("OPENBLAS_NUM_THREADS"))
+    return;
+  if (ranksHere > 1 || std::getenv("SHOAL_NUM_THREADS"))
+    openblas_set_num_threads(cpu::cpuThreads());
 }
 
 /// This rank's index among the ranks of its node, without communicating

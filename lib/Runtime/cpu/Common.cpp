@@ -13,6 +13,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
 
@@ -45,3 +56,68 @@ Tensor shoal::rt::cpu::toF32(const Tensor &t) {
 }
 
 void shoal::rt::cpu::fromF32(const Tensor &f, Tensor &out) { cast(f, out); }
+
+namespace {
+std::atomic<int> configuredThreads{0};
+
+int envThreads() {
+  for (const char *name : {"SHOAL_NUM_THREADS", "OMP_NUM_THREADS"})
+    if (const char *v = std::getenv(name); v && *v) {
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (end && *end == '\0' && n >= 1 && n <= 4096)
+        return static_cast<int>(n);
+    }
+  return 0;
+}
+} // namespace
+
+int shoal::rt::cpu::cpuThreads() {
+  static const int fromEnv = envThreads();
+  if (fromEnv)
+    return fromEnv;
+  if (int n = configuredThreads.load(std::memory_order_relaxed))
+    return n;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void shoal::rt::cpu::setCpuThreads(int n) {
+  configuredThreads.store(std::max(0, n), std::memory_order_relaxed);
+}
+
+void shoal::rt::cpu::parallelFor(
+    int64_t n, int64_t costPerItem,
+    const std::function<void(int64_t, int64_t)> &body) {
+  if (n <= 0)
+    return;
+  const int64_t minWork = 32 * 1024;
+  int64_t work = n * std::max<int64_t>(costPerItem, 1);
+  int64_t threads = std::min<int64_t>({cpuThreads(), n, work / minWork});
+#ifdef _OPENMP
+  // Not nested: a kernel called from a parallel region runs serially.
+  if (threads <= 1 || omp_in_parallel()) {
+    body(0, n);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex errorMutex;
+#pragma omp parallel num_threads(static_cast <int>(threads))
+  {
+    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t begin = n * t / nt, end = n * (t + 1) / nt;
+    try {
+      if (begin < end)
+        body(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(errorMutex);
+      if (!error)
+        error = std::current_exception();
+    }
+  }
+  if (error)
+    std::rethrow_exception(error);
+#else
+  (void)threads;
+  body(0, n);
+#endif
+}

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace shoal {
@@ -35,6 +36,22 @@ void checkOutput(const Tensor &out, DType dtype, const Shape &shape,
 /// Throws Error naming `what` and `operand` unless `t` has `dtype`.
 void checkDType(const Tensor &t, DType dtype, const char *what,
                 const char *operand);
+
+/// Runs body(begin, end) over [0, n) split into contiguous ranges on the
+/// kernel threads (cpuThreads()), or on the calling thread alone when the
+/// work is small: `costPerItem` is a rough count of float operations per
+/// item, and ranges of fewer than about 32k operations are not worth a
+/// thread. An exception thrown by body reaches the caller.
+void parallelFor(int64_t n, int64_t costPerItem,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+/// The number of threads the kernels use: SHOAL_NUM_THREADS, else
+/// OMP_NUM_THREADS, else setCpuThreads's, else the machine's cores.
+int cpuThreads();
+/// Sets the kernel threads of this process (shoal-run gives each rank its
+/// share of the node's cores); n < 1 goes back to the machine's cores. The
+/// environment variables above take precedence.
+void setCpuThreads(int n);
 
 /// Throws the Error of byNumericType for a dtype that isNumeric rejects.
 [[noreturn]] void throwNotNumeric(DType dtype);

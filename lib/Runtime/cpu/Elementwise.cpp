@@ -13,6 +13,7 @@
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
+#include "cpu/Vector.h"
 
 #include <fmt/format.h>
 
@@ -266,8 +267,28 @@ template <typename T> void unaryInt(UnaryOp op, const Tensor &x, Tensor &out) {
     unaryLoop<T>(x, out, [](T v) { return v < 0 ? T(0) : v; });
 }
 
+/// Erf, Tanh and Exp on f32 with the vectorized loops (Vector.h), split
+/// over the kernel threads; false for the other ops.
+bool unaryVector(UnaryOp op, const Tensor &x, Tensor &out) {
+  const VectorKernels &vk = vectorKernels();
+  void (*f)(const float *, float *, int64_t) = op == UnaryOp::Erf    ? vk.erf
+                                               : op == UnaryOp::Tanh ? vk.tanh
+                                               : op == UnaryOp::Exp  ? vk.exp
+                                                                     : nullptr;
+  if (!f)
+    return false;
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  parallelFor(x.numElements(), 20,
+              [&](int64_t b, int64_t e) { f(px + b, po + b, e - b); });
+  return true;
+}
+
 template <typename T>
 void unaryFloat(UnaryOp op, const Tensor &x, Tensor &out) {
+  if constexpr (std::is_same<T, float>::value)
+    if (unaryVector(op, x, out))
+      return;
   switch (op) {
   case UnaryOp::Erf:
     return unaryLoop<T>(x, out, [](T v) { return std::erf(v); });
@@ -421,17 +442,32 @@ void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out) {
     gelu(toF32(x), bias ? &b : nullptr, r);
     return fromF32(r, out);
   }
-  const Tensor *z = &x;
+  checkDType(x, DType::F32, "Gelu", "input");
+  checkOutput(out, DType::F32, x.shape(), "Gelu");
+  int64_t n = x.rank() ? x.shape().back() : 1;
+  int64_t rows = n ? x.numElements() / n : 0;
+  const float *pb = nullptr;
   Tensor sum;
+  const Tensor *z = &x;
   if (bias) {
-    sum = Tensor(x.type());
-    binary(BinaryOp::Add, x, *bias, sum);
-    z = &sum;
+    checkDType(*bias, DType::F32, "Gelu", "bias");
+    // A bias along the last dimension (a linear layer's) is added in the
+    // loop; any other broadcast goes through a temporary.
+    if (x.rank() >= 1 && bias->rank() >= 1 && bias->rank() <= x.rank() &&
+        bias->shape().back() == n && bias->numElements() == n) {
+      pb = bias->data<float>();
+    } else {
+      sum = Tensor(x.type());
+      binary(BinaryOp::Add, x, *bias, sum);
+      z = &sum;
+    }
   }
+  const VectorKernels &vk = vectorKernels();
   const float *in = z->data<float>();
   float *o = out.data<float>();
-  for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-    o[i] = 0.5f * in[i] * (1.f + std::erf(in[i] * 0.70710678118654752f));
+  parallelFor(rows, 30 * n, [&](int64_t r0, int64_t r1) {
+    vk.gelu(in, pb, o, n, r0, r1, /*tanhForm=*/false);
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -13,6 +13,7 @@
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
+#include "cpu/Vector.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -204,6 +205,76 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
 // Attention
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// Attention in blocks of query rows, the scores of one block at a time in
+/// a buffer that stays in cache: S = scale * Q_blk K^T + mask, softmax in
+/// place, O_blk = S V, for every (batch, block) on the kernel threads (each
+/// product on one BLAS thread). It takes f32 q [..., Tq, D], kt [..., D, Tk]
+/// and v [..., Tk, Dv] with the same batch dimensions, and a mask [Tq, Tk]
+/// (leading dimensions of 1 allowed) or none; false for anything else, which
+/// the unblocked path computes.
+bool attentionBlocked(const Tensor &q, const Tensor &kt, const Tensor &v,
+                      const Tensor *mask, float scale, Tensor &out) {
+  if (q.dtype() != DType::F32 || kt.dtype() != DType::F32 ||
+      v.dtype() != DType::F32 || q.rank() < 2 || kt.rank() != q.rank() ||
+      v.rank() != q.rank())
+    return false;
+  const Shape &qs = q.shape(), &ks = kt.shape(), &vs = v.shape();
+  std::size_t r = qs.size();
+  if (!std::equal(qs.begin(), qs.end() - 2, ks.begin()) ||
+      !std::equal(qs.begin(), qs.end() - 2, vs.begin()))
+    return false;
+  int64_t tq = qs[r - 2], d = qs[r - 1], tk = ks[r - 1], dv = vs[r - 1];
+  if (ks[r - 2] != d || vs[r - 2] != tk)
+    return false;
+  const float *pm = nullptr;
+  if (mask) {
+    const Shape &ms = mask->shape();
+    if (mask->dtype() != DType::F32 || ms.size() < 2 || ms.size() > r ||
+        ms[ms.size() - 2] != tq || ms.back() != tk ||
+        mask->numElements() != tq * tk)
+      return false;
+    pm = mask->data<float>();
+  }
+  Shape shape(qs.begin(), qs.end() - 1);
+  shape.push_back(dv);
+  checkOutput(out, DType::F32, shape, "Attention");
+  int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+  if (batch == 0 || tq == 0 || dv == 0)
+    return true;
+  const int64_t block = 64;
+  int64_t blocks = (tq + block - 1) / block;
+  const float *pq = q.data<float>(), *pk = kt.data<float>(),
+              *pv = v.data<float>();
+  float *po = out.data<float>();
+  const VectorKernels &vk = vectorKernels();
+  parallelFor(batch * blocks, block * tk * (2 * d + 2 * dv + 30),
+              [&](int64_t i0, int64_t i1) {
+                std::vector<float> s(static_cast<std::size_t>(block * tk));
+                for (int64_t i = i0; i < i1; ++i) {
+                  int64_t b = i / blocks, row0 = (i % blocks) * block;
+                  int64_t rows = std::min(block, tq - row0);
+                  const float *qb = pq + (b * tq + row0) * d;
+                  sgemm(false, false, rows, tk, d, scale, qb, d,
+                        pk + b * d * tk, tk, 0.f, s.data(), tk, "Attention");
+                  if (pm)
+                    for (int64_t i2 = 0; i2 < rows; ++i2) {
+                      float *sr = s.data() + i2 * tk;
+                      const float *mr = pm + (row0 + i2) * tk;
+                      for (int64_t j = 0; j < tk; ++j)
+                        sr[j] += mr[j];
+                    }
+                  if (tk > 0)
+                    vk.softmax(s.data(), s.data(), tk, 0, rows);
+                  sgemm(false, false, rows, dv, tk, 1.f, s.data(), tk,
+                        pv + b * tk * dv, dv, 0.f, po + (b * tq + row0) * dv,
+                        dv, "Attention");
+                }
+              });
+  return true;
+}
+} // namespace
+
 void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
                                const Tensor &v, const Tensor *mask, float scale,
                                Tensor &out) {
@@ -214,6 +285,8 @@ void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
     attention(toF32(q), stage(kt), stage(v), mask ? &m : nullptr, scale, r);
     return fromF32(r, out);
   }
+  if (attentionBlocked(q, kt, v, mask, scale, out))
+    return;
   Tensor scores(DType::F32, matmulShape(q.shape(), kt.shape()));
   matmul(q, kt, scores);
   float *s = scores.data<float>();

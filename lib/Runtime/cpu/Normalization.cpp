@@ -16,7 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "cpu/Vector.h"
 #include <algorithm>
+
 #include <cmath>
 #include <limits>
 
@@ -50,6 +52,12 @@ void shoal::rt::cpu::softmax(const Tensor &x, int64_t axis, Tensor &out) {
   float *po = out.data<float>();
   if (n == 0)
     return;
+  if (inner == 1) { // rows along the last axis: the vectorized loop
+    const VectorKernels &vk = vectorKernels();
+    parallelFor(outer, 25 * n,
+                [&](int64_t r0, int64_t r1) { vk.softmax(px, po, n, r0, r1); });
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const float *row = px + o * n * inner + i;
@@ -74,7 +82,7 @@ void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
                                const Tensor *bias, int64_t axis, float epsilon,
                                Tensor &out, Tensor *mean, Tensor *invStdDev) {
   if (isHalfDType(x.dtype())) {
-    // In f32 (statistics in double), rounded once; Mean and InvStdDev are
+    // In f32, rounded once; Mean and InvStdDev are
     // rounded to their own types.
     checkOutput(out, x.dtype(), x.shape(), "LayerNormalization");
     Tensor r(DType::F32, x.shape()), m, v;
@@ -123,31 +131,13 @@ void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
     b = expandTo(*bias, normShape);
   const float *px = x.data<float>();
   float *po = out.data<float>();
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *row = px + o * n;
-    float *orow = po + o * n;
-    double sum = 0;
-    for (int64_t j = 0; j < n; ++j)
-      sum += row[j];
-    double mu = n ? sum / double(n) : 0.0;
-    double sq = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      double d = row[j] - mu;
-      sq += d * d;
-    }
-    double var = n ? sq / double(n) : 0.0;
-    double inv = 1.0 / std::sqrt(var + double(epsilon));
-    for (int64_t j = 0; j < n; ++j) {
-      double y = (row[j] - mu) * inv * g[j];
-      if (bias)
-        y += b[j];
-      orow[j] = static_cast<float>(y);
-    }
-    if (mean)
-      mean->data<float>()[o] = static_cast<float>(mu);
-    if (invStdDev)
-      invStdDev->data<float>()[o] = static_cast<float>(inv);
-  }
+  float *pm = mean ? mean->data<float>() : nullptr;
+  float *pv = invStdDev ? invStdDev->data<float>() : nullptr;
+  const VectorKernels &vk = vectorKernels();
+  parallelFor(outer, 8 * n, [&](int64_t r0, int64_t r1) {
+    vk.layerNorm(px, g.data(), bias ? b.data() : nullptr, po, n, epsilon, r0,
+                 r1, pm, pv);
+  });
 }
 
 void shoal::rt::cpu::addLayerNorm(const Tensor &a, const Tensor &b,

@@ -15,6 +15,7 @@
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
+#include "cpu/Vector.h"
 
 #include <fmt/format.h>
 
@@ -53,17 +54,6 @@ int64_t checkLogitsAndLabels(const Tensor &logits, const Tensor &labels,
   return v;
 }
 
-/// The largest element of row[0..n) and the sum of exp(row[j] - max) (in
-/// double).
-void expSum(const float *row, int64_t n, float &mx, double &sum) {
-  mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    mx = std::max(mx, row[j]);
-  sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += std::exp(row[j] - mx);
-}
-
 /// Splits `shape` around `axis`: the product of the dimensions before it,
 /// its size and the product of the dimensions after it.
 void splitAt(const Shape &shape, int64_t axis, int64_t &outer, int64_t &n,
@@ -90,7 +80,7 @@ void checkLayerNorm(const Tensor &x, const Tensor &dy, int64_t axis,
 }
 
 /// Mean and 1 / sqrt(var + epsilon) of row[0..n) (biased variance), in
-/// double, the way the forward kernel computes them.
+/// double (the forward kernel's, in float, agree to float precision).
 void rowStats(const float *row, int64_t n, float epsilon, double &mu,
               double &inv) {
   double sum = 0;
@@ -121,18 +111,18 @@ void shoal::rt::cpu::softmaxCrossEntropy(const Tensor &logits,
   const float *px = logits.data<float>();
   const int64_t *pl = labels.data<int64_t>();
   float *po = loss.data<float>();
-  for (int64_t r = 0, rows = labels.numElements(); r < rows; ++r) {
-    if (pl[r] == ignoreIndex) {
-      po[r] = 0.f;
-      continue;
-    }
-    const float *row = px + r * v;
-    float mx;
-    double sum;
-    expSum(row, v, mx, sum);
-    double lse = double(mx) + std::log(sum);
-    po[r] = static_cast<float>(lse - double(row[pl[r]]));
+  int64_t rows = labels.numElements();
+  if (v == 0) { // checkLogitsAndLabels let only ignored rows through
+    std::fill(po, po + rows, 0.f);
+    return;
   }
+  // log-sum-exp of each row with the vectorized loop, then lse - x[label].
+  const VectorKernels &vk = vectorKernels();
+  parallelFor(rows, 20 * v, [&](int64_t r0, int64_t r1) {
+    vk.logSumExp(px, po, v, r0, r1);
+    for (int64_t r = r0; r < r1; ++r)
+      po[r] = pl[r] == ignoreIndex ? 0.f : po[r] - px[r * v + pl[r]];
+  });
 }
 
 void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
@@ -151,23 +141,12 @@ void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
   const int64_t *pl = labels.data<int64_t>();
   const float *pd = dloss.data<float>();
   float *po = dlogits.data<float>();
-  for (int64_t r = 0, rows = labels.numElements(); r < rows; ++r) {
-    float *orow = po + r * v;
-    if (pl[r] == ignoreIndex) {
-      std::fill(orow, orow + v, 0.f);
-      continue;
-    }
-    const float *row = px + r * v;
-    float mx;
-    double sum;
-    expSum(row, v, mx, sum);
-    float inv = static_cast<float>(1.0 / sum);
-    float d = pd[r];
-    for (int64_t j = 0; j < v; ++j)
-      orow[j] = std::exp(row[j] - mx) * inv * d;
-    // (p - 1) * d at the label, from p itself rather than p * d - d.
-    orow[pl[r]] = (std::exp(row[pl[r]] - mx) * inv - 1.f) * d;
-  }
+  if (v == 0)
+    return;
+  const VectorKernels &vk = vectorKernels();
+  parallelFor(labels.numElements(), 25 * v, [&](int64_t r0, int64_t r1) {
+    vk.crossEntropyGrad(px, pl, pd, po, v, ignoreIndex, r0, r1);
+  });
 }
 
 //===----------------------------------------------------------------------===//

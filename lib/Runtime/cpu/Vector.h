@@ -1,0 +1,73 @@
+//===- Vector.h - Vectorized float loops of the CPU kernels -----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The inner loops of the float kernels that are not matrix products: exp,
+// erf, tanh, GELU with its bias, softmax, LayerNorm and softmax
+// cross-entropy rows. VectorImpl.cpp holds them once and is compiled once
+// per instruction set (AVX-512, AVX2 + FMA and the baseline on x86-64, the
+// baseline elsewhere), the way ATen's DispatchStub builds its CPU kernels;
+// vectorKernels() picks the widest one the CPU supports, once. The
+// environment variable SHOAL_CPU_ISA (avx512, avx2 or baseline) picks a
+// narrower one, for tests and comparisons.
+//
+// Each function works on contiguous float rows and a range of them, so the
+// callers can split the rows over threads (parallelFor, Common.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_CPU_VECTOR_H
+#define SHOAL_RUNTIME_CPU_VECTOR_H
+
+#include <cstdint>
+
+namespace shoal {
+namespace rt {
+namespace cpu {
+
+struct VectorKernels {
+  /// The instruction set they were compiled for: "avx512", "avx2" or
+  /// "baseline".
+  const char *isa;
+  /// y[i] = f(x[i]) for i < n (FastMath.h's approximations).
+  void (*exp)(const float *x, float *y, int64_t n);
+  void (*erf)(const float *x, float *y, int64_t n);
+  void (*tanh)(const float *x, float *y, int64_t n);
+  /// GELU of rows [r0, r1) of x[rows, n], plus bias[n] first when bias is
+  /// not null: the erf form, or with `tanhForm` the tanh approximation.
+  void (*gelu)(const float *x, const float *bias, float *y, int64_t n,
+               int64_t r0, int64_t r1, bool tanhForm);
+  /// Softmax of rows [r0, r1) of x[rows, n] (n > 0).
+  void (*softmax)(const float *x, float *y, int64_t n, int64_t r0, int64_t r1);
+  /// LayerNorm of rows [r0, r1) of x[rows, n] with scale g[n] and bias b[n]
+  /// (b may be null); mean and invStd (per row, may be null) get the
+  /// statistics.
+  void (*layerNorm)(const float *x, const float *g, const float *b, float *y,
+                    int64_t n, float epsilon, int64_t r0, int64_t r1,
+                    float *mean, float *invStd);
+  /// log(sum_j exp(x[j])) of rows [r0, r1) of x[rows, n] (n > 0), into
+  /// lse[r].
+  void (*logSumExp)(const float *x, float *lse, int64_t n, int64_t r0,
+                    int64_t r1);
+  /// dx[r, j] = (softmax(x[r])[j] - (j == label[r])) * d[r] for the rows
+  /// [r0, r1) of x[rows, n]; a row whose label is `ignore` gets zeros.
+  void (*crossEntropyGrad)(const float *x, const int64_t *label, const float *d,
+                           float *dx, int64_t n, int64_t ignore, int64_t r0,
+                           int64_t r1);
+};
+
+/// The kernels of the widest instruction set this CPU has (or of
+/// SHOAL_CPU_ISA's).
+const VectorKernels &vectorKernels();
+
+/// The kernels of `isa` ("avx512", "avx2" or "baseline"), or null when this
+/// build or this CPU does not have it.
+const VectorKernels *vectorKernelsFor(const char *isa);
+
+} // namespace cpu
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_CPU_VECTOR_H

@@ -1,0 +1,207 @@
+//===- VectorImpl.cpp - Vectorized float loops, one ISA ----------*- C++
+//-*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Compiled once per instruction set (lib/Runtime/CMakeLists.txt) with
+// SHOAL_VECTOR_ISA naming it and -fopenmp-simd; the loops are plain C++
+// that the compiler vectorizes (`omp simd` lets it reorder the float sums
+// and maxima). Vector.h documents the functions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cpu/FastMath.h"
+#include "cpu/Vector.h"
+
+#include <cmath>
+#include <limits>
+
+#ifndef SHOAL_VECTOR_ISA
+#error "compile VectorImpl.cpp with SHOAL_VECTOR_ISA set"
+#endif
+
+#define SHOAL_CAT_(a, b) a##b
+#define SHOAL_CAT(a, b) SHOAL_CAT_(a, b)
+#define SHOAL_STR_(a) #a
+#define SHOAL_STR(a) SHOAL_STR_(a)
+
+namespace shoal {
+namespace rt {
+namespace cpu {
+namespace SHOAL_VECTOR_ISA {
+namespace {
+
+void expLoop(const float *x, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastExp(x[i]);
+}
+
+void erfLoop(const float *x, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastErf(x[i]);
+}
+
+void tanhLoop(const float *x, float *y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = fastTanh(x[i]);
+}
+
+void gelu(const float *x, const float *bias, float *y, int64_t n, int64_t r0,
+          int64_t r1, bool tanhForm) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    if (tanhForm) {
+      // 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        float z = bias ? xr[j] + bias[j] : xr[j];
+        float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+        yr[j] = 0.5f * z * (1.f + fastTanh(u));
+      }
+    } else {
+      // 0.5 z (1 + erf(z / sqrt(2)))
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        float z = bias ? xr[j] + bias[j] : xr[j];
+        yr[j] = 0.5f * z * (1.f + fastErf(z * 0.7071067811865476f));
+      }
+    }
+  }
+}
+
+float rowMax(const float *x, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n; ++j)
+    mx = x[j] > mx ? x[j] : mx;
+  return mx;
+}
+
+/// The max of a row that softmax subtracts: 0 for a row of -inf (its
+/// exponentials are then 0 and its sum 0, which gives NaN like PyTorch).
+float shiftOf(const float *x, int64_t n) {
+  float mx = rowMax(x, n);
+  return mx == -std::numeric_limits<float>::infinity() ? 0.f : mx;
+}
+
+void softmax(const float *x, float *y, int64_t n, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float mx = shiftOf(xr, n);
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      float e = fastExp(xr[j] - mx);
+      yr[j] = e;
+      sum += e;
+    }
+    float inv = 1.f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      yr[j] *= inv;
+  }
+}
+
+void layerNorm(const float *x, const float *g, const float *b, float *y,
+               int64_t n, float epsilon, int64_t r0, int64_t r1, float *mean,
+               float *invStd) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += xr[j];
+    float mu = n ? sum / static_cast<float>(n) : 0.f;
+    float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < n; ++j) {
+      float d = xr[j] - mu;
+      sq += d * d;
+    }
+    float var = n ? sq / static_cast<float>(n) : 0.f;
+    float inv = 1.f / std::sqrt(var + epsilon);
+    if (b) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = (xr[j] - mu) * inv * g[j] + b[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = (xr[j] - mu) * inv * g[j];
+    }
+    if (mean)
+      mean[r] = mu;
+    if (invStd)
+      invStd[r] = inv;
+  }
+}
+
+void logSumExp(const float *x, float *lse, int64_t n, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = x + r * n;
+    float mx = shiftOf(xr, n);
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += fastExp(xr[j] - mx);
+    lse[r] = mx + std::log(sum);
+  }
+}
+
+void crossEntropyGrad(const float *x, const int64_t *label, const float *d,
+                      float *dx, int64_t n, int64_t ignore, int64_t r0,
+                      int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float *dr = dx + r * n;
+    if (label[r] == ignore) {
+      for (int64_t j = 0; j < n; ++j)
+        dr[j] = 0.f;
+      continue;
+    }
+    const float *xr = x + r * n;
+    float mx = shiftOf(xr, n);
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      float e = fastExp(xr[j] - mx);
+      dr[j] = e;
+      sum += e;
+    }
+    float scale = d[r] / sum;
+    float p = dr[label[r]] / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      dr[j] *= scale;
+    // (p - 1) * d at the label, from p itself rather than p * d - d.
+    dr[label[r]] = (p - 1.f) * d[r];
+  }
+}
+
+} // namespace
+
+/// This instruction set's table (Vector.cpp picks one).
+const VectorKernels *table() {
+  static const VectorKernels kernels = {SHOAL_STR(SHOAL_VECTOR_ISA),
+                                        expLoop,
+                                        erfLoop,
+                                        tanhLoop,
+                                        gelu,
+                                        softmax,
+                                        layerNorm,
+                                        logSumExp,
+                                        crossEntropyGrad};
+  return &kernels;
+}
+
+} // namespace SHOAL_VECTOR_ISA
+} // namespace cpu
+} // namespace rt
+} // namespace shoal

@@ -1,0 +1,293 @@
+//===- VectorTest.cpp - FastMath, the vectorized loops, parallelFor -------===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The accuracy FastMath.h documents, over dense sweeps against libm in
+// double; every instruction set's loops (Vector.h) that this CPU runs
+// against double-precision references, at lengths that leave vector tails;
+// the blocked attention against its definition; parallelFor's split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cpu/Vector.h"
+#include "cpu/Common.h"
+#include "cpu/FastMath.h"
+#include "cpu/Kernels.h"
+
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+
+using namespace shoal::rt;
+using namespace shoal::rt::cpu;
+using namespace shoal::rt::test;
+
+namespace {
+
+/// |a - ref| in units of the float spacing at ref.
+double ulpError(float a, double ref) {
+  float r = static_cast<float>(std::fabs(ref));
+  double ulp = std::nextafter(r, std::numeric_limits<float>::infinity()) - r;
+  return std::fabs(double(a) - ref) / ulp;
+}
+
+TEST(FastMath, ExpWithinTwoUlpWhereNormal) {
+  double worst = 0;
+  for (double x = -87.3; x < 88.7; x += 3.7e-4) {
+    float xf = static_cast<float>(x);
+    worst = std::max(worst, ulpError(fastExp(xf), std::exp(double(xf))));
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(fastExp(0.f), 1.f);
+  EXPECT_EQ(fastExp(-std::numeric_limits<float>::infinity()), 0.f);
+  EXPECT_EQ(fastExp(-100.f), 0.f);
+  EXPECT_EQ(fastExp(89.f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(fastExp(std::nanf(""))));
+  // Next to ln(FLT_MAX), where 2^n needs the exponent 128.
+  EXPECT_LE(ulpError(fastExp(88.72f), std::exp(double(88.72f))), 2.0);
+}
+
+TEST(FastMath, ErfWithinItsBounds) {
+  double worstSmall = 0, worstAbs = 0;
+  for (double x = -9; x < 9; x += 1.3e-4) {
+    float xf = static_cast<float>(x);
+    double ref = std::erf(double(xf));
+    float got = fastErf(xf);
+    worstAbs = std::max(worstAbs, std::fabs(got - ref));
+    if (std::fabs(xf) < 0.8f && xf != 0)
+      worstSmall = std::max(worstSmall, ulpError(got, ref));
+  }
+  EXPECT_LE(worstSmall, 3.0);
+  EXPECT_LE(worstAbs, 3e-7);
+  // Tiny arguments keep their relative accuracy.
+  EXPECT_NEAR(fastErf(1e-20f) / (1.1283791670955126 * 1e-20), 1.0, 1e-6);
+  EXPECT_EQ(fastErf(std::numeric_limits<float>::infinity()), 1.f);
+  EXPECT_EQ(fastErf(-std::numeric_limits<float>::infinity()), -1.f);
+  EXPECT_TRUE(std::signbit(fastErf(-0.f)));
+  EXPECT_TRUE(std::isnan(fastErf(std::nanf(""))));
+}
+
+TEST(FastMath, TanhWithinItsBounds) {
+  double worst = 0;
+  for (double x = -12; x < 12; x += 1.1e-4) {
+    float xf = static_cast<float>(x);
+    double ref = std::tanh(double(xf));
+    if (xf != 0)
+      worst = std::max(worst, std::fabs(fastTanh(xf) - ref) / std::fabs(ref));
+  }
+  EXPECT_LE(worst, 5e-7);
+  EXPECT_EQ(fastTanh(100.f), 1.f);
+  EXPECT_EQ(fastTanh(-std::numeric_limits<float>::infinity()), -1.f);
+  EXPECT_TRUE(std::signbit(fastTanh(-0.f)));
+  EXPECT_TRUE(std::isnan(fastTanh(std::nanf(""))));
+}
+
+/// Every instruction set this build and CPU have.
+std::vector<const VectorKernels *> isas() {
+  std::vector<const VectorKernels *> out;
+  for (const char *isa : {"baseline", "avx2", "avx512"})
+    if (const VectorKernels *k = vectorKernelsFor(isa))
+      out.push_back(k);
+  return out;
+}
+
+std::vector<float> randomVector(int64_t n, std::mt19937 &rng, float lo,
+                                float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = d(rng);
+  return v;
+}
+
+TEST(VectorKernels, BaselineIsAlwaysThere) {
+  ASSERT_NE(vectorKernelsFor("baseline"), nullptr);
+  EXPECT_STREQ(vectorKernelsFor("baseline")->isa, "baseline");
+  EXPECT_EQ(vectorKernelsFor("sse9"), nullptr);
+  EXPECT_FALSE(isas().empty());
+}
+
+TEST(VectorKernels, ElementwiseMatchesFastMathOnEveryIsa) {
+  std::mt19937 rng(1);
+  for (int64_t n : {1, 7, 16, 33, 1000}) {
+    std::vector<float> x = randomVector(n, rng, -10.f, 10.f), y(n);
+    for (const VectorKernels *k : isas()) {
+      SCOPED_TRACE(k->isa);
+      k->exp(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_LE(ulpError(y[i], std::exp(double(x[i]))), 2.0) << x[i];
+      k->erf(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(y[i], std::erf(double(x[i])), 3e-7) << x[i];
+      k->tanh(x.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(y[i], std::tanh(double(x[i])), 5e-7) << x[i];
+    }
+  }
+}
+
+TEST(VectorKernels, GeluBothFormsWithBias) {
+  std::mt19937 rng(2);
+  const int64_t rows = 5, n = 37;
+  std::vector<float> x = randomVector(rows * n, rng, -6.f, 6.f);
+  std::vector<float> b = randomVector(n, rng, -1.f, 1.f), y(rows * n);
+  for (const VectorKernels *k : isas()) {
+    SCOPED_TRACE(k->isa);
+    for (bool tanhForm : {false, true}) {
+      k->gelu(x.data(), b.data(), y.data(), n, 0, rows, tanhForm);
+      for (int64_t i = 0; i < rows * n; ++i) {
+        double z = double(x[i]) + b[i % n];
+        double ref = tanhForm ? 0.5 * z *
+                                    (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                                   (z + 0.044715 * z * z * z)))
+                              : 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+        EXPECT_NEAR(y[i], ref, 2e-6 * (1 + std::fabs(ref))) << z;
+      }
+    }
+  }
+}
+
+TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
+  std::mt19937 rng(3);
+  const int64_t rows = 4, n = 1001;
+  std::vector<float> x = randomVector(rows * n, rng, -20.f, 20.f);
+  // A row of -inf but one element, and a masked row like attention's.
+  for (int64_t j = 1; j < n; ++j)
+    x[n + j] = -std::numeric_limits<float>::infinity();
+  std::vector<float> g = randomVector(n, rng, 0.5f, 1.5f);
+  std::vector<float> b = randomVector(n, rng, -1.f, 1.f);
+  std::vector<float> y(rows * n), mean(rows), inv(rows), lse(rows);
+  for (const VectorKernels *k : isas()) {
+    SCOPED_TRACE(k->isa);
+    k->softmax(x.data(), y.data(), n, 0, rows);
+    k->logSumExp(x.data(), lse.data(), n, 0, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x.data() + r * n;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        mx = std::max(mx, double(xr[j]));
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(xr[j] - mx);
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR(y[r * n + j], std::exp(xr[j] - mx) / sum, 1e-6);
+      EXPECT_NEAR(lse[r], mx + std::log(sum), 1e-5 * (1 + std::fabs(mx)));
+    }
+    k->layerNorm(x.data() + 2 * n, g.data(), b.data(), y.data(), n, 1e-5f, 0, 2,
+                 mean.data(), inv.data());
+    for (int64_t r = 0; r < 2; ++r) {
+      const float *xr = x.data() + (r + 2) * n;
+      double mu = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j)
+        mu += xr[j];
+      mu /= n;
+      for (int64_t j = 0; j < n; ++j)
+        var += (xr[j] - mu) * (xr[j] - mu);
+      double is = 1 / std::sqrt(var / n + 1e-5);
+      EXPECT_NEAR(mean[r], mu, 1e-5);
+      EXPECT_NEAR(inv[r], is, 1e-6 * is);
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR(y[r * n + j], (xr[j] - mu) * is * g[j] + b[j], 2e-5);
+    }
+  }
+}
+
+TEST(VectorKernels, CrossEntropyGradWithIgnoredRows) {
+  std::mt19937 rng(4);
+  const int64_t rows = 3, n = 70;
+  std::vector<float> x = randomVector(rows * n, rng, -8.f, 8.f);
+  std::vector<int64_t> label = {5, -100, 69};
+  std::vector<float> d = {0.5f, 1.f, -2.f}, dx(rows * n);
+  for (const VectorKernels *k : isas()) {
+    SCOPED_TRACE(k->isa);
+    k->crossEntropyGrad(x.data(), label.data(), d.data(), dx.data(), n, -100, 0,
+                        rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x.data() + r * n;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        mx = std::max(mx, double(xr[j]));
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(xr[j] - mx);
+      for (int64_t j = 0; j < n; ++j) {
+        double ref =
+            label[r] == -100
+                ? 0.0
+                : (std::exp(xr[j] - mx) / sum - (j == label[r])) * d[r];
+        EXPECT_NEAR(dx[r * n + j], ref, 1e-6) << r << " " << j;
+      }
+    }
+  }
+}
+
+TEST(VectorKernels, BlockedAttentionMatchesItsDefinition) {
+  // Tq = 70 (a block of 64 and a partial one), a causal mask.
+  std::mt19937 rng(5);
+  const int64_t b = 2, h = 3, tq = 70, tk = 70, d = 8;
+  Tensor q = randomF32({b, h, tq, d}, rng), kt = randomF32({b, h, d, tk}, rng),
+         v = randomF32({b, h, tk, d}, rng);
+  Tensor mask(DType::F32, {tq, tk});
+  for (int64_t i = 0; i < tq; ++i)
+    for (int64_t j = 0; j < tk; ++j)
+      mask.data<float>()[i * tk + j] = j > i ? -1e9f : 0.f;
+  const float scale = 0.35f;
+  Tensor out(DType::F32, {b, h, tq, d});
+  attention(q, kt, v, &mask, scale, out);
+  for (int64_t bh = 0; bh < b * h; ++bh)
+    for (int64_t i = 0; i < tq; ++i) {
+      std::vector<double> s(tk);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < tk; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < d; ++c)
+          acc += double(q.data<float>()[(bh * tq + i) * d + c]) *
+                 kt.data<float>()[(bh * d + c) * tk + j];
+        s[j] = acc * scale + mask.data<float>()[i * tk + j];
+        mx = std::max(mx, s[j]);
+      }
+      for (double &e : s)
+        sum += (e = std::exp(e - mx));
+      for (int64_t c = 0; c < d; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < tk; ++j)
+          o += s[j] / sum * v.data<float>()[(bh * tk + j) * d + c];
+        EXPECT_NEAR(out.data<float>()[(bh * tq + i) * d + c], o, 1e-5);
+      }
+    }
+}
+
+TEST(ParallelFor, CoversEveryItemOnceAndPassesErrorsOn) {
+  setCpuThreads(4);
+  const int64_t n = 100000;
+  std::vector<std::atomic<int>> hits(n);
+  parallelFor(n, 100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      hits[i]++;
+  });
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(hits[i].load(), 1) << i;
+  EXPECT_THROW(parallelFor(n, 100,
+                           [&](int64_t b, int64_t) {
+                             if (b > 0 || n > 0)
+                               throw std::runtime_error("kernel failed");
+                           }),
+               std::runtime_error);
+  // Small work runs on the calling thread.
+  int calls = 0;
+  parallelFor(10, 1, [&](int64_t b, int64_t e) {
+    ++calls;
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 10);
+  });
+  EXPECT_EQ(calls, 1);
+  setCpuThreads(0);
+}
+
+} // namespace
