@@ -28,7 +28,7 @@ packages=(
   libonnx-dev python3-onnx libonnx-testdata libprotobuf-dev protobuf-compiler
   libfmt-dev libgtest-dev libyaml-cpp-dev libssl-dev
   clang-14 libclang-rt-14-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libgloo-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libgloo-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-yaml python3-venv
   graphviz
 )
