@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -68,6 +69,45 @@ template <typename T> T intDiv(T x, T y) {
   return T(x / y);
 }
 
+/// The number of elements of `s` when, leading ones dropped, it is the
+/// trailing part of `out` (a bias along the last dimensions); 0 otherwise.
+int64_t trailingBlock(const Shape &s, const Shape &out) {
+  std::size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1)
+    ++lead;
+  std::size_t k = s.size() - lead;
+  if (k > out.size() || !std::equal(s.begin() + lead, s.end(), out.end() - k))
+    return 0;
+  return numElements(Shape(s.begin() + lead, s.end()));
+}
+
+/// binaryLoop, split over the kernel threads for float tensors whose
+/// operands either have the output's shape or repeat a trailing block (a
+/// bias): each thread takes whole rows of that block.
+template <typename T, typename F>
+void binaryParallel(const T *pa, const Shape &as, const T *pb, const Shape &bs,
+                    T *po, const Shape &os, F f) {
+  int64_t n = numElements(os);
+  if constexpr (std::is_floating_point<T>::value) {
+    bool aFull = as == os, bFull = bs == os;
+    int64_t block = aFull && bFull ? 1
+                    : aFull        ? trailingBlock(bs, os)
+                    : bFull        ? trailingBlock(as, os)
+                                   : 0;
+    if (block > 0 && n >= (int64_t(1) << 15)) {
+      int64_t rows = n / block;
+      parallelFor(rows, block, [&](int64_t r0, int64_t r1) {
+        Shape rowsShape{r1 - r0, block}, blockShape{block};
+        binaryLoop(aFull ? pa + r0 * block : pa, aFull ? rowsShape : blockShape,
+                   bFull ? pb + r0 * block : pb, bFull ? rowsShape : blockShape,
+                   po + r0 * block, rowsShape, f);
+      });
+      return;
+    }
+  }
+  binaryLoop(pa, as, pb, bs, po, os, f);
+}
+
 template <typename T>
 void binaryTyped(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out) {
   const T *pa = static_cast<const T *>(a.rawData());
@@ -81,19 +121,22 @@ void binaryTyped(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out) {
   using W = typename U::type;
   switch (op) {
   case BinaryOp::Add:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) + W(y)); });
+    binaryParallel(pa, as, pb, bs, po, os,
+                   [](T x, T y) { return T(W(x) + W(y)); });
     return;
   case BinaryOp::Sub:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) - W(y)); });
+    binaryParallel(pa, as, pb, bs, po, os,
+                   [](T x, T y) { return T(W(x) - W(y)); });
     return;
   case BinaryOp::Mul:
-    binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(W(x) * W(y)); });
+    binaryParallel(pa, as, pb, bs, po, os,
+                   [](T x, T y) { return T(W(x) * W(y)); });
     return;
   case BinaryOp::Div:
     if constexpr (std::is_integral<T>::value)
       binaryLoop(pa, as, pb, bs, po, os, intDiv<T>);
     else
-      binaryLoop(pa, as, pb, bs, po, os, [](T x, T y) { return T(x / y); });
+      binaryParallel(pa, as, pb, bs, po, os, [](T x, T y) { return T(x / y); });
     return;
   case BinaryOp::Pow:
     binaryLoop(pa, as, pb, bs, po, os,

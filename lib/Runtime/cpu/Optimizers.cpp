@@ -18,6 +18,8 @@
 
 #include "cpu/Optimizers.h"
 
+#include "cpu/Common.h"
+
 #include "Ops.h"
 
 #include <fmt/format.h>
@@ -97,9 +99,22 @@ double shoal::rt::cpu::sumOfSquares(const Tensor &g) {
     throw Error(fmt::format("sumOfSquares: the gradient must be f32, got {}",
                             g.type().str()));
   const float *pg = g.data<float>();
+  // One partial sum per thread range, added in range order.
+  int64_t n = g.numElements();
+  const int64_t chunk = 1 << 16;
+  int64_t chunks = (n + chunk - 1) / chunk;
+  std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
+  parallelFor(chunks, 2 * chunk, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double sum = 0;
+      for (int64_t i = c * chunk, e = std::min(n, i + chunk); i < e; ++i)
+        sum += static_cast<double>(pg[i]) * pg[i];
+      partial[c] = sum;
+    }
+  });
   double sum = 0;
-  for (int64_t i = 0, n = g.numElements(); i < n; ++i)
-    sum += static_cast<double>(pg[i]) * pg[i];
+  for (double p : partial)
+    sum += p;
   return sum;
 }
 
@@ -135,23 +150,25 @@ void shoal::rt::cpu::adamwUpdate(const OptimizerParams &p, int64_t step,
   const float *pg = g.data<float>();
   float *pm = m.data<float>();
   float *pv = v.data<float>();
-  for (int64_t i = 0, n = g.numElements(); i < n; ++i) {
-    float grad = scaled ? pg[i] * gradScale : pg[i];
-    // param.mul_(1 - lr * weight_decay)
-    float param = pw[i] * decay;
-    // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-    float expAvg = fusedMulAdd(grad, oneMinusBeta1, pm[i] * beta1);
-    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    float expAvgSq = fusedMulAdd(oneMinusBeta2 * grad, grad, pv[i] * beta2);
-    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    float denom = std::sqrt(expAvgSq) / bc2Sqrt;
-    denom = denom + eps;
-    // param.addcdiv_(exp_avg, denom, value=-step_size)
-    param = param + negStepSize * expAvg / denom;
-    pw[i] = param;
-    pm[i] = expAvg;
-    pv[i] = expAvgSq;
-  }
+  parallelFor(g.numElements(), 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float grad = scaled ? pg[i] * gradScale : pg[i];
+      // param.mul_(1 - lr * weight_decay)
+      float param = pw[i] * decay;
+      // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+      float expAvg = fusedMulAdd(grad, oneMinusBeta1, pm[i] * beta1);
+      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+      float expAvgSq = fusedMulAdd(oneMinusBeta2 * grad, grad, pv[i] * beta2);
+      // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+      float denom = std::sqrt(expAvgSq) / bc2Sqrt;
+      denom = denom + eps;
+      // param.addcdiv_(exp_avg, denom, value=-step_size)
+      param = param + negStepSize * expAvg / denom;
+      pw[i] = param;
+      pm[i] = expAvg;
+      pv[i] = expAvgSq;
+    }
+  });
 }
 
 void shoal::rt::cpu::sgdUpdate(const OptimizerParams &p, int64_t step,

@@ -173,6 +173,20 @@ void shoal::rt::cpu::softmaxGrad(const Tensor &y, const Tensor &dy,
   splitAt(y.shape(), axis, outer, n, inner);
   const float *py = y.data<float>();
   const float *pdy = dy.data<float>();
+  if (inner == 1) { // rows along the last axis, split over the threads
+    parallelFor(outer, 4 * n, [&](int64_t r0, int64_t r1) {
+      for (int64_t o = r0; o < r1; ++o) {
+        const float *yr = py + o * n, *dr = pdy + o * n;
+        float *xr = po + o * n;
+        double dot = 0;
+        for (int64_t j = 0; j < n; ++j)
+          dot += double(yr[j]) * dr[j];
+        for (int64_t j = 0; j < n; ++j)
+          xr[j] = static_cast<float>(yr[j] * (dr[j] - dot));
+      }
+    });
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = o * n * inner + i;
@@ -208,25 +222,27 @@ void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
   const float *px = x.data<float>();
   const float *pdy = dy.data<float>();
   float *po = dx.data<float>();
-  std::vector<double> g(static_cast<std::size_t>(n));
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *row = px + o * n;
-    const float *drow = pdy + o * n;
-    double mu, inv;
-    rowStats(row, n, epsilon, mu, inv);
-    double sumG = 0, sumGX = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      g[j] = double(drow[j]) * pg[j];
-      sumG += g[j];
-      sumGX += g[j] * ((row[j] - mu) * inv);
+  parallelFor(outer, 12 * n, [&](int64_t r0, int64_t r1) {
+    std::vector<double> g(static_cast<std::size_t>(n));
+    for (int64_t o = r0; o < r1; ++o) {
+      const float *row = px + o * n;
+      const float *drow = pdy + o * n;
+      double mu, inv;
+      rowStats(row, n, epsilon, mu, inv);
+      double sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        g[j] = double(drow[j]) * pg[j];
+        sumG += g[j];
+        sumGX += g[j] * ((row[j] - mu) * inv);
+      }
+      double meanG = sumG / double(n), meanGX = sumGX / double(n);
+      float *orow = po + o * n;
+      for (int64_t j = 0; j < n; ++j) {
+        double xhat = (row[j] - mu) * inv;
+        orow[j] = static_cast<float>((g[j] - meanG - xhat * meanGX) * inv);
+      }
     }
-    double meanG = sumG / double(n), meanGX = sumGX / double(n);
-    float *orow = po + o * n;
-    for (int64_t j = 0; j < n; ++j) {
-      double xhat = (row[j] - mu) * inv;
-      orow[j] = static_cast<float>((g[j] - meanG - xhat * meanGX) * inv);
-    }
-  }
+  });
 }
 
 void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
