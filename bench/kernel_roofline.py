@@ -40,7 +40,7 @@ def run(binary, threads, repetitions):
     for b in json.loads(p.stdout)["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
-        out[b["run_name"]] = b
+        out[b["run_name"].split("/")[0]] = b
     return out
 
 
