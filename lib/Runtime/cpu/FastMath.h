@@ -69,8 +69,8 @@ static inline float fastExp(float x) {
   // garbage here, replaced below; the shift is unsigned so that it is
   // defined for any bits).
   int32_t ni = toBits(t) - toBits(magic);
-  float scale = fromBits(
-      static_cast<int32_t>(static_cast<uint32_t>(ni + 127) << 23));
+  float scale =
+      fromBits(static_cast<int32_t>(static_cast<uint32_t>(ni + 127) << 23));
   // n = 128 (x near ln FLT_MAX) overflows the exponent field: scale by 2^127
   // and once more by 2.
   float y = ni > 127 ? p * fromBits(254 << 23) * 2.f : p * scale;
