@@ -23,6 +23,7 @@
 #include "MappedFile.h"
 #include "Watchdog.h"
 #include "cpu/Common.h"
+#include "cpu/Vector.h"
 
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -567,8 +568,11 @@ void checkOutputFile(const std::string &path, const char *what,
 
 /// Gives each rank its share of the cores for BLAS and the CPU kernels'
 /// threads (cpu::setCpuThreads) unless the user chose (OPENBLAS_NUM_THREADS,
-/// OMP_NUM_THREADS, SHOAL_NUM_THREADS).
+/// OMP_NUM_THREADS, SHOAL_NUM_THREADS). A bad SHOAL_NUM_THREADS or
+/// SHOAL_CPU_ISA is an error here, before any op runs.
 void configureBlasThreads(Communicator &world) {
+  cpu::cpuThreads();
+  cpu::vectorKernels();
   std::vector<int> node = nodeOfRanks(world);
   int ranksHere = static_cast<int>(
       std::count(node.begin(), node.end(), node[world.rank()]));
@@ -1566,7 +1570,14 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
   }
   rank = world->rank();
   int size = world->size();
-  configureBlasThreads(*world);
+  try {
+    configureBlasThreads(*world);
+  } catch (const std::exception &e) {
+    // SHOAL_NUM_THREADS or SHOAL_CPU_ISA: each rank reads its own.
+    std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
+    world.reset();
+    return finish(1);
+  }
 
   RunSummary summary;
   // Ends the job when this rank makes no progress for --stall-timeout s.

@@ -25,6 +25,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
@@ -108,6 +109,17 @@ std::vector<float> randomVector(int64_t n, std::mt19937 &rng, float lo,
   return v;
 }
 
+/// The max of x[0..n) and the sum of exp(x[j] - max), in double: the
+/// softmax and cross-entropy references.
+std::pair<double, double> maxAndExpSum(const float *x, int64_t n) {
+  double mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, double(x[j]));
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(x[j] - mx);
+  return {mx, sum};
+}
+
 TEST(VectorKernels, BaselineIsAlwaysThere) {
   ASSERT_NE(vectorKernelsFor("baseline"), nullptr);
   EXPECT_STREQ(vectorKernelsFor("baseline")->isa, "baseline");
@@ -171,11 +183,7 @@ TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
     k->logSumExp(x.data(), lse.data(), n, 0, rows);
     for (int64_t r = 0; r < rows; ++r) {
       const float *xr = x.data() + r * n;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        mx = std::max(mx, double(xr[j]));
-      for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(xr[j] - mx);
+      auto [mx, sum] = maxAndExpSum(xr, n);
       for (int64_t j = 0; j < n; ++j)
         EXPECT_NEAR(y[r * n + j], std::exp(xr[j] - mx) / sum, 1e-6);
       EXPECT_NEAR(lse[r], mx + std::log(sum), 1e-5 * (1 + std::fabs(mx)));
@@ -211,11 +219,7 @@ TEST(VectorKernels, CrossEntropyGradWithIgnoredRows) {
                         rows);
     for (int64_t r = 0; r < rows; ++r) {
       const float *xr = x.data() + r * n;
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        mx = std::max(mx, double(xr[j]));
-      for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(xr[j] - mx);
+      auto [mx, sum] = maxAndExpSum(xr, n);
       for (int64_t j = 0; j < n; ++j) {
         double ref =
             label[r] == -100

@@ -60,14 +60,25 @@ void shoal::rt::cpu::fromF32(const Tensor &f, Tensor &out) { cast(f, out); }
 namespace {
 std::atomic<int> configuredThreads{0};
 
+/// SHOAL_NUM_THREADS (an Error unless it is a count from 1 to 4096), else
+/// the first count of OMP_NUM_THREADS (libgomp's to judge otherwise), else 0.
 int envThreads() {
-  for (const char *name : {"SHOAL_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (const char *v = std::getenv(name); v && *v) {
-      char *end = nullptr;
-      long n = std::strtol(v, &end, 10);
-      if (end && *end == '\0' && n >= 1 && n <= 4096)
-        return static_cast<int>(n);
-    }
+  auto parse = [](const char *v, char stop) {
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    return end != v && (*end == '\0' || *end == stop) && n >= 1 && n <= 4096
+               ? static_cast<int>(n)
+               : 0;
+  };
+  if (const char *v = std::getenv("SHOAL_NUM_THREADS"); v && *v) {
+    if (int n = parse(v, '\0'))
+      return n;
+    throw Error(fmt::format("SHOAL_NUM_THREADS={}: expected a number of "
+                            "threads from 1 to 4096",
+                            v));
+  }
+  if (const char *v = std::getenv("OMP_NUM_THREADS"); v && *v)
+    return parse(v, ',');
   return 0;
 }
 } // namespace

@@ -46,7 +46,8 @@ void parallelFor(int64_t n, int64_t costPerItem,
                  const std::function<void(int64_t, int64_t)> &body);
 
 /// The number of threads the kernels use: SHOAL_NUM_THREADS, else
-/// OMP_NUM_THREADS, else setCpuThreads's, else the machine's cores.
+/// OMP_NUM_THREADS, else setCpuThreads's, else the machine's cores. Throws
+/// Error when SHOAL_NUM_THREADS is not a count from 1 to 4096.
 int cpuThreads();
 /// Sets the kernel threads of this process (shoal-run gives each rank its
 /// share of the node's cores); n < 1 goes back to the machine's cores. The

@@ -33,6 +33,10 @@ namespace shoal {
 namespace rt {
 namespace cpu {
 
+// The functions are static (internal linkage), Half.h's floatBits and
+// bitsFloat not reused: VectorImpl.cpp compiles this header once per
+// instruction set, and an out-of-line copy with external linkage compiled
+// for AVX-512 could be the one the linker keeps for the baseline code.
 namespace fastmath {
 static inline float fromBits(int32_t i) {
   float f;

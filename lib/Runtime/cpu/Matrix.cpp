@@ -206,6 +206,23 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// One block of attention: rows of q [rows, d] against kt [d, tk] and
+/// v [tk, dv], with mask rows [rows, tk] (or null), into o [rows, dv]; s is
+/// a [rows, tk] buffer for the scores.
+void attentionRows(const float *q, const float *kt, const float *v,
+                   const float *mask, int64_t rows, int64_t tk, int64_t d,
+                   int64_t dv, float scale, float *s, float *o,
+                   const VectorKernels &vk) {
+  sgemm(false, false, rows, tk, d, scale, q, d, kt, tk, 0.f, s, tk,
+        "Attention");
+  if (mask)
+    for (int64_t i = 0; i < rows * tk; ++i)
+      s[i] += mask[i];
+  if (tk > 0)
+    vk.softmax(s, s, tk, 0, rows);
+  sgemm(false, false, rows, dv, tk, 1.f, s, tk, v, dv, 0.f, o, dv, "Attention");
+}
+
 /// Attention in blocks of query rows, the scores of one block at a time in
 /// a buffer that stays in cache: S = scale * Q_blk K^T + mask, softmax in
 /// place, O_blk = S V, for every (batch, block) on the kernel threads (each
@@ -253,22 +270,10 @@ bool attentionBlocked(const Tensor &q, const Tensor &kt, const Tensor &v,
                 std::vector<float> s(static_cast<std::size_t>(block * tk));
                 for (int64_t i = i0; i < i1; ++i) {
                   int64_t b = i / blocks, row0 = (i % blocks) * block;
-                  int64_t rows = std::min(block, tq - row0);
-                  const float *qb = pq + (b * tq + row0) * d;
-                  sgemm(false, false, rows, tk, d, scale, qb, d,
-                        pk + b * d * tk, tk, 0.f, s.data(), tk, "Attention");
-                  if (pm)
-                    for (int64_t i2 = 0; i2 < rows; ++i2) {
-                      float *sr = s.data() + i2 * tk;
-                      const float *mr = pm + (row0 + i2) * tk;
-                      for (int64_t j = 0; j < tk; ++j)
-                        sr[j] += mr[j];
-                    }
-                  if (tk > 0)
-                    vk.softmax(s.data(), s.data(), tk, 0, rows);
-                  sgemm(false, false, rows, dv, tk, 1.f, s.data(), tk,
-                        pv + b * tk * dv, dv, 0.f, po + (b * tq + row0) * dv,
-                        dv, "Attention");
+                  attentionRows(pq + (b * tq + row0) * d, pk + b * d * tk,
+                                pv + b * tk * dv, pm ? pm + row0 * tk : nullptr,
+                                std::min(block, tq - row0), tk, d, dv, scale,
+                                s.data(), po + (b * tq + row0) * dv, vk);
                 }
               });
   return true;

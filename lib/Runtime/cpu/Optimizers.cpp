@@ -99,7 +99,8 @@ double shoal::rt::cpu::sumOfSquares(const Tensor &g) {
     throw Error(fmt::format("sumOfSquares: the gradient must be f32, got {}",
                             g.type().str()));
   const float *pg = g.data<float>();
-  // One partial sum per thread range, added in range order.
+  // One partial sum per chunk of 64k, added in chunk order: the same result
+  // on any number of threads.
   int64_t n = g.numElements();
   const int64_t chunk = 1 << 16;
   int64_t chunks = (n + chunk - 1) / chunk;

@@ -90,19 +90,23 @@ float shiftOf(const float *x, int64_t n) {
   return mx == -std::numeric_limits<float>::infinity() ? 0.f : mx;
 }
 
+/// y[j] = exp(x[j] - max(x)) for j < n; returns their sum.
+float storeShiftedExp(const float *x, float *y, int64_t n) {
+  float mx = shiftOf(x, n);
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    float e = fastExp(x[j] - mx);
+    y[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 void softmax(const float *x, float *y, int64_t n, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
-    const float *xr = x + r * n;
     float *yr = y + r * n;
-    float mx = shiftOf(xr, n);
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      float e = fastExp(xr[j] - mx);
-      yr[j] = e;
-      sum += e;
-    }
-    float inv = 1.f / sum;
+    float inv = 1.f / storeShiftedExp(x + r * n, yr, n);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
       yr[j] *= inv;
@@ -166,15 +170,7 @@ void crossEntropyGrad(const float *x, const int64_t *label, const float *d,
         dr[j] = 0.f;
       continue;
     }
-    const float *xr = x + r * n;
-    float mx = shiftOf(xr, n);
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      float e = fastExp(xr[j] - mx);
-      dr[j] = e;
-      sum += e;
-    }
+    float sum = storeShiftedExp(x + r * n, dr, n);
     float scale = d[r] / sum;
     float p = dr[label[r]] / sum;
 #pragma omp simd
