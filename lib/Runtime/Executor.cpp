@@ -416,16 +416,17 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
   outs.reserve(op.outputs.size());
   for (int v : op.outputs)
     outs.push_back(v >= 0 && !aliases ? resultBuffer(v) : Tensor());
+  KernelFn fn = findKernel(op.kind, device.kind());
   // Kernels may accumulate into their outputs or skip elements, as when
-  // they owned freshly zeroed buffers.
-  for (Tensor &t : outs)
-    if (t.defined())
-      device.zero(t);
+  // they owned freshly zeroed buffers, unless they say they write them all.
+  if (!fn || !kernelWritesAll(op.kind, device.kind()))
+    for (Tensor &t : outs)
+      if (t.defined())
+        device.zero(t);
   KernelContext ctx{plan, device, 0};
   // LocalSlice and the vocabulary-parallel ops take this rank's block.
   if (!op.attrs.meshAxes.empty())
     ctx.groupIndex = comm.groupIndex(op.attrs.meshAxes);
-  KernelFn fn = findKernel(op.kind, device.kind());
   bool ran = false;
   if (fn) {
     try {

@@ -58,10 +58,22 @@ public:
   using Error::Error;
 };
 
+/// What a kernel does with its outputs' memory.
+enum class KernelWrites {
+  /// It may accumulate into its outputs or leave elements out (a scatter, a
+  /// gradient by indices): the scheduler zeroes them first.
+  Partial,
+  /// It writes every element of every output it is given: no zeroing.
+  All,
+};
+
 /// The kernel of `kind` on `backend`, or null if it has none.
 KernelFn findKernel(OpKind kind, BackendKind backend);
+/// Whether the kernel of `kind` on `backend` writes all of its outputs.
+bool kernelWritesAll(OpKind kind, BackendKind backend);
 /// Registers (or replaces) a kernel.
-void registerKernel(OpKind kind, BackendKind backend, KernelFn fn);
+void registerKernel(OpKind kind, BackendKind backend, KernelFn fn,
+                    KernelWrites writes = KernelWrites::Partial);
 
 /// Registers the CPU backend's kernels (cpu/Registry.cpp). Idempotent.
 void registerCpuKernels();

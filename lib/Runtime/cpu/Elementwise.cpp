@@ -853,18 +853,18 @@ SHOAL_CPU_KERNEL(geluKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerElementwiseKernels() {
-  registerCpuKernel(OpKind::Add, binaryKernel<BinaryOp::Add>);
-  registerCpuKernel(OpKind::Sub, binaryKernel<BinaryOp::Sub>);
-  registerCpuKernel(OpKind::Mul, binaryKernel<BinaryOp::Mul>);
-  registerCpuKernel(OpKind::Div, binaryKernel<BinaryOp::Div>);
-  registerCpuKernel(OpKind::Pow, binaryKernel<BinaryOp::Pow>);
-  registerCpuKernel(OpKind::Erf, unaryKernel<UnaryOp::Erf>);
-  registerCpuKernel(OpKind::Tanh, unaryKernel<UnaryOp::Tanh>);
-  registerCpuKernel(OpKind::Relu, unaryKernel<UnaryOp::Relu>);
-  registerCpuKernel(OpKind::Sqrt, unaryKernel<UnaryOp::Sqrt>);
-  registerCpuKernel(OpKind::Exp, unaryKernel<UnaryOp::Exp>);
-  registerCpuKernel(OpKind::Neg, unaryKernel<UnaryOp::Neg>);
-  registerCpuKernel(OpKind::Sigmoid, unaryKernel<UnaryOp::Sigmoid>);
+  registerCpuKernel(OpKind::Add, binaryKernel<BinaryOp::Add>, KernelWrites::All);
+  registerCpuKernel(OpKind::Sub, binaryKernel<BinaryOp::Sub>, KernelWrites::All);
+  registerCpuKernel(OpKind::Mul, binaryKernel<BinaryOp::Mul>, KernelWrites::All);
+  registerCpuKernel(OpKind::Div, binaryKernel<BinaryOp::Div>, KernelWrites::All);
+  registerCpuKernel(OpKind::Pow, binaryKernel<BinaryOp::Pow>, KernelWrites::All);
+  registerCpuKernel(OpKind::Erf, unaryKernel<UnaryOp::Erf>, KernelWrites::All);
+  registerCpuKernel(OpKind::Tanh, unaryKernel<UnaryOp::Tanh>, KernelWrites::All);
+  registerCpuKernel(OpKind::Relu, unaryKernel<UnaryOp::Relu>, KernelWrites::All);
+  registerCpuKernel(OpKind::Sqrt, unaryKernel<UnaryOp::Sqrt>, KernelWrites::All);
+  registerCpuKernel(OpKind::Exp, unaryKernel<UnaryOp::Exp>, KernelWrites::All);
+  registerCpuKernel(OpKind::Neg, unaryKernel<UnaryOp::Neg>, KernelWrites::All);
+  registerCpuKernel(OpKind::Sigmoid, unaryKernel<UnaryOp::Sigmoid>, KernelWrites::All);
   registerCpuKernel(OpKind::Sin, mathKernel<MathOp::Sin>);
   registerCpuKernel(OpKind::Cos, mathKernel<MathOp::Cos>);
   registerCpuKernel(OpKind::Abs, mathKernel<MathOp::Abs>);
@@ -884,10 +884,10 @@ void shoal::rt::cpu::registerElementwiseKernels() {
   registerCpuKernel(OpKind::Or, logicKernel<LogicOp::Or>);
   registerCpuKernel(OpKind::Xor, logicKernel<LogicOp::Xor>);
   registerCpuKernel(OpKind::Not, notKernel);
-  registerCpuKernel(OpKind::Where, whereKernel);
-  registerCpuKernel(OpKind::Cast, castKernel);
+  registerCpuKernel(OpKind::Where, whereKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::Cast, castKernel, KernelWrites::All);
   registerCpuKernel(OpKind::HardSigmoid, hardSigmoidKernel<false>);
   registerCpuKernel(OpKind::HardSwish, hardSigmoidKernel<true>);
   registerCpuKernel(OpKind::Mod, modKernel);
-  registerCpuKernel(OpKind::Gelu, geluKernel);
+  registerCpuKernel(OpKind::Gelu, geluKernel, KernelWrites::All);
 }

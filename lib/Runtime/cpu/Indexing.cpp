@@ -431,7 +431,7 @@ SHOAL_CPU_KERNEL(topKKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerIndexingKernels() {
-  registerCpuKernel(OpKind::Gather, gatherKernel);
+  registerCpuKernel(OpKind::Gather, gatherKernel, KernelWrites::All);
   registerCpuKernel(OpKind::GatherElements, gatherElementsKernel);
   registerCpuKernel(OpKind::ScatterElements, scatterElementsKernel);
   registerCpuKernel(OpKind::ScatterND, scatterNDKernel);

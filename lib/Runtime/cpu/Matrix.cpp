@@ -329,7 +329,7 @@ SHOAL_CPU_KERNEL(attentionKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerMatrixKernels() {
-  registerCpuKernel(OpKind::MatMul, matmulKernel);
-  registerCpuKernel(OpKind::Gemm, gemmKernel);
-  registerCpuKernel(OpKind::Attention, attentionKernel);
+  registerCpuKernel(OpKind::MatMul, matmulKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::Gemm, gemmKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::Attention, attentionKernel, KernelWrites::All);
 }

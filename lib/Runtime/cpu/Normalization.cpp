@@ -216,8 +216,8 @@ SHOAL_CPU_KERNEL(batchNormKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerNormalizationKernels() {
-  registerCpuKernel(OpKind::Softmax, softmaxKernel);
-  registerCpuKernel(OpKind::LayerNormalization, layerNormKernel);
-  registerCpuKernel(OpKind::AddLayerNorm, addLayerNormKernel);
+  registerCpuKernel(OpKind::Softmax, softmaxKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalization, layerNormKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::AddLayerNorm, addLayerNormKernel, KernelWrites::All);
   registerCpuKernel(OpKind::BatchNormalization, batchNormKernel);
 }

@@ -19,6 +19,7 @@
 #include "cpu/Optimizers.h"
 
 #include "cpu/Common.h"
+#include "cpu/Vector.h"
 
 #include "Ops.h"
 
@@ -137,38 +138,24 @@ void shoal::rt::cpu::adamwUpdate(const OptimizerParams &p, int64_t step,
   double stepSize = lr / biasCorrection1;
   double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
   // The same scalars as the float32 kernels see them.
-  const float decay = static_cast<float>(1.0 - lr * p.weightDecay);
-  const float beta1 = static_cast<float>(p.beta1);
-  const float oneMinusBeta1 = static_cast<float>(1.0 - p.beta1);
-  const float beta2 = static_cast<float>(p.beta2);
-  const float oneMinusBeta2 = static_cast<float>(1.0 - p.beta2);
-  const float bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
-  const float eps = static_cast<float>(p.eps);
-  const float negStepSize = static_cast<float>(-stepSize);
-  const bool scaled = gradScale != 1.f;
-
+  AdamWScalars s;
+  s.gradScale = gradScale;
+  s.scaled = gradScale != 1.f;
+  s.decay = static_cast<float>(1.0 - lr * p.weightDecay);
+  s.beta1 = static_cast<float>(p.beta1);
+  s.oneMinusBeta1 = static_cast<float>(1.0 - p.beta1);
+  s.beta2 = static_cast<float>(p.beta2);
+  s.oneMinusBeta2 = static_cast<float>(1.0 - p.beta2);
+  s.bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
+  s.eps = static_cast<float>(p.eps);
+  s.negStepSize = static_cast<float>(-stepSize);
   float *pw = w.data<float>();
   const float *pg = g.data<float>();
   float *pm = m.data<float>();
   float *pv = v.data<float>();
+  const VectorKernels &vk = vectorKernels();
   parallelFor(g.numElements(), 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float grad = scaled ? pg[i] * gradScale : pg[i];
-      // param.mul_(1 - lr * weight_decay)
-      float param = pw[i] * decay;
-      // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-      float expAvg = fusedMulAdd(grad, oneMinusBeta1, pm[i] * beta1);
-      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-      float expAvgSq = fusedMulAdd(oneMinusBeta2 * grad, grad, pv[i] * beta2);
-      // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-      float denom = std::sqrt(expAvgSq) / bc2Sqrt;
-      denom = denom + eps;
-      // param.addcdiv_(exp_avg, denom, value=-step_size)
-      param = param + negStepSize * expAvg / denom;
-      pw[i] = param;
-      pm[i] = expAvg;
-      pv[i] = expAvgSq;
-    }
+    vk.adamw(s, pw, pg, pm, pv, i0, i1);
   });
 }
 

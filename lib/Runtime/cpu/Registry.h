@@ -41,9 +41,12 @@ Tensor *optionalOutput(KernelOutputs &outputs, std::size_t i);
             [[maybe_unused]] const KernelInputs &in,                           \
             [[maybe_unused]] KernelOutputs &out)
 
-/// Registers `fn` as the CPU kernel of `kind`.
-inline void registerCpuKernel(OpKind kind, KernelFn fn) {
-  registerKernel(kind, BackendKind::CPU, fn);
+/// Registers `fn` as the CPU kernel of `kind`. `KernelWrites::All` only for
+/// kernels that write every element of every output (no accumulation, no
+/// skipped rows): the scheduler then does not zero them first.
+inline void registerCpuKernel(OpKind kind, KernelFn fn,
+                              KernelWrites writes = KernelWrites::Partial) {
+  registerKernel(kind, BackendKind::CPU, fn, writes);
 }
 
 // One per op family of Ops.def.

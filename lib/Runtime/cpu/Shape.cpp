@@ -30,6 +30,42 @@ using namespace shoal::rt::cpu;
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The multi-index of output row `row` (every output dimension but the
+/// last), and the input offset it starts at.
+int64_t rowOffset(int64_t row, const Shape &outShape,
+                  const std::vector<int64_t> &strides, std::size_t outerRank,
+                  std::vector<int64_t> &idx) {
+  int64_t off = 0;
+  for (std::size_t d = outerRank; d-- > 0;) {
+    idx[d] = row % outShape[d];
+    row /= outShape[d];
+    off += idx[d] * strides[d];
+  }
+  return off;
+}
+
+/// Steps `idx` (over the first `outerRank` output dimensions, skipping
+/// `skip`) to the next index; `off` follows. False past the end.
+bool nextIndex(std::vector<int64_t> &idx, int64_t &off, const Shape &outShape,
+               const std::vector<int64_t> &strides, std::size_t outerRank,
+               std::size_t skip) {
+  for (std::size_t d = outerRank; d-- > 0;) {
+    if (d == skip)
+      continue;
+    ++idx[d];
+    off += strides[d];
+    if (idx[d] < outShape[d])
+      return true;
+    off -= strides[d] * outShape[d];
+    idx[d] = 0;
+  }
+  return false;
+}
+
+/// out = x transposed by `perm`, split over the threads. When the output's
+/// last dimension is not the input's (a strided read), the input's last
+/// dimension and the output's are transposed in tiles that stay in cache,
+/// as a 2-D transpose does.
 template <typename T>
 void transposeTyped(const T *src, const Shape &inShape,
                     const std::vector<int64_t> &perm, T *dst,
@@ -48,28 +84,73 @@ void transposeTyped(const T *src, const Shape &inShape,
   int64_t n = rank ? outShape[rank - 1] : 1;
   int64_t innerStride = rank ? strides[rank - 1] : 1;
   std::size_t outerRank = rank ? rank - 1 : 0;
-  std::vector<int64_t> idx(outerRank, 0);
-  int64_t off = 0;
-  while (true) {
-    if (innerStride == 1) {
-      std::memcpy(dst, src + off, n * sizeof(T));
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = src[off + i * innerStride];
-    }
-    dst += n;
-    std::size_t d = outerRank;
-    while (d-- > 0) {
-      ++idx[d];
-      off += strides[d];
-      if (idx[d] < outShape[d])
-        break;
-      off -= strides[d] * outShape[d];
-      idx[d] = 0;
-    }
-    if (d == static_cast<std::size_t>(-1))
-      break;
+  int64_t rows = n ? numElements(outShape) / n : 0;
+  // The output dimension that is the input's last (contiguous) one.
+  std::size_t p = rank;
+  for (std::size_t d = 0; d + 1 < rank; ++d)
+    if (strides[d] == 1 && outShape[d] > 1)
+      p = d;
+  if (innerStride == 1 || p == rank || n < 8) {
+    // Rows of the output, each a copy or a strided gather.
+    parallelFor(rows, n + 16, [&](int64_t r0, int64_t r1) {
+      std::vector<int64_t> idx(outerRank, 0);
+      int64_t off = rowOffset(r0, outShape, strides, outerRank, idx);
+      for (int64_t r = r0; r < r1; ++r) {
+        T *out = dst + r * n;
+        if (innerStride == 1)
+          std::memcpy(out, src + off, n * sizeof(T));
+        else
+          for (int64_t i = 0; i < n; ++i)
+            out[i] = src[off + i * innerStride];
+        nextIndex(idx, off, outShape, strides, outerRank, rank);
+      }
+    });
+    return;
   }
+  // Output dimension p (input-contiguous, size a) against the output's last
+  // (size n, input stride innerStride): tiles of kTile x kTile, for every
+  // index of the other dimensions.
+  constexpr int64_t kTile = 16;
+  int64_t a = outShape[p];
+  int64_t outStrideP = 1;
+  for (std::size_t d = p + 1; d < rank; ++d)
+    outStrideP *= outShape[d];
+  int64_t planes = rows / a;
+  int64_t tilesA = (a + kTile - 1) / kTile, tilesN = (n + kTile - 1) / kTile;
+  int64_t tiles = tilesA * tilesN;
+  parallelFor(planes * tiles, kTile * kTile, [&](int64_t t0, int64_t t1) {
+    std::vector<int64_t> idx(outerRank, 0);
+    int64_t plane = -1, off = 0, base = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (t / tiles != plane) {
+        // The plane's input offset and output start (dimension p at 0).
+        plane = t / tiles;
+        int64_t rest = plane;
+        off = 0;
+        base = 0;
+        int64_t outStride = n;
+        for (std::size_t d = outerRank; d-- > 0;) {
+          if (d != p) {
+            idx[d] = rest % outShape[d];
+            rest /= outShape[d];
+          } else {
+            idx[d] = 0;
+          }
+          off += idx[d] * strides[d];
+          base += idx[d] * outStride;
+          outStride *= outShape[d];
+        }
+      }
+      int64_t ta = (t % tiles) / tilesN * kTile, tn = (t % tiles) % tilesN * kTile;
+      int64_t ea = std::min(a, ta + kTile), en = std::min(n, tn + kTile);
+      for (int64_t i = ta; i < ea; ++i) {
+        T *out = dst + base + i * outStrideP;
+        const T *in = src + off + i;
+        for (int64_t j = tn; j < en; ++j)
+          out[j] = in[j * innerStride];
+      }
+    }
+  });
 }
 } // namespace
 
@@ -644,11 +725,11 @@ SHOAL_CPU_KERNEL(resizeGradKernel) {
 
 void shoal::rt::cpu::registerShapeKernels() {
   registerCpuKernel(OpKind::Reshape, reshapeKernel);
-  registerCpuKernel(OpKind::Transpose, transposeKernel);
-  registerCpuKernel(OpKind::Concat, concatKernel);
+  registerCpuKernel(OpKind::Transpose, transposeKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::Concat, concatKernel, KernelWrites::All);
   registerCpuKernel(OpKind::Split, splitKernel);
-  registerCpuKernel(OpKind::Slice, sliceKernel);
-  registerCpuKernel(OpKind::Expand, expandKernel);
+  registerCpuKernel(OpKind::Slice, sliceKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::Expand, expandKernel, KernelWrites::All);
   registerCpuKernel(OpKind::Pad, padKernel);
   registerCpuKernel(OpKind::Trilu, triluKernel);
   registerCpuKernel(OpKind::Tile, tileKernel);

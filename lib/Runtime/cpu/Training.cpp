@@ -257,18 +257,30 @@ void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
   int64_t outer = n ? x.numElements() / n : 0;
   const float *px = x.data<float>();
   const float *pdy = dy.data<float>();
-  std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
-  for (int64_t o = 0; o < outer; ++o) {
-    const float *row = px + o * n;
-    const float *drow = pdy + o * n;
-    double mu, inv;
-    rowStats(row, n, epsilon, mu, inv);
+  // Partial sums over fixed blocks of rows, added in block order: the same
+  // result on any number of threads.
+  const int64_t block = std::max<int64_t>(64, (outer + 255) / 256);
+  const int64_t blocks = (outer + block - 1) / block;
+  std::vector<double> partial(static_cast<std::size_t>(blocks * n), 0.0);
+  parallelFor(blocks, 6 * block * n, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double *acc = partial.data() + b * n;
+      for (int64_t o = b * block, e = std::min(outer, o + block); o < e; ++o) {
+        const float *row = px + o * n;
+        const float *drow = pdy + o * n;
+        double mu, inv;
+        rowStats(row, n, epsilon, mu, inv);
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] += double(drow[j]) * ((row[j] - mu) * inv);
+      }
+    }
+  });
+  for (int64_t b = 1; b < blocks; ++b)
     for (int64_t j = 0; j < n; ++j)
-      acc[j] += double(drow[j]) * ((row[j] - mu) * inv);
-  }
+      partial[j] += partial[b * n + j];
   float *po = dscale.data<float>();
   for (int64_t j = 0; j < n; ++j)
-    po[j] = static_cast<float>(acc[j]);
+    po[j] = static_cast<float>(blocks ? partial[j] : 0.0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -570,12 +582,11 @@ SHOAL_CPU_KERNEL(vocabCrossEntropyGradKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerTrainingKernels() {
-  registerCpuKernel(OpKind::SoftmaxCrossEntropy, crossEntropyKernel);
-  registerCpuKernel(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel);
-  registerCpuKernel(OpKind::SoftmaxGrad, softmaxGradKernel);
-  registerCpuKernel(OpKind::LayerNormalizationGrad, layerNormGradKernel);
-  registerCpuKernel(OpKind::LayerNormalizationScaleGrad,
-                    layerNormScaleGradKernel);
+  registerCpuKernel(OpKind::SoftmaxCrossEntropy, crossEntropyKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::SoftmaxGrad, softmaxGradKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalizationGrad, layerNormGradKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel, KernelWrites::All);
   registerCpuKernel(OpKind::GatherGrad, gatherGradKernel);
   registerCpuKernel(OpKind::VocabMax, vocabMaxKernel);
   registerCpuKernel(OpKind::VocabStats, vocabStatsKernel);

@@ -27,6 +27,18 @@ namespace shoal {
 namespace rt {
 namespace cpu {
 
+/// AdamW's per-step float32 scalars, as torch's `_single_tensor_adamw` hands
+/// them to its float kernels (cpu/Optimizers.cpp computes them).
+struct AdamWScalars {
+  float gradScale; // applied to the gradient when `scaled`
+  bool scaled;
+  float decay; // 1 - lr * weight_decay
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2;
+  float bc2Sqrt; // sqrt(1 - beta2^t)
+  float eps;
+  float negStepSize; // -lr / (1 - beta1^t)
+};
+
 struct VectorKernels {
   /// The instruction set they were compiled for: "avx512", "avx2" or
   /// "baseline".
@@ -56,6 +68,10 @@ struct VectorKernels {
   void (*crossEntropyGrad)(const float *x, const int64_t *label, const float *d,
                            float *dx, int64_t n, int64_t ignore, int64_t r0,
                            int64_t r1);
+  /// One AdamW step on elements [i0, i1) of the weight w, gradient g and
+  /// moments m and v, bit for bit as the scalar loop (AdamWImpl.cpp).
+  void (*adamw)(const AdamWScalars &s, float *w, const float *g, float *m,
+                float *v, int64_t i0, int64_t i1);
 };
 
 /// The kernels of the widest instruction set this CPU has (or of

@@ -183,6 +183,10 @@ void crossEntropyGrad(const float *x, const int64_t *label, const float *d,
 
 } // namespace
 
+// AdamWImpl.cpp, compiled with this one and without contractions.
+void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
+           int64_t i0, int64_t i1);
+
 /// This instruction set's table (Vector.cpp picks one).
 const VectorKernels *table() {
   static const VectorKernels kernels = {SHOAL_STR(SHOAL_VECTOR_ISA),
@@ -193,7 +197,8 @@ const VectorKernels *table() {
                                         softmax,
                                         layerNorm,
                                         logSumExp,
-                                        crossEntropyGrad};
+                                        crossEntropyGrad,
+                                        adamw};
   return &kernels;
 }
 
