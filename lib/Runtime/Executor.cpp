@@ -8,6 +8,7 @@
 
 #include "Comm.h"
 #include "Watchdog.h"
+#include "cpu/Common.h"
 #include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
@@ -419,10 +420,15 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
   KernelFn fn = findKernel(op.kind, device.kind());
   // Kernels may accumulate into their outputs or skip elements, as when
   // they owned freshly zeroed buffers, unless they say they write them all.
-  if (!fn || !kernelWritesAll(op.kind, device.kind()))
+  if (!fn || !kernelWritesAll(op.kind, device.kind())) {
     for (Tensor &t : outs)
       if (t.defined())
         device.zero(t);
+  } else if (cpu::fillUninitialized()) {
+    for (Tensor &t : outs)
+      if (t.defined() && t.memory() == MemoryKind::Host && t.numBytes())
+        std::memset(t.rawData(), 0xFF, t.numBytes());
+  }
   KernelContext ctx{plan, device, 0};
   // LocalSlice and the vocabulary-parallel ops take this rank's block.
   if (!op.attrs.meshAxes.empty())

@@ -568,11 +568,13 @@ void checkOutputFile(const std::string &path, const char *what,
 
 /// Gives each rank its share of the cores for BLAS and the CPU kernels'
 /// threads (cpu::setCpuThreads) unless the user chose (OPENBLAS_NUM_THREADS,
-/// OMP_NUM_THREADS, SHOAL_NUM_THREADS). A bad SHOAL_NUM_THREADS or
-/// SHOAL_CPU_ISA is an error here, before any op runs.
+/// OMP_NUM_THREADS, SHOAL_NUM_THREADS). A bad SHOAL_NUM_THREADS,
+/// SHOAL_CPU_ISA or SHOAL_FILL_UNINITIALIZED is an error here, before any op
+/// runs.
 void configureBlasThreads(Communicator &world) {
   cpu::cpuThreads();
   cpu::vectorKernels();
+  cpu::fillUninitialized();
   std::vector<int> node = nodeOfRanks(world);
   int ranksHere = static_cast<int>(
       std::count(node.begin(), node.end(), node[world.rank()]));

@@ -267,6 +267,163 @@ TEST(VectorKernels, BlockedAttentionMatchesItsDefinition) {
     }
 }
 
+TEST(VectorKernels, AdamWIsTheScalarLoopBitForBitOnEveryIsa) {
+  std::mt19937 rng(7);
+  const int64_t n = 1001; // vector tails on every ISA
+  std::vector<float> w0 = randomVector(n, rng, -1.f, 1.f),
+                     g = randomVector(n, rng, -3.f, 3.f),
+                     m0 = randomVector(n, rng, -0.1f, 0.1f),
+                     v0 = randomVector(n, rng, 0.f, 0.05f);
+  for (bool scaled : {false, true}) {
+    AdamWScalars s;
+    s.gradScale = 0.37f;
+    s.scaled = scaled;
+    s.decay = static_cast<float>(1.0 - 1e-3 * 0.01);
+    s.beta1 = 0.9f;
+    s.oneMinusBeta1 = static_cast<float>(1.0 - 0.9);
+    s.beta2 = 0.999f;
+    s.oneMinusBeta2 = static_cast<float>(1.0 - 0.999);
+    s.bc2Sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(0.999, 3.0)));
+    s.eps = 1e-8f;
+    s.negStepSize = static_cast<float>(-1e-3 / (1.0 - std::pow(0.9, 3.0)));
+    // torch's _single_tensor_adamw on float32 tensors, one op at a time;
+    // its two FMAs in double, where the products are exact.
+    std::vector<float> wr = w0, mr = m0, vr = v0;
+    for (int64_t i = 0; i < n; ++i) {
+      float grad = scaled ? g[i] * s.gradScale : g[i];
+      float param = wr[i] * s.decay;
+      float expAvg = static_cast<float>(double(grad) * s.oneMinusBeta1 +
+                                        double(mr[i] * s.beta1));
+      float expAvgSq = static_cast<float>(
+          double(s.oneMinusBeta2 * grad) * grad + double(vr[i] * s.beta2));
+      volatile float denom = std::sqrt(expAvgSq) / s.bc2Sqrt;
+      float step = s.negStepSize * expAvg;
+      volatile float update = step / (denom + s.eps);
+      wr[i] = param + update;
+      mr[i] = expAvg;
+      vr[i] = expAvgSq;
+    }
+    for (const VectorKernels *k : isas()) {
+      SCOPED_TRACE(k->isa);
+      std::vector<float> w = w0, m = m0, v = v0;
+      // In two ranges, as two threads would.
+      k->adamw(s, w.data(), g.data(), m.data(), v.data(), 0, 400);
+      k->adamw(s, w.data(), g.data(), m.data(), v.data(), 400, n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(w[i], wr[i]) << i;
+        ASSERT_EQ(m[i], mr[i]) << i;
+        ASSERT_EQ(v[i], vr[i]) << i;
+      }
+    }
+  }
+}
+
+TEST(ParallelKernels, TransposeMatchesItsDefinitionOnAnyThreadCount) {
+  std::mt19937 rng(8);
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+  };
+  // Attention's layouts, a plain matrix, tails past the 16 x 16 tiles, a
+  // size-1 input-last dimension, a rank-1 identity.
+  std::vector<Case> cases = {
+      {{2, 37, 3, 20}, {0, 2, 1, 3}},
+      {{2, 37, 3, 20}, {0, 2, 3, 1}},
+      {{2, 3, 37, 41}, {0, 1, 3, 2}},
+      {{65, 17}, {1, 0}},
+      {{3, 5, 18}, {2, 0, 1}},
+      {{4, 6, 1}, {2, 1, 0}},
+      {{9}, {0}},
+      // Large enough to be split over the threads, both paths.
+      {{8, 128, 8, 32}, {0, 2, 1, 3}},
+      {{4, 8, 70, 90}, {0, 1, 3, 2}}};
+  for (int threads : {1, 3}) {
+    setCpuThreads(threads);
+    for (const Case &c : cases) {
+      Tensor x = randomF32(c.shape, rng);
+      Shape outShape;
+      for (int64_t d : c.perm)
+        outShape.push_back(c.shape[d]);
+      Tensor out(DType::F32, outShape);
+      transpose(x, c.perm, out);
+      // out[i] = x[j] with j the input index of output index i.
+      std::size_t rank = c.shape.size();
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t i = 0; i < out.numElements(); ++i) {
+        int64_t rest = i;
+        for (std::size_t d = rank; d-- > 0;) {
+          idx[c.perm[d]] = rest % outShape[d];
+          rest /= outShape[d];
+        }
+        int64_t j = 0;
+        for (std::size_t d = 0; d < rank; ++d)
+          j = j * c.shape[d] + idx[d];
+        ASSERT_EQ(out.data<float>()[i], x.data<float>()[j])
+            << "perm case of rank " << rank << ", element " << i;
+      }
+    }
+  }
+  setCpuThreads(0);
+}
+
+TEST(ParallelKernels, BatchedMatMulSplitOverBatchesWithBroadcasting) {
+  std::mt19937 rng(10);
+  // A [2, 1, 40, 70] times B [3, 70, 60]: batch [2, 3], B broadcast over the
+  // first batch dimension and A over the second; small enough products to
+  // be split over the threads.
+  Tensor a = randomF32({2, 1, 40, 70}, rng), b = randomF32({3, 70, 60}, rng);
+  for (int threads : {1, 2, 5}) {
+    setCpuThreads(threads);
+    Tensor c(DType::F32, {2, 3, 40, 60});
+    matmul(a, b, c);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t r = 0; r < 40; ++r)
+          for (int64_t col = 0; col < 60; ++col) {
+            double ref = 0;
+            for (int64_t t = 0; t < 70; ++t)
+              ref += double(a.data<float>()[(i * 40 + r) * 70 + t]) *
+                     b.data<float>()[(j * 70 + t) * 60 + col];
+            ASSERT_NEAR(c.data<float>()[((i * 3 + j) * 40 + r) * 60 + col], ref,
+                        1e-4)
+                << threads << " threads, batch " << i << "," << j;
+          }
+  }
+  setCpuThreads(0);
+}
+
+TEST(ParallelKernels, LayerNormScaleGradDoesNotDependOnTheThreads) {
+  std::mt19937 rng(9);
+  // 300 rows: several blocks of 64 and a partial one.
+  Tensor x = randomF32({3, 100, 24}, rng, -2.f, 2.f);
+  Tensor dy = randomF32({3, 100, 24}, rng);
+  std::vector<double> ref(24, 0.0);
+  for (int64_t r = 0; r < 300; ++r) {
+    const float *row = x.data<float>() + r * 24;
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < 24; ++j)
+      mu += row[j] / 24.0;
+    for (int64_t j = 0; j < 24; ++j)
+      var += (row[j] - mu) * (row[j] - mu) / 24.0;
+    for (int64_t j = 0; j < 24; ++j)
+      ref[j] +=
+          dy.data<float>()[r * 24 + j] * (row[j] - mu) / std::sqrt(var + 1e-5);
+  }
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    setCpuThreads(threads);
+    Tensor ds(DType::F32, {24});
+    layerNormScaleGrad(x, dy, 2, 1e-5f, ds);
+    for (int64_t j = 0; j < 24; ++j)
+      EXPECT_NEAR(ds.data<float>()[j], ref[j], 1e-4 * (1 + std::fabs(ref[j])));
+    std::vector<float> got(ds.data<float>(), ds.data<float>() + 24);
+    if (first.empty())
+      first = got;
+    EXPECT_EQ(got, first) << threads << " threads";
+  }
+  setCpuThreads(0);
+}
+
 TEST(ParallelFor, CoversEveryItemOnceAndPassesErrorsOn) {
   setCpuThreads(4);
   const int64_t n = 100000;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #ifdef _OPENMP
@@ -90,6 +91,18 @@ int shoal::rt::cpu::cpuThreads() {
   if (int n = configuredThreads.load(std::memory_order_relaxed))
     return n;
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool shoal::rt::cpu::fillUninitialized() {
+  static const bool on = [] {
+    const char *v = std::getenv("SHOAL_FILL_UNINITIALIZED");
+    if (!v || !*v || std::string(v) == "0")
+      return false;
+    if (std::string(v) == "1")
+      return true;
+    throw Error(fmt::format("SHOAL_FILL_UNINITIALIZED={}: expected 0 or 1", v));
+  }();
+  return on;
 }
 
 void shoal::rt::cpu::setCpuThreads(int n) {

@@ -49,6 +49,13 @@ void parallelFor(int64_t n, int64_t costPerItem,
 /// OMP_NUM_THREADS, else setCpuThreads's, else the machine's cores. Throws
 /// Error when SHOAL_NUM_THREADS is not a count from 1 to 4096.
 int cpuThreads();
+/// SHOAL_FILL_UNINITIALIZED=1: the scheduler fills the outputs of kernels
+/// registered as writing all of them (KernelWrites::All) with NaN (all-ones
+/// bytes) instead of leaving them as they are, so that a kernel that leaves
+/// elements out shows in its results, as PyTorch's
+/// `fill_uninitialized_memory` does for `torch.empty`. Throws Error for a
+/// value other than 0 or 1.
+bool fillUninitialized();
 /// Sets the kernel threads of this process (shoal-run gives each rank its
 /// share of the node's cores); n < 1 goes back to the machine's cores. The
 /// environment variables above take precedence.

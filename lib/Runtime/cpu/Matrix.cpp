@@ -104,22 +104,39 @@ void matmulTyped(const Tensor &a, const Tensor &b, Tensor &out) {
   std::size_t rank = batch.size();
   std::vector<int64_t> sa = broadcastStrides(aBatch, rank);
   std::vector<int64_t> sb = broadcastStrides(bBatch, rank);
-  std::vector<int64_t> idx(rank, 0);
-  int64_t offA = 0, offB = 0;
-  for (int64_t i = 0; i < numBatch; ++i) {
-    sgemm(false, false, m, n, k, T(1), pa + offA * m * k, k, pb + offB * k * n,
-          n, T(0), pc + i * m * n, n, "MatMul");
-    for (std::size_t d = rank; d-- > 0;) {
-      ++idx[d];
-      offA += sa[d];
-      offB += sb[d];
-      if (idx[d] < batch[d])
-        break;
-      offA -= sa[d] * batch[d];
-      offB -= sb[d] * batch[d];
-      idx[d] = 0;
+  // Small products (attention's heads) split over the threads a batch each,
+  // each on one BLAS thread (OpenBLAS runs single-threaded inside an
+  // OpenMP region); large ones run one after the other on all of them.
+  const int64_t flops = 2 * m * n * k;
+  auto products = [&](int64_t i0, int64_t i1) {
+    // The batch index of i0, and the operands' offsets there.
+    std::vector<int64_t> idx(rank, 0);
+    int64_t offA = 0, offB = 0;
+    for (int64_t rest = i0, d = int64_t(rank) - 1; d >= 0; --d) {
+      idx[d] = rest % batch[d];
+      rest /= batch[d];
+      offA += idx[d] * sa[d];
+      offB += idx[d] * sb[d];
     }
-  }
+    for (int64_t i = i0; i < i1; ++i) {
+      sgemm(false, false, m, n, k, T(1), pa + offA * m * k, k,
+            pb + offB * k * n, n, T(0), pc + i * m * n, n, "MatMul");
+      for (std::size_t d = rank; d-- > 0;) {
+        ++idx[d];
+        offA += sa[d];
+        offB += sb[d];
+        if (idx[d] < batch[d])
+          break;
+        offA -= sa[d] * batch[d];
+        offB -= sb[d] * batch[d];
+        idx[d] = 0;
+      }
+    }
+  };
+  if (flops >= (int64_t(1) << 24) || numBatch < cpuThreads())
+    products(0, numBatch);
+  else
+    parallelFor(numBatch, flops, products);
 }
 
 template <typename T>
