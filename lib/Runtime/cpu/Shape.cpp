@@ -44,22 +44,18 @@ int64_t rowOffset(int64_t row, const Shape &outShape,
   return off;
 }
 
-/// Steps `idx` (over the first `outerRank` output dimensions, skipping
-/// `skip`) to the next index; `off` follows. False past the end.
-bool nextIndex(std::vector<int64_t> &idx, int64_t &off, const Shape &outShape,
-               const std::vector<int64_t> &strides, std::size_t outerRank,
-               std::size_t skip) {
+/// Steps `idx` (over the first `outerRank` output dimensions) to the next
+/// row; `off` follows (past the last row, both wrap to the first).
+void nextRow(std::vector<int64_t> &idx, int64_t &off, const Shape &outShape,
+             const std::vector<int64_t> &strides, std::size_t outerRank) {
   for (std::size_t d = outerRank; d-- > 0;) {
-    if (d == skip)
-      continue;
     ++idx[d];
     off += strides[d];
     if (idx[d] < outShape[d])
-      return true;
+      return;
     off -= strides[d] * outShape[d];
     idx[d] = 0;
   }
-  return false;
 }
 
 /// out = x transposed by `perm`, split over the threads. When the output's
@@ -102,7 +98,7 @@ void transposeTyped(const T *src, const Shape &inShape,
         else
           for (int64_t i = 0; i < n; ++i)
             out[i] = src[off + i * innerStride];
-        nextIndex(idx, off, outShape, strides, outerRank, rank);
+        nextRow(idx, off, outShape, strides, outerRank);
       }
     });
     return;
