@@ -853,18 +853,27 @@ SHOAL_CPU_KERNEL(geluKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerElementwiseKernels() {
-  registerCpuKernel(OpKind::Add, binaryKernel<BinaryOp::Add>, KernelWrites::All);
-  registerCpuKernel(OpKind::Sub, binaryKernel<BinaryOp::Sub>, KernelWrites::All);
-  registerCpuKernel(OpKind::Mul, binaryKernel<BinaryOp::Mul>, KernelWrites::All);
-  registerCpuKernel(OpKind::Div, binaryKernel<BinaryOp::Div>, KernelWrites::All);
-  registerCpuKernel(OpKind::Pow, binaryKernel<BinaryOp::Pow>, KernelWrites::All);
+  registerCpuKernel(OpKind::Add, binaryKernel<BinaryOp::Add>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Sub, binaryKernel<BinaryOp::Sub>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Mul, binaryKernel<BinaryOp::Mul>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Div, binaryKernel<BinaryOp::Div>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Pow, binaryKernel<BinaryOp::Pow>,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::Erf, unaryKernel<UnaryOp::Erf>, KernelWrites::All);
-  registerCpuKernel(OpKind::Tanh, unaryKernel<UnaryOp::Tanh>, KernelWrites::All);
-  registerCpuKernel(OpKind::Relu, unaryKernel<UnaryOp::Relu>, KernelWrites::All);
-  registerCpuKernel(OpKind::Sqrt, unaryKernel<UnaryOp::Sqrt>, KernelWrites::All);
+  registerCpuKernel(OpKind::Tanh, unaryKernel<UnaryOp::Tanh>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Relu, unaryKernel<UnaryOp::Relu>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::Sqrt, unaryKernel<UnaryOp::Sqrt>,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::Exp, unaryKernel<UnaryOp::Exp>, KernelWrites::All);
   registerCpuKernel(OpKind::Neg, unaryKernel<UnaryOp::Neg>, KernelWrites::All);
-  registerCpuKernel(OpKind::Sigmoid, unaryKernel<UnaryOp::Sigmoid>, KernelWrites::All);
+  registerCpuKernel(OpKind::Sigmoid, unaryKernel<UnaryOp::Sigmoid>,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::Sin, mathKernel<MathOp::Sin>);
   registerCpuKernel(OpKind::Cos, mathKernel<MathOp::Cos>);
   registerCpuKernel(OpKind::Abs, mathKernel<MathOp::Abs>);

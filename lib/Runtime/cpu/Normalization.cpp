@@ -217,7 +217,9 @@ SHOAL_CPU_KERNEL(batchNormKernel) {
 
 void shoal::rt::cpu::registerNormalizationKernels() {
   registerCpuKernel(OpKind::Softmax, softmaxKernel, KernelWrites::All);
-  registerCpuKernel(OpKind::LayerNormalization, layerNormKernel, KernelWrites::All);
-  registerCpuKernel(OpKind::AddLayerNorm, addLayerNormKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalization, layerNormKernel,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::AddLayerNorm, addLayerNormKernel,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::BatchNormalization, batchNormKernel);
 }

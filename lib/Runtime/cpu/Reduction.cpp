@@ -170,8 +170,10 @@ template <bool Max> SHOAL_CPU_KERNEL(argReduceKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerReductionKernels() {
-  registerCpuKernel(OpKind::ReduceMean, reduceKernel<ReduceOp::Mean>, KernelWrites::All);
-  registerCpuKernel(OpKind::ReduceSum, reduceKernel<ReduceOp::Sum>, KernelWrites::All);
+  registerCpuKernel(OpKind::ReduceMean, reduceKernel<ReduceOp::Mean>,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::ReduceSum, reduceKernel<ReduceOp::Sum>,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::ArgMax, argReduceKernel<true>);
   registerCpuKernel(OpKind::ArgMin, argReduceKernel<false>);
 }

@@ -137,7 +137,8 @@ void transposeTyped(const T *src, const Shape &inShape,
           outStride *= outShape[d];
         }
       }
-      int64_t ta = (t % tiles) / tilesN * kTile, tn = (t % tiles) % tilesN * kTile;
+      int64_t ta = (t % tiles) / tilesN * kTile,
+              tn = (t % tiles) % tilesN * kTile;
       int64_t ea = std::min(a, ta + kTile), en = std::min(n, tn + kTile);
       for (int64_t i = ta; i < ea; ++i) {
         T *out = dst + base + i * outStrideP;

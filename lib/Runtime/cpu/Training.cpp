@@ -582,11 +582,15 @@ SHOAL_CPU_KERNEL(vocabCrossEntropyGradKernel) {
 } // namespace
 
 void shoal::rt::cpu::registerTrainingKernels() {
-  registerCpuKernel(OpKind::SoftmaxCrossEntropy, crossEntropyKernel, KernelWrites::All);
-  registerCpuKernel(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::SoftmaxCrossEntropy, crossEntropyKernel,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel,
+                    KernelWrites::All);
   registerCpuKernel(OpKind::SoftmaxGrad, softmaxGradKernel, KernelWrites::All);
-  registerCpuKernel(OpKind::LayerNormalizationGrad, layerNormGradKernel, KernelWrites::All);
-  registerCpuKernel(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalizationGrad, layerNormGradKernel,
+                    KernelWrites::All);
+  registerCpuKernel(OpKind::LayerNormalizationScaleGrad,
+                    layerNormScaleGradKernel, KernelWrites::All);
   registerCpuKernel(OpKind::GatherGrad, gatherGradKernel);
   registerCpuKernel(OpKind::VocabMax, vocabMaxKernel);
   registerCpuKernel(OpKind::VocabStats, vocabStatsKernel);
