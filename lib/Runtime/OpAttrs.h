@@ -86,6 +86,7 @@ struct OpAttrs {
   float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
   float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
   float scale = 1.f;             ///< Attention.
+  bool tanhGelu = false;         ///< Gelu, GeluGrad: approximate = "tanh".
   /// Send: only at the step's last micro-batch (`last_micro_batch`).
   bool lastMicroBatchOnly = false;
   bool transA = false, transB = false;

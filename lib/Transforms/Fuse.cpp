@@ -55,66 +55,202 @@ bool near(Value v, double want) {
 /// clones: fusion then matches what it would without recomputation.
 bool singleUse(Value v) { return hasOneUseBeforeRecompute(v); }
 
-/// Matches `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)` at the outer Mul.
-LogicalResult fuseGelu(MulOp outer, IRRewriter &rewriter) {
-  Value inner;
-  if (near(outer.getRhs(), 0.5))
-    inner = outer.getLhs();
-  else if (near(outer.getLhs(), 0.5))
-    inner = outer.getRhs();
-  auto mul = inner ? inner.getDefiningOp<MulOp>() : MulOp();
-  if (!mul || !singleUse(mul))
-    return failure();
-  for (int i = 0; i < 2; ++i) {
-    Value x = mul->getOperand(i);
-    auto add = mul->getOperand(1 - i).getDefiningOp<AddOp>();
-    if (!add || !singleUse(add))
-      continue;
-    Value erfValue;
-    if (near(add.getRhs(), 1.0))
-      erfValue = add.getLhs();
-    else if (near(add.getLhs(), 1.0))
-      erfValue = add.getRhs();
-    auto erf = erfValue ? erfValue.getDefiningOp<ErfOp>() : ErfOp();
-    if (!erf || !singleUse(erf))
-      continue;
-    Operation *scale = erf.getInput().getDefiningOp();
-    bool scaled =
-        scale && scale->getNumOperands() == 2 && scale->getOperand(0) == x &&
-        ((isa<DivOp>(scale) && near(scale->getOperand(1), std::sqrt(2.0))) ||
-         (isa<MulOp>(scale) &&
-          near(scale->getOperand(1), 1.0 / std::sqrt(2.0))));
-    if (!scaled || !singleUse(scale->getResult(0)) ||
-        x.getType() != outer.getType())
-      continue;
-    // A bias add right before it, used only here, joins the fused op.
-    Value input = x, bias;
-    if (auto biasAdd = x.getDefiningOp<AddOp>();
-        biasAdd && std::distance(x.use_begin(), x.use_end()) == 2) {
-      for (int j = 0; j < 2; ++j) {
-        Value a = biasAdd->getOperand(j), b = biasAdd->getOperand(1 - j);
-        if (a.getType() == x.getType() && b.getDefiningOp<WeightOp>()) {
-          input = a;
-          bias = b;
-          break;
-        }
+/// Whether `x` is `want` within a few ulps of `like`'s element type (the
+/// product of several rounded constants).
+bool nearValue(double x, double want, Value like) {
+  const llvm::fltSemantics &sem =
+      cast<FloatType>(getElementTypeOrSelf(like.getType())).getFloatSemantics();
+  double ulp = std::ldexp(1.0, 1 - int(llvm::APFloat::semanticsPrecision(sem)));
+  return std::fabs(x - want) <= std::max(1e-6, 4 * ulp) * std::fabs(want);
+}
+
+/// A product as a tree of Muls flattens: the splat constants multiplied
+/// into `scale` (a Div by one divides it), the other factors listed, a
+/// `Pow(x, 3)` as x three times; `ops` are the tree's ops.
+struct Product {
+  double scale = 1;
+  SmallVector<Value> factors;
+  SmallVector<Operation *> ops;
+};
+
+/// Flattens the product `v`: its own op always, an inner one only when its
+/// single use is in the tree.
+void flatten(Value v, bool root, Product &p) {
+  Operation *def = v.getDefiningOp();
+  if (def && (root || singleUse(v))) {
+    if (auto mul = dyn_cast<MulOp>(def)) {
+      p.ops.push_back(def);
+      flatten(mul.getLhs(), false, p);
+      flatten(mul.getRhs(), false, p);
+      return;
+    }
+    if (auto div = dyn_cast<DivOp>(def)) {
+      if (std::optional<double> c = splatValue(div.getRhs()); c && *c != 0) {
+        p.ops.push_back(def);
+        p.scale /= *c;
+        flatten(div.getLhs(), false, p);
+        return;
       }
     }
-    rewriter.setInsertionPoint(outer);
-    auto gelu =
-        rewriter.create<GeluOp>(outer.getLoc(), outer.getType(), input, bias);
-    Operation *biasAdd = bias ? x.getDefiningOp() : nullptr;
-    copyUnevenLayout(outer.getResult(), gelu.getResult());
-    rewriter.replaceOp(outer, gelu.getResult());
-    rewriter.eraseOp(mul);
-    rewriter.eraseOp(add);
-    rewriter.eraseOp(erf);
-    rewriter.eraseOp(scale);
-    if (biasAdd)
-      rewriter.eraseOp(biasAdd);
-    return success();
+    if (auto pow = dyn_cast<PowOp>(def)) {
+      if (std::optional<double> c = splatValue(pow.getRhs()); c && *c == 3) {
+        p.ops.push_back(def);
+        p.factors.append(3, pow.getLhs());
+        return;
+      }
+    }
   }
-  return failure();
+  if (std::optional<double> c = splatValue(v)) {
+    p.scale *= *c;
+    return;
+  }
+  p.factors.push_back(v);
+}
+
+/// The other operand of `add` when one of them is a splat `want`.
+Value addendOf(AddOp add, double want) {
+  for (int i = 0; i < 2; ++i)
+    if (near(add->getOperand(i), want))
+      return add->getOperand(1 - i);
+  return Value();
+}
+
+/// The ops of a GELU chain and its argument.
+struct GeluChain {
+  Value x;
+  StringRef form; // "none" (erf) or "tanh"
+  SmallVector<Operation *> ops;
+};
+
+/// Whether `s` (used only by the chain) is `x * scale`, its ops added.
+bool isScaled(Value s, Value x, double scale, GeluChain &chain) {
+  if (!singleUse(s))
+    return false;
+  Product p;
+  flatten(s, /*root=*/true, p);
+  if (p.factors.size() != 1 || p.factors[0] != x ||
+      !nearValue(p.scale, scale, x))
+    return false;
+  chain.ops.append(p.ops);
+  return true;
+}
+
+/// Matches GELU at the root Mul `y`, the factors in any order and
+/// association: `0.5 * x * (1 + erf(x / sqrt 2))` (PyTorch's `nn.GELU`) or
+/// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))` (its
+/// `approximate="tanh"` and Hugging Face's `NewGELUActivation`, x^3 as
+/// `Pow(x, 3)` or `x * x * x`).
+std::optional<GeluChain> matchGelu(MulOp root) {
+  Product outer;
+  flatten(root.getResult(), /*root=*/true, outer);
+  if (outer.factors.size() != 2 || !nearValue(outer.scale, 0.5, root))
+    return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    GeluChain chain;
+    chain.x = outer.factors[i];
+    chain.ops = outer.ops;
+    auto onePlus = outer.factors[1 - i].getDefiningOp<AddOp>();
+    if (chain.x.getType() != root.getType() || !onePlus ||
+        !singleUse(onePlus) || !addendOf(onePlus, 1.0))
+      continue;
+    chain.ops.push_back(onePlus);
+    Operation *f = addendOf(onePlus, 1.0).getDefiningOp();
+    if (!f || !singleUse(f->getResult(0)))
+      continue;
+    chain.ops.push_back(f);
+    if (auto erf = dyn_cast<ErfOp>(f)) {
+      chain.form = "none";
+      if (isScaled(erf.getInput(), chain.x, 1.0 / std::sqrt(2.0), chain))
+        return chain;
+      continue;
+    }
+    auto tanh = dyn_cast<TanhOp>(f);
+    if (!tanh || !singleUse(tanh.getInput()))
+      continue;
+    // u = sqrt(2/pi) * (x + 0.044715 * x^3)
+    chain.form = "tanh";
+    Product u;
+    flatten(tanh.getInput(), /*root=*/true, u);
+    auto sum =
+        u.factors.size() == 1 ? u.factors[0].getDefiningOp<AddOp>() : AddOp();
+    if (!sum || !singleUse(sum) ||
+        !nearValue(u.scale, std::sqrt(2.0 / M_PI), root))
+      continue;
+    chain.ops.append(u.ops);
+    chain.ops.push_back(sum);
+    for (int j = 0; j < 2; ++j) {
+      if (sum->getOperand(j) != chain.x || !singleUse(sum->getOperand(1 - j)))
+        continue;
+      Product cube;
+      flatten(sum->getOperand(1 - j), /*root=*/true, cube);
+      if (cube.factors.size() == 3 &&
+          llvm::all_of(cube.factors, [&](Value v) { return v == chain.x; }) &&
+          nearValue(cube.scale, 0.044715, root)) {
+        chain.ops.append(cube.ops);
+        return chain;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// Fuses the GELU chain rooted at `root` (matchGelu), with a bias add right
+/// before it that only the chain reads, into shoal.gelu. The chain's ops
+/// must all be in one scope and phase: the fused op takes the root's.
+LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter) {
+  std::optional<GeluChain> chain = matchGelu(root);
+  if (!chain)
+    return failure();
+  llvm::SmallPtrSet<Operation *, 16> ops(chain->ops.begin(), chain->ops.end());
+  for (StringRef attr : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
+    for (Operation *op : ops)
+      if (op->getAttr(attr) != root->getAttr(attr))
+        return failure();
+  // A bias add whose result only the chain reads joins the fused op.
+  Value x = chain->x, input = x, bias;
+  auto biasAdd = x.getDefiningOp<AddOp>();
+  if (biasAdd &&
+      llvm::all_of(x.getUsers(),
+                   [&](Operation *user) { return ops.contains(user); }) &&
+      biasAdd->getAttr(ShoalDialect::kScopeAttr) ==
+          root->getAttr(ShoalDialect::kScopeAttr) &&
+      biasAdd->getAttr(ShoalDialect::kPhaseAttr) ==
+          root->getAttr(ShoalDialect::kPhaseAttr)) {
+    for (int j = 0; j < 2; ++j) {
+      Value a = biasAdd->getOperand(j), b = biasAdd->getOperand(1 - j);
+      if (a.getType() == x.getType() && b.getDefiningOp<WeightOp>()) {
+        input = a;
+        bias = b;
+        break;
+      }
+    }
+  }
+  rewriter.setInsertionPoint(root);
+  auto gelu =
+      rewriter.create<GeluOp>(root.getLoc(), root.getType(), input, bias,
+                              rewriter.getStringAttr(chain->form));
+  for (StringRef attr : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
+    if (Attribute a = root->getAttr(attr))
+      gelu->setAttr(attr, a);
+  copyUnevenLayout(root.getResult(), gelu.getResult());
+  rewriter.replaceOp(root, gelu.getResult());
+  // The rest of the chain (and the bias add), users before their operands.
+  SmallVector<Operation *> dead;
+  for (Operation *op : chain->ops)
+    if (op != root.getOperation() && !llvm::is_contained(dead, op))
+      dead.push_back(op);
+  if (bias)
+    dead.push_back(biasAdd);
+  // (Every one has its single use in the chain: none is left behind.)
+  while (true) {
+    auto it =
+        llvm::find_if(dead, [](Operation *op) { return op->use_empty(); });
+    if (it == dead.end())
+      break;
+    rewriter.eraseOp(*it);
+    dead.erase(it);
+  }
+  return success();
 }
 
 /// Matches `LayerNorm(Add(a, b))` with equal shapes.
@@ -203,10 +339,15 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   return success();
 }
 
+/// Which chains to fuse.
+struct Chains {
+  bool gelu = true, addLayerNorm = true, attention = true;
+};
+
 /// Fuses every chain under `root`; `listener` sees each fused op made and
 /// the ops it replaces erased.
 void fuseAll(Operation *root, RewriterBase::Listener &listener,
-             llvm::DenseSet<Operation *> &erased) {
+             llvm::DenseSet<Operation *> &erased, Chains chains = {}) {
   // Collect first: rewriting while walking would visit erased ops.
   SmallVector<Operation *> roots;
   root->walk([&](Operation *op) {
@@ -218,11 +359,11 @@ void fuseAll(Operation *root, RewriterBase::Listener &listener,
   for (Operation *op : roots) {
     if (erased.contains(op))
       continue;
-    if (auto mul = dyn_cast<MulOp>(op))
+    if (auto mul = dyn_cast<MulOp>(op); mul && chains.gelu)
       (void)fuseGelu(mul, rewriter);
-    else if (auto ln = dyn_cast<LayerNormOp>(op))
+    else if (auto ln = dyn_cast<LayerNormOp>(op); ln && chains.addLayerNorm)
       (void)fuseAddLayerNorm(ln, rewriter);
-    else if (auto mm = dyn_cast<MatMulOp>(op))
+    else if (auto mm = dyn_cast<MatMulOp>(op); mm && chains.attention)
       (void)fuseAttention(mm, rewriter);
   }
 }
@@ -234,10 +375,30 @@ struct ErasedListener : public RewriterBase::Listener {
 };
 
 struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
+  using FusePassBase::FusePassBase;
+
   void runOnOperation() final {
+    Chains which;
+    if (!chains.empty()) {
+      which = Chains{false, false, false};
+      for (const std::string &c : chains) {
+        if (c == "gelu")
+          which.gelu = true;
+        else if (c == "add-layer-norm")
+          which.addLayerNorm = true;
+        else if (c == "attention")
+          which.attention = true;
+        else {
+          getOperation().emitError()
+              << "shoal-fuse: unknown chain '" << c
+              << "' in chains= (expected gelu, add-layer-norm or attention)";
+          return signalPassFailure();
+        }
+      }
+    }
     llvm::DenseSet<Operation *> erased;
     ErasedListener listener(erased);
-    fuseAll(getOperation(), listener, erased);
+    fuseAll(getOperation(), listener, erased, which);
     // The fused chains' scalar constants are dead now.
     SmallVector<Operation *> dead;
     getOperation().walk([&](ConstantOp c) {

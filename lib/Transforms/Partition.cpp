@@ -648,7 +648,7 @@ struct TaskGraphPartitioner {
               SqrtOp, ExpOp, NegOp, SigmoidOp, SinOp, CosOp, AbsOp, LogOp,
               ReciprocalOp, FloorOp, CeilOp, NotOp, MatMulOp, GemmOp, SoftmaxOp,
               LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
-              GeluOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
+              GeluOp, GeluGradOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
               LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
               AllReduceOp, AllGatherOp>(op);
       if (auto g = dyn_cast<GatherOp>(op))

@@ -64,6 +64,16 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
 void shoal::addParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
+  // Training: the GELU chains fuse before shoal-autodiff, whose rule for
+  // shoal.gelu is one shoal.gelu_grad (the chain's own rules would be eight
+  // ops, and the backward would read the chain's values, so that it could
+  // not fuse later). Before shoal-plan, which then plans what runs.
+  if (options.train && options.fuse) {
+    static const std::string geluOnly[] = {"gelu"};
+    FusePassOptions gelu;
+    gelu.chains = geluOnly;
+    pm.addPass(createFusePass(gelu));
+  }
   if (!options.cluster.empty()) {
     PlanPassOptions plan;
     plan.clusterPath = options.cluster;

@@ -219,8 +219,9 @@ bool carriesUneven(Operation *op, const ShardingRule &rule, int f) {
   // keeps its padding zero, and its state takes the weight's blocks.
   if (rule.factorKinds[f] == FactorKind::Parallel)
     return isa<AddOp, SubOp, MulOp, ReluOp, ErfOp, TanhOp, SigmoidOp, NegOp,
-               AbsOp, ExpOp, SinOp, CosOp, SqrtOp, GeluOp, CastOp, MatMulOp,
-               GemmOp, TransposeOp, ReshapeOp, AdamWOp, SGDOp, AssignOp>(op);
+               AbsOp, ExpOp, SinOp, CosOp, SqrtOp, GeluOp, GeluGradOp, CastOp,
+               MatMulOp, GemmOp, TransposeOp, ReshapeOp, AdamWOp, SGDOp,
+               AssignOp>(op);
   if (rule.factorKinds[f] != FactorKind::Reduction)
     return false;
   for (auto [k, dims] : llvm::enumerate(rule.operands))

@@ -335,6 +335,39 @@ TEST(TrainKernels, VocabParallelGatherTakesItsBlock) {
             "for axis 0 of size 5");
 }
 
+// GeluGrad against central differences of the Gelu kernel itself in
+// float64 terms: (gelu(z + h) - gelu(z - h)) / 2h of the double definition,
+// both forms, with a bias (and the half-precision path rounding once).
+TEST(TrainKernels, GeluGradMatchesFiniteDifferences) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-5.f, 5.f);
+  const Shape shape{3, 17};
+  Tensor dy(DType::F32, shape), x(DType::F32, shape), bias(DType::F32, {17});
+  for (Tensor *t : {&dy, &x, &bias})
+    for (int64_t i = 0; i < t->numElements(); ++i)
+      t->data<float>()[i] = u(rng);
+  for (bool tanhForm : {false, true}) {
+    auto gelu = [&](double z) {
+      return tanhForm ? 0.5 * z *
+                            (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                           (z + 0.044715 * z * z * z)))
+                      : 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    };
+    Tensor dz(DType::F32, shape);
+    geluGrad(dy, x, &bias, dz, tanhForm);
+    for (int64_t i = 0; i < x.numElements(); ++i) {
+      double z = double(x.data<float>()[i]) + bias.data<float>()[i % 17];
+      double h = 1e-5;
+      double want = dy.data<float>()[i] * (gelu(z + h) - gelu(z - h)) / (2 * h);
+      EXPECT_NEAR(dz.data<float>()[i], want, 1e-5 * (1 + std::fabs(want)))
+          << z << (tanhForm ? " tanh" : " erf");
+    }
+  }
+  Tensor bad(DType::F32, {3, 16});
+  Tensor out(DType::F32, shape);
+  EXPECT_THROW(geluGrad(dy, bad, nullptr, out), Error);
+}
+
 TEST(TrainKernels, SoftmaxGradMatchesFiniteDifferences) {
   std::mt19937 rng(13);
   Shape s = {2, 4, 3};
@@ -630,6 +663,26 @@ TEST(TrainOps, LossAndGradientTypes) {
     bad.in(DType::F32, {4}).in(DType::I64, {}).out(DType::F32, {});
     bad.f("ignore_index", 1.5);
     EXPECT_CONTAINS(bad.error(), "attribute 'ignore_index' must be an integer");
+  }
+  {
+    OpCheck c("GeluGrad");
+    c.in(DType::F32, {2, 3}).in(DType::F32, {2, 3}).in(DType::F32, {3});
+    c.out(DType::F32, {2, 3});
+    EXPECT_EQ(c.error(), "");
+    EXPECT_FALSE(c.info().attrs.tanhGelu);
+    (*c.op.mutable_attrs())["approximate"].set_s("tanh");
+    EXPECT_EQ(c.error(), "");
+    EXPECT_TRUE(c.info().attrs.tanhGelu);
+    (*c.op.mutable_attrs())["approximate"].set_s("fast");
+    EXPECT_CONTAINS(c.error(), "attribute 'approximate' is 'fast'; expected "
+                               "'none' or 'tanh'");
+    (*c.op.mutable_attrs())["approximate"].set_s("none");
+    c.types[2].shape = {2};
+    EXPECT_CONTAINS(c.error(),
+                    "bias of shape [2] does not broadcast to [2, 3]");
+    c.types[2].shape = {3};
+    c.types[1].shape = {3, 2};
+    EXPECT_CONTAINS(c.error(), "inputs dy and x must have the same type");
   }
   {
     OpCheck c("SoftmaxGrad");

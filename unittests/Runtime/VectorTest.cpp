@@ -167,6 +167,38 @@ TEST(VectorKernels, GeluBothFormsWithBias) {
   }
 }
 
+// The derivative in double, written out (not from the kernel's algebra):
+// the erf form's Phi(z) + z phi(z), the tanh form's by the product rule.
+TEST(VectorKernels, GeluGradBothFormsWithBias) {
+  std::mt19937 rng(5);
+  const int64_t rows = 4, n = 45;
+  std::vector<float> x = randomVector(rows * n, rng, -7.f, 7.f);
+  std::vector<float> dy = randomVector(rows * n, rng, -2.f, 2.f);
+  std::vector<float> b = randomVector(n, rng, -1.f, 1.f), dz(rows * n);
+  for (const VectorKernels *k : isas()) {
+    SCOPED_TRACE(k->isa);
+    for (bool tanhForm : {false, true})
+      for (bool withBias : {false, true}) {
+        k->geluGrad(dy.data(), x.data(), withBias ? b.data() : nullptr,
+                    dz.data(), n, 1, rows, tanhForm);
+        for (int64_t i = n; i < rows * n; ++i) {
+          double z = double(x[i]) + (withBias ? b[i % n] : 0.0), d;
+          if (tanhForm) {
+            double c = std::sqrt(2 / M_PI), u = c * (z + 0.044715 * z * z * z);
+            double t = std::tanh(u);
+            d = 0.5 * (1 + t) +
+                0.5 * z * (1 - t * t) * c * (1 + 3 * 0.044715 * z * z);
+          } else {
+            d = 0.5 * (1 + std::erf(z / std::sqrt(2.0))) +
+                z * std::exp(-z * z / 2) / std::sqrt(2 * M_PI);
+          }
+          EXPECT_NEAR(dz[i], dy[i] * d, 3e-6 * (1 + std::fabs(dy[i] * d)))
+              << z << (tanhForm ? " tanh" : " erf");
+        }
+      }
+  }
+}
+
 TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
   std::mt19937 rng(3);
   const int64_t rows = 4, n = 1001;

@@ -446,13 +446,20 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let description = [{
     Replaces, wherever every intermediate has no other user:
     - `Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5` (PyTorch's exact
-      `nn.GELU`), with an optional bias `Add` before it, by `shoal.gelu`;
+      `nn.GELU`) and `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`
+      (`nn.GELU(approximate="tanh")`, Hugging Face's `NewGELUActivation`;
+      the products in any order), with an optional bias `Add` before it,
+      by `shoal.gelu` (`approximate = "tanh"` for the second);
     - `Add(a, b) -> LayerNorm` by `shoal.add_layer_norm` (the sum stays
       available as the next residual);
     - `MatMul(q, kt) -> Mul|Div scale -> [Add mask] -> Softmax(last) ->
       MatMul(., v)` by `shoal.attention`.
     It runs on any layer (before or after partitioning); `shoal-parallelize`
-    runs it last, on each rank's local program.
+    runs it last, on each rank's local program. A training compile also
+    fuses the GELU chains first, before shoal-autodiff (`chains=gelu`), so
+    that shoal.gelu's gradient rule gives one shoal.gelu_grad instead of
+    the chain's eight ops, and the forward chain, whose values the
+    backward would read, still fuses.
 
     Before:
     ```mlir
@@ -466,6 +473,11 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
     %o = shoal.attention %q, %kt, %v {scale = 2.500000e-01 : f32} : ...
     ```
   }];
+  let options = [
+    ListOption<"chains", "chains", "std::string",
+               "The chains to fuse: gelu, add-layer-norm, attention "
+               "(default: all)">,
+  ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 

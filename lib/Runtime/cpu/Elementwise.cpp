@@ -478,38 +478,71 @@ void shoal::rt::cpu::mod(const Tensor &a, const Tensor &b, bool fmod,
   });
 }
 
-void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out) {
+namespace {
+/// GELU's argument z = x + bias as float rows of x's last dimension: `x`
+/// itself with `bias` along the last dimension (a linear layer's, added in
+/// the loops), or a temporary sum for any other broadcast.
+struct GeluArgument {
+  const float *x = nullptr, *bias = nullptr;
+  int64_t n = 1, rows = 0;
+  Tensor sum;
+
+  GeluArgument(const Tensor &in, const Tensor *b, const char *what) {
+    checkDType(in, DType::F32, what, "input");
+    n = in.rank() ? in.shape().back() : 1;
+    rows = n ? in.numElements() / n : 0;
+    x = in.data<float>();
+    if (!b)
+      return;
+    checkDType(*b, DType::F32, what, "bias");
+    if (in.rank() >= 1 && b->rank() >= 1 && b->rank() <= in.rank() &&
+        b->shape().back() == n && b->numElements() == n) {
+      bias = b->data<float>();
+    } else {
+      sum = Tensor(in.type());
+      binary(BinaryOp::Add, in, *b, sum);
+      x = sum.data<float>();
+    }
+  }
+};
+} // namespace
+
+void shoal::rt::cpu::gelu(const Tensor &x, const Tensor *bias, Tensor &out,
+                          bool tanhForm) {
   if (isHalfDType(x.dtype())) { // in f32, rounded once
     checkOutput(out, x.dtype(), x.shape(), "Gelu");
     Tensor r(DType::F32, x.shape()), b = bias ? stage(*bias) : Tensor();
-    gelu(toF32(x), bias ? &b : nullptr, r);
+    gelu(toF32(x), bias ? &b : nullptr, r, tanhForm);
     return fromF32(r, out);
   }
-  checkDType(x, DType::F32, "Gelu", "input");
   checkOutput(out, DType::F32, x.shape(), "Gelu");
-  int64_t n = x.rank() ? x.shape().back() : 1;
-  int64_t rows = n ? x.numElements() / n : 0;
-  const float *pb = nullptr;
-  Tensor sum;
-  const Tensor *z = &x;
-  if (bias) {
-    checkDType(*bias, DType::F32, "Gelu", "bias");
-    // A bias along the last dimension (a linear layer's) is added in the
-    // loop; any other broadcast goes through a temporary.
-    if (x.rank() >= 1 && bias->rank() >= 1 && bias->rank() <= x.rank() &&
-        bias->shape().back() == n && bias->numElements() == n) {
-      pb = bias->data<float>();
-    } else {
-      sum = Tensor(x.type());
-      binary(BinaryOp::Add, x, *bias, sum);
-      z = &sum;
-    }
-  }
+  GeluArgument z(x, bias, "Gelu");
   const VectorKernels &vk = vectorKernels();
-  const float *in = z->data<float>();
   float *o = out.data<float>();
-  parallelFor(rows, 30 * n, [&](int64_t r0, int64_t r1) {
-    vk.gelu(in, pb, o, n, r0, r1, /*tanhForm=*/false);
+  parallelFor(z.rows, 30 * z.n, [&](int64_t r0, int64_t r1) {
+    vk.gelu(z.x, z.bias, o, z.n, r0, r1, tanhForm);
+  });
+}
+
+void shoal::rt::cpu::geluGrad(const Tensor &dy, const Tensor &x,
+                              const Tensor *bias, Tensor &out, bool tanhForm) {
+  if (dy.type() != x.type())
+    throw Error(fmt::format("GeluGrad: dy and x have different types ({} and "
+                            "{})",
+                            dy.type().str(), x.type().str()));
+  if (isHalfDType(x.dtype())) { // in f32, rounded once
+    checkOutput(out, x.dtype(), x.shape(), "GeluGrad");
+    Tensor r(DType::F32, x.shape()), b = bias ? stage(*bias) : Tensor();
+    geluGrad(toF32(dy), toF32(x), bias ? &b : nullptr, r, tanhForm);
+    return fromF32(r, out);
+  }
+  checkOutput(out, DType::F32, x.shape(), "GeluGrad");
+  GeluArgument z(x, bias, "GeluGrad");
+  const VectorKernels &vk = vectorKernels();
+  const float *d = dy.data<float>();
+  float *o = out.data<float>();
+  parallelFor(z.rows, 40 * z.n, [&](int64_t r0, int64_t r1) {
+    vk.geluGrad(d, z.x, z.bias, o, z.n, r0, r1, tanhForm);
   });
 }
 
@@ -847,7 +880,12 @@ SHOAL_CPU_KERNEL(modKernel) {
 }
 
 SHOAL_CPU_KERNEL(geluKernel) {
-  gelu(input(in, 0), optionalInput(in, 1), out[0]);
+  gelu(input(in, 0), optionalInput(in, 1), out[0], op.attrs.tanhGelu);
+}
+
+SHOAL_CPU_KERNEL(geluGradKernel) {
+  geluGrad(input(in, 0), input(in, 1), optionalInput(in, 2), out[0],
+           op.attrs.tanhGelu);
 }
 
 } // namespace
@@ -899,4 +937,5 @@ void shoal::rt::cpu::registerElementwiseKernels() {
   registerCpuKernel(OpKind::HardSwish, hardSigmoidKernel<true>);
   registerCpuKernel(OpKind::Mod, modKernel);
   registerCpuKernel(OpKind::Gelu, geluKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::GeluGrad, geluGradKernel, KernelWrites::All);
 }

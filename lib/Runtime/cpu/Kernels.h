@@ -110,8 +110,13 @@ void where(const Tensor &cond, const Tensor &x, const Tensor &y, Tensor &out);
 /// integer wraps; to bool is x != 0; bool is 0 or 1.
 void cast(const Tensor &x, Tensor &out);
 
-/// Exact GELU of `x + bias` (bias optional, broadcast to x).
-void gelu(const Tensor &x, const Tensor *bias, Tensor &out);
+/// GELU of `x + bias` (bias optional, broadcast to x): exact, or with
+/// `tanhForm` the tanh approximation.
+void gelu(const Tensor &x, const Tensor *bias, Tensor &out,
+          bool tanhForm = false);
+/// dz = dy * gelu'(x + bias), dy and x of one type, bias as gelu's.
+void geluGrad(const Tensor &dy, const Tensor &x, const Tensor *bias,
+              Tensor &out, bool tanhForm = false);
 
 //===----------------------------------------------------------------------===//
 // Matrix products (Matrix.cpp)

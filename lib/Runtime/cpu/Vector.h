@@ -51,6 +51,10 @@ struct VectorKernels {
   /// not null: the erf form, or with `tanhForm` the tanh approximation.
   void (*gelu)(const float *x, const float *bias, float *y, int64_t n,
                int64_t r0, int64_t r1, bool tanhForm);
+  /// dz = dy * gelu'(x + bias) on rows [r0, r1) of dy, x and dz [rows, n],
+  /// bias[n] as gelu's (may be null), in the form `tanhForm` picks.
+  void (*geluGrad)(const float *dy, const float *x, const float *bias,
+                   float *dz, int64_t n, int64_t r0, int64_t r1, bool tanhForm);
   /// Softmax of rows [r0, r1) of x[rows, n] (n > 0).
   void (*softmax)(const float *x, float *y, int64_t n, int64_t r0, int64_t r1);
   /// LayerNorm of rows [r0, r1) of x[rows, n] with scale g[n] and bias b[n]

@@ -75,6 +75,37 @@ void gelu(const float *x, const float *bias, float *y, int64_t n, int64_t r0,
   }
 }
 
+void geluGrad(const float *dy, const float *x, const float *bias, float *dz,
+              int64_t n, int64_t r0, int64_t r1, bool tanhForm) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *dyr = dy + r * n, *xr = x + r * n;
+    float *dr = dz + r * n;
+    if (tanhForm) {
+      // d/dz 0.5 z (1 + t), t = tanh(u), u = k (z + c z^3):
+      // 0.5 (1 + t) + 0.5 z (1 - t^2) k (1 + 3 c z^2).
+      constexpr float k = 0.7978845608028654f, c = 0.044715f;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        float z = bias ? xr[j] + bias[j] : xr[j];
+        float z2 = z * z;
+        float t = fastTanh(k * (z + c * z2 * z));
+        float d = 0.5f * (1.f + t) +
+                  0.5f * z * (1.f - t * t) * k * (1.f + 3.f * c * z2);
+        dr[j] = dyr[j] * d;
+      }
+    } else {
+      // d/dz z Phi(z) = Phi(z) + z phi(z), phi(z) = exp(-z^2/2)/sqrt(2 pi).
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        float z = bias ? xr[j] + bias[j] : xr[j];
+        float cdf = 0.5f * (1.f + fastErf(z * 0.7071067811865476f));
+        float pdf = 0.3989422804014327f * fastExp(-0.5f * z * z);
+        dr[j] = dyr[j] * (cdf + z * pdf);
+      }
+    }
+  }
+}
+
 float rowMax(const float *x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
@@ -194,6 +225,7 @@ const VectorKernels *table() {
                                         erfLoop,
                                         tanhLoop,
                                         gelu,
+                                        geluGrad,
                                         softmax,
                                         layerNorm,
                                         logSumExp,

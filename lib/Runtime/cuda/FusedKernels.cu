@@ -24,15 +24,45 @@ int blocksFor(int64_t n, int threads) {
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
 }
 
+constexpr float kTanhScale = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kTanhCube = 0.044715f;
+
 __global__ void geluKernel(const float *__restrict__ x,
                            const float *__restrict__ bias, int64_t biasSize,
-                           float *__restrict__ out, int64_t n) {
+                           float *__restrict__ out, int64_t n, bool tanhForm) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     float z = x[i];
     if (bias)
       z += bias[i % biasSize];
-    out[i] = 0.5f * z * (1.f + erff(z * 0.70710678118654752f));
+    out[i] = tanhForm ? 0.5f * z *
+                            (1.f + tanhf(kTanhScale * (z + kTanhCube * z * z * z)))
+                      : 0.5f * z * (1.f + erff(z * 0.70710678118654752f));
+  }
+}
+
+/// dz = dy * gelu'(x + bias), as cpu/VectorImpl.cpp's geluGrad.
+__global__ void geluGradKernel(const float *__restrict__ dy,
+                               const float *__restrict__ x,
+                               const float *__restrict__ bias, int64_t biasSize,
+                               float *__restrict__ dz, int64_t n,
+                               bool tanhForm) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float z = x[i];
+    if (bias)
+      z += bias[i % biasSize];
+    float d;
+    if (tanhForm) {
+      float z2 = z * z;
+      float t = tanhf(kTanhScale * (z + kTanhCube * z2 * z));
+      d = 0.5f * (1.f + t) +
+          0.5f * z * (1.f - t * t) * kTanhScale * (1.f + 3.f * kTanhCube * z2);
+    } else {
+      d = 0.5f * (1.f + erff(z * 0.70710678118654752f)) +
+          z * 0.3989422804014327f * expf(-0.5f * z * z);
+    }
+    dz[i] = dy[i] * d;
   }
 }
 
@@ -86,13 +116,27 @@ addLayerNormKernel(const float *__restrict__ a, const float *__restrict__ b,
 } // namespace
 
 void shoal::rt::cuda::gelu(const float *x, const float *bias, int64_t biasSize,
-                           float *out, int64_t n, cudaStream_t stream) {
+                           float *out, int64_t n, bool tanhForm,
+                           cudaStream_t stream) {
   if (n == 0)
     return;
   if (bias && biasSize <= 0)
     throw Error("gelu: bias of size 0");
-  geluKernel<<<blocksFor(n, 256), 256, 0, stream>>>(x, bias, biasSize, out, n);
+  geluKernel<<<blocksFor(n, 256), 256, 0, stream>>>(x, bias, biasSize, out, n,
+                                                    tanhForm);
   checkLaunch("gelu");
+}
+
+void shoal::rt::cuda::geluGrad(const float *dy, const float *x,
+                               const float *bias, int64_t biasSize, float *dz,
+                               int64_t n, bool tanhForm, cudaStream_t stream) {
+  if (n == 0)
+    return;
+  if (bias && biasSize <= 0)
+    throw Error("geluGrad: bias of size 0");
+  geluGradKernel<<<blocksFor(n, 256), 256, 0, stream>>>(dy, x, bias, biasSize,
+                                                        dz, n, tanhForm);
+  checkLaunch("geluGrad");
 }
 
 void shoal::rt::cuda::addLayerNorm(const float *a, const float *b,

@@ -22,9 +22,15 @@ namespace cuda {
 
 /// out = gelu(x + bias) with `bias` (may be null) of `biasSize` elements
 /// broadcast along the last `biasSize` elements of each row (the usual
-/// `[..., C] + [C]`); `n` elements in all.
+/// `[..., C] + [C]`); `n` elements in all; the erf form, or with
+/// `tanhForm` the tanh approximation.
 void gelu(const float *x, const float *bias, int64_t biasSize, float *out,
-          int64_t n, cudaStream_t stream);
+          int64_t n, bool tanhForm, cudaStream_t stream);
+
+/// dz = dy * gelu'(x + bias), `bias` and the form as gelu's.
+void geluGrad(const float *dy, const float *x, const float *bias,
+              int64_t biasSize, float *dz, int64_t n, bool tanhForm,
+              cudaStream_t stream);
 
 /// sum = a + b; y = layer_norm(sum) over rows of `cols` elements, with
 /// `scale` and `bias` (may be null) of `cols` elements each.

@@ -246,19 +246,33 @@ void localSliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
              dev(ctx).stream());
 }
 
+/// Gelu's (GeluGrad's) bias, input `i`: null when absent; the kernels
+/// broadcast one along the last dimension only.
+const float *geluBias(const OpInfo &op, const Inputs &in, std::size_t i,
+                      const Shape &x) {
+  if (in.size() <= i || !in[i])
+    return nullptr;
+  const Shape &b = in[i]->shape();
+  if (b.size() != 1 || x.empty() || b[0] != x.back())
+    throw KernelUnsupported(std::string(opKindName(op.kind)) +
+                            " bias not along the last dimension");
+  return f(in[i]);
+}
+
 void geluKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                 Outputs &out) {
   requireF32(op, in, out);
-  bool hasBias = in.size() > 1 && in[1];
-  if (hasBias) {
-    // The kernel broadcasts a bias along the last dimension only.
-    const Shape &b = in[1]->shape(), &x = in[0]->shape();
-    if (b.size() != 1 || x.empty() || b[0] != x.back())
-      throw KernelUnsupported("Gelu bias not along the last dimension");
-  }
-  gelu(f(in[0]), hasBias ? f(in[1]) : nullptr,
-       hasBias ? in[1]->numElements() : 0, f(out[0]), out[0].numElements(),
-       dev(ctx).stream());
+  const float *bias = geluBias(op, in, 1, in[0]->shape());
+  gelu(f(in[0]), bias, bias ? in[1]->numElements() : 0, f(out[0]),
+       out[0].numElements(), op.attrs.tanhGelu, dev(ctx).stream());
+}
+
+void geluGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                    Outputs &out) {
+  requireF32(op, in, out);
+  const float *bias = geluBias(op, in, 2, in[1]->shape());
+  geluGrad(f(in[0]), f(in[1]), bias, bias ? in[2]->numElements() : 0, f(out[0]),
+           out[0].numElements(), op.attrs.tanhGelu, dev(ctx).stream());
 }
 
 void addLayerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
@@ -348,6 +362,7 @@ void shoal::rt::registerCudaKernels() {
   reg(OpKind::ReduceSum, reduceKernel<cpu::ReduceOp::Sum>);
   reg(OpKind::LocalSlice, localSliceKernel);
   reg(OpKind::Gelu, geluKernel);
+  reg(OpKind::GeluGrad, geluGradKernel);
   reg(OpKind::AddLayerNorm, addLayerNormKernel);
   reg(OpKind::Attention, attentionKernel);
 }

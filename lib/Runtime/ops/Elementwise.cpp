@@ -189,15 +189,41 @@ void shoal::rt::castRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({a.to, x.shape});
 }
 
-/// Gelu.
-void shoal::rt::geluRule(TypeRuleContext &ctx) {
-  const TensorType &x = ctx.x();
-  ctx.requireFloat(x, "input");
-  if (const TensorType *b = ctx.in(1)) {
+namespace {
+/// Gelu's and GeluGrad's `approximate` and `bias` (input `biasIndex`, which
+/// broadcasts to x).
+void geluAttrsAndBias(TypeRuleContext &ctx, const TensorType &x,
+                      int biasIndex) {
+  std::string form = ctx.attrs.getString("approximate", "none");
+  if (form != "none" && form != "tanh")
+    throw Error(fmt::format(
+        "attribute 'approximate' is '{}'; expected 'none' or 'tanh'", form));
+  ctx.a().tanhGelu = form == "tanh";
+  if (const TensorType *b = ctx.in(biasIndex)) {
     ctx.requireDType(*b, x.dtype, "bias");
     if (!broadcastsTo(b->shape, x.shape))
       throw Error(fmt::format("bias of shape {} does not broadcast to {}",
                               formatShape(b->shape), formatShape(x.shape)));
   }
+}
+} // namespace
+
+/// Gelu.
+void shoal::rt::geluRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  ctx.requireFloat(x, "input");
+  geluAttrsAndBias(ctx, x, 1);
   ctx.expected.push_back(x);
+}
+
+/// GeluGrad: dy, x, bias; dz has dy's type, which is x's.
+void shoal::rt::geluGradRule(TypeRuleContext &ctx) {
+  const TensorType &dy = ctx.x();
+  ctx.requireFloat(dy, "input dy");
+  const TensorType &x = *ctx.in(1);
+  if (x != dy)
+    throw Error(fmt::format("inputs dy and x must have the same type, got {}",
+                            ctx.typesStr()));
+  geluAttrsAndBias(ctx, x, 2);
+  ctx.expected.push_back(dy);
 }

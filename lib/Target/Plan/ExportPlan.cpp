@@ -831,7 +831,16 @@ private:
               setI("keepdims", r.getKeepdims());
               return planKind(rt::OpKind::ReduceSum);
             })
-            .Case([](GeluOp) { return planKind(rt::OpKind::Gelu); })
+            .Case([&](GeluOp g) {
+              if (g.getApproximate() != "none")
+                setS("approximate", g.getApproximate());
+              return planKind(rt::OpKind::Gelu);
+            })
+            .Case([&](GeluGradOp g) {
+              if (g.getApproximate() != "none")
+                setS("approximate", g.getApproximate());
+              return planKind(rt::OpKind::GeluGrad);
+            })
             .Case([&](ExpandOp e) {
               setInts("shape", e.getType().getShape());
               return planKind(rt::OpKind::Expand);

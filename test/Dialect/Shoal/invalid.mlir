@@ -287,3 +287,27 @@ func.func @vocab_grad_labels(%l: tensor<2x4xf32>, %y: tensor<3xi64>, %d: tensor<
   %0 = shoal.vocab_cross_entropy_grad %l, %y, %d, %m, %s {shard_axes = ["tp"], shard_size = 8 : i64} : (tensor<2x4xf32>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @gelu_form(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'shoal.gelu' op approximate must be "none" or "tanh", got "sigmoid"}}
+  %0 = shoal.gelu %x {approximate = "sigmoid"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @gelu_grad_type(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{'shoal.gelu_grad' op result type must equal the gradient's type}}
+  %0 = shoal.gelu_grad %dy, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @gelu_grad_bias(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %b: tensor<7xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'shoal.gelu_grad' op operand shapes [4, 8] and [4, 8] and [7] are not broadcast-compatible}}
+  %0 = shoal.gelu_grad %dy, %x, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<7xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}

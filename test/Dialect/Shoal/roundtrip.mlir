@@ -42,6 +42,10 @@ func.func @graph_ops(%x: tensor<4x8xf32>, %ids: tensor<4xi64>) -> tensor<4x8xf32
   %20 = shoal.reduce_sum %15 {axes = array<i64: 0>, keepdims = false} : (tensor<4x8xf32>) -> tensor<8xf32>
   // CHECK: shoal.gelu %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %21 = shoal.gelu %15, %g : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: shoal.gelu %{{.*}} {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %gt = shoal.gelu %15 {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: shoal.gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {approximate = "tanh"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %gg = shoal.gelu_grad %gt, %15, %g {approximate = "tanh"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   // CHECK: shoal.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64}
   %22:2 = shoal.add_layer_norm %21, %15, %g {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   // CHECK: shoal.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>

@@ -921,19 +921,40 @@ TEST_F(CudaKernels, CastFromSixteenBits) {
 //===----------------------------------------------------------------------===//
 
 TEST_F(CudaKernels, GeluWithBias) {
-  for (bool withBias : {false, true}) {
-    Shape shape{6, 37};
-    Tensor x = randomTensor(DType::F32, shape, rng);
-    Tensor bias = randomTensor(DType::F32, {37}, rng);
-    Tensor want(DType::F32, shape);
-    cpu::gelu(x, withBias ? &bias : nullptr, want);
-    auto dx = toDevice(x), db = toDevice(bias);
-    DeviceBuffer out(x.numBytes());
-    gpu::gelu(dx->as<float>(), withBias ? db->as<float>() : nullptr, 37,
-              out.as<float>(), x.numElements(), stream);
-    sync();
-    expectClose(fromDevice(out, DType::F32, shape), want, 1e-5, "gelu", 1e-6);
-  }
+  for (bool tanhForm : {false, true})
+    for (bool withBias : {false, true}) {
+      Shape shape{6, 37};
+      Tensor x = randomTensor(DType::F32, shape, rng);
+      Tensor bias = randomTensor(DType::F32, {37}, rng);
+      Tensor want(DType::F32, shape);
+      cpu::gelu(x, withBias ? &bias : nullptr, want, tanhForm);
+      auto dx = toDevice(x), db = toDevice(bias);
+      DeviceBuffer out(x.numBytes());
+      gpu::gelu(dx->as<float>(), withBias ? db->as<float>() : nullptr, 37,
+                out.as<float>(), x.numElements(), tanhForm, stream);
+      sync();
+      expectClose(fromDevice(out, DType::F32, shape), want, 1e-5, "gelu", 1e-6);
+    }
+}
+
+TEST_F(CudaKernels, GeluGradWithBias) {
+  for (bool tanhForm : {false, true})
+    for (bool withBias : {false, true}) {
+      Shape shape{6, 37};
+      Tensor dy = randomTensor(DType::F32, shape, rng);
+      Tensor x = randomTensor(DType::F32, shape, rng);
+      Tensor bias = randomTensor(DType::F32, {37}, rng);
+      Tensor want(DType::F32, shape);
+      cpu::geluGrad(dy, x, withBias ? &bias : nullptr, want, tanhForm);
+      auto ddy = toDevice(dy), dx = toDevice(x), db = toDevice(bias);
+      DeviceBuffer out(x.numBytes());
+      gpu::geluGrad(ddy->as<float>(), dx->as<float>(),
+                    withBias ? db->as<float>() : nullptr, 37, out.as<float>(),
+                    x.numElements(), tanhForm, stream);
+      sync();
+      expectClose(fromDevice(out, DType::F32, shape), want, 1e-5, "gelu_grad",
+                  1e-6);
+    }
 }
 
 TEST_F(CudaKernels, AddLayerNorm) {

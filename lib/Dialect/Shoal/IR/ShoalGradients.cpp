@@ -483,7 +483,21 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
   };
   if (auto onnx = dyn_cast<OnnxOp>(op))
     return onnxGradient(onnx, b, resultGrads, operandGrads, noRule);
-  if (isa<GeluOp, AddLayerNormOp, AttentionOp>(op))
+  if (auto gelu = dyn_cast<GeluOp>(op)) {
+    // z = x + bias: dz = gelu_grad(dy, x, bias), summed to x's and bias's
+    // shapes.
+    if (resultGrads.empty() || !resultGrads[0])
+      return success();
+    GradBuilder gb{b, op->getLoc()};
+    Value dz = b.create<GeluGradOp>(op->getLoc(), resultGrads[0].getType(),
+                                    resultGrads[0], gelu.getInput(),
+                                    gelu.getBias(), gelu.getApproximateAttr());
+    operandGrads[0] = gb.sumTo(dz, gelu.getInput());
+    if (gelu.getBias())
+      operandGrads[1] = gb.sumTo(dz, gelu.getBias());
+    return success();
+  }
+  if (isa<AddLayerNormOp, AttentionOp>(op))
     return op->emitError() << "'" << op->getName()
                            << "' has no gradient rule (shoal-autodiff runs "
                               "before shoal-fuse)";

@@ -1165,13 +1165,38 @@ ShardingRule OnnxOp::getShardingRule() {
 // Fused ops
 //===----------------------------------------------------------------------===//
 
+static LogicalResult verifyGeluForm(Operation *op, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError()
+           << "approximate must be \"none\" or \"tanh\", got \"" << approximate
+           << "\"";
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
   if (getInput().getType() != getResult().getType())
     return emitOpError() << "result type must equal the input type";
+  if (failed(verifyGeluForm(*this, getApproximate())))
+    return failure();
   return verifyElementwiseOp(*this);
 }
 
 ShardingRule GeluOp::getShardingRule() {
+  return getElementwiseShardingRule(*this);
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (getGrad().getType() != getResult().getType())
+    return emitOpError() << "result type must equal the gradient's type";
+  if (cast<RankedTensorType>(getInput().getType()).getElementType() !=
+      cast<RankedTensorType>(getResult().getType()).getElementType())
+    return emitOpError() << "input and gradient must have one element type";
+  if (failed(verifyGeluForm(*this, getApproximate())))
+    return failure();
+  return verifyElementwiseOp(*this);
+}
+
+ShardingRule GeluGradOp::getShardingRule() {
   return getElementwiseShardingRule(*this);
 }
 

@@ -344,17 +344,40 @@ def Shoal_ReduceSumOp : Shoal_ReduceOp<"reduce_sum", "ReduceSum">;
 //===----------------------------------------------------------------------===//
 
 def Shoal_GeluOp : Shoal_GraphOp<"gelu"> {
-  let summary = "Exact GELU, optionally after a bias add";
+  let summary = "GELU, optionally after a bias add";
   let description = [{
     `y = z * 0.5 * (1 + erf(z / sqrt(2)))` with `z = x + bias` (numpy
-    broadcasting) when `bias` is given. shoal-fuse makes it from
-    `Add, Div, Erf, Add, Mul, Mul` as PyTorch exports `nn.GELU()`.
+    broadcasting) when `bias` is given; with `approximate = "tanh"` (ONNX
+    Gelu's attribute) `y = 0.5 * z * (1 + tanh(sqrt(2/pi) * (z + 0.044715
+    z^3)))`. shoal-fuse makes it from the chains PyTorch exports for
+    `nn.GELU()`, `nn.GELU(approximate="tanh")` and Hugging Face's
+    `NewGELUActivation` (`Add, Div, Erf, Add, Mul, Mul` for the first).
 
     ```mlir
     %y = shoal.gelu %x, %b : (tensor<4x256xf32>, tensor<256xf32>) -> tensor<4x256xf32>
+    %t = shoal.gelu %x {approximate = "tanh"} : (tensor<4x256xf32>) -> tensor<4x256xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$bias);
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$bias,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Shoal_GeluGradOp : Shoal_GraphOp<"gelu_grad"> {
+  let summary = "Gradient of GELU with respect to its argument";
+  let description = [{
+    `dz = dy * gelu'(z)` with `z = x + bias` (numpy broadcasting, `bias`
+    optional) and `gelu'` the derivative of the GELU form `approximate`
+    names (as shoal.gelu's). shoal.gelu's gradient rule builds it: the
+    gradients of `x` and `bias` are `dz` summed to their shapes.
+
+    ```mlir
+    %dz = shoal.gelu_grad %dy, %x, %b : (tensor<4x256xf32>, tensor<4x256xf32>, tensor<256xf32>) -> tensor<4x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$input,
+                   Optional<AnyRankedTensor>:$bias,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
   let results = (outs AnyRankedTensor:$result);
 }
 
