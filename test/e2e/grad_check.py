@@ -68,7 +68,7 @@ EXPECTED = {
     "Gather", "Reshape", "Transpose", "ReduceSum", "ReduceMean", "Where",
     "Concat", "Slice", "Split", "Pad", "HardSigmoid", "HardSwish", "Clip", "Expand",
     "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-    "BatchNormalization",
+    "BatchNormalization", "Gelu",
 }
 
 
@@ -89,8 +89,13 @@ class Case:
     {name: array / tensor}."""
 
     def __init__(self, name, op, operands, np_fn, torch_fn, attrs=None, expected=None,
-                 extra_outputs=()):
+                 extra_outputs=(), chain=None, plan_kind=None):
         self.name, self.op, self.operands = name, op, operands
+        # Instead of one `op` node: chain(helper, numpy_helper, inputs)
+        # gives the nodes (as an exporter writes a function) that make `y`.
+        self.chain = chain
+        # An op kind the compiled plan must hold (a fused op's gradient).
+        self.plan_kind = plan_kind
         # More outputs of the node, which nothing reads (Split's other parts).
         self.extra_outputs = list(extra_outputs)
         self.np_fn, self.torch_fn = np_fn, torch_fn
@@ -159,6 +164,22 @@ def cases(rng):
                   lambda v: 1 / (1 + np.exp(-v["x"])), lambda v: torch.sigmoid(v["x"])))
     C.append(Case("Erf", "Erf", [("x", "w", n((3, 4)))],
                   lambda v: erf_np(v["x"]), lambda v: torch.erf(v["x"])))
+    # GELU as PyTorch and Hugging Face export it (the chains shoal-fuse
+    # makes one shoal.gelu of before shoal-autodiff: the plan has GeluGrad).
+    gelu_x = [("x", "w", 2 * n((3, 8))), ("b", "w", n((8,)))]
+    C.append(Case("Gelu_erf_bias", "Gelu", gelu_x,
+                  lambda v: gelu_np(v["x"] + v["b"], False),
+                  lambda v: torch.nn.functional.gelu(v["x"] + v["b"]),
+                  chain=gelu_erf_chain, plan_kind=b"GeluGrad"))
+    C.append(Case("Gelu_tanh_bias", "Gelu", gelu_x,
+                  lambda v: gelu_np(v["x"] + v["b"], True),
+                  lambda v: torch.nn.functional.gelu(v["x"] + v["b"], approximate="tanh"),
+                  chain=gelu_tanh_torch_chain, plan_kind=b"GeluGrad"))
+    C.append(Case("Gelu_tanh_hf", "Gelu", [("x", "w", 2 * n((3, 8)))],
+                  lambda v: gelu_np(v["x"], True),
+                  lambda v: 0.5 * v["x"] * (1.0 + torch.tanh(
+                      math.sqrt(2.0 / math.pi) * (v["x"] + 0.044715 * torch.pow(v["x"], 3.0)))),
+                  chain=gelu_tanh_hf_chain, plan_kind=b"GeluGrad"))
     C.append(Case("Neg", "Neg", [("x", "w", n((3, 4)))],
                   lambda v: -v["x"], lambda v: -v["x"]))
     # Normalizations.
@@ -325,6 +346,57 @@ def cases(rng):
     return C
 
 
+def gelu_np(z, tanh_form):
+    if tanh_form:
+        return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    return 0.5 * z * (1 + erf_np(z / math.sqrt(2)))
+
+
+def _chain(helper, numpy_helper, steps):
+    """Nodes from (op, inputs, output) steps; a float input is a Constant."""
+    nodes = []
+    for i, (op, ins, out) in enumerate(steps):
+        names = []
+        for j, v in enumerate(ins):
+            if isinstance(v, float):
+                c = "c%d_%d" % (i, j)
+                nodes.append(helper.make_node(
+                    "Constant", [], [c], name="/gelu/Constant_%d_%d" % (i, j),
+                    value=numpy_helper.from_array(np.array(v, np.float32), c)))
+                names.append(c)
+            else:
+                names.append(v)
+        nodes.append(helper.make_node(op, names, [out], name="/gelu/%s_%d" % (op, i)))
+    return nodes
+
+
+def gelu_erf_chain(helper, numpy_helper, inputs):
+    """nn.Linear's bias add, then nn.GELU() as torch.onnx writes it."""
+    x, b = inputs
+    return _chain(helper, numpy_helper, [
+        ("Add", [x, b], "z"), ("Div", ["z", math.sqrt(2)], "d"), ("Erf", ["d"], "e"),
+        ("Add", ["e", 1.0], "p"), ("Mul", ["z", "p"], "m"), ("Mul", ["m", 0.5], "y")])
+
+
+def gelu_tanh_torch_chain(helper, numpy_helper, inputs):
+    """A bias add, then nn.GELU(approximate="tanh") as torch.onnx writes it."""
+    x, b = inputs
+    return _chain(helper, numpy_helper, [
+        ("Add", [x, b], "z"), ("Mul", ["z", "z"], "z2"), ("Mul", ["z", "z2"], "z3"),
+        ("Mul", [0.044715, "z3"], "q"), ("Add", ["z", "q"], "s"),
+        ("Mul", [math.sqrt(2 / math.pi), "s"], "u"), ("Tanh", ["u"], "t"),
+        ("Add", [1.0, "t"], "p"), ("Mul", ["z", "p"], "m"), ("Mul", [0.5, "m"], "y")])
+
+
+def gelu_tanh_hf_chain(helper, numpy_helper, inputs):
+    """Hugging Face's NewGELUActivation (GPT-2) as torch.onnx writes it."""
+    (x,) = inputs
+    return _chain(helper, numpy_helper, [
+        ("Mul", [x, 0.5], "h"), ("Pow", [x, 3.0], "c"), ("Mul", ["c", 0.044715], "q"),
+        ("Add", [x, "q"], "s"), ("Mul", ["s", math.sqrt(2 / math.pi)], "u"),
+        ("Tanh", ["u"], "t"), ("Add", ["t", 1.0], "p"), ("Mul", ["h", "p"], "y")])
+
+
 def softmax_np(x, axis):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -425,9 +497,12 @@ def build_onnx(case, path, anchor):
                                           value=numpy_helper.from_array(a, name)))
             node_inputs.append(name)
     y = case.np_fn(np_values(case))
-    nodes.append(helper.make_node(case.op, node_inputs, ["y"] + case.extra_outputs,
-                                  name="/op/" + case.op,
-                                  **case.attrs))
+    if case.chain:
+        nodes.extend(case.chain(helper, numpy_helper, node_inputs))
+    else:
+        nodes.append(helper.make_node(case.op, node_inputs, ["y"] + case.extra_outputs,
+                                      name="/op/" + case.op,
+                                      **case.attrs))
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))
     graph = helper.make_graph(nodes, "grad_" + case.name, inputs, [out], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
@@ -540,6 +615,11 @@ def run_case(case, args, tools, rng):
                                                 " | ".join(msg[-3:])), None
         return "unsupported", "shoal-compile %s: %s" % (
             common.describe_returncode(res.returncode), " | ".join(msg[-3:])), None
+    if case.plan_kind:
+        with open(plan, "rb") as f:
+            if case.plan_kind not in f.read():
+                return "fail", "the plan has no %s op (the chain was not fused before " \
+                    "shoal-autodiff)" % case.plan_kind.decode(), None
     ckpt, out = os.path.join(d, "ckpt"), os.path.join(d, "out")
     res = common.run_cmd([tools[1], plan, "--steps", 1, "--inputs", inputs, "--save", ckpt,
                           "--outputs", out], check=False, timeout=args.timeout,
