@@ -283,8 +283,9 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
   }
 
   // shoal-fuse's chains run as one op each. In a training step only
-  // add+LayerNorm fuses: the backward reads the GELU's and the attention's
-  // intermediate values, which then have more than one use.
+  // add+LayerNorm fuses here: the backward reads the attention's
+  // intermediate values, which then have more than one use. (GELU was
+  // fused before this pass, shoal.gelu with its own gradient rule.)
   for (const FusionGroup &g : predictFusions(body.getParentOp())) {
     if (training && g.fused != AddLayerNormOp::getOperationName())
       continue;
