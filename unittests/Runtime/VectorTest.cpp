@@ -199,6 +199,60 @@ TEST(VectorKernels, GeluGradBothFormsWithBias) {
   }
 }
 
+// SoftmaxGrad and LayerNorm's input gradient on every ISA against their
+// definitions in double (the statistics recomputed in double).
+TEST(VectorKernels, SoftmaxGradAndLayerNormGrad) {
+  std::mt19937 rng(7);
+  const int64_t rows = 5, n = 203;
+  std::vector<float> x = randomVector(rows * n, rng, -3.f, 3.f);
+  std::vector<float> dy = randomVector(rows * n, rng, -1.f, 1.f);
+  std::vector<float> g = randomVector(n, rng, 0.5f, 1.5f), out(rows * n);
+  // A softmax output: positive rows summing to 1.
+  std::vector<float> y(rows * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += std::exp(double(x[r * n + j]));
+    for (int64_t j = 0; j < n; ++j)
+      y[r * n + j] = static_cast<float>(std::exp(double(x[r * n + j])) / sum);
+  }
+  for (const VectorKernels *k : isas()) {
+    SCOPED_TRACE(k->isa);
+    k->softmaxGrad(y.data(), dy.data(), out.data(), n, 1, rows);
+    for (int64_t r = 1; r < rows; ++r) {
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j)
+        dot += double(y[r * n + j]) * dy[r * n + j];
+      for (int64_t j = 0; j < n; ++j) {
+        double want = y[r * n + j] * (dy[r * n + j] - dot);
+        EXPECT_NEAR(out[r * n + j], want, 1e-7 + 1e-5 * std::fabs(want));
+      }
+    }
+    k->layerNormGrad(x.data(), g.data(), dy.data(), out.data(), n, 1e-5f, 1,
+                     rows);
+    for (int64_t r = 1; r < rows; ++r) {
+      const float *xr = x.data() + r * n, *dr = dy.data() + r * n;
+      double mu = 0, var = 0, sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < n; ++j)
+        mu += xr[j];
+      mu /= n;
+      for (int64_t j = 0; j < n; ++j)
+        var += (xr[j] - mu) * (xr[j] - mu);
+      double inv = 1 / std::sqrt(var / n + 1e-5);
+      for (int64_t j = 0; j < n; ++j) {
+        sumG += double(dr[j]) * g[j];
+        sumGX += double(dr[j]) * g[j] * (xr[j] - mu) * inv;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        double xhat = (xr[j] - mu) * inv;
+        double want =
+            (double(dr[j]) * g[j] - sumG / n - xhat * sumGX / n) * inv;
+        EXPECT_NEAR(out[r * n + j], want, 2e-5 * (1 + std::fabs(want)));
+      }
+    }
+  }
+}
+
 TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
   std::mt19937 rng(3);
   const int64_t rows = 4, n = 1001;

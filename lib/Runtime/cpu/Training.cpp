@@ -7,8 +7,11 @@
 // The CPU kernels of the training family of Ops.def (Kernels.h): the
 // loss and gradient ops shoal-autodiff emits (docs/Training.md):
 // SoftmaxCrossEntropy and its gradient, SoftmaxGrad, the
-// LayerNormalization gradients and GatherGrad, on f32 (sums that many
-// terms feed are kept in double), then their registration per op.
+// LayerNormalization gradients and GatherGrad, on f32, then their
+// registration per op. SoftmaxGrad along the last axis and LayerNorm's
+// input gradient run Vector.h's float loops (as PyTorch's CPU kernels
+// compute in float); the other sums that many terms feed are kept in
+// double.
 //
 //===----------------------------------------------------------------------===//
 
@@ -174,16 +177,9 @@ void shoal::rt::cpu::softmaxGrad(const Tensor &y, const Tensor &dy,
   const float *py = y.data<float>();
   const float *pdy = dy.data<float>();
   if (inner == 1) { // rows along the last axis, split over the threads
+    const VectorKernels &vk = vectorKernels();
     parallelFor(outer, 4 * n, [&](int64_t r0, int64_t r1) {
-      for (int64_t o = r0; o < r1; ++o) {
-        const float *yr = py + o * n, *dr = pdy + o * n;
-        float *xr = po + o * n;
-        double dot = 0;
-        for (int64_t j = 0; j < n; ++j)
-          dot += double(yr[j]) * dr[j];
-        for (int64_t j = 0; j < n; ++j)
-          xr[j] = static_cast<float>(yr[j] * (dr[j] - dot));
-      }
+      vk.softmaxGrad(py, pdy, po, n, r0, r1);
     });
     return;
   }
@@ -222,26 +218,9 @@ void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
   const float *px = x.data<float>();
   const float *pdy = dy.data<float>();
   float *po = dx.data<float>();
+  const VectorKernels &vk = vectorKernels();
   parallelFor(outer, 12 * n, [&](int64_t r0, int64_t r1) {
-    std::vector<double> g(static_cast<std::size_t>(n));
-    for (int64_t o = r0; o < r1; ++o) {
-      const float *row = px + o * n;
-      const float *drow = pdy + o * n;
-      double mu, inv;
-      rowStats(row, n, epsilon, mu, inv);
-      double sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        g[j] = double(drow[j]) * pg[j];
-        sumG += g[j];
-        sumGX += g[j] * ((row[j] - mu) * inv);
-      }
-      double meanG = sumG / double(n), meanGX = sumGX / double(n);
-      float *orow = po + o * n;
-      for (int64_t j = 0; j < n; ++j) {
-        double xhat = (row[j] - mu) * inv;
-        orow[j] = static_cast<float>((g[j] - meanG - xhat * meanGX) * inv);
-      }
-    }
+    vk.layerNormGrad(px, pg, pdy, po, n, epsilon, r0, r1);
   });
 }
 

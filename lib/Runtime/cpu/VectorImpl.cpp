@@ -179,6 +179,57 @@ void layerNorm(const float *x, const float *g, const float *b, float *y,
   }
 }
 
+void softmaxGrad(const float *y, const float *dy, float *dx, int64_t n,
+                 int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *yr = y + r * n, *dr = dy + r * n;
+    float *xr = dx + r * n;
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < n; ++j)
+      dot += yr[j] * dr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      xr[j] = yr[j] * (dr[j] - dot);
+  }
+}
+
+void layerNormGrad(const float *x, const float *g, const float *dy, float *dx,
+                   int64_t n, float epsilon, int64_t r0, int64_t r1) {
+  const float invN = n ? 1.f / static_cast<float>(n) : 0.f;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float *xr = x + r * n, *dr = dy + r * n;
+    float *or_ = dx + r * n;
+    // The forward's statistics, two-pass as layerNorm computes them.
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += xr[j];
+    float mu = sum * invN;
+    float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < n; ++j) {
+      float d = xr[j] - mu;
+      sq += d * d;
+    }
+    float inv = 1.f / std::sqrt(sq * invN + epsilon);
+    // mean(g) and mean(g * xhat), g = dy * scale.
+    float sumG = 0.f, sumGX = 0.f;
+#pragma omp simd reduction(+ : sumG, sumGX)
+    for (int64_t j = 0; j < n; ++j) {
+      float gj = dr[j] * g[j];
+      sumG += gj;
+      sumGX += gj * ((xr[j] - mu) * inv);
+    }
+    float meanG = sumG * invN, meanGX = sumGX * invN;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      float xhat = (xr[j] - mu) * inv;
+      or_[j] = (dr[j] * g[j] - meanG - xhat * meanGX) * inv;
+    }
+  }
+}
+
 void logSumExp(const float *x, float *lse, int64_t n, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const float *xr = x + r * n;
@@ -228,6 +279,8 @@ const VectorKernels *table() {
                                         geluGrad,
                                         softmax,
                                         layerNorm,
+                                        softmaxGrad,
+                                        layerNormGrad,
                                         logSumExp,
                                         crossEntropyGrad,
                                         adamw};
