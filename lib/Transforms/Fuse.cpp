@@ -197,9 +197,9 @@ std::optional<GeluChain> matchGelu(MulOp root) {
 /// Fuses the GELU chain rooted at `root` (matchGelu), with a bias add right
 /// before it that only the chain reads, into shoal.gelu. The chain's ops
 /// must all be in one scope and phase: the fused op takes the root's.
-LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter) {
+LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter, bool tanhForm) {
   std::optional<GeluChain> chain = matchGelu(root);
-  if (!chain)
+  if (!chain || (chain->form == "tanh" && !tanhForm))
     return failure();
   llvm::SmallPtrSet<Operation *, 16> ops(chain->ops.begin(), chain->ops.end());
   for (StringRef attr : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
@@ -342,6 +342,8 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
 /// Which chains to fuse.
 struct Chains {
   bool gelu = true, addLayerNorm = true, attention = true;
+  /// With `gelu`: the tanh form too (else only the erf form).
+  bool geluTanh = true;
 };
 
 /// Fuses every chain under `root`; `listener` sees each fused op made and
@@ -360,7 +362,7 @@ void fuseAll(Operation *root, RewriterBase::Listener &listener,
     if (erased.contains(op))
       continue;
     if (auto mul = dyn_cast<MulOp>(op); mul && chains.gelu)
-      (void)fuseGelu(mul, rewriter);
+      (void)fuseGelu(mul, rewriter, chains.geluTanh);
     else if (auto ln = dyn_cast<LayerNormOp>(op); ln && chains.addLayerNorm)
       (void)fuseAddLayerNorm(ln, rewriter);
     else if (auto mm = dyn_cast<MatMulOp>(op); mm && chains.attention)
@@ -380,9 +382,11 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
   void runOnOperation() final {
     Chains which;
     if (!chains.empty()) {
-      which = Chains{false, false, false};
+      which = Chains{false, false, false, false};
       for (const std::string &c : chains) {
         if (c == "gelu")
+          which.gelu = which.geluTanh = true;
+        else if (c == "gelu-erf")
           which.gelu = true;
         else if (c == "add-layer-norm")
           which.addLayerNorm = true;
@@ -391,7 +395,8 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
         else {
           getOperation().emitError()
               << "shoal-fuse: unknown chain '" << c
-              << "' in chains= (expected gelu, add-layer-norm or attention)";
+              << "' in chains= (expected gelu, gelu-erf, add-layer-norm or "
+                 "attention)";
           return signalPassFailure();
         }
       }

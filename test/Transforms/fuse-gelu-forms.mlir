@@ -1,12 +1,22 @@
 // shoal-fuse's GELU forms: the tanh approximation as nn.GELU(approximate=
 // "tanh") exports it (x^3 as x * x * x) and as Hugging Face's
 // NewGELUActivation does (Pow(x, 3), the products in another order); the
-// chains= option; a chain across two scopes stays as it is.
+// chains= option (gelu-erf: the erf form only, what a training compile
+// fuses before shoal-autodiff); a chain across two scopes stays as it is.
+// ERF-LABEL: func.func @tanh_torch
+// ERF-NOT: shoal.gelu
+// ERF: shoal.tanh
+// ERF-LABEL: func.func @tanh_hf
+// ERF-NOT: shoal.gelu
+// ERF: shoal.tanh
+// ERF-LABEL: func.func @only_gelu
+// ERF: shoal.gelu %{{.*}} {shoal.scope = "mlp"}
 // RUN: shoal-opt %s -split-input-file --shoal-fuse | FileCheck %s
 // RUN: shoal-opt %s -split-input-file --shoal-fuse="chains=gelu" | FileCheck %s --check-prefix=ONLY
+// RUN: shoal-opt %s -split-input-file --shoal-fuse="chains=gelu-erf" | FileCheck %s --check-prefix=ERF
 // RUN: not shoal-opt %s -split-input-file --shoal-fuse="chains=gelu,layernorm" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: error: shoal-fuse: unknown chain 'layernorm' in chains= (expected gelu, add-layer-norm or attention)
+// BAD: error: shoal-fuse: unknown chain 'layernorm' in chains= (expected gelu, gelu-erf, add-layer-norm or attention)
 
 // CHECK-LABEL: func.func @tanh_torch
 // CHECK-NEXT: %[[B:.*]] = shoal.weight "b"

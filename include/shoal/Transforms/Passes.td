@@ -456,10 +456,10 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
       MatMul(., v)` by `shoal.attention`.
     It runs on any layer (before or after partitioning); `shoal-parallelize`
     runs it last, on each rank's local program. A training compile also
-    fuses the GELU chains first, before shoal-autodiff (`chains=gelu`), so
-    that shoal.gelu's gradient rule gives one shoal.gelu_grad instead of
-    the chain's eight ops, and the forward chain, whose values the
-    backward would read, still fuses.
+    fuses the erf-form GELU chains first, before shoal-autodiff
+    (`chains=gelu-erf`), so that shoal.gelu's gradient rule gives one
+    shoal.gelu_grad instead of the chain's eight ops, and the forward
+    chain, whose values the backward would read, still fuses.
 
     Before:
     ```mlir
@@ -475,8 +475,8 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"chains", "chains", "std::string",
-               "The chains to fuse: gelu, add-layer-norm, attention "
-               "(default: all)">,
+               "The chains to fuse: gelu, gelu-erf (its erf form only), "
+               "add-layer-norm, attention (default: all)">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
