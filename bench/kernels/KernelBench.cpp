@@ -109,7 +109,8 @@ BENCHMARK(BM_GeluBias)->Unit(benchmark::kMillisecond)->UseRealTime();
 // GELU's backward (the erf form): dy and x read, dz written.
 void BM_GeluBiasGrad(benchmark::State &state) {
   const int64_t rows = 4096, n = 2048;
-  Tensor x = randomTensor({rows, n}, -4, 4, 12), b = randomTensor({n}, -1, 1, 13),
+  Tensor x = randomTensor({rows, n}, -4, 4, 12),
+         b = randomTensor({n}, -1, 1, 13),
          dy = randomTensor({rows, n}, -1, 1, 14), dz(DType::F32, {rows, n});
   for (auto _ : state)
     geluGrad(dy, x, &b, dz);

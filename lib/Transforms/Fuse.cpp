@@ -39,30 +39,26 @@ std::optional<double> splatValue(Value v) {
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
 
+/// Whether `x` is `want` within `ulps` ulps of `like`'s element type (f16
+/// keeps sqrt(2) as 1.4140625; a product of several rounded constants
+/// needs a few more).
+bool nearValue(double x, double want, Value like, int ulps = 4) {
+  const llvm::fltSemantics &sem =
+      cast<FloatType>(getElementTypeOrSelf(like.getType())).getFloatSemantics();
+  double ulp = std::ldexp(1.0, 1 - int(llvm::APFloat::semanticsPrecision(sem)));
+  return std::fabs(x - want) <= std::max(1e-6, ulps * ulp) * std::fabs(want);
+}
+
 /// Whether `v` is a splat constant equal to `want` as its element type
-/// holds it (f16 keeps sqrt(2) as 1.4140625): within a few of its ulps.
+/// holds it: within a few of its ulps.
 bool near(Value v, double want) {
   std::optional<double> x = splatValue(v);
-  if (!x)
-    return false;
-  const llvm::fltSemantics &sem =
-      cast<FloatType>(getElementTypeOrSelf(v.getType())).getFloatSemantics();
-  double ulp = std::ldexp(1.0, 1 - int(llvm::APFloat::semanticsPrecision(sem)));
-  return std::fabs(*x - want) <= std::max(1e-6, 2 * ulp) * std::fabs(want);
+  return x && nearValue(*x, want, v, 2);
 }
 
 /// One user, and no other before shoal-recompute moved backward readers to
 /// clones: fusion then matches what it would without recomputation.
 bool singleUse(Value v) { return hasOneUseBeforeRecompute(v); }
-
-/// Whether `x` is `want` within a few ulps of `like`'s element type (the
-/// product of several rounded constants).
-bool nearValue(double x, double want, Value like) {
-  const llvm::fltSemantics &sem =
-      cast<FloatType>(getElementTypeOrSelf(like.getType())).getFloatSemantics();
-  double ulp = std::ldexp(1.0, 1 - int(llvm::APFloat::semanticsPrecision(sem)));
-  return std::fabs(x - want) <= std::max(1e-6, 4 * ulp) * std::fabs(want);
-}
 
 /// A product as a tree of Muls flattens: the splat constants multiplied
 /// into `scale` (a Div by one divides it), the other factors listed, a
@@ -73,11 +69,16 @@ struct Product {
   SmallVector<Operation *> ops;
 };
 
+/// More ops than any GELU product has: a longer product (a model's chain
+/// of thousands of Muls) is not one, and is not walked to its end from
+/// each of its Muls.
+constexpr size_t kMaxProductOps = 8;
+
 /// Flattens the product `v`: its own op always, an inner one only when its
-/// single use is in the tree.
+/// single use is in the tree; past kMaxProductOps the rest is one factor.
 void flatten(Value v, bool root, Product &p) {
   Operation *def = v.getDefiningOp();
-  if (def && (root || singleUse(v))) {
+  if (def && (root || singleUse(v)) && p.ops.size() < kMaxProductOps) {
     if (auto mul = dyn_cast<MulOp>(def)) {
       p.ops.push_back(def);
       flatten(mul.getLhs(), false, p);
@@ -194,6 +195,17 @@ std::optional<GeluChain> matchGelu(MulOp root) {
   return std::nullopt;
 }
 
+/// The attributes that place an op (its scope, its training phase): a fused
+/// op takes its root's, and fuses only ops that share them.
+constexpr StringLiteral kPlaceAttrs[] = {ShoalDialect::kScopeAttr,
+                                         ShoalDialect::kPhaseAttr};
+
+bool samePlace(Operation *a, Operation *b) {
+  return llvm::all_of(kPlaceAttrs, [&](StringRef attr) {
+    return a->getAttr(attr) == b->getAttr(attr);
+  });
+}
+
 /// Fuses the GELU chain rooted at `root` (matchGelu), with a bias add right
 /// before it that only the chain reads, into shoal.gelu. The chain's ops
 /// must all be in one scope and phase: the fused op takes the root's.
@@ -202,20 +214,14 @@ LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter, bool tanhForm) {
   if (!chain || (chain->form == "tanh" && !tanhForm))
     return failure();
   llvm::SmallPtrSet<Operation *, 16> ops(chain->ops.begin(), chain->ops.end());
-  for (StringRef attr : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
-    for (Operation *op : ops)
-      if (op->getAttr(attr) != root->getAttr(attr))
-        return failure();
+  if (!llvm::all_of(ops, [&](Operation *op) { return samePlace(op, root); }))
+    return failure();
   // A bias add whose result only the chain reads joins the fused op.
   Value x = chain->x, input = x, bias;
   auto biasAdd = x.getDefiningOp<AddOp>();
-  if (biasAdd &&
+  if (biasAdd && samePlace(biasAdd, root) &&
       llvm::all_of(x.getUsers(),
-                   [&](Operation *user) { return ops.contains(user); }) &&
-      biasAdd->getAttr(ShoalDialect::kScopeAttr) ==
-          root->getAttr(ShoalDialect::kScopeAttr) &&
-      biasAdd->getAttr(ShoalDialect::kPhaseAttr) ==
-          root->getAttr(ShoalDialect::kPhaseAttr)) {
+                   [&](Operation *user) { return ops.contains(user); })) {
     for (int j = 0; j < 2; ++j) {
       Value a = biasAdd->getOperand(j), b = biasAdd->getOperand(1 - j);
       if (a.getType() == x.getType() && b.getDefiningOp<WeightOp>()) {
@@ -229,7 +235,7 @@ LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter, bool tanhForm) {
   auto gelu =
       rewriter.create<GeluOp>(root.getLoc(), root.getType(), input, bias,
                               rewriter.getStringAttr(chain->form));
-  for (StringRef attr : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
+  for (StringRef attr : kPlaceAttrs)
     if (Attribute a = root->getAttr(attr))
       gelu->setAttr(attr, a);
   copyUnevenLayout(root.getResult(), gelu.getResult());

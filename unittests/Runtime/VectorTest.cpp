@@ -120,6 +120,19 @@ std::pair<double, double> maxAndExpSum(const float *x, int64_t n) {
   return {mx, sum};
 }
 
+/// The mean of x[0..n) and 1 / sqrt(var + epsilon) (biased variance), in
+/// double: the LayerNorm references.
+std::pair<double, double> meanAndInvStd(const float *x, int64_t n,
+                                        double epsilon) {
+  double mu = 0, var = 0;
+  for (int64_t j = 0; j < n; ++j)
+    mu += x[j];
+  mu /= n;
+  for (int64_t j = 0; j < n; ++j)
+    var += (x[j] - mu) * (x[j] - mu);
+  return {mu, 1 / std::sqrt(var / n + epsilon)};
+}
+
 TEST(VectorKernels, BaselineIsAlwaysThere) {
   ASSERT_NE(vectorKernelsFor("baseline"), nullptr);
   EXPECT_STREQ(vectorKernelsFor("baseline")->isa, "baseline");
@@ -232,13 +245,8 @@ TEST(VectorKernels, SoftmaxGradAndLayerNormGrad) {
                      rows);
     for (int64_t r = 1; r < rows; ++r) {
       const float *xr = x.data() + r * n, *dr = dy.data() + r * n;
-      double mu = 0, var = 0, sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < n; ++j)
-        mu += xr[j];
-      mu /= n;
-      for (int64_t j = 0; j < n; ++j)
-        var += (xr[j] - mu) * (xr[j] - mu);
-      double inv = 1 / std::sqrt(var / n + 1e-5);
+      auto [mu, inv] = meanAndInvStd(xr, n, 1e-5);
+      double sumG = 0, sumGX = 0;
       for (int64_t j = 0; j < n; ++j) {
         sumG += double(dr[j]) * g[j];
         sumGX += double(dr[j]) * g[j] * (xr[j] - mu) * inv;
@@ -278,13 +286,7 @@ TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
                  mean.data(), inv.data());
     for (int64_t r = 0; r < 2; ++r) {
       const float *xr = x.data() + (r + 2) * n;
-      double mu = 0, var = 0;
-      for (int64_t j = 0; j < n; ++j)
-        mu += xr[j];
-      mu /= n;
-      for (int64_t j = 0; j < n; ++j)
-        var += (xr[j] - mu) * (xr[j] - mu);
-      double is = 1 / std::sqrt(var / n + 1e-5);
+      auto [mu, is] = meanAndInvStd(xr, n, 1e-5);
       EXPECT_NEAR(mean[r], mu, 1e-5);
       EXPECT_NEAR(inv[r], is, 1e-6 * is);
       for (int64_t j = 0; j < n; ++j)

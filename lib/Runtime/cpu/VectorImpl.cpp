@@ -51,6 +51,12 @@ void tanhLoop(const float *x, float *y, int64_t n) {
     y[i] = fastTanh(x[i]);
 }
 
+// GELU's constants: 1/sqrt(2) (erf form); sqrt(2/pi) and the cube's
+// coefficient (tanh form).
+constexpr float kSqrtHalf = 0.7071067811865476f;
+constexpr float kTanhScale = 0.7978845608028654f;
+constexpr float kTanhCube = 0.044715f;
+
 void gelu(const float *x, const float *bias, float *y, int64_t n, int64_t r0,
           int64_t r1, bool tanhForm) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -61,7 +67,7 @@ void gelu(const float *x, const float *bias, float *y, int64_t n, int64_t r0,
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
         float z = bias ? xr[j] + bias[j] : xr[j];
-        float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+        float u = kTanhScale * (z + kTanhCube * z * z * z);
         yr[j] = 0.5f * z * (1.f + fastTanh(u));
       }
     } else {
@@ -69,7 +75,7 @@ void gelu(const float *x, const float *bias, float *y, int64_t n, int64_t r0,
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
         float z = bias ? xr[j] + bias[j] : xr[j];
-        yr[j] = 0.5f * z * (1.f + fastErf(z * 0.7071067811865476f));
+        yr[j] = 0.5f * z * (1.f + fastErf(z * kSqrtHalf));
       }
     }
   }
@@ -83,14 +89,13 @@ void geluGrad(const float *dy, const float *x, const float *bias, float *dz,
     if (tanhForm) {
       // d/dz 0.5 z (1 + t), t = tanh(u), u = k (z + c z^3):
       // 0.5 (1 + t) + 0.5 z (1 - t^2) k (1 + 3 c z^2).
-      constexpr float k = 0.7978845608028654f, c = 0.044715f;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
         float z = bias ? xr[j] + bias[j] : xr[j];
         float z2 = z * z;
-        float t = fastTanh(k * (z + c * z2 * z));
-        float d = 0.5f * (1.f + t) +
-                  0.5f * z * (1.f - t * t) * k * (1.f + 3.f * c * z2);
+        float t = fastTanh(kTanhScale * (z + kTanhCube * z2 * z));
+        float d = 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * kTanhScale *
+                                         (1.f + 3.f * kTanhCube * z2);
         dr[j] = dyr[j] * d;
       }
     } else {
@@ -98,7 +103,7 @@ void geluGrad(const float *dy, const float *x, const float *bias, float *dz,
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
         float z = bias ? xr[j] + bias[j] : xr[j];
-        float cdf = 0.5f * (1.f + fastErf(z * 0.7071067811865476f));
+        float cdf = 0.5f * (1.f + fastErf(z * kSqrtHalf));
         float pdf = 0.3989422804014327f * fastExp(-0.5f * z * z);
         dr[j] = dyr[j] * (cdf + z * pdf);
       }
@@ -144,25 +149,33 @@ void softmax(const float *x, float *y, int64_t n, int64_t r0, int64_t r1) {
   }
 }
 
+/// Mean and 1 / sqrt(var + epsilon) of x[0..n) (biased variance, two
+/// passes): layerNorm's statistics, which its gradient recomputes.
+void meanInvStd(const float *x, int64_t n, float epsilon, float &mu,
+                float &inv) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j)
+    sum += x[j];
+  mu = n ? sum / static_cast<float>(n) : 0.f;
+  float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < n; ++j) {
+    float d = x[j] - mu;
+    sq += d * d;
+  }
+  float var = n ? sq / static_cast<float>(n) : 0.f;
+  inv = 1.f / std::sqrt(var + epsilon);
+}
+
 void layerNorm(const float *x, const float *g, const float *b, float *y,
                int64_t n, float epsilon, int64_t r0, int64_t r1, float *mean,
                float *invStd) {
   for (int64_t r = r0; r < r1; ++r) {
     const float *xr = x + r * n;
     float *yr = y + r * n;
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j)
-      sum += xr[j];
-    float mu = n ? sum / static_cast<float>(n) : 0.f;
-    float sq = 0.f;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < n; ++j) {
-      float d = xr[j] - mu;
-      sq += d * d;
-    }
-    float var = n ? sq / static_cast<float>(n) : 0.f;
-    float inv = 1.f / std::sqrt(var + epsilon);
+    float mu, inv;
+    meanInvStd(xr, n, epsilon, mu, inv);
     if (b) {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j)
@@ -200,19 +213,8 @@ void layerNormGrad(const float *x, const float *g, const float *dy, float *dx,
   for (int64_t r = r0; r < r1; ++r) {
     const float *xr = x + r * n, *dr = dy + r * n;
     float *or_ = dx + r * n;
-    // The forward's statistics, two-pass as layerNorm computes them.
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j)
-      sum += xr[j];
-    float mu = sum * invN;
-    float sq = 0.f;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < n; ++j) {
-      float d = xr[j] - mu;
-      sq += d * d;
-    }
-    float inv = 1.f / std::sqrt(sq * invN + epsilon);
+    float mu, inv;
+    meanInvStd(xr, n, epsilon, mu, inv);
     // mean(g) and mean(g * xhat), g = dy * scale.
     float sumG = 0.f, sumGX = 0.f;
 #pragma omp simd reduction(+ : sumG, sumGX)
