@@ -578,12 +578,16 @@ void configureBlasThreads(Communicator &world) {
   std::vector<int> node = nodeOfRanks(world);
   int ranksHere = static_cast<int>(
       std::count(node.begin(), node.end(), node[world.rank()]));
+  // The node's cores shared by its ranks, but no more than this rank may
+  // run on: a rank pinned to one core (taskset, mpirun --bind-to core) runs
+  // one thread, not threads that take turns on that core.
   int cores = static_cast<int>(std::thread::hardware_concurrency());
-  int share = std::max(1, cores / std::max(1, ranksHere));
+  int share =
+      std::max(1, std::min(cpu::usableCores(), cores / std::max(1, ranksHere)));
   cpu::setCpuThreads(share);
   if (!openblas_set_num_threads || std::getenv("OPENBLAS_NUM_THREADS"))
     return;
-  if (ranksHere > 1 || std::getenv("SHOAL_NUM_THREADS"))
+  if (ranksHere > 1 || share < cores || std::getenv("SHOAL_NUM_THREADS"))
     openblas_set_num_threads(cpu::cpuThreads());
 }
 

@@ -20,11 +20,16 @@
 
 #include <gtest/gtest.h>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 using namespace shoal::rt;
@@ -159,24 +164,27 @@ TEST(VectorKernels, ElementwiseMatchesFastMathOnEveryIsa) {
   }
 }
 
-TEST(VectorKernels, GeluBothFormsWithBias) {
+TEST(VectorKernels, GeluBothFormsWithAndWithoutBias) {
   std::mt19937 rng(2);
   const int64_t rows = 5, n = 37;
   std::vector<float> x = randomVector(rows * n, rng, -6.f, 6.f);
   std::vector<float> b = randomVector(n, rng, -1.f, 1.f), y(rows * n);
   for (const VectorKernels *k : isas()) {
     SCOPED_TRACE(k->isa);
-    for (bool tanhForm : {false, true}) {
-      k->gelu(x.data(), b.data(), y.data(), n, 0, rows, tanhForm);
-      for (int64_t i = 0; i < rows * n; ++i) {
-        double z = double(x[i]) + b[i % n];
-        double ref = tanhForm ? 0.5 * z *
-                                    (1 + std::tanh(std::sqrt(2 / M_PI) *
-                                                   (z + 0.044715 * z * z * z)))
-                              : 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
-        EXPECT_NEAR(y[i], ref, 2e-6 * (1 + std::fabs(ref))) << z;
+    for (bool withBias : {true, false})
+      for (bool tanhForm : {false, true}) {
+        k->gelu(x.data(), withBias ? b.data() : nullptr, y.data(), n, 0, rows,
+                tanhForm);
+        for (int64_t i = 0; i < rows * n; ++i) {
+          double z = double(x[i]) + (withBias ? b[i % n] : 0.f);
+          double ref = tanhForm
+                           ? 0.5 * z *
+                                 (1 + std::tanh(std::sqrt(2 / M_PI) *
+                                                (z + 0.044715 * z * z * z)))
+                           : 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+          EXPECT_NEAR(y[i], ref, 2e-6 * (1 + std::fabs(ref))) << z;
+        }
       }
-    }
   }
 }
 
@@ -404,6 +412,22 @@ TEST(VectorKernels, AdamWIsTheScalarLoopBitForBitOnEveryIsa) {
       }
     }
   }
+}
+
+// A process pinned to fewer cores than the machine has (taskset, mpirun
+// --bind-to core) runs that many kernel threads, not threads that take
+// turns on one core.
+TEST(ParallelKernels, UsableCoresAreTheAffinityMasks) {
+  int machine = static_cast<int>(std::thread::hardware_concurrency());
+#ifdef __linux__
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  EXPECT_EQ(cpu::usableCores(), std::min(machine, CPU_COUNT(&mask)));
+#else
+  EXPECT_EQ(cpu::usableCores(), machine);
+#endif
+  EXPECT_GE(cpu::usableCores(), 1);
 }
 
 TEST(ParallelKernels, TransposeMatchesItsDefinitionOnAnyThreadCount) {

@@ -21,6 +21,10 @@
 #include <string>
 #include <thread>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -90,7 +94,22 @@ int shoal::rt::cpu::cpuThreads() {
     return fromEnv;
   if (int n = configuredThreads.load(std::memory_order_relaxed))
     return n;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return usableCores();
+}
+
+int shoal::rt::cpu::usableCores() {
+  static const int cores = [] {
+    int machine =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#ifdef __linux__
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
+      return std::min(machine, CPU_COUNT(&mask));
+#endif
+    return machine;
+  }();
+  return cores;
 }
 
 bool shoal::rt::cpu::fillUninitialized() {

@@ -45,8 +45,11 @@ void checkDType(const Tensor &t, DType dtype, const char *what,
 void parallelFor(int64_t n, int64_t costPerItem,
                  const std::function<void(int64_t, int64_t)> &body);
 
+/// The cores this process may run on: its affinity mask's (taskset, cgroup
+/// cpusets, mpirun's binding), else the machine's.
+int usableCores();
 /// The number of threads the kernels use: SHOAL_NUM_THREADS, else
-/// OMP_NUM_THREADS, else setCpuThreads's, else the machine's cores. Throws
+/// OMP_NUM_THREADS, else setCpuThreads's, else usableCores(). Throws
 /// Error when SHOAL_NUM_THREADS is not a count from 1 to 4096.
 int cpuThreads();
 /// SHOAL_FILL_UNINITIALIZED=1: the scheduler fills the outputs of kernels
@@ -57,7 +60,7 @@ int cpuThreads();
 /// value other than 0 or 1.
 bool fillUninitialized();
 /// Sets the kernel threads of this process (shoal-run gives each rank its
-/// share of the node's cores); n < 1 goes back to the machine's cores. The
+/// share of the node's cores); n < 1 goes back to usableCores(). The
 /// environment variables above take precedence.
 void setCpuThreads(int n);
 
