@@ -84,6 +84,8 @@ struct OpAttrs {
   /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
   int64_t axis = 0;
   float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
+  /// LayerNormalization and its gradients: `rms` = 1, RMSNorm (no mean).
+  bool rms = false;
   float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
   float scale = 1.f;             ///< Attention.
   bool tanhGelu = false;         ///< Gelu, GeluGrad: approximate = "tanh".

@@ -259,10 +259,166 @@ LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter, bool tanhForm) {
   return success();
 }
 
+/// `v` through Casts to its own type (Hugging Face's `.to(torch.float32)`
+/// of a float32 tensor exports as one), which it adds to `casts`.
+Value throughIdentityCasts(Value v, SmallVectorImpl<Operation *> &casts) {
+  while (auto c = v.getDefiningOp<CastOp>()) {
+    if (c.getInput().getType() != c.getType())
+      break;
+    casts.push_back(c);
+    v = c.getInput();
+  }
+  return v;
+}
+
+/// The ops of an RMSNorm chain: `x` normalized over its last dimension,
+/// times `scale`.
+struct RmsNormChain {
+  Value x, scale;
+  double epsilon = 0;
+  SmallVector<Operation *> ops;
+  /// Identity casts of x the chain reads; erased when nothing else does.
+  SmallVector<Operation *> casts;
+};
+
+/// Matches RMSNorm at the root Mul `y = scale * n` (either order), as
+/// Hugging Face's LlamaRMSNorm and T5LayerNorm export it: `n = x * (1 /
+/// sqrt(mean(x^2) + eps))` with the reciprocal as `Div(1, s)` or
+/// `Reciprocal(s)`, or `n = x / sqrt(...)`; x^2 as `Pow(x, 2)` or `x * x`;
+/// the mean a ReduceMean over the last axis keeping it; identity casts
+/// anywhere on x and n. `scale` is a vector of the last dimension's size.
+std::optional<RmsNormChain> matchRmsNorm(MulOp root) {
+  auto type = cast<RankedTensorType>(root.getType());
+  if (type.getRank() < 1 || !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  int64_t rank = type.getRank(), last = type.getShape().back();
+  for (int i = 0; i < 2; ++i) {
+    RmsNormChain chain;
+    chain.scale = root->getOperand(i);
+    auto st = dyn_cast<RankedTensorType>(chain.scale.getType());
+    if (!st || st.getRank() != 1 || st.getShape()[0] != last ||
+        st.getElementType() != type.getElementType())
+      continue;
+    chain.ops.push_back(root);
+    Value n = root->getOperand(1 - i);
+    while (auto c = n.getDefiningOp<CastOp>()) {
+      if (c.getInput().getType() != c.getType() || !singleUse(n))
+        break;
+      chain.ops.push_back(c);
+      n = c.getInput();
+    }
+    Operation *norm = n.getDefiningOp();
+    if (n.getType() != type || !norm || !singleUse(n))
+      continue;
+    // n = xa * (1 / s), xa * Reciprocal(s) or xa / s.
+    Value xa, s;
+    if (auto mul = dyn_cast<MulOp>(norm)) {
+      for (int j = 0; j < 2 && !s; ++j) {
+        Value r = mul->getOperand(j);
+        Operation *inv = r.getDefiningOp();
+        if (!inv || !singleUse(r))
+          continue;
+        if (auto div = dyn_cast<DivOp>(inv); div && near(div.getLhs(), 1.0))
+          s = div.getRhs();
+        else if (auto rec = dyn_cast<ReciprocalOp>(inv))
+          s = rec.getInput();
+        if (s) {
+          xa = mul->getOperand(1 - j);
+          chain.ops.push_back(inv);
+        }
+      }
+    } else if (auto div = dyn_cast<DivOp>(norm)) {
+      xa = div.getLhs();
+      s = div.getRhs();
+    }
+    if (!s)
+      continue;
+    chain.ops.push_back(norm);
+    auto sqrt = s.getDefiningOp<SqrtOp>();
+    if (!sqrt || !singleUse(s))
+      continue;
+    chain.ops.push_back(sqrt);
+    auto add = sqrt.getInput().getDefiningOp<AddOp>();
+    if (!add || !singleUse(add))
+      continue;
+    Value ms;
+    for (int j = 0; j < 2 && !ms; ++j)
+      if (std::optional<double> eps = splatValue(add->getOperand(j));
+          eps && *eps >= 0) {
+        chain.epsilon = *eps;
+        ms = add->getOperand(1 - j);
+      }
+    if (!ms)
+      continue;
+    chain.ops.push_back(add);
+    auto mean = ms.getDefiningOp<ReduceMeanOp>();
+    if (!mean || !singleUse(ms) || !mean.getKeepdims() ||
+        mean.getAxes().size() != 1 ||
+        (mean.getAxes()[0] != -1 && mean.getAxes()[0] != rank - 1))
+      continue;
+    chain.ops.push_back(mean);
+    Value sq = mean.getInput(), xb;
+    Operation *square = sq.getDefiningOp();
+    if (!square || !singleUse(sq))
+      continue;
+    if (auto pow = dyn_cast<PowOp>(square); pow && near(pow.getRhs(), 2.0))
+      xb = pow.getLhs();
+    else if (auto m = dyn_cast<MulOp>(square); m && m.getLhs() == m.getRhs())
+      xb = m.getLhs();
+    if (!xb)
+      continue;
+    chain.ops.push_back(square);
+    chain.x = throughIdentityCasts(xa, chain.casts);
+    if (chain.x != throughIdentityCasts(xb, chain.casts) ||
+        chain.x.getType() != type)
+      continue;
+    return chain;
+  }
+  return std::nullopt;
+}
+
+/// Fuses the RMSNorm chain at `root` (matchRmsNorm) into a shoal.layer_norm
+/// with `rms = true`, when its ops share the root's scope and phase.
+LogicalResult fuseRmsNorm(MulOp root, IRRewriter &rewriter) {
+  std::optional<RmsNormChain> chain = matchRmsNorm(root);
+  if (!chain || !llvm::all_of(chain->ops, [&](Operation *op) {
+        return samePlace(op, root);
+      }))
+    return failure();
+  rewriter.setInsertionPoint(root);
+  auto norm = rewriter.create<LayerNormOp>(
+      root.getLoc(), root.getType(), chain->x, chain->scale, Value(),
+      rewriter.getI64IntegerAttr(-1),
+      rewriter.getF32FloatAttr(static_cast<float>(chain->epsilon)),
+      rewriter.getBoolAttr(true));
+  for (StringRef attr : kPlaceAttrs)
+    if (Attribute a = root->getAttr(attr))
+      norm->setAttr(attr, a);
+  copyUnevenLayout(root.getResult(), norm.getResult());
+  rewriter.replaceOp(root, norm.getResult());
+  SmallVector<Operation *> dead(chain->ops.begin() + 1, chain->ops.end());
+  for (Operation *c : chain->casts)
+    if (!llvm::is_contained(dead, c))
+      dead.push_back(c);
+  // Users before their operands; an identity cast something else still
+  // reads stays.
+  for (bool erased = true; erased;) {
+    erased = false;
+    for (auto it = dead.begin(); it != dead.end(); ++it)
+      if ((*it)->use_empty()) {
+        rewriter.eraseOp(*it);
+        dead.erase(it);
+        erased = true;
+        break;
+      }
+  }
+  return success();
+}
+
 /// Matches `LayerNorm(Add(a, b))` with equal shapes.
 LogicalResult fuseAddLayerNorm(LayerNormOp ln, IRRewriter &rewriter) {
   auto add = ln.getInput().getDefiningOp<AddOp>();
-  if (!add || add.getLhs().getType() != add.getType() ||
+  if (ln.getRms() || !add || add.getLhs().getType() != add.getType() ||
       add.getRhs().getType() != add.getType())
     return failure();
   rewriter.setInsertionPoint(ln);
@@ -347,7 +503,7 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
 
 /// Which chains to fuse.
 struct Chains {
-  bool gelu = true, addLayerNorm = true, attention = true;
+  bool gelu = true, addLayerNorm = true, attention = true, rmsNorm = true;
   /// With `gelu`: the tanh form too (else only the erf form).
   bool geluTanh = true;
 };
@@ -367,9 +523,12 @@ void fuseAll(Operation *root, RewriterBase::Listener &listener,
   for (Operation *op : roots) {
     if (erased.contains(op))
       continue;
-    if (auto mul = dyn_cast<MulOp>(op); mul && chains.gelu)
-      (void)fuseGelu(mul, rewriter, chains.geluTanh);
-    else if (auto ln = dyn_cast<LayerNormOp>(op); ln && chains.addLayerNorm)
+    if (auto mul = dyn_cast<MulOp>(op)) {
+      if (!(chains.gelu &&
+            succeeded(fuseGelu(mul, rewriter, chains.geluTanh))) &&
+          chains.rmsNorm)
+        (void)fuseRmsNorm(mul, rewriter);
+    } else if (auto ln = dyn_cast<LayerNormOp>(op); ln && chains.addLayerNorm)
       (void)fuseAddLayerNorm(ln, rewriter);
     else if (auto mm = dyn_cast<MatMulOp>(op); mm && chains.attention)
       (void)fuseAttention(mm, rewriter);
@@ -388,7 +547,7 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
   void runOnOperation() final {
     Chains which;
     if (!chains.empty()) {
-      which = Chains{false, false, false, false};
+      which = Chains{false, false, false, false, false};
       for (const std::string &c : chains) {
         if (c == "gelu")
           which.gelu = which.geluTanh = true;
@@ -398,11 +557,13 @@ struct FusePass : public ::shoal::impl::FusePassBase<FusePass> {
           which.addLayerNorm = true;
         else if (c == "attention")
           which.attention = true;
+        else if (c == "rms-norm")
+          which.rmsNorm = true;
         else {
           getOperation().emitError()
               << "shoal-fuse: unknown chain '" << c
-              << "' in chains= (expected gelu, gelu-erf, add-layer-norm or "
-                 "attention)";
+              << "' in chains= (expected gelu, gelu-erf, add-layer-norm, "
+                 "attention or rms-norm)";
           return signalPassFailure();
         }
       }

@@ -64,18 +64,19 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
 void shoal::addParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
-  // Training: the erf GELU chains fuse before shoal-autodiff, whose rule
-  // for shoal.gelu is one shoal.gelu_grad (the chain's own rules would be
-  // eight ops, and the backward would read the chain's values, so that it
-  // could not fuse later). Before shoal-plan, which then plans what runs.
-  // Not yet the tanh form: with it fused, the planner's activation
-  // estimate for Hugging Face GPT-2 leaves the 10% that zoo.memory holds
-  // it to (TP2 + SP with full recomputation: 20% under the arena).
+  // Training: the erf GELU and the RMSNorm chains fuse before
+  // shoal-autodiff, whose rule for shoal.gelu is one shoal.gelu_grad (the
+  // chain's own rules would be eight ops, and the backward would read the
+  // chain's values, so that it could not fuse later); RMSNorm's likewise.
+  // Before shoal-plan, which then plans what runs. Not yet the tanh form: with
+  // it fused, the planner's activation estimate for Hugging Face GPT-2 leaves
+  // the 10% that zoo.memory holds it to (TP2 + SP with full recomputation: 20%
+  // under the arena).
   if (options.train && options.fuse) {
-    static const std::string geluOnly[] = {"gelu-erf"};
-    FusePassOptions gelu;
-    gelu.chains = geluOnly;
-    pm.addPass(createFusePass(gelu));
+    static const std::string beforeAutodiff[] = {"gelu-erf", "rms-norm"};
+    FusePassOptions early;
+    early.chains = beforeAutodiff;
+    pm.addPass(createFusePass(early));
   }
   if (!options.cluster.empty()) {
     PlanPassOptions plan;

@@ -16,7 +16,7 @@
 // RUN: shoal-opt %s -split-input-file --shoal-fuse="chains=gelu-erf" | FileCheck %s --check-prefix=ERF
 // RUN: not shoal-opt %s -split-input-file --shoal-fuse="chains=gelu,layernorm" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: error: shoal-fuse: unknown chain 'layernorm' in chains= (expected gelu, gelu-erf, add-layer-norm or attention)
+// BAD: error: shoal-fuse: unknown chain 'layernorm' in chains= (expected gelu, gelu-erf, add-layer-norm, attention or rms-norm)
 
 // CHECK-LABEL: func.func @tanh_torch
 // CHECK-NEXT: %[[B:.*]] = shoal.weight "b"

@@ -196,6 +196,16 @@ def cases(rng):
                   lambda v: layernorm_np(v["x"], v["scale"], v["bias"], 1e-5),
                   lambda v: torch.nn.functional.layer_norm(v["x"], (6,), v["scale"], v["bias"], 1e-5),
                   attrs={"axis": -1, "epsilon": 1e-5}))
+    # RMSNorm as Hugging Face exports it: fused before shoal-autodiff into
+    # LayerNorm with rms = 1, whose gradients the plan holds.
+    rms_x = [("x", "w", n((2, 3, 8))), ("w", "w", u((8,), 0.5, 1.5))]
+    for name, chain in (("RMSNorm_llama", rms_norm_llama_chain),
+                        ("RMSNorm_t5", rms_norm_t5_chain)):
+        C.append(Case(name, "LayerNormalization", rms_x,
+                      lambda v: rms_norm_np(v["x"], v["w"], 1e-6),
+                      lambda v: v["x"] * torch.rsqrt(v["x"].pow(2).mean(-1, keepdim=True)
+                                                     + 1e-6) * v["w"],
+                      chain=chain, plan_kind=b"LayerNormalizationScaleGrad"))
     # Data movement.
     idx = np.array([[1, 3, 1], [6, 0, 3]], dtype=np.int64)  # repeats: scatter-add
     C.append(Case("Gather", "Gather", [("data", "w", n((7, 4))), ("indices", "in", idx)],
@@ -354,9 +364,10 @@ def gelu_np(z, tanh_form):
 
 
 def _chain(helper, numpy_helper, steps):
-    """Nodes from (op, inputs, output) steps; a float input is a Constant."""
+    """Nodes from (op, inputs, output[, attributes]) steps; a float input is
+    a Constant."""
     nodes = []
-    for i, (op, ins, out) in enumerate(steps):
+    for i, (op, ins, out, *attrs) in enumerate(steps):
         names = []
         for j, v in enumerate(ins):
             if isinstance(v, float):
@@ -367,7 +378,8 @@ def _chain(helper, numpy_helper, steps):
                 names.append(c)
             else:
                 names.append(v)
-        nodes.append(helper.make_node(op, names, [out], name="/gelu/%s_%d" % (op, i)))
+        nodes.append(helper.make_node(op, names, [out], name="/gelu/%s_%d" % (op, i),
+                                      **(attrs[0] if attrs else {})))
     return nodes
 
 
@@ -396,6 +408,31 @@ def gelu_tanh_hf_chain(helper, numpy_helper, inputs):
         ("Mul", [x, 0.5], "h"), ("Pow", [x, 3.0], "c"), ("Mul", ["c", 0.044715], "q"),
         ("Add", [x, "q"], "s"), ("Mul", ["s", math.sqrt(2 / math.pi)], "u"),
         ("Tanh", ["u"], "t"), ("Add", ["t", 1.0], "p"), ("Mul", ["h", "p"], "y")])
+
+
+def rms_norm_llama_chain(helper, numpy_helper, inputs):
+    """Hugging Face's LlamaRMSNorm (eps 1e-6) as torch.onnx writes it
+    (transformers 4.36, torch 1.13, opset 17), its float32 casts included."""
+    x, w = inputs
+    return _chain(helper, numpy_helper, [
+        ("Cast", [x], "xc", {"to": 1}), ("Pow", ["xc", 2.0], "sq"),
+        ("ReduceMean", ["sq"], "ms", {"axes": [-1], "keepdims": 1}),
+        ("Add", ["ms", 1e-6], "v"), ("Sqrt", ["v"], "s"), ("Div", [1.0, "s"], "r"),
+        ("Mul", ["xc", "r"], "nrm"), ("Cast", ["nrm"], "nc", {"to": 1}),
+        ("Mul", [w, "nc"], "y")])
+
+
+def rms_norm_t5_chain(helper, numpy_helper, inputs):
+    """T5LayerNorm's form: x * Reciprocal(Sqrt(mean(x * x) + eps)) * w."""
+    x, w = inputs
+    return _chain(helper, numpy_helper, [
+        ("Mul", [x, x], "sq"), ("ReduceMean", ["sq"], "ms", {"axes": [2], "keepdims": 1}),
+        ("Add", [1e-6, "ms"], "v"), ("Sqrt", ["v"], "s"), ("Reciprocal", ["s"], "r"),
+        ("Mul", ["r", x], "nrm"), ("Mul", ["nrm", w], "y")])
+
+
+def rms_norm_np(x, w, eps):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
 
 def softmax_np(x, axis):

@@ -291,41 +291,45 @@ TEST(Kernels, LayerNormalization) {
   std::mt19937 rng(6);
   Shape s = {2, 3, 4};
   Tensor x = randomF32(s, rng, -3.f, 3.f);
-  for (int64_t axis : {2, 1}) {
-    Shape norm(s.begin() + axis, s.end());
-    for (bool withBias : {false, true}) {
-      Tensor scale = randomF32(norm, rng), bias = randomF32({4}, rng);
-      Shape stat(s.begin(), s.begin() + axis);
-      stat.resize(3, 1);
-      Tensor out(DType::F32, s), mean(DType::F32, stat), inv(DType::F32, stat);
-      float eps = 1e-3f;
-      layerNorm(x, scale, withBias ? &bias : nullptr, axis, eps, out, &mean,
-                &inv);
-      int64_t n = numElements(norm), outer = numElements(s) / n;
-      std::vector<double> ref, refMean, refInv;
-      for (int64_t o = 0; o < outer; ++o) {
-        double mu = 0, var = 0;
-        for (int64_t j = 0; j < n; ++j)
-          mu += x.data<float>()[o * n + j];
-        mu /= n;
-        for (int64_t j = 0; j < n; ++j)
-          var += std::pow(x.data<float>()[o * n + j] - mu, 2);
-        var /= n;
-        for (int64_t j = 0; j < n; ++j) {
-          double y = (x.data<float>()[o * n + j] - mu) / std::sqrt(var + eps) *
-                     scale.data<float>()[j];
-          if (withBias)
-            y += bias.data<float>()[j % 4];
-          ref.push_back(y);
+  // LayerNorm, and RMSNorm (rms: the mean taken as 0).
+  for (bool rms : {false, true})
+    for (int64_t axis : {2, 1}) {
+      Shape norm(s.begin() + axis, s.end());
+      for (bool withBias : {false, true}) {
+        SCOPED_TRACE(rms ? "RMSNorm" : "LayerNorm");
+        Tensor scale = randomF32(norm, rng), bias = randomF32({4}, rng);
+        Shape stat(s.begin(), s.begin() + axis);
+        stat.resize(3, 1);
+        Tensor out(DType::F32, s), mean(DType::F32, stat),
+            inv(DType::F32, stat);
+        float eps = 1e-3f;
+        layerNorm(x, scale, withBias ? &bias : nullptr, axis, eps, out, &mean,
+                  &inv, rms);
+        int64_t n = numElements(norm), outer = numElements(s) / n;
+        std::vector<double> ref, refMean, refInv;
+        for (int64_t o = 0; o < outer; ++o) {
+          double mu = 0, var = 0;
+          for (int64_t j = 0; j < n && !rms; ++j)
+            mu += x.data<float>()[o * n + j];
+          mu /= n;
+          for (int64_t j = 0; j < n; ++j)
+            var += std::pow(x.data<float>()[o * n + j] - mu, 2);
+          var /= n;
+          for (int64_t j = 0; j < n; ++j) {
+            double y = (x.data<float>()[o * n + j] - mu) /
+                       std::sqrt(var + eps) * scale.data<float>()[j];
+            if (withBias)
+              y += bias.data<float>()[j % 4];
+            ref.push_back(y);
+          }
+          refMean.push_back(mu);
+          refInv.push_back(1 / std::sqrt(var + eps));
         }
-        refMean.push_back(mu);
-        refInv.push_back(1 / std::sqrt(var + eps));
+        expectAllNear(out, ref);
+        expectAllNear(mean, refMean);
+        expectAllNear(inv, refInv);
       }
-      expectAllNear(out, ref);
-      expectAllNear(mean, refMean);
-      expectAllNear(inv, refInv);
     }
-  }
 }
 
 TEST(Kernels, GatherWithNegativeAndInt32Indices) {

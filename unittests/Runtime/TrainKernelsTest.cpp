@@ -64,14 +64,14 @@ double refCrossEntropy(const double *row, int64_t v, int64_t label) {
 }
 
 /// LayerNormalization (no bias) of x over its last `n` elements per row, in
-/// double; scale has n entries.
+/// double; scale has n entries. With `rms`: RMSNorm (no mean subtracted).
 std::vector<double> refLayerNorm(const std::vector<double> &x,
                                  const std::vector<double> &scale, int64_t n,
-                                 double eps) {
+                                 double eps, bool rms = false) {
   std::vector<double> y(x.size());
   for (std::size_t o = 0; o < x.size() / n; ++o) {
     double mu = 0, var = 0;
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < n && !rms; ++j)
       mu += x[o * n + j];
     mu /= n;
     for (int64_t j = 0; j < n; ++j)
@@ -407,35 +407,37 @@ TEST(TrainKernels, LayerNormalizationGradsMatchFiniteDifferences) {
   Tensor x = randomF32(s, rng, -2.f, 2.f);
   Tensor dy = randomF32(s, rng);
   double eps = 1e-5;
-  for (int64_t axis : {1, 2}) {
-    Shape norm(s.begin() + axis, s.end());
-    int64_t n = numElements(norm);
-    Tensor scale = randomF32(norm, rng, 0.5f, 1.5f);
-    // L = sum(dy * LayerNorm(x, scale)).
-    auto total = [&](const std::vector<double> &xv,
-                     const std::vector<double> &sv) {
-      std::vector<double> y = refLayerNorm(xv, sv, n, eps);
-      double sum = 0;
-      for (std::size_t i = 0; i < y.size(); ++i)
-        sum += dy.data<float>()[i] * y[i];
-      return sum;
-    };
-    std::vector<double> xd = toDouble(x), sd = toDouble(scale);
+  for (bool rms : {false, true})
+    for (int64_t axis : {1, 2}) {
+      SCOPED_TRACE(rms ? "RMSNorm" : "LayerNorm");
+      Shape norm(s.begin() + axis, s.end());
+      int64_t n = numElements(norm);
+      Tensor scale = randomF32(norm, rng, 0.5f, 1.5f);
+      // L = sum(dy * LayerNorm(x, scale)).
+      auto total = [&](const std::vector<double> &xv,
+                       const std::vector<double> &sv) {
+        std::vector<double> y = refLayerNorm(xv, sv, n, eps, rms);
+        double sum = 0;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          sum += dy.data<float>()[i] * y[i];
+        return sum;
+      };
+      std::vector<double> xd = toDouble(x), sd = toDouble(scale);
 
-    Tensor dx(DType::F32, s);
-    layerNormGrad(x, scale, dy, axis, float(eps), dx);
-    expectAllNear(
-        dx,
-        numericGradient(
-            [&](const std::vector<double> &v) { return total(v, sd); }, xd));
+      Tensor dx(DType::F32, s);
+      layerNormGrad(x, scale, dy, axis, float(eps), dx, rms);
+      expectAllNear(
+          dx,
+          numericGradient(
+              [&](const std::vector<double> &v) { return total(v, sd); }, xd));
 
-    Tensor dscale(DType::F32, norm);
-    layerNormScaleGrad(x, dy, axis, float(eps), dscale);
-    expectAllNear(
-        dscale,
-        numericGradient(
-            [&](const std::vector<double> &v) { return total(xd, v); }, sd));
-  }
+      Tensor dscale(DType::F32, norm);
+      layerNormScaleGrad(x, dy, axis, float(eps), dscale, rms);
+      expectAllNear(
+          dscale,
+          numericGradient(
+              [&](const std::vector<double> &v) { return total(xd, v); }, sd));
+    }
   // A scale that broadcasts to the normalized shape [3, 4].
   Tensor scale = makeTensor<float>({4}, {0.5f, 1.f, 2.f, -1.f});
   Tensor full(DType::F32, {3, 4});
@@ -700,6 +702,12 @@ TEST(TrainOps, LossAndGradientTypes) {
     EXPECT_EQ(c.error(), "");
     EXPECT_EQ(c.info().attrs.axis, 1);
     EXPECT_FLOAT_EQ(c.info().attrs.epsilon, 1e-6f);
+    EXPECT_FALSE(c.info().attrs.rms);
+    c.i("rms", 1);
+    EXPECT_TRUE(c.info().attrs.rms);
+    c.op.mutable_attrs()->at("rms").set_i(2);
+    EXPECT_CONTAINS(c.error(), "rms must be 0 or 1, got 2");
+    c.op.mutable_attrs()->at("rms").set_i(0);
     c.types[1].shape = {3};
     EXPECT_CONTAINS(c.error(), "scale of shape [3] does not broadcast to the "
                                "normalized shape [3, 4]");

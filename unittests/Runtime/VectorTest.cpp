@@ -128,9 +128,9 @@ std::pair<double, double> maxAndExpSum(const float *x, int64_t n) {
 /// The mean of x[0..n) and 1 / sqrt(var + epsilon) (biased variance), in
 /// double: the LayerNorm references.
 std::pair<double, double> meanAndInvStd(const float *x, int64_t n,
-                                        double epsilon) {
+                                        double epsilon, bool rms = false) {
   double mu = 0, var = 0;
-  for (int64_t j = 0; j < n; ++j)
+  for (int64_t j = 0; j < n && !rms; ++j)
     mu += x[j];
   mu /= n;
   for (int64_t j = 0; j < n; ++j)
@@ -249,21 +249,25 @@ TEST(VectorKernels, SoftmaxGradAndLayerNormGrad) {
         EXPECT_NEAR(out[r * n + j], want, 1e-7 + 1e-5 * std::fabs(want));
       }
     }
-    k->layerNormGrad(x.data(), g.data(), dy.data(), out.data(), n, 1e-5f, 1,
-                     rows);
-    for (int64_t r = 1; r < rows; ++r) {
-      const float *xr = x.data() + r * n, *dr = dy.data() + r * n;
-      auto [mu, inv] = meanAndInvStd(xr, n, 1e-5);
-      double sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        sumG += double(dr[j]) * g[j];
-        sumGX += double(dr[j]) * g[j] * (xr[j] - mu) * inv;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        double xhat = (xr[j] - mu) * inv;
-        double want =
-            (double(dr[j]) * g[j] - sumG / n - xhat * sumGX / n) * inv;
-        EXPECT_NEAR(out[r * n + j], want, 2e-5 * (1 + std::fabs(want)));
+    // LayerNorm's and RMSNorm's (no mean, no mean(g) term).
+    for (bool rms : {false, true}) {
+      k->layerNormGrad(x.data(), g.data(), dy.data(), out.data(), n, 1e-5f, rms,
+                       1, rows);
+      for (int64_t r = 1; r < rows; ++r) {
+        const float *xr = x.data() + r * n, *dr = dy.data() + r * n;
+        auto [mu, inv] = meanAndInvStd(xr, n, 1e-5, rms);
+        double sumG = 0, sumGX = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          sumG += double(dr[j]) * g[j];
+          sumGX += double(dr[j]) * g[j] * (xr[j] - mu) * inv;
+        }
+        double meanG = rms ? 0 : sumG / n;
+        for (int64_t j = 0; j < n; ++j) {
+          double xhat = (xr[j] - mu) * inv;
+          double want = (double(dr[j]) * g[j] - meanG - xhat * sumGX / n) * inv;
+          EXPECT_NEAR(out[r * n + j], want, 2e-5 * (1 + std::fabs(want)))
+              << rms;
+        }
       }
     }
   }
@@ -290,15 +294,18 @@ TEST(VectorKernels, SoftmaxLayerNormAndLogSumExp) {
         EXPECT_NEAR(y[r * n + j], std::exp(xr[j] - mx) / sum, 1e-6);
       EXPECT_NEAR(lse[r], mx + std::log(sum), 1e-5 * (1 + std::fabs(mx)));
     }
-    k->layerNorm(x.data() + 2 * n, g.data(), b.data(), y.data(), n, 1e-5f, 0, 2,
-                 mean.data(), inv.data());
-    for (int64_t r = 0; r < 2; ++r) {
-      const float *xr = x.data() + (r + 2) * n;
-      auto [mu, is] = meanAndInvStd(xr, n, 1e-5);
-      EXPECT_NEAR(mean[r], mu, 1e-5);
-      EXPECT_NEAR(inv[r], is, 1e-6 * is);
-      for (int64_t j = 0; j < n; ++j)
-        EXPECT_NEAR(y[r * n + j], (xr[j] - mu) * is * g[j] + b[j], 2e-5);
+    for (bool rms : {false, true}) {
+      k->layerNorm(x.data() + 2 * n, g.data(), b.data(), y.data(), n, 1e-5f,
+                   rms, 0, 2, mean.data(), inv.data());
+      for (int64_t r = 0; r < 2; ++r) {
+        const float *xr = x.data() + (r + 2) * n;
+        auto [mu, is] = meanAndInvStd(xr, n, 1e-5, rms);
+        EXPECT_NEAR(mean[r], mu, 1e-5) << rms;
+        EXPECT_NEAR(inv[r], is, 1e-6 * is) << rms;
+        for (int64_t j = 0; j < n; ++j)
+          EXPECT_NEAR(y[r * n + j], (xr[j] - mu) * is * g[j] + b[j], 2e-5)
+              << rms;
+      }
     }
   }
 }

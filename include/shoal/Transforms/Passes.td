@@ -441,8 +441,8 @@ def RecomputePass : Pass<"shoal-recompute", "::mlir::ModuleOp"> {
 }
 
 def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
-  let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm "
-                "and attention";
+  let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm, "
+                "RMSNorm and attention";
   let description = [{
     Replaces, wherever every intermediate has no other user:
     - `Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5` (PyTorch's exact
@@ -453,13 +453,18 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
     - `Add(a, b) -> LayerNorm` by `shoal.add_layer_norm` (the sum stays
       available as the next residual);
     - `MatMul(q, kt) -> Mul|Div scale -> [Add mask] -> Softmax(last) ->
-      MatMul(., v)` by `shoal.attention`.
+      MatMul(., v)` by `shoal.attention`;
+    - `scale * (x * 1 / sqrt(mean(x^2, last) + eps))` (Hugging Face's
+      LlamaRMSNorm and T5LayerNorm; `Div(1, s)` or `Reciprocal(s)`, or
+      `x / s`; `Pow(x, 2)` or `x * x`; identity Casts skipped) by
+      `shoal.layer_norm {rms = true}`.
     It runs on any layer (before or after partitioning); `shoal-parallelize`
     runs it last, on each rank's local program. A training compile also
-    fuses the erf-form GELU chains first, before shoal-autodiff
-    (`chains=gelu-erf`), so that shoal.gelu's gradient rule gives one
-    shoal.gelu_grad instead of the chain's eight ops, and the forward
-    chain, whose values the backward would read, still fuses.
+    fuses the erf-form GELU and the RMSNorm chains first, before
+    shoal-autodiff (`chains=gelu-erf,rms-norm`), so that shoal.gelu's
+    gradient rule gives one shoal.gelu_grad instead of the chain's eight
+    ops (RMSNorm's: one layer_norm_grad and one layer_norm_scale_grad), and
+    the forward chain, whose values the backward would read, still fuses.
 
     Before:
     ```mlir
@@ -476,7 +481,7 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let options = [
     ListOption<"chains", "chains", "std::string",
                "The chains to fuse: gelu, gelu-erf (its erf form only), "
-               "add-layer-norm, attention (default: all)">,
+               "add-layer-norm, attention, rms-norm (default: all)">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }

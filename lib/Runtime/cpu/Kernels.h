@@ -142,12 +142,13 @@ void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
 /// Numerically stable softmax along `axis`.
 void softmax(const Tensor &x, int64_t axis, Tensor &out);
 
-/// LayerNormalization over dimensions axis..end, accumulating in double.
-/// `scale` and `bias` broadcast to x.shape[axis:]; `mean` and `invStdDev`
-/// (optional outputs) have shape x.shape[:axis] + [1] * (rank - axis).
+/// LayerNormalization over dimensions axis..end, in float. `scale` and
+/// `bias` broadcast to x.shape[axis:]; `mean` and `invStdDev` (optional
+/// outputs) have shape x.shape[:axis] + [1] * (rank - axis). With `rms`:
+/// RMSNorm, x / sqrt(mean(x^2) + epsilon) * scale (+ bias), the mean 0.
 void layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                int64_t axis, float epsilon, Tensor &out, Tensor *mean,
-               Tensor *invStdDev);
+               Tensor *invStdDev, bool rms = false);
 
 /// sum = a + b; out = LayerNormalization(sum) over dims axis..end.
 void addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
@@ -350,15 +351,17 @@ void softmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis, Tensor &dx);
 /// The input gradient of LayerNormalization over dims axis..end (without
 /// its bias, which does not matter): with xhat = (x - mean) / sqrt(var + eps)
 /// (biased variance) and g = dy * scale, dx = (g - mean(g) - xhat *
-/// mean(g * xhat)) / sqrt(var + eps); statistics in double. `scale`
-/// broadcasts to x.shape[axis:].
+/// mean(g * xhat)) / sqrt(var + eps), in float. `scale` broadcasts to
+/// x.shape[axis:]. With `rms` (RMSNorm's): xhat = x / sqrt(mean(x^2) +
+/// eps) and no mean(g) term.
 void layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
-                   int64_t axis, float epsilon, Tensor &dx);
+                   int64_t axis, float epsilon, Tensor &dx, bool rms = false);
 
 /// The gradient of LayerNormalization's scale: the sum over dims 0..axis-1
-/// of dy * xhat into `dscale` of shape x.shape[axis:] (in double).
+/// of dy * xhat into `dscale` of shape x.shape[axis:] (in double); xhat
+/// as RMSNorm's with `rms`.
 void layerNormScaleGrad(const Tensor &x, const Tensor &dy, int64_t axis,
-                        float epsilon, Tensor &dscale);
+                        float epsilon, Tensor &dscale, bool rms = false);
 
 /// The gradient of Gather along axis 0: zeroes `out` [rows, H...], then
 /// adds dy[i] (dy [indices..., H...]) into row indices[i] for every i (i64

@@ -80,7 +80,8 @@ void shoal::rt::cpu::softmax(const Tensor &x, int64_t axis, Tensor &out) {
 
 void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
                                const Tensor *bias, int64_t axis, float epsilon,
-                               Tensor &out, Tensor *mean, Tensor *invStdDev) {
+                               Tensor &out, Tensor *mean, Tensor *invStdDev,
+                               bool rms) {
   if (isHalfDType(x.dtype())) {
     // In f32, rounded once; Mean and InvStdDev are
     // rounded to their own types.
@@ -92,7 +93,7 @@ void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
       v = Tensor(DType::F32, invStdDev->shape());
     Tensor b = bias ? stage(*bias) : Tensor();
     layerNorm(toF32(x), stage(scale), bias ? &b : nullptr, axis, epsilon, r,
-              mean ? &m : nullptr, invStdDev ? &v : nullptr);
+              mean ? &m : nullptr, invStdDev ? &v : nullptr, rms);
     if (mean)
       cast(m, *mean);
     if (invStdDev)
@@ -135,8 +136,8 @@ void shoal::rt::cpu::layerNorm(const Tensor &x, const Tensor &scale,
   float *pv = invStdDev ? invStdDev->data<float>() : nullptr;
   const VectorKernels &vk = vectorKernels();
   parallelFor(outer, 8 * n, [&](int64_t r0, int64_t r1) {
-    vk.layerNorm(px, g.data(), bias ? b.data() : nullptr, po, n, epsilon, r0,
-                 r1, pm, pv);
+    vk.layerNorm(px, g.data(), bias ? b.data() : nullptr, po, n, epsilon, rms,
+                 r0, r1, pm, pv);
   });
 }
 
@@ -200,7 +201,7 @@ SHOAL_CPU_KERNEL(softmaxKernel) {
 SHOAL_CPU_KERNEL(layerNormKernel) {
   layerNorm(input(in, 0), input(in, 1), optionalInput(in, 2), op.attrs.axis,
             op.attrs.epsilon, out[0], optionalOutput(out, 1),
-            optionalOutput(out, 2));
+            optionalOutput(out, 2), op.attrs.rms);
 }
 
 SHOAL_CPU_KERNEL(addLayerNormKernel) {

@@ -84,10 +84,10 @@ void checkLayerNorm(const Tensor &x, const Tensor &dy, int64_t axis,
 
 /// Mean and 1 / sqrt(var + epsilon) of row[0..n) (biased variance), in
 /// double (the forward kernel's, in float, agree to float precision).
-void rowStats(const float *row, int64_t n, float epsilon, double &mu,
+void rowStats(const float *row, int64_t n, float epsilon, bool rms, double &mu,
               double &inv) {
   double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
+  for (int64_t j = 0; j < n && !rms; ++j)
     sum += row[j];
   mu = n ? sum / double(n) : 0.0;
   double sq = 0;
@@ -198,7 +198,7 @@ void shoal::rt::cpu::softmaxGrad(const Tensor &y, const Tensor &dy,
 
 void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
                                    const Tensor &dy, int64_t axis,
-                                   float epsilon, Tensor &dx) {
+                                   float epsilon, Tensor &dx, bool rms) {
   const char *what = "LayerNormalizationGrad";
   checkLayerNorm(x, dy, axis, what);
   checkDType(scale, DType::F32, what, "scale");
@@ -220,13 +220,13 @@ void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
   float *po = dx.data<float>();
   const VectorKernels &vk = vectorKernels();
   parallelFor(outer, 12 * n, [&](int64_t r0, int64_t r1) {
-    vk.layerNormGrad(px, pg, pdy, po, n, epsilon, r0, r1);
+    vk.layerNormGrad(px, pg, pdy, po, n, epsilon, rms, r0, r1);
   });
 }
 
 void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
                                         int64_t axis, float epsilon,
-                                        Tensor &dscale) {
+                                        Tensor &dscale, bool rms) {
   const char *what = "LayerNormalizationScaleGrad";
   checkLayerNorm(x, dy, axis, what);
   const Shape &s = x.shape();
@@ -248,7 +248,7 @@ void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
         const float *row = px + o * n;
         const float *drow = pdy + o * n;
         double mu, inv;
-        rowStats(row, n, epsilon, mu, inv);
+        rowStats(row, n, epsilon, rms, mu, inv);
         for (int64_t j = 0; j < n; ++j)
           acc[j] += double(drow[j]) * ((row[j] - mu) * inv);
       }
@@ -513,12 +513,12 @@ SHOAL_CPU_KERNEL(softmaxGradKernel) {
 
 SHOAL_CPU_KERNEL(layerNormGradKernel) {
   layerNormGrad(input(in, 0), input(in, 1), input(in, 2), op.attrs.axis,
-                op.attrs.epsilon, out[0]);
+                op.attrs.epsilon, out[0], op.attrs.rms);
 }
 
 SHOAL_CPU_KERNEL(layerNormScaleGradKernel) {
   layerNormScaleGrad(input(in, 0), input(in, 1), op.attrs.axis,
-                     op.attrs.epsilon, out[0]);
+                     op.attrs.epsilon, out[0], op.attrs.rms);
 }
 
 /// This rank's block of a vocabulary-parallel op whose block has `local`

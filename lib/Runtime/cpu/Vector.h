@@ -59,9 +59,9 @@ struct VectorKernels {
   void (*softmax)(const float *x, float *y, int64_t n, int64_t r0, int64_t r1);
   /// LayerNorm of rows [r0, r1) of x[rows, n] with scale g[n] and bias b[n]
   /// (b may be null); mean and invStd (per row, may be null) get the
-  /// statistics.
+  /// statistics. With `rms`: RMSNorm (the mean taken as 0).
   void (*layerNorm)(const float *x, const float *g, const float *b, float *y,
-                    int64_t n, float epsilon, int64_t r0, int64_t r1,
+                    int64_t n, float epsilon, bool rms, int64_t r0, int64_t r1,
                     float *mean, float *invStd);
   /// dx = y * (dy - sum(dy * y)) on rows [r0, r1) of [rows, n] (softmax's
   /// gradient from its output y).
@@ -69,10 +69,11 @@ struct VectorKernels {
                       int64_t r0, int64_t r1);
   /// LayerNorm's input gradient on rows [r0, r1) of x, dy, dx [rows, n] with
   /// scale g[n]: (g dy - mean(g dy) - xhat mean(g dy xhat)) / sqrt(var + eps),
-  /// the statistics recomputed as layerNorm computes them.
+  /// the statistics recomputed as layerNorm computes them. With `rms`:
+  /// RMSNorm's, (g dy - xhat mean(g dy xhat)) / sqrt(mean(x^2) + eps).
   void (*layerNormGrad)(const float *x, const float *g, const float *dy,
-                        float *dx, int64_t n, float epsilon, int64_t r0,
-                        int64_t r1);
+                        float *dx, int64_t n, float epsilon, bool rms,
+                        int64_t r0, int64_t r1);
   /// log(sum_j exp(x[j])) of rows [r0, r1) of x[rows, n] (n > 0), into
   /// lse[r].
   void (*logSumExp)(const float *x, float *lse, int64_t n, int64_t r0,

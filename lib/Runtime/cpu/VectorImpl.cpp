@@ -165,14 +165,18 @@ void softmax(const float *x, float *y, int64_t n, int64_t r0, int64_t r1) {
 }
 
 /// Mean and 1 / sqrt(var + epsilon) of x[0..n) (biased variance, two
-/// passes): layerNorm's statistics, which its gradient recomputes.
-void meanInvStd(const float *x, int64_t n, float epsilon, float &mu,
+/// passes): layerNorm's statistics, which its gradient recomputes. With
+/// `rms` the mean is taken as 0 (RMSNorm: var = mean(x^2)).
+void meanInvStd(const float *x, int64_t n, float epsilon, bool rms, float &mu,
                 float &inv) {
-  float sum = 0.f;
+  mu = 0.f;
+  if (!rms) {
+    float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j)
-    sum += x[j];
-  mu = n ? sum / static_cast<float>(n) : 0.f;
+    for (int64_t j = 0; j < n; ++j)
+      sum += x[j];
+    mu = n ? sum / static_cast<float>(n) : 0.f;
+  }
   float sq = 0.f;
 #pragma omp simd reduction(+ : sq)
   for (int64_t j = 0; j < n; ++j) {
@@ -184,13 +188,13 @@ void meanInvStd(const float *x, int64_t n, float epsilon, float &mu,
 }
 
 void layerNorm(const float *x, const float *g, const float *b, float *y,
-               int64_t n, float epsilon, int64_t r0, int64_t r1, float *mean,
-               float *invStd) {
+               int64_t n, float epsilon, bool rms, int64_t r0, int64_t r1,
+               float *mean, float *invStd) {
   for (int64_t r = r0; r < r1; ++r) {
     const float *xr = x + r * n;
     float *yr = y + r * n;
     float mu, inv;
-    meanInvStd(xr, n, epsilon, mu, inv);
+    meanInvStd(xr, n, epsilon, rms, mu, inv);
     if (b) {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j)
@@ -223,13 +227,13 @@ void softmaxGrad(const float *y, const float *dy, float *dx, int64_t n,
 }
 
 void layerNormGrad(const float *x, const float *g, const float *dy, float *dx,
-                   int64_t n, float epsilon, int64_t r0, int64_t r1) {
+                   int64_t n, float epsilon, bool rms, int64_t r0, int64_t r1) {
   const float invN = n ? 1.f / static_cast<float>(n) : 0.f;
   for (int64_t r = r0; r < r1; ++r) {
     const float *xr = x + r * n, *dr = dy + r * n;
     float *or_ = dx + r * n;
     float mu, inv;
-    meanInvStd(xr, n, epsilon, mu, inv);
+    meanInvStd(xr, n, epsilon, rms, mu, inv);
     // mean(g) and mean(g * xhat), g = dy * scale.
     float sumG = 0.f, sumGX = 0.f;
 #pragma omp simd reduction(+ : sumG, sumGX)
@@ -238,7 +242,8 @@ void layerNormGrad(const float *x, const float *g, const float *dy, float *dx,
       sumG += gj;
       sumGX += gj * ((xr[j] - mu) * inv);
     }
-    float meanG = sumG * invN, meanGX = sumGX * invN;
+    // RMSNorm has no mean to subtract, nor its gradient's mean(g) term.
+    float meanG = rms ? 0.f : sumG * invN, meanGX = sumGX * invN;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       float xhat = (xr[j] - mu) * inv;

@@ -200,6 +200,8 @@ void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   for (std::size_t i = 1; i < out.size(); ++i)
     if (out[i].defined())
       throw KernelUnsupported("LayerNormalization's Mean or InvStdDev output");
+  if (op.attrs.rms) // no CUDA RMSNorm yet: the CPU kernel on host copies
+    throw KernelUnsupported("LayerNormalization with rms = 1 (RMSNorm)");
   bool hasBias = in.size() > 2 && in[2];
   layerNorm(f(in[0]), f(in[1]), in[1]->shape(), hasBias ? f(in[2]) : nullptr,
             hasBias ? in[2]->shape() : Shape{}, f(out[0]), out[0].shape(),

@@ -36,6 +36,7 @@ void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
   a.axis = normalizeAxis(ctx.attrs.getInt("axis", -1), rank, "axis");
   a.epsilon = ctx.attrs.getFloat("epsilon", 1e-5f);
   checkEpsilon(a.epsilon);
+  a.rms = rmsAttr(ctx.attrs);
   int64_t stash = ctx.attrs.getInt("stash_type", 1);
   if (stash != 1)
     throw Error(fmt::format("stash_type {} is not supported (only 1, "

@@ -68,6 +68,7 @@ void shoal::rt::layerNormGradRule(TypeRuleContext &ctx) {
   a.axis = normalizeAxis(ctx.attrs.getInt("axis", -1), rank, "axis");
   a.epsilon = ctx.attrs.getFloat("epsilon", 1e-5f);
   checkEpsilon(a.epsilon);
+  a.rms = rmsAttr(ctx.attrs);
   Shape norm(x.shape.begin() + a.axis, x.shape.end());
   bool isScale = ctx.kind() == OpKind::LayerNormalizationScaleGrad;
   const TensorType &dy = *ctx.in(isScale ? 1 : 2);

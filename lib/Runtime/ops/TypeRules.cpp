@@ -196,6 +196,13 @@ std::vector<int64_t> shoal::rt::readList(const AttrReader &attrs,
   return v;
 }
 
+bool shoal::rt::rmsAttr(const AttrReader &attrs) {
+  int64_t rms = attrs.getInt("rms", 0);
+  if (rms != 0 && rms != 1)
+    throw Error(fmt::format("rms must be 0 or 1, got {}", rms));
+  return rms == 1;
+}
+
 void shoal::rt::checkEpsilon(float epsilon) {
   if (!(epsilon >= 0))
     throw Error(fmt::format("epsilon must be >= 0, got {}", epsilon));

@@ -143,6 +143,10 @@ std::vector<int64_t> readList(const AttrReader &attrs, const char *name,
 /// Throws "epsilon must be >= 0" unless it is.
 void checkEpsilon(float epsilon);
 
+/// The `rms` attribute of LayerNormalization and its gradients (0, the
+/// default, or 1: RMSNorm); throws for any other value.
+bool rmsAttr(const AttrReader &attrs);
+
 } // namespace rt
 } // namespace shoal
 

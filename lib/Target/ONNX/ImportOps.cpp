@@ -134,7 +134,8 @@ LogicalResult convertLayerNorm(Importer &im, const onnx::NodeProto &node) {
   auto op = b.create<LayerNormOp>(
       im.loc(), *type, *input, *scale, bias,
       b.getI64IntegerAttr(getIntAttr(node, "axis", -1)),
-      b.getF32FloatAttr(getFloatAttr(node, "epsilon", 1e-5f)));
+      b.getF32FloatAttr(getFloatAttr(node, "epsilon", 1e-5f)),
+      /*rms=*/b.getBoolAttr(false));
   im.setResult(node, 0, op);
   return success();
 }

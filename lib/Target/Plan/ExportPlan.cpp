@@ -806,6 +806,8 @@ private:
             .Case([&](LayerNormOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
+              if (l.getRms())
+                setI("rms", 1);
               return planKind(rt::OpKind::LayerNormalization);
             })
             .Case([&](GatherOp g) {
@@ -860,11 +862,15 @@ private:
             .Case([&](LayerNormGradOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
+              if (l.getRms())
+                setI("rms", 1);
               return planKind(rt::OpKind::LayerNormalizationGrad);
             })
             .Case([&](LayerNormScaleGradOp l) {
               setI("axis", l.getAxis());
               setF("epsilon", l.getEpsilon().convertToDouble());
+              if (l.getRms())
+                setI("rms", 1);
               return planKind(rt::OpKind::LayerNormalizationScaleGrad);
             })
             .Case([&](GatherGradOp g) {

@@ -30,6 +30,8 @@ func.func @graph_ops(%x: tensor<4x8xf32>, %ids: tensor<4xi64>) -> tensor<4x8xf32
   %g = shoal.weight "g" : tensor<8xf32>
   // CHECK: shoal.layer_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32}
   %15 = shoal.layer_norm %14, %g {epsilon = 1.0e-6 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK: shoal.layer_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32, rms = true}
+  %rms = shoal.layer_norm %14, %g {epsilon = 1.0e-6 : f32, rms = true} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   // CHECK: shoal.gather %{{.*}}, %{{.*}} : (tensor<8x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
   %16 = shoal.gather %w, %ids : (tensor<8x8xf32>, tensor<4xi64>) -> tensor<4x8xf32>
   // CHECK: shoal.reshape %{{.*}} : (tensor<4x8xf32>) -> tensor<2x16xf32>

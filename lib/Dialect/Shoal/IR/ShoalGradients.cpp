@@ -699,16 +699,16 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
       })
       .Case([&](LayerNormOp o) {
         Value x = o.getInput(), scale = o.getScale();
-        operandGrads[0] =
-            b.create<LayerNormGradOp>(o.getLoc(), x.getType(), x, scale, g,
-                                      o.getAxisAttr(), o.getEpsilonAttr());
+        operandGrads[0] = b.create<LayerNormGradOp>(
+            o.getLoc(), x.getType(), x, scale, g, o.getAxisAttr(),
+            o.getEpsilonAttr(), o.getRmsAttr());
         int64_t rank = shapeOf(x).size();
         int64_t axis = static_cast<int64_t>(o.getAxis());
         if (axis < 0)
           axis += rank;
         Value ds = b.create<LayerNormScaleGradOp>(
             o.getLoc(), gb.typeLike(shapeOf(x).drop_front(axis), x), x, g,
-            o.getAxisAttr(), o.getEpsilonAttr());
+            o.getAxisAttr(), o.getEpsilonAttr(), o.getRmsAttr());
         operandGrads[1] = gb.sumTo(ds, scale);
         if (Value bias = o.getBias())
           operandGrads[2] = gb.sumTo(g, bias);

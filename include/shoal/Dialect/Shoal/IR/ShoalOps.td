@@ -250,15 +250,20 @@ def Shoal_LayerNormOp : Shoal_GraphOp<"layer_norm"> {
   let summary = "Layer normalization (ONNX LayerNormalization)";
   let description = [{
     Normalizes over the dimensions `axis..rank-1`, then scales and shifts.
+    With `rms = true` it is RMSNorm (LLaMA's, T5's, `torch.nn.RMSNorm`):
+    `x / sqrt(mean(x^2) + epsilon) * scale (+ bias)`, the mean not
+    subtracted; shoal-fuse makes it from the chain exporters emit.
 
     ```mlir
     %y = shoal.layer_norm %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x16x64xf32>
+    %r = shoal.layer_norm %x, %g {epsilon = 1.0e-06 : f32, rms = true} : (tensor<4x16x64xf32>, tensor<64xf32>) -> tensor<4x16x64xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$scale,
                    Optional<AnyRankedTensor>:$bias,
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
-                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                   DefaultValuedAttr<BoolAttr, "false">:$rms);
   let results = (outs AnyRankedTensor:$result);
 }
 
@@ -582,7 +587,9 @@ def Shoal_LayerNormGradOp : Shoal_GraphOp<"layer_norm_grad"> {
   let summary = "Input gradient of a layer normalization";
   let description = [{
     With `xhat` the normalized input over `axis..rank-1` and `g = dy *
-    scale`: `dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps)`.
+    scale`: `dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps)`;
+    with `rms = true` (RMSNorm) `dx = (g - xhat * mean(g * xhat)) /
+    sqrt(mean(x^2) + eps)`.
 
     ```mlir
     %dx = shoal.layer_norm_grad %x, %scale, %dy {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x16x64xf32>, tensor<64xf32>, tensor<4x16x64xf32>) -> tensor<4x16x64xf32>
@@ -591,15 +598,16 @@ def Shoal_LayerNormGradOp : Shoal_GraphOp<"layer_norm_grad"> {
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$scale,
                    AnyRankedTensor:$grad,
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
-                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                   DefaultValuedAttr<BoolAttr, "false">:$rms);
   let results = (outs AnyRankedTensor:$result);
 }
 
 def Shoal_LayerNormScaleGradOp : Shoal_GraphOp<"layer_norm_scale_grad"> {
   let summary = "Scale gradient of a layer normalization";
   let description = [{
-    `dscale = sum over the leading dimensions of dy * xhat`; the result has
-    the normalized shape. The leading dimensions are summed, so splitting
+    `dscale = sum over the leading dimensions of dy * xhat` (`xhat` as
+    RMSNorm's with `rms = true`); the result has the normalized shape. The leading dimensions are summed, so splitting
     them (the batch) leaves partial sums.
 
     ```mlir
@@ -608,7 +616,8 @@ def Shoal_LayerNormScaleGradOp : Shoal_GraphOp<"layer_norm_scale_grad"> {
   }];
   let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$grad,
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
-                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                   DefaultValuedAttr<BoolAttr, "false">:$rms);
   let results = (outs AnyRankedTensor:$result);
 }
 
