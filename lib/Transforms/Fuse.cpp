@@ -206,6 +206,31 @@ bool samePlace(Operation *a, Operation *b) {
   });
 }
 
+/// Replaces the chain's `root` by `fused` (which takes the root's scope and
+/// phase, and its uneven layout), then erases the ops of `chain` (the root
+/// and duplicates skipped) that nothing reads any more, users before their
+/// operands; one that something outside still reads stays.
+void replaceChain(Operation *root, Operation *fused,
+                  ArrayRef<Operation *> chain, IRRewriter &rewriter) {
+  for (StringRef attr : kPlaceAttrs)
+    if (Attribute a = root->getAttr(attr))
+      fused->setAttr(attr, a);
+  copyUnevenLayout(root->getResult(0), fused->getResult(0));
+  rewriter.replaceOp(root, fused->getResults());
+  SmallVector<Operation *> dead;
+  for (Operation *op : chain)
+    if (op != root && !llvm::is_contained(dead, op))
+      dead.push_back(op);
+  while (true) {
+    auto it =
+        llvm::find_if(dead, [](Operation *op) { return op->use_empty(); });
+    if (it == dead.end())
+      break;
+    rewriter.eraseOp(*it);
+    dead.erase(it);
+  }
+}
+
 /// Fuses the GELU chain rooted at `root` (matchGelu), with a bias add right
 /// before it that only the chain reads, into shoal.gelu. The chain's ops
 /// must all be in one scope and phase: the fused op takes the root's.
@@ -235,27 +260,11 @@ LogicalResult fuseGelu(MulOp root, IRRewriter &rewriter, bool tanhForm) {
   auto gelu =
       rewriter.create<GeluOp>(root.getLoc(), root.getType(), input, bias,
                               rewriter.getStringAttr(chain->form));
-  for (StringRef attr : kPlaceAttrs)
-    if (Attribute a = root->getAttr(attr))
-      gelu->setAttr(attr, a);
-  copyUnevenLayout(root.getResult(), gelu.getResult());
-  rewriter.replaceOp(root, gelu.getResult());
-  // The rest of the chain (and the bias add), users before their operands.
-  SmallVector<Operation *> dead;
-  for (Operation *op : chain->ops)
-    if (op != root.getOperation() && !llvm::is_contained(dead, op))
-      dead.push_back(op);
+  // The rest of the chain and the bias add.
+  SmallVector<Operation *> rest(chain->ops);
   if (bias)
-    dead.push_back(biasAdd);
-  // (Every one has its single use in the chain: none is left behind.)
-  while (true) {
-    auto it =
-        llvm::find_if(dead, [](Operation *op) { return op->use_empty(); });
-    if (it == dead.end())
-      break;
-    rewriter.eraseOp(*it);
-    dead.erase(it);
-  }
+    rest.push_back(biasAdd);
+  replaceChain(root, gelu, rest, rewriter);
   return success();
 }
 
@@ -391,27 +400,10 @@ LogicalResult fuseRmsNorm(MulOp root, IRRewriter &rewriter) {
       rewriter.getI64IntegerAttr(-1),
       rewriter.getF32FloatAttr(static_cast<float>(chain->epsilon)),
       rewriter.getBoolAttr(true));
-  for (StringRef attr : kPlaceAttrs)
-    if (Attribute a = root->getAttr(attr))
-      norm->setAttr(attr, a);
-  copyUnevenLayout(root.getResult(), norm.getResult());
-  rewriter.replaceOp(root, norm.getResult());
-  SmallVector<Operation *> dead(chain->ops.begin() + 1, chain->ops.end());
-  for (Operation *c : chain->casts)
-    if (!llvm::is_contained(dead, c))
-      dead.push_back(c);
-  // Users before their operands; an identity cast something else still
-  // reads stays.
-  for (bool erased = true; erased;) {
-    erased = false;
-    for (auto it = dead.begin(); it != dead.end(); ++it)
-      if ((*it)->use_empty()) {
-        rewriter.eraseOp(*it);
-        dead.erase(it);
-        erased = true;
-        break;
-      }
-  }
+  // The identity casts of x too, unless something else reads them.
+  SmallVector<Operation *> rest(chain->ops);
+  rest.append(chain->casts);
+  replaceChain(root, norm, rest, rewriter);
   return success();
 }
 

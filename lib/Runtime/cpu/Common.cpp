@@ -94,22 +94,20 @@ int shoal::rt::cpu::cpuThreads() {
     return fromEnv;
   if (int n = configuredThreads.load(std::memory_order_relaxed))
     return n;
-  return usableCores();
+  static const int cores = usableCores();
+  return cores;
 }
 
 int shoal::rt::cpu::usableCores() {
-  static const int cores = [] {
-    int machine =
-        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int machine =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 #ifdef __linux__
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
-      return std::min(machine, CPU_COUNT(&mask));
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
+    return std::min(machine, CPU_COUNT(&mask));
 #endif
-    return machine;
-  }();
-  return cores;
+  return machine;
 }
 
 bool shoal::rt::cpu::fillUninitialized() {

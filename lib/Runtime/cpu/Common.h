@@ -46,7 +46,7 @@ void parallelFor(int64_t n, int64_t costPerItem,
                  const std::function<void(int64_t, int64_t)> &body);
 
 /// The cores this process may run on: its affinity mask's (taskset, cgroup
-/// cpusets, mpirun's binding), else the machine's.
+/// cpusets, mpirun's binding), else the machine's; read at each call.
 int usableCores();
 /// The number of threads the kernels use: SHOAL_NUM_THREADS, else
 /// OMP_NUM_THREADS, else setCpuThreads's, else usableCores(). Throws

@@ -35,9 +35,10 @@ __global__ void geluKernel(const float *__restrict__ x,
     float z = x[i];
     if (bias)
       z += bias[i % biasSize];
-    out[i] = tanhForm ? 0.5f * z *
-                            (1.f + tanhf(kTanhScale * (z + kTanhCube * z * z * z)))
-                      : 0.5f * z * (1.f + erff(z * 0.70710678118654752f));
+    out[i] =
+        tanhForm
+            ? 0.5f * z * (1.f + tanhf(kTanhScale * (z + kTanhCube * z * z * z)))
+            : 0.5f * z * (1.f + erff(z * 0.70710678118654752f));
   }
 }
 

@@ -711,6 +711,13 @@ private:
     auto attrs = out->mutable_attrs();
     auto setI = [&](StringRef n, int64_t v) { (*attrs)[n.str()].set_i(v); };
     auto setF = [&](StringRef n, double v) { (*attrs)[n.str()].set_f(v); };
+    // LayerNorm and its gradients: axis, epsilon, and rms when RMSNorm.
+    auto setNorm = [&](auto norm) {
+      setI("axis", norm.getAxis());
+      setF("epsilon", norm.getEpsilon().convertToDouble());
+      if (norm.getRms())
+        setI("rms", 1);
+    };
     auto setInts = [&](StringRef n, ArrayRef<int64_t> v) {
       auto *ints = (*attrs)[n.str()].mutable_ints();
       for (int64_t x : v)
@@ -804,10 +811,7 @@ private:
               return planKind(rt::OpKind::Softmax);
             })
             .Case([&](LayerNormOp l) {
-              setI("axis", l.getAxis());
-              setF("epsilon", l.getEpsilon().convertToDouble());
-              if (l.getRms())
-                setI("rms", 1);
+              setNorm(l);
               return planKind(rt::OpKind::LayerNormalization);
             })
             .Case([&](GatherOp g) {
@@ -860,17 +864,11 @@ private:
               return planKind(rt::OpKind::SoftmaxGrad);
             })
             .Case([&](LayerNormGradOp l) {
-              setI("axis", l.getAxis());
-              setF("epsilon", l.getEpsilon().convertToDouble());
-              if (l.getRms())
-                setI("rms", 1);
+              setNorm(l);
               return planKind(rt::OpKind::LayerNormalizationGrad);
             })
             .Case([&](LayerNormScaleGradOp l) {
-              setI("axis", l.getAxis());
-              setF("epsilon", l.getEpsilon().convertToDouble());
-              if (l.getRms())
-                setI("rms", 1);
+              setNorm(l);
               return planKind(rt::OpKind::LayerNormalizationScaleGrad);
             })
             .Case([&](GatherGradOp g) {
