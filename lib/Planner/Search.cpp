@@ -386,6 +386,8 @@ std::string Layout::describe() const {
       fmt::format("dp={} tp={} pp={} m={}", dp, tp(), pp(), microBatches);
   if (!replicaMicroBatches.empty())
     s += fmt::format(" (per replica {})", formatRuns(replicaMicroBatches));
+  if (batchBlocks)
+    s += fmt::format(" (batch blocks {})", formatRuns(batchShares));
   if (pp() > 1) {
     s += " " + schedule;
     if (virtualStages > 1)
@@ -815,6 +817,55 @@ void countMicroBatches(Layout &l, const ModelProfile &profile,
                        const Cluster &cluster, const CostModel &cost,
                        const PlanOptions &options);
 
+/// One stage, one device per replica, one micro-batch: the samples of each
+/// replica's block that minimize the slowest replica's time (each at least
+/// one; the next sample goes to the replica that would finish it first,
+/// timed with the cost model at its block's rows). False when they come out
+/// equal.
+bool blockShares(Layout &l, const ModelProfile &profile, const Cluster &cluster,
+                 const CostModel &cost, const PlanOptions &options) {
+  const StagePlan &s = l.stages.front();
+  long batch = std::lround(profile.stepBatch());
+  if (batch < l.dp)
+    return false;
+  std::vector<std::string> keys(l.dp);
+  std::vector<int> slow(l.dp);
+  std::vector<std::vector<int>> ranks(l.dp);
+  for (int i = 0; i < l.dp; ++i) {
+    ranks[i] = replicaRanks(s, i);
+    slow[i] = slowestRank(ranks[i], cluster, options.precision);
+    for (int r : ranks[i])
+      keys[i] += fmt::format(",{}", groupId(cluster, r));
+  }
+  std::map<std::pair<std::string, long>, double> memo;
+  auto timeOf = [&](int i, long samples) {
+    auto [it, fresh] = memo.try_emplace({keys[i], samples}, 0.0);
+    if (fresh) {
+      RangeTime rt = rangeTime(profile, s.begin, s.end, s.split, s.begin,
+                               s.devices, double(samples) / profile.batch,
+                               slow[i], ranks[i], cost, options);
+      it->second = rt.compute + rt.tp;
+    }
+    return it->second;
+  };
+  std::vector<long> n(l.dp, 1);
+  using Next = std::pair<double, int>; // time with one more, replica
+  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> next;
+  for (int i = 0; i < l.dp; ++i)
+    next.push({timeOf(i, 2), i});
+  for (long given = l.dp; given < batch; ++given) {
+    int i = next.top().second;
+    next.pop();
+    ++n[i];
+    next.push({timeOf(i, n[i] + 1), i});
+  }
+  if (std::all_of(n.begin(), n.end(), [&](long x) { return x == n.front(); }))
+    return false;
+  l.batchShares.assign(n.begin(), n.end());
+  l.batchBlocks = true;
+  return true;
+}
+
 /// Replicas' batch shares in proportion to their speed, when they differ.
 void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
                 const CostModel &cost, const PlanOptions &options) {
@@ -880,7 +931,24 @@ void shareBatch(Layout &l, const ModelProfile &profile, const Cluster &cluster,
   for (long w : whole)
     l.batchShares.push_back(double(w * unit));
   if (l.pp() == 1 && l.stages.front().devices == 1 && options.zeroStage == 0) {
+    // Two ways to compile them: each replica one block of its share
+    // (batch blocks), or micro-batches of one size dealt out by speed;
+    // the faster, blocks when within 0.5% (one pass over each weight).
+    Layout blocks = l;
     countMicroBatches(l, profile, cluster, cost, options);
+    if (!options.batchBlocks || blocks.microBatches != 1 ||
+        profile.batchScale != 1)
+      return;
+    if (l.replicaMicroBatches.empty())
+      l.batchShares.clear();
+    if (!blockShares(blocks, profile, cluster, cost, options))
+      return;
+    evaluate(blocks, profile, cluster, cost, options);
+    Layout dealt = l;
+    evaluate(dealt, profile, cluster, cost, options);
+    if (blocks.fits &&
+        (!dealt.fits || blocks.stepSeconds <= dealt.stepSeconds * 1.005))
+      l = std::move(blocks);
     return;
   }
   // Not compiled: the layout keeps equal shares (what the plan will run);
@@ -1376,6 +1444,11 @@ shoal::planner::explainChanges(const Layout &asIs, const Layout &chosen,
   }
   if (chosen.batchShares != asIs.batchShares && !chosen.batchShares.empty()) {
     std::string shares = formatRuns(chosen.batchShares);
+    if (chosen.batchBlocks)
+      out.push_back(fmt::format(
+          "batch shares per replica {} in proportion to speed: each replica "
+          "runs its share as one block of the batch",
+          shares));
     if (!chosen.replicaMicroBatches.empty()) {
       int total = 0;
       for (int c : chosen.replicaMicroBatches)

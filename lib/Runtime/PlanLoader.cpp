@@ -674,10 +674,6 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.sharding =
         convertSharding(port.sharding(), info.globalType.shape, out.mesh,
                         fmt::format("{}: {}", where, who));
-    if (unevenLayouts.count(port.value()) && !isInput)
-      fail(fmt::format("{}: {} is value {}, whose blocks are uneven "
-                       "(value_layouts); outputs are not",
-                       where, who, port.value()));
     info.sharding.uneven = unevenLayouts.count(port.value()) > 0;
     checkLocal(port.value(), info.globalType, info.sharding, out.mesh, who);
     return info;
@@ -818,9 +814,11 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         checked = &reshaped;
       }
     }
-    // A Reshape's static shape is the even one; this rank's is its output's
-    // type.
-    if (op.kind() == opKindName(OpKind::Reshape) && op.outputs_size() == 1 &&
+    // A Reshape's or Expand's static shape is the even one; this rank's is
+    // its output's type.
+    if ((op.kind() == opKindName(OpKind::Reshape) ||
+         op.kind() == opKindName(OpKind::Expand)) &&
+        op.outputs_size() == 1 &&
         op.outputs(0) >= 0 && op.outputs(0) < numValues &&
         unevenLayouts.count(op.outputs(0))) {
       reshaped = op;

@@ -460,7 +460,17 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
         writeNpy(path, local[0]);
       continue;
     }
+    // Uneven blocks (value_layouts): each rank sends room for the largest.
     std::size_t blockBytes = local[0].numBytes();
+    if (port.sharding.uneven) {
+      std::size_t elem = dtypeSize(local[0].dtype());
+      for (int r = 0; r < comm.size(); ++r) {
+        Shape s = localShape(port.globalType.shape, port.sharding, plan.mesh,
+                             plan.mesh.coordsOf(r));
+        blockBytes = std::max<std::size_t>(
+            blockBytes, elem * static_cast<std::size_t>(numElements(s)));
+      }
+    }
     // Under micro_batch_shares ranks hold different numbers of blocks: each
     // sends room for the most (the mesh's micro-batch axis), root reads
     // each rank's own count.
@@ -470,9 +480,9 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
                : local.size();
     std::vector<uint8_t> mine(blockBytes * slots);
     for (std::size_t j = 0; j < local.size(); ++j)
-      if (blockBytes)
+      if (local[j].numBytes())
         std::memcpy(mine.data() + j * blockBytes, local[j].rawData(),
-                    blockBytes);
+                    local[j].numBytes());
     int ranks = overRanks ? comm.size() : 1;
     std::vector<uint8_t> blocks;
     if (overRanks) {
@@ -495,9 +505,12 @@ void writeOutputs(const LoadedPlan &plan, const std::string &dir,
             plan.mesh.coordsOf(r), static_cast<int64_t>(j));
         Shape offsets = blockOffsets(port.globalType.shape, port.sharding,
                                      plan.mesh, coords);
-        insertBlock(blocks.data() + (r * slots + j) * blockBytes,
-                    local[0].shape(), elem, offsets, global.rawData(),
-                    global.shape());
+        Shape shape = port.sharding.uneven
+                          ? localShape(port.globalType.shape, port.sharding,
+                                       plan.mesh, coords)
+                          : local[0].shape();
+        insertBlock(blocks.data() + (r * slots + j) * blockBytes, shape, elem,
+                    offsets, global.rawData(), global.shape());
       }
     writeNpy(path, global);
   }

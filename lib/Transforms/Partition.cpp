@@ -539,6 +539,32 @@ struct TaskGraphPartitioner {
     return dims;
   }
 
+  /// Batch blocks: a block of a value expanded from one that is whole on
+  /// every rank is that value expanded to the block (what autodiff's
+  /// gradient of a mean over the batch is), so each rank expands to its own
+  /// block rather than slicing an equal one.
+  void sliceExpandsLocally(StringRef axis) {
+    SmallVector<LocalSliceOp> slices;
+    tg.getBody().front().walk([&](LocalSliceOp s) {
+      if (llvm::is_contained(s.getAxes().getAsValueRange<StringAttr>(), axis))
+        slices.push_back(s);
+    });
+    for (LocalSliceOp s : slices) {
+      auto e = s.getInput().getDefiningOp<ExpandOp>();
+      if (!e || !unevenDims(e.getInput(), axis).empty())
+        continue;
+      OpBuilder b(s);
+      auto local = b.create<ExpandOp>(s.getLoc(), s.getType(), e.getInput());
+      local->setDiscardableAttrs(e->getDiscardableAttrDictionary());
+      global[local.getResult()] = global.lookup(s.getResult());
+      layout[local.getResult()] = layoutOf(s.getResult());
+      s.getResult().replaceAllUsesWith(local.getResult());
+      s.erase();
+      if (e->use_empty())
+        e.erase();
+    }
+  }
+
   /// Shards by speed (shoal-plan's kUnevenShardsAttr): the types stay those
   /// of an even split; every value whose blocks differ between ranks gets
   /// its global type and sharding (kUnevenLayoutsAttr), from which the plan
@@ -548,22 +574,48 @@ struct TaskGraphPartitioner {
   /// input, a collective other than an all-reduce over the axis, a strided
   /// split, a result of the TaskGraph, an op whose attributes fix its
   /// shape), the TaskGraph keeps the even split, and a warning says why.
+  ///
+  /// Batch blocks (shoal-plan's kBatchBlocksAttr, on a replicated scope):
+  /// the same, with the batch cut in whole samples; the TaskGraph's inputs
+  /// that are the graph's inputs and its results that are the graph's
+  /// outputs then have uneven blocks too (Program.value_layouts of the
+  /// ports), so each replica reads and writes its own share of the batch.
   void markUneven() {
     auto module = tg->getParentOfType<ModuleOp>();
-    auto shards = module->getAttrOfType<DictionaryAttr>(kUnevenShardsAttr);
-    if (!shards)
-      return;
-    auto weights = shards.getAs<DenseI64ArrayAttr>(tg.getSymName());
+    DenseI64ArrayAttr weights;
+    bool batch = false;
+    if (auto shards = module->getAttrOfType<DictionaryAttr>(kUnevenShardsAttr))
+      weights = shards.getAs<DenseI64ArrayAttr>(tg.getSymName());
+    if (auto blocks = module->getAttrOfType<DictionaryAttr>(kBatchBlocksAttr))
+      if (auto w = blocks.getAs<DenseI64ArrayAttr>(tg.getSymName())) {
+        weights = w;
+        batch = true;
+      }
     if (!weights)
       return;
     int64_t multiple = 1;
-    if (auto m = module->getAttrOfType<IntegerAttr>(kShardMultipleAttr))
+    if (auto m = module->getAttrOfType<IntegerAttr>(kShardMultipleAttr);
+        m && !batch)
       multiple = std::max<int64_t>(1, m.getInt());
     const StringRef axis = "tp";
     std::string why;
     auto refuse = [&](const Twine &reason) {
       if (why.empty())
         why = reason.str();
+    };
+    if (batch)
+      sliceExpandsLocally(axis);
+    // Batch blocks: the TaskGraph's inputs that come from the graph's
+    // inputs, and its results that go only to the graph's outputs.
+    auto graphInput = [&](BlockArgument arg) {
+      return batch && isa<BlockArgument>(tg.getInputs()[arg.getArgNumber()]);
+    };
+    auto graphOutput = [&](unsigned result) {
+      Value r = tg.getResult(result);
+      return batch && !r.use_empty() &&
+             llvm::all_of(r.getUsers(), [](Operation *user) {
+               return isa<func::ReturnOp>(user);
+             });
     };
     if (mesh.getAxisSize(axis) != static_cast<int64_t>(weights.size()))
       refuse("its mesh has no '" + axis + "' axis of " + Twine(weights.size()) +
@@ -602,8 +654,11 @@ struct TaskGraphPartitioner {
       for (Value v : touched) {
         if (!isa<RankedTensorType>(v.getType()) || unevenDims(v, axis).empty())
           continue;
-        if (isa<BlockArgument>(v)) {
-          evenInput = true;
+        if (auto arg = dyn_cast<BlockArgument>(v)) {
+          if (graphInput(arg))
+            anyUneven = true;
+          else
+            evenInput = true;
           continue;
         }
         anyUneven = true;
@@ -638,8 +693,16 @@ struct TaskGraphPartitioner {
         break;
       }
       if (isa<YieldOp>(op)) {
-        refuse("a result of the TaskGraph is split over '" + axis + "'");
-        break;
+        for (OpOperand &use : op.getOpOperands())
+          if (isa<RankedTensorType>(use.get().getType()) &&
+              !unevenDims(use.get(), axis).empty() &&
+              !graphOutput(use.getOperandNumber()))
+            refuse("a result of the TaskGraph " +
+                   Twine(batch ? "that goes to another TaskGraph " : "") +
+                   "is split over '" + axis + "'");
+        if (!why.empty())
+          break;
+        continue;
       }
       bool supported =
           isa<WeightOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
@@ -650,7 +713,8 @@ struct TaskGraphPartitioner {
               LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
               GeluOp, GeluGradOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
               LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
-              AllReduceOp, AllGatherOp>(op);
+              AllReduceOp, AllGatherOp, ExpandOp, SoftmaxCrossEntropyOp,
+              SoftmaxCrossEntropyGradOp, GatherGradOp>(op);
       if (auto g = dyn_cast<GatherOp>(op))
         supported = !g.getShardAxes();
       if (!supported) {
@@ -680,15 +744,33 @@ struct TaskGraphPartitioner {
       SmallVector<std::string> weightsText;
       for (int64_t x : w)
         weightsText.push_back(std::to_string(x));
-      tg.emitWarning() << "shoal-partition: the shards by speed of TaskGraph '"
-                       << tg.getSymName() << "' over '" << axis << "' ("
-                       << llvm::join(weightsText, "/")
+      tg.emitWarning() << "shoal-partition: the "
+                       << (batch ? "batch blocks by speed" : "shards by speed")
+                       << " of TaskGraph '" << tg.getSymName() << "' over '"
+                       << axis << "' (" << llvm::join(weightsText, "/")
                        << ") are not compiled: " << why
                        << "; every rank gets an equal block";
       return;
     }
-    if (marked.empty())
+    // The graph's inputs with uneven blocks (batch blocks).
+    SmallVector<Attribute> argLayouts;
+    bool anyArg = false;
+    for (BlockArgument arg : body.getArguments()) {
+      if (graphInput(arg) && isa<RankedTensorType>(arg.getType()) &&
+          !unevenDims(arg, axis).empty()) {
+        argLayouts.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr("global_shape", b.getDenseI64ArrayAttr(
+                                                global.lookup(arg).getShape())),
+             b.getNamedAttr("sharding", layoutOf(arg))}));
+        anyArg = true;
+      } else {
+        argLayouts.push_back(b.getUnitAttr());
+      }
+    }
+    if (marked.empty() && !anyArg)
       return;
+    if (anyArg)
+      tg->setAttr(kUnevenArgLayoutsAttr, b.getArrayAttr(argLayouts));
     for (Value v : marked) {
       Operation *def = v.getDefiningOp();
       SmallVector<Attribute> entries;

@@ -84,6 +84,7 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.worldSize = options.worldSize;
     plan.explain = options.explain;
     plan.shardMultiple = options.shardMultiple;
+    plan.batchBlocks = options.batchBlocks;
     // Products at their element type's precision unless training says.
     plan.precision = "";
     // A training compile plans a training step, with its ZeRO stage.

@@ -846,7 +846,11 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       chosen = l;
       // A split stage may take ops of a replicate one and the reverse: each
       // stage keeps its strategy.
-      pl::balance(chosen, profile, cluster, cost, options, staged);
+      // One replicate scope: its TaskGraph can take batch blocks.
+      pl::PlanOptions opts = options;
+      opts.batchBlocks = batchBlocks && !staged && scopes.size() == 1 &&
+                         scopes.front().getStrategy() == Strategy::replicate;
+      pl::balance(chosen, profile, cluster, cost, opts, staged);
     }
     if (explain)
       llvm::errs() << llvm::formatv(
@@ -914,6 +918,20 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       extra.push_back(
           b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
     record(module, chosen, names, staged, extra);
+    // Batch blocks: the scope's replicas are the world's ranks (one "tp"
+    // axis over them, whose blocks of the batch differ).
+    if (chosen.batchBlocks) {
+      module->setAttr(
+          kBatchBlocksAttr,
+          b.getDictionaryAttr(b.getNamedAttr(
+              scopes.front().getName(),
+              b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                  chosen.batchShares.begin(), chosen.batchShares.end())))));
+      ScopeAttr s = scopes.front();
+      module->setAttr(ShoalDialect::kScopesAttr,
+                      b.getArrayAttr(ScopeAttr::get(
+                          ctx, s.getName(), s.getStrategy(), chosen.dp)));
+    }
     bool compiled = compileShards(module, chosen, scopes);
     warnPredictionOnly(module, chosen, !shards.empty() && !compiled);
     return success();

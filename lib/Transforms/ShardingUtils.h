@@ -116,6 +116,16 @@ inline constexpr llvm::StringLiteral kMicroBatchSharesAttr =
 /// differ between ranks (kUnevenLayoutsAttr, kUnevenAttr on the TaskGraph);
 /// the plan export writes Program.uneven_axes and value_layouts.
 inline constexpr llvm::StringLiteral kUnevenShardsAttr = "shoal.uneven_shards";
+/// Module: shoal-plan's compiled batch blocks: replicated scope name -> the
+/// samples of the batch each coordinate on its "tp" axis (its replicas)
+/// gets. shoal-partition marks the values as for kUnevenShardsAttr, in
+/// blocks of whole samples, the TaskGraph's graph inputs included
+/// (kUnevenArgLayoutsAttr).
+inline constexpr llvm::StringLiteral kBatchBlocksAttr = "shoal.batch_blocks";
+/// TaskGraph: per block argument, {global_shape, sharding} of a graph input
+/// whose blocks are uneven, or a unit attribute.
+inline constexpr llvm::StringLiteral kUnevenArgLayoutsAttr =
+    "shoal.uneven_arg_layouts";
 /// Module: the multiple uneven blocks are rounded to (elements of a split
 /// dimension; 1 when it does not divide the dimension).
 inline constexpr llvm::StringLiteral kShardMultipleAttr =

@@ -137,8 +137,12 @@ def main(argv=None):
                     help="cluster spec for shoal-compile --cluster (shoal-plan); "
                          "with --spec none the planner searches the layout")
     ap.add_argument("--expect-shares", metavar="COUNTS", default=None,
-                    help="with --cluster: the micro-batches per replica that shoal-plan "
-                         "--explain must report (uneven batch shares, e.g. 5/1/1/1)")
+                    help="with --cluster: the batch shares that shoal-plan --explain must "
+                         "report (micro-batches per replica, or samples per batch "
+                         "block, e.g. 5/1/1/1)")
+    ap.add_argument("--batch-shares", choices=("blocks", "micro-batches"), default="blocks",
+                    help="with --cluster: shoal-compile --batch-shares; --expect-shares "
+                         "then names samples per block or micro-batches per replica")
     ap.add_argument("--expect-shards", metavar="WEIGHTS", default=None,
                     help="with --cluster: the shards by speed that shoal-plan --explain "
                          "must report and shoal-partition compile (e.g. 500/167 (x3))")
@@ -226,6 +230,7 @@ def main(argv=None):
             par_compile += ["--cluster", args.cluster, "--explain"]
             if args.shard_multiple:
                 par_compile += ["--shard-multiple", str(args.shard_multiple)]
+            par_compile += ["--batch-shares", args.batch_shares]
 
         if args.expect_error is not None:
             print("-- sharded compile, expecting an error containing %r" % args.expect_error)
@@ -279,11 +284,15 @@ def main(argv=None):
             res = common.run_cmd(par_compile, timeout=args.timeout)
             sys.stdout.write(res.stderr if args.cluster is not None else "")
             if args.expect_shares is not None:
-                m = re.search(r"per replica ([\d/]+)\)", res.stderr)
-                if not m or m.group(1) != args.expect_shares:
-                    print("FAIL: expected the plan to deal micro-batches %s to the "
-                          "replicas, shoal-plan --explain says %s"
-                          % (args.expect_shares, m.group(1) if m else "no batch shares"))
+                m = re.search(r"\((per replica|batch blocks) ([\d/]+)\)", res.stderr)
+                want = "batch blocks" if args.batch_shares == "blocks" else "per replica"
+                if not m or m.group(2) != args.expect_shares or m.group(1) != want:
+                    print("FAIL: expected batch shares %s (micro-batches per replica or "
+                          "samples per block), shoal-plan --explain says %s"
+                          % (args.expect_shares, m.group(0) if m else "no batch shares"))
+                    return 1
+                if "are not compiled" in res.stderr:
+                    print("FAIL: the batch blocks were not compiled")
                     return 1
             if args.expect_shards is not None:
                 m = re.search(r"shards by speed per device (.*?) \(per mille", res.stderr)

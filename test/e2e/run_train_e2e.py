@@ -533,7 +533,8 @@ def mode_layout(ctx, spec):
     par_plan = ctx.compile_plan(spec, a.world_size, os.path.join(w, "par.plan"),
                                 extra=(["--cluster", a.cluster, "--explain"]
                                        + (["--shard-multiple", str(a.shard_multiple)]
-                                          if a.shard_multiple else [])) if a.cluster
+                                          if a.shard_multiple else [])
+                                       + ["--batch-shares", a.batch_shares]) if a.cluster
                                 else ())
     print("-- (c) train %d step(s): one rank, then %d ranks" % (K, a.world_size))
     out_b = ctx.train(base_plan, 1, K, os.path.join(w, "ckpt_base"),
@@ -676,15 +677,24 @@ def plain_run(ctx, spec, K):
 
 
 def share_checks(ctx, spec, par, K):
-    """--cluster: the plan deals uneven micro-batch counts to the replicas
-    (shoal-plan --explain: "per replica a/b/..."), and trains the weights
-    the even plan (the same spec without --cluster) trains."""
+    """--cluster: the plan gives the replicas uneven batch shares, as
+    --batch-shares says (shoal-plan --explain: "(batch blocks a/b/...)",
+    samples per replica, or "(per replica a/b/...)", micro-batches per
+    replica), and trains the weights the even plan (the same spec without
+    --cluster) trains."""
     a = ctx.args
     rows = []
     log = ctx.compile_log.get("par.plan", "")
-    m = re.search(r"per replica ([\d/]+)", log)
-    counts = [int(x) for x in m.group(1).split("/")] if m else []
-    print("    micro-batches per replica: %s" % ("/".join(map(str, counts)) or "none"))
+    m = re.search(r"\((per replica|batch blocks) ([\d/]+)\)", log)
+    counts = [int(x) for x in m.group(2).split("/")] if m else []
+    print("    batch shares: %s %s" % (m.group(1) if m else "none", "/".join(map(str, counts))))
+    want = "batch blocks" if a.batch_shares == "blocks" else "per replica"
+    if counts and m.group(1) != want:
+        rows.append(("batch shares", "plan", None, "--batch-shares %s, but shoal-plan "
+                     "--explain says (%s %s)" % (a.batch_shares, m.group(1), m.group(2))))
+    if counts and "are not compiled" in log:
+        rows.append(("batch shares", "plan", None, "shoal-partition did not compile "
+                     "the batch blocks: " + log.split("are not compiled")[1][:200]))
     # Or shards by speed (a split on devices of different speeds), compiled.
     shards = re.search(r"shards by speed per device ([\d/ (x)]+) \(per mille", log)
     print("    shards by speed: %s" % (shards.group(1) if shards else "none"))
@@ -1236,6 +1246,9 @@ def main(argv=None):
                          "all_gather and a vocabulary-parallel loss (split layouts)")
     ap.add_argument("--shard-multiple", type=int, default=None,
                     help="with --cluster: shoal-compile --shard-multiple")
+    ap.add_argument("--batch-shares", choices=("blocks", "micro-batches"), default="blocks",
+                    help="with --cluster: shoal-compile --batch-shares; the plan must "
+                         "compile its shares this way")
     ap.add_argument("--cluster", default=None,
                     help="compile the N-rank plan with --cluster FILE (hardware-aware: "
                          "uneven batch shares or shards by speed); it must deal uneven "

@@ -76,6 +76,14 @@ static cl::opt<int64_t> shardMultiple(
              "many elements of the split dimension, e.g. a head's size (of 1 "
              "where it does not divide it; default 64)"),
     cl::init(64), cl::cat(compileCategory));
+static cl::opt<std::string> batchShares(
+    "batch-shares",
+    cl::desc("With --cluster, data parallelism on devices of different speed: "
+             "'blocks' (each replica one block of the batch by its speed, "
+             "where one replicated scope allows it) or 'micro-batches' "
+             "(micro-batches of one size dealt out by speed); default "
+             "blocks, the faster of the two in the planner's prediction"),
+    cl::init("blocks"), cl::cat(compileCategory));
 static cl::opt<std::string> trainPath(
     "train",
     cl::desc("Training config (YAML: loss, optimizer, frozen weights): "
@@ -115,6 +123,9 @@ int main(int argc, char **argv) {
     return fail("--world-size must be positive");
   if (explain && clusterPath.empty())
     return fail("--explain needs --cluster");
+  if (batchShares != "blocks" && batchShares != "micro-batches")
+    return fail("--batch-shares must be 'blocks' or 'micro-batches', got '" +
+                llvm::Twine(batchShares) + "'");
   if (shardMultiple < 1)
     return fail("--shard-multiple must be at least 1, got " +
                 llvm::Twine(static_cast<int64_t>(shardMultiple)));
@@ -185,6 +196,7 @@ int main(int argc, char **argv) {
   options.cluster = clusterPath;
   options.explain = explain;
   options.shardMultiple = shardMultiple;
+  options.batchBlocks = batchShares == "blocks";
   if (!reportFile.empty())
     options.report = reportFile;
   else if (report)

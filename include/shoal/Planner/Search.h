@@ -140,6 +140,9 @@ struct PlanOptions {
   /// Shards by speed are rounded to whole multiples of this many elements
   /// (shoal-plan's shard-multiple), as the compiler cuts them.
   int64_t shardMultiple = 64;
+  /// Batch shares may be compiled as batch blocks (one replicated scope,
+  /// one micro-batch): the annotated layout's one TaskGraph takes them.
+  bool batchBlocks = false;
 };
 
 /// One pipeline stage of a layout.
@@ -189,6 +192,11 @@ struct Layout {
   /// one-replica program the compiler builds. Empty: every replica runs
   /// `microBatches`.
   std::vector<int> replicaMicroBatches;
+  /// One stage (pp = 1), one device per replica, one micro-batch, as
+  /// compiled: replica i runs one block of batchShares[i] samples (the
+  /// compiler's batch blocks, uneven blocks of the batch dimension; docs/
+  /// Planner.md "Uneven batch shares").
+  bool batchBlocks = false;
   /// Batch shares by speed that the compiler cannot build for this layout
   /// (sharesNotCompiled says why) and the step they would take: the layout
   /// is predicted, and compiled, with equal shares.

@@ -65,6 +65,8 @@ struct ParallelizeOptions {
   bool explain = false;
   /// shoal-plan's shards by speed are whole multiples of this.
   int64_t shardMultiple = 64;
+  /// With a cluster: batch shares may be compiled as batch blocks.
+  bool batchBlocks = true;
   /// Training: the loss and the optimizer (absent: a forward plan).
   std::optional<TrainConfig> train;
   /// Write the parallelism report (shoal-report, before shoal-fuse) as text

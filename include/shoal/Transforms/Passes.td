@@ -187,6 +187,9 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
     Option<"shardMultiple", "shard-multiple", "int64_t", /*default=*/"64",
            "Shards by speed are whole multiples of this many elements of "
            "the split dimension (of 1 where it does not divide it)">,
+    Option<"batchBlocks", "batch-blocks", "bool", /*default=*/"true",
+           "Batch shares of one replicated scope may be compiled as uneven "
+           "blocks of the batch (else as micro-batches dealt out by speed)">,
   ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }

@@ -662,30 +662,34 @@ private:
         u->add_weights(w);
       u->set_multiple(multiple.getInt());
     }
-    for (Operation &op : tg.getBody().front()) {
-      auto list = op.getAttrOfType<ArrayAttr>("shoal.uneven_layouts");
-      if (!list)
-        continue;
-      for (auto [r, entry] : llvm::zip(op.getResults(), list)) {
-        auto layout = dyn_cast<DictionaryAttr>(entry);
-        auto it = ids.find(r);
-        if (!layout || it == ids.end())
-          continue;
-        plan::ValueLayout *l = prog->add_value_layouts();
-        l->set_value(it->second);
-        auto type = cast<RankedTensorType>(r.getType());
-        l->mutable_global_type()->set_dtype(dtypeOf(type.getElementType()));
-        for (int64_t d :
-             layout.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef())
-          l->mutable_global_type()->add_shape(d);
-        auto sharding = layout.getAs<ShardingAttr>("sharding");
-        for (unsigned d = 0; d < type.getRank(); ++d) {
-          auto *dim = l->mutable_sharding()->add_dims();
-          for (StringRef a : sharding.getDimAxes(d))
-            dim->add_axes(a.str());
-        }
+    auto write = [&](Value v, Attribute entry) {
+      auto layout = dyn_cast<DictionaryAttr>(entry);
+      auto it = ids.find(v);
+      if (!layout || it == ids.end())
+        return;
+      plan::ValueLayout *l = prog->add_value_layouts();
+      l->set_value(it->second);
+      auto type = cast<RankedTensorType>(v.getType());
+      l->mutable_global_type()->set_dtype(dtypeOf(type.getElementType()));
+      for (int64_t d :
+           layout.getAs<DenseI64ArrayAttr>("global_shape").asArrayRef())
+        l->mutable_global_type()->add_shape(d);
+      auto sharding = layout.getAs<ShardingAttr>("sharding");
+      for (unsigned d = 0; d < type.getRank(); ++d) {
+        auto *dim = l->mutable_sharding()->add_dims();
+        for (StringRef a : sharding.getDimAxes(d))
+          dim->add_axes(a.str());
       }
-    }
+    };
+    // Graph inputs with uneven blocks (batch blocks): their port's value.
+    if (auto args = tg->getAttrOfType<ArrayAttr>("shoal.uneven_arg_layouts"))
+      for (auto [arg, entry] :
+           llvm::zip(tg.getBody().front().getArguments(), args))
+        write(arg, entry);
+    for (Operation &op : tg.getBody().front())
+      if (auto list = op.getAttrOfType<ArrayAttr>("shoal.uneven_layouts"))
+        for (auto [r, entry] : llvm::zip(op.getResults(), list))
+          write(r, entry);
   }
 
   static std::string denseBytes(DenseElementsAttr dense) {
