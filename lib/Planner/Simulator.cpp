@@ -181,10 +181,16 @@ struct AllReduceInfo {
 /// Shards by speed (Program.uneven_axes, value_layouts): per value with
 /// uneven blocks, each world rank's block against the even one that the
 /// ops' figures (Op.flops, Op.bytes) are for. An op that reads or writes
-/// such a value does that part of its work on each rank.
-std::map<int, std::map<int, double>>
-unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
-  std::map<int, std::map<int, double>> parts;
+/// such a value does that part of its work on each rank. `rows`: the same
+/// for the dimensions but the last (a matrix product's rows: batch blocks
+/// change them, column shards do not).
+struct UnevenParts {
+  std::map<int, std::map<int, double>> all, rows;
+  bool empty() const { return all.empty(); }
+};
+UnevenParts unevenParts(const shoal::plan::Program &prog,
+                        const Placed &placed) {
+  UnevenParts parts;
   if (prog.uneven_axes_size() == 0)
     return parts;
   // Each axis's weights and multiple, by mesh axis index.
@@ -212,7 +218,7 @@ unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
   };
   for (const auto &l : prog.value_layouts()) {
     const auto &global = l.global_type();
-    std::vector<double> part(ranks.size(), 1);
+    std::vector<double> part(ranks.size(), 1), rowPart(ranks.size(), 1);
     for (int d = 0; d < l.sharding().dims_size() && d < global.shape_size();
          ++d)
       for (const std::string &name : l.sharding().dims(d).axes()) {
@@ -223,11 +229,17 @@ unevenParts(const shoal::plan::Program &prog, const Placed &placed) {
         std::vector<int64_t> blocks =
             rt::unevenBlockSizes(size, it->second.first, it->second.second);
         double even = static_cast<double>((size + n - 1) / n);
-        for (std::size_t q = 0; q < ranks.size(); ++q)
-          part[q] *= static_cast<double>(blocks[coordOn(q, it->first)]) / even;
+        for (std::size_t q = 0; q < ranks.size(); ++q) {
+          double x = static_cast<double>(blocks[coordOn(q, it->first)]) / even;
+          part[q] *= x;
+          if (d + 1 < global.shape_size())
+            rowPart[q] *= x;
+        }
       }
-    for (std::size_t q = 0; q < ranks.size(); ++q)
-      parts[l.value()][ranks[q]] = part[q];
+    for (std::size_t q = 0; q < ranks.size(); ++q) {
+      parts.all[l.value()][ranks[q]] = part[q];
+      parts.rows[l.value()][ranks[q]] = rowPart[q];
+    }
   }
   return parts;
 }
@@ -258,7 +270,16 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
                                                   : otherRead)[v] = 1;
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
-  const std::map<int, std::map<int, double>> uneven = unevenParts(prog, placed);
+  const UnevenParts unevenAll = unevenParts(prog, placed);
+  const std::map<int, std::map<int, double>> &uneven = unevenAll.all;
+  // A matrix product's rows on rank r (its output's rows at r's part).
+  auto rowsOn = [&](int out, double rows, int r) {
+    auto it = unevenAll.rows.find(out);
+    if (it == unevenAll.rows.end())
+      return rows;
+    auto jt = it->second.find(r);
+    return jt == it->second.end() ? rows : rows * jt->second;
+  };
   // Rank r's part of `op`'s work (1 without uneven blocks): of its flops,
   // as its largest uneven value's; of its bytes, each value's bytes at its
   // own part (a whole operand is read whole).
@@ -366,7 +387,8 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         double s = model->opSeconds(
             r, static_cast<double>(op.flops()) * part.flops,
             static_cast<double>(op.bytes()) * part.bytes,
-            isMatMulKind(k) ? OpClass::MatMul : OpClass::Elementwise, rows);
+            isMatMulKind(k) ? OpClass::MatMul : OpClass::Elementwise,
+            rows > 0 ? rowsOn(op.outputs(0), rows, r) : rows);
         if (!uneven.empty())
           mine.push_back(s);
         t = std::max(t, s);

@@ -6,8 +6,9 @@
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" --shoal-form-taskgraphs | FileCheck %s --check-prefix=FORM
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml balance=false" | FileCheck %s --check-prefix=NOBAL
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_pp2.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train" | FileCheck %s --check-prefix=NODES
-// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=DP
-// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SHARESFORM
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml batch-blocks=false" 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=BLOCKS
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_dp.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml batch-blocks=false" --shoal-form-taskgraphs | FileCheck %s --check-prefix=SHARESFORM
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_split16.yaml" --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml" 2>&1 | FileCheck %s --check-prefix=SPLIT
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml explain=true top=3" 2>&1 | FileCheck %s --check-prefix=SEARCH
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train-recompute pp=2 schedule=1f1b" 2>&1 | FileCheck %s --check-prefix=SEARCHPP
@@ -74,7 +75,18 @@
 // NODES-SAME: stage_ops = array<i64: 93, 47>
 
 // Data parallel on V100 + T4: batch shares in proportion to speed (the 32
-// samples as 3 per V100 and 1 per T4), compiled: the scope becomes one
+// samples as 3 per V100 and 1 per T4), compiled as batch blocks (the
+// default): the scope spans the 16 ranks, and shoal-partition cuts the
+// batch into blocks of 3 and 1 samples (test batch-blocks.mlir).
+// BLOCKS-NOT: warning
+// BLOCKS: shoal.batch_blocks = {all = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>}
+// BLOCKS-SAME: shoal.num_micro_batch = 1 : i64
+// BLOCKS-SAME: batch_shares = array<i64: 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1>
+// BLOCKS-SAME: layout = "dp=16 tp=1 pp=1 m=1 (batch blocks 3 (x8)/1 (x8))"
+// BLOCKS-SAME: shoal.scopes = [#shoal.scope<"all", replicate, 16>]
+// BLOCKS-NOT: shoal.micro_batch_shares
+// With batch-blocks=false (shoal-compile --batch-shares micro-batches), as
+// micro-batches: the scope becomes one
 // replica's program (one device) with the step's 32 micro-batches of one
 // sample, which the plan's export deals out 3 per V100 and 1 per T4.
 // DP-NOT: warning

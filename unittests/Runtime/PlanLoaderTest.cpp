@@ -613,10 +613,38 @@ TEST(PlanLoader, RejectsBadUnevenBlocks) {
     EXPECT_ERROR(b, "has attribute 'uneven_blocks', which the plan loader "
                     "sets");
   }
-  {
-    // An output of uneven blocks.
-    PlanBuilder b = unevenPlan();
-    b.output("y", 2, {4, 8}, {{}, {"tp"}});
-    EXPECT_ERROR(b, "whose blocks are uneven (value_layouts); outputs are not");
+}
+
+// Batch blocks (docs/Planner.md "Uneven batch shares"): an output of uneven
+// blocks, each rank's its own; an Expand to the even shape expands to this
+// rank's block.
+TEST(PlanLoader, UnevenOutputsAndExpandsTakeEachRanksBlock) {
+  PlanBuilder b = unevenPlan();
+  int one = b.value({1, 1});
+  int e = b.value({4, 4});
+  b.input("one", one, {1, 1}, {{}, {}});
+  plan::Op &ex = b.op("Expand", {one}, {e}, "ex");
+  PlanBuilder::attrInts(ex, "shape", {4, 4});
+  b.output("y", 2, {4, 8}, {{}, {"tp"}});
+  b.output("e", e, {4, 8}, {{}, {"tp"}});
+  plan::ValueLayout *l = b.prog->add_value_layouts();
+  l->set_value(e);
+  PlanBuilder::setType(l->mutable_global_type(), plan::F32, {4, 8});
+  PlanBuilder::setSharding(l->mutable_sharding(), {{}, {"tp"}});
+  for (int rank : {0, 1}) {
+    LoadedPlan p = checkPlan(b.plan, "test.plan", 2, rank);
+    Shape mine = rank == 0 ? Shape{4, 6} : Shape{4, 2};
+    EXPECT_EQ(p.values[e].shape, mine);
+    EXPECT_EQ(p.ops[2].attrs.shape, (std::vector<int64_t>(mine)));
+    ASSERT_EQ(p.outputs.size(), 3u);
+    EXPECT_TRUE(p.outputs[1].sharding.uneven);
+    EXPECT_EQ(localShape({4, 8}, p.outputs[1].sharding, p.mesh,
+                         p.mesh.coordsOf(rank)),
+              mine);
+    EXPECT_FALSE(p.outputs[0].sharding.uneven);
   }
+  // An output whose global type is not its blocks'.
+  PlanBuilder bad = unevenPlan();
+  bad.output("y", 2, {4, 4}, {{}, {"tp"}});
+  EXPECT_ERROR(bad, "output 'y'");
 }
