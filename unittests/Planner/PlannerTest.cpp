@@ -294,6 +294,43 @@ TEST(Balance, ReplicasGetBatchSharesInProportionToSpeed) {
   EXPECT_NEAR(l.stepSeconds, 2e-3, 1e-9); // 6/8 * 8e6 / 3e9
 }
 
+// Batch blocks (PlanOptions::batchBlocks, one replicated scope): each
+// replica one block of its share, 6 and 2 samples, in one micro-batch.
+// Here the cost is linear in the samples, so blocks take the same 2 ms as
+// micro-batches of 2 dealt out 3/1, and the planner prefers blocks within
+// 0.5%.
+TEST(Balance, BatchBlocksAreEachReplicasOwnShare) {
+  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  Layout l;
+  l.dp = 2;
+  l.stages.resize(1);
+  l.stages[0].split.assign(1, 0);
+  ASSERT_TRUE(cutEvenly(l, p));
+  PlanOptions o;
+  o.batchBlocks = true;
+  Layout blocks = l;
+  balance(blocks, p, c, cost, o);
+  EXPECT_TRUE(blocks.batchBlocks);
+  EXPECT_TRUE(blocks.replicaMicroBatches.empty());
+  EXPECT_EQ(blocks.microBatches, 1);
+  EXPECT_EQ(blocks.batchShares, (std::vector<double>{6, 2}));
+  EXPECT_NEAR(blocks.stepSeconds, 2e-3, 1e-9);
+  EXPECT_EQ(blocks.describe(), "dp=2 tp=1 pp=1 m=1 (batch blocks 6/2)");
+  // Without it, the same shares as micro-batches dealt out.
+  Layout dealt = l;
+  balance(dealt, p, c, cost, PlanOptions{});
+  EXPECT_FALSE(dealt.batchBlocks);
+  EXPECT_EQ(dealt.replicaMicroBatches, (std::vector<int>{3, 1}));
+  // Micro-batches of the annotation (gradient accumulation) keep the
+  // dealt-out form.
+  Layout accumulate = l;
+  accumulate.microBatches = 2;
+  balance(accumulate, p, c, cost, o);
+  EXPECT_FALSE(accumulate.batchBlocks);
+}
+
 TEST(Search, RanksLayoutsAndExplains) {
   Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
   CostModel cost(c, Precision::FP32);
