@@ -29,8 +29,8 @@ gives shoal-sim's prediction of every plan on the same cluster spec against
 its measured step.
 
 What the compiled plans balance (docs/Planner.md): pipeline stage
-boundaries and placements (PP2), data-parallel batch shares (DP4: one
-replica's program whose micro-batches are dealt out by speed), and shards
+boundaries and placements (PP2), data-parallel batch shares (DP4: batch blocks,
+each replica its own local batch in proportion to its speed), and shards
 by speed (TP4: each rank's block of every split dimension by its speed and
 the ops every rank does whole, in multiples of 64 columns: 640/128/128/128
 of the 1024).

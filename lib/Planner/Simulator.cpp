@@ -175,6 +175,9 @@ struct AllReduceInfo {
   }
   double bytes = 0;
   double copySeconds = 0, addSeconds = 0; ///< on the slowest rank
+  /// In a program with uneven blocks, the copy on each of its ranks (a
+  /// bucketed gradient's: the ranks do not wait for each other there).
+  std::vector<double> copyPerRank;
   double exchangeSeconds = 0; ///< of `bytes`, when it is not bucketed
 };
 
@@ -350,8 +353,10 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         if (a.exchanges())
           a.exchangeSeconds = a.seconds(cost, in);
         for (int r : ranks) {
-          a.copySeconds = std::max(a.copySeconds,
-                                   cost.opSeconds(r, 0, 2 * in, OpClass::Copy));
+          double copy = cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
+          if (!uneven.empty())
+            a.copyPerRank.push_back(copy);
+          a.copySeconds = std::max(a.copySeconds, copy);
           a.addSeconds =
               std::max(a.addSeconds,
                        cost.opSeconds(r, in, 3 * in, OpClass::Elementwise));
@@ -630,12 +635,29 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             }
             continue;
           }
-          meet();
-          if (const AllReduceInfo &a = s.allReduces[i]; a.present) {
+          // A bucketed gradient's all-reduce (with uneven blocks): each
+          // rank copies it into the bucket and goes on; the ranks meet
+          // where the bucket is exchanged.
+          const AllReduceInfo &a = s.allReduces[i];
+          bool goesOn = a.present && a.bucketable && bucketBytes > 0 &&
+                        !a.accumulates &&
+                        a.copyPerRank.size() == since.size();
+          if (goesOn) {
             if (start < 0)
               start = t;
-            spend(a.accumulates && st.mb > 0 ? a.addSeconds : a.copySeconds,
-                  "AllReduce (local)");
+            for (std::size_t q = 0; q < since.size(); ++q) {
+              since[q] += a.copyPerRank[q];
+              sinceKinds[q]["AllReduce (local)"] += a.copyPerRank[q];
+            }
+          } else {
+            meet();
+          }
+          if (a.present) {
+            if (start < 0)
+              start = t;
+            if (!goesOn)
+              spend(a.accumulates && st.mb > 0 ? a.addSeconds : a.copySeconds,
+                    "AllReduce (local)");
             if (!a.exchanges() || (a.accumulates && st.mb != s.count - 1))
               continue;
             s.syncAt = t;
@@ -644,6 +666,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
               info = &a;
               b += a.bytes;
               if (b >= bucketBytes) {
+                meet();
                 spend(a.seconds(cost, b), "AllReduce");
                 b = 0;
               }

@@ -717,6 +717,8 @@ struct TaskGraphPartitioner {
               SoftmaxCrossEntropyGradOp, GatherGradOp>(op);
       if (auto g = dyn_cast<GatherOp>(op))
         supported = !g.getShardAxes();
+      if (auto g = dyn_cast<GatherGradOp>(op))
+        supported = !g.getShardAxes();
       if (!supported) {
         refuse(name() + " does not take blocks of different sizes");
         break;
