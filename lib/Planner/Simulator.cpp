@@ -640,8 +640,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           // where the bucket is exchanged.
           const AllReduceInfo &a = s.allReduces[i];
           bool goesOn = a.present && a.bucketable && bucketBytes > 0 &&
-                        !a.accumulates &&
-                        a.copyPerRank.size() == since.size();
+                        !a.accumulates && a.copyPerRank.size() == since.size();
           if (goesOn) {
             if (start < 0)
               start = t;

@@ -818,9 +818,8 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     // its output's type.
     if ((op.kind() == opKindName(OpKind::Reshape) ||
          op.kind() == opKindName(OpKind::Expand)) &&
-        op.outputs_size() == 1 &&
-        op.outputs(0) >= 0 && op.outputs(0) < numValues &&
-        unevenLayouts.count(op.outputs(0))) {
+        op.outputs_size() == 1 && op.outputs(0) >= 0 &&
+        op.outputs(0) < numValues && unevenLayouts.count(op.outputs(0))) {
       reshaped = op;
       plan::Ints *ints = (*reshaped.mutable_attrs())["shape"].mutable_ints();
       ints->clear_values();
