@@ -27,6 +27,40 @@ using namespace mlir;
 using namespace shoal;
 
 namespace {
+/// Replaces `att` by its chain, `MatMul(q, kt) * scale + mask -> Softmax ->
+/// MatMul(., v)`, in its place and with its scope and phase; returns the
+/// chain's ops in order.
+SmallVector<Operation *> unfuseAttention(AttentionOp att) {
+  OpBuilder b(att);
+  Location loc = att.getLoc();
+  auto qt = cast<RankedTensorType>(att.getQ().getType());
+  Type elem = qt.getElementType();
+  SmallVector<int64_t> scores(qt.getShape().drop_back());
+  scores.push_back(
+      cast<RankedTensorType>(att.getKt().getType()).getShape().back());
+  auto st = RankedTensorType::get(scores, elem);
+  auto scalar = RankedTensorType::get({}, elem);
+  auto s = b.create<MatMulOp>(loc, st, att.getQ(), att.getKt());
+  auto c = b.create<ConstantOp>(
+      loc, scalar,
+      DenseElementsAttr::get(
+          scalar, b.getFloatAttr(elem, att.getScale().convertToDouble())));
+  auto scaled = b.create<MulOp>(loc, st, s, c);
+  auto masked = b.create<AddOp>(loc, st, scaled, att.getMask());
+  auto p = b.create<SoftmaxOp>(loc, st, masked, b.getI64IntegerAttr(-1));
+  auto o = b.create<MatMulOp>(loc, att.getType(), p, att.getV());
+  SmallVector<Operation *> chain{s, c, scaled, masked, p, o};
+  for (Operation *op : chain)
+    for (StringRef name : {ShoalDialect::kScopeAttr, ShoalDialect::kPhaseAttr})
+      if (Attribute a = att->getAttr(name))
+        op->setAttr(name, a);
+  att.replaceAllUsesWith(o.getResult());
+  att.erase();
+  return chain;
+}
+} // namespace
+
+namespace {
 
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -286,6 +320,22 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
           if (isFloatTensor(r))
             active.insert(r);
     }
+    // A fused attention whose mask is computed from a trained weight (a
+    // learned position bias) goes back to its chain: shoal.attention_grad
+    // gives the mask no gradient, the chain's rules do.
+    for (std::size_t i = 0; i < forward.size(); ++i) {
+      auto att = dyn_cast<AttentionOp>(forward[i]);
+      if (!att || !att.getMask() || !active.contains(att.getMask()))
+        continue;
+      SmallVector<Operation *> chain = unfuseAttention(att);
+      forward.erase(forward.begin() + i);
+      forward.insert(forward.begin() + i, chain.begin(), chain.end());
+      for (Operation *op : chain)
+        for (Value r : op->getResults())
+          if (isFloatTensor(r) && !isa<ConstantOp>(op))
+            active.insert(r);
+      i += chain.size() - 1;
+    }
     // A pattern that freezes nothing is a mistake in the config (a typo,
     // a renamed initializer): the weights it meant would be trained.
     for (auto [i, hit] : llvm::enumerate(matched)) {
@@ -396,6 +446,17 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
         names.append(list.begin(), list.end());
       names.push_back(ab.getStringAttr(w.getName()));
       def->setAttr(ShoalDialect::kGradOfAttr, ab.getArrayAttr(names));
+      // An op of several results: which one each name's gradient is.
+      if (def->getNumResults() > 1) {
+        SmallVector<int64_t> results;
+        if (auto list = def->getAttrOfType<DenseI64ArrayAttr>(
+                ShoalDialect::kGradOfResultsAttr))
+          llvm::append_range(results, list.asArrayRef());
+        results.resize(names.size() - 1, 0);
+        results.push_back(cast<OpResult>(gw).getResultNumber());
+        def->setAttr(ShoalDialect::kGradOfResultsAttr,
+                     ab.getDenseI64ArrayAttr(results));
+      }
     }
     unreached.set_subtract(reached);
     if (reached.empty())

@@ -426,7 +426,7 @@ LogicalResult fuseAddLayerNorm(LayerNormOp ln, IRRewriter &rewriter) {
 }
 
 /// Matches `MatMul(Softmax(Add?(Mul|Div(MatMul(q, kt), c), mask)), v)` at
-/// the outer MatMul.
+/// the outer MatMul, when its ops share the root's scope and phase.
 LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   auto softmax = out.getLhs().getDefiningOp<SoftmaxOp>();
   if (!softmax || !singleUse(softmax))
@@ -479,17 +479,16 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(kt), vs = shapeOf(v);
   if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
     return failure();
+  SmallVector<Operation *> chain{softmax, scaleOp, qk};
+  if (maskAdd)
+    chain.push_back(maskAdd);
+  if (!llvm::all_of(chain, [&](Operation *op) { return samePlace(op, out); }))
+    return failure();
   rewriter.setInsertionPoint(out);
   auto attention = rewriter.create<AttentionOp>(
       out.getLoc(), out.getType(), q, kt, v, mask,
       rewriter.getF32FloatAttr(static_cast<float>(scale)));
-  copyUnevenLayout(out.getResult(), attention.getResult());
-  rewriter.replaceOp(out, attention.getResult());
-  rewriter.eraseOp(softmax);
-  if (maskAdd)
-    rewriter.eraseOp(maskAdd);
-  rewriter.eraseOp(scaleOp);
-  rewriter.eraseOp(qk);
+  replaceChain(out, attention, chain, rewriter);
   return success();
 }
 

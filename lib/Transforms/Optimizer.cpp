@@ -125,9 +125,14 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
       auto names = op.getAttrOfType<ArrayAttr>(ShoalDialect::kGradOfAttr);
       if (!names)
         continue;
-      for (auto name : names.getAsRange<StringAttr>())
-        updates.push_back({weights.lookup(name.getValue()), op.getResult(0)});
+      auto results =
+          op.getAttrOfType<DenseI64ArrayAttr>(ShoalDialect::kGradOfResultsAttr);
+      for (auto [i, name] : llvm::enumerate(names.getAsRange<StringAttr>())) {
+        int64_t r = results && i < results.size() ? results[i] : 0;
+        updates.push_back({weights.lookup(name.getValue()), op.getResult(r)});
+      }
       op.removeAttr(ShoalDialect::kGradOfAttr);
+      op.removeAttr(ShoalDialect::kGradOfResultsAttr);
     }
     OpBuilder b(ret);
     StringAttr phase = StringAttr::get(ctx, "optimizer");

@@ -711,10 +711,11 @@ struct TaskGraphPartitioner {
               SqrtOp, ExpOp, NegOp, SigmoidOp, SinOp, CosOp, AbsOp, LogOp,
               ReciprocalOp, FloorOp, CeilOp, NotOp, MatMulOp, GemmOp, SoftmaxOp,
               LayerNormOp, ReshapeOp, TransposeOp, ReduceSumOp, ReduceMeanOp,
-              GeluOp, GeluGradOp, AddLayerNormOp, AttentionOp, SoftmaxGradOp,
-              LayerNormGradOp, LayerNormScaleGradOp, AdamWOp, SGDOp, AssignOp,
-              AllReduceOp, AllGatherOp, ExpandOp, SoftmaxCrossEntropyOp,
-              SoftmaxCrossEntropyGradOp, GatherGradOp>(op);
+              GeluOp, GeluGradOp, AddLayerNormOp, AttentionOp, AttentionGradOp,
+              SoftmaxGradOp, LayerNormGradOp, LayerNormScaleGradOp, AdamWOp,
+              SGDOp, AssignOp, AllReduceOp, AllGatherOp, ExpandOp,
+              SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp, GatherGradOp>(
+              op);
       if (auto g = dyn_cast<GatherOp>(op))
         supported = !g.getShardAxes();
       if (auto g = dyn_cast<GatherGradOp>(op))

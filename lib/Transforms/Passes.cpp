@@ -64,18 +64,19 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
 void shoal::addParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
-  // Training: the erf GELU and the RMSNorm chains fuse before
-  // shoal-autodiff, whose rule for shoal.gelu is one shoal.gelu_grad (the
-  // chain's own rules would be eight ops, and the backward would read the
-  // chain's values, so that it could not fuse later); RMSNorm's likewise.
+  // Training: the erf GELU, the RMSNorm and the attention chains fuse
+  // before shoal-autodiff, whose rule for shoal.gelu is one shoal.gelu_grad
+  // (the chain's own rules would be eight ops, and the backward would read
+  // the chain's values, so that it could not fuse later); RMSNorm's
+  // likewise, and attention's one shoal.attention_grad that recomputes the
+  // probabilities (flash attention: the step keeps no [T, S] scores).
   // Before shoal-plan, which then plans what runs. Not yet the tanh form: with
   // it fused, the planner's activation estimate for Hugging Face GPT-2 leaves
   // the 10% that zoo.memory holds it to (TP2 + SP with full recomputation: 20%
   // under the arena).
-  if (options.train && options.fuse) {
-    static const std::string beforeAutodiff[] = {"gelu-erf", "rms-norm"};
+  if (options.train && options.fuse && !options.fuseBeforeAutodiff.empty()) {
     FusePassOptions early;
-    early.chains = beforeAutodiff;
+    early.chains = options.fuseBeforeAutodiff;
     pm.addPass(createFusePass(early));
   }
   if (!options.cluster.empty()) {

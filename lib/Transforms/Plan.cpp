@@ -38,7 +38,9 @@ double bytesOf(Type t) {
 }
 
 /// Timed at the rate of matrix products (the runtime's kMatMulClass).
-bool isProduct(Operation *op) { return isa<MatMulOp, GemmOp, AttentionOp>(op); }
+bool isProduct(Operation *op) {
+  return isa<MatMulOp, GemmOp, AttentionOp, AttentionGradOp>(op);
+}
 
 /// What the planner times of `op`: its cost (CostOpInterface), the rows of
 /// a matrix product, and the elements mixed precision casts around one.

@@ -262,7 +262,7 @@ Operation *getConsumer(Value v) {
 }
 
 bool isContraction(Operation *op) {
-  return isa_and_nonnull<MatMulOp, GemmOp, AttentionOp>(op);
+  return isa_and_nonnull<MatMulOp, GemmOp, AttentionOp, AttentionGradOp>(op);
 }
 
 bool isConvolution(Operation *op) {
@@ -886,7 +886,14 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         if (!isContraction(&op) && !isConvolution(&op))
           continue;
         bool weighted = false, split = false;
-        for (Value v : op.getOperands())
+        // An attention's mask (a causal buffer) is not a factor of its
+        // products.
+        OperandRange factors = op.getOperands();
+        if (auto a = dyn_cast<AttentionOp>(op); a && a.getMask())
+          factors = factors.drop_back();
+        if (auto a = dyn_cast<AttentionGradOp>(op); a && a.getMask())
+          factors = factors.drop_back();
+        for (Value v : factors)
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");

@@ -206,6 +206,17 @@ def cases(rng):
                       lambda v: v["x"] * torch.rsqrt(v["x"].pow(2).mean(-1, keepdim=True)
                                                      + 1e-6) * v["w"],
                       chain=chain, plan_kind=b"LayerNormalizationScaleGrad"))
+    # Scaled dot-product attention with an additive causal mask (a graph
+    # input): fused before shoal-autodiff into Attention, whose gradients
+    # are one AttentionGrad that recomputes the probabilities.
+    causal = np.triu(np.full((5, 5), -1e4), 1)
+    att = [("q", "w", n((2, 3, 5, 4))), ("k", "w", n((2, 3, 5, 4))),
+           ("v", "w", n((2, 3, 5, 6))), ("mask", "in", causal)]
+    C.append(Case("Attention", "Softmax", att,
+                  lambda v: attention_np(v["q"], v["k"], v["v"], v["mask"]),
+                  lambda v: torch.softmax(v["q"] @ v["k"].transpose(-1, -2) / 2.0
+                                          + v["mask"], -1) @ v["v"],
+                  chain=attention_chain, plan_kind=b"AttentionGrad"))
     # Data movement.
     idx = np.array([[1, 3, 1], [6, 0, 3]], dtype=np.int64)  # repeats: scatter-add
     C.append(Case("Gather", "Gather", [("data", "w", n((7, 4))), ("indices", "in", idx)],
@@ -429,6 +440,19 @@ def rms_norm_t5_chain(helper, numpy_helper, inputs):
         ("Mul", [x, x], "sq"), ("ReduceMean", ["sq"], "ms", {"axes": [2], "keepdims": 1}),
         ("Add", [1e-6, "ms"], "v"), ("Sqrt", ["v"], "s"), ("Reciprocal", ["s"], "r"),
         ("Mul", ["r", x], "nrm"), ("Mul", ["nrm", w], "y")])
+
+
+def attention_chain(helper, numpy_helper, inputs):
+    """softmax(q k^T / sqrt(d) + mask) v as torch.onnx writes it (d = 4)."""
+    q, k, v, mask = inputs
+    return _chain(helper, numpy_helper, [
+        ("Transpose", [k], "kt", {"perm": [0, 1, 3, 2]}), ("MatMul", [q, "kt"], "s"),
+        ("Div", ["s", 2.0], "sd"), ("Add", ["sd", mask], "sm"),
+        ("Softmax", ["sm"], "p", {"axis": -1}), ("MatMul", ["p", v], "y")])
+
+
+def attention_np(q, k, v, mask):
+    return softmax_np(q @ np.swapaxes(k, -1, -2) / 2.0 + mask, -1) @ v
 
 
 def rms_norm_np(x, w, eps):

@@ -84,6 +84,13 @@ static cl::opt<std::string> batchShares(
              "(micro-batches of one size dealt out by speed); default "
              "blocks, the faster of the two in the planner's prediction"),
     cl::init("blocks"), cl::cat(compileCategory));
+static cl::opt<std::string> fuseBeforeAutodiff(
+    "fuse-before-autodiff",
+    cl::desc("With --train: the chains fused before autodiff, so that their "
+             "backward is the fused op's gradient (comma-separated from "
+             "gelu-erf, rms-norm, attention; 'none' differentiates every "
+             "chain op by op); default gelu-erf,rms-norm,attention"),
+    cl::init("gelu-erf,rms-norm,attention"), cl::cat(compileCategory));
 static cl::opt<std::string> trainPath(
     "train",
     cl::desc("Training config (YAML: loss, optimizer, frozen weights): "
@@ -126,6 +133,17 @@ int main(int argc, char **argv) {
   if (batchShares != "blocks" && batchShares != "micro-batches")
     return fail("--batch-shares must be 'blocks' or 'micro-batches', got '" +
                 llvm::Twine(batchShares) + "'");
+  std::vector<std::string> earlyChains;
+  if (fuseBeforeAutodiff != "none") {
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(fuseBeforeAutodiff).split(parts, ',');
+    for (llvm::StringRef c : parts) {
+      if (c != "gelu-erf" && c != "rms-norm" && c != "attention")
+        return fail("--fuse-before-autodiff: unknown chain '" + c +
+                    "' (expected gelu-erf, rms-norm, attention or none)");
+      earlyChains.push_back(c.str());
+    }
+  }
   if (shardMultiple < 1)
     return fail("--shard-multiple must be at least 1, got " +
                 llvm::Twine(static_cast<int64_t>(shardMultiple)));
@@ -197,6 +215,7 @@ int main(int argc, char **argv) {
   options.explain = explain;
   options.shardMultiple = shardMultiple;
   options.batchBlocks = batchShares == "blocks";
+  options.fuseBeforeAutodiff = earlyChains;
   if (!reportFile.empty())
     options.report = reportFile;
   else if (report)

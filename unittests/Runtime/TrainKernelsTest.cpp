@@ -452,6 +452,115 @@ TEST(TrainKernels, LayerNormalizationGradsMatchFiniteDifferences) {
                   "inputs give f32[3, 4]");
 }
 
+/// sum(dy * softmax(scale * q kt + mask) v) in double, with the mask
+/// already expanded to the scores [batch, T, S] (q [batch, T, D], kt
+/// [batch, D, S], v [batch, S, E], dy [batch, T, E]).
+double refAttentionLoss(const std::vector<double> &q,
+                        const std::vector<double> &kt,
+                        const std::vector<double> &v, const float *mask,
+                        const float *dy, int64_t batch, int64_t t, int64_t d,
+                        int64_t sk, int64_t e, double scale) {
+  double loss = 0;
+  std::vector<double> p(sk);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < d; ++k)
+          s += q[(b * t + i) * d + k] * kt[(b * d + k) * sk + j];
+        p[j] = scale * s + mask[(b * t + i) * sk + j];
+        mx = std::max(mx, p[j]);
+      }
+      for (int64_t j = 0; j < sk; ++j)
+        sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t c = 0; c < e; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < sk; ++j)
+          o += p[j] / sum * v[(b * sk + j) * e + c];
+        loss += dy[(b * t + i) * e + c] * o;
+      }
+    }
+  return loss;
+}
+
+TEST(TrainKernels, AttentionGradMatchesFiniteDifferences) {
+  std::mt19937 rng(21);
+  struct Case {
+    Shape batch;
+    int64_t t, d, sk, e;
+    Shape mask; // empty: none
+  };
+  // 70 query rows cross a block of 64; a causal-style [T, S] mask, a
+  // [B, 1, 1, S] padding mask, and none.
+  for (const Case &c :
+       {Case{{2}, 70, 3, 9, 2, {70, 9}}, Case{{2, 3}, 5, 4, 6, 3, {2, 1, 1, 6}},
+        Case{{3}, 4, 2, 5, 4, {}}}) {
+    SCOPED_TRACE(fmt::format("batch {} T {} mask {}", formatShape(c.batch), c.t,
+                             formatShape(c.mask)));
+    auto shape = [&](int64_t a, int64_t b) {
+      Shape s = c.batch;
+      s.push_back(a);
+      s.push_back(b);
+      return s;
+    };
+    int64_t batch = numElements(c.batch);
+    Tensor q = randomF32(shape(c.t, c.d), rng),
+           kt = randomF32(shape(c.d, c.sk), rng),
+           v = randomF32(shape(c.sk, c.e), rng),
+           dy = randomF32(shape(c.t, c.e), rng);
+    Tensor mask, full(DType::F32, shape(c.t, c.sk));
+    if (!c.mask.empty()) {
+      mask = randomF32(c.mask, rng, -2.f, 1.f);
+      expand(mask, full);
+    } else {
+      std::fill(full.data<float>(), full.data<float>() + full.numElements(),
+                0.f);
+    }
+    const Tensor *m = c.mask.empty() ? nullptr : &mask;
+    float scale = 0.7f;
+    std::vector<double> qd = toDouble(q), kd = toDouble(kt), vd = toDouble(v);
+    auto loss = [&](const std::vector<double> &a, const std::vector<double> &b,
+                    const std::vector<double> &x) {
+      return refAttentionLoss(a, b, x, full.data<float>(), dy.data<float>(),
+                              batch, c.t, c.d, c.sk, c.e, scale);
+    };
+
+    // The forward, blocked with the mask read in place.
+    Tensor out(DType::F32, shape(c.t, c.e));
+    attention(q, kt, v, m, scale, out);
+    double sum = 0;
+    for (int64_t i = 0; i < out.numElements(); ++i)
+      sum += double(out.data<float>()[i]) * dy.data<float>()[i];
+    EXPECT_NEAR(sum, loss(qd, kd, vd), 1e-4 * std::max(1.0, std::fabs(sum)));
+
+    Tensor dq(DType::F32, q.shape()), dkt(DType::F32, kt.shape()),
+        dv(DType::F32, v.shape());
+    attentionGrad(dy, q, kt, v, m, scale, dq, dkt, dv);
+    expectAllNear(
+        dq,
+        numericGradient(
+            [&](const std::vector<double> &x) { return loss(x, kd, vd); }, qd),
+        1e-4);
+    expectAllNear(
+        dkt,
+        numericGradient(
+            [&](const std::vector<double> &x) { return loss(qd, x, vd); }, kd),
+        1e-4);
+    expectAllNear(
+        dv,
+        numericGradient(
+            [&](const std::vector<double> &x) { return loss(qd, kd, x); }, vd),
+        1e-4);
+  }
+  Tensor q(DType::F32, {2, 4, 3}), kt(DType::F32, {2, 3, 5}),
+      v(DType::F32, {2, 5, 2}), bad(DType::F32, {2, 4, 3});
+  Tensor dq, dkt, dv;
+  EXPECT_CONTAINS(
+      errorOf([&] { attentionGrad(bad, q, kt, v, nullptr, 1.f, dq, dkt, dv); }),
+      "AttentionGrad: dy must be f32[2, 4, 2], got f32[2, 4, 3]");
+}
+
 TEST(TrainKernels, GatherGradScatterAddsRows) {
   // Rows 0 and 2 are hit twice (once as -1), row 1 never.
   Tensor idx = makeTensor<int64_t>({2, 2}, {2, 0, -1, 0});

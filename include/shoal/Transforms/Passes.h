@@ -67,6 +67,10 @@ struct ParallelizeOptions {
   int64_t shardMultiple = 64;
   /// With a cluster: batch shares may be compiled as batch blocks.
   bool batchBlocks = true;
+  /// Training: the shoal-fuse chains fused before shoal-autodiff, so that
+  /// their backward is the fused op's gradient rule (empty: none).
+  std::vector<std::string> fuseBeforeAutodiff = {"gelu-erf", "rms-norm",
+                                                 "attention"};
   /// Training: the loss and the optimizer (absent: a forward plan).
   std::optional<TrainConfig> train;
   /// Write the parallelism report (shoal-report, before shoal-fuse) as text

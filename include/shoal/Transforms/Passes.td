@@ -463,11 +463,13 @@ def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
       `shoal.layer_norm {rms = true}`.
     It runs on any layer (before or after partitioning); `shoal-parallelize`
     runs it last, on each rank's local program. A training compile also
-    fuses the erf-form GELU and the RMSNorm chains first, before
-    shoal-autodiff (`chains=gelu-erf,rms-norm`), so that shoal.gelu's
-    gradient rule gives one shoal.gelu_grad instead of the chain's eight
-    ops (RMSNorm's: one layer_norm_grad and one layer_norm_scale_grad), and
-    the forward chain, whose values the backward would read, still fuses.
+    fuses the erf-form GELU, the RMSNorm and the attention chains first,
+    before shoal-autodiff (`chains=gelu-erf,rms-norm,attention`), so that shoal.gelu's gradient rule gives one
+    shoal.gelu_grad instead of the chain's eight ops (RMSNorm's: one
+    layer_norm_grad and one layer_norm_scale_grad; attention's: one
+    shoal.attention_grad, which recomputes the probabilities instead of
+    keeping them), and the forward chain, whose values the backward would
+    read, still fuses.
 
     Before:
     ```mlir

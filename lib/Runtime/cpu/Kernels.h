@@ -135,6 +135,14 @@ void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
 void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
                const Tensor *mask, float scale, Tensor &out);
 
+/// Attention's gradients from dy = d(out), in f32: the probabilities are
+/// recomputed a block of query rows at a time (none of [..., T, S] is
+/// kept), dv = P^T dy, dS = P (dy v^T - rowsum), dq = scale dS kt^T,
+/// dkt = scale q^T dS. The mask gets no gradient.
+void attentionGrad(const Tensor &dy, const Tensor &q, const Tensor &kt,
+                   const Tensor &v, const Tensor *mask, float scale, Tensor &dq,
+                   Tensor &dkt, Tensor &dv);
+
 //===----------------------------------------------------------------------===//
 // Normalization (Normalization.cpp)
 //===----------------------------------------------------------------------===//

@@ -14,12 +14,14 @@
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
 #include "cpu/Vector.h"
+#include "ops/ShapeRules.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 using namespace shoal::rt;
 using namespace shoal::rt::cpu;
@@ -223,78 +225,150 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// One block of attention: rows of q [rows, d] against kt [d, tk] and
-/// v [tk, dv], with mask rows [rows, tk] (or null), into o [rows, dv]; s is
-/// a [rows, tk] buffer for the scores.
-void attentionRows(const float *q, const float *kt, const float *v,
-                   const float *mask, int64_t rows, int64_t tk, int64_t d,
-                   int64_t dv, float scale, float *s, float *o,
-                   const VectorKernels &vk) {
-  sgemm(false, false, rows, tk, d, scale, q, d, kt, tk, 0.f, s, tk,
-        "Attention");
-  if (mask)
-    for (int64_t i = 0; i < rows * tk; ++i)
-      s[i] += mask[i];
-  if (tk > 0)
-    vk.softmax(s, s, tk, 0, rows);
-  sgemm(false, false, rows, dv, tk, 1.f, s, tk, v, dv, 0.f, o, dv, "Attention");
-}
 
-/// Attention in blocks of query rows, the scores of one block at a time in
-/// a buffer that stays in cache: S = scale * Q_blk K^T + mask, softmax in
-/// place, O_blk = S V, for every (batch, block) on the kernel threads (each
-/// product on one BLAS thread). It takes f32 q [..., Tq, D], kt [..., D, Tk]
-/// and v [..., Tk, Dv] with the same batch dimensions, and a mask [Tq, Tk]
-/// (leading dimensions of 1 allowed) or none; false for anything else, which
-/// the unblocked path computes.
-bool attentionBlocked(const Tensor &q, const Tensor &kt, const Tensor &v,
-                      const Tensor *mask, float scale, Tensor &out) {
+/// The sizes of f32 attention: q [..., T, D], kt [..., D, S], v [..., S, E]
+/// with the same batch dimensions, and the mask (optional) broadcast to
+/// the scores [..., T, S] by strides (0 along a broadcast dimension), so
+/// that a [T, S] causal mask and a [B, 1, 1, S] padding mask are read in
+/// place.
+struct AttentionDims {
+  int64_t batch = 0, tq = 0, d = 0, tk = 0, dv = 0;
+  Shape batchShape;
+  const float *mask = nullptr;
+  /// Strides of the mask along the batch dimensions, the rows and the keys.
+  std::vector<int64_t> maskBatch;
+  int64_t maskRow = 0, maskCol = 0;
+
+  /// The mask's row `row` of batch element `b`.
+  const float *maskRowOf(int64_t b, int64_t row) const {
+    int64_t off = row * maskRow;
+    for (int64_t i = static_cast<int64_t>(batchShape.size()) - 1; i >= 0; --i) {
+      off += (b % batchShape[i]) * maskBatch[i];
+      b /= batchShape[i];
+    }
+    return mask + off;
+  }
+  /// s[rows, tk] += the mask's rows row0.. of batch element b.
+  void addMask(float *s, int64_t b, int64_t row0, int64_t rows) const {
+    if (!mask)
+      return;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float *m = maskRowOf(b, row0 + i);
+      float *si = s + i * tk;
+      if (maskCol == 1) {
+#pragma omp simd
+        for (int64_t j = 0; j < tk; ++j)
+          si[j] += m[j];
+      } else {
+        for (int64_t j = 0; j < tk; ++j)
+          si[j] += m[j * maskCol];
+      }
+    }
+  }
+};
+
+/// The dims of f32 q, kt, v and mask; nullopt for other dtypes or shapes
+/// that do not fit (the caller's checks name them).
+std::optional<AttentionDims> attentionDims(const Tensor &q, const Tensor &kt,
+                                           const Tensor &v,
+                                           const Tensor *mask) {
   if (q.dtype() != DType::F32 || kt.dtype() != DType::F32 ||
       v.dtype() != DType::F32 || q.rank() < 2 || kt.rank() != q.rank() ||
       v.rank() != q.rank())
-    return false;
+    return std::nullopt;
   const Shape &qs = q.shape(), &ks = kt.shape(), &vs = v.shape();
   std::size_t r = qs.size();
   if (!std::equal(qs.begin(), qs.end() - 2, ks.begin()) ||
       !std::equal(qs.begin(), qs.end() - 2, vs.begin()))
-    return false;
-  int64_t tq = qs[r - 2], d = qs[r - 1], tk = ks[r - 1], dv = vs[r - 1];
-  if (ks[r - 2] != d || vs[r - 2] != tk)
-    return false;
-  const float *pm = nullptr;
+    return std::nullopt;
+  AttentionDims a;
+  a.tq = qs[r - 2];
+  a.d = qs[r - 1];
+  a.tk = ks[r - 1];
+  a.dv = vs[r - 1];
+  if (ks[r - 2] != a.d || vs[r - 2] != a.tk)
+    return std::nullopt;
+  a.batchShape.assign(qs.begin(), qs.end() - 2);
+  a.batch = numElements(a.batchShape);
   if (mask) {
+    Shape scores(qs.begin(), qs.end() - 1);
+    scores.push_back(a.tk);
     const Shape &ms = mask->shape();
-    if (mask->dtype() != DType::F32 || ms.size() < 2 || ms.size() > r ||
-        ms[ms.size() - 2] != tq || ms.back() != tk ||
-        mask->numElements() != tq * tk)
-      return false;
-    pm = mask->data<float>();
+    if (mask->dtype() != DType::F32 || ms.size() > r ||
+        !broadcastsTo(ms, scores))
+      return std::nullopt;
+    // Strides of the mask aligned to the scores' dimensions.
+    std::vector<int64_t> strides(r, 0);
+    int64_t stride = 1;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      std::size_t k = ms.size() - 1 - i, dim = r - 1 - i;
+      strides[dim] = ms[k] == 1 ? 0 : stride;
+      stride *= ms[k];
+    }
+    a.mask = mask->data<float>();
+    a.maskBatch.assign(strides.begin(), strides.end() - 2);
+    a.maskRow = strides[r - 2];
+    a.maskCol = strides[r - 1];
   }
-  Shape shape(qs.begin(), qs.end() - 1);
-  shape.push_back(dv);
+  return a;
+}
+
+/// Query rows per block: the scores of a block ([rows, S] floats, two
+/// buffers in the backward) stay within about 256 KiB.
+int64_t attentionBlock(int64_t tk) {
+  return std::clamp<int64_t>(32768 / std::max<int64_t>(tk, 1), 8, 64);
+}
+
+/// P[rows, tk] = softmax(scale * q_blk kt + mask rows) of batch element b.
+void attentionProbs(const AttentionDims &a, const float *q, const float *kt,
+                    int64_t b, int64_t row0, int64_t rows, float scale,
+                    float *p, const VectorKernels &vk) {
+  sgemm(false, false, rows, a.tk, a.d, scale, q, a.d, kt, a.tk, 0.f, p, a.tk,
+        "Attention");
+  a.addMask(p, b, row0, rows);
+  if (a.tk > 0)
+    vk.softmax(p, p, a.tk, 0, rows);
+}
+
+/// Attention in blocks of query rows, the scores of one block at a time in
+/// a buffer that stays in cache: P = softmax(scale * Q_blk K^T + mask) in
+/// place, O_blk = P V, for every (batch, block) on the kernel threads (each
+/// product on one BLAS thread). False for what attentionDims rejects, which
+/// the unblocked path computes.
+bool attentionBlocked(const Tensor &q, const Tensor &kt, const Tensor &v,
+                      const Tensor *mask, float scale, Tensor &out) {
+  std::optional<AttentionDims> dims = attentionDims(q, kt, v, mask);
+  if (!dims)
+    return false;
+  const AttentionDims &a = *dims;
+  Shape shape(q.shape().begin(), q.shape().end() - 1);
+  shape.push_back(a.dv);
   checkOutput(out, DType::F32, shape, "Attention");
-  int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
-  if (batch == 0 || tq == 0 || dv == 0)
+  if (a.batch == 0 || a.tq == 0 || a.dv == 0)
     return true;
-  const int64_t block = 64;
-  int64_t blocks = (tq + block - 1) / block;
+  const int64_t block = attentionBlock(a.tk);
+  int64_t blocks = (a.tq + block - 1) / block;
   const float *pq = q.data<float>(), *pk = kt.data<float>(),
               *pv = v.data<float>();
   float *po = out.data<float>();
   const VectorKernels &vk = vectorKernels();
-  parallelFor(batch * blocks, block * tk * (2 * d + 2 * dv + 30),
+  parallelFor(a.batch * blocks, block * a.tk * (2 * a.d + 2 * a.dv + 30),
               [&](int64_t i0, int64_t i1) {
-                std::vector<float> s(static_cast<std::size_t>(block * tk));
+                std::vector<float> p(static_cast<std::size_t>(block * a.tk));
                 for (int64_t i = i0; i < i1; ++i) {
                   int64_t b = i / blocks, row0 = (i % blocks) * block;
-                  attentionRows(pq + (b * tq + row0) * d, pk + b * d * tk,
-                                pv + b * tk * dv, pm ? pm + row0 * tk : nullptr,
-                                std::min(block, tq - row0), tk, d, dv, scale,
-                                s.data(), po + (b * tq + row0) * dv, vk);
+                  int64_t rows = std::min(block, a.tq - row0);
+                  attentionProbs(a, pq + (b * a.tq + row0) * a.d,
+                                 pk + b * a.d * a.tk, b, row0, rows, scale,
+                                 p.data(), vk);
+                  sgemm(false, false, rows, a.dv, a.tk, 1.f, p.data(), a.tk,
+                        pv + b * a.tk * a.dv, a.dv, 0.f,
+                        po + (b * a.tq + row0) * a.dv, a.dv, "Attention");
                 }
               });
   return true;
 }
+
 } // namespace
 
 void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
@@ -324,6 +398,70 @@ void shoal::rt::cpu::attention(const Tensor &q, const Tensor &kt,
   matmul(probs, v, out);
 }
 
+void shoal::rt::cpu::attentionGrad(const Tensor &dy, const Tensor &q,
+                                   const Tensor &kt, const Tensor &v,
+                                   const Tensor *mask, float scale, Tensor &dq,
+                                   Tensor &dkt, Tensor &dv) {
+  const char *what = "AttentionGrad";
+  std::optional<AttentionDims> dims = attentionDims(q, kt, v, mask);
+  if (!dims)
+    throw Error(fmt::format("{}: q, kt, v and mask must be f32 and fit "
+                            "(got {}, {}, {})",
+                            what, q.type().str(), kt.type().str(),
+                            v.type().str()));
+  const AttentionDims &a = *dims;
+  Shape out(q.shape().begin(), q.shape().end() - 1);
+  out.push_back(a.dv);
+  if (dy.type() != TensorType{DType::F32, out})
+    throw Error(fmt::format("{}: dy must be f32{}, got {}", what,
+                            formatShape(out), dy.type().str()));
+  checkOutput(dq, DType::F32, q.shape(), what);
+  checkOutput(dkt, DType::F32, kt.shape(), what);
+  checkOutput(dv, DType::F32, v.shape(), what);
+  if (a.batch == 0)
+    return;
+  const int64_t block = attentionBlock(a.tk);
+  const float *pq = q.data<float>(), *pk = kt.data<float>(),
+              *pv = v.data<float>(), *pdy = dy.data<float>();
+  float *gq = dq.data<float>(), *gk = dkt.data<float>(), *gv = dv.data<float>();
+  const VectorKernels &vk = vectorKernels();
+  // A batch element per item: its dkt and dv sum over all its query blocks.
+  parallelFor(
+      a.batch, a.tq * a.tk * (6 * a.d + 4 * a.dv + 40),
+      [&](int64_t b0, int64_t b1) {
+        std::vector<float> p(static_cast<std::size_t>(block * a.tk)),
+            ds(p.size());
+        for (int64_t b = b0; b < b1; ++b) {
+          const float *qb = pq + b * a.tq * a.d, *kb = pk + b * a.d * a.tk,
+                      *vb = pv + b * a.tk * a.dv, *dyb = pdy + b * a.tq * a.dv;
+          float *dqb = gq + b * a.tq * a.d, *dkb = gk + b * a.d * a.tk,
+                *dvb = gv + b * a.tk * a.dv;
+          if (a.tq == 0) { // no queries: nothing flows back to k and v
+            std::fill(dkb, dkb + a.d * a.tk, 0.f);
+            std::fill(dvb, dvb + a.tk * a.dv, 0.f);
+          }
+          for (int64_t row0 = 0; row0 < a.tq; row0 += block) {
+            int64_t rows = std::min(block, a.tq - row0);
+            float beta = row0 == 0 ? 0.f : 1.f;
+            const float *qr = qb + row0 * a.d, *dyr = dyb + row0 * a.dv;
+            attentionProbs(a, qr, kb, b, row0, rows, scale, p.data(), vk);
+            // dv += P^T dy; dP = dy v^T; dS = P (dP - rowsum(dP P)).
+            sgemm(true, false, a.tk, a.dv, rows, 1.f, p.data(), a.tk, dyr, a.dv,
+                  beta, dvb, a.dv, what);
+            sgemm(false, true, rows, a.tk, a.dv, 1.f, dyr, a.dv, vb, a.dv, 0.f,
+                  ds.data(), a.tk, what);
+            if (a.tk > 0)
+              vk.softmaxGrad(p.data(), ds.data(), ds.data(), a.tk, 0, rows);
+            // dq = scale dS kt^T; dkt += scale q^T dS.
+            sgemm(false, true, rows, a.d, a.tk, scale, ds.data(), a.tk, kb,
+                  a.tk, 0.f, dqb + row0 * a.d, a.d, what);
+            sgemm(true, false, a.d, a.tk, rows, scale, qr, a.d, ds.data(), a.tk,
+                  beta, dkb, a.tk, what);
+          }
+        }
+      });
+}
+
 //===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
@@ -343,10 +481,17 @@ SHOAL_CPU_KERNEL(attentionKernel) {
             op.attrs.scale, out[0]);
 }
 
+SHOAL_CPU_KERNEL(attentionGradKernel) {
+  attentionGrad(input(in, 0), input(in, 1), input(in, 2), input(in, 3),
+                optionalInput(in, 4), op.attrs.scale, out[0], out[1], out[2]);
+}
+
 } // namespace
 
 void shoal::rt::cpu::registerMatrixKernels() {
   registerCpuKernel(OpKind::MatMul, matmulKernel, KernelWrites::All);
   registerCpuKernel(OpKind::Gemm, gemmKernel, KernelWrites::All);
   registerCpuKernel(OpKind::Attention, attentionKernel, KernelWrites::All);
+  registerCpuKernel(OpKind::AttentionGrad, attentionGradKernel,
+                    KernelWrites::All);
 }

@@ -44,33 +44,53 @@ void shoal::rt::gemmRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({x.dtype, shape});
 }
 
-/// Attention.
-void shoal::rt::attentionRule(TypeRuleContext &ctx) {
-  const TensorType &x = ctx.x();
-  OpAttrs &a = ctx.a();
-  const TensorType &kt = *ctx.in(1), &v = *ctx.in(2);
-  ctx.requireFloat(x, "q");
+namespace {
+/// Checks q [.., T, D], kt [.., D, S], v [.., S, E] and the mask (optional)
+/// of Attention(Grad), inputs q at `first`; returns the result shape
+/// [.., T, E].
+Shape attentionShape(TypeRuleContext &ctx, int first) {
+  const TensorType &q = *ctx.in(first), &kt = *ctx.in(first + 1),
+                   &v = *ctx.in(first + 2);
   for (const TensorType *t : {&kt, &v})
-    ctx.requireDType(*t, x.dtype, "kt and v");
-  std::size_t r = x.shape.size();
+    ctx.requireDType(*t, q.dtype, "kt and v");
+  std::size_t r = q.shape.size();
   if (r < 2 || kt.shape.size() != r || v.shape.size() != r ||
-      !std::equal(x.shape.begin(), x.shape.end() - 2, kt.shape.begin()) ||
-      !std::equal(x.shape.begin(), x.shape.end() - 2, v.shape.begin()) ||
-      x.shape[r - 1] != kt.shape[r - 2] || kt.shape[r - 1] != v.shape[r - 2])
+      !std::equal(q.shape.begin(), q.shape.end() - 2, kt.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()) ||
+      q.shape[r - 1] != kt.shape[r - 2] || kt.shape[r - 1] != v.shape[r - 2])
     throw Error(fmt::format("q [.., T, D], kt [.., D, S] and v [.., S, E] "
                             "do not fit: {}",
                             ctx.typesStr()));
-  Shape scores(x.shape.begin(), x.shape.end() - 1);
+  Shape scores(q.shape.begin(), q.shape.end() - 1);
   scores.push_back(kt.shape[r - 1]);
-  if (const TensorType *m = ctx.in(3)) {
-    ctx.requireDType(*m, x.dtype, "mask");
+  if (const TensorType *m = ctx.in(first + 3)) {
+    ctx.requireDType(*m, q.dtype, "mask");
     if (!broadcastsTo(m->shape, scores))
       throw Error(fmt::format("mask of shape {} does not broadcast to the "
                               "scores {}",
                               formatShape(m->shape), formatShape(scores)));
   }
-  a.scale = ctx.attrs.getFloat("scale", 1.f);
-  Shape out(x.shape.begin(), x.shape.end() - 1);
+  ctx.a().scale = ctx.attrs.getFloat("scale", 1.f);
+  Shape out(q.shape.begin(), q.shape.end() - 1);
   out.push_back(v.shape[r - 1]);
-  ctx.expected.push_back({x.dtype, out});
+  return out;
+}
+} // namespace
+
+/// Attention.
+void shoal::rt::attentionRule(TypeRuleContext &ctx) {
+  ctx.requireFloat(ctx.x(), "q");
+  ctx.expected.push_back({ctx.x().dtype, attentionShape(ctx, 0)});
+}
+
+/// AttentionGrad: dy, q, kt, v, mask -> dq, dkt, dv, in f32.
+void shoal::rt::attentionGradRule(TypeRuleContext &ctx) {
+  const TensorType &q = *ctx.in(1);
+  ctx.requireDType(q, DType::F32, "input q");
+  TensorType out{DType::F32, attentionShape(ctx, 1)};
+  if (ctx.x() != out)
+    throw Error(fmt::format("input dy must be the attention's result, {}, "
+                            "got {}",
+                            out.str(), ctx.x().str()));
+  ctx.expected = {q, *ctx.in(2), *ctx.in(3)};
 }

@@ -940,6 +940,10 @@ private:
               setF("scale", a.getScale().convertToDouble());
               return planKind(rt::OpKind::Attention);
             })
+            .Case([&](AttentionGradOp a) {
+              setF("scale", a.getScale().convertToDouble());
+              return planKind(rt::OpKind::AttentionGrad);
+            })
             .Case([&](AllReduceOp c) {
               setStrs("axes", c.getAxes());
               if (c.getReduction() != "sum")

@@ -497,7 +497,25 @@ LogicalResult shoal::buildGradient(Operation *op, OpBuilder &b,
       operandGrads[1] = gb.sumTo(dz, gelu.getBias());
     return success();
   }
-  if (isa<AddLayerNormOp, AttentionOp>(op))
+  if (auto att = dyn_cast<AttentionOp>(op)) {
+    // One shoal.attention_grad, which recomputes the probabilities. The
+    // mask gets no gradient: shoal-autodiff turns an attention whose mask
+    // depends on a trained weight (a learned position bias) back into its
+    // chain first.
+    if (resultGrads.empty() || !resultGrads[0])
+      return success();
+    auto grad = b.create<AttentionGradOp>(
+        op->getLoc(),
+        TypeRange{att.getQ().getType(), att.getKt().getType(),
+                  att.getV().getType()},
+        resultGrads[0], att.getQ(), att.getKt(), att.getV(), att.getMask(),
+        att.getScaleAttr());
+    operandGrads[0] = grad.getDq();
+    operandGrads[1] = grad.getDkt();
+    operandGrads[2] = grad.getDv();
+    return success();
+  }
+  if (isa<AddLayerNormOp>(op))
     return op->emitError() << "'" << op->getName()
                            << "' has no gradient rule (shoal-autodiff runs "
                               "before shoal-fuse)";

@@ -1292,6 +1292,83 @@ int64_t AttentionOp::getFlops() {
   return 2 * n * v[v.size() - 2] * (q.back() + v.back());
 }
 
+LogicalResult AttentionGradOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
+                    v = shapeOf(getV());
+  if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size() ||
+      q.drop_back(2) != kt.drop_back(2) || q.drop_back(2) != v.drop_back(2) ||
+      q.back() != kt[kt.size() - 2] || kt.back() != v[v.size() - 2])
+    return emitOpError() << "q [.., T, D], kt [.., D, S] and v [.., S, E] "
+                            "do not fit: "
+                         << fmtShape(q) << ", " << fmtShape(kt) << ", "
+                         << fmtShape(v);
+  size_t r = q.size();
+  SmallVector<int64_t> out(q.drop_back(1));
+  out.push_back(v[r - 1]);
+  if (shapeOf(getGrad()) != ArrayRef<int64_t>(out))
+    return emitOpError() << "grad of shape " << fmtShape(shapeOf(getGrad()))
+                         << " is not the attention's result shape "
+                         << fmtShape(out);
+  if (getMask()) {
+    SmallVector<int64_t> scores(q.drop_back(1));
+    scores.push_back(kt[r - 1]);
+    auto bc = broadcastShapes({shapeOf(getMask()), scores});
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(scores))
+      return emitOpError() << "mask of shape " << fmtShape(shapeOf(getMask()))
+                           << " does not broadcast to the scores "
+                           << fmtShape(scores);
+  }
+  if (getDq().getType() != getQ().getType() ||
+      getDkt().getType() != getKt().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError() << "results must have the types of q, kt and v";
+  return success();
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  // Only the batch dimensions split: the queries are summed over in dkt
+  // and dv, the value dimension in dP, and the keys are softmax's axis.
+  ShardingRule rule;
+  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
+                    v = shapeOf(getV());
+  size_t r = q.size();
+  SmallVector<int> batch;
+  for (size_t i = 0; i + 2 < r; ++i)
+    batch.push_back(rule.addFactor(q[i]));
+  int t = rule.addFactor(q[r - 2], FactorKind::Blocked);
+  int d = rule.addFactor(q[r - 1], FactorKind::Blocked);
+  int sk = rule.addFactor(kt[r - 1], FactorKind::Blocked);
+  int e = rule.addFactor(v[r - 1], FactorKind::Blocked);
+  auto with = [&](int a, int b) {
+    TensorFactors tf;
+    for (int f : batch)
+      tf.push_back({f});
+    tf.push_back({a});
+    tf.push_back({b});
+    return tf;
+  };
+  rule.operands = {with(t, e), with(t, d), with(d, sk), with(sk, e)};
+  if (getMask()) {
+    SmallVector<int64_t> scores(q.drop_back(1));
+    scores.push_back(kt[r - 1]);
+    SmallVector<int> sf(batch.begin(), batch.end());
+    sf.push_back(t);
+    sf.push_back(sk);
+    rule.operands.push_back(alignBroadcast(shapeOf(getMask()), scores, sf));
+  }
+  rule.results = {with(t, d), with(d, sk), with(sk, e)};
+  return rule;
+}
+
+int64_t AttentionGradOp::getFlops() {
+  ArrayRef<int64_t> q = shapeOf(getQ()), v = shapeOf(getV());
+  int64_t n = 1;
+  for (int64_t x : q.drop_back(1))
+    n *= x;
+  // Five products over the keys: the scores again, dP, dq, dkt and dv.
+  return 2 * n * v[v.size() - 2] * (3 * q.back() + 2 * v.back());
+}
+
 //===----------------------------------------------------------------------===//
 // Training ops
 //===----------------------------------------------------------------------===//

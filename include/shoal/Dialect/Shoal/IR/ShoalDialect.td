@@ -38,6 +38,11 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPhaseAttr = "shoal.phase";
     /// Training: the initializers whose gradient an op's result is.
     static constexpr ::llvm::StringLiteral kGradOfAttr = "shoal.grad_of";
+    /// With kGradOfAttr on an op of several results (shoal.attention_grad):
+    /// the result each name's gradient is, in the same order (absent:
+    /// result 0 for all).
+    static constexpr ::llvm::StringLiteral kGradOfResultsAttr =
+        "shoal.grad_of_results";
     /// Training: a weight with no source, started at zeros.
     static constexpr ::llvm::StringLiteral kZeroInitAttr = "shoal.zero_init";
     /// Training, in a pipeline: an optimizer update of a weight that several

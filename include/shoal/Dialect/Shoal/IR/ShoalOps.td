@@ -583,6 +583,30 @@ def Shoal_SoftmaxGradOp : Shoal_GraphOp<"softmax_grad"> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+def Shoal_AttentionGradOp : Shoal_GraphOp<"attention_grad"> {
+  let summary = "Gradients of scaled dot-product attention, recomputing it";
+  let description = [{
+    With `P = softmax(q @ kt * scale + mask)` and `dy` the gradient of
+    `P @ v`: `dv = P^T @ dy`, `dS = P * (dP - sum(dP * P, -1))` with
+    `dP = dy @ v^T`, `dq = scale * dS @ kt^T` and `dkt = scale * q^T @ dS`.
+    The probabilities are recomputed from `q`, `kt` and `mask`, a block of
+    query rows at a time, so neither pass keeps the `[..., T, S]` scores
+    (flash attention's backward). shoal-autodiff makes it from
+    shoal.attention, which shoal-fuse forms before it in a training
+    compile; the mask gets no gradient (it is a constant or a graph input).
+
+    ```mlir
+    %dq, %dkt, %dv = shoal.attention_grad %dy, %q, %kt, %v, %m {scale = 2.500000e-01 : f32} : (tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<16x16xf32>) -> (tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>, tensor<4x4x16x16xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$q,
+                   AnyRankedTensor:$kt, AnyRankedTensor:$v,
+                   Optional<AnyRankedTensor>:$mask, F32Attr:$scale);
+  let results = (outs AnyRankedTensor:$dq, AnyRankedTensor:$dkt,
+                 AnyRankedTensor:$dv);
+  let extraClassDeclaration = [{ int64_t getFlops(); }];
+}
+
 def Shoal_LayerNormGradOp : Shoal_GraphOp<"layer_norm_grad"> {
   let summary = "Input gradient of a layer normalization";
   let description = [{
