@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/cpu_vs_torch.py --bin build/bin [--out DIR]
         [--sizes small,medium,large] [--threads 1,all] [--repeats 3]
+        [--train-variant 'SHOAL-COMPILE ARGS']
 
 For each of three GPT sizes (the GPT of examples/gpt/make_model.py: MatMul +
 Add linears, exact GELU, LayerNorm, softmax attention with an additive causal
@@ -122,9 +123,9 @@ def shoal_forward(bin_dir, out, threads, steps):
     return float(m.group(1))
 
 
-def shoal_train(bin_dir, out, threads, steps):
+def shoal_train(bin_dir, out, threads, steps, plan="train.plan"):
     """Median step time after the first two steps, and the first loss."""
-    o = run([os.path.join(bin_dir, "shoal-run"), os.path.join(out, "train.plan"),
+    o = run([os.path.join(bin_dir, "shoal-run"), os.path.join(out, plan),
              "--data", os.path.join(out, "tokens.npy"), "--steps", str(steps + 2),
              "--log-every", "1"], thread_env(threads))
     lines = re.findall(r"step (\d+)/\d+ loss ([0-9.eE+-]+) time ([0-9.]+) ms", o)
@@ -206,6 +207,11 @@ def main():
                     help="comma-separated thread counts; 'all' is every core")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=("forward", "train"), help="measure one of the two")
+    ap.add_argument("--train-variant", metavar="ARGS",
+                    help="also compile the training step with these extra "
+                         "shoal-compile arguments (e.g. "
+                         "'--fuse-before-autodiff=gelu-erf,rms-norm') and "
+                         "time it in the same loop (column 'variant ms')")
     ap.add_argument("--torch-python", default=sys.executable,
                     help="the Python whose torch is the reference (default: this one)")
     ap.add_argument("--worker", choices=("forward", "train"), help=argparse.SUPPRESS)
@@ -233,10 +239,15 @@ def main():
         subprocess.run([compile_, onnx, "-o", os.path.join(out, "forward.plan")], check=True)
         subprocess.run([compile_, onnx, "--train", os.path.join(out, "train.yaml"),
                         "-o", os.path.join(out, "train.plan")], check=True)
+        if args.train_variant:
+            subprocess.run([compile_, onnx, "--train", os.path.join(out, "train.yaml"),
+                            "-o", os.path.join(out, "variant.plan")]
+                           + args.train_variant.split(), check=True)
         setups[size] = out
 
     res = {}
     checks = {}
+    variant = {}
     version = "?"
     for _ in range(args.repeats):
         for size in sizes:
@@ -261,6 +272,10 @@ def main():
                     res[(size, "train", th)][0].append(s_ms)
                     res[(size, "train", th)][1].append(t["ms"])
                     checks[(size, "train")] = abs(s_loss - t["loss"])
+                    if args.train_variant:
+                        v_ms, v_loss = shoal_train(args.bin, out, th, tsteps, "variant.plan")
+                        variant.setdefault((size, th), []).append(v_ms)
+                        checks[(size, "train variant")] = abs(v_loss - t["loss"])
 
     print("shoal-run vs PyTorch %s eager on %d cores, median of %d alternating runs"
           % (version, cores, args.repeats))
@@ -273,8 +288,12 @@ def main():
             for th in threads:
                 s, p = res[(size, kind, th)]
                 sm, pm = statistics.median(s), statistics.median(p)
-                print("%-8s %-22s %-8s %8d %12.2f %12.2f %7.2fx"
-                      % (size, desc, kind, th, sm, pm, pm / sm))
+                line = ("%-8s %-22s %-8s %8d %12.2f %12.2f %7.2fx"
+                        % (size, desc, kind, th, sm, pm, pm / sm))
+                if kind == "train" and variant:
+                    vm = statistics.median(variant[(size, th)])
+                    line += "   variant %.2f ms (%.2fx)" % (vm, pm / vm)
+                print(line)
     print("agreement: " + ", ".join(
         "%s %s %s %.2e" % (size, kind, "max |logits diff|" if kind == "forward"
                             else "|first loss diff|", v)

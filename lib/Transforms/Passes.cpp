@@ -74,9 +74,15 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   // it fused, the planner's activation estimate for Hugging Face GPT-2 leaves
   // the 10% that zoo.memory holds it to (TP2 + SP with full recomputation: 20%
   // under the arena).
-  if (options.train && options.fuse && !options.fuseBeforeAutodiff.empty()) {
+  // Not attention under mixed precision: shoal-mixed-precision rounds the
+  // chain's two products to the low type (tensor cores on a GPU), while
+  // shoal.attention and its gradient compute in float32.
+  std::vector<std::string> earlyChains = options.fuseBeforeAutodiff;
+  if (options.train && options.train->mixedPrecision.precision != "fp32")
+    llvm::erase(earlyChains, "attention");
+  if (options.train && options.fuse && !earlyChains.empty()) {
     FusePassOptions early;
-    early.chains = options.fuseBeforeAutodiff;
+    early.chains = earlyChains;
     pm.addPass(createFusePass(early));
   }
   if (!options.cluster.empty()) {

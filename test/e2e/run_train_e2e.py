@@ -389,7 +389,8 @@ class Ctx:
             return out
         self.write_config(config or self.config)
         res = common.run_cmd([self.compile, self.model, "--annotate", spec, "--world-size",
-                              world, "--train", config or self.config, "-o", out] + list(extra),
+                              world, "--train", config or self.config, "-o", out]
+                             + list(self.args.compile_arg) + list(extra),
                              timeout=self.args.timeout)
         self.compile_log[os.path.basename(out)] = (res.stdout or "") + (res.stderr or "")
         print("plan: %s (%s)" % (out, common.human_size(os.path.getsize(out))))
@@ -573,6 +574,8 @@ def mode_layout(ctx, spec):
         rows += share_checks(ctx, spec, par, K)
     if a.recompute is not None:
         rows += recompute_checks(ctx, spec, par, K)
+    if a.check_attention_memory and ctx.phase == "all":
+        rows += attention_memory_check(ctx, spec, K)
     if a.precision is not None and ctx.phase == "all":
         rows += precision_checks(ctx, spec)
     if a.no_all_gather and ctx.phase == "all":
@@ -779,6 +782,31 @@ def softmax_bytes(model, world):
                               "node %r of %s" % (n.name, model))
             total += 4 * int(np.prod(shape))
     return total / world
+
+
+def attention_memory_check(ctx, spec, K):
+    """The fused attention (the default: fused before shoal-autodiff, its
+    gradient recomputes the probabilities) keeps at least the attention
+    probabilities less than the chain differentiated op by op (the same
+    layout compiled with --fuse-before-autodiff=gelu-erf,rms-norm), by
+    --report-memory; the probabilities' bytes from ONNX's shape inference."""
+    a = ctx.args
+    plain_plan, _ = plain_run(ctx, spec, K)
+    unfused = ctx.compile_plan(spec, a.world_size, os.path.join(ctx.work, "unfused.plan"),
+                               config=ctx.plain_config,
+                               extra=["--fuse-before-autodiff=gelu-erf,rms-norm"])
+    fused_act = report_memory(ctx, plain_plan, "plain")[3]
+    unfused_act = report_memory(ctx, unfused, "unfused")[3]
+    expect = softmax_bytes(ctx.model, a.world_size) / 2**20
+    bound = unfused_act - 0.98 * expect
+    ok = fused_act <= bound + 5e-4
+    print("    activations: attention fused %.3f MiB, chain %.3f MiB (expected <= %.3f: the "
+          "attention probabilities are %.3f MiB) %s"
+          % (fused_act, unfused_act, bound, expect, "ok" if ok else "FAIL"))
+    if not ok:
+        return [("memory", "activations", None, "fused attention: %.3f MiB > %.3f MiB"
+                 % (fused_act, bound))]
+    return []
 
 
 def recompute_checks(ctx, spec, par, K):
@@ -1212,6 +1240,14 @@ def main(argv=None):
     ap.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=None,
                     help="ZeRO stage of the N-rank plan; compared with the same layout "
                          "without ZeRO (checkpoints, --report-memory)")
+    ap.add_argument("--compile-arg", action="append", default=[],
+                    help="an extra shoal-compile argument for every training plan "
+                         "(repeatable), e.g. --compile-arg=--fuse-before-autodiff=none")
+    ap.add_argument("--check-attention-memory", action="store_true",
+                    help="also compile the layout with the attention chains unfused "
+                         "(--fuse-before-autodiff=gelu-erf,rms-norm) and check, with "
+                         "--report-memory, that the fused attention keeps at least "
+                         "the attention probabilities less")
     ap.add_argument("--recompute", choices=["none", "full", "selective"], default=None,
                     help="recompute mode of the N-rank plan; compared bit for bit with the "
                          "same layout without it, and its --report-memory activations")
