@@ -210,7 +210,7 @@ def main():
     ap.add_argument("--train-variant", metavar="ARGS",
                     help="also compile the training step with these extra "
                          "shoal-compile arguments (e.g. "
-                         "'--fuse-before-autodiff=gelu-erf,rms-norm') and "
+                         "--train-variant=--fuse-before-autodiff=gelu-erf,rms-norm) and "
                          "time it in the same loop (column 'variant ms')")
     ap.add_argument("--torch-python", default=sys.executable,
                     help="the Python whose torch is the reference (default: this one)")

@@ -184,6 +184,26 @@ void BM_Attention(benchmark::State &state) {
 }
 BENCHMARK(BM_Attention)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+void BM_AttentionGrad(benchmark::State &state) {
+  // BM_Attention's shapes: dq, dkt and dv, the probabilities recomputed.
+  const int64_t b = 4, h = 12, t = 512, d = 64;
+  Tensor q = randomTensor({b, h, t, d}, -1, 1, 13),
+         kt = randomTensor({b, h, d, t}, -1, 1, 14),
+         v = randomTensor({b, h, t, d}, -1, 1, 15),
+         dy = randomTensor({b, h, t, d}, -1, 1, 16), mask(DType::F32, {t, t}),
+         dq(DType::F32, {b, h, t, d}), dkt(DType::F32, {b, h, d, t}),
+         dv(DType::F32, {b, h, t, d});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      mask.data<float>()[i * t + j] = j > i ? -1e9f : 0.f;
+  for (auto _ : state)
+    attentionGrad(dy, q, kt, v, &mask, 0.125f, dq, dkt, dv);
+  // Five products of T x T x d.
+  setFlops(state, 10.0 * b * h * t * t * d);
+  setBytes(state, 4.0 * 7 * b * h * t * d);
+}
+BENCHMARK(BM_AttentionGrad)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 } // namespace
 
 BENCHMARK_MAIN();
