@@ -426,9 +426,17 @@ LogicalResult fuseAddLayerNorm(LayerNormOp ln, IRRewriter &rewriter) {
 }
 
 /// Matches `MatMul(Softmax(Add?(Mul|Div(MatMul(q, kt), c), mask)), v)` at
-/// the outer MatMul, when its ops share the root's scope and phase.
+/// the outer MatMul (identity Casts allowed before it), when its ops share
+/// the root's scope and phase.
 LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
-  auto softmax = out.getLhs().getDefiningOp<SoftmaxOp>();
+  // Identity casts between the softmax and the product (Hugging Face
+  // LLaMA's `softmax(..., dtype=float32).to(q.dtype)` in float32).
+  SmallVector<Operation *> casts;
+  Value probs = throughIdentityCasts(out.getLhs(), casts);
+  if (llvm::any_of(casts,
+                   [](Operation *c) { return !singleUse(c->getResult(0)); }))
+    return failure();
+  auto softmax = probs.getDefiningOp<SoftmaxOp>();
   if (!softmax || !singleUse(softmax))
     return failure();
   auto probsType = cast<RankedTensorType>(softmax.getType());
@@ -482,6 +490,7 @@ LogicalResult fuseAttention(MatMulOp out, IRRewriter &rewriter) {
   SmallVector<Operation *> chain{softmax, scaleOp, qk};
   if (maskAdd)
     chain.push_back(maskAdd);
+  chain.append(casts);
   if (!llvm::all_of(chain, [&](Operation *op) { return samePlace(op, out); }))
     return failure();
   rewriter.setInsertionPoint(out);

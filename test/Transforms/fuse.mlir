@@ -72,6 +72,26 @@ func.func @attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x6xf32>, %v: tens
 
 // -----
 
+// Identity casts between the softmax and the product (Hugging Face LLaMA's
+// `softmax(..., dtype=float32).to(q.dtype)` in float32) are part of the
+// chain; a padding mask [B, 1, 1, S] broadcasts.
+// CHECK-LABEL: func.func @attention_casts
+// CHECK-NEXT: %[[O:.*]] = shoal.attention %arg0, %arg1, %arg2, %arg3 {scale = 2.500000e-01 : f32}
+// CHECK-NEXT: return %[[O]]
+func.func @attention_casts(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x6xf32>, %v: tensor<2x3x6x7xf32>, %m: tensor<2x1x1x6xf32>) -> tensor<2x3x5x7xf32> {
+  %s = shoal.matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x5x6xf32>
+  %c = shoal.constant dense<4.0> : tensor<f32>
+  %s1 = shoal.div %s, %c : (tensor<2x3x5x6xf32>, tensor<f32>) -> tensor<2x3x5x6xf32>
+  %s2 = shoal.add %s1, %m : (tensor<2x3x5x6xf32>, tensor<2x1x1x6xf32>) -> tensor<2x3x5x6xf32>
+  %p = shoal.softmax %s2 : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %p1 = shoal.cast %p : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %p2 = shoal.cast %p1 : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %o = shoal.matmul %p2, %v : (tensor<2x3x5x6xf32>, tensor<2x3x6x7xf32>) -> tensor<2x3x5x7xf32>
+  return %o : tensor<2x3x5x7xf32>
+}
+
+// -----
+
 // Softmax over another axis is not attention.
 // CHECK-LABEL: func.func @softmax_axis
 // CHECK-NOT: shoal.attention
