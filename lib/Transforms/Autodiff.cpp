@@ -58,9 +58,6 @@ SmallVector<Operation *> unfuseAttention(AttentionOp att) {
   att.erase();
   return chain;
 }
-} // namespace
-
-namespace {
 
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
