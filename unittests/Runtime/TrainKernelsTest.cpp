@@ -490,12 +490,14 @@ TEST(TrainKernels, AttentionGradMatchesFiniteDifferences) {
     Shape batch;
     int64_t t, d, sk, e;
     Shape mask; // empty: none
+    bool causal = false;
   };
-  // 70 query rows cross a block of 64; a causal-style [T, S] mask, a
-  // [B, 1, 1, S] padding mask, and none.
+  // 70 query rows cross a block of 64; a [T, S] mask, a [B, 1, 1, S]
+  // padding mask, none, and a causal mask (-1e9 above the diagonal), with
+  // which each block skips the keys after its last row.
   for (const Case &c :
        {Case{{2}, 70, 3, 9, 2, {70, 9}}, Case{{2, 3}, 5, 4, 6, 3, {2, 1, 1, 6}},
-        Case{{3}, 4, 2, 5, 4, {}}}) {
+        Case{{3}, 4, 2, 5, 4, {}}, Case{{2}, 70, 3, 70, 2, {70, 70}, true}}) {
     SCOPED_TRACE(fmt::format("batch {} T {} mask {}", formatShape(c.batch), c.t,
                              formatShape(c.mask)));
     auto shape = [&](int64_t a, int64_t b) {
@@ -512,6 +514,10 @@ TEST(TrainKernels, AttentionGradMatchesFiniteDifferences) {
     Tensor mask, full(DType::F32, shape(c.t, c.sk));
     if (!c.mask.empty()) {
       mask = randomF32(c.mask, rng, -2.f, 1.f);
+      if (c.causal)
+        for (int64_t i = 0; i < c.t; ++i)
+          for (int64_t j = 0; j < c.sk; ++j)
+            mask.data<float>()[i * c.sk + j] = j > i ? -1e9f : 0.f;
       expand(mask, full);
     } else {
       std::fill(full.data<float>(), full.data<float>() + full.numElements(),

@@ -248,22 +248,51 @@ struct AttentionDims {
     }
     return mask + off;
   }
-  /// s[rows, tk] += the mask's rows row0.. of batch element b.
-  void addMask(float *s, int64_t b, int64_t row0, int64_t rows) const {
+  /// s[rows, n] (row stride n) += the first n columns of the mask's rows
+  /// row0.. of batch element b.
+  void addMask(float *s, int64_t b, int64_t row0, int64_t rows,
+               int64_t n) const {
     if (!mask)
       return;
     for (int64_t i = 0; i < rows; ++i) {
       const float *m = maskRowOf(b, row0 + i);
-      float *si = s + i * tk;
+      float *si = s + i * n;
       if (maskCol == 1) {
 #pragma omp simd
-        for (int64_t j = 0; j < tk; ++j)
+        for (int64_t j = 0; j < n; ++j)
           si[j] += m[j];
       } else {
-        for (int64_t j = 0; j < tk; ++j)
+        for (int64_t j = 0; j < n; ++j)
           si[j] += m[j * maskCol];
       }
     }
+  }
+
+  /// The keys that rows row0.. of batch element b attend to: all but a
+  /// tail that the mask removes from every row (a causal mask's future).
+  /// A key is removed when its mask value is at most kMasked and its row
+  /// has a value of at least kKept: its probability, exp(s + mask - max)
+  /// with max at least kKept - kMasked = 9000 above it (for scores under
+  /// that), is exactly 0 in float, as in the whole row, and so is its
+  /// gradient. Rows without such a value keep every key.
+  int64_t keysOf(int64_t b, int64_t row0, int64_t rows) const {
+    constexpr float kMasked = -1e4f, kKept = -1e3f;
+    if (!mask || maskCol != 1)
+      return tk;
+    int64_t keys = 0;
+    for (int64_t i = 0; i < rows && keys < tk; ++i) {
+      const float *m = maskRowOf(b, row0 + i);
+      int64_t last = tk;
+      while (last > 0 && m[last - 1] <= kMasked)
+        --last;
+      bool kept = false;
+      for (int64_t j = 0; j < last && !kept; ++j)
+        kept = m[j] >= kKept;
+      if (!kept)
+        return tk;
+      keys = std::max(keys, last);
+    }
+    return keys;
   }
 };
 
@@ -319,15 +348,16 @@ int64_t attentionBlock(int64_t tk) {
   return std::clamp<int64_t>(32768 / std::max<int64_t>(tk, 1), 8, 64);
 }
 
-/// P[rows, tk] = softmax(scale * q_blk kt + mask rows) of batch element b.
+/// P[rows, n] = softmax(scale * q_blk kt + mask rows) of batch element b
+/// over its first n keys (keysOf), row stride n.
 void attentionProbs(const AttentionDims &a, const float *q, const float *kt,
-                    int64_t b, int64_t row0, int64_t rows, float scale,
-                    float *p, const VectorKernels &vk) {
-  sgemm(false, false, rows, a.tk, a.d, scale, q, a.d, kt, a.tk, 0.f, p, a.tk,
+                    int64_t b, int64_t row0, int64_t rows, int64_t n,
+                    float scale, float *p, const VectorKernels &vk) {
+  sgemm(false, false, rows, n, a.d, scale, q, a.d, kt, a.tk, 0.f, p, n,
         "Attention");
-  a.addMask(p, b, row0, rows);
-  if (a.tk > 0)
-    vk.softmax(p, p, a.tk, 0, rows);
+  a.addMask(p, b, row0, rows, n);
+  if (n > 0)
+    vk.softmax(p, p, n, 0, rows);
 }
 
 /// Attention in blocks of query rows, the scores of one block at a time in
@@ -358,10 +388,11 @@ bool attentionBlocked(const Tensor &q, const Tensor &kt, const Tensor &v,
                 for (int64_t i = i0; i < i1; ++i) {
                   int64_t b = i / blocks, row0 = (i % blocks) * block;
                   int64_t rows = std::min(block, a.tq - row0);
+                  int64_t n = a.keysOf(b, row0, rows);
                   attentionProbs(a, pq + (b * a.tq + row0) * a.d,
-                                 pk + b * a.d * a.tk, b, row0, rows, scale,
+                                 pk + b * a.d * a.tk, b, row0, rows, n, scale,
                                  p.data(), vk);
-                  sgemm(false, false, rows, a.dv, a.tk, 1.f, p.data(), a.tk,
+                  sgemm(false, false, rows, a.dv, n, 1.f, p.data(), n,
                         pv + b * a.tk * a.dv, a.dv, 0.f,
                         po + (b * a.tq + row0) * a.dv, a.dv, "Attention");
                 }
@@ -436,27 +467,27 @@ void shoal::rt::cpu::attentionGrad(const Tensor &dy, const Tensor &q,
                       *vb = pv + b * a.tk * a.dv, *dyb = pdy + b * a.tq * a.dv;
           float *dqb = gq + b * a.tq * a.d, *dkb = gk + b * a.d * a.tk,
                 *dvb = gv + b * a.tk * a.dv;
-          if (a.tq == 0) { // no queries: nothing flows back to k and v
-            std::fill(dkb, dkb + a.d * a.tk, 0.f);
-            std::fill(dvb, dvb + a.tk * a.dv, 0.f);
-          }
+          // Every block adds into dkt and dv (a block that skips masked
+          // keys adds nothing to theirs).
+          std::fill(dkb, dkb + a.d * a.tk, 0.f);
+          std::fill(dvb, dvb + a.tk * a.dv, 0.f);
           for (int64_t row0 = 0; row0 < a.tq; row0 += block) {
             int64_t rows = std::min(block, a.tq - row0);
-            float beta = row0 == 0 ? 0.f : 1.f;
+            int64_t n = a.keysOf(b, row0, rows);
             const float *qr = qb + row0 * a.d, *dyr = dyb + row0 * a.dv;
-            attentionProbs(a, qr, kb, b, row0, rows, scale, p.data(), vk);
+            attentionProbs(a, qr, kb, b, row0, rows, n, scale, p.data(), vk);
             // dv += P^T dy; dP = dy v^T; dS = P (dP - rowsum(dP P)).
-            sgemm(true, false, a.tk, a.dv, rows, 1.f, p.data(), a.tk, dyr, a.dv,
-                  beta, dvb, a.dv, what);
-            sgemm(false, true, rows, a.tk, a.dv, 1.f, dyr, a.dv, vb, a.dv, 0.f,
-                  ds.data(), a.tk, what);
-            if (a.tk > 0)
-              vk.softmaxGrad(p.data(), ds.data(), ds.data(), a.tk, 0, rows);
+            sgemm(true, false, n, a.dv, rows, 1.f, p.data(), n, dyr, a.dv, 1.f,
+                  dvb, a.dv, what);
+            sgemm(false, true, rows, n, a.dv, 1.f, dyr, a.dv, vb, a.dv, 0.f,
+                  ds.data(), n, what);
+            if (n > 0)
+              vk.softmaxGrad(p.data(), ds.data(), ds.data(), n, 0, rows);
             // dq = scale dS kt^T; dkt += scale q^T dS.
-            sgemm(false, true, rows, a.d, a.tk, scale, ds.data(), a.tk, kb,
-                  a.tk, 0.f, dqb + row0 * a.d, a.d, what);
-            sgemm(true, false, a.d, a.tk, rows, scale, qr, a.d, ds.data(), a.tk,
-                  beta, dkb, a.tk, what);
+            sgemm(false, true, rows, a.d, n, scale, ds.data(), n, kb, a.tk, 0.f,
+                  dqb + row0 * a.d, a.d, what);
+            sgemm(true, false, a.d, n, rows, scale, qr, a.d, ds.data(), n, 1.f,
+                  dkb, a.tk, what);
           }
         }
       });
