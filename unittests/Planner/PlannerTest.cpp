@@ -272,15 +272,23 @@ TEST(Balance, StagesTakeOpsInProportionToSpeed) {
   EXPECT_NEAR(l.stepSeconds, 4e-3, 1e-9);
 }
 
-TEST(Balance, ReplicasGetBatchSharesInProportionToSpeed) {
-  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
-  CostModel cost(c, Precision::FP32);
-  ModelProfile p = eightOps();
+namespace {
+/// Data parallelism over two replicas of one unsplit stage of `p`.
+Layout twoReplicas(const ModelProfile &p) {
   Layout l;
   l.dp = 2;
   l.stages.resize(1);
   l.stages[0].split.assign(1, 0);
-  ASSERT_TRUE(cutEvenly(l, p));
+  EXPECT_TRUE(cutEvenly(l, p));
+  return l;
+}
+} // namespace
+
+TEST(Balance, ReplicasGetBatchSharesInProportionToSpeed) {
+  Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  Layout l = twoReplicas(p);
   PlanOptions o;
   Layout even = l;
   placeRanks(even);
@@ -303,11 +311,7 @@ TEST(Balance, BatchBlocksAreEachReplicasOwnShare) {
   Cluster c = parseClusterSpecText(kFastSlow, "c.yaml");
   CostModel cost(c, Precision::FP32);
   ModelProfile p = eightOps();
-  Layout l;
-  l.dp = 2;
-  l.stages.resize(1);
-  l.stages[0].split.assign(1, 0);
-  ASSERT_TRUE(cutEvenly(l, p));
+  Layout l = twoReplicas(p);
   PlanOptions o;
   o.batchBlocks = true;
   Layout blocks = l;

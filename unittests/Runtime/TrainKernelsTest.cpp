@@ -838,6 +838,28 @@ TEST(TrainOps, LossAndGradientTypes) {
                                "(f32[2, 3, 4], f32[2, 3, 4]) give f32[3, 4]");
   }
   {
+    // dy, q, kt, v, mask -> dq, dkt, dv.
+    OpCheck c("AttentionGrad");
+    c.in(DType::F32, {2, 5, 3}).in(DType::F32, {2, 5, 4});
+    c.in(DType::F32, {2, 4, 6})
+        .in(DType::F32, {2, 6, 3})
+        .in(DType::F32, {5, 6});
+    c.out(DType::F32, {2, 5, 4}).out(DType::F32, {2, 4, 6});
+    c.out(DType::F32, {2, 6, 3}).f("scale", 0.5);
+    EXPECT_EQ(c.error(), "");
+    EXPECT_FLOAT_EQ(c.info().attrs.scale, 0.5f);
+    c.types[0].shape = {2, 5, 4};
+    EXPECT_CONTAINS(c.error(), "input dy must be the attention's result, "
+                               "f32[2, 5, 3], got f32[2, 5, 4]");
+    c.types[0].shape = {2, 5, 3};
+    c.types[4].shape = {4, 6};
+    EXPECT_CONTAINS(c.error(), "mask of shape [4, 6] does not broadcast to "
+                               "the scores [2, 5, 6]");
+    c.types[4].shape = {5, 6};
+    c.types[1].dtype = c.types[2].dtype = c.types[3].dtype = DType::BF16;
+    EXPECT_CONTAINS(c.error(), "input q must be f32");
+  }
+  {
     OpCheck c("GatherGrad");
     c.in(DType::I64, {2, 5}).in(DType::F32, {2, 5, 8}).out(DType::F32, {50, 8});
     EXPECT_EQ(c.error(), "");

@@ -12,6 +12,7 @@
 
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
+#include "cpu/LoopNest.h"
 #include "cpu/Registry.h"
 #include "cpu/Vector.h"
 #include "ops/ShapeRules.h"
@@ -326,14 +327,7 @@ std::optional<AttentionDims> attentionDims(const Tensor &q, const Tensor &kt,
     if (mask->dtype() != DType::F32 || ms.size() > r ||
         !broadcastsTo(ms, scores))
       return std::nullopt;
-    // Strides of the mask aligned to the scores' dimensions.
-    std::vector<int64_t> strides(r, 0);
-    int64_t stride = 1;
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      std::size_t k = ms.size() - 1 - i, dim = r - 1 - i;
-      strides[dim] = ms[k] == 1 ? 0 : stride;
-      stride *= ms[k];
-    }
+    std::vector<int64_t> strides = broadcastStrides(ms, r);
     a.mask = mask->data<float>();
     a.maskBatch.assign(strides.begin(), strides.end() - 2);
     a.maskRow = strides[r - 2];

@@ -170,6 +170,30 @@ func.func @attention_keys(%q: tensor<2x5x4xf32>, %kt: tensor<2x4x6xf32>, %v: ten
 
 // -----
 
+func.func @attention_grad_dy(%dy: tensor<2x5x4xf32>, %q: tensor<2x5x4xf32>, %kt: tensor<2x4x6xf32>, %v: tensor<2x6x3xf32>) {
+  // expected-error @+1 {{'shoal.attention_grad' op grad of shape [2, 5, 4] is not the attention's result shape [2, 5, 3]}}
+  %dq, %dkt, %dv = shoal.attention_grad %dy, %q, %kt, %v {scale = 1.0 : f32} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x6x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x6x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_results(%dy: tensor<2x5x3xf32>, %q: tensor<2x5x4xf32>, %kt: tensor<2x4x6xf32>, %v: tensor<2x6x3xf32>) {
+  // expected-error @+1 {{'shoal.attention_grad' op results must have the types of q, kt and v}}
+  %dq, %dkt, %dv = shoal.attention_grad %dy, %q, %kt, %v {scale = 1.0 : f32} : (tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x6x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x6x4xf32>, tensor<2x6x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_keys(%dy: tensor<2x5x3xf32>, %q: tensor<2x5x4xf32>, %kt: tensor<2x4x6xf32>, %v: tensor<2x7x3xf32>) {
+  // expected-error @+1 {{'shoal.attention_grad' op kt has 6 keys but v has 7}}
+  %dq, %dkt, %dv = shoal.attention_grad %dy, %q, %kt, %v {scale = 1.0 : f32} : (tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x7x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x4x6xf32>, tensor<2x7x3xf32>)
+  return
+}
+
+// -----
+
 func.func @add_layer_norm_types(%a: tensor<4x8xf32>, %b: tensor<4x4xf32>, %g: tensor<8xf32>) {
   // expected-error @+1 {{'shoal.add_layer_norm' op operands and results must all have type 'tensor<4x8xf32>'}}
   %s, %y = shoal.add_layer_norm %a, %b, %g : (tensor<4x8xf32>, tensor<4x4xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)

@@ -1212,75 +1212,106 @@ ShardingRule AddLayerNormOp::getShardingRule() {
   return normalizationRule(getLhs(), getAxis(), getScale(), getBias(), 2, 2);
 }
 
-LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
-                    v = shapeOf(getV());
+namespace {
+/// Checks q [.., T, D], kt [.., D, S], v [.., S, E] and the mask (optional,
+/// broadcast to the scores [.., T, S]) of shoal.attention(_grad); the
+/// attention's result shape [.., T, E], or failure after an error on `op`.
+FailureOr<SmallVector<int64_t>> verifyAttentionOperands(Operation *op, Value qv,
+                                                        Value ktv, Value vv,
+                                                        Value mask) {
+  ArrayRef<int64_t> q = shapeOf(qv), kt = shapeOf(ktv), v = shapeOf(vv);
   if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size())
-    return emitOpError() << "q, kt and v must have the same rank (at least "
-                            "2), got "
-                         << fmtShape(q) << ", " << fmtShape(kt) << ", "
-                         << fmtShape(v);
+    return op->emitOpError()
+           << "q, kt and v must have the same rank (at least 2), got "
+           << fmtShape(q) << ", " << fmtShape(kt) << ", " << fmtShape(v);
   size_t r = q.size();
   if (q.drop_back(2) != kt.drop_back(2) || q.drop_back(2) != v.drop_back(2))
-    return emitOpError() << "q, kt and v must have the same batch dimensions";
+    return op->emitOpError()
+           << "q, kt and v must have the same batch dimensions";
   if (q[r - 1] != kt[r - 2])
-    return emitOpError() << "q's last dimension " << q[r - 1]
-                         << " differs from kt's contracted dimension "
-                         << kt[r - 2];
+    return op->emitOpError()
+           << "q's last dimension " << q[r - 1]
+           << " differs from kt's contracted dimension " << kt[r - 2];
   if (kt[r - 1] != v[r - 2])
-    return emitOpError() << "kt has " << kt[r - 1] << " keys but v has "
-                         << v[r - 2];
+    return op->emitOpError()
+           << "kt has " << kt[r - 1] << " keys but v has " << v[r - 2];
   SmallVector<int64_t> scores(q.drop_back(1));
   scores.push_back(kt[r - 1]);
-  if (getMask()) {
-    auto bc = broadcastShapes({shapeOf(getMask()), scores});
+  if (mask) {
+    auto bc = broadcastShapes({shapeOf(mask), scores});
     if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(scores))
-      return emitOpError() << "mask of shape " << fmtShape(shapeOf(getMask()))
-                           << " does not broadcast to the scores "
-                           << fmtShape(scores);
+      return op->emitOpError()
+             << "mask of shape " << fmtShape(shapeOf(mask))
+             << " does not broadcast to the scores " << fmtShape(scores);
   }
-  SmallVector<int64_t> expected(q.drop_back(1));
-  expected.push_back(v[r - 1]);
-  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
-    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
-                         << " does not match the expected "
-                         << fmtShape(expected);
-  return success();
+  SmallVector<int64_t> result(q.drop_back(1));
+  result.push_back(v[r - 1]);
+  return result;
 }
 
-ShardingRule AttentionOp::getShardingRule() {
-  // Batch dimensions and queries split freely; the head dimension and the
-  // keys stay whole (softmax over keys), the value dimension splits.
+/// The factors of attention over q [.., T, D], kt [.., D, S], v [.., S, E]:
+/// the batch dimensions (parallel), then t, d, sk and e, of which d and sk
+/// are always whole (contracted; softmax's axis) and t and e parallel
+/// unless `gradient` (the gradient sums over the queries in dkt and dv and
+/// over e in dP).
+struct AttentionFactors {
   ShardingRule rule;
-  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
-                    v = shapeOf(getV());
-  size_t r = q.size();
   SmallVector<int> batch;
-  for (size_t i = 0; i + 2 < r; ++i)
-    batch.push_back(rule.addFactor(q[i]));
-  int t = rule.addFactor(q[r - 2]);
-  int d = rule.addFactor(q[r - 1], FactorKind::Blocked);
-  int sk = rule.addFactor(kt[r - 1], FactorKind::Blocked);
-  int e = rule.addFactor(v[r - 1]);
-  auto with = [&](int a, int b) {
+  int t, d, sk, e;
+
+  AttentionFactors(Value qv, Value ktv, Value vv, bool gradient) {
+    ArrayRef<int64_t> q = shapeOf(qv), kt = shapeOf(ktv), v = shapeOf(vv);
+    size_t r = q.size();
+    for (size_t i = 0; i + 2 < r; ++i)
+      batch.push_back(rule.addFactor(q[i]));
+    FactorKind free = gradient ? FactorKind::Blocked : FactorKind::Parallel;
+    t = rule.addFactor(q[r - 2], free);
+    d = rule.addFactor(q[r - 1], FactorKind::Blocked);
+    sk = rule.addFactor(kt[r - 1], FactorKind::Blocked);
+    e = rule.addFactor(v[r - 1], free);
+  }
+  /// A [.., a, b] tensor's factors.
+  TensorFactors with(int a, int b) const {
     TensorFactors tf;
     for (int f : batch)
       tf.push_back({f});
     tf.push_back({a});
     tf.push_back({b});
     return tf;
-  };
-  rule.operands = {with(t, d), with(d, sk), with(sk, e)};
-  if (getMask()) {
-    SmallVector<int64_t> scores(q.drop_back(1));
-    scores.push_back(kt[r - 1]);
+  }
+  /// The mask's factors, broadcast to the scores [.., T, S].
+  TensorFactors mask(Value m, Value qv, Value ktv) const {
+    SmallVector<int64_t> scores(shapeOf(qv).drop_back(1));
+    scores.push_back(shapeOf(ktv).back());
     SmallVector<int> sf(batch.begin(), batch.end());
     sf.push_back(t);
     sf.push_back(sk);
-    rule.operands.push_back(alignBroadcast(shapeOf(getMask()), scores, sf));
+    return alignBroadcast(shapeOf(m), scores, sf);
   }
-  rule.results = {with(t, e)};
-  return rule;
+};
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  auto expected =
+      verifyAttentionOperands(*this, getQ(), getKt(), getV(), getMask());
+  if (failed(expected))
+    return failure();
+  if (ArrayRef<int64_t>(*expected) != shapeOf(getResult()))
+    return emitOpError() << "result shape " << fmtShape(shapeOf(getResult()))
+                         << " does not match the expected "
+                         << fmtShape(*expected);
+  return success();
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  // Batch dimensions and queries split freely; the head dimension and the
+  // keys stay whole (softmax over keys), the value dimension splits.
+  AttentionFactors f(getQ(), getKt(), getV(), /*gradient=*/false);
+  f.rule.operands = {f.with(f.t, f.d), f.with(f.d, f.sk), f.with(f.sk, f.e)};
+  if (getMask())
+    f.rule.operands.push_back(f.mask(getMask(), getQ(), getKt()));
+  f.rule.results = {f.with(f.t, f.e)};
+  return f.rule;
 }
 
 int64_t AttentionOp::getFlops() {
@@ -1293,31 +1324,13 @@ int64_t AttentionOp::getFlops() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
-                    v = shapeOf(getV());
-  if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size() ||
-      q.drop_back(2) != kt.drop_back(2) || q.drop_back(2) != v.drop_back(2) ||
-      q.back() != kt[kt.size() - 2] || kt.back() != v[v.size() - 2])
-    return emitOpError() << "q [.., T, D], kt [.., D, S] and v [.., S, E] "
-                            "do not fit: "
-                         << fmtShape(q) << ", " << fmtShape(kt) << ", "
-                         << fmtShape(v);
-  size_t r = q.size();
-  SmallVector<int64_t> out(q.drop_back(1));
-  out.push_back(v[r - 1]);
-  if (shapeOf(getGrad()) != ArrayRef<int64_t>(out))
+  auto out = verifyAttentionOperands(*this, getQ(), getKt(), getV(), getMask());
+  if (failed(out))
+    return failure();
+  if (shapeOf(getGrad()) != ArrayRef<int64_t>(*out))
     return emitOpError() << "grad of shape " << fmtShape(shapeOf(getGrad()))
                          << " is not the attention's result shape "
-                         << fmtShape(out);
-  if (getMask()) {
-    SmallVector<int64_t> scores(q.drop_back(1));
-    scores.push_back(kt[r - 1]);
-    auto bc = broadcastShapes({shapeOf(getMask()), scores});
-    if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(scores))
-      return emitOpError() << "mask of shape " << fmtShape(shapeOf(getMask()))
-                           << " does not broadcast to the scores "
-                           << fmtShape(scores);
-  }
+                         << fmtShape(*out);
   if (getDq().getType() != getQ().getType() ||
       getDkt().getType() != getKt().getType() ||
       getDv().getType() != getV().getType())
@@ -1328,36 +1341,13 @@ LogicalResult AttentionGradOp::verify() {
 ShardingRule AttentionGradOp::getShardingRule() {
   // Only the batch dimensions split: the queries are summed over in dkt
   // and dv, the value dimension in dP, and the keys are softmax's axis.
-  ShardingRule rule;
-  ArrayRef<int64_t> q = shapeOf(getQ()), kt = shapeOf(getKt()),
-                    v = shapeOf(getV());
-  size_t r = q.size();
-  SmallVector<int> batch;
-  for (size_t i = 0; i + 2 < r; ++i)
-    batch.push_back(rule.addFactor(q[i]));
-  int t = rule.addFactor(q[r - 2], FactorKind::Blocked);
-  int d = rule.addFactor(q[r - 1], FactorKind::Blocked);
-  int sk = rule.addFactor(kt[r - 1], FactorKind::Blocked);
-  int e = rule.addFactor(v[r - 1], FactorKind::Blocked);
-  auto with = [&](int a, int b) {
-    TensorFactors tf;
-    for (int f : batch)
-      tf.push_back({f});
-    tf.push_back({a});
-    tf.push_back({b});
-    return tf;
-  };
-  rule.operands = {with(t, e), with(t, d), with(d, sk), with(sk, e)};
-  if (getMask()) {
-    SmallVector<int64_t> scores(q.drop_back(1));
-    scores.push_back(kt[r - 1]);
-    SmallVector<int> sf(batch.begin(), batch.end());
-    sf.push_back(t);
-    sf.push_back(sk);
-    rule.operands.push_back(alignBroadcast(shapeOf(getMask()), scores, sf));
-  }
-  rule.results = {with(t, d), with(d, sk), with(sk, e)};
-  return rule;
+  AttentionFactors f(getQ(), getKt(), getV(), /*gradient=*/true);
+  f.rule.operands = {f.with(f.t, f.e), f.with(f.t, f.d), f.with(f.d, f.sk),
+                     f.with(f.sk, f.e)};
+  if (getMask())
+    f.rule.operands.push_back(f.mask(getMask(), getQ(), getKt()));
+  f.rule.results = {f.with(f.t, f.d), f.with(f.d, f.sk), f.with(f.sk, f.e)};
+  return f.rule;
 }
 
 int64_t AttentionGradOp::getFlops() {
