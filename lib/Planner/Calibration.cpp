@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Calibration.h"
-#include "shoal/Runtime/OpTable.h"
+#include "shoal/Schema/OpTable.h"
 #include "shoal/Support/Files.h"
 
 #include <fmt/format.h>

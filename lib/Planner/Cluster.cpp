@@ -6,7 +6,7 @@
 
 #include "shoal/Planner/Cluster.h"
 
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "shoal/Support/Files.h"
 
 #include <fmt/format.h>

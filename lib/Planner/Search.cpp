@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Search.h"
-#include "shoal/Runtime/UnevenBlocks.h"
+#include "shoal/Schema/UnevenBlocks.h"
 
 #include <fmt/format.h>
 

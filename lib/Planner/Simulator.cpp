@@ -5,8 +5,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Simulator.h"
-#include "shoal/Runtime/OpTable.h"
-#include "shoal/Runtime/UnevenBlocks.h"
+#include "shoal/Schema/OpTable.h"
+#include "shoal/Schema/UnevenBlocks.h"
 
 #include "plan.pb.h"
 

@@ -13,7 +13,7 @@
 #ifndef SHOAL_RUNTIME_BACKEND_H
 #define SHOAL_RUNTIME_BACKEND_H
 
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "KernelRegistry.h"
 #include "Ops.h"
 #include "Tensor.h"

@@ -22,7 +22,7 @@
 #ifndef SHOAL_RUNTIME_DEVICE_H
 #define SHOAL_RUNTIME_DEVICE_H
 
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "KernelRegistry.h"
 #include "Tensor.h"
 

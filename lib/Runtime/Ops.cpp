@@ -22,7 +22,7 @@ namespace {
 /// The type rule of every kind, indexed by kind.
 constexpr TypeRule kTypeRules[] = {
 #define SHOAL_OP(Kind, Name, MinIn, MaxIn, MinOut, MaxOut, Flags, Rule) Rule,
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
 };
 static_assert(sizeof(kTypeRules) / sizeof(kTypeRules[0]) == kNumOpKinds,
               "one type rule per op kind");
@@ -34,7 +34,7 @@ struct AttrRow {
 };
 constexpr AttrRow kAttrRows[] = {
 #define SHOAL_OP_ATTR(Kind, Name, Type) {OpKind::Kind, Name, AttrType::Type},
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
 };
 
 /// The attributes `kind` takes.

@@ -6,7 +6,7 @@
 //
 // The ops a plan may contain (proto/plan.proto, message Op), validated. Their
 // kinds, arities and attributes are named once in
-// include/shoal/Runtime/Ops.def; each kind's type rule (lib/Runtime/ops/)
+// include/shoal/Schema/Ops.def; each kind's type rule (lib/Runtime/ops/)
 // reads its attributes and gives its output types from its input types. Plan
 // validation runs these rules on every op before anything executes, so
 // kernels only ever see consistent types. No backend owns this op model.
@@ -19,7 +19,7 @@
 #include "OpAttrs.h"
 #include "Sharding.h"
 #include "Tensor.h"
-#include "shoal/Runtime/OpTable.h"
+#include "shoal/Schema/OpTable.h"
 
 #include <string>
 #include <vector>
@@ -31,7 +31,7 @@ class Op;
 
 namespace rt {
 
-// OpKind and its table come from include/shoal/Runtime/Ops.def (OpTable.h).
+// OpKind and its table come from include/shoal/Schema/Ops.def (OpTable.h).
 
 /// The kind called `name` (ONNX op type or shoal collective); false if
 /// unknown.

@@ -6,7 +6,7 @@
 
 #include "PlanLoader.h"
 
-#include "Fingerprint.h"
+#include "shoal/Schema/Fingerprint.h"
 #include "Npy.h"
 
 #include "plan.pb.h"

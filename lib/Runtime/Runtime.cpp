@@ -17,7 +17,7 @@
 #include "Backend.h"
 #include "Checkpoint.h"
 #include "Comm.h"
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "Executor.h"
 #include "Export.h"
 #include "MappedFile.h"

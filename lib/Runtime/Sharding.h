@@ -16,7 +16,7 @@
 #define SHOAL_RUNTIME_SHARDING_H
 
 #include "Tensor.h"
-#include "shoal/Runtime/UnevenBlocks.h"
+#include "shoal/Schema/UnevenBlocks.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include "WeightLoader.h"
 
 #include "Sharding.h"
+#include "shoal/Schema/WeightDigest.h"
 
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -635,4 +636,24 @@ Tensor OnnxWeightFile::loadInitializer(const std::string &name) const {
                             onnxTypeName(info->dataType)));
   Shape dims = info ? info->dims : Shape();
   return loadBlock(name, {dtype, dims}, Shape(dims.size(), 0), dims);
+}
+
+//===----------------------------------------------------------------------===//
+// OnnxWeightDigests (include/shoal/Schema/WeightDigest.h)
+//===----------------------------------------------------------------------===//
+
+struct shoal::rt::OnnxWeightDigests::Impl {
+  explicit Impl(const std::string &path) : file(path) {}
+  OnnxWeightFile file;
+};
+
+shoal::rt::OnnxWeightDigests::OnnxWeightDigests(std::string path)
+    : path(std::move(path)) {}
+
+shoal::rt::OnnxWeightDigests::~OnnxWeightDigests() = default;
+
+uint64_t shoal::rt::OnnxWeightDigests::digest(const std::string &name) {
+  if (!impl)
+    impl = std::make_unique<Impl>(path);
+  return impl->file.digest(name);
 }

@@ -11,7 +11,7 @@
 #include "shoal/Transforms/Passes.h"
 #include "shoal/Transforms/Report.h"
 
-#include "shoal/Runtime/UnevenBlocks.h"
+#include "shoal/Schema/UnevenBlocks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -7,7 +7,7 @@
 
 #include "Backend.h"
 #include "Device.h"
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "MemoryPlan.h"
 #include "Npy.h"
 #include "PlanLoader.h"

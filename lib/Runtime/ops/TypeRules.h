@@ -106,7 +106,7 @@ using TypeRule = void (*)(TypeRuleContext &ctx);
 
 #define SHOAL_OP(Kind, Name, MinIn, MaxIn, MinOut, MaxOut, Flags, Rule)        \
   void Rule(TypeRuleContext &ctx);
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
 
 //===----------------------------------------------------------------------===//
 // Helpers of the rules

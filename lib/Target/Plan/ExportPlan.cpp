@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
-#include "shoal/Runtime/OpTable.h"
+#include "shoal/Schema/OpTable.h"
 #include "shoal/Target/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,8 +16,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-#include "Fingerprint.h"
-#include "WeightLoader.h"
+#include "shoal/Schema/Fingerprint.h"
+#include "shoal/Schema/WeightDigest.h"
 #include "plan.pb.h"
 #include <google/protobuf/text_format.h>
 
@@ -30,7 +30,7 @@ namespace {
 /// holds no data (bench/gpt_mlir.py writes it); the plan is for shoal-sim.
 constexpr llvm::StringLiteral kShapesOnlyAttr = "shoal.shapes_only";
 
-/// The kind plans give `kind` (include/shoal/Runtime/Ops.def, which the
+/// The kind plans give `kind` (include/shoal/Schema/Ops.def, which the
 /// runtime parses plans with).
 StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
 
@@ -103,7 +103,7 @@ private:
       if (!weightFile) {
         auto source =
             module->getAttrOfType<StringAttr>(ShoalDialect::kSourceAttr);
-        weightFile = std::make_unique<shoal::rt::OnnxWeightFile>(
+        weightFile = std::make_unique<shoal::rt::OnnxWeightDigests>(
             source.getValue().str());
       }
       return weightFile->digest(name);
@@ -112,7 +112,7 @@ private:
     }
   }
 
-  std::unique_ptr<shoal::rt::OnnxWeightFile> weightFile;
+  std::unique_ptr<shoal::rt::OnnxWeightDigests> weightFile;
 
   LogicalResult serialize(raw_ostream &os, bool text) {
     plan.set_content_sha256(shoal::rt::planContentSha256(plan));

@@ -1,6 +1,6 @@
 //===- Fingerprint.cpp - A plan's fingerprint of its own contents -*- C++ -*-=//
 
-#include "Fingerprint.h"
+#include "shoal/Schema/Fingerprint.h"
 
 #include "plan.pb.h"
 

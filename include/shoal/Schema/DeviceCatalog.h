@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHOAL_RUNTIME_DEVICECATALOG_H
-#define SHOAL_RUNTIME_DEVICECATALOG_H
+#ifndef SHOAL_SCHEMA_DEVICECATALOG_H
+#define SHOAL_SCHEMA_DEVICECATALOG_H
 
 #include <string>
 
@@ -44,4 +44,4 @@ inline double peakTflops(const DeviceSpec &spec, Precision p) {
 } // namespace rt
 } // namespace shoal
 
-#endif // SHOAL_RUNTIME_DEVICECATALOG_H
+#endif // SHOAL_SCHEMA_DEVICECATALOG_H

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeviceCatalog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 
 #include <algorithm>
 #include <cctype>

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHOAL_RUNTIME_OPTABLE_H
-#define SHOAL_RUNTIME_OPTABLE_H
+#ifndef SHOAL_SCHEMA_OPTABLE_H
+#define SHOAL_SCHEMA_OPTABLE_H
 
 #include <string_view>
 
@@ -50,12 +50,12 @@ constexpr int kMany = 1 << 30;
 
 enum class OpKind {
 #define SHOAL_OP(Kind, ...) Kind,
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
 };
 
 constexpr int kNumOpKinds = 0
 #define SHOAL_OP(...) +1
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
     ;
 
 /// One row of Ops.def (without the type rule and the attributes, which are
@@ -70,7 +70,7 @@ struct OpKindInfo {
 inline constexpr OpKindInfo kOpKindTable[] = {
 #define SHOAL_OP(Kind, Name, MinIn, MaxIn, MinOut, MaxOut, Flags, Rule)        \
   {OpKind::Kind, Name, MinIn, MaxIn, MinOut, MaxOut, Flags},
-#include "shoal/Runtime/Ops.def"
+#include "shoal/Schema/Ops.def"
 };
 static_assert(sizeof(kOpKindTable) / sizeof(kOpKindTable[0]) == kNumOpKinds,
               "one row per op kind");
@@ -113,4 +113,4 @@ inline bool opKindHas(std::string_view name, unsigned flags) {
 } // namespace rt
 } // namespace shoal
 
-#endif // SHOAL_RUNTIME_OPTABLE_H
+#endif // SHOAL_SCHEMA_OPTABLE_H

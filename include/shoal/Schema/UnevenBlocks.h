@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHOAL_RUNTIME_UNEVENBLOCKS_H
-#define SHOAL_RUNTIME_UNEVENBLOCKS_H
+#ifndef SHOAL_SCHEMA_UNEVENBLOCKS_H
+#define SHOAL_SCHEMA_UNEVENBLOCKS_H
 
 #include <algorithm>
 #include <cstdint>
@@ -79,4 +79,4 @@ unevenBlockSizes(int64_t size, const std::vector<int64_t> &weights,
 } // namespace rt
 } // namespace shoal
 
-#endif // SHOAL_RUNTIME_UNEVENBLOCKS_H
+#endif // SHOAL_SCHEMA_UNEVENBLOCKS_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHOAL_RUNTIME_FINGERPRINT_H
-#define SHOAL_RUNTIME_FINGERPRINT_H
+#ifndef SHOAL_SCHEMA_FINGERPRINT_H
+#define SHOAL_SCHEMA_FINGERPRINT_H
 
 #include <string>
 
@@ -25,4 +25,4 @@ std::string planContentSha256(const plan::Plan &plan);
 } // namespace rt
 } // namespace shoal
 
-#endif // SHOAL_RUNTIME_FINGERPRINT_H
+#endif // SHOAL_SCHEMA_FINGERPRINT_H
