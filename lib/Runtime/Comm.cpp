@@ -6,7 +6,6 @@
 
 #include "Comm.h"
 
-#include "cpu/Kernels.h"
 
 #include <fmt/format.h>
 
@@ -152,7 +151,7 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
     auto then = std::make_unique<ThenWork>(
         comm.allGatherV(in.rawData(), packed->data(), bytes),
         [packed, sizes, dim, result]() mutable {
-          cpu::concatBlocks(packed->data(), sizes, dim, result);
+          concatBlocks(packed->data(), sizes, dim, result);
         });
     then->keep = {in};
     return then;
@@ -183,7 +182,7 @@ std::unique_ptr<Work> Comm::allGatherAsync(const Tensor &in, Tensor &out,
   auto then = std::make_unique<ThenWork>(
       comm.allGather(in.rawData(), blocks->data(), in.numBytes()),
       [blocks, groupSize, dim, result]() mutable {
-        cpu::concatBlocks(blocks->data(), groupSize, dim, result);
+        concatBlocks(blocks->data(), groupSize, dim, result);
       });
   then->keep = {in};
   return then;
@@ -263,7 +262,7 @@ std::unique_ptr<Work> Comm::allToAllAsync(const Tensor &in, Tensor &out,
   send->resize(piece.numBytes() * groupSize);
   recv->resize(send->size());
   for (int64_t j = 0; j < groupSize; ++j) {
-    cpu::sliceBlock(in, splitDim, groupSize, j, piece);
+    sliceBlock(in, splitDim, groupSize, j, piece);
     std::memcpy(send->data() + j * piece.numBytes(), piece.rawData(),
                 piece.numBytes());
   }
@@ -271,7 +270,7 @@ std::unique_ptr<Work> Comm::allToAllAsync(const Tensor &in, Tensor &out,
   return std::make_unique<ThenWork>(
       group(axes).allToAll(send->data(), recv->data(), piece.numBytes()),
       [send, recv, groupSize, concatDim, result]() mutable {
-        cpu::concatBlocks(recv->data(), groupSize, concatDim, result);
+        concatBlocks(recv->data(), groupSize, concatDim, result);
       });
 }
 

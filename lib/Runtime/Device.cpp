@@ -8,7 +8,6 @@
 
 #include "Half.h"
 
-#include "cpu/Optimizers.h"
 
 #include <fmt/format.h>
 
@@ -52,38 +51,10 @@ void addHalfLoop(Tensor &acc, const Tensor &in) {
     a[i] = FromF(ToF(a[i]) + ToF(b[i]));
 }
 
-/// Runs `f` on host copies of device tensors and copies the `written` ones
-/// back.
-template <typename F>
-void onHost(Device &dev, std::initializer_list<Tensor *> written,
-            std::initializer_list<const Tensor *> read, F &&f) {
-  if (dev.memory() == MemoryKind::Host) {
-    f();
-    return;
-  }
-  std::vector<std::pair<Tensor *, Tensor>> saved;
-  for (Tensor *t : written)
-    if (t->defined())
-      saved.emplace_back(t, *t), *t = dev.toHost(*t);
-  std::vector<std::pair<Tensor *, Tensor>> savedRead;
-  for (const Tensor *t : read) {
-    auto *m = const_cast<Tensor *>(t);
-    if (m->defined())
-      savedRead.emplace_back(m, *m), *m = dev.toHost(*m);
-  }
-  f();
-  for (auto &[t, orig] : saved) {
-    dev.copyFromHost(*t, orig);
-    *t = orig;
-  }
-  for (auto &[t, orig] : savedRead)
-    *t = orig;
-}
-
 } // namespace
 
 void Device::addInto(Tensor &acc, const Tensor &x) {
-  onHost(*this, {&acc}, {&x}, [&] {
+  runOnHostCopies(*this, {&acc}, {&x}, [&] {
     switch (acc.dtype()) {
     case DType::F32:
       addLoop<float>(acc, x);
@@ -117,18 +88,29 @@ void Device::addInto(Tensor &acc, const Tensor &x) {
   });
 }
 
-double Device::sumOfSquares(const Tensor &g) {
-  return cpu::sumOfSquares(toHost(g));
-}
-
-void Device::adamw(const OptimizerParams &p, int64_t step, float gradScale,
-                   Tensor &w, const Tensor &g, Tensor &m, Tensor &v) {
-  onHost(*this, {&w, &m, &v}, {&g},
-         [&] { cpu::adamwUpdate(p, step, gradScale, w, g, m, v); });
-}
-
-void Device::sgd(const OptimizerParams &p, int64_t step, float gradScale,
-                 Tensor &w, const Tensor &g, Tensor &buf) {
-  onHost(*this, {&w, &buf}, {&g},
-         [&] { cpu::sgdUpdate(p, step, gradScale, w, g, buf); });
+void shoal::rt::runOnHostCopies(Device &dev,
+                                std::initializer_list<Tensor *> written,
+                                std::initializer_list<const Tensor *> read,
+                                const std::function<void()> &f) {
+  if (dev.memory() == MemoryKind::Host) {
+    f();
+    return;
+  }
+  std::vector<std::pair<Tensor *, Tensor>> saved;
+  for (Tensor *t : written)
+    if (t->defined())
+      saved.emplace_back(t, *t), *t = dev.toHost(*t);
+  std::vector<std::pair<Tensor *, Tensor>> savedRead;
+  for (const Tensor *t : read) {
+    auto *m = const_cast<Tensor *>(t);
+    if (m->defined())
+      savedRead.emplace_back(m, *m), *m = dev.toHost(*m);
+  }
+  f();
+  for (auto &[t, orig] : saved) {
+    dev.copyFromHost(*t, orig);
+    *t = orig;
+  }
+  for (auto &[t, orig] : savedRead)
+    *t = orig;
 }

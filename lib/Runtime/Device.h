@@ -8,7 +8,7 @@
 // IREE's HAL separates its scheduler from drivers: memory (buffers of their
 // own, and one arena planned ahead of time for op results), copies between
 // host and device, completion, and the little arithmetic the scheduler does
-// itself (gradient accumulation, the clipping norm, optimizer updates).
+// itself (gradient accumulation).
 // Kernels of plan ops are looked up in the KernelRegistry by the device's
 // backend kind. The CPU device (cpu/CpuDevice.cpp) is the reference; the
 // CUDA device (cuda/CudaDevice.cpp) keeps every tensor in GPU memory and
@@ -22,18 +22,18 @@
 #ifndef SHOAL_RUNTIME_DEVICE_H
 #define SHOAL_RUNTIME_DEVICE_H
 
-#include "shoal/Schema/DeviceCatalog.h"
 #include "KernelRegistry.h"
+#include "shoal/Schema/DeviceCatalog.h"
 #include "Tensor.h"
 
 #include <cstddef>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
 namespace shoal {
 namespace rt {
-
-struct OptimizerParams;
 
 class Device {
 public:
@@ -78,36 +78,21 @@ public:
   /// index out of range).
   virtual void synchronize() = 0;
 
-  // The scheduler's own arithmetic. The defaults stage device tensors
-  // through the host and run the CPU code.
+  // The scheduler's own arithmetic; the optimizer updates and the clipping
+  // norm are update kernels (KernelRegistry.h, Updates.h). The default
+  // stages device tensors through the host.
   /// acc += x (same type).
   virtual void addInto(Tensor &acc, const Tensor &x);
-  /// The sum of the squares of a f32 gradient, in double.
-  virtual double sumOfSquares(const Tensor &g);
-  /// One AdamW step (w, g, m, v) or SGD step (w, g, buf; buf may be
-  /// undefined) in place; `gradScale` multiplies the gradient (clipping).
-  virtual void adamw(const OptimizerParams &p, int64_t step, float gradScale,
-                     Tensor &w, const Tensor &g, Tensor &m, Tensor &v);
-  virtual void sgd(const OptimizerParams &p, int64_t step, float gradScale,
-                   Tensor &w, const Tensor &g, Tensor &buf);
 };
 
-/// The CPU device: host memory, kernels run synchronously.
-std::unique_ptr<Device> makeCpuDevice();
+/// Runs `f` on host copies of `device`'s tensors `written` and `read`
+/// (the tensors themselves on a host device) and copies the `written` ones
+/// back: for arithmetic a backend has no kernel for.
+void runOnHostCopies(Device &device, std::initializer_list<Tensor *> written,
+                     std::initializer_list<const Tensor *> read,
+                     const std::function<void()> &f);
 
-/// True if this build has the CUDA backend.
-bool cudaBackendBuilt();
-
-/// The GPU `localRank % device count`. Throws Error ("no CUDA device ...")
-/// when there is none or the build has no CUDA.
-std::unique_ptr<Device> makeCudaDevice(int localRank, Precision matmul);
-
-class Communicator;
-/// The NCCL world of the ranks of `bootstrap` (a host communicator that
-/// carries NCCL's unique id), on `device`'s GPU (a CUDA device). Collective
-/// over `bootstrap`. Throws Error in a build without CUDA.
-std::unique_ptr<Communicator> makeNcclWorld(Communicator &bootstrap,
-                                            Device &device);
+// Devices are made through the backend registry (BackendRegistry.h).
 
 } // namespace rt
 } // namespace shoal

@@ -8,8 +8,8 @@
 
 #include "Comm.h"
 #include "Watchdog.h"
-#include "cpu/Common.h"
-#include "cpu/Optimizers.h"
+#include "BackendRegistry.h"
+#include "Updates.h"
 
 #include <fmt/format.h>
 
@@ -55,9 +55,7 @@ struct Executor::Bucket {
 
 const OpInfo *shoal::rt::firstOpWithoutKernel(const LoadedPlan &plan,
                                               BackendKind backend) {
-  registerCpuKernels();
-  if (backend == BackendKind::CUDA)
-    registerCudaKernels();
+  registerBackendKernels(backend);
   for (const OpInfo &op : plan.ops)
     if (!opKindHas(op.kind, kSchedulerOps) && !findKernel(op.kind, backend))
       return &op;
@@ -65,7 +63,9 @@ const OpInfo *shoal::rt::firstOpWithoutKernel(const LoadedPlan &plan,
 }
 
 Executor::Executor(const LoadedPlan &plan, ExecutorOptions options)
-    : Executor(plan, *makeCpuDevice().release(), options) {
+    : Executor(plan,
+               *makeDevice(kReferenceBackend, 0, Precision::FP32).release(),
+               options) {
   ownDevice.reset(&device);
 }
 
@@ -73,9 +73,8 @@ Executor::Executor(const LoadedPlan &plan, Device &device,
                    ExecutorOptions options)
     : plan(plan), device(device), options(options), values(plan.values.size()),
       persistent(plan.values.size(), false) {
-  registerCpuKernels();
-  if (device.kind() == BackendKind::CUDA)
-    registerCudaKernels();
+  registerBackendKernels(kReferenceBackend);
+  registerBackendKernels(device.kind());
   for (const WeightInfo &w : plan.weights)
     weightOfValue[w.value] = &w;
   // Values only optimizer ops read: gradients, whose reductions may join a
@@ -424,7 +423,7 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     for (Tensor &t : outs)
       if (t.defined())
         device.zero(t);
-  } else if (cpu::fillUninitialized()) {
+  } else if (fillUninitialized()) {
     for (Tensor &t : outs)
       if (t.defined() && t.memory() == MemoryKind::Host && t.numBytes())
         std::memset(t.rawData(), 0xFF, t.numBytes());
@@ -439,14 +438,14 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
       fn(ctx, op, inputs, outs);
       ran = true;
     } catch (const KernelUnsupported &) {
-      if (device.kind() == BackendKind::CPU)
+      if (device.kind() == kReferenceBackend)
         throw;
     }
   }
   if (!ran) {
-    // No kernel on this device: run the CPU kernel on host copies.
-    KernelFn cpuFn = findKernel(op.kind, BackendKind::CPU);
-    if (!cpuFn)
+    // No kernel on this device: run the reference kernel on host copies.
+    KernelFn referenceFn = findKernel(op.kind, kReferenceBackend);
+    if (!referenceFn)
       throw Error(fmt::format("no kernel for {} on any backend", op.kindName));
     if (options.strict)
       throw Error(fmt::format("--strict: the {} backend has no kernel for "
@@ -472,7 +471,7 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     for (const Tensor &t : outs)
       hostOuts.push_back(t.defined() ? Tensor(t.type()) : Tensor());
     KernelContext hostCtx = ctx;
-    cpuFn(hostCtx, op, hostInputs, hostOuts);
+    referenceFn(hostCtx, op, hostInputs, hostOuts);
     for (std::size_t i = 0; i < outs.size(); ++i) {
       if (op.outputs[i] < 0)
         continue;
@@ -878,7 +877,7 @@ void Executor::applyOptimizers(Comm &comm) {
           replicas *= plan.mesh.axisSize(a);
       }
       local +=
-          device.sumOfSquares(d.operands[1]) / static_cast<double>(replicas);
+          deviceSumOfSquares(device, d.operands[1]) / static_cast<double>(replicas);
     }
     gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }
@@ -907,7 +906,7 @@ void Executor::applyOptimizers(Comm &comm) {
     try {
       const OptimizerParams &params = op.attrs.optimizer;
       float scale =
-          static_cast<float>(cpu::clipScale(params, gradNorm) / lossScale);
+          static_cast<float>(clipScale(params, gradNorm) / lossScale);
       std::vector<Tensor> t = d.operands;
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block
@@ -936,9 +935,9 @@ void Executor::applyOptimizers(Comm &comm) {
       if (op.kind == OpKind::Assign)
         device.copy(t[1], t[0]);
       else if (op.kind == OpKind::AdamW)
-        device.adamw(params, step, scale, t[0], t[1], t[2], t[3]);
+        deviceAdamW(device, params, step, scale, t[0], t[1], t[2], t[3]);
       else
-        device.sgd(params, step, scale, t[0], t[1], t[2]);
+        deviceSgd(device, params, step, scale, t[0], t[1], t[2]);
     } catch (const Error &e) {
       throw Error(fmt::format("{}: {}", op.describe(), e.what()));
     }

@@ -6,6 +6,11 @@
 
 #include "KernelRegistry.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
 using namespace shoal::rt;
 
 namespace {
@@ -14,6 +19,8 @@ namespace {
 KernelFn kernels[kNumOpKinds][kNumBackends] = {};
 /// Whether that kernel writes every element of its outputs.
 bool writesAll[kNumOpKinds][kNumBackends] = {};
+/// The update kernels of each backend.
+UpdateKernels updates[kNumBackends];
 
 } // namespace
 
@@ -32,6 +39,23 @@ void shoal::rt::registerKernel(OpKind kind, BackendKind backend, KernelFn fn,
       writes == KernelWrites::All;
 }
 
-#ifndef SHOAL_HAVE_CUDA
-void shoal::rt::registerCudaKernels() {}
-#endif
+bool shoal::rt::fillUninitialized() {
+  static const bool on = [] {
+    const char *v = std::getenv("SHOAL_FILL_UNINITIALIZED");
+    if (!v || !*v || std::string(v) == "0")
+      return false;
+    if (std::string(v) == "1")
+      return true;
+    throw Error(fmt::format("SHOAL_FILL_UNINITIALIZED={}: expected 0 or 1", v));
+  }();
+  return on;
+}
+
+void shoal::rt::registerUpdateKernels(BackendKind backend,
+                                      const UpdateKernels &kernels) {
+  updates[static_cast<int>(backend)] = kernels;
+}
+
+const UpdateKernels &shoal::rt::findUpdateKernels(BackendKind backend) {
+  return updates[static_cast<int>(backend)];
+}

@@ -7,15 +7,18 @@
 // Kernels are registered per (op kind, backend), as PyTorch's dispatcher does
 // with `dispatch: CPU: ... CUDA: ...`. The scheduler looks a kernel up and
 // calls it; "which ops does the CUDA backend have" is a lookup. A backend
-// registers its kernels in one function (registerCpuKernels,
-// registerCudaKernels) that the engine calls once: registration in static
-// initializers would be dropped by the linker from static libraries.
+// registers its kernels in one function of its own (cpu/Registry.h,
+// cuda/Backend.h), called when its device is made or by
+// registerAllBackends (BackendRegistry.h): registration in static
+// initializers would be dropped by the linker from static libraries. The
+// core names no backend's functions.
 //
 // A kernel gets its inputs (null for an absent optional operand) and its
 // outputs already allocated with their declared local types on the backend's
 // device, except for ops whose table entry says they alias their input
-// (Reshape): those set their output themselves. Collectives, Send/Recv and
-// optimizer ops are the scheduler's, not kernels.
+// (Reshape): those set their output themselves. Collectives and Send/Recv
+// are the scheduler's, not kernels. The optimizer updates and the clipping
+// norm are update kernels (UpdateKernels below), also per backend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +38,11 @@ struct LoadedPlan;
 
 enum class BackendKind { CPU, CUDA };
 constexpr int kNumBackends = 2;
+/// The backend whose kernels are the reference: an op without a kernel on
+/// the device's backend runs its kernel on host copies.
+constexpr BackendKind kReferenceBackend = BackendKind::CPU;
+
+struct OptimizerParams;
 
 /// What a kernel may need besides its operands.
 struct KernelContext {
@@ -75,11 +83,36 @@ bool kernelWritesAll(OpKind kind, BackendKind backend);
 void registerKernel(OpKind kind, BackendKind backend, KernelFn fn,
                     KernelWrites writes = KernelWrites::Partial);
 
-/// Registers the CPU backend's kernels (cpu/Registry.cpp). Idempotent.
-void registerCpuKernels();
-/// Registers the CUDA backend's kernels (cuda/Registry.cpp); a no-op in a
-/// build without CUDA. Idempotent.
-void registerCudaKernels();
+/// SHOAL_FILL_UNINITIALIZED=1: the scheduler fills the outputs of kernels
+/// registered as writing all of them (KernelWrites::All) with NaN (all-ones
+/// bytes) instead of leaving them as they are, so that a kernel that leaves
+/// elements out shows in its results, as PyTorch's
+/// `fill_uninitialized_memory` does for `torch.empty`. Throws Error for a
+/// value other than 0 or 1.
+bool fillUninitialized();
+
+/// The scheduler's own arithmetic on a backend's tensors: the optimizer
+/// updates of training plans and the clipping norm (docs/Training.md). A
+/// backend registers those it has; the others run the reference backend's
+/// on host copies (runUpdate... in Updates.h).
+struct UpdateKernels {
+  /// The sum of the squares of a f32 gradient, in double.
+  double (*sumOfSquares)(Device &device, const Tensor &g) = nullptr;
+  /// One AdamW step on (w, g, m, v) in place; `gradScale` multiplies the
+  /// gradient (clipping, loss scaling).
+  void (*adamw)(Device &device, const OptimizerParams &p, int64_t step,
+                float gradScale, Tensor &w, const Tensor &g, Tensor &m,
+                Tensor &v) = nullptr;
+  /// One SGD step on (w, g, buf) in place; `buf` may be undefined.
+  void (*sgd)(Device &device, const OptimizerParams &p, int64_t step,
+              float gradScale, Tensor &w, const Tensor &g,
+              Tensor &buf) = nullptr;
+};
+
+/// Registers (or replaces) `backend`'s update kernels.
+void registerUpdateKernels(BackendKind backend, const UpdateKernels &kernels);
+/// `backend`'s update kernels (null members where it has none).
+const UpdateKernels &findUpdateKernels(BackendKind backend);
 
 } // namespace rt
 } // namespace shoal

@@ -15,6 +15,7 @@
 #include "shoal/Runtime/Runtime.h"
 
 #include "Backend.h"
+#include "BackendRegistry.h"
 #include "Checkpoint.h"
 #include "Comm.h"
 #include "shoal/Schema/DeviceCatalog.h"
@@ -22,8 +23,6 @@
 #include "Export.h"
 #include "MappedFile.h"
 #include "Watchdog.h"
-#include "cpu/Common.h"
-#include "cpu/Vector.h"
 
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -47,8 +46,6 @@
 #include <set>
 #include <thread>
 
-// OpenBLAS's thread control, if the BLAS in use is OpenBLAS.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;
@@ -56,6 +53,13 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// "CUDA" for "cuda".
+std::string upperName(std::string s) {
+  for (char &c : s)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -579,29 +583,13 @@ void checkOutputFile(const std::string &path, const char *what,
                             path, flag));
 }
 
-/// Gives each rank its share of the cores for BLAS and the CPU kernels'
-/// threads (cpu::setCpuThreads) unless the user chose (OPENBLAS_NUM_THREADS,
-/// OMP_NUM_THREADS, SHOAL_NUM_THREADS). A bad SHOAL_NUM_THREADS,
-/// SHOAL_CPU_ISA or SHOAL_FILL_UNINITIALIZED is an error here, before any op
-/// runs.
-void configureBlasThreads(Communicator &world) {
-  cpu::cpuThreads();
-  cpu::vectorKernels();
-  cpu::fillUninitialized();
+/// Lets every backend share the node among its ranks (the CPU kernels'
+/// and BLAS threads) and check its settings, before any op runs.
+void configureBackendsForNode(Communicator &world) {
   std::vector<int> node = nodeOfRanks(world);
   int ranksHere = static_cast<int>(
       std::count(node.begin(), node.end(), node[world.rank()]));
-  // The node's cores shared by its ranks, but no more than this rank may
-  // run on: a rank pinned to one core (taskset, mpirun --bind-to core) runs
-  // one thread, not threads that take turns on that core.
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  int share =
-      std::max(1, std::min(cpu::usableCores(), cores / std::max(1, ranksHere)));
-  cpu::setCpuThreads(share);
-  if (!openblas_set_num_threads || std::getenv("OPENBLAS_NUM_THREADS"))
-    return;
-  if (ranksHere > 1 || share < cores || std::getenv("SHOAL_NUM_THREADS"))
-    openblas_set_num_threads(cpu::cpuThreads());
+  configureBackends(ranksHere);
 }
 
 /// This rank's index among the ranks of its node, without communicating
@@ -1161,19 +1149,18 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     checkOptionsForPlan(*plan, options, train, backend);
     // The device starts here: a CUDA run on a machine without a GPU stops
     // with "no CUDA device", whatever the plan kind.
-    if (backend == BackendKind::CUDA) {
+    Precision matmul = Precision::FP32;
+    if (backend != kReferenceBackend) {
       if (options.strict)
         if (const OpInfo *op = firstOpWithoutKernel(*plan, backend))
-          throw Error(fmt::format("--strict: the CUDA backend has no kernel "
+          throw Error(fmt::format("--strict: the {} backend has no kernel "
                                   "for {}",
+                                  upperName(backendName(backend)),
                                   op->describe()));
-      Precision matmul = Precision::FP32;
       if (!parsePrecision(options.precision, matmul))
         throw Error(fmt::format("unknown precision '{}'", options.precision));
-      device = makeCudaDevice(localRank(rank), matmul);
-    } else {
-      device = makeCpuDevice();
     }
+    device = makeDevice(backend, localRank(rank), matmul);
     ExecutorOptions executorOptions;
     executorOptions.strict = options.strict;
     executorOptions.traceOps = !options.tracePath.empty();
@@ -1303,8 +1290,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   // Under --comm nccl the program's collectives and transfers run over NCCL
   // on the device; the world stays the host communicator for control.
   std::unique_ptr<Communicator> ncclWorld;
-  if (options.comm == "nccl")
-    ncclWorld = makeNcclWorld(world, *device);
+  if (findBackendWithWorld(options.comm))
+    ncclWorld = makeDeviceWorld(options.comm, world, *device);
   Communicator &dataWorld = ncclWorld ? *ncclWorld : world;
   std::unique_ptr<Communicator> programComm =
       dataWorld.split(plan->program, static_cast<int>(plan->meshRank));
@@ -1590,7 +1577,7 @@ int shoal::rt::runPlanMain(int argc, char **argv) {
   rank = world->rank();
   int size = world->size();
   try {
-    configureBlasThreads(*world);
+    configureBackendsForNode(*world);
   } catch (const std::exception &e) {
     // SHOAL_NUM_THREADS or SHOAL_CPU_ISA: each rank reads its own.
     std::fprintf(stderr, "shoal-run: error: %s\n", e.what());

@@ -320,3 +320,52 @@ void shoal::rt::insertBlock(const void *src, const Shape &blockShape,
   copyBox(src, blockShape, Shape(blockShape.size(), 0), dst, dstShape, offsets,
           box, elemSize);
 }
+
+//===----------------------------------------------------------------------===//
+// Blocks of tensors along one dimension
+//===----------------------------------------------------------------------===//
+
+void shoal::rt::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
+                                int64_t index, Tensor &out) {
+  if (dim < 0 || dim >= x.rank() || numBlocks <= 0 || index < 0 ||
+      index >= numBlocks)
+    throw Error(fmt::format("LocalSlice: cannot take block {} of {} along "
+                            "dimension {} of {}",
+                            index, numBlocks, dim, x.type().str()));
+  // Uneven: ceil-sized blocks, the last ones zero-padded.
+  Shape shape = x.shape();
+  shape[dim] = (shape[dim] + numBlocks - 1) / numBlocks;
+  if (!out.defined() || out.dtype() != x.dtype() || out.shape() != shape)
+    throw Error(fmt::format("LocalSlice: expected an output of {}, got {}",
+                            TensorType{x.dtype(), shape}.str(),
+                            out.defined() ? out.type().str() : "none"));
+  Shape offsets(shape.size(), 0);
+  offsets[dim] = index * shape[dim];
+  extractBlock(x.rawData(), x.shape(), dtypeSize(x.dtype()), offsets, shape,
+               out.rawData());
+}
+
+void shoal::rt::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
+                                  int64_t dim, Tensor &out) {
+  if (dim < 0 || dim >= out.rank() || numBlocks <= 0 ||
+      out.shape()[dim] % numBlocks != 0)
+    throw Error(fmt::format("AllGather: cannot split {} into {} blocks along "
+                            "dimension {}",
+                            out.type().str(), numBlocks, dim));
+  concatBlocks(blocks,
+               std::vector<int64_t>(numBlocks, out.shape()[dim] / numBlocks),
+               dim, out);
+}
+
+void shoal::rt::concatBlocks(const uint8_t *blocks,
+                                  const std::vector<int64_t> &sizes,
+                                  int64_t dim, Tensor &out) {
+  std::size_t elem = dtypeSize(out.dtype());
+  Shape block = out.shape(), offsets(block.size(), 0);
+  for (int64_t size : sizes) {
+    block[dim] = size;
+    insertBlock(blocks, block, elem, offsets, out.rawData(), out.shape());
+    blocks += static_cast<std::size_t>(numElements(block)) * elem;
+    offsets[dim] += size;
+  }
+}

@@ -164,6 +164,22 @@ void extractBlock(const void *src, const Shape &srcShape, std::size_t elemSize,
 void insertBlock(const void *src, const Shape &blockShape, std::size_t elemSize,
                  const Shape &offsets, void *dst, const Shape &dstShape);
 
+/// Copies block `index` of `numBlocks` blocks of `x` along `dim` (ceil-sized,
+/// the last ones zero-padded) into `out` (LocalSlice, an all-to-all's
+/// pieces).
+void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
+                Tensor &out);
+
+/// Places `numBlocks` dense blocks of shape `out` with dimension `dim`
+/// divided by numBlocks, stored one after the other in `blocks`, side by side
+/// along `dim` of `out` (the reordering after an all-gather).
+void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
+                  Tensor &out);
+/// The same for blocks of different sizes: block g holds sizes[g] entries of
+/// dimension `dim` (an all-gather of uneven blocks).
+void concatBlocks(const uint8_t *blocks, const std::vector<int64_t> &sizes,
+                  int64_t dim, Tensor &out);
+
 } // namespace rt
 } // namespace shoal
 

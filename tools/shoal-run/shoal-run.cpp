@@ -11,4 +11,7 @@
 
 #include "shoal/Runtime/Runtime.h"
 
-int main(int argc, char **argv) { return shoal::rt::runPlanMain(argc, argv); }
+int main(int argc, char **argv) {
+  shoal::rt::registerAllBackends();
+  return shoal::rt::runPlanMain(argc, argv);
+}

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backend.h"
+#include "BackendRegistry.h"
 #include "Device.h"
 #include "shoal/Schema/DeviceCatalog.h"
 #include "MemoryPlan.h"
@@ -111,13 +112,14 @@ TEST(Backend, ParsesNamesAndPrecisions) {
 }
 
 TEST(Backend, CudaKernelsAreARegistryLookup) {
-  registerCpuKernels();
-  registerCudaKernels();
+  registerAllBackends();
+  registerBackendKernels(BackendKind::CPU);
+  registerBackendKernels(BackendKind::CUDA);
   EXPECT_NE(findKernel(OpKind::Add, BackendKind::CPU), nullptr);
   EXPECT_NE(findKernel(OpKind::LayerNormalization, BackendKind::CPU), nullptr);
   // The CUDA backend has the matrix products and elementwise ops; the
   // scheduler runs the rest on the CPU. A build without CUDA has none.
-  bool cuda = cudaBackendBuilt();
+  bool cuda = findBackend(BackendKind::CUDA) != nullptr;
   EXPECT_EQ(findKernel(OpKind::MatMul, BackendKind::CUDA) != nullptr, cuda);
   EXPECT_EQ(findKernel(OpKind::Add, BackendKind::CUDA) != nullptr, cuda);
   EXPECT_EQ(findKernel(OpKind::Send, BackendKind::CUDA), nullptr);

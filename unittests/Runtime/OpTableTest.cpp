@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelRegistry.h"
+#include "cpu/Backend.h"
 #include "Ops.h"
 #include "PlanLoader.h"
 

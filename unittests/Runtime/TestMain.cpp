@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BackendRegistry.h"
 #include "Communicator.h"
 #include "TestUtil.h"
 
@@ -27,6 +28,7 @@ shoal::rt::Communicator &shoal::rt::test::mpiWorld() {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  shoal::rt::registerAllBackends();
   // Under mpiexec every rank must join MPI even if its filter selects no
   // test that needs it.
   if (std::getenv("OMPI_COMM_WORLD_SIZE") && !::testing::GTEST_FLAG(list_tests))

@@ -149,6 +149,10 @@ struct RunSummary {
   MemoryReport memory;
 };
 
+/// Registers every backend this build has (CPU; CUDA where built), once:
+/// tools call it at start-up, before runPlan (ShoalRuntimeBackends).
+void registerAllBackends();
+
 /// Runs the plan on MPI_COMM_WORLD (the runtime's internal runPlan takes
 /// any world Communicator). MPI must be initialized, and every rank
 /// must call this with the same options. Errors found while loading (plan,

@@ -110,18 +110,6 @@ int shoal::rt::cpu::usableCores() {
   return machine;
 }
 
-bool shoal::rt::cpu::fillUninitialized() {
-  static const bool on = [] {
-    const char *v = std::getenv("SHOAL_FILL_UNINITIALIZED");
-    if (!v || !*v || std::string(v) == "0")
-      return false;
-    if (std::string(v) == "1")
-      return true;
-    throw Error(fmt::format("SHOAL_FILL_UNINITIALIZED={}: expected 0 or 1", v));
-  }();
-  return on;
-}
-
 void shoal::rt::cpu::setCpuThreads(int n) {
   configuredThreads.store(std::max(0, n), std::memory_order_relaxed);
 }

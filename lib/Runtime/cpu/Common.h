@@ -14,6 +14,7 @@
 #ifndef SHOAL_RUNTIME_CPU_COMMON_H
 #define SHOAL_RUNTIME_CPU_COMMON_H
 
+#include "KernelRegistry.h"
 #include "Tensor.h"
 #include "cpu/DTypes.h"
 #include "cpu/LoopNest.h"
@@ -52,13 +53,8 @@ int usableCores();
 /// OMP_NUM_THREADS, else setCpuThreads's, else usableCores(). Throws
 /// Error when SHOAL_NUM_THREADS is not a count from 1 to 4096.
 int cpuThreads();
-/// SHOAL_FILL_UNINITIALIZED=1: the scheduler fills the outputs of kernels
-/// registered as writing all of them (KernelWrites::All) with NaN (all-ones
-/// bytes) instead of leaving them as they are, so that a kernel that leaves
-/// elements out shows in its results, as PyTorch's
-/// `fill_uninitialized_memory` does for `torch.empty`. Throws Error for a
-/// value other than 0 or 1.
-bool fillUninitialized();
+/// SHOAL_FILL_UNINITIALIZED (KernelRegistry.h).
+using rt::fillUninitialized;
 /// Sets the kernel threads of this process (shoal-run gives each rank its
 /// share of the node's cores); n < 1 goes back to usableCores(). The
 /// environment variables above take precedence.

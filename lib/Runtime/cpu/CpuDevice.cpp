@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "cpu/Backend.h"
 
 #include <fmt/format.h>
 
@@ -94,5 +95,6 @@ private:
 } // namespace
 
 std::unique_ptr<Device> shoal::rt::makeCpuDevice() {
+  registerCpuKernels();
   return std::make_unique<CpuDevice>();
 }

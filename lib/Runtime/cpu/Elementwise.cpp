@@ -182,22 +182,6 @@ void map2(const Tensor &a, const Tensor &b, Tensor &out, F f) {
 // Element-wise
 //===----------------------------------------------------------------------===//
 
-const char *shoal::rt::cpu::binaryName(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "Add";
-  case BinaryOp::Sub:
-    return "Sub";
-  case BinaryOp::Mul:
-    return "Mul";
-  case BinaryOp::Div:
-    return "Div";
-  case BinaryOp::Pow:
-    return "Pow";
-  }
-  return "?";
-}
-
 void shoal::rt::cpu::binary(BinaryOp op, const Tensor &a, const Tensor &b,
                             Tensor &out) {
   const char *name = binaryName(op);

@@ -21,7 +21,9 @@
 #define SHOAL_RUNTIME_CPU_KERNELS_H
 
 #include "OpAttrs.h"
+#include "Sharding.h"
 #include "Tensor.h"
+#include "ops/MathKinds.h"
 #include "ops/ShapeRules.h"
 
 #include <cstdint>
@@ -55,16 +57,15 @@ using rt::WindowParams;
 // Element-wise (Elementwise.cpp)
 //===----------------------------------------------------------------------===//
 
-enum class BinaryOp { Add, Sub, Mul, Div, Pow };
-/// The ONNX name of `op` (\c "Add", ...).
-const char *binaryName(BinaryOp op);
+using arith::BinaryOp;
+using arith::binaryName;
 /// Element-wise with numpy broadcasting on one dtype: floats (f16/bf16 in
 /// f32), and integers wrapping around (Div truncates toward zero and throws
 /// Error on a zero divisor). Pow also takes an exponent of another numeric
 /// dtype; the result has the base's.
 void binary(BinaryOp op, const Tensor &a, const Tensor &b, Tensor &out);
 
-enum class UnaryOp { Erf, Tanh, Relu, Sqrt, Exp, Neg, Sigmoid };
+using arith::UnaryOp;
 /// Element-wise on f32, f64, f16 and bf16 (Neg and Relu also on i64, i32 and
 /// i8, wrapping around).
 void unary(UnaryOp op, const Tensor &x, Tensor &out);
@@ -173,7 +174,7 @@ void batchNorm(const Tensor &x, const Tensor &scale, const Tensor &bias,
 // Reduction (Reduction.cpp)
 //===----------------------------------------------------------------------===//
 
-enum class ReduceOp { Sum, Mean };
+using arith::ReduceOp;
 /// Reduces f32 `x` over sorted, unique `axes` (double accumulation). The
 /// output may have kept or dropped the reduced dimensions.
 void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
@@ -320,19 +321,10 @@ void poolGrad(PoolOp op, const Tensor &x, const Tensor &dy,
 // Collectives (Collective.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Copies block `index` of `numBlocks` equal blocks of `x` along `dim`.
-void sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks, int64_t index,
-                Tensor &out);
-
-/// Places `numBlocks` dense blocks of shape `out` with dimension `dim`
-/// divided by numBlocks, stored one after the other in `blocks`, side by side
-/// along `dim` of `out` (the reordering after an MPI all-gather).
-void concatBlocks(const uint8_t *blocks, int64_t numBlocks, int64_t dim,
-                  Tensor &out);
-/// The same for blocks of different sizes: block g holds sizes[g] entries of
-/// dimension `dim` (an all-gather of uneven blocks).
-void concatBlocks(const uint8_t *blocks, const std::vector<int64_t> &sizes,
-                  int64_t dim, Tensor &out);
+// sliceBlock and concatBlocks are the runtime's (Sharding.h): the
+// communicators reorder blocks with them too.
+using rt::concatBlocks;
+using rt::sliceBlock;
 
 //===----------------------------------------------------------------------===//
 // Training ops (Training.cpp, docs/Training.md)

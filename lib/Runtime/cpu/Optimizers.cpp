@@ -62,39 +62,6 @@ void checkStep(const OptimizerParams &p, int64_t step) {
 
 } // namespace
 
-OptimizerParams shoal::rt::cpu::optimizerParams(const OpInfo &op) {
-  if (op.kind != OpKind::AdamW && op.kind != OpKind::SGD)
-    throw Error(fmt::format("{}: is not an optimizer op (AdamW or SGD)",
-                            op.describe()));
-  return op.attrs.optimizer;
-}
-
-double shoal::rt::cpu::learningRate(const OptimizerParams &p, int64_t step) {
-  int64_t s = step - 1;
-  if (s < p.warmupSteps)
-    return p.lr * static_cast<double>(s + 1) /
-           static_cast<double>(p.warmupSteps);
-  if (p.totalSteps > p.warmupSteps) {
-    if (s >= p.totalSteps)
-      return p.minLr;
-    const double pi = 3.14159265358979323846;
-    double progress = static_cast<double>(s - p.warmupSteps) /
-                      static_cast<double>(p.totalSteps - p.warmupSteps);
-    return p.minLr + 0.5 * (p.lr - p.minLr) * (1.0 + std::cos(pi * progress));
-  }
-  return p.lr;
-}
-
-float shoal::rt::cpu::clipScale(const OptimizerParams &p, double globalNorm) {
-  if (!(p.clipNorm > 0))
-    return 1.f;
-  // clip_grad_norm_: the norm is a float32 tensor, so are the sum and the
-  // quotient; clamp(max=1).
-  float coef = static_cast<float>(p.clipNorm) /
-               (static_cast<float>(globalNorm) + static_cast<float>(1e-6));
-  return std::min(coef, 1.f);
-}
-
 double shoal::rt::cpu::sumOfSquares(const Tensor &g) {
   if (g.dtype() != DType::F32)
     throw Error(fmt::format("sumOfSquares: the gradient must be f32, got {}",

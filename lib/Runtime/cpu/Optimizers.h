@@ -13,7 +13,8 @@
 // The ops have no outputs. The executor runs them once per optimizer step,
 // after every gradient of the step is known: it counts the steps, computes
 // the clipping scale from the global gradient norm (sumOfSquares, then
-// clipScale) and calls adamwUpdate or sgdUpdate.
+// clipScale) and calls the backend's update kernels (Updates.h), which are
+// adamwUpdate and sgdUpdate on the CPU (registered in cpu/Registry.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #define SHOAL_RUNTIME_CPU_OPTIMIZERS_H
 
 #include "OpAttrs.h"
+#include "Updates.h"
 #include "Tensor.h"
 
 #include <cstdint>
@@ -36,20 +38,11 @@ namespace cpu {
 /// (checkOp): part of the op model (OpAttrs.h).
 using rt::OptimizerParams;
 
-/// The parameters of an AdamW or SGD op; throws Error naming the op if `op`
-/// is another kind.
-OptimizerParams optimizerParams(const OpInfo &op);
-
-/// The learning rate of 1-based step `step` (docs/Training.md): with
-/// s = step - 1, `lr * (s + 1) / warmup` while s < warmup; then, if
-/// total > warmup, cosine decay from lr to min_lr over [warmup, total) and
-/// min_lr from total on; else lr.
-double learningRate(const OptimizerParams &p, int64_t step);
-
-/// The factor clip_grad_norm_ multiplies every gradient by, given the
-/// global norm: min(1, clip_norm / (norm + 1e-6)), in float32 like PyTorch;
-/// 1 when clipping is off.
-float clipScale(const OptimizerParams &p, double globalNorm);
+// The parameters, the learning-rate schedule and the clipping factor are
+// the runtime's (Updates.h), which the scheduler uses too.
+using rt::clipScale;
+using rt::learningRate;
+using rt::optimizerParams;
 
 /// The sum of the squares of f32 `g`'s elements, accumulated in double (one
 /// term of the squared global gradient norm).

@@ -6,6 +6,9 @@
 
 #include "cpu/Registry.h"
 
+#include "cpu/Backend.h"
+#include "cpu/Optimizers.h"
+
 #include <fmt/format.h>
 
 using namespace shoal::rt;
@@ -41,6 +44,19 @@ void shoal::rt::registerCpuKernels() {
     cpu::registerConvPoolKernels();
     cpu::registerCollectiveKernels();
     cpu::registerTrainingKernels();
+    UpdateKernels updates;
+    updates.sumOfSquares = [](Device &, const Tensor &g) {
+      return cpu::sumOfSquares(g);
+    };
+    updates.adamw = [](Device &, const OptimizerParams &p, int64_t step,
+                       float gradScale, Tensor &w, const Tensor &g, Tensor &m,
+                       Tensor &v) {
+      cpu::adamwUpdate(p, step, gradScale, w, g, m, v);
+    };
+    updates.sgd = [](Device &, const OptimizerParams &p, int64_t step,
+                     float gradScale, Tensor &w, const Tensor &g,
+                     Tensor &buf) { cpu::sgdUpdate(p, step, gradScale, w, g, buf); };
+    registerUpdateKernels(BackendKind::CPU, updates);
     return true;
   }();
   (void)registered;

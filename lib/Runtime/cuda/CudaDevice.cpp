@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/CudaDevice.h"
+#include "cuda/Backend.h"
 
 #include "cuda/Kernels.h"
 
@@ -149,7 +150,7 @@ void CudaDevice::addInto(Tensor &acc, const Tensor &x) {
     Device::addInto(acc, x);
     return;
   }
-  cuda::binary(cpu::BinaryOp::Add, acc.dtype(), acc.rawData(), acc.shape(),
+  cuda::binary(arith::BinaryOp::Add, acc.dtype(), acc.rawData(), acc.shape(),
                x.rawData(), x.shape(), acc.rawData(), acc.shape(), compute);
 }
 
@@ -164,9 +165,9 @@ void *CudaDevice::workspace(std::size_t bytes) {
   return scratch;
 }
 
-bool shoal::rt::cudaBackendBuilt() { return true; }
-
 std::unique_ptr<Device> shoal::rt::makeCudaDevice(int localRank,
                                                   Precision matmul) {
-  return std::make_unique<CudaDevice>(localRank, matmul);
+  auto device = std::make_unique<CudaDevice>(localRank, matmul);
+  registerCudaKernels();
+  return device;
 }

@@ -29,9 +29,9 @@
 #include <type_traits>
 
 using namespace shoal::rt;
-using shoal::rt::cpu::BinaryOp;
-using shoal::rt::cpu::ReduceOp;
-using shoal::rt::cpu::UnaryOp;
+using shoal::rt::arith::BinaryOp;
+using shoal::rt::arith::ReduceOp;
+using shoal::rt::arith::UnaryOp;
 
 namespace {
 
@@ -946,10 +946,10 @@ namespace shoal {
 namespace rt {
 namespace cuda {
 
-void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
+void binary(BinaryOp op, DType dtype, const void *a, const Shape &aShape,
             const void *b, const Shape &bShape, void *out,
             const Shape &outShape, cudaStream_t stream) {
-  const char *name = cpu::binaryName(op);
+  const char *name = arith::binaryName(op);
   checkRank(outShape, name);
   std::size_t rank = std::max(aShape.size(), bShape.size());
   bool ok = outShape.size() == rank && broadcastsTo(aShape, outShape) &&
@@ -994,7 +994,7 @@ void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
               " tensors on CUDA");
 }
 
-void unary(cpu::UnaryOp op, const float *in, float *out, int64_t n,
+void unary(UnaryOp op, const float *in, float *out, int64_t n,
            cudaStream_t stream) {
   switch (op) {
   case UnaryOp::Erf:
@@ -1282,7 +1282,7 @@ void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
   checkLaunch("Transpose");
 }
 
-void reduce(cpu::ReduceOp op, const float *in, const Shape &inShape,
+void reduce(ReduceOp op, const float *in, const Shape &inShape,
             const std::vector<int64_t> &axes, float *out, cudaStream_t stream) {
   const char *name = op == ReduceOp::Sum ? "ReduceSum" : "ReduceMean";
   checkRank(inShape, name);

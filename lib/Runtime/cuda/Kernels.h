@@ -21,7 +21,8 @@
 #define SHOAL_RUNTIME_CUDA_KERNELS_H
 
 #include "Tensor.h"
-#include "cpu/Kernels.h"
+#include "ops/MathKinds.h"
+#include "ops/ShapeRules.h"
 
 #include <cuda_runtime_api.h>
 
@@ -40,12 +41,12 @@ constexpr int kMaxRank = 8;
 /// broadcast of the two input shapes. f32 for every op; i64 and i32 for Add,
 /// Sub and Mul. (An integer Pow exponent must be cast to f32 first.) `out`
 /// may be `a` or `b` where that operand has the output's shape.
-void binary(cpu::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
+void binary(arith::BinaryOp op, DType dtype, const void *a, const Shape &aShape,
             const void *b, const Shape &bShape, void *out,
             const Shape &outShape, cudaStream_t stream);
 
 /// Element-wise `op` on `n` f32 values; `in` may equal `out`.
-void unary(cpu::UnaryOp op, const float *in, float *out, int64_t n,
+void unary(arith::UnaryOp op, const float *in, float *out, int64_t n,
            cudaStream_t stream);
 
 /// Numerically stable softmax of f32 `in` along `axis`; `in` may equal `out`.
@@ -75,7 +76,7 @@ void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
 
 /// Sum or mean of f32 `in` over sorted, unique `axes` (accumulating in
 /// double, as the CPU kernel does). `out` holds the kept dimensions in order.
-void reduce(cpu::ReduceOp op, const float *in, const Shape &inShape,
+void reduce(arith::ReduceOp op, const float *in, const Shape &inShape,
             const std::vector<int64_t> &axes, float *out, cudaStream_t stream);
 
 /// Copies block `index` of `numBlocks` equal blocks of `in` along `dim`.

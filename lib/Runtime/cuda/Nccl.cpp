@@ -16,6 +16,7 @@
 #include "Communicator.h"
 #include "Device.h"
 
+#include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 
 #include <fmt/format.h>

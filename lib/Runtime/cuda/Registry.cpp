@@ -16,7 +16,8 @@
 #include "KernelRegistry.h"
 
 #include "PlanLoader.h"
-#include "cpu/Kernels.h"
+#include "ops/MathKinds.h"
+#include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
@@ -159,17 +160,17 @@ void gemmKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   gemm(dev(ctx), in[0]->rawData(), in[1]->rawData(), out[0].rawData(), a.transA,
        a.transB, a.alpha, s, in[0]->numElements(), in[1]->numElements());
   if (hasC)
-    binary(cpu::BinaryOp::Add, DType::F32, out[0].rawData(), out[0].shape(),
+    binary(arith::BinaryOp::Add, DType::F32, out[0].rawData(), out[0].shape(),
            in[2]->rawData(), in[2]->shape(), out[0].rawData(), out[0].shape(),
            dev(ctx).stream());
 }
 
-template <cpu::BinaryOp B>
+template <arith::BinaryOp B>
 void binaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
   DType t = out[0].dtype();
-  bool intOk = B == cpu::BinaryOp::Add || B == cpu::BinaryOp::Sub ||
-               B == cpu::BinaryOp::Mul;
+  bool intOk = B == arith::BinaryOp::Add || B == arith::BinaryOp::Sub ||
+               B == arith::BinaryOp::Mul;
   if (!(t == DType::F32 || (intOk && (t == DType::I64 || t == DType::I32))) ||
       in[0]->dtype() != t || in[1]->dtype() != t)
     throw KernelUnsupported(fmt::format("{} on {}", op.kindName, dtypeName(t)));
@@ -177,7 +178,7 @@ void binaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
          in[1]->shape(), out[0].rawData(), out[0].shape(), dev(ctx).stream());
 }
 
-template <cpu::UnaryOp U>
+template <arith::UnaryOp U>
 void unaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                  Outputs &out) {
   requireF32(op, in, out);
@@ -229,7 +230,7 @@ void transposeKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
             op.attrs.perm, out[0].rawData(), dev(ctx).stream());
 }
 
-template <cpu::ReduceOp R>
+template <arith::ReduceOp R>
 void reduceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
   if (op.attrs.reduceIsIdentity) {
@@ -322,7 +323,7 @@ void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   gemm(d, in[0]->rawData(), in[1]->rawData(), scores, false, false,
        op.attrs.scale, s1, in[0]->numElements(), in[1]->numElements(), scratch);
   if (in.size() > 3 && in[3])
-    binary(cpu::BinaryOp::Add, DType::F32, scores, scoreShape, in[3]->rawData(),
+    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape, in[3]->rawData(),
            in[3]->shape(), scores, scoreShape, d.stream());
   softmax(scores, probs, scoreShape,
           static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
@@ -343,25 +344,25 @@ void shoal::rt::registerCudaKernels() {
   };
   reg(OpKind::MatMul, matmulKernel);
   reg(OpKind::Gemm, gemmKernel);
-  reg(OpKind::Add, binaryKernel<cpu::BinaryOp::Add>);
-  reg(OpKind::Sub, binaryKernel<cpu::BinaryOp::Sub>);
-  reg(OpKind::Mul, binaryKernel<cpu::BinaryOp::Mul>);
-  reg(OpKind::Div, binaryKernel<cpu::BinaryOp::Div>);
-  reg(OpKind::Pow, binaryKernel<cpu::BinaryOp::Pow>);
-  reg(OpKind::Erf, unaryKernel<cpu::UnaryOp::Erf>);
-  reg(OpKind::Tanh, unaryKernel<cpu::UnaryOp::Tanh>);
-  reg(OpKind::Relu, unaryKernel<cpu::UnaryOp::Relu>);
-  reg(OpKind::Sqrt, unaryKernel<cpu::UnaryOp::Sqrt>);
-  reg(OpKind::Exp, unaryKernel<cpu::UnaryOp::Exp>);
-  reg(OpKind::Neg, unaryKernel<cpu::UnaryOp::Neg>);
-  reg(OpKind::Sigmoid, unaryKernel<cpu::UnaryOp::Sigmoid>);
+  reg(OpKind::Add, binaryKernel<arith::BinaryOp::Add>);
+  reg(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>);
+  reg(OpKind::Mul, binaryKernel<arith::BinaryOp::Mul>);
+  reg(OpKind::Div, binaryKernel<arith::BinaryOp::Div>);
+  reg(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>);
+  reg(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>);
+  reg(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>);
+  reg(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>);
+  reg(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>);
+  reg(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>);
+  reg(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>);
+  reg(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>);
   reg(OpKind::Softmax, softmaxKernel);
   reg(OpKind::LayerNormalization, layerNormKernel);
   reg(OpKind::Gather, gatherKernel);
   reg(OpKind::Reshape, aliasKernel);
   reg(OpKind::Transpose, transposeKernel);
-  reg(OpKind::ReduceMean, reduceKernel<cpu::ReduceOp::Mean>);
-  reg(OpKind::ReduceSum, reduceKernel<cpu::ReduceOp::Sum>);
+  reg(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>);
+  reg(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>);
   reg(OpKind::LocalSlice, localSliceKernel);
   reg(OpKind::Gelu, geluKernel);
   reg(OpKind::GeluGrad, geluGradKernel);

@@ -1,0 +1,90 @@
+//===- BackendRegistry.cpp - Backends that register themselves --*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackendRegistry.h"
+
+#include "Backend.h"
+#include "Communicator.h"
+#include "Device.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+using namespace shoal::rt;
+
+namespace {
+
+BackendInfo backends[kNumBackends];
+bool registered[kNumBackends] = {};
+
+std::string upper(std::string s) {
+  for (char &c : s)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+} // namespace
+
+void shoal::rt::registerBackend(const BackendInfo &info) {
+  backends[static_cast<int>(info.kind)] = info;
+  registered[static_cast<int>(info.kind)] = true;
+}
+
+const BackendInfo *shoal::rt::findBackend(BackendKind kind) {
+  int i = static_cast<int>(kind);
+  return registered[i] ? &backends[i] : nullptr;
+}
+
+const BackendInfo *shoal::rt::findBackendWithWorld(const std::string &name) {
+  for (int i = 0; i < kNumBackends; ++i)
+    if (registered[i] && backends[i].makeDeviceWorld &&
+        backends[i].deviceWorldName && name == backends[i].deviceWorldName)
+      return &backends[i];
+  return nullptr;
+}
+
+std::unique_ptr<Device> shoal::rt::makeDevice(BackendKind kind, int localRank,
+                                              Precision matmul) {
+  bool any = false;
+  for (bool r : registered)
+    any |= r;
+  if (!any)
+    throw Error("no backend is registered (the tool must call "
+                "registerAllBackends, BackendRegistry.h)");
+  const BackendInfo *b = findBackend(kind);
+  if (!b || !b->makeDevice) {
+    std::string name = backendName(kind);
+    throw Error(fmt::format(
+        "no {} device: this build of shoal has no {} backend (configure "
+        "with -DSHOAL_ENABLE_{}=ON where its toolkit exists); use --backend "
+        "cpu",
+        upper(name), upper(name), upper(name)));
+  }
+  return b->makeDevice(localRank, matmul);
+}
+
+std::unique_ptr<Communicator>
+shoal::rt::makeDeviceWorld(const std::string &name, Communicator &bootstrap,
+                           Device &device) {
+  const BackendInfo *b = findBackendWithWorld(name);
+  if (!b)
+    throw Error(fmt::format("{} (--comm {}): this build of shoal has no "
+                            "backend with it",
+                            upper(name), name));
+  return b->makeDeviceWorld(bootstrap, device);
+}
+
+void shoal::rt::registerBackendKernels(BackendKind kind) {
+  if (const BackendInfo *b = findBackend(kind); b && b->registerKernels)
+    b->registerKernels();
+}
+
+void shoal::rt::configureBackends(int ranksOnNode) {
+  for (int i = 0; i < kNumBackends; ++i)
+    if (registered[i] && backends[i].configureProcess)
+      backends[i].configureProcess(ranksOnNode);
+}

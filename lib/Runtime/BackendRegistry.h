@@ -1,0 +1,91 @@
+//===- BackendRegistry.h - Backends that register themselves ----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// As IREE's HAL driver registry (hal/drivers/init.c, driver_registry.h):
+// each backend (cpu/, cuda/) registers what it provides, a device factory,
+// its kernels (registered when its device is made) and, optionally, a
+// collective world on its devices (NCCL) and a per-process set-up (the CPU's
+// thread share). The engine and the tooling ask the registry by
+// BackendKind; they name no backend, and the core builds and links without
+// any of them. registerAllBackends (backends/Init.cpp, the
+// ShoalRuntimeBackends library) registers every backend this build has.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_BACKENDREGISTRY_H
+#define SHOAL_RUNTIME_BACKENDREGISTRY_H
+
+#include "KernelRegistry.h"
+#include "shoal/Runtime/Runtime.h"
+#include "shoal/Schema/DeviceCatalog.h"
+
+#include <memory>
+#include <string>
+
+namespace shoal {
+namespace rt {
+
+class Communicator;
+class Device;
+
+/// What a backend registers.
+struct BackendInfo {
+  BackendKind kind = BackendKind::CPU;
+  /// "cpu", "cuda": as --backend names it.
+  const char *name = "";
+  /// The device of the rank that is `localRank` on its node (a GPU backend
+  /// takes device `localRank % count`); `matmul` is the precision of matrix
+  /// products. Throws Error when no device is usable. Registers the
+  /// backend's kernels.
+  std::unique_ptr<Device> (*makeDevice)(int localRank, Precision matmul) =
+      nullptr;
+  /// The collective world of the ranks of `bootstrap` (a host communicator
+  /// that carries the set-up, e.g. NCCL's unique id) on `device`, one of
+  /// this backend's devices; collective over `bootstrap`. Null if the
+  /// backend has none.
+  std::unique_ptr<Communicator> (*makeDeviceWorld)(Communicator &bootstrap,
+                                                   Device &device) = nullptr;
+  /// Registers the backend's kernels (KernelRegistry.h); idempotent. Also
+  /// called by makeDevice.
+  void (*registerKernels)() = nullptr;
+  /// The name --comm gives that world ("nccl"); null without one.
+  const char *deviceWorldName = nullptr;
+  /// Checks the process's settings of the backend and shares the node's
+  /// resources among its `ranksOnNode` ranks, once, before any op runs (the
+  /// CPU kernels' threads). Null if the backend needs none.
+  void (*configureProcess)(int ranksOnNode) = nullptr;
+};
+
+/// Registers (or replaces) a backend.
+void registerBackend(const BackendInfo &info);
+/// The backend of `kind`, or null when this build (or process) has not
+/// registered it.
+const BackendInfo *findBackend(BackendKind kind);
+/// The backend whose `deviceWorldName` is `name`, or null.
+const BackendInfo *findBackendWithWorld(const std::string &name);
+
+/// A device of backend `kind`; throws Error when the backend is not in
+/// this build ("no CUDA device: this build of shoal has no CUDA backend").
+std::unique_ptr<Device> makeDevice(BackendKind kind, int localRank,
+                                   Precision matmul);
+/// The world named `name` (--comm, e.g. "nccl") on `device`; throws Error
+/// when no registered backend has it.
+std::unique_ptr<Communicator> makeDeviceWorld(const std::string &name,
+                                              Communicator &bootstrap,
+                                              Device &device);
+/// Registers the kernels of backend `kind` if it is registered (so that
+/// "which ops does it have" is a lookup before any of its devices exists).
+void registerBackendKernels(BackendKind kind);
+/// Calls every registered backend's configureProcess.
+void configureBackends(int ranksOnNode);
+
+// registerAllBackends, which registers every backend of this build
+// (backends/Init.cpp), is declared in shoal/Runtime/Runtime.h.
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_BACKENDREGISTRY_H
