@@ -11,9 +11,9 @@ Two steps, because the compiler (MLIR) lives on the build machine and the GPU
 on another:
 
   # on the build machine: the graph (no weight data) and the plan
-  /usr/bin/python3 bench/gpt_cuda.py prepare --bin build/bin --out bench-out
+  /usr/bin/python3 bench/gpt_cuda.py prepare --bin build/bin --out build/bench-out
   # on the GPU machine, with a runtime-only build (-DSHOAL_BUILD_COMPILER=OFF)
-  python3 bench/gpt_cuda.py run --bin build-rt/bin --out bench-out
+  python3 bench/gpt_cuda.py run --bin build-rt/bin --out build/bench-out
 
 `prepare` writes model.onnx whose initializers point into weights.bin as ONNX
 external data, without writing weights.bin (the compiler never reads

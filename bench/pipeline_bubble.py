@@ -56,7 +56,7 @@ def spec_text(stages, layers, m, schedule):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--out", default="bench-out/pipeline")
+    ap.add_argument("--out", default="build/bench-out/pipeline")
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--micro-batches", default="4,8,16")
     ap.add_argument("--schedules", default="gpipe,1f1b")

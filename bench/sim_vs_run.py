@@ -63,7 +63,7 @@ def predicted_ms(sim, plan, cluster, calibration, show=False):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--out", default="bench-out/sim")
+    ap.add_argument("--out", default="build/bench-out/sim")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=128)
