@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Json.h"
 
 #include "MappedFile.h"
 #include "Npy.h"
@@ -244,19 +245,6 @@ private:
   std::size_t pos = 0;
 };
 
-std::string jsonQuote(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += {'\\', c};
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
 const char *dtypeJsonName(DType d) {
   switch (d) {
   case DType::F32:
@@ -411,7 +399,7 @@ std::string entryJson(const CheckpointEntry &e) {
   for (const CheckpointShard &s : e.shards)
     shards.push_back(fmt::format("{{\"file\": {}, \"offset\": {}, \"shape\": "
                                  "{}}}",
-                                 jsonQuote(s.file), shapeJson(s.offset),
+                                 jsonString(s.file), shapeJson(s.offset),
                                  shapeJson(s.shape)));
   return fmt::format("{{\"dtype\": \"{}\", \"shape\": {}, \"shards\": [{}]}}",
                      dtypeJsonName(e.globalType.dtype),
@@ -422,7 +410,7 @@ std::string tensorsJson(const std::map<std::string, CheckpointEntry> &tensors,
                         const char *sep) {
   std::vector<std::string> parts;
   for (const auto &[name, e] : tensors)
-    parts.push_back(fmt::format("{}: {}", jsonQuote(name), entryJson(e)));
+    parts.push_back(fmt::format("{}: {}", jsonString(name), entryJson(e)));
   return fmt::format("{{{}{}}}", sep, fmt::join(parts, std::string(",") + sep));
 }
 
@@ -543,7 +531,7 @@ std::string shoal::rt::manifestJson(const CheckpointManifest &m) {
   return fmt::format("{{\"format\": \"shoal.checkpoint\", \"version\": 1, "
                      "\"step\": {}, \"world_size\": {},\n \"optimizer\": {},\n "
                      "\"tensors\": {}}}\n",
-                     m.step, m.worldSize, jsonQuote(m.optimizer),
+                     m.step, m.worldSize, jsonString(m.optimizer),
                      tensorsJson(m.tensors, "\n  "));
 }
 

@@ -29,6 +29,7 @@
 #include "Communicator.h"
 #include "Sharding.h"
 #include "Tensor.h"
+#include "shoal/Runtime/Runtime.h"
 
 #include <cstdint>
 #include <map>

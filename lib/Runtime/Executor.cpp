@@ -170,19 +170,6 @@ double Executor::usSinceStart(Clock::time_point t) const {
   return std::chrono::duration<double, std::micro>(t - stepStart).count();
 }
 
-std::string shoal::rt::jsonString(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += {'\\', c};
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
 namespace {
 
 double secondsBetween(std::chrono::steady_clock::time_point a,

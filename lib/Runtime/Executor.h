@@ -13,6 +13,7 @@
 #include "MemoryPlan.h"
 #include "PlanLoader.h"
 #include "Tensor.h"
+#include "Json.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <chrono>
@@ -259,8 +260,6 @@ private:
   double seededScale = -1;
 };
 
-/// `text` as a JSON string literal (for traces).
-std::string jsonString(const std::string &text);
 
 } // namespace rt
 } // namespace shoal

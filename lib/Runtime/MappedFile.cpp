@@ -6,7 +6,7 @@
 
 #include "MappedFile.h"
 
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 

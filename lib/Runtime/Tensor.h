@@ -13,7 +13,7 @@
 #ifndef SHOAL_RUNTIME_TENSOR_H
 #define SHOAL_RUNTIME_TENSOR_H
 
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -13,6 +13,8 @@
 #ifndef SHOAL_RUNTIME_RUNTIME_H
 #define SHOAL_RUNTIME_RUNTIME_H
 
+#include "shoal/Runtime/Error.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -21,22 +23,6 @@
 
 namespace shoal {
 namespace rt {
-
-/// Every error the runtime reports: bad plans, bad input files, failed
-/// kernels. The message is complete and names the file, op or value at fault;
-/// it does not start with "error:".
-class Error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-/// An error that every rank of the run throws, with the same message, at the
-/// same point (found before the first collective and agreed on by all ranks).
-/// Report it once (rank 0) and exit normally; there is no need to abort.
-class AgreedError : public Error {
-public:
-  using Error::Error;
-};
 
 /// What to run and where its files are.
 struct RunOptions {

@@ -6,7 +6,7 @@
 
 #include "Communicator.h"
 
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 

@@ -22,7 +22,7 @@
 
 #include "Half.h"
 #include "comm/TcpStore.h"
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>

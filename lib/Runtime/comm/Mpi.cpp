@@ -19,7 +19,7 @@
 
 #include "Comm.h"
 #include "Half.h"
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 

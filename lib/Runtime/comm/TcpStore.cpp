@@ -14,7 +14,7 @@
 
 #include "comm/TcpStore.h"
 
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 

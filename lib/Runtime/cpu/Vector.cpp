@@ -7,7 +7,7 @@
 
 #include "cpu/Vector.h"
 
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/Error.h"
 
 #include <fmt/format.h>
 
