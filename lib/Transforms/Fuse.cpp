@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fuse.h"
 #include "Recompute.h"
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"

@@ -1,4 +1,4 @@
-//===- Plan.cpp - Hardware-aware planning -----------------------*- C++ -*-===//
+//===- HardwarePlan.cpp - shoal-plan: hardware-aware planning ---*- C++ -*-===//
 //
 // Between shoal-annotate and shoal-form-taskgraphs. Reads the graph's cost
 // (the CostOpInterface), what tensor parallelism would do to each op and
@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fuse.h"
 #include "Recompute.h"
 #include "ShardingUtils.h"
 #include "shoal/Planner/Search.h"

@@ -9,7 +9,6 @@
 
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
-#include "shoal/Transforms/Report.h"
 
 #include "shoal/Schema/UnevenBlocks.h"
 
@@ -105,7 +104,7 @@ struct TaskGraphPartitioner {
         sum->setDiscardableAttrs(add->getDiscardableAttrDictionary());
         auto ar = b.create<AllReduceOp>(lhs.getLoc(), add.getType(),
                                         sum.getResult(), lhs.getAxes());
-        ar->setAttr(kReasonAttr,
+        ar->setAttr(ShoalDialect::kReasonAttr,
                     b.getStringAttr(
                         "partial sums added up before one all_reduce over " +
                         formatAxesList(llvm::to_vector(
@@ -169,7 +168,7 @@ struct TaskGraphPartitioner {
         in = b.create<ReshapeOp>(reshape.getLoc(), type, in);
       auto rs = b.create<ReduceScatterOp>(ar.getLoc(), first.getType(), in,
                                           first.getDim(), ar.getAxes());
-      rs->setAttr(kReasonAttr,
+      rs->setAttr(ShoalDialect::kReasonAttr,
                   b.getStringAttr("sequence parallelism: partial sums summed "
                                   "and scattered along the sequence over " +
                                   formatAxesList(axes)));
@@ -180,7 +179,7 @@ struct TaskGraphPartitioner {
       if (!others.empty()) {
         auto whole = b.create<AllGatherOp>(ar.getLoc(), type, rs.getResult(),
                                            first.getDim(), ar.getAxes());
-        whole->setAttr(kReasonAttr,
+        whole->setAttr(ShoalDialect::kReasonAttr,
                        b.getStringAttr("sequence parallelism: the rest of an "
                                        "all_reduce split into reduce_scatter "
                                        "and all_gather"));
@@ -265,7 +264,7 @@ struct TaskGraphPartitioner {
           loc, RankedTensorType::get(shape, type.getElementType()), runs, d + 1,
           b.getStrArrayAttr(cur[d]));
       if (llvm::is_contained(cur[d], "tp") && isSequenceSplit(v))
-        gathered.getDefiningOp()->setAttr(kReasonAttr,
+        gathered.getDefiningOp()->setAttr(ShoalDialect::kReasonAttr,
                                           sequenceGatherReason(b, cur[d]));
       cur[d].clear();
       curOuter[d] = 1;
@@ -341,7 +340,7 @@ struct TaskGraphPartitioner {
       out =
           b.create<AllGatherOp>(loc, gathered, out, d, b.getStrArrayAttr(axes));
       if (llvm::is_contained(axes, "tp") && isSequenceSplit(v))
-        out.getDefiningOp()->setAttr(kReasonAttr,
+        out.getDefiningOp()->setAttr(ShoalDialect::kReasonAttr,
                                      sequenceGatherReason(b, axes));
       if (gathered != localOf())
         out = b.create<OnnxOp>(
@@ -823,7 +822,7 @@ struct TaskGraphPartitioner {
     auto localMax =
         b.create<VocabMaxOp>(loc, posType, logits, axesAttr, sizeAttr);
     auto max = b.create<AllReduceOp>(loc, posType, localMax, axesAttr, "max");
-    max->setAttr(kReasonAttr,
+    max->setAttr(ShoalDialect::kReasonAttr,
                  b.getStringAttr("vocabulary-parallel cross-entropy: the "
                                  "largest logit over the classes split over " +
                                  over));
@@ -831,7 +830,7 @@ struct TaskGraphPartitioner {
         loc, statsType, logits, labels, max, axesAttr, sizeAttr,
         b.getI64IntegerAttr(static_cast<int64_t>(ignoreIndex)));
     auto stats = b.create<AllReduceOp>(loc, statsType, localStats, axesAttr);
-    stats->setAttr(kReasonAttr,
+    stats->setAttr(ShoalDialect::kReasonAttr,
                    b.getStringAttr("vocabulary-parallel cross-entropy: softmax "
                                    "sums and label logits over the classes "
                                    "split over " +
@@ -1104,7 +1103,7 @@ struct TaskGraphPartitioner {
     auto sum = b.create<AllReduceOp>(op->getLoc(), result.getType(), result,
                                      b.getStrArrayAttr(partial));
     if (!partialVocab.empty())
-      sum->setAttr(kReasonAttr,
+      sum->setAttr(ShoalDialect::kReasonAttr,
                    b.getStringAttr("vocabulary-parallel embedding: each rank "
                                    "looks up the rows it holds over " +
                                    formatAxesList(partialVocab)));

@@ -1,6 +1,8 @@
 //===- Passes.cpp - Pass registration and pipelines -------------*- C++ -*-===//
 
 #include "shoal/Transforms/Passes.h"
+#include "shoal/Target/Plan.h"
+#include "shoal/Transforms/CompileOptions.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
@@ -12,36 +14,57 @@ namespace shoal {
 using namespace mlir;
 
 namespace {
+
+/// The options of the shoal-parallelize pipeline: CompileOptions.def's, as
+/// shoal-compile's flags are.
 struct ParallelizePipelineOptions
     : public PassPipelineOptions<ParallelizePipelineOptions> {
-  Option<std::string> spec{*this, "spec",
-                           llvm::cl::desc("YAML annotation spec to apply"),
-                           llvm::cl::init("")};
-  Option<int64_t> worldSize{
-      *this, "world-size",
-      llvm::cl::desc("Number of ranks (0: the scopes' device count)"),
-      llvm::cl::init(0)};
-  Option<bool> fuse{*this, "fuse",
-                    llvm::cl::desc("Fuse GELU, add+LayerNorm and attention "
-                                   "chains in the local programs"),
-                    llvm::cl::init(true)};
-  Option<std::string> cluster{
-      *this, "cluster",
-      llvm::cl::desc("Cluster spec for shoal-plan (balancing, placement, "
-                     "memory check; a search when there is no spec)"),
-      llvm::cl::init("")};
-  Option<bool> explain{*this, "explain",
-                       llvm::cl::desc("shoal-plan prints its candidates"),
-                       llvm::cl::init(false)};
-  Option<std::string> report{
-      *this, "report",
-      llvm::cl::desc("Write the parallelism report to this file (-: stdout)"),
-      llvm::cl::init("")};
-  Option<std::string> reportDot{
-      *this, "report-dot",
-      llvm::cl::desc("Write the parallelism report as Graphviz dot here"),
-      llvm::cl::init("")};
+#define SHOAL_COMPILE_OPTION(Type, Field, Flag, Key, Default, ValueDesc, Desc) \
+  Option<Type> Field{*this, Key, llvm::cl::desc(Desc),                         \
+                     llvm::cl::value_desc(ValueDesc),                          \
+                     llvm::cl::init(Default)};
+#include "shoal/Transforms/CompileOptions.def"
+
+  shoal::CompileOptions get() const {
+    shoal::CompileOptions o;
+#define SHOAL_COMPILE_OPTION(Type, Field, Flag, Key, Default, ValueDesc, Desc) \
+  o.Field = Field;
+#include "shoal/Transforms/CompileOptions.def"
+    return o;
+  }
 };
+
+/// Records the device a plan runs on by default (`shoal.device`, which the
+/// plan export writes as Plan.default_device): shoal-compile's --device, the
+/// first step of shoal-parallelize.
+struct SetDevicePass
+    : public PassWrapper<SetDevicePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SetDevicePass)
+
+  SetDevicePass() = default;
+  SetDevicePass(const SetDevicePass &other) : PassWrapper(other) {}
+  explicit SetDevicePass(StringRef name) { device = name.str(); }
+
+  StringRef getArgument() const final { return "shoal-set-device"; }
+  StringRef getDescription() const final {
+    return "Record the device the plan runs on by default (shoal.device)";
+  }
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    if (device != "cpu" && device != "cuda") {
+      module.emitError() << "device must be cpu or cuda, got '" << device
+                         << "'";
+      return signalPassFailure();
+    }
+    module->setAttr(shoal::kDeviceAttr,
+                    StringAttr::get(module.getContext(), device));
+  }
+
+  Option<std::string> device{*this, "device", llvm::cl::desc("cpu or cuda"),
+                             llvm::cl::init("cpu")};
+};
+
 } // namespace
 
 void shoal::addTrainingPasses(mlir::OpPassManager &pm,
@@ -62,7 +85,12 @@ void shoal::addTrainingPasses(mlir::OpPassManager &pm,
 }
 
 void shoal::addParallelizePipeline(OpPassManager &pm,
-                                   const ParallelizeOptions &options) {
+                                   const shoal::CompileOptions &options) {
+  assert((options.train.empty() || options.trainConfig) &&
+         "resolveCompileOptions reads the training config");
+  const std::optional<TrainConfig> &train = options.trainConfig;
+  if (!options.device.empty())
+    pm.addPass(std::make_unique<SetDevicePass>(options.device));
   pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
   // Training: the erf GELU, the RMSNorm and the attention chains fuse
   // before shoal-autodiff, whose rule for shoal.gelu is one shoal.gelu_grad
@@ -77,10 +105,10 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   // Not attention under mixed precision: shoal-mixed-precision rounds the
   // chain's two products to the low type (tensor cores on a GPU), while
   // shoal.attention and its gradient compute in float32.
-  std::vector<std::string> earlyChains = options.fuseBeforeAutodiff;
-  if (options.train && options.train->mixedPrecision.precision != "fp32")
+  std::vector<std::string> earlyChains = options.earlyChains();
+  if (train && train->mixedPrecision.precision != "fp32")
     llvm::erase(earlyChains, "attention");
-  if (options.train && options.fuse && !earlyChains.empty()) {
+  if (train && options.fuse && !earlyChains.empty()) {
     FusePassOptions early;
     early.chains = earlyChains;
     pm.addPass(createFusePass(early));
@@ -91,40 +119,40 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     plan.worldSize = options.worldSize;
     plan.explain = options.explain;
     plan.shardMultiple = options.shardMultiple;
-    plan.batchBlocks = options.batchBlocks;
+    plan.batchBlocks = options.batchBlocks();
     // Products at their element type's precision unless training says.
     plan.precision = "";
     // A training compile plans a training step, with its ZeRO stage.
-    if (options.train) {
+    if (train) {
       // Full recomputation keeps only the layer inputs (the planner's
       // train-recompute); selective all but the attention cores.
-      plan.step = options.train->recompute == "full"        ? "train-recompute"
-                  : options.train->recompute == "selective" ? "train-selective"
-                                                            : "train";
-      plan.zero = options.train->zero;
+      plan.step = train->recompute == "full"        ? "train-recompute"
+                  : train->recompute == "selective" ? "train-selective"
+                                                    : "train";
+      plan.zero = train->zero;
       // Mixed precision: the products at the low type's peak; the weights
       // and gradients stay float32 (docs/Training.md "Mixed precision").
-      if (options.train->mixedPrecision.precision != "fp32") {
-        plan.precision = options.train->mixedPrecision.precision;
+      if (train->mixedPrecision.precision != "fp32") {
+        plan.precision = train->mixedPrecision.precision;
         plan.fp32Weights = true;
       }
     }
     pm.addPass(createPlanPass(plan));
   }
   pm.addPass(createFusedWeightViewsPass());
-  if (options.train)
-    addTrainingPasses(pm, *options.train);
+  if (train)
+    addTrainingPasses(pm, *train);
   pm.addPass(
       createFormTaskGraphsPass(FormTaskGraphsPassOptions{options.worldSize}));
   pm.addPass(createPropagateShardingPass());
   pm.addPass(createInsertBridgesPass());
   pm.addPass(createPartitionPass());
-  if (options.train && options.train->zero > 0)
-    pm.addPass(createZeroPass(ZeroPassOptions{options.train->zero}));
+  if (train && train->zero > 0)
+    pm.addPass(createZeroPass(ZeroPassOptions{train->zero}));
   // On the local programs: the casts then never stand between a weight and
   // the product that lays it out.
-  if (options.train && options.train->mixedPrecision.precision != "fp32")
-    pm.addPass(createMixedPrecisionPass(options.train->mixedPrecision));
+  if (train && train->mixedPrecision.precision != "fp32")
+    pm.addPass(createMixedPrecisionPass(train->mixedPrecision));
   pm.addPass(createPipelinePass());
   // Before shoal-fuse: fused ops would hide the node names.
   if (!options.report.empty())
@@ -137,16 +165,31 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
 
 void shoal::registerAllShoalPasses() {
   registerShoalPasses();
-  PassPipelineRegistration<ParallelizePipelineOptions>(
+  PassRegistration<SetDevicePass>();
+  // registerPassPipeline rather than PassPipelineRegistration: reading the
+  // training config may fail, and the error should say why.
+  registerPassPipeline(
       "shoal-parallelize",
       "Annotate, plan for a cluster, form TaskGraphs, propagate shardings, "
-      "insert bridges, "
-      "partition and schedule pipeline stages",
-      [](OpPassManager &pm, const ParallelizePipelineOptions &o) {
-        ParallelizeOptions options{o.spec, o.worldSize, o.fuse, o.cluster,
-                                   o.explain};
-        options.report = o.report;
-        options.reportDot = o.reportDot;
+      "insert bridges, partition and schedule pipeline stages; for training "
+      "(train=train.yaml) differentiate, add the optimizer, ZeRO and mixed "
+      "precision: what shoal-compile runs, with its options",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        ParallelizePipelineOptions parsed;
+        if (failed(parsed.parseFromString(text)))
+          return failure();
+        shoal::CompileOptions options = parsed.get();
+        if (std::string err = shoal::resolveCompileOptions(
+                options, shoal::OptionSpelling::Key);
+            !err.empty()) {
+          (void)errorHandler("shoal-parallelize: " + err);
+          return failure();
+        }
         addParallelizePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(ParallelizePipelineOptions());
       });
 }

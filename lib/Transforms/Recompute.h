@@ -10,7 +10,6 @@
 #define SHOAL_LIB_TRANSFORMS_RECOMPUTE_H
 
 #include "mlir/IR/Operation.h"
-#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -36,24 +35,6 @@ bool hasOneUseBeforeRecompute(mlir::Value v);
 /// is numbered. Full recomputation's segments (and the planner's count of
 /// them).
 std::string getLayerKey(llvm::StringRef name);
-
-/// A chain shoal-fuse would fuse into one op: the fused op's name and cost
-/// (CostOpInterface; rows: of its result, for a matrix product), and the
-/// ops it replaces.
-struct FusionGroup {
-  std::string fused;
-  llvm::SmallVector<mlir::Operation *> ops;
-  int64_t flops = 0, bytes = 0;
-  double rows = 0;
-};
-
-/// The rows of `op`'s first result, as a matrix product's: its elements
-/// but the last dimension's (0 unless a static ranked tensor).
-double resultRows(mlir::Operation *op);
-
-/// What shoal-fuse would fuse in `func` (fused on a clone; `func` is left
-/// as it is): shoal-plan times the ops the compiled plan will run.
-llvm::SmallVector<FusionGroup> predictFusions(mlir::Operation *func);
 
 } // namespace shoal
 

@@ -27,7 +27,6 @@
 
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
-#include "shoal/Transforms/Report.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -251,8 +250,9 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       auto rs =
           rb.create<ReduceScatterOp>(ar.getLoc(), scattered, ar.getInput(), 0,
                                      rb.getStrArrayAttr(scatterAxes));
-      rs->setAttr(kReasonAttr, rb.getStringAttr(reason + ", summed over " +
-                                                llvm::join(scatterAxes, ",")));
+      rs->setAttr(ShoalDialect::kReasonAttr,
+                  rb.getStringAttr(reason + ", summed over " +
+                                   llvm::join(scatterAxes, ",")));
       if (auto phase = ar->getAttr(ShoalDialect::kPhaseAttr))
         rs->setAttr(ShoalDialect::kPhaseAttr, phase);
       Value v = rs.getResult();
@@ -291,7 +291,7 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     if (!sliced.empty()) {
       auto slice = b.create<LocalSliceOp>(update->getLoc(), block, gradBlock, 0,
                                           b.getStrArrayAttr(sliced));
-      slice->setAttr(kReasonAttr, b.getStringAttr(reason));
+      slice->setAttr(ShoalDialect::kReasonAttr, b.getStringAttr(reason));
       slice->setAttr(ShoalDialect::kPhaseAttr,
                      update->getAttr(ShoalDialect::kPhaseAttr));
       gradBlock = slice.getResult();
@@ -367,7 +367,7 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
         std::string label = user->getName().getStringRef().str();
         if (auto node = dyn_cast<NameLoc>(user->getLoc()))
           label = node.getName().str();
-        ag->setAttr(kReasonAttr,
+        ag->setAttr(ShoalDialect::kReasonAttr,
                     b.getStringAttr(llvm::formatv("ZeRO-3: '{0}' is stored "
                                                   "split over {1} and "
                                                   "gathered for '{2}'",

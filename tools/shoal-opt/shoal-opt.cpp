@@ -9,6 +9,11 @@
 #include "shoal/Tools/CommandLine.h"
 #include "shoal/Transforms/Passes.h"
 
+namespace shoal::test {
+// lib/Dialect/Shoal/IR/TestShardingRules.cpp
+void registerTestShardingRulesPass();
+} // namespace shoal::test
+
 int main(int argc, char **argv) {
   // Only LLVM's own options are registered yet; MlirOptMain registers the
   // MLIR options and the pass list when it runs, and they stay in --help.
@@ -16,6 +21,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<shoal::ShoalDialect, mlir::func::FuncDialect>();
   shoal::registerAllShoalPasses();
+  shoal::test::registerTestShardingRulesPass();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

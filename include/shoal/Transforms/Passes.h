@@ -53,36 +53,13 @@ std::string parseTrainConfigText(const std::string &path,
 /// later, after shoal-partition: see addParallelizePipeline).
 void addTrainingPasses(mlir::OpPassManager &pm, const TrainConfig &config);
 
-/// Options of the `shoal-parallelize` pipeline.
-struct ParallelizeOptions {
-  std::string spec;
-  int64_t worldSize = 0;
-  /// Run shoal-fuse on the local programs.
-  bool fuse = true;
-  /// Cluster spec for shoal-plan (empty: no planning).
-  std::string cluster;
-  /// shoal-plan prints its candidates and choice.
-  bool explain = false;
-  /// shoal-plan's shards by speed are whole multiples of this.
-  int64_t shardMultiple = 64;
-  /// With a cluster: batch shares may be compiled as batch blocks.
-  bool batchBlocks = true;
-  /// Training: the shoal-fuse chains fused before shoal-autodiff, so that
-  /// their backward is the fused op's gradient rule (empty: none).
-  std::vector<std::string> fuseBeforeAutodiff = {"gelu-erf", "rms-norm",
-                                                 "attention"};
-  /// Training: the loss and the optimizer (absent: a forward plan).
-  std::optional<TrainConfig> train;
-  /// Write the parallelism report (shoal-report, before shoal-fuse) as text
-  /// to this file ("-": stdout) and as Graphviz dot to `reportDot`; empty:
-  /// no report.
-  std::string report;
-  std::string reportDot;
-};
+struct CompileOptions;
 
-/// Adds the full parallelization pipeline to `pm`.
+/// Adds the full parallelization pipeline for `options`
+/// (include/shoal/Transforms/CompileOptions.h), whose training config, if
+/// it names one, resolveCompileOptions has read.
 void addParallelizePipeline(mlir::OpPassManager &pm,
-                            const ParallelizeOptions &options);
+                            const CompileOptions &options);
 
 /// Registers every shoal pass and the `shoal-parallelize` pipeline.
 void registerAllShoalPasses();

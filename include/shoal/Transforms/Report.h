@@ -1,10 +1,11 @@
-//===- Report.h - The parallelism report of a partitioned module -*- C++
-//-*-===//
+//===- Report.h - The parallelism report of a module ------------*- C++ -*-===//
 //
 // What a user reads instead of the partitioned IR: per TaskGraph, its
 // strategy, mesh and ranks, every collective with its reason, the
 // send/recv and bridges to other TaskGraphs, and warnings where a scope
-// computes replicated work (docs/Report.md).
+// computes replicated work (docs/Report.md). A collective's reason is the
+// `shoal.reason` (ShoalDialect::kReasonAttr) its inserting pass wrote, or
+// one the report derives from the IR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,10 +17,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace shoal {
-
-/// A collective's reason, when the pass that inserted it wrote one
-/// (shoal-partition); the report derives one from the IR otherwise.
-inline constexpr llvm::StringLiteral kReasonAttr = "shoal.reason";
 
 enum class ReportFormat {
   /// Plain text, one section per TaskGraph.

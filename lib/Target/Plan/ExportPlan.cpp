@@ -16,9 +16,11 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include "plan.pb.h"
 #include "shoal/Schema/Fingerprint.h"
 #include "shoal/Schema/WeightDigest.h"
-#include "plan.pb.h"
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
 using namespace mlir;
@@ -33,6 +35,93 @@ constexpr llvm::StringLiteral kShapesOnlyAttr = "shoal.shapes_only";
 /// The kind plans give `kind` (include/shoal/Schema/Ops.def, which the
 /// runtime parses plans with).
 StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
+
+/// The types of Ops.def's SHOAL_OP_ATTR rows.
+enum class AttrType { Int, Float, String, Ints, Floats, Strings };
+
+/// One SHOAL_OP_ATTR row: an attribute op kind `kind` takes (the runtime
+/// refuses any other).
+struct OpAttrRow {
+  rt::OpKind kind;
+  std::string_view name;
+  AttrType type;
+};
+
+constexpr OpAttrRow kOpAttrs[] = {
+#define SHOAL_OP_ATTR(Kind, Name, Type)                                        \
+  {rt::OpKind::Kind, Name, AttrType::Type},
+#include "shoal/Schema/Ops.def"
+};
+
+/// Ops.def's row for attribute `name` of `kind`, or null.
+constexpr const OpAttrRow *findOpAttr(rt::OpKind kind, std::string_view name) {
+  for (const OpAttrRow &row : kOpAttrs)
+    if (row.kind == kind && row.name == name)
+      return &row;
+  return nullptr;
+}
+
+/// Whether Ops.def lists attribute `name` of type `type` for `kind`.
+constexpr bool opTakesAttr(rt::OpKind kind, std::string_view name,
+                           AttrType type) {
+  const OpAttrRow *row = findOpAttr(kind, name);
+  return row && row->type == type;
+}
+
+const char *attrTypeName(AttrType type) {
+  switch (type) {
+  case AttrType::Int:
+    return "Int";
+  case AttrType::Float:
+    return "Float";
+  case AttrType::String:
+    return "String";
+  case AttrType::Ints:
+    return "Ints";
+  case AttrType::Floats:
+    return "Floats";
+  case AttrType::Strings:
+    return "Strings";
+  }
+  return "?";
+}
+
+/// Whether a plan attribute holds a value of `type` as the runtime reads it
+/// (a Float may be written as an integer).
+bool holdsType(const plan::Attribute &a, AttrType type) {
+  switch (type) {
+  case AttrType::Int:
+    return a.value_case() == plan::Attribute::kI;
+  case AttrType::Float:
+    return a.value_case() == plan::Attribute::kF ||
+           a.value_case() == plan::Attribute::kI;
+  case AttrType::String:
+    return a.value_case() == plan::Attribute::kS;
+  case AttrType::Ints:
+    return a.value_case() == plan::Attribute::kInts;
+  case AttrType::Floats:
+    return a.value_case() == plan::Attribute::kFloats;
+  case AttrType::Strings:
+    return a.value_case() == plan::Attribute::kStrings;
+  }
+  return false;
+}
+
+/// Attribute `NAME` of op kind `KIND` (a constant rt::OpKind), which Ops.def
+/// must list with type `TYPE`: every attribute the exporter writes for an op
+/// of its own is named through this, so that a name, kind or type that
+/// Ops.def does not have fails to compile.
+#define PLAN_ATTR(KIND, TYPE, NAME)                                            \
+  ([] {                                                                        \
+    static_assert(opTakesAttr(KIND, NAME, AttrType::TYPE),                     \
+                  "include/shoal/Schema/Ops.def lists no attribute " NAME      \
+                  " of type " #TYPE " for this op kind");                      \
+    return llvm::StringLiteral(NAME);                                          \
+  }())
+
+/// The kind `K` as a type, for helpers that write the same attributes for
+/// several kinds.
+template <rt::OpKind K> using KindTag = std::integral_constant<rt::OpKind, K>;
 
 class PlanWriter {
 public:
@@ -122,7 +211,16 @@ private:
       os << bytes;
       return success();
     }
-    if (!plan.SerializeToString(&bytes))
+    // Deterministic: the attributes are a map, whose order would otherwise
+    // change from run to run; the same module gives the same bytes.
+    bool ok;
+    {
+      google::protobuf::io::StringOutputStream stream(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      ok = plan.SerializeToCodedStream(&coded);
+    }
+    if (!ok)
       return module.emitError() << "could not serialize the plan";
     os << bytes;
     return success();
@@ -710,17 +808,56 @@ private:
     return out;
   }
 
+  /// Every attribute written for `op` must be one Ops.def lists for its
+  /// kind, with its type: the runtime refuses any other. Ops of the shoal
+  /// dialect are held to that when this file compiles (PLAN_ATTR); an ONNX
+  /// op's attributes, named by the model, are checked here.
+  static LogicalResult checkAttrs(Operation *op, StringRef kind,
+                                  const plan::Op &out) {
+    rt::OpKind k;
+    if (!rt::lookupOpKind(std::string_view(kind.data(), kind.size()), k))
+      return op->emitError() << "'" << op->getName() << "' of kind '" << kind
+                             << "' has no executable form in the plan (not "
+                                "an op kind of include/shoal/Schema/Ops.def)";
+    // In name order: the map's own order changes from run to run.
+    std::vector<std::string> names;
+    for (const auto &entry : out.attrs())
+      names.push_back(entry.first);
+    llvm::sort(names);
+    for (const std::string &name : names) {
+      const OpAttrRow *row = findOpAttr(k, name);
+      if (row && holdsType(out.attrs().at(name), row->type))
+        continue;
+      InFlightDiagnostic diag = op->emitError();
+      if (!isa<OnnxOp>(op))
+        diag << "internal error: the plan export and "
+                "include/shoal/Schema/Ops.def disagree: ";
+      diag << "attribute '" << name << "' of op kind '" << kind << "' ";
+      if (row)
+        diag << "is not of type " << attrTypeName(row->type)
+             << ", which Ops.def gives it";
+      else
+        diag << "is not one include/shoal/Schema/Ops.def lists for that kind";
+      if (isa<OnnxOp>(op))
+        diag << " (shoal-run would refuse the plan)";
+      return diag;
+    }
+    return success();
+  }
+
   LogicalResult writeOp(Operation *op, StringRef taskGraph) {
     plan::Op *out = prog->add_ops();
     auto attrs = out->mutable_attrs();
     auto setI = [&](StringRef n, int64_t v) { (*attrs)[n.str()].set_i(v); };
     auto setF = [&](StringRef n, double v) { (*attrs)[n.str()].set_f(v); };
     // LayerNorm and its gradients: axis, epsilon, and rms when RMSNorm.
-    auto setNorm = [&](auto norm) {
-      setI("axis", norm.getAxis());
-      setF("epsilon", norm.getEpsilon().convertToDouble());
+    auto setNorm = [&](auto norm, auto kind) {
+      constexpr rt::OpKind K = decltype(kind)::value;
+      setI(PLAN_ATTR(K, Int, "axis"), norm.getAxis());
+      setF(PLAN_ATTR(K, Float, "epsilon"), norm.getEpsilon().convertToDouble());
       if (norm.getRms())
-        setI("rms", 1);
+        setI(PLAN_ATTR(K, Int, "rms"), 1);
+      return planKind(K);
     };
     auto setInts = [&](StringRef n, ArrayRef<int64_t> v) {
       auto *ints = (*attrs)[n.str()].mutable_ints();
@@ -736,52 +873,76 @@ private:
       (*attrs)[n.str()].set_s(v.str());
     };
     // A vocabulary-parallel op's block (Ops.def "shard_axes").
-    auto setShard = [&](ArrayAttr axes, std::optional<uint64_t> size) {
+    auto setShard = [&](auto kind, ArrayAttr axes,
+                        std::optional<uint64_t> size) {
+      constexpr rt::OpKind K = decltype(kind)::value;
       if (!axes || !size)
         return;
-      setStrs("shard_axes", axes);
-      setI("shard_size", static_cast<int64_t>(*size));
+      setStrs(PLAN_ATTR(K, Strings, "shard_axes"), axes);
+      setI(PLAN_ATTR(K, Int, "shard_size"), static_cast<int64_t>(*size));
     };
+    // An optimizer update's settings (AdamW's and SGD's common ones).
+    auto setUpdate = [&](auto kind, auto update) {
+      constexpr rt::OpKind K = decltype(kind)::value;
+      setF(PLAN_ATTR(K, Float, "lr"), update.getLr().convertToDouble());
+      setF(PLAN_ATTR(K, Float, "weight_decay"),
+           update.getWeightDecay().convertToDouble());
+      setF(PLAN_ATTR(K, Float, "clip_norm"),
+           update.getClipNorm().convertToDouble());
+      setI(PLAN_ATTR(K, Int, "warmup_steps"), update.getWarmupSteps());
+      setI(PLAN_ATTR(K, Int, "total_steps"), update.getTotalSteps());
+      setF(PLAN_ATTR(K, Float, "min_lr"), update.getMinLr().convertToDouble());
+      if (update->hasAttr(ShoalDialect::kMirrorAttr))
+        setI(PLAN_ATTR(K, Int, "mirror"), 1);
+      if (auto z = update->template getAttrOfType<ArrayAttr>(
+              ShoalDialect::kZeroAxesAttr))
+        setStrs(PLAN_ATTR(K, Strings, "zero_axes"), z);
+      return planKind(K);
+    };
+    using rt::OpKind;
     StringRef kind =
         llvm::TypeSwitch<Operation *, StringRef>(op)
-            .Case([](AddOp) { return planKind(rt::OpKind::Add); })
-            .Case([](SubOp) { return planKind(rt::OpKind::Sub); })
-            .Case([](MulOp) { return planKind(rt::OpKind::Mul); })
-            .Case([](DivOp) { return planKind(rt::OpKind::Div); })
-            .Case([](PowOp) { return planKind(rt::OpKind::Pow); })
-            .Case([](ErfOp) { return planKind(rt::OpKind::Erf); })
-            .Case([](TanhOp) { return planKind(rt::OpKind::Tanh); })
-            .Case([](ReluOp) { return planKind(rt::OpKind::Relu); })
-            .Case([](SqrtOp) { return planKind(rt::OpKind::Sqrt); })
-            .Case([](ExpOp) { return planKind(rt::OpKind::Exp); })
-            .Case([](NegOp) { return planKind(rt::OpKind::Neg); })
-            .Case([](SigmoidOp) { return planKind(rt::OpKind::Sigmoid); })
-            .Case([](SinOp) { return planKind(rt::OpKind::Sin); })
-            .Case([](CosOp) { return planKind(rt::OpKind::Cos); })
-            .Case([](AbsOp) { return planKind(rt::OpKind::Abs); })
-            .Case([](LogOp) { return planKind(rt::OpKind::Log); })
-            .Case([](ReciprocalOp) { return planKind(rt::OpKind::Reciprocal); })
-            .Case([](FloorOp) { return planKind(rt::OpKind::Floor); })
-            .Case([](CeilOp) { return planKind(rt::OpKind::Ceil); })
-            .Case([](NotOp) { return planKind(rt::OpKind::Not); })
-            .Case([](MaxOp) { return planKind(rt::OpKind::Max); })
-            .Case([](MinOp) { return planKind(rt::OpKind::Min); })
-            .Case([](EqualOp) { return planKind(rt::OpKind::Equal); })
-            .Case([](LessOp) { return planKind(rt::OpKind::Less); })
-            .Case([](GreaterOp) { return planKind(rt::OpKind::Greater); })
-            .Case(
-                [](LessOrEqualOp) { return planKind(rt::OpKind::LessOrEqual); })
+            .Case([](AddOp) { return planKind(OpKind::Add); })
+            .Case([](SubOp) { return planKind(OpKind::Sub); })
+            .Case([](MulOp) { return planKind(OpKind::Mul); })
+            .Case([](DivOp) { return planKind(OpKind::Div); })
+            .Case([](PowOp) { return planKind(OpKind::Pow); })
+            .Case([](ErfOp) { return planKind(OpKind::Erf); })
+            .Case([](TanhOp) { return planKind(OpKind::Tanh); })
+            .Case([](ReluOp) { return planKind(OpKind::Relu); })
+            .Case([](SqrtOp) { return planKind(OpKind::Sqrt); })
+            .Case([](ExpOp) { return planKind(OpKind::Exp); })
+            .Case([](NegOp) { return planKind(OpKind::Neg); })
+            .Case([](SigmoidOp) { return planKind(OpKind::Sigmoid); })
+            .Case([](SinOp) { return planKind(OpKind::Sin); })
+            .Case([](CosOp) { return planKind(OpKind::Cos); })
+            .Case([](AbsOp) { return planKind(OpKind::Abs); })
+            .Case([](LogOp) { return planKind(OpKind::Log); })
+            .Case([](ReciprocalOp) { return planKind(OpKind::Reciprocal); })
+            .Case([](FloorOp) { return planKind(OpKind::Floor); })
+            .Case([](CeilOp) { return planKind(OpKind::Ceil); })
+            .Case([](NotOp) { return planKind(OpKind::Not); })
+            .Case([](MaxOp) { return planKind(OpKind::Max); })
+            .Case([](MinOp) { return planKind(OpKind::Min); })
+            .Case([](EqualOp) { return planKind(OpKind::Equal); })
+            .Case([](LessOp) { return planKind(OpKind::Less); })
+            .Case([](GreaterOp) { return planKind(OpKind::Greater); })
+            .Case([](LessOrEqualOp) { return planKind(OpKind::LessOrEqual); })
             .Case([](GreaterOrEqualOp) {
-              return planKind(rt::OpKind::GreaterOrEqual);
+              return planKind(OpKind::GreaterOrEqual);
             })
-            .Case([](AndOp) { return planKind(rt::OpKind::And); })
-            .Case([](OrOp) { return planKind(rt::OpKind::Or); })
-            .Case([](XorOp) { return planKind(rt::OpKind::Xor); })
-            .Case([](WhereOp) { return planKind(rt::OpKind::Where); })
+            .Case([](AndOp) { return planKind(OpKind::And); })
+            .Case([](OrOp) { return planKind(OpKind::Or); })
+            .Case([](XorOp) { return planKind(OpKind::Xor); })
+            .Case([](WhereOp) { return planKind(OpKind::Where); })
             .Case([&](CastOp c) {
-              setI("to", onnxDataType(c.getType().getElementType()));
-              return planKind(rt::OpKind::Cast);
+              constexpr OpKind K = OpKind::Cast;
+              setI(PLAN_ATTR(K, Int, "to"),
+                   onnxDataType(c.getType().getElementType()));
+              return planKind(K);
             })
+            // An ONNX op's attributes under their own names: checked
+            // against Ops.def below, as they are written.
             .Case([&](OnnxOp o) {
               for (NamedAttribute a : o.getOnnxAttrs()) {
                 StringRef n = a.getName().getValue();
@@ -791,7 +952,7 @@ private:
                 else if (auto f = dyn_cast<FloatAttr>(v))
                   setF(n, f.getValueAsDouble());
                 else if (auto str = dyn_cast<StringAttr>(v))
-                  (*attrs)[n.str()].set_s(str.getValue().str());
+                  setS(n, str.getValue());
                 else if (auto ints = dyn_cast<DenseI64ArrayAttr>(v))
                   setInts(n, ints.asArrayRef());
                 else if (auto fs = dyn_cast<DenseF32ArrayAttr>(v)) {
@@ -802,191 +963,204 @@ private:
               }
               return o.getOpType();
             })
-            .Case([](MatMulOp) { return planKind(rt::OpKind::MatMul); })
+            .Case([](MatMulOp) { return planKind(OpKind::MatMul); })
             .Case([&](GemmOp g) {
-              setF("alpha", g.getAlpha().convertToDouble());
-              setF("beta", g.getBeta().convertToDouble());
-              setI("transA", g.getTransA());
-              setI("transB", g.getTransB());
-              return planKind(rt::OpKind::Gemm);
+              constexpr OpKind K = OpKind::Gemm;
+              setF(PLAN_ATTR(K, Float, "alpha"),
+                   g.getAlpha().convertToDouble());
+              setF(PLAN_ATTR(K, Float, "beta"), g.getBeta().convertToDouble());
+              setI(PLAN_ATTR(K, Int, "transA"), g.getTransA());
+              setI(PLAN_ATTR(K, Int, "transB"), g.getTransB());
+              return planKind(K);
             })
             .Case([&](SoftmaxOp s) {
-              setI("axis", s.getAxis());
-              return planKind(rt::OpKind::Softmax);
+              constexpr OpKind K = OpKind::Softmax;
+              setI(PLAN_ATTR(K, Int, "axis"), s.getAxis());
+              return planKind(K);
             })
             .Case([&](LayerNormOp l) {
-              setNorm(l);
-              return planKind(rt::OpKind::LayerNormalization);
+              return setNorm(l, KindTag<OpKind::LayerNormalization>());
             })
             .Case([&](GatherOp g) {
-              setI("axis", g.getAxis());
-              setShard(g.getShardAxesAttr(), g.getShardSize());
-              return planKind(rt::OpKind::Gather);
+              constexpr OpKind K = OpKind::Gather;
+              setI(PLAN_ATTR(K, Int, "axis"), g.getAxis());
+              setShard(KindTag<K>(), g.getShardAxesAttr(), g.getShardSize());
+              return planKind(K);
             })
             .Case([&](ReshapeOp r) {
-              setInts("shape", r.getType().getShape());
-              return planKind(rt::OpKind::Reshape);
+              constexpr OpKind K = OpKind::Reshape;
+              setInts(PLAN_ATTR(K, Ints, "shape"), r.getType().getShape());
+              return planKind(K);
             })
             .Case([&](TransposeOp t) {
-              setInts("perm", t.getPerm());
-              return planKind(rt::OpKind::Transpose);
+              constexpr OpKind K = OpKind::Transpose;
+              setInts(PLAN_ATTR(K, Ints, "perm"), t.getPerm());
+              return planKind(K);
             })
             .Case([&](ReduceMeanOp r) {
-              setInts("axes", r.getAxes());
-              setI("keepdims", r.getKeepdims());
-              return planKind(rt::OpKind::ReduceMean);
+              constexpr OpKind K = OpKind::ReduceMean;
+              setInts(PLAN_ATTR(K, Ints, "axes"), r.getAxes());
+              setI(PLAN_ATTR(K, Int, "keepdims"), r.getKeepdims());
+              return planKind(K);
             })
             .Case([&](ReduceSumOp r) {
-              setInts("axes", r.getAxes());
-              setI("keepdims", r.getKeepdims());
-              return planKind(rt::OpKind::ReduceSum);
+              constexpr OpKind K = OpKind::ReduceSum;
+              setInts(PLAN_ATTR(K, Ints, "axes"), r.getAxes());
+              setI(PLAN_ATTR(K, Int, "keepdims"), r.getKeepdims());
+              return planKind(K);
             })
             .Case([&](GeluOp g) {
+              constexpr OpKind K = OpKind::Gelu;
               if (g.getApproximate() != "none")
-                setS("approximate", g.getApproximate());
-              return planKind(rt::OpKind::Gelu);
+                setS(PLAN_ATTR(K, String, "approximate"), g.getApproximate());
+              return planKind(K);
             })
             .Case([&](GeluGradOp g) {
+              constexpr OpKind K = OpKind::GeluGrad;
               if (g.getApproximate() != "none")
-                setS("approximate", g.getApproximate());
-              return planKind(rt::OpKind::GeluGrad);
+                setS(PLAN_ATTR(K, String, "approximate"), g.getApproximate());
+              return planKind(K);
             })
             .Case([&](ExpandOp e) {
-              setInts("shape", e.getType().getShape());
-              return planKind(rt::OpKind::Expand);
+              constexpr OpKind K = OpKind::Expand;
+              setInts(PLAN_ATTR(K, Ints, "shape"), e.getType().getShape());
+              return planKind(K);
             })
             .Case([&](SoftmaxCrossEntropyOp c) {
-              setI("ignore_index", c.getIgnoreIndex());
-              return planKind(rt::OpKind::SoftmaxCrossEntropy);
+              constexpr OpKind K = OpKind::SoftmaxCrossEntropy;
+              setI(PLAN_ATTR(K, Int, "ignore_index"), c.getIgnoreIndex());
+              return planKind(K);
             })
             .Case([&](SoftmaxCrossEntropyGradOp c) {
-              setI("ignore_index", c.getIgnoreIndex());
-              return planKind(rt::OpKind::SoftmaxCrossEntropyGrad);
+              constexpr OpKind K = OpKind::SoftmaxCrossEntropyGrad;
+              setI(PLAN_ATTR(K, Int, "ignore_index"), c.getIgnoreIndex());
+              return planKind(K);
             })
             .Case([&](SoftmaxGradOp s) {
-              setI("axis", s.getAxis());
-              return planKind(rt::OpKind::SoftmaxGrad);
+              constexpr OpKind K = OpKind::SoftmaxGrad;
+              setI(PLAN_ATTR(K, Int, "axis"), s.getAxis());
+              return planKind(K);
             })
             .Case([&](LayerNormGradOp l) {
-              setNorm(l);
-              return planKind(rt::OpKind::LayerNormalizationGrad);
+              return setNorm(l, KindTag<OpKind::LayerNormalizationGrad>());
             })
             .Case([&](LayerNormScaleGradOp l) {
-              setNorm(l);
-              return planKind(rt::OpKind::LayerNormalizationScaleGrad);
+              return setNorm(l, KindTag<OpKind::LayerNormalizationScaleGrad>());
             })
             .Case([&](GatherGradOp g) {
-              setI("axis", 0);
-              setShard(g.getShardAxesAttr(), g.getShardSize());
-              return planKind(rt::OpKind::GatherGrad);
+              constexpr OpKind K = OpKind::GatherGrad;
+              setI(PLAN_ATTR(K, Int, "axis"), 0);
+              setShard(KindTag<K>(), g.getShardAxesAttr(), g.getShardSize());
+              return planKind(K);
             })
             .Case([&](VocabMaxOp v) {
-              setShard(v.getShardAxesAttr(), v.getShardSize());
-              return planKind(rt::OpKind::VocabMax);
+              constexpr OpKind K = OpKind::VocabMax;
+              setShard(KindTag<K>(), v.getShardAxesAttr(), v.getShardSize());
+              return planKind(K);
             })
             .Case([&](VocabStatsOp v) {
-              setShard(v.getShardAxesAttr(), v.getShardSize());
-              setI("ignore_index", v.getIgnoreIndex());
-              return planKind(rt::OpKind::VocabStats);
+              constexpr OpKind K = OpKind::VocabStats;
+              setShard(KindTag<K>(), v.getShardAxesAttr(), v.getShardSize());
+              setI(PLAN_ATTR(K, Int, "ignore_index"), v.getIgnoreIndex());
+              return planKind(K);
             })
             .Case([&](VocabCrossEntropyOp v) {
-              setI("ignore_index", v.getIgnoreIndex());
-              return planKind(rt::OpKind::VocabCrossEntropy);
+              constexpr OpKind K = OpKind::VocabCrossEntropy;
+              setI(PLAN_ATTR(K, Int, "ignore_index"), v.getIgnoreIndex());
+              return planKind(K);
             })
             .Case([&](VocabCrossEntropyGradOp v) {
-              setShard(v.getShardAxesAttr(), v.getShardSize());
-              setI("ignore_index", v.getIgnoreIndex());
-              return planKind(rt::OpKind::VocabCrossEntropyGrad);
+              constexpr OpKind K = OpKind::VocabCrossEntropyGrad;
+              setShard(KindTag<K>(), v.getShardAxesAttr(), v.getShardSize());
+              setI(PLAN_ATTR(K, Int, "ignore_index"), v.getIgnoreIndex());
+              return planKind(K);
             })
             .Case([&](AdamWOp a) {
-              setF("lr", a.getLr().convertToDouble());
-              setF("beta1", a.getBeta1().convertToDouble());
-              setF("beta2", a.getBeta2().convertToDouble());
-              setF("eps", a.getEps().convertToDouble());
-              setF("weight_decay", a.getWeightDecay().convertToDouble());
-              setF("clip_norm", a.getClipNorm().convertToDouble());
-              setI("warmup_steps", a.getWarmupSteps());
-              setI("total_steps", a.getTotalSteps());
-              setF("min_lr", a.getMinLr().convertToDouble());
-              if (a->hasAttr(ShoalDialect::kMirrorAttr))
-                setI("mirror", 1);
-              if (auto z =
-                      a->getAttrOfType<ArrayAttr>(ShoalDialect::kZeroAxesAttr))
-                setStrs("zero_axes", z);
-              return planKind(rt::OpKind::AdamW);
+              constexpr OpKind K = OpKind::AdamW;
+              setF(PLAN_ATTR(K, Float, "beta1"),
+                   a.getBeta1().convertToDouble());
+              setF(PLAN_ATTR(K, Float, "beta2"),
+                   a.getBeta2().convertToDouble());
+              setF(PLAN_ATTR(K, Float, "eps"), a.getEps().convertToDouble());
+              return setUpdate(KindTag<K>(), a);
             })
             .Case([&](SGDOp a) {
-              setF("lr", a.getLr().convertToDouble());
-              setF("momentum", a.getMomentum().convertToDouble());
-              setF("weight_decay", a.getWeightDecay().convertToDouble());
-              setF("clip_norm", a.getClipNorm().convertToDouble());
-              setI("warmup_steps", a.getWarmupSteps());
-              setI("total_steps", a.getTotalSteps());
-              setF("min_lr", a.getMinLr().convertToDouble());
-              if (a->hasAttr(ShoalDialect::kMirrorAttr))
-                setI("mirror", 1);
-              if (auto z =
-                      a->getAttrOfType<ArrayAttr>(ShoalDialect::kZeroAxesAttr))
-                setStrs("zero_axes", z);
-              return planKind(rt::OpKind::SGD);
+              constexpr OpKind K = OpKind::SGD;
+              setF(PLAN_ATTR(K, Float, "momentum"),
+                   a.getMomentum().convertToDouble());
+              return setUpdate(KindTag<K>(), a);
             })
-            .Case([&](AssignOp) { return planKind(rt::OpKind::Assign); })
+            .Case([&](AssignOp) { return planKind(OpKind::Assign); })
             .Case([&](AddLayerNormOp l) {
-              setI("axis", l.getAxis());
-              setF("epsilon", l.getEpsilon().convertToDouble());
-              return planKind(rt::OpKind::AddLayerNorm);
+              constexpr OpKind K = OpKind::AddLayerNorm;
+              setI(PLAN_ATTR(K, Int, "axis"), l.getAxis());
+              setF(PLAN_ATTR(K, Float, "epsilon"),
+                   l.getEpsilon().convertToDouble());
+              return planKind(K);
             })
             .Case([&](AttentionOp a) {
-              setF("scale", a.getScale().convertToDouble());
-              return planKind(rt::OpKind::Attention);
+              constexpr OpKind K = OpKind::Attention;
+              setF(PLAN_ATTR(K, Float, "scale"),
+                   a.getScale().convertToDouble());
+              return planKind(K);
             })
             .Case([&](AttentionGradOp a) {
-              setF("scale", a.getScale().convertToDouble());
-              return planKind(rt::OpKind::AttentionGrad);
+              constexpr OpKind K = OpKind::AttentionGrad;
+              setF(PLAN_ATTR(K, Float, "scale"),
+                   a.getScale().convertToDouble());
+              return planKind(K);
             })
             .Case([&](AllReduceOp c) {
-              setStrs("axes", c.getAxes());
+              constexpr OpKind K = OpKind::AllReduce;
+              setStrs(PLAN_ATTR(K, Strings, "axes"), c.getAxes());
               if (c.getReduction() != "sum")
-                setS("reduction", c.getReduction());
-              return planKind(rt::OpKind::AllReduce);
+                setS(PLAN_ATTR(K, String, "reduction"), c.getReduction());
+              return planKind(K);
             })
             .Case([&](AllGatherOp c) {
-              setI("dim", c.getDim());
-              setStrs("axes", c.getAxes());
-              return planKind(rt::OpKind::AllGather);
+              constexpr OpKind K = OpKind::AllGather;
+              setI(PLAN_ATTR(K, Int, "dim"), c.getDim());
+              setStrs(PLAN_ATTR(K, Strings, "axes"), c.getAxes());
+              return planKind(K);
             })
             .Case([&](ReduceScatterOp c) {
-              setI("dim", c.getDim());
-              setStrs("axes", c.getAxes());
-              return planKind(rt::OpKind::ReduceScatter);
+              constexpr OpKind K = OpKind::ReduceScatter;
+              setI(PLAN_ATTR(K, Int, "dim"), c.getDim());
+              setStrs(PLAN_ATTR(K, Strings, "axes"), c.getAxes());
+              return planKind(K);
             })
             .Case([&](LocalSliceOp c) {
-              setI("dim", c.getDim());
-              setStrs("axes", c.getAxes());
-              return planKind(rt::OpKind::LocalSlice);
+              constexpr OpKind K = OpKind::LocalSlice;
+              setI(PLAN_ATTR(K, Int, "dim"), c.getDim());
+              setStrs(PLAN_ATTR(K, Strings, "axes"), c.getAxes());
+              return planKind(K);
             })
             .Case([&](AllToAllOp c) {
-              setI("split_dim", c.getSplitDim());
-              setI("concat_dim", c.getConcatDim());
-              setStrs("axes", c.getAxes());
-              return planKind(rt::OpKind::AllToAll);
+              constexpr OpKind K = OpKind::AllToAll;
+              setI(PLAN_ATTR(K, Int, "split_dim"), c.getSplitDim());
+              setI(PLAN_ATTR(K, Int, "concat_dim"), c.getConcatDim());
+              setStrs(PLAN_ATTR(K, Strings, "axes"), c.getAxes());
+              return planKind(K);
             })
             .Case([&](SendOp s) {
+              constexpr OpKind K = OpKind::Send;
               fillTransfer(out->mutable_transfer(), s.getId(), s.getInput(),
                            s.getFrom(), s.getFrom(), s.getTo());
               if (s->hasAttr(ShoalDialect::kLastMicroBatchAttr))
-                setI("last_micro_batch", 1);
-              return planKind(rt::OpKind::Send);
+                setI(PLAN_ATTR(K, Int, "last_micro_batch"), 1);
+              return planKind(K);
             })
             .Case([&](RecvOp r) {
               fillTransfer(out->mutable_transfer(), r.getId(), r.getResult(),
                            r.getTo(), r.getFrom(), r.getTo());
-              return planKind(rt::OpKind::Recv);
+              return planKind(OpKind::Recv);
             })
             .Default([](Operation *) { return ""; });
     if (kind.empty())
       return op->emitError()
              << "'" << op->getName() << "' has no executable form in the plan";
+    if (failed(checkAttrs(op, kind, *out)))
+      return failure();
     out->set_kind(kind.str());
     for (Value v : op->getOperands())
       out->add_inputs(idOf(v));

@@ -12,6 +12,11 @@
 
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
+#include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
 
 namespace shoal {
 
@@ -54,6 +59,14 @@ struct ShardingRule {
   /// True if `factor` is a non-major factor of some dimension, so it cannot
   /// be split on its own.
   bool isMinorSomewhere(int factor) const;
+
+  /// Prints the rule in Shardy's notation: per operand and result the
+  /// factors of each dimension (named i, j, k, ..., z, z_1, ...; several
+  /// in one dimension major first, `1` for none), the factors' sizes, and
+  /// the factors that are not parallel, e.g.
+  /// `([i, k], [k, j]) -> ([i, j]) {i=4, j=8, k=16} reduction={k}`.
+  void print(llvm::raw_ostream &os) const;
+  std::string str() const;
 };
 
 } // namespace shoal

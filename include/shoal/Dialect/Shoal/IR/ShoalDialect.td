@@ -84,6 +84,10 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorShardingAttr =
         "shoal.factor_sharding";
     static constexpr ::llvm::StringLiteral kSourceAttr = "shoal.source";
+    /// On a collective: why it is there, when the pass that inserted it
+    /// wrote one (shoal-partition, shoal-zero); the parallelism report
+    /// (shoal-report) derives one from the IR otherwise.
+    static constexpr ::llvm::StringLiteral kReasonAttr = "shoal.reason";
     static constexpr ::llvm::StringLiteral kScheduleKindAttr =
         "shoal.schedule_kind";
     static constexpr ::llvm::StringLiteral kVirtualStagesAttr =

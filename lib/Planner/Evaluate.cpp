@@ -1,0 +1,621 @@
+//===- Evaluate.cpp - The planner's model of a layout -----------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// evaluate(): a layout's predicted step time (per stage and replica, op by
+// op with the cost model; the pipeline's fill, drain and transfers; the
+// gradient all-reduces and the optimizer) and each stage's memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SearchInternal.h"
+#include "shoal/Planner/Search.h"
+#include "shoal/Schema/UnevenBlocks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+using namespace shoal::planner;
+using namespace shoal::planner::detail;
+
+namespace {
+
+/// The runtime's gradient buckets (grad_bucket_mb's default, 25 MiB).
+constexpr double kGradBucketBytes = 25.0 * 1024 * 1024;
+
+double stepFactor(StepKind k) {
+  switch (k) {
+  case StepKind::Forward:
+    return 1; // forward
+  case StepKind::Train:
+    return 3; // forward + backward (two products per forward one)
+  case StepKind::TrainRecompute:
+    return 4; // and the forward again before backward
+  case StepKind::TrainSelective:
+    return 3; // the attention cores again: a few percent, not modeled
+  }
+  return 1;
+}
+
+/// Tensor-parallel all-reduces per forward one: backward has one for each
+/// (the input gradient of a column-parallel product); recomputation redoes
+/// the forward ones.
+double tpCommFactor(StepKind k) {
+  return k == StepKind::Forward                                  ? 1
+         : k == StepKind::Train || k == StepKind::TrainSelective ? 2
+                                                                 : 3;
+}
+
+bool training(StepKind k) { return k != StepKind::Forward; }
+
+double bytesPerParam(Precision p) {
+  return p == Precision::BF16 || p == Precision::FP16 ? 2 : 4;
+}
+
+int rankOf(const StagePlan &s, int replica, int t) {
+  return s.offset + replica * s.stride + t;
+}
+
+} // namespace
+
+namespace shoal::planner::detail {
+
+long groupId(const Cluster &cluster, int rank) {
+  return &cluster.groupOf(rank) - cluster.groups.data();
+}
+
+std::vector<int> replicaRanks(const StagePlan &s, int replica) {
+  std::vector<int> r(s.devices);
+  for (int t = 0; t < s.devices; ++t)
+    r[t] = rankOf(s, replica, t);
+  return r;
+}
+
+int slowestRank(const std::vector<int> &ranks, const Cluster &cluster,
+                Precision p) {
+  int best = ranks.front();
+  double rate = cluster.groupOf(best).device.peakFlops(p);
+  for (int r : ranks) {
+    double x = cluster.groupOf(r).device.peakFlops(p);
+    if (x < rate) {
+      rate = x;
+      best = r;
+    }
+  }
+  return best;
+}
+
+double capacityOf(const std::vector<int> &ranks, const Cluster &cluster) {
+  double c = 1e300;
+  for (int r : ranks)
+    c = std::min(c, cluster.groupOf(r).device.memoryGiB * kGiB);
+  return c;
+}
+
+RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
+                    const std::vector<char> &split, int splitBase, int devices,
+                    double frac, int rank, const std::vector<int> &group,
+                    const CostModel &cost, const PlanOptions &options,
+                    const std::vector<std::pair<int, int64_t>> &shards) {
+  const StepKind step = options.step;
+  // Mixed precision (float32 weights, products in a 16-bit type): every
+  // product reads its operands through casts and casts its result back
+  // (4 + 2 bytes per element each), and moves 16-bit values itself.
+  const bool mixed =
+      options.fp32Weights && (options.precision == Precision::BF16 ||
+                              options.precision == Precision::FP16);
+  RangeTime t;
+  double forward = 0, backward = 0, gathers = 0;
+  // The op's part of the profile's work: `f` of what divides over the
+  // group, `fw` of what stays whole on each of its ranks (the two differ
+  // under tensor parallelism), `wf` of its weights (a sharded weight's
+  // part; the batch does not divide them).
+  struct Parts {
+    double f, fw, wf, rowsF;
+  };
+  auto secondsOn = [&](int r, const OpPiece &p, const Parts &x) {
+    double divided = p.bytes - p.weightBytes - p.wholeBytes;
+    double moved = divided * x.f + p.wholeBytes * x.fw + p.weightBytes * x.wf;
+    double s = cost.opSeconds(
+        r, p.flops * (p.hasSplit ? x.f : x.fw),
+        mixed && p.rows > 0 ? moved / 2 : moved,
+        p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * x.rowsF);
+    if (mixed && p.castElements > 0) {
+      double elements =
+          (p.castElements - p.castWeightElements - p.castWholeElements) * x.f +
+          p.castWholeElements * x.fw + p.castWeightElements * x.wf;
+      s += cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
+    }
+    return s;
+  };
+  std::vector<int64_t> weights;
+  double total = 0;
+  for (auto [r, w] : shards) {
+    weights.push_back(w);
+    total += static_cast<double>(w);
+  }
+  // Each device's time (forward, backward) since the last all-reduce: the
+  // devices of a split scope wait for each other only there, so with
+  // shards by speed the fast device's larger shard and the slow ones'
+  // whole ops (done by every device) add up before they meet.
+  std::map<int, std::pair<double, double>> since;
+  auto flush = [&] {
+    double fwd = 0, bwd = 0;
+    for (const auto &[r, fb] : since)
+      if (fb.first + fb.second > fwd + bwd) {
+        fwd = fb.first;
+        bwd = fb.second;
+      }
+    forward += fwd;
+    backward += bwd;
+    since.clear();
+  };
+  for (int j = begin; j < end; ++j) {
+    const OpCost &op = profile.ops[j];
+    bool isSplit = split[j - splitBase];
+    // Each device's part: by its shard with shards by speed, else an equal
+    // one on `rank`.
+    std::vector<std::pair<int, Parts>> parts;
+    if (isSplit && op.tpSharded && !shards.empty()) {
+      // Each device's block of the op's split dimension.
+      std::vector<int64_t> blocks;
+      auto size = static_cast<int64_t>(op.splitSize);
+      if (size >= static_cast<int64_t>(shards.size()))
+        blocks =
+            shoal::rt::unevenBlockSizes(size, weights, options.shardMultiple);
+      for (std::size_t q = 0; q < shards.size(); ++q) {
+        double part = blocks.empty() ? static_cast<double>(weights[q]) / total
+                                     : static_cast<double>(blocks[q]) /
+                                           static_cast<double>(size);
+        parts.push_back({shards[q].first, {frac * part, frac, part, frac}});
+      }
+    } else if (!isSplit) {
+      // Each device takes a part of the micro-batch.
+      double f = frac / devices;
+      parts.push_back({rank, {f, f, 1, f}});
+    } else if (op.tpSharded) {
+      // The product's columns (or heads) are divided.
+      parts.push_back({rank, {frac / devices, frac, 1.0 / devices, frac}});
+    } else {
+      parts.push_back({rank, {frac, frac, 1, frac}});
+    }
+    if (!shards.empty() && !(isSplit && op.tpSharded)) {
+      // With shards by speed every device does it, each at its own speed.
+      Parts x = parts.front().second;
+      parts.clear();
+      for (auto [r, w] : shards)
+        parts.push_back({r, x});
+    }
+    for (const auto &[r, x] : parts) {
+      double a = secondsOn(r, op, x), b = 0;
+      // The backward as shoal-autodiff builds it (the ops of the gradient
+      // rule), with the forward op's share of the work.
+      if (training(step) && profile.hasBackward)
+        for (const OpPiece &p : op.backward)
+          b += secondsOn(r, p, x);
+      since[r].first += a;
+      since[r].second += b;
+    }
+    if (isSplit && devices > 1 && op.tpAllReduceBytes > 0) {
+      flush();
+      // The runtime copies its input into the result, then exchanges it.
+      double bytes = op.tpAllReduceBytes * frac;
+      t.tp += cost.allReduceSeconds(group, bytes) +
+              cost.opSeconds(rank, 0, 2 * bytes, OpClass::Copy);
+    }
+    if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
+      gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
+  }
+  flush();
+  if (!training(step))
+    t.compute = forward;
+  else if (!profile.hasBackward)
+    t.compute = forward * stepFactor(step);
+  else
+    t.compute = forward * (step == StepKind::TrainRecompute ? 2 : 1) + backward;
+  t.backward = t.compute - forward;
+  t.tp = t.tp * tpCommFactor(step) + gathers;
+  return t;
+}
+
+int inFlightOf(const Layout &l, int k) {
+  int p = l.pp(), m = l.microBatches;
+  if (l.schedule == "gpipe")
+    return m;
+  if (p <= 1)
+    return 1;
+  int f = std::min(m, p - k);
+  if (l.schedule == "interleaved" && l.virtualStages > 1)
+    f = static_cast<int>(
+        std::ceil(f * (1.0 + double(p - 1) / (double(p) * l.virtualStages))));
+  return std::min(m, f);
+}
+
+} // namespace shoal::planner::detail
+
+namespace {
+
+/// A training stage's activations, per device at a micro-batch of `frac` of
+/// the profile's batch: what it keeps per micro-batch in flight, and the
+/// largest set of temporaries alive at once. The step is walked op by op:
+/// at the backward of op j the stage holds what the ops before j keep for
+/// the backward, the values of j's recomputed segment that come before it,
+/// and the gradients around j (the mirror of the values alive on either
+/// side of j in the forward, as reverse mode frees each gradient once its
+/// producer's backward has read it) plus j's weight gradient while it is
+/// a temporary (summed over micro-batches or data-parallel replicas
+/// afterwards; otherwise it is the gradient buffer itself). A program of
+/// one task holds it all in one arena; with `tasks` (a pipeline stage, or
+/// micro-batches) the forward and the backward are tasks of their own, so
+/// what it keeps crosses them per micro-batch and the rest is the arena.
+struct StageActivations {
+  double keptPerMicroBatch = 0;
+  double arena = 0;
+};
+
+StageActivations trainingActivations(const ModelProfile &profile,
+                                     const StagePlan &s, int k, int p,
+                                     StepKind step, bool tasks,
+                                     bool weightGradTemporary,
+                                     double bytesPerParam, double frac) {
+  const int begin = s.begin, end = s.end;
+  const double devices = s.devices;
+  // Devices a value of op j is divided over: a replicated op splits the
+  // batch; a split op its result when that is split (or along the sequence
+  // with sequence parallelism), else every device holds it whole.
+  auto spread = [&](int j) {
+    const OpCost &op = profile.ops[j];
+    bool sp = s.split[j - begin];
+    return !sp || op.outSplit || s.sequenceParallel ? devices : 1.0;
+  };
+  auto shard = [&](int j) {
+    return s.split[j - begin] && profile.ops[j].tpSharded ? devices : 1.0;
+  };
+  // Full recomputation's segments: the layers found in the node names
+  // (ops outside them are not recomputed), else the stretches between cut
+  // points.
+  std::vector<int> segment(end - begin, -1);
+  for (int j = begin, cuts = 0; j < end; ++j) {
+    segment[j - begin] = profile.layers > 0 ? profile.ops[j].layer : cuts;
+    if (profile.ops[j].cutAfter)
+      ++cuts;
+  }
+  auto segmentOf = [&](int j) {
+    return j >= begin && j < end ? segment[j - begin] : -2;
+  };
+  const bool lastStage = k == p - 1;
+  StageActivations a;
+  double keptBefore = 0, recomputed = 0, peak = 0, forward = 0;
+  for (int j = begin; j < end; ++j) {
+    const OpCost &op = profile.ops[j];
+    double saved = op.savedBytes / spread(j) * frac;
+    double core = op.coreBytes / spread(j) * frac;
+    // What op j's result keeps for the backward and what the backward
+    // recomputes of it.
+    double keep = saved, redo = 0;
+    if (step == StepKind::TrainSelective) {
+      keep = saved - core;
+      redo = core;
+    } else if (step == StepKind::TrainRecompute && segmentOf(j) >= 0) {
+      // A segment keeps only its result, the next one's input.
+      bool boundary = op.cutAfter && segmentOf(j + 1) != segmentOf(j) &&
+                      (j + 1 < end || lastStage);
+      keep = boundary ? op.cutBytes / spread(j) * frac : 0;
+      redo = saved - keep;
+    }
+    // A stage's result goes to the next stage, which keeps it.
+    if (j + 1 == end && !lastStage)
+      keep = 0;
+    if (j > begin && segmentOf(j) != segmentOf(j - 1))
+      recomputed = 0;
+    double before = j > begin ? profile.ops[j - 1].liveBytes
+                              : (begin > 0 ? profile.ops[begin - 1].liveBytes
+                                           : op.liveBytes);
+    double gradients = (before + op.outBytes) / devices * frac;
+    if (weightGradTemporary)
+      gradients += op.params / shard(j) * bytesPerParam;
+    double held = recomputed + gradients + (tasks ? 0 : keptBefore);
+    peak = std::max(peak, held);
+    forward = std::max(forward, op.liveBytes / devices * frac);
+    keptBefore += keep;
+    if (step != StepKind::Train)
+      recomputed += redo;
+  }
+  a.keptPerMicroBatch = keptBefore;
+  // The value a later stage receives is kept until its backward.
+  if (begin > 0) {
+    const OpCost &in = profile.ops[begin - 1];
+    a.keptPerMicroBatch += in.cutBytes / spread(begin) * frac;
+  }
+  a.arena = std::max(peak, forward);
+  return a;
+}
+
+} // namespace
+
+int Layout::tp() const {
+  int t = 1;
+  for (const StagePlan &s : stages)
+    if (std::any_of(s.split.begin(), s.split.end(), [](char c) { return c; }))
+      t = std::max(t, s.devices);
+  return t;
+}
+
+int Layout::worldSize() const {
+  int s = 0;
+  for (const StagePlan &st : stages)
+    s += st.devices;
+  return s * dp;
+}
+
+void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
+  if (!l.stageMajor || l.stages.size() <= 1) {
+    int total = 0;
+    for (const StagePlan &s : l.stages)
+      total += s.devices;
+    int off = 0;
+    for (StagePlan &s : l.stages) {
+      s.offset = off;
+      s.stride = total;
+      off += s.devices;
+    }
+    return;
+  }
+  std::vector<int> o = order;
+  if (o.empty()) {
+    o.resize(l.stages.size());
+    std::iota(o.begin(), o.end(), 0);
+  }
+  int start = 0;
+  for (int k : o) {
+    l.stages[k].offset = start;
+    l.stages[k].stride = l.stages[k].devices;
+    start += l.dp * l.stages[k].devices;
+  }
+}
+
+void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
+                              const Cluster &cluster, const CostModel &cost,
+                              const PlanOptions &options) {
+  const int p = l.pp(), m = l.microBatches, dp = l.dp;
+  const double batch = profile.stepBatch();
+  std::vector<double> shares = l.batchShares;
+  if (shares.size() != static_cast<std::size_t>(dp))
+    shares.assign(dp, batch / dp);
+  // Compiled uneven shares: replica i runs counts[i] micro-batches of
+  // microSamples samples each.
+  const bool counts = p == 1 && l.replicaMicroBatches.size() == std::size_t(dp);
+  double microSamples = batch / m / dp;
+  int mostMicroBatches = m;
+  if (counts) {
+    int total = 0;
+    mostMicroBatches = 0;
+    for (int c : l.replicaMicroBatches) {
+      total += c;
+      mostMicroBatches = std::max(mostMicroBatches, c);
+    }
+    microSamples = batch / total;
+  }
+  auto microBatchesOf = [&](int i) {
+    return counts ? l.replicaMicroBatches[i] : m;
+  };
+  auto microFrac = [&](int i) {
+    return (counts ? microSamples : shares[i] / m) / profile.batch;
+  };
+  const StepKind step = options.step;
+  const double v = l.schedule == "interleaved" ? l.virtualStages : 1;
+
+  // Per stage and replica: one micro-batch's time. Replicas on the same kind
+  // of devices with the same share are computed once.
+  std::vector<std::vector<RangeTime>> t(p, std::vector<RangeTime>(dp));
+  l.tpSeconds = 0;
+  // Per stage: the parameters each of its ranks holds (tp-sharded weights
+  // divided), and every rank of its replicas.
+  const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
+  std::vector<double> stageParams(p, 0);
+  std::vector<std::vector<int>> stageRanks(p);
+  for (int k = 0; k < p; ++k) {
+    const StagePlan &s = l.stages[k];
+    for (int j = s.begin; j < s.end; ++j)
+      stageParams[k] +=
+          profile.ops[j].params /
+          (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices : 1);
+    for (int i = 0; i < dp; ++i)
+      for (int r : replicaRanks(s, i))
+        stageRanks[k].push_back(r);
+  }
+  for (int k = 0; k < p; ++k) {
+    StagePlan &s = l.stages[k];
+    std::map<std::string, RangeTime> memo;
+    s.seconds = s.tpSeconds = 0;
+    for (int i = 0; i < dp; ++i) {
+      std::vector<int> ranks = replicaRanks(s, i);
+      std::string key = fmt::format("{}", microFrac(i));
+      for (int r : ranks)
+        key += fmt::format(",{}", groupId(cluster, r));
+      key += cluster.nodeOf(ranks.front()) == cluster.nodeOf(ranks.back())
+                 ? "|node"
+                 : "|span";
+      auto it = memo.find(key);
+      if (it == memo.end()) {
+        double frac = microFrac(i);
+        std::vector<std::pair<int, int64_t>> shards;
+        for (std::size_t t = 0; t < s.shardWeights.size(); ++t)
+          shards.push_back({ranks[t], s.shardWeights[t]});
+        RangeTime rt =
+            rangeTime(profile, s.begin, s.end, s.split, s.begin, s.devices,
+                      frac, slowestRank(ranks, cluster, options.precision),
+                      ranks, cost, options, shards);
+        it = memo.emplace(key, rt).first;
+      }
+      t[k][i] = it->second;
+      // Training: each micro-batch's weight gradients go into the step's
+      // sum (the executor copies the first and adds the others, at 2 and
+      // 3 times their bytes) when they are summed over micro-batches or
+      // all-reduced over replicas; per micro-batch, on average.
+      int width = s.split.front() ? 1 : s.devices;
+      int mi = microBatchesOf(i);
+      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1)) {
+        int slowest = slowestRank(ranks, cluster, options.precision);
+        double bytes = stageParams[k] * bpp;
+        t[k][i].compute +=
+            cost.opSeconds(slowest, 0, 2.0 / mi * bytes, OpClass::Copy) +
+            cost.opSeconds(slowest, 0, 3.0 * (mi - 1) / mi * bytes,
+                           OpClass::Elementwise);
+      }
+      double total = t[k][i].compute + t[k][i].tp;
+      if (total > s.seconds) {
+        s.seconds = total;
+        s.tpSeconds = it->second.tp;
+      }
+    }
+  }
+
+  // Pipelines: fill and drain plus m - 1 steady steps of the slowest stage
+  // (the steady step of a stage is at least its incoming transfer).
+  l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
+  double passes = training(step) ? 2 : 1; // activations, then gradients
+  int worst = 0; // the replica whose step is the longest
+  for (int i = 0; i < dp; ++i) {
+    double slowest = 0, sum = 0, p2p = 0, tpc = 0;
+    for (int k = 0; k < p; ++k) {
+      double tk = t[k][i].compute + t[k][i].tp;
+      double in = 0, busy = 0;
+      if (k > 0) {
+        const OpCost &edge = profile.ops[l.stages[k].begin - 1];
+        double frac = microFrac(i);
+        int src = rankOf(l.stages[k - 1], i, 0),
+            dst = rankOf(l.stages[k], i, 0);
+        double once = cost.sendRecvSeconds(src, dst, edge.cutBytes * frac);
+        in = passes * v * once;
+        // Sends are asynchronous: the link's latency overlaps the next
+        // micro-batch, its bandwidth does not.
+        busy = passes * v * (once - cost.sendRecvSeconds(src, dst, 0));
+      }
+      p2p += in;
+      slowest = std::max(slowest, std::max(tk, busy));
+      sum += tk;
+      tpc += t[k][i].tp;
+    }
+    double total;
+    int mi = microBatchesOf(i);
+    if (v > 1)
+      total = (mi + double(p - 1) / v) * slowest + p2p;
+    else
+      total = (mi - 1) * slowest + sum + p2p;
+    if (total > l.stepSeconds) {
+      worst = i;
+      l.stepSeconds = total;
+      l.computeSeconds = mi * slowest;
+      l.p2pSeconds = p2p;
+      l.bubbleSeconds = std::max(0.0, total - l.computeSeconds - p2p);
+      l.tpSeconds = tpc * mi;
+    }
+  }
+
+  // Gradients of replicated weights: one all-reduce per stage after the
+  // pipeline drains (not overlapped), then the optimizer's update.
+  l.dpSeconds = l.optimizerSeconds = 0;
+  double tail = 0;
+  l.fits = true;
+  for (int k = 0; k < p; ++k) {
+    StagePlan &s = l.stages[k];
+    const double params = stageParams[k];
+    const std::vector<int> &all = stageRanks[k];
+    double live = 0, work = 0;
+    for (int j = s.begin; j < s.end; ++j) {
+      const OpCost &op = profile.ops[j];
+      live = std::max(live, op.liveBytes / s.devices);
+      work = std::max(work, op.bytes / s.devices);
+    }
+    double reduce = 0, update = 0;
+    if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
+      std::vector<int> group;
+      int width = s.split.front() ? 1 : s.devices;
+      for (int i = 0; i < dp; ++i)
+        for (int w = 0; w < width; ++w)
+          group.push_back(rankOf(s, i, w));
+      // In buckets of kGradBucketBytes, as the executor packs them.
+      double bytes = params * bpp;
+      double buckets = std::max(1.0, std::ceil(bytes / kGradBucketBytes));
+      reduce = buckets * cost.allReduceSeconds(group, bytes / buckets);
+    }
+    if (training(step) && profile.hasBackward) {
+      // AdamW over this rank's parameters (its ZeRO block).
+      int zeroRanks = dp * (s.split.front() ? 1 : s.devices);
+      double mine = options.zeroStage >= 1 ? params / zeroRanks : params;
+      update = cost.opSeconds(slowestRank(all, cluster, options.precision), 0,
+                              mine * ModelProfile::optimizerBytesPerParam,
+                              OpClass::Elementwise);
+    }
+    l.dpSeconds = std::max(l.dpSeconds, reduce);
+    l.optimizerSeconds = std::max(l.optimizerSeconds, update);
+    // A stage's all-reduce and update start when its own last backward
+    // ends: before the pipeline drains through the stages ahead of it.
+    double drain = 0;
+    if (training(step))
+      for (int j = 0; j < k; ++j) {
+        // Its backward and the tensor-parallel all-reduces in it (all but
+        // the forward's one per op).
+        drain += t[j][worst].backward +
+                 t[j][worst].tp * (1 - 1 / tpCommFactor(step));
+        const OpCost &edge = profile.ops[l.stages[j + 1].begin - 1];
+        drain += v * cost.sendRecvSeconds(rankOf(l.stages[j + 1], worst, 0),
+                                          rankOf(l.stages[j], worst, 0),
+                                          edge.cutBytes * microFrac(worst));
+      }
+    tail = std::max(tail, reduce + update - drain);
+    // Memory on the replica with the largest share.
+    double frac = counts ? microSamples / profile.batch
+                         : *std::max_element(shares.begin(), shares.end()) / m /
+                               profile.batch;
+    MemoryInputs in;
+    in.parameters = params;
+    in.bytesPerParam = bpp;
+    in.training = training(step);
+    in.optimizer = in.training ? MemoryInputs::Optimizer::Adam
+                               : MemoryInputs::Optimizer::None;
+    in.zeroStage = options.zeroStage;
+    // ZeRO shards over the data-parallel group: the replicas and, in a
+    // replicate stage, its own devices.
+    in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
+    in.microBatches = mostMicroBatches;
+    s.inFlight = training(step) ? inFlightOf(l, k) : 1;
+    // Training: the step walked op by op (trainingActivations); one
+    // program holds everything in its arena.
+    if (step == StepKind::Forward) {
+      in.activationBytes = live * frac;
+    } else {
+      // Micro-batches (or stages) make the forward and the backward tasks
+      // of their own.
+      bool tasks = p > 1 || mostMicroBatches > 1;
+      bool summed = mostMicroBatches > 1 || in.zeroRanks > 1;
+      StageActivations a =
+          trainingActivations(profile, s, k, p, step, tasks, summed, bpp, frac);
+      in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
+      in.transientBytes = a.arena;
+    }
+    in.inFlight = s.inFlight;
+    in.workspaceBytes = work * frac;
+
+    s.memory = estimateMemory(in);
+    s.memoryBytes = s.memory.total();
+    s.capacityBytes = capacityOf(all, cluster);
+    s.device = cluster.groupOf(slowestRank(all, cluster, options.precision))
+                   .device.name;
+    if (s.memoryBytes > s.capacityBytes)
+      l.fits = false;
+  }
+  l.stepSeconds += tail;
+
+  double flops = 0;
+  for (const OpCost &op : profile.ops)
+    flops += op.flops;
+  l.flopsPerStep = flops * profile.batchScale * stepFactor(step);
+}
