@@ -71,15 +71,19 @@ std::pair<Member, bool> updateKernel(Device &device, Member UpdateKernels::*memb
 } // namespace
 
 double shoal::rt::deviceSumOfSquares(Device &device, const Tensor &g) {
-  auto [fn, staged] = updateKernel(device, &UpdateKernels::sumOfSquares,
-                                   "sum-of-squares");
+  auto kernel = updateKernel(device, &UpdateKernels::sumOfSquares,
+                             "sum-of-squares");
+  auto fn = kernel.first;
+  bool staged = kernel.second;
   return staged ? fn(device, device.toHost(g)) : fn(device, g);
 }
 
 void shoal::rt::deviceAdamW(Device &device, const OptimizerParams &p,
                             int64_t step, float gradScale, Tensor &w,
                             const Tensor &g, Tensor &m, Tensor &v) {
-  auto [fn, staged] = updateKernel(device, &UpdateKernels::adamw, "AdamW");
+  auto kernel = updateKernel(device, &UpdateKernels::adamw, "AdamW");
+  auto fn = kernel.first;
+  bool staged = kernel.second;
   if (!staged)
     return fn(device, p, step, gradScale, w, g, m, v);
   runOnHostCopies(device, {&w, &m, &v}, {&g},
@@ -89,7 +93,9 @@ void shoal::rt::deviceAdamW(Device &device, const OptimizerParams &p,
 void shoal::rt::deviceSgd(Device &device, const OptimizerParams &p,
                           int64_t step, float gradScale, Tensor &w,
                           const Tensor &g, Tensor &buf) {
-  auto [fn, staged] = updateKernel(device, &UpdateKernels::sgd, "SGD");
+  auto kernel = updateKernel(device, &UpdateKernels::sgd, "SGD");
+  auto fn = kernel.first;
+  bool staged = kernel.second;
   if (!staged)
     return fn(device, p, step, gradScale, w, g, buf);
   runOnHostCopies(device, {&w, &buf}, {&g},
