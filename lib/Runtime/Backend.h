@@ -13,10 +13,10 @@
 #ifndef SHOAL_RUNTIME_BACKEND_H
 #define SHOAL_RUNTIME_BACKEND_H
 
-#include "shoal/Schema/DeviceCatalog.h"
 #include "KernelRegistry.h"
 #include "Ops.h"
 #include "Tensor.h"
+#include "shoal/Schema/DeviceCatalog.h"
 
 #include <memory>
 #include <string>

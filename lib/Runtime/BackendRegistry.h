@@ -40,8 +40,8 @@ struct BackendInfo {
   /// takes device `localRank % count`); `matmul` is the precision of matrix
   /// products. Throws Error when no device is usable. Registers the
   /// backend's kernels.
-  std::unique_ptr<Device> (*makeDevice)(int localRank, Precision matmul) =
-      nullptr;
+  std::unique_ptr<Device> (*makeDevice)(int localRank,
+                                        Precision matmul) = nullptr;
   /// The collective world of the ranks of `bootstrap` (a host communicator
   /// that carries the set-up, e.g. NCCL's unique id) on `device`, one of
   /// this backend's devices; collective over `bootstrap`. Null if the

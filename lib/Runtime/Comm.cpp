@@ -6,7 +6,6 @@
 
 #include "Comm.h"
 
-
 #include <fmt/format.h>
 
 #include <cstring>

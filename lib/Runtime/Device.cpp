@@ -8,7 +8,6 @@
 
 #include "Half.h"
 
-
 #include <fmt/format.h>
 
 #include <cstring>

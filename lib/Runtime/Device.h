@@ -23,8 +23,8 @@
 #define SHOAL_RUNTIME_DEVICE_H
 
 #include "KernelRegistry.h"
-#include "shoal/Schema/DeviceCatalog.h"
 #include "Tensor.h"
+#include "shoal/Schema/DeviceCatalog.h"
 
 #include <cstddef>
 #include <functional>

@@ -6,10 +6,10 @@
 
 #include "Executor.h"
 
-#include "Comm.h"
-#include "Watchdog.h"
 #include "BackendRegistry.h"
+#include "Comm.h"
 #include "Updates.h"
+#include "Watchdog.h"
 
 #include <fmt/format.h>
 
@@ -863,8 +863,8 @@ void Executor::applyOptimizers(Comm &comm) {
             !it->second->sharding.uses(static_cast<int>(a)))
           replicas *= plan.mesh.axisSize(a);
       }
-      local +=
-          deviceSumOfSquares(device, d.operands[1]) / static_cast<double>(replicas);
+      local += deviceSumOfSquares(device, d.operands[1]) /
+               static_cast<double>(replicas);
     }
     gradNorm = std::sqrt((global ? *global : comm.communicator()).sum(local));
   }
@@ -892,8 +892,7 @@ void Executor::applyOptimizers(Comm &comm) {
     const OpInfo &op = *d.op;
     try {
       const OptimizerParams &params = op.attrs.optimizer;
-      float scale =
-          static_cast<float>(clipScale(params, gradNorm) / lossScale);
+      float scale = static_cast<float>(clipScale(params, gradNorm) / lossScale);
       std::vector<Tensor> t = d.operands;
       if (!op.attrs.zeroAxes.empty()) {
         // ZeRO 1/2: this rank's rows of w; g and the state are its block

@@ -10,10 +10,10 @@
 #include "Backend.h"
 #include "Communicator.h"
 #include "Device.h"
+#include "Json.h"
 #include "MemoryPlan.h"
 #include "PlanLoader.h"
 #include "Tensor.h"
-#include "Json.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <chrono>
@@ -259,7 +259,6 @@ private:
   std::vector<int> lossScaleSeeds;
   double seededScale = -1;
 };
-
 
 } // namespace rt
 } // namespace shoal

@@ -6,8 +6,8 @@
 
 #include "PlanLoader.h"
 
-#include "shoal/Schema/Fingerprint.h"
 #include "Npy.h"
+#include "shoal/Schema/Fingerprint.h"
 
 #include "plan.pb.h"
 #include "shoal/Support/Files.h"

@@ -18,11 +18,11 @@
 #include "BackendRegistry.h"
 #include "Checkpoint.h"
 #include "Comm.h"
-#include "shoal/Schema/DeviceCatalog.h"
 #include "Executor.h"
 #include "Export.h"
 #include "MappedFile.h"
 #include "Watchdog.h"
+#include "shoal/Schema/DeviceCatalog.h"
 
 #include "Npy.h"
 #include "PlanLoader.h"
@@ -45,7 +45,6 @@
 #include <memory>
 #include <set>
 #include <thread>
-
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;

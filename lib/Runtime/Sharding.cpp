@@ -326,7 +326,7 @@ void shoal::rt::insertBlock(const void *src, const Shape &blockShape,
 //===----------------------------------------------------------------------===//
 
 void shoal::rt::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
-                                int64_t index, Tensor &out) {
+                           int64_t index, Tensor &out) {
   if (dim < 0 || dim >= x.rank() || numBlocks <= 0 || index < 0 ||
       index >= numBlocks)
     throw Error(fmt::format("LocalSlice: cannot take block {} of {} along "
@@ -346,7 +346,7 @@ void shoal::rt::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
 }
 
 void shoal::rt::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
-                                  int64_t dim, Tensor &out) {
+                             int64_t dim, Tensor &out) {
   if (dim < 0 || dim >= out.rank() || numBlocks <= 0 ||
       out.shape()[dim] % numBlocks != 0)
     throw Error(fmt::format("AllGather: cannot split {} into {} blocks along "
@@ -358,8 +358,8 @@ void shoal::rt::concatBlocks(const uint8_t *blocks, int64_t numBlocks,
 }
 
 void shoal::rt::concatBlocks(const uint8_t *blocks,
-                                  const std::vector<int64_t> &sizes,
-                                  int64_t dim, Tensor &out) {
+                             const std::vector<int64_t> &sizes, int64_t dim,
+                             Tensor &out) {
   std::size_t elem = dtypeSize(out.dtype());
   Shape block = out.shape(), offsets(block.size(), 0);
   for (int64_t size : sizes) {

@@ -1,4 +1,5 @@
-//===- Updates.cpp - Optimizer updates and the clipping norm -----*- C++ -*-===//
+//===- Updates.cpp - Optimizer updates and the clipping norm -----*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -57,8 +58,8 @@ namespace {
 /// The update kernels of `device`'s backend, else the reference backend's
 /// (run on host copies); throws Error when neither has `member`.
 template <typename Member>
-std::pair<Member, bool> updateKernel(Device &device, Member UpdateKernels::*member,
-                                     const char *what) {
+std::pair<Member, bool>
+updateKernel(Device &device, Member UpdateKernels::*member, const char *what) {
   if (Member fn = findUpdateKernels(device.kind()).*member)
     return {fn, false};
   if (Member fn = findUpdateKernels(kReferenceBackend).*member)
@@ -71,8 +72,8 @@ std::pair<Member, bool> updateKernel(Device &device, Member UpdateKernels::*memb
 } // namespace
 
 double shoal::rt::deviceSumOfSquares(Device &device, const Tensor &g) {
-  auto kernel = updateKernel(device, &UpdateKernels::sumOfSquares,
-                             "sum-of-squares");
+  auto kernel =
+      updateKernel(device, &UpdateKernels::sumOfSquares, "sum-of-squares");
   auto fn = kernel.first;
   bool staged = kernel.second;
   return staged ? fn(device, device.toHost(g)) : fn(device, g);
@@ -87,7 +88,7 @@ void shoal::rt::deviceAdamW(Device &device, const OptimizerParams &p,
   if (!staged)
     return fn(device, p, step, gradScale, w, g, m, v);
   runOnHostCopies(device, {&w, &m, &v}, {&g},
-         [&] { fn(device, p, step, gradScale, w, g, m, v); });
+                  [&] { fn(device, p, step, gradScale, w, g, m, v); });
 }
 
 void shoal::rt::deviceSgd(Device &device, const OptimizerParams &p,
@@ -99,5 +100,5 @@ void shoal::rt::deviceSgd(Device &device, const OptimizerParams &p,
   if (!staged)
     return fn(device, p, step, gradScale, w, g, buf);
   runOnHostCopies(device, {&w, &buf}, {&g},
-         [&] { fn(device, p, step, gradScale, w, g, buf); });
+                  [&] { fn(device, p, step, gradScale, w, g, buf); });
 }

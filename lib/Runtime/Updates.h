@@ -1,4 +1,5 @@
-//===- Updates.h - Optimizer updates and the clipping norm -------*- C++ -*-===//
+//===- Updates.h - Optimizer updates and the clipping norm -------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //

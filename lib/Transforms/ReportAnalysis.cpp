@@ -856,4 +856,3 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
     }
   }
 }
-

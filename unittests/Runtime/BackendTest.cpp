@@ -8,11 +8,11 @@
 #include "Backend.h"
 #include "BackendRegistry.h"
 #include "Device.h"
-#include "shoal/Schema/DeviceCatalog.h"
 #include "MemoryPlan.h"
 #include "Npy.h"
 #include "PlanLoader.h"
 #include "shoal/Runtime/Runtime.h"
+#include "shoal/Schema/DeviceCatalog.h"
 
 #include "TestUtil.h"
 

@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelRegistry.h"
-#include "cpu/Backend.h"
 #include "Ops.h"
 #include "PlanLoader.h"
+#include "cpu/Backend.h"
 
 #include "TestUtil.h"
 

@@ -57,8 +57,8 @@ using rt::WindowParams;
 // Element-wise (Elementwise.cpp)
 //===----------------------------------------------------------------------===//
 
-using arith::BinaryOp;
 using arith::binaryName;
+using arith::BinaryOp;
 /// Element-wise with numpy broadcasting on one dtype: floats (f16/bf16 in
 /// f32), and integers wrapping around (Div truncates toward zero and throws
 /// Error on a zero divisor). Pow also takes an exponent of another numeric

@@ -22,8 +22,8 @@
 #define SHOAL_RUNTIME_CPU_OPTIMIZERS_H
 
 #include "OpAttrs.h"
-#include "Updates.h"
 #include "Tensor.h"
+#include "Updates.h"
 
 #include <cstdint>
 

@@ -54,8 +54,9 @@ void shoal::rt::registerCpuKernels() {
       cpu::adamwUpdate(p, step, gradScale, w, g, m, v);
     };
     updates.sgd = [](Device &, const OptimizerParams &p, int64_t step,
-                     float gradScale, Tensor &w, const Tensor &g,
-                     Tensor &buf) { cpu::sgdUpdate(p, step, gradScale, w, g, buf); };
+                     float gradScale, Tensor &w, const Tensor &g, Tensor &buf) {
+      cpu::sgdUpdate(p, step, gradScale, w, g, buf);
+    };
     registerUpdateKernels(BackendKind::CPU, updates);
     return true;
   }();

@@ -16,11 +16,11 @@
 #include "KernelRegistry.h"
 
 #include "PlanLoader.h"
-#include "ops/MathKinds.h"
 #include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
+#include "ops/MathKinds.h"
 
 #include <fmt/format.h>
 
@@ -323,8 +323,8 @@ void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   gemm(d, in[0]->rawData(), in[1]->rawData(), scores, false, false,
        op.attrs.scale, s1, in[0]->numElements(), in[1]->numElements(), scratch);
   if (in.size() > 3 && in[3])
-    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape, in[3]->rawData(),
-           in[3]->shape(), scores, scoreShape, d.stream());
+    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape,
+           in[3]->rawData(), in[3]->shape(), scores, scoreShape, d.stream());
   softmax(scores, probs, scoreShape,
           static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
   MatmulShape s2{t, e, sk, batch, t * sk, sk * e, false};
