@@ -2,7 +2,8 @@
 # Checks the runtime's layers (docs/Design.md, "Layers"); run by ctest as
 # `layers` and by hand: scripts/check-layers.sh [BUILD_DIR].
 #  1. under lib/Runtime, only cpu/ includes cpu/ headers and only cuda/
-#     includes cuda/ headers;
+#     includes cuda/ headers; only tooling/ includes the tooling's headers
+#     (tooling/, shoal/Runtime/Runtime.h);
 #  2. the scheduler and the engine (Executor, MemoryPlan, PlanLoader, Comm,
 #     Watchdog) name no backend;
 #  3. no library or tool outside lib/Runtime includes a lib/Runtime header,
@@ -30,6 +31,15 @@ for dir in cpu cuda; do
   [ -z "$hits" ] || report "files outside lib/Runtime/$dir include its headers:
 $hits"
 done
+
+# The engine and the backends stay below the tooling: only tooling/ (and
+# the backend initialization, which defines registerAllBackends) includes
+# the tooling's headers.
+hits=$(cd lib/Runtime && find . -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' \) \
+         ! -path './tooling/*' ! -path './backends/*' -print0 |
+       xargs -0 grep -n -e '#include "tooling/' -e '#include "shoal/Runtime/Runtime.h"' || true)
+[ -z "$hits" ] || report "the engine or a backend includes the tooling:
+$hits"
 
 # 2. The scheduler names no backend.
 engine=(lib/Runtime/Executor.h lib/Runtime/Executor.cpp lib/Runtime/MemoryPlan.h

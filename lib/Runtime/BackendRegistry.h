@@ -19,7 +19,6 @@
 #define SHOAL_RUNTIME_BACKENDREGISTRY_H
 
 #include "KernelRegistry.h"
-#include "shoal/Runtime/Runtime.h"
 #include "shoal/Schema/DeviceCatalog.h"
 
 #include <memory>
@@ -82,8 +81,10 @@ void registerBackendKernels(BackendKind kind);
 /// Calls every registered backend's configureProcess.
 void configureBackends(int ranksOnNode);
 
-// registerAllBackends, which registers every backend of this build
-// (backends/Init.cpp), is declared in shoal/Runtime/Runtime.h.
+/// Registers every backend of this build (backends/Init.cpp, the
+/// ShoalRuntimeBackends library). Idempotent. Also declared for the tools
+/// in shoal/Runtime/Runtime.h.
+void registerAllBackends();
 
 } // namespace rt
 } // namespace shoal

@@ -29,7 +29,6 @@
 #include "Communicator.h"
 #include "Sharding.h"
 #include "Tensor.h"
-#include "shoal/Runtime/Runtime.h"
 
 #include <cstdint>
 #include <map>
@@ -38,30 +37,6 @@
 
 namespace shoal {
 namespace rt {
-
-/// shoal-run's options for training plans (docs/Training.md, "Running").
-struct TrainingOptions {
-  /// --data: an integer .npy [N, T + 1] of token rows, or a folder of one
-  /// .npy [N, ...] per input; empty: the fixed batch of --inputs.
-  std::string dataPath;
-  /// --log-every: a progress line every K steps (and after the last).
-  int logEvery = 1;
-  /// --save DIR and --save-every K (0: only at the end).
-  std::string saveDir;
-  int saveEvery = 0;
-  /// --resume DIR: start from its newest checkpoint.
-  std::string resumeDir;
-  /// --export-onnx FILE and --export-safetensors DIR: the trained model at
-  /// the end of the run (docs/Training.md, "Exporting the trained model").
-  std::string exportOnnx, exportSafetensorsDir;
-};
-
-/// runPlan with the training options, on `world` (defined in Runtime.cpp;
-/// runPlan without them runs with the defaults).
-RunSummary runPlan(const RunOptions &options, const TrainingOptions &train,
-                   Communicator &world);
-/// The same on the MPI world (MPI must be initialized).
-RunSummary runPlan(const RunOptions &options, const TrainingOptions &train);
 
 /// A tensor as one rank holds it: its block of the global tensor.
 struct CheckpointTensor {

@@ -14,7 +14,7 @@
 #include "MemoryPlan.h"
 #include "PlanLoader.h"
 #include "Tensor.h"
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/MemoryReport.h"
 
 #include <chrono>
 #include <map>

@@ -7,7 +7,7 @@
 #include "MemoryPlan.h"
 
 #include "PlanLoader.h"
-#include "shoal/Runtime/Runtime.h"
+#include "shoal/Runtime/MemoryReport.h"
 
 #include <algorithm>
 #include <numeric>

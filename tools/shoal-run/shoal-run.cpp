@@ -4,14 +4,258 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `shoal-run PLAN --inputs DIR --outputs DIR [--verbose]`; see
-// docs/Runtime.md. All the work is in the ShoalRuntime library.
+// `shoal-run PLAN --inputs DIR --outputs DIR [options]`; see
+// docs/Runtime.md. The command line is parsed here into the runtime's
+// options; the job itself is the runtime's tooling (runJob,
+// shoal/Runtime/Runtime.h), as IREE's iree-run-module is a few lines over
+// its tooling library.
 //
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Runtime/Runtime.h"
+#include "shoal/Schema/DeviceCatalog.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+using namespace shoal::rt;
+
+namespace {
+
+const char kUsage[] =
+    "usage: shoal-run PLAN --inputs DIR --outputs DIR [options]\n"
+    "\n"
+    "Runs a shoal plan on the ranks of an MPI job; without mpirun it runs as\n"
+    "a world of one rank. Start a plan made for N ranks with\n"
+    "  mpirun -np N shoal-run PLAN --inputs DIR --outputs DIR\n"
+    "or without MPI, as torchrun does, with one process per rank started with\n"
+    "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (docs/Runtime.md)\n"
+    "\n"
+    "  PLAN           the plan file (written by shoal-compile)\n"
+    "  --inputs DIR   folder with one <name>.npy per program input\n"
+    "  --outputs DIR  folder for one <name>.npy per program output, written\n"
+    "                 by the program's first rank (created if missing)\n"
+    "  --verbose      print per-op timings of rank 0 to stderr\n"
+    "  --backend B    cpu or cuda (default: the plan's device, see\n"
+    "                 shoal-compile --device)\n"
+    "  --comm C       mpi (under mpirun), gloo (TCP, torchrun-style\n"
+    "                 variables; the default when they are set without\n"
+    "                 mpirun) or nccl (with --backend cuda)\n"
+    "  --strict       an op without a kernel on the backend is an error, not\n"
+    "                 a warning and a CPU fallback\n"
+    "  --report-memory  print the bytes of the rank with the largest peak:\n"
+    "                 weights, gradients, optimizer state, activations\n"
+    "                 (planned) and the measured peak; =ranks: every\n"
+    "                 rank's too\n"
+    "  --grad-bucket-mb MB  gradient all-reduces packed into buckets of MB\n"
+    "                 (default 25; 0: one all-reduce per gradient)\n"
+    "  --precision P  matrix products on the GPU: fp32 (default), tf32,\n"
+    "                 bf16 or fp16 (fp32 accumulation and storage)\n"
+    "  --allow-tf32   same as --precision tf32\n"
+    "  --steps N      run the program N times and report step time,\n"
+    "                 samples/s, tokens/s and MFU (default 1)\n"
+    "  --warmup N     untimed steps before those (default 0)\n"
+    "  --peak-tflops X  a device's peak TFLOP/s for MFU when it is not in\n"
+    "                 the catalog (e.g. a CPU)\n"
+    "  --trace FILE   write a Chrome trace (JSON, chrome://tracing or\n"
+    "                 Perfetto) of the last timed step: one track per rank\n"
+    "                 for tasks and one for Send/Recv\n"
+    "  --profile FILE write every rank's op, collective and Send/Recv times\n"
+    "                 (JSON, medians over the timed steps) for the planner's\n"
+    "                 calibration (shoal-sim --calibration)\n"
+    "  --stall-timeout S  end the job with an error naming the rank and the\n"
+    "                 op it waits in when a rank makes no progress for S\n"
+    "                 seconds (another rank stopped or died; default 600,\n"
+    "                 0: never)\n"
+    "\n"
+    "Training plans (shoal-compile --train, docs/Training.md):\n"
+    "  --steps N      run N optimizer steps (after the checkpoint's, with\n"
+    "                 --resume)\n"
+    "  --data FILE    int32/int64 .npy [N, T + 1] of token rows: step s feeds\n"
+    "                 rows (s * B + i) mod N, row[:T] to the token input and\n"
+    "                 row[1:] to the labels\n"
+    "  --data DIR     one <name>.npy per input (labels.npy included), each\n"
+    "                 [N, ...] of the input's shape after its batch B (any\n"
+    "                 dtype the input has): step s feeds rows\n"
+    "                 (s * B + i) mod N of every file, i < B. Without --data,\n"
+    "                 --inputs DIR gives one batch used at every step\n"
+    "  --log-every K  a progress line every K steps (default 1): step,\n"
+    "                 loss, step time, tokens/s and MFU\n"
+    "  --save DIR     write a checkpoint at the end (and every K steps with\n"
+    "                 --save-every K)\n"
+    "  --resume DIR   start from the newest checkpoint in DIR, under this\n"
+    "                 plan's layout\n"
+    "  --export-onnx FILE  at the end, write the source ONNX model with the\n"
+    "                 trained weights (initializers of 1 KiB or more in\n"
+    "                 FILE.data, ONNX external data)\n"
+    "  --export-safetensors DIR  at the end, write the trained weights to\n"
+    "                 DIR/model.safetensors under their initializer names\n"
+    "  --outputs DIR  optional: writes the last step's loss.npy\n"
+    "\n"
+    "  --help         print this help\n"
+    "\n"
+    "In file names, every character of a tensor name outside [A-Za-z0-9_.-]\n"
+    "is replaced by '_'.\n";
+
+/// Parses the command line; returns an error message or "".
+std::string parseArgs(int argc, char **argv, RunOptions &opts,
+                      TrainingOptions &train, bool &help) {
+  help = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *flag, std::string &dst) -> std::string {
+      std::string prefix = std::string(flag) + "=";
+      if (arg.compare(0, prefix.size(), prefix) == 0) {
+        dst = arg.substr(prefix.size());
+        return dst.empty() ? fmt::format("{} needs a folder", flag) : "";
+      }
+      if (i + 1 >= argc)
+        return fmt::format("{} needs a folder", flag);
+      dst = argv[++i];
+      return "";
+    };
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      return "";
+    }
+    auto number = [&](const char *flag, double &dst) -> std::string {
+      std::string text;
+      std::string prefix = std::string(flag) + "=";
+      if (arg.compare(0, prefix.size(), prefix) == 0)
+        text = arg.substr(prefix.size());
+      else if (i + 1 < argc)
+        text = argv[++i];
+      char *end = nullptr;
+      dst = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(dst >= 0) || !std::isfinite(dst))
+        return fmt::format("{} needs a non-negative number, got '{}'", flag,
+                           text);
+      return "";
+    };
+    auto is = [&](const char *flag) {
+      std::string f = flag;
+      return arg == f || arg.rfind(f + "=", 0) == 0;
+    };
+    if (arg == "--verbose" || arg == "-v") {
+      opts.verbose = true;
+    } else if (arg == "--strict") {
+      opts.strict = true;
+    } else if (arg == "--report-memory") {
+      opts.reportMemory = true;
+    } else if (arg == "--report-memory=ranks") {
+      opts.reportMemory = opts.reportMemoryRanks = true;
+    } else if (is("--grad-bucket-mb")) {
+      if (std::string e = number("--grad-bucket-mb", opts.gradBucketMb);
+          !e.empty())
+        return e;
+    } else if (arg == "--allow-tf32") {
+      opts.precision = "tf32";
+    } else if (is("--backend")) {
+      if (std::string e = value("--backend", opts.backend); !e.empty())
+        return "--backend needs cpu or cuda";
+      if (!isBackendName(opts.backend))
+        return fmt::format("--backend must be cpu or cuda, got '{}'",
+                           opts.backend);
+    } else if (is("--comm")) {
+      if (std::string e = value("--comm", opts.comm); !e.empty())
+        return "--comm needs mpi, gloo or nccl";
+      if (opts.comm != "mpi" && opts.comm != "gloo" && opts.comm != "nccl")
+        return fmt::format("--comm must be mpi, gloo or nccl, got '{}'",
+                           opts.comm);
+    } else if (is("--precision")) {
+      if (std::string e = value("--precision", opts.precision); !e.empty())
+        return "--precision needs fp32, tf32, bf16 or fp16";
+      Precision p;
+      if (!parsePrecision(opts.precision, p))
+        return fmt::format("--precision must be fp32, tf32, bf16 or fp16, "
+                           "got '{}'",
+                           opts.precision);
+    } else if (is("--steps") || is("--warmup")) {
+      bool steps = is("--steps");
+      double n = 0;
+      if (std::string e = number(steps ? "--steps" : "--warmup", n); !e.empty())
+        return e;
+      // Compared as doubles first: converting 1e300 to int is undefined.
+      if (n > INT_MAX || n != static_cast<int>(n) || (steps && n < 1))
+        return fmt::format("{} needs a whole number from {} to {}",
+                           steps ? "--steps" : "--warmup", steps ? 1 : 0,
+                           INT_MAX);
+      (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
+    } else if (is("--log-every") || is("--save-every")) {
+      bool log = is("--log-every");
+      const char *flag = log ? "--log-every" : "--save-every";
+      double n = 0;
+      if (std::string e = number(flag, n); !e.empty())
+        return e;
+      if (n > INT_MAX || n != static_cast<int>(n) || n < 1)
+        return fmt::format("{} needs a whole number from 1 to {}", flag,
+                           INT_MAX);
+      (log ? train.logEvery : train.saveEvery) = static_cast<int>(n);
+    } else if (is("--data")) {
+      if (std::string e = value("--data", train.dataPath); !e.empty())
+        return "--data needs a .npy file or a folder";
+    } else if (is("--save")) {
+      if (std::string e = value("--save", train.saveDir); !e.empty())
+        return e;
+    } else if (is("--resume")) {
+      if (std::string e = value("--resume", train.resumeDir); !e.empty())
+        return e;
+    } else if (is("--export-onnx")) {
+      if (std::string e = value("--export-onnx", train.exportOnnx); !e.empty())
+        return "--export-onnx needs a file";
+    } else if (is("--export-safetensors")) {
+      if (std::string e =
+              value("--export-safetensors", train.exportSafetensorsDir);
+          !e.empty())
+        return e;
+    } else if (is("--trace")) {
+      if (std::string e = value("--trace", opts.tracePath); !e.empty())
+        return "--trace needs a file";
+    } else if (is("--profile")) {
+      if (std::string e = value("--profile", opts.profilePath); !e.empty())
+        return "--profile needs a file";
+    } else if (is("--stall-timeout")) {
+      if (std::string e = number("--stall-timeout", opts.stallTimeout);
+          !e.empty())
+        return e;
+    } else if (is("--peak-tflops")) {
+      if (std::string e = number("--peak-tflops", opts.peakTflops); !e.empty())
+        return e;
+    } else if (arg == "--inputs" || arg.rfind("--inputs=", 0) == 0) {
+      if (std::string e = value("--inputs", opts.inputsDir); !e.empty())
+        return e;
+    } else if (arg == "--outputs" || arg.rfind("--outputs=", 0) == 0) {
+      if (std::string e = value("--outputs", opts.outputsDir); !e.empty())
+        return e;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return fmt::format("unknown option '{}'", arg);
+    } else if (opts.planPath.empty()) {
+      opts.planPath = arg;
+    } else {
+      return fmt::format("more than one plan given ('{}' and '{}')",
+                         opts.planPath, arg);
+    }
+  }
+  if (opts.planPath.empty())
+    return "no plan file given";
+  if (train.saveEvery > 0 && train.saveDir.empty())
+    return "--save-every needs --save DIR";
+  // --inputs and --outputs: forward plans need them (checked once the plan
+  // is loaded); training plans may take --data and skip the outputs.
+  return "";
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
-  shoal::rt::registerAllBackends();
-  return shoal::rt::runPlanMain(argc, argv);
+  registerAllBackends();
+  JobRequest request;
+  request.usage = kUsage;
+  request.usageError =
+      parseArgs(argc, argv, request.run, request.train, request.help);
+  return runJob(argc, argv, request);
 }

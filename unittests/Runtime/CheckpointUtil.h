@@ -13,6 +13,7 @@
 #define SHOAL_UNITTESTS_RUNTIME_CHECKPOINTUTIL_H
 
 #include "Checkpoint.h"
+#include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
 

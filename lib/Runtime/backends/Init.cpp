@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BackendRegistry.h"
+#include "shoal/Runtime/Runtime.h"
 
 namespace shoal {
 namespace rt {

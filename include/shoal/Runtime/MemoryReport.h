@@ -1,0 +1,66 @@
+//===- MemoryReport.h - The bytes a rank holds ------------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A leaf header: the memory report of a run (shoal-run --report-memory) and
+// its prediction (shoal-sim), which the engine's memory plan computes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_MEMORYREPORT_H
+#define SHOAL_RUNTIME_MEMORYREPORT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// Bytes a rank holds, by kind (shoal-run --report-memory).
+struct MemoryReport {
+  /// Weights loaded from the model (distinct buffers).
+  std::size_t weights = 0;
+  /// Gradients the optimizer reads (their kept buffers).
+  std::size_t grads = 0;
+  /// Optimizer state (zero-initialized weights: AdamW's m and v, SGD's
+  /// momentum).
+  std::size_t optimizer = 0;
+  /// Everything else: the arena of op results (as planned), other kept
+  /// values (per micro-batch), inputs and constants.
+  std::size_t activations = 0;
+  /// The device's measured peak (for the CPU, the process's peak resident
+  /// set, which also counts code, libraries and communication buffers).
+  std::size_t peak = 0;
+};
+
+} // namespace rt
+namespace plan {
+class Plan;
+} // namespace plan
+namespace rt {
+
+/// One program of a plan and the bytes each of its ranks holds in a step.
+struct ProgramMemory {
+  int program = 0;
+  std::vector<int64_t> ranks; ///< world ranks
+  MemoryReport memory;        ///< peak left 0: it is measured, not planned
+};
+
+/// Checks every program of `plan` as shoal-run checks it (one rank of each;
+/// `path` names the plan in messages and resolves its weight sources) and
+/// predicts each program's memory per rank from the runtime's buffer plan,
+/// in the parts of --report-memory (shoal-sim). Programs in plan order.
+/// Plans of shapes-only models (no weight data) are accepted.
+/// Throws Error with the message shoal-run would give.
+std::vector<ProgramMemory> checkAndPredictMemory(const plan::Plan &plan,
+                                                 const std::string &path,
+                                                 int64_t worldSize);
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_MEMORYREPORT_H

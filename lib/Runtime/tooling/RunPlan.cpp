@@ -1,0 +1,740 @@
+//===- RunPlan.cpp - Running a plan on a world of ranks ------------*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The order of a run is what keeps failures clean on many ranks: everything
+// that can fail because of a bad plan or bad files (validation, weights,
+// inputs, the output folder) happens before the first collective, and the
+// ranks then agree on whether any of them failed. Only kernel errors can remain
+// after that point, and those abort the job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tooling/Tooling.h"
+
+#include "Backend.h"
+#include "BackendRegistry.h"
+#include "Checkpoint.h"
+#include "Comm.h"
+#include "Executor.h"
+#include "Export.h"
+#include "MappedFile.h"
+#include "Npy.h"
+#include "PlanLoader.h"
+#include "Profile.h"
+#include "Sharding.h"
+#include "Watchdog.h"
+#include "WeightLoader.h"
+#include "shoal/Schema/DeviceCatalog.h"
+#include "shoal/Support/Files.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+using namespace shoal::rt;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// "CUDA" for "cuda".
+std::string upperName(std::string s) {
+  for (char &c : s)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Every rank calls this with its error message (empty if it succeeded).
+/// If any rank failed, every rank throws AgreedError with the message of the
+/// lowest failing rank.
+void agree(const std::string &error, Communicator &world) {
+  int64_t first = world.min(error.empty() ? INT_MAX : world.rank());
+  if (first == INT_MAX)
+    return;
+  std::string msg = world.broadcastString(
+      error.substr(0, std::min<std::size_t>(error.size(), 1 << 20)),
+      static_cast<int>(first));
+  if (first != 0)
+    msg = fmt::format("rank {}: {}", first, msg);
+  throw AgreedError(msg);
+}
+
+/// Loads this rank's slice of every weight, opening each source once (or
+/// reading it from `checkpoint` when resuming). Weights with the same
+/// initializer, type and sharding share one buffer, so that an optimizer's
+/// in-place update is seen by every value of the initializer.
+void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
+                 ProgramRunner &exec, const Checkpoint *checkpoint) {
+  std::map<int, std::unique_ptr<OnnxWeightFile>> files;
+  std::map<std::string, Tensor> loaded;
+  std::set<std::string> fingerprinted; // initializers already checked
+  for (const WeightInfo &w : plan.weights) {
+    std::string key = weightBufferKey(w, plan.mesh);
+    auto it = loaded.find(key);
+    if (it != loaded.end()) {
+      exec.setValue(w.value, it->second);
+      continue;
+    }
+    Shape offsets =
+        blockOffsets(w.globalType.shape, w.sharding, plan.mesh, coords);
+    const Shape &local = plan.values[w.value].shape;
+    Tensor t;
+    if (checkpoint) {
+      t = checkpoint->readBlock(w.initializer, w.globalType, offsets, local);
+    } else if (w.zeroInit) {
+      t = Tensor(plan.values[w.value]);
+    } else {
+      std::unique_ptr<OnnxWeightFile> &file = files[w.source];
+      if (!file)
+        file = std::make_unique<OnnxWeightFile>(plan.sourcePaths[w.source]);
+      // The weights the plan was compiled with, wherever they are stored
+      // now (a re-export with new weights and the same shapes would run and
+      // compute garbage).
+      if (w.digest && fingerprinted.insert(w.initializer).second &&
+          file->digest(w.initializer) != w.digest)
+        throw Error(fmt::format(
+            "weight '{}' in {} is not the one the plan was compiled with "
+            "(its fingerprint differs: the model was re-exported or its "
+            "weights changed); compile the plan again",
+            w.initializer, file->path()));
+      try {
+        t = file->loadBlock(w.initializer, w.globalType, offsets, local,
+                            w.sourceShape);
+      } catch (const Error &e) {
+        throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
+      }
+    }
+    loaded.emplace(key, t);
+    exec.setValue(w.value, std::move(t));
+  }
+}
+
+void loadConstants(const LoadedPlan &plan, ProgramRunner &exec) {
+  for (const ConstantInfo &c : plan.constants) {
+    Tensor t(plan.values[c.value]);
+    if (!c.data.empty())
+      std::memcpy(t.rawData(), c.data.data(), c.data.size());
+    if (t.dtype() == DType::Bool) {
+      uint8_t *b = t.data<uint8_t>();
+      for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+        b[i] = b[i] != 0;
+    }
+    exec.setValue(c.value, std::move(t));
+  }
+}
+
+/// This rank's index among the ranks of its node, without communicating
+/// (so that it is safe before every rank has loaded).
+int localRank(int worldRank) {
+  for (const char *var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (std::getenv(var))
+      return localRankFromEnv();
+  return worldRank;
+}
+
+/// Checks what a plan asks of the command line: forward plans need --inputs
+/// and --outputs and take none of the training options; training plans run
+/// on the CPU and take no warm-up.
+void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
+                         const TrainingOptions &train, BackendKind backend) {
+  if (!plan.training.present) {
+    for (auto [flag, value] :
+         {std::pair<const char *, const std::string *>{"--data",
+                                                       &train.dataPath},
+          {"--save", &train.saveDir},
+          {"--resume", &train.resumeDir},
+          {"--export-onnx", &train.exportOnnx},
+          {"--export-safetensors", &train.exportSafetensorsDir}})
+      if (!value->empty())
+        throw Error(fmt::format("{} needs a training plan (shoal-compile "
+                                "--train); {} is a forward plan",
+                                flag, options.planPath));
+    if (!plan.inputs.empty() && options.inputsDir.empty())
+      throw Error("missing --inputs DIR");
+    if (options.outputsDir.empty())
+      throw Error("missing --outputs DIR");
+    return;
+  }
+  if (options.warmup > 0)
+    throw Error("--warmup does not apply to training plans: every step is an "
+                "optimizer step (use --steps)");
+  if (!train.dataPath.empty() && !options.inputsDir.empty())
+    throw Error("give --data or --inputs DIR, not both: --data feeds every "
+                "input of every step (the labels included)");
+}
+
+/// The checkpoint tensor of the loss scaler (docs/Training.md "Mixed
+/// precision"): f64[3] {scale, clean steps, skipped steps}.
+constexpr const char *kLossScalerTensor = "shoal.loss_scaler";
+
+/// The tensors this rank's program writes to checkpoints: one per
+/// initializer that no lower program also holds (with `modelOnly`, only the
+/// model's weights, not the optimizer state).
+std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
+                                                ProgramRunner &exec,
+                                                bool modelOnly = false) {
+  std::vector<CheckpointTensor> out;
+  std::set<std::string> seen;
+  for (const WeightInfo &w : plan.weights) {
+    if (modelOnly && w.zeroInit)
+      continue;
+    auto owner = plan.training.initializerProgram.find(w.initializer);
+    if (owner != plan.training.initializerProgram.end() &&
+        owner->second != plan.program)
+      continue;
+    if (!seen.insert(w.initializer).second)
+      continue;
+    out.push_back(
+        {w.initializer, w.globalType, w.sharding, exec.fetch(w.value)});
+  }
+  // fp16's loss scaler (the same on every rank): scale, clean steps,
+  // skipped steps, written by the first program.
+  const auto &scaler = static_cast<Executor &>(exec).lossScaler();
+  if (!modelOnly && scaler.active && plan.program == 0) {
+    Tensor t(TensorType{DType::F64, {3}});
+    double *p = t.data<double>();
+    p[0] = scaler.scale;
+    p[1] = static_cast<double>(scaler.cleanSteps);
+    p[2] = static_cast<double>(scaler.skippedSteps);
+    ShardSpec whole;
+    whole.dims.resize(1);
+    out.push_back({kLossScalerTensor, t.type(), whole, t});
+  }
+  return out;
+}
+
+bool exports(const TrainingOptions &train) {
+  return !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty();
+}
+
+/// The source model of the plan's weights, which --export-onnx rewrites;
+/// throws Error when they come from several models.
+const std::string &exportSource(const LoadedPlan &plan) {
+  std::set<int> sources;
+  for (const auto &[name, source] : plan.training.modelWeights)
+    sources.insert(source);
+  if (sources.size() != 1 || *sources.begin() < 0 ||
+      *sources.begin() >= static_cast<int>(plan.sourcePaths.size()))
+    throw Error(fmt::format("plan {}: the export needs the model's weights "
+                            "to come from one source model; they come from "
+                            "{} (of the plan's {})",
+                            plan.path, sources.size(),
+                            plan.sourcePaths.size()));
+  return plan.sourcePaths[*sources.begin()];
+}
+
+/// Checks the export's paths before training starts (rank 0 creates their
+/// folders), so that a typo does not cost the run.
+void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
+  const std::string &source = exportSource(plan);
+  if (!train.exportOnnx.empty()) {
+    checkOutputFile(train.exportOnnx, "exported model", "--export-onnx");
+    std::error_code ec;
+    if (fs::exists(train.exportOnnx, ec) &&
+        fs::equivalent(train.exportOnnx, source, ec))
+      throw Error(fmt::format("--export-onnx {} is the plan's source model; "
+                              "write the trained model to another file",
+                              train.exportOnnx));
+  }
+  if (!train.exportSafetensorsDir.empty()) {
+    const std::string &dir = train.exportSafetensorsDir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir))
+      throw Error(fmt::format("cannot create the folder {} of "
+                              "--export-safetensors{}",
+                              dir, ec ? ": " + ec.message() : std::string()));
+  }
+}
+
+/// --export-onnx and --export-safetensors after the last step, collective
+/// over `world`. Every rank's blocks of the model's weights reach rank 0
+/// through a checkpoint: the one --save just wrote, else a scratch one of
+/// the weights alone (no optimizer state) next to the exported files, which
+/// is removed afterwards. Rank 0 assembles each weight and writes the files;
+/// the ranks agree on its error, if any.
+void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
+                 const TrainingOptions &train,
+                 const std::vector<int64_t> &coords, int64_t step,
+                 Communicator &world) {
+  std::string root = train.saveDir, scratch;
+  if (root.empty()) {
+    scratch = root =
+        !train.exportSafetensorsDir.empty()
+            ? (fs::path(train.exportSafetensorsDir) / ".shoal-export-shards")
+                  .string()
+            : (fs::path(train.exportOnnx).parent_path() /
+               ("." + fs::path(train.exportOnnx).filename().string() +
+                ".shards"))
+                  .string();
+    saveCheckpoint(scratch, step, plan.training.optimizer, plan.mesh, coords,
+                   checkpointTensors(plan, exec, /*modelOnly=*/true), world);
+  }
+  std::string error;
+  if (world.rank() == 0) {
+    try {
+      Checkpoint checkpoint = Checkpoint::open(
+          (fs::path(root) / checkpointFolderName(step)).string());
+      std::vector<std::string> names;
+      for (const auto &[name, source] : plan.training.modelWeights)
+        names.push_back(name);
+      TrainedModel model(checkpoint, exportSource(plan), names);
+      std::string steps = std::to_string(step);
+      auto mib = [](uint64_t bytes) { return double(bytes) / (1 << 20); };
+      if (!train.exportOnnx.empty()) {
+        ExportSummary s = writeTrainedOnnx(train.exportOnnx, model,
+                                           {{"shoal.trained_steps", steps}});
+        std::printf(
+            "shoal-run: exported the model of step %lld to %s: %zu "
+            "initializers, %.3f MiB%s\n",
+            static_cast<long long>(step), s.path.c_str(), s.tensors,
+            mib(s.bytes),
+            s.dataPath.empty()
+                ? ""
+                : fmt::format(" ({} in {})", s.externalTensors, s.dataPath)
+                      .c_str());
+      }
+      if (!train.exportSafetensorsDir.empty()) {
+        ExportSummary s = writeSafetensors(
+            (fs::path(train.exportSafetensorsDir) / "model.safetensors")
+                .string(),
+            model, {{"format", "pt"}, {"shoal.trained_steps", steps}});
+        std::printf("shoal-run: exported the weights of step %lld to %s: %zu "
+                    "tensors, %.3f MiB\n",
+                    static_cast<long long>(step), s.path.c_str(), s.tensors,
+                    mib(s.bytes));
+      }
+      std::fflush(stdout);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    std::error_code ec;
+    if (!scratch.empty())
+      fs::remove_all(scratch, ec);
+  }
+  agree(error, world);
+}
+
+} // namespace
+
+RunSummary shoal::rt::runPlan(const RunOptions &options) {
+  return runPlan(options, TrainingOptions());
+}
+
+RunSummary shoal::rt::runPlan(const RunOptions &options,
+                              const TrainingOptions &train) {
+  std::unique_ptr<Communicator> world = makeMpiWorld();
+  return runPlan(options, train, *world);
+}
+
+RunSummary shoal::rt::runPlan(const RunOptions &options,
+                              const TrainingOptions &train,
+                              Communicator &world) {
+  int rank = world.rank(), size = world.size();
+  auto start = Clock::now();
+  bool print = options.verbose && rank == 0;
+
+  // Phase 1: everything that can fail on bad input, without communication.
+  std::unique_ptr<LoadedPlan> plan;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<StepData> data;
+  std::vector<int64_t> coords;
+  int64_t resumedStep = -1;
+  std::string error;
+  try {
+    notePhase("loading the plan, weights and inputs");
+    if (options.planPath.empty())
+      throw Error("no plan file given");
+    plan = std::make_unique<LoadedPlan>(loadPlan(options.planPath, size, rank));
+    coords = plan->mesh.coordsOf(plan->meshRank);
+    BackendKind backend =
+        plan->defaultCuda ? BackendKind::CUDA : BackendKind::CPU;
+    if (!options.backend.empty() && !parseBackend(options.backend, backend))
+      throw Error(fmt::format("unknown backend '{}'", options.backend));
+    checkOptionsForPlan(*plan, options, train, backend);
+    // The device starts here: a CUDA run on a machine without a GPU stops
+    // with "no CUDA device", whatever the plan kind.
+    Precision matmul = Precision::FP32;
+    if (backend != kReferenceBackend) {
+      if (options.strict)
+        if (const OpInfo *op = firstOpWithoutKernel(*plan, backend))
+          throw Error(fmt::format("--strict: the {} backend has no kernel "
+                                  "for {}",
+                                  upperName(backendName(backend)),
+                                  op->describe()));
+      if (!parsePrecision(options.precision, matmul))
+        throw Error(fmt::format("unknown precision '{}'", options.precision));
+    }
+    device = makeDevice(backend, localRank(rank), matmul);
+    ExecutorOptions executorOptions;
+    executorOptions.strict = options.strict;
+    executorOptions.traceOps = !options.tracePath.empty();
+    // --grad-bucket-mb, else the training config's grad_bucket_mb.
+    double bucketMb = options.gradBucketMb >= 0 ? options.gradBucketMb
+                                                : plan->training.gradBucketMb;
+    // Finite and >= 0 (checked by the flag's parser and the plan loader);
+    // any size past 2^62 bytes is one bucket for everything.
+    if (bucketMb >= 0)
+      executorOptions.gradBucketBytes = static_cast<std::size_t>(
+          std::min(bucketMb * (1 << 20), std::ldexp(1.0, 62)));
+    exec = std::make_unique<Executor>(*plan, *device, executorOptions);
+    // Transfers tag their messages id * kMaxMicroBatches + micro-batch.
+    for (const TransferInfo &t : plan->transfers) {
+      int64_t top =
+          int64_t(t.id) * kMaxMicroBatches + plan->numMicroBatches - 1;
+      if (top > world.maxTag())
+        throw Error(fmt::format("plan {}: transfer {} needs message tags up "
+                                "to {} (id * {} + micro-batch), above this "
+                                "{} communicator's largest tag {}",
+                                options.planPath, t.id, top, kMaxMicroBatches,
+                                world.name(), world.maxTag()));
+    }
+    std::unique_ptr<Checkpoint> checkpoint;
+    if (!train.resumeDir.empty()) {
+      checkpoint =
+          std::make_unique<Checkpoint>(Checkpoint::openLatest(train.resumeDir));
+      resumedStep = checkpoint->manifest().step;
+      static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
+    }
+    loadWeights(*plan, coords, *exec, checkpoint.get());
+    // The loss scaler goes on where it was (a checkpoint of a run without
+    // one starts it afresh).
+    if (checkpoint && plan->training.lossScale.present &&
+        checkpoint->manifest().tensors.count(kLossScalerTensor)) {
+      Tensor t = checkpoint->readTensor(kLossScalerTensor);
+      if (t.type() != TensorType{DType::F64, {3}})
+        throw Error(fmt::format("{}: '{}' is {}, expected f64[3]",
+                                checkpoint->manifestPath(), kLossScalerTensor,
+                                t.type().str()));
+      const double *p = t.data<double>();
+      if (!(p[0] > 0) || !std::isfinite(p[0]) || !(p[1] >= 0) || !(p[2] >= 0) ||
+          p[1] > 1e15 || p[2] > 1e15)
+        throw Error(fmt::format("{}: '{}' holds scale {}, clean steps {} and "
+                                "skipped steps {}; expected a finite scale "
+                                "> 0 and counts >= 0",
+                                checkpoint->manifestPath(), kLossScalerTensor,
+                                p[0], p[1], p[2]));
+      static_cast<Executor &>(*exec).setLossScaler(
+          p[0], static_cast<int64_t>(p[1]), static_cast<int64_t>(p[2]));
+    }
+    loadConstants(*plan, *exec);
+    if (!train.dataPath.empty())
+      data = openData(train.dataPath, plan->training);
+    else
+      loadInputs(*plan, options.inputsDir, coords, *exec);
+    if (plan->meshRank == 0 && !plan->outputs.empty() &&
+        !options.outputsDir.empty()) {
+      std::error_code ec;
+      fs::create_directories(options.outputsDir, ec);
+      if (!fs::is_directory(options.outputsDir))
+        throw Error(fmt::format("cannot create the outputs folder {}{}",
+                                options.outputsDir,
+                                ec ? ": " + ec.message() : std::string()));
+    }
+    if (rank == 0 && !train.saveDir.empty()) {
+      std::error_code ec;
+      fs::create_directories(train.saveDir, ec);
+      if (!fs::is_directory(train.saveDir))
+        throw Error(fmt::format("cannot create the checkpoint folder {}{}",
+                                train.saveDir,
+                                ec ? ": " + ec.message() : std::string()));
+    }
+    if (exports(train)) {
+      exportSource(*plan);
+      if (rank == 0)
+        checkExportPaths(*plan, train);
+    }
+    if (rank == 0) {
+      checkOutputFile(options.tracePath, "trace", "--trace");
+      checkOutputFile(options.profilePath, "profile", "--profile");
+    }
+    if (!options.profilePath.empty() && !exec->setProfiling(true))
+      throw Error(fmt::format("the {} backend cannot profile (--profile)",
+                              exec->deviceName()));
+  } catch (const std::exception &e) {
+    error = e.what();
+    if (error.empty())
+      error = "unknown error while loading";
+  }
+  agree(error, world);
+  RunSummary summary;
+  summary.worldSize = size;
+  summary.numOps = plan->ops.size();
+  summary.loadSeconds = secondsSince(start);
+  if (print)
+    std::fprintf(
+        stderr,
+        "shoal-run: loaded %s: %s%smesh %s, %zu values, %zu "
+        "weights, %zu ops on %s (%.3f s)\n",
+        options.planPath.c_str(),
+        plan->numPrograms > 1 ? fmt::format("program {} of {}, ", plan->program,
+                                            plan->numPrograms)
+                                    .c_str()
+                              : "",
+        plan->numMicroBatches > 1
+            ? fmt::format("{} micro-batches, ", plan->numMicroBatches).c_str()
+            : "",
+        plan->mesh.str().c_str(), plan->values.size(), plan->weights.size(),
+        plan->ops.size(), exec->deviceName().c_str(), summary.loadSeconds);
+  if (rank == 0 && resumedStep >= 0)
+    std::printf("shoal-run: resumed from %s at step %lld\n",
+                train.resumeDir.c_str(), static_cast<long long>(resumedStep));
+  if (std::vector<std::string> extra = data ? data->extraFiles()
+                                            : std::vector<std::string>();
+      rank == 0 && !extra.empty())
+    std::fprintf(
+        stderr,
+        "shoal-run: warning: --data %s: %s %s no input of the "
+        "plan (ignored)\n",
+        train.dataPath.c_str(),
+        fmt::format("{}", fmt::join(extra, ", ")).c_str(),
+        extra.size() == 1 ? "is" : "are");
+
+  // Phase 2: run. From here on an error on one rank aborts the job.
+  auto runStart = Clock::now();
+  // Collectives run inside each program, ranks ordered as its mesh.
+  // Under --comm nccl the program's collectives and transfers run over NCCL
+  // on the device; the world stays the host communicator for control.
+  std::unique_ptr<Communicator> ncclWorld;
+  if (findBackendWithWorld(options.comm))
+    ncclWorld = makeDeviceWorld(options.comm, world, *device);
+  Communicator &dataWorld = ncclWorld ? *ncclWorld : world;
+  std::unique_ptr<Communicator> programComm =
+      dataWorld.split(plan->program, static_cast<int>(plan->meshRank));
+  {
+    Comm comm(*programComm, plan->mesh);
+    comm.createGroups(plan->collectiveAxes);
+    exec->setGlobal(world);
+    double timed = 0, busy = 0;
+    std::unique_ptr<ProfileRecorder> recorder;
+    if (!options.profilePath.empty())
+      recorder = std::make_unique<ProfileRecorder>(*plan);
+    auto record = [&](double slowest) {
+      timed += slowest;
+      if (const StepProfile *profile = exec->profile()) {
+        busy += profile->busySeconds;
+        if (recorder)
+          recorder->addStep(*profile, slowest);
+      }
+    };
+    if (plan->training.present) {
+      const TrainingInfo &training = plan->training;
+      auto &trainer = static_cast<Executor &>(*exec);
+      int64_t last = trainer.stepsCompleted() + options.steps;
+      // The loss comes from the lowest rank whose program outputs it.
+      int lossValue = -1;
+      for (const PortInfo &port : plan->outputs)
+        if (port.name == training.loss)
+          lossValue = port.value;
+      int owner = static_cast<int>(world.min(lossValue >= 0 ? rank : INT_MAX));
+      double allFlops = world.sum(scheduledFlops(*plan));
+      summary.stepFlops = allFlops;
+      double peak = options.peakTflops;
+      if (peak == 0 && exec->deviceSpec())
+        peak = peakTflops(*exec->deviceSpec(), Precision::FP32);
+      // Tokens per step: B * T of a [B, T] integer token input, else the
+      // labels' leading dimension (samples).
+      double perStep = 0;
+      const char *unit = "tokens/s";
+      if (training.otherInputs.size() == 1 &&
+          training.otherInputTypes[0].shape.size() == 2 &&
+          training.otherInputTypes[0].dtype != DType::F32) {
+        perStep = double(training.otherInputTypes[0].numElements());
+      } else if (!training.labelsType.shape.empty()) {
+        perStep = double(training.labelsType.shape[0]);
+        unit = "samples/s";
+      }
+      int64_t lastSaved = -1;
+      double sinceLog = 0;
+      int stepsSinceLog = 0;
+      for (int i = 0; i < options.steps; ++i) {
+        int64_t step = trainer.stepsCompleted();
+        noteStep(step);
+        if (data)
+          feedData(*plan, *data, step, coords, *exec);
+        notePhase("the barrier before the step");
+        world.barrier();
+        auto stepStart = Clock::now();
+        exec->run(comm, options.verbose && i == 0);
+        double slowest = world.max(secondsSince(stepStart));
+        record(slowest);
+        sinceLog += slowest;
+        ++stepsSinceLog;
+        int64_t done = trainer.stepsCompleted();
+        // Every step's loss reaches every rank, so that a NaN or Inf one
+        // stops them all at the same step (after its progress line, and
+        // before any checkpoint of the weights it came from is written).
+        float loss = std::nanf("");
+        if (rank == owner)
+          loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
+                     .data<float>()[0];
+        world.broadcast(&loss, sizeof loss, owner)->wait();
+        const Executor::LossScalerState &scaler =
+            static_cast<Executor &>(*exec).lossScaler();
+        // Under loss scaling an overflow skips the step instead (a NaN or
+        // Inf loss makes NaN gradients, so the scaler skipped it too).
+        bool finite = std::isfinite(loss) || scaler.lastSkipped;
+        if (done % train.logEvery == 0 || i + 1 == options.steps || !finite) {
+          if (rank == 0) {
+            double seconds = sinceLog / stepsSinceLog;
+            std::string mfu =
+                peak > 0 ? fmt::format("{:.2f}%", 100 * allFlops / seconds /
+                                                      (size * peak * 1e12))
+                         : std::string("n/a");
+            // fp16: the scale the next step starts from, and the steps
+            // skipped so far (overflows).
+            std::string scaled;
+            if (scaler.active)
+              scaled = fmt::format(" loss_scale {:g} skipped {}", scaler.scale,
+                                   scaler.skippedSteps);
+            std::printf("step %lld/%lld loss %.6f time %.1f ms %s %.0f mfu "
+                        "%s%s\n",
+                        static_cast<long long>(done),
+                        static_cast<long long>(last), loss, seconds * 1e3, unit,
+                        perStep / seconds, mfu.c_str(), scaled.c_str());
+            std::fflush(stdout);
+          }
+          sinceLog = 0;
+          stepsSinceLog = 0;
+        }
+        if (!finite) {
+          // The loss of step k comes from the weights step k - 1 left.
+          std::string saved;
+          if (lastSaved >= 0 && lastSaved == done - 1)
+            saved = fmt::format(" (the checkpoint of step {} holds the "
+                                "weights that gave it)",
+                                lastSaved);
+          else if (lastSaved >= 0)
+            saved = fmt::format(" (the last checkpoint is step {})", lastSaved);
+          throw Error(fmt::format(
+              "step {}: the loss is {}; training stopped, and this step's "
+              "update is not saved{}. Lower the learning rate, set "
+              "optimizer.clip_norm, or check the inputs",
+              done, std::isnan(loss) ? "NaN" : "Inf", saved));
+        }
+        if (double norm = exec->lastGradNorm();
+            !std::isfinite(norm) && scaler.active && !scaler.lastSkipped)
+          throw Error(fmt::format(
+              "step {}: the gradients overflow (norm {}) at the minimum loss "
+              "scale {:g} ({} steps skipped so far; the loss is {:.6g}); "
+              "training stopped before this step's update. Lower the "
+              "learning rate, set optimizer.clip_norm, lower "
+              "loss_scale.min, or train in bf16",
+              done, std::isnan(norm) ? "NaN" : "Inf", scaler.scale,
+              scaler.skippedSteps, loss));
+        if (double norm = exec->lastGradNorm();
+            !std::isfinite(norm) && !scaler.lastSkipped)
+          throw Error(fmt::format(
+              "step {}: the loss is finite ({:.6g}) but the gradient norm is "
+              "{}; training stopped before this step's update (an op whose "
+              "gradient is infinite at its input, such as Sqrt or Log at "
+              "0, or an overflow in the backward). Check the model and "
+              "inputs, or lower the learning rate",
+              done, loss, std::isnan(norm) ? "NaN" : "Inf"));
+        if (!train.saveDir.empty() && train.saveEvery > 0 &&
+            done % train.saveEvery == 0) {
+          notePhase("saving a checkpoint");
+          saveCheckpoint(train.saveDir, done, training.optimizer, plan->mesh,
+                         coords, checkpointTensors(*plan, *exec), world);
+          lastSaved = done;
+        }
+      }
+      if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted()) {
+        notePhase("saving a checkpoint");
+        saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
+                       training.optimizer, plan->mesh, coords,
+                       checkpointTensors(*plan, *exec), world);
+      }
+      if (exports(train))
+        exportModel(*plan, *exec, train, coords, trainer.stepsCompleted(),
+                    world);
+      summary.stepSeconds = timed / options.steps;
+    } else {
+      for (int step = 0; step < options.warmup + options.steps; ++step) {
+        noteStep(step);
+        notePhase("the barrier before the step");
+        world.barrier();
+        auto stepStart = Clock::now();
+        exec->run(comm, options.verbose && step == options.warmup);
+        double slowest = world.max(secondsSince(stepStart));
+        if (step >= options.warmup)
+          record(slowest);
+      }
+      summary.stepSeconds = timed / options.steps;
+      summary.stepFlops = world.sum(matmulFlops(*plan));
+      if (rank == 0 && (options.steps > 1 || options.warmup > 0))
+        printStepReport(*plan, summary, options, *exec);
+    }
+    notePhase("reporting and writing the results");
+    if (options.reportMemory) {
+      summary.memory = exec->memoryReport();
+      printMemoryReport(summary.memory, world, options.reportMemoryRanks);
+    }
+    if (!options.tracePath.empty())
+      writeTrace(options.tracePath, *plan, exec->profile(), world);
+    if (recorder) {
+      ProfileRunInfo info;
+      info.planPath = options.planPath;
+      const DeviceSpec *spec = exec->deviceSpec();
+      info.deviceType = spec                          ? spec->name
+                        : exec->deviceName() == "cpu" ? "CPU"
+                                                      : exec->deviceName();
+      info.deviceName = exec->deviceName();
+      info.precision = exec->deviceName() == "cpu" ? "fp32" : options.precision;
+      info.steps = options.steps;
+      info.warmup = options.warmup;
+      recorder->setCopyBandwidth(measureCopyBandwidth(*device));
+      recorder->write(options.profilePath, info, world);
+    }
+    const PipelineInfo &pipe = plan->pipeline;
+    if (pipe.present && (pipe.stages > 1 || pipe.microBatches > 1)) {
+      // Idle / busy per rank, averaged over the ranks that did any work.
+      double mineRatio[2] = {busy > 0 ? (timed - busy) / busy : 0,
+                             busy > 0 ? 1.0 : 0.0};
+      double *sum = mineRatio;
+      world.allReduceNow(sum, 2, DType::F64);
+      summary.bubbleMeasured = sum[1] > 0 ? sum[0] / sum[1] : 0;
+      summary.bubbleExpected =
+          double(pipe.stages - 1) / (double(pipe.chunks) * pipe.microBatches);
+      if (rank == 0)
+        std::printf("shoal-run: pipeline %s, %d stages x %d micro-batches%s: "
+                    "bubble measured %.3g (idle / busy time, mean over "
+                    "ranks), schedule's (p-1)/(v*m) = %.3g\n",
+                    pipe.schedule.empty() ? "(unnamed)" : pipe.schedule.c_str(),
+                    pipe.stages, pipe.microBatches,
+                    pipe.chunks > 1
+                        ? fmt::format(" x {} chunks", pipe.chunks).c_str()
+                        : "",
+                    summary.bubbleMeasured, summary.bubbleExpected);
+    }
+    if (!options.outputsDir.empty())
+      writeOutputs(*plan, options.outputsDir, *exec, comm);
+  }
+  programComm.reset();
+  ncclWorld.reset();
+  summary.runSeconds = secondsSince(runStart);
+  // The plan's ops go away with this frame.
+  notePhase("finishing the run");
+  return summary;
+}
