@@ -1,4 +1,5 @@
-//===- Data.cpp - Feeding inputs to a run --------------------------*- C++ -*-===//
+//===- Data.cpp - Feeding inputs to a run --------------------------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -6,11 +7,11 @@
 
 #include "tooling/Tooling.h"
 
+#include "Backend.h"
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
 #include "Sharding.h"
-#include "Backend.h"
 #include "shoal/Support/Files.h"
 
 #include <fmt/format.h>
@@ -56,7 +57,6 @@ int64_t dataRow(int64_t step, int64_t batch, int64_t i, int64_t rows) {
   return static_cast<int64_t>(
       (static_cast<unsigned __int128>(step) * batch + i) % rows);
 }
-
 
 /// --data FILE: token rows [N, T + 1] feeding a training plan's token input
 /// (row[:T]) and labels (row[1:]); step s takes rows (s * B + i) mod N.
@@ -270,15 +270,16 @@ private:
 
 /// --data FILE (token rows) or --data DIR (one .npy per input).
 std::unique_ptr<StepData> shoal::rt::openData(const std::string &path,
-                                   const TrainingInfo &training) {
+                                              const TrainingInfo &training) {
   if (fs::is_directory(path))
     return std::make_unique<FolderData>(path, training);
   return std::make_unique<TokenData>(path, training);
 }
 
 /// Sets this rank's blocks of every input for step `step`.
-void shoal::rt::feedData(const LoadedPlan &plan, const StepData &data, int64_t step,
-              const std::vector<int64_t> &coords, ProgramRunner &exec) {
+void shoal::rt::feedData(const LoadedPlan &plan, const StepData &data,
+                         int64_t step, const std::vector<int64_t> &coords,
+                         ProgramRunner &exec) {
   for (const PortInfo &port : plan.inputs) {
     Tensor global = data.make(step, port.name);
     setInputBlocks(plan, port, global.bytes(), coords, exec);
@@ -286,7 +287,8 @@ void shoal::rt::feedData(const LoadedPlan &plan, const StepData &data, int64_t s
 }
 
 void shoal::rt::loadInputs(const LoadedPlan &plan, const std::string &dir,
-                const std::vector<int64_t> &coords, ProgramRunner &exec) {
+                           const std::vector<int64_t> &coords,
+                           ProgramRunner &exec) {
   if (!plan.inputs.empty() && dir.empty())
     throw Error(fmt::format("the plan has {} inputs but no inputs folder was "
                             "given (--inputs DIR)",

@@ -1,4 +1,5 @@
-//===- Outputs.cpp - Outputs and traces of a run -------------------*- C++ -*-===//
+//===- Outputs.cpp - Outputs and traces of a run -------------------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 /// Assembles every output, over the program's ranks and micro-batches, on
 /// the program's rank 0, which writes it.
 void shoal::rt::writeOutputs(const LoadedPlan &plan, const std::string &dir,
-                  ProgramRunner &exec, Comm &comm) {
+                             ProgramRunner &exec, Comm &comm) {
   int mbAxis = plan.mesh.microBatchAxis();
   int m = plan.numMicroBatches;
   for (const PortInfo &port : plan.outputs) {
@@ -107,7 +108,7 @@ void shoal::rt::writeOutputs(const LoadedPlan &plan, const std::string &dir,
 /// Gathers every rank's events of the last step to world rank 0, which
 /// writes them as a Chrome trace.
 void shoal::rt::writeTrace(const std::string &path, const LoadedPlan &plan,
-                const StepProfile *profile, Communicator &world) {
+                           const StepProfile *profile, Communicator &world) {
   int rank = world.rank(), size = world.size();
   std::vector<std::string> parts;
   parts.push_back(fmt::format(
@@ -152,7 +153,7 @@ void shoal::rt::writeTrace(const std::string &path, const LoadedPlan &plan,
 /// Creates the folder of the file `path` (if any) that `flag` names and
 /// checks that `path` is not a folder.
 void shoal::rt::checkOutputFile(const std::string &path, const char *what,
-                     const char *flag) {
+                                const char *flag) {
   if (path.empty())
     return;
   fs::path folder = fs::path(path).parent_path();

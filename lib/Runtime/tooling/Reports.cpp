@@ -1,4 +1,5 @@
-//===- Reports.cpp - What a run prints -----------------------------*- C++ -*-===//
+//===- Reports.cpp - What a run prints -----------------------------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 /// The memory line of the rank with the largest measured peak, printed by
 /// rank 0.
 void shoal::rt::printMemoryReport(const MemoryReport &r, Communicator &world,
-                       bool everyRank) {
+                                  bool everyRank) {
   int rank = world.rank();
   auto mib = [](double b) { return b / double(1 << 20); };
   if (everyRank)
@@ -74,7 +75,8 @@ double shoal::rt::matmulFlops(const LoadedPlan &plan) {
 }
 
 void shoal::rt::printStepReport(const LoadedPlan &plan, const RunSummary &s,
-                     const RunOptions &options, const ProgramRunner &exec) {
+                                const RunOptions &options,
+                                const ProgramRunner &exec) {
   std::string line = fmt::format(
       "shoal-run: {} steps on {} x {}: {:.3f} ms/step", options.steps,
       s.worldSize, exec.deviceName(), s.stepSeconds * 1e3);

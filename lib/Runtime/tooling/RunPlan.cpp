@@ -1,4 +1,5 @@
-//===- RunPlan.cpp - Running a plan on a world of ranks ------------*- C++ -*-===//
+//===- RunPlan.cpp - Running a plan on a world of ranks ------------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
@@ -500,16 +501,15 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   if (rank == 0 && resumedStep >= 0)
     std::printf("shoal-run: resumed from %s at step %lld\n",
                 train.resumeDir.c_str(), static_cast<long long>(resumedStep));
-  if (std::vector<std::string> extra = data ? data->extraFiles()
-                                            : std::vector<std::string>();
+  if (std::vector<std::string> extra =
+          data ? data->extraFiles() : std::vector<std::string>();
       rank == 0 && !extra.empty())
-    std::fprintf(
-        stderr,
-        "shoal-run: warning: --data %s: %s %s no input of the "
-        "plan (ignored)\n",
-        train.dataPath.c_str(),
-        fmt::format("{}", fmt::join(extra, ", ")).c_str(),
-        extra.size() == 1 ? "is" : "are");
+    std::fprintf(stderr,
+                 "shoal-run: warning: --data %s: %s %s no input of the "
+                 "plan (ignored)\n",
+                 train.dataPath.c_str(),
+                 fmt::format("{}", fmt::join(extra, ", ")).c_str(),
+                 extra.size() == 1 ? "is" : "are");
 
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();

@@ -1,4 +1,5 @@
-//===- Tooling.h - What shoal-run does around the engine ---------*- C++ -*-===//
+//===- Tooling.h - What shoal-run does around the engine ---------*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
