@@ -70,7 +70,7 @@ hits=$(grep -rn 'SHOAL_HAVE_CUDA' lib/Runtime --include='*.cpp' --include='*.h' 
 $hits"
 links="$build/layers/ShoalRuntime.links"
 if [ -f "$links" ]; then
-  if grep -q 'ShoalRuntimeCUDA\|ShoalRuntimeBackends' "$links"; then
+  if grep -q 'ShoalRuntimeCUDA\|ShoalRuntimeCPU\|ShoalRuntimeBackends\|ShoalRuntimeTooling' "$links"; then
     report "ShoalRuntime links a backend library: $(cat "$links")"
   fi
 else

@@ -21,3 +21,7 @@ bool shoal::rt::parseBackend(const std::string &text, BackendKind &out) {
 const char *shoal::rt::backendName(BackendKind kind) {
   return kind == BackendKind::CUDA ? "cuda" : "cpu";
 }
+
+const char *shoal::rt::backendTitle(BackendKind kind) {
+  return kind == BackendKind::CUDA ? "CUDA" : "CPU";
+}

@@ -73,6 +73,8 @@ struct StepProfile {
 /// Parses "cpu" or "cuda"; false otherwise.
 bool parseBackend(const std::string &text, BackendKind &out);
 const char *backendName(BackendKind kind);
+/// "CPU" or "CUDA", for messages.
+const char *backendTitle(BackendKind kind);
 
 /// Runs one program on one device.
 class ProgramRunner {

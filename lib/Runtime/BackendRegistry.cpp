@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 
 using namespace shoal::rt;
 
@@ -20,12 +19,6 @@ namespace {
 
 BackendInfo backends[kNumBackends];
 bool registered[kNumBackends] = {};
-
-std::string upper(std::string s) {
-  for (char &c : s)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
 
 } // namespace
 
@@ -57,12 +50,12 @@ std::unique_ptr<Device> shoal::rt::makeDevice(BackendKind kind, int localRank,
                 "registerAllBackends, BackendRegistry.h)");
   const BackendInfo *b = findBackend(kind);
   if (!b || !b->makeDevice) {
-    std::string name = backendName(kind);
+    const char *title = backendTitle(kind);
     throw Error(fmt::format(
         "no {} device: this build of shoal has no {} backend (configure "
         "with -DSHOAL_ENABLE_{}=ON where its toolkit exists); use --backend "
         "cpu",
-        upper(name), upper(name), upper(name)));
+        title, title, title));
   }
   return b->makeDevice(localRank, matmul);
 }
@@ -72,9 +65,9 @@ shoal::rt::makeDeviceWorld(const std::string &name, Communicator &bootstrap,
                            Device &device) {
   const BackendInfo *b = findBackendWithWorld(name);
   if (!b)
-    throw Error(fmt::format("{} (--comm {}): this build of shoal has no "
-                            "backend with it",
-                            upper(name), name));
+    throw Error(fmt::format("--comm {}: this build of shoal has no backend "
+                            "with that communicator",
+                            name));
   return b->makeDeviceWorld(bootstrap, device);
 }
 

@@ -6,7 +6,7 @@
 //
 // As IREE's HAL driver registry (hal/drivers/init.c, driver_registry.h):
 // each backend (cpu/, cuda/) registers what it provides, a device factory,
-// its kernels (registered when its device is made) and, optionally, a
+// its kernel registration and, optionally, a
 // collective world on its devices (NCCL) and a per-process set-up (the CPU's
 // thread share). The engine and the tooling ask the registry by
 // BackendKind; they name no backend, and the core builds and links without
@@ -37,8 +37,7 @@ struct BackendInfo {
   const char *name = "";
   /// The device of the rank that is `localRank` on its node (a GPU backend
   /// takes device `localRank % count`); `matmul` is the precision of matrix
-  /// products. Throws Error when no device is usable. Registers the
-  /// backend's kernels.
+  /// products. Throws Error when no device is usable.
   std::unique_ptr<Device> (*makeDevice)(int localRank,
                                         Precision matmul) = nullptr;
   /// The collective world of the ranks of `bootstrap` (a host communicator
@@ -47,8 +46,8 @@ struct BackendInfo {
   /// backend has none.
   std::unique_ptr<Communicator> (*makeDeviceWorld)(Communicator &bootstrap,
                                                    Device &device) = nullptr;
-  /// Registers the backend's kernels (KernelRegistry.h); idempotent. Also
-  /// called by makeDevice.
+  /// Registers the backend's kernels (KernelRegistry.h); idempotent. The
+  /// engine calls it where it looks kernels up (registerBackendKernels).
   void (*registerKernels)() = nullptr;
   /// The name --comm gives that world ("nccl"); null without one.
   const char *deviceWorldName = nullptr;

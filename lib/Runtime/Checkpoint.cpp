@@ -9,7 +9,6 @@
 
 #include "MappedFile.h"
 #include "Npy.h"
-#include "Profile.h"
 
 #include "shoal/Support/Files.h"
 

@@ -166,6 +166,12 @@ int localRankFromEnv();
 /// share a node, numbered in order of their lowest rank. Collective.
 std::vector<int> nodeOfRanks(Communicator &comm);
 
+/// Gathers every rank's text on rank 0 of `world` (empty elsewhere); `what`
+/// names it in the error when it is too large (over INT_MAX bytes in all).
+/// Collective over `world`.
+std::vector<std::string> gatherText(const std::string &mine,
+                                    Communicator &world, const char *what);
+
 } // namespace rt
 } // namespace shoal
 

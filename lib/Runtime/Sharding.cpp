@@ -336,9 +336,9 @@ void shoal::rt::sliceBlock(const Tensor &x, int64_t dim, int64_t numBlocks,
   Shape shape = x.shape();
   shape[dim] = (shape[dim] + numBlocks - 1) / numBlocks;
   if (!out.defined() || out.dtype() != x.dtype() || out.shape() != shape)
-    throw Error(fmt::format("LocalSlice: expected an output of {}, got {}",
-                            TensorType{x.dtype(), shape}.str(),
-                            out.defined() ? out.type().str() : "none"));
+    throw Error(fmt::format("LocalSlice: output is {} but the inputs give {}",
+                            out.defined() ? out.type().str() : "undefined",
+                            TensorType{x.dtype(), shape}.str()));
   Shape offsets(shape.size(), 0);
   offsets[dim] = index * shape[dim];
   extractBlock(x.rawData(), x.shape(), dtypeSize(x.dtype()), offsets, shape,

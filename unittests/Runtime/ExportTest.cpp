@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Export.h"
+#include "tooling/Export.h"
 
 #include "CheckpointUtil.h"
 #include "TestUtil.h"

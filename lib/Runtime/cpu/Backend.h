@@ -24,8 +24,7 @@ void registerCpuBackend();
 /// Registers the CPU kernels and update kernels (cpu/Registry.cpp).
 /// Idempotent.
 void registerCpuKernels();
-/// The CPU device: host memory, kernels run synchronously. Registers the
-/// CPU kernels.
+/// The CPU device: host memory, kernels run synchronously.
 std::unique_ptr<Device> makeCpuDevice();
 /// Gives this rank its share of the node's cores for BLAS and the CPU
 /// kernels' threads (cpu::setCpuThreads) unless the user chose

@@ -95,6 +95,5 @@ private:
 } // namespace
 
 std::unique_ptr<Device> shoal::rt::makeCpuDevice() {
-  registerCpuKernels();
   return std::make_unique<CpuDevice>();
 }

@@ -28,7 +28,7 @@ void registerCudaBackend();
 /// Registers the CUDA kernels (cuda/Registry.cpp). Idempotent.
 void registerCudaKernels();
 /// The GPU `localRank % device count`; throws Error ("no CUDA device ...")
-/// when there is none. Registers the CUDA kernels.
+/// when there is none.
 std::unique_ptr<Device> makeCudaDevice(int localRank, Precision matmul);
 /// The NCCL world of the ranks of `bootstrap` (a host communicator that
 /// carries NCCL's unique id), on `device`'s GPU (a CUDA device). Collective

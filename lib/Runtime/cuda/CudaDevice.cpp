@@ -167,7 +167,5 @@ void *CudaDevice::workspace(std::size_t bytes) {
 
 std::unique_ptr<Device> shoal::rt::makeCudaDevice(int localRank,
                                                   Precision matmul) {
-  auto device = std::make_unique<CudaDevice>(localRank, matmul);
-  registerCudaKernels();
-  return device;
+  return std::make_unique<CudaDevice>(localRank, matmul);
 }

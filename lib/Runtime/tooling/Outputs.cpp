@@ -13,7 +13,7 @@
 #include "Json.h"
 #include "Npy.h"
 #include "PlanLoader.h"
-#include "Profile.h"
+#include "tooling/Profile.h"
 #include "Sharding.h"
 #include "shoal/Support/Files.h"
 

@@ -20,11 +20,11 @@
 #include "Checkpoint.h"
 #include "Comm.h"
 #include "Executor.h"
-#include "Export.h"
+#include "tooling/Export.h"
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
-#include "Profile.h"
+#include "tooling/Profile.h"
 #include "Sharding.h"
 #include "Watchdog.h"
 #include "WeightLoader.h"
@@ -34,7 +34,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -52,13 +51,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/// "CUDA" for "cuda".
-std::string upperName(std::string s) {
-  for (char &c : s)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -382,7 +374,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         if (const OpInfo *op = firstOpWithoutKernel(*plan, backend))
           throw Error(fmt::format("--strict: the {} backend has no kernel "
                                   "for {}",
-                                  upperName(backendName(backend)),
+                                  backendTitle(backend),
                                   op->describe()));
       if (!parsePrecision(options.precision, matmul))
         throw Error(fmt::format("unknown precision '{}'", options.precision));
@@ -514,10 +506,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   // Phase 2: run. From here on an error on one rank aborts the job.
   auto runStart = Clock::now();
   // Collectives run inside each program, ranks ordered as its mesh.
-  // Under --comm nccl the program's collectives and transfers run over NCCL
-  // on the device; the world stays the host communicator for control.
+  // Under a device communicator (--comm nccl) the program's collectives and
+  // transfers run on the device, over the world of the backend that has it;
+  // the world stays the host communicator (MPI or Gloo) for control.
   std::unique_ptr<Communicator> ncclWorld;
-  if (findBackendWithWorld(options.comm))
+  if (!options.comm.empty() && options.comm != "mpi" && options.comm != "gloo")
     ncclWorld = makeDeviceWorld(options.comm, world, *device);
   Communicator &dataWorld = ncclWorld ? *ncclWorld : world;
   std::unique_ptr<Communicator> programComm =

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Export.h"
+#include "tooling/Export.h"
 
 #include "shoal/Support/Files.h"
 

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Profile.h"
+#include "tooling/Profile.h"
 
 #include "shoal/Support/Files.h"
 
@@ -66,34 +66,6 @@ bool isMatMulClass(OpKind k) {
 std::string number(double v) { return fmt::format("{:.9g}", v); }
 
 } // namespace
-
-std::vector<std::string> shoal::rt::gatherText(const std::string &mine,
-                                               Communicator &world,
-                                               const char *what) {
-  int size = world.size();
-  // Every rank learns every length, then the texts travel in one uneven
-  // all-gather (the communicators have no uneven gather to one rank).
-  uint64_t len = mine.size();
-  std::vector<uint64_t> lens(size);
-  world.allGather(&len, lens.data(), sizeof len)->wait();
-  std::vector<std::size_t> bytes(lens.begin(), lens.end());
-  uint64_t total = 0;
-  for (uint64_t l : lens)
-    total += l;
-  if (total > static_cast<uint64_t>(INT_MAX))
-    throw Error(fmt::format("the {} is too large ({} bytes)", what, total));
-  std::string all(static_cast<std::size_t>(total), '\0');
-  world.allGatherV(mine.data(), all.data(), bytes)->wait();
-  std::vector<std::string> out;
-  if (world.rank() == 0) {
-    std::size_t offset = 0;
-    for (int r = 0; r < size; ++r) {
-      out.push_back(all.substr(offset, lens[r]));
-      offset += lens[r];
-    }
-  }
-  return out;
-}
 
 void ProfileRecorder::write(const std::string &path, const ProfileRunInfo &info,
                             Communicator &world) const {

@@ -1,4 +1,4 @@
-//===- Kernels2Test.cpp - More CPU kernels and their type rules -*- C++ -*-===//
+//===- OnnxOpKernelsTest.cpp - More ONNX ops' CPU kernels -----*- C++ -*-===//
 //
 // Part of the shoal project.
 //

@@ -79,11 +79,6 @@ double measureCopyBandwidth(Device &device, std::size_t bytes = 64u << 20);
 /// Median of `v` (0 when empty).
 double median(std::vector<double> v);
 
-/// Gathers every rank's text on rank 0 of `world` (empty elsewhere); `what`
-/// names it in the error when it is too large (over INT_MAX bytes in all).
-/// Collective over `world`.
-std::vector<std::string> gatherText(const std::string &mine,
-                                    Communicator &world, const char *what);
 
 } // namespace rt
 } // namespace shoal
