@@ -13,6 +13,7 @@
 #include "shoal/Planner/Calibration.h"
 #include "shoal/Schema/OpTable.h"
 #include "shoal/Support/Files.h"
+#include "shoal/Support/Yaml.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -21,6 +22,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -31,15 +33,9 @@ namespace {
 
 const char *kPrecisionNames[] = {"fp32", "tf32", "bf16", "fp16"};
 
-std::string where(const std::string &file, const YAML::Node &n) {
-  if (!n.IsDefined() || n.Mark().is_null())
-    return file;
-  return fmt::format("{}:{}", file, n.Mark().line + 1);
-}
-
 [[noreturn]] void fail(const std::string &file, const YAML::Node &n,
                        const std::string &msg) {
-  throw SpecError(fmt::format("{}: {}", where(file, n), msg));
+  shoal::yaml::fail(file, n, msg);
 }
 
 /// Reads the key `key` of the record `rec` (`what` names the record).
@@ -54,14 +50,10 @@ YAML::Node field(const std::string &file, const YAML::Node &rec,
 double number(const std::string &file, const YAML::Node &rec, const char *key,
               const std::string &what) {
   YAML::Node n = field(file, rec, key, what);
-  double v = 0;
-  try {
-    if (!n.IsScalar())
-      throw YAML::Exception(n.Mark(), "not a scalar");
-    v = n.as<double>();
-  } catch (const YAML::Exception &) {
+  std::optional<double> parsed = shoal::yaml::as<double>(n);
+  if (!parsed)
     fail(file, n, fmt::format("'{}' of {} must be a number", key, what));
-  }
+  double v = *parsed;
   if (!std::isfinite(v) || v < 0)
     fail(file, n,
          fmt::format("'{}' of {} must be a non-negative number, got {}", key,
@@ -79,9 +71,10 @@ double optionalNumber(const std::string &file, const YAML::Node &rec,
 std::string text(const std::string &file, const YAML::Node &rec,
                  const char *key, const std::string &what) {
   YAML::Node n = field(file, rec, key, what);
-  if (!n.IsScalar())
+  std::optional<std::string> s = shoal::yaml::scalar(n);
+  if (!s)
     fail(file, n, fmt::format("'{}' of {} must be a string", key, what));
-  return n.Scalar();
+  return *s;
 }
 
 YAML::Node list(const std::string &file, const YAML::Node &rec, const char *key,
@@ -150,17 +143,9 @@ struct Lsq {
 
 std::string fmtRate(double gbps) { return fmt::format("{:.4g} GB/s", gbps); }
 
-} // namespace
-
-Profile shoal::planner::parseProfile(const std::string &textIn,
-                                     const std::string &name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(textIn);
-  } catch (const YAML::Exception &e) {
-    throw SpecError(fmt::format("{}:{}: not a valid profile (JSON): {}", name,
-                                e.mark.line + 1, e.msg));
-  }
+Profile readProfile(const std::string &textIn, const std::string &name) {
+  YAML::Node root =
+      shoal::yaml::load(name, textIn, "not a valid profile (JSON): ");
   const std::string kExpected =
       "expected the JSON that shoal-run --profile writes";
   if (!root.IsMap())
@@ -268,6 +253,17 @@ Profile shoal::planner::parseProfile(const std::string &textIn,
     p.comms.push_back(s);
   }
   return p;
+}
+
+} // namespace
+
+Profile shoal::planner::parseProfile(const std::string &text,
+                                     const std::string &name) {
+  try {
+    return readProfile(text, name);
+  } catch (const shoal::yaml::Error &e) {
+    throw SpecError(e.what());
+  }
 }
 
 Profile shoal::planner::loadProfile(const std::string &path) {

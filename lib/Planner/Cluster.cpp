@@ -8,12 +8,14 @@
 
 #include "shoal/Schema/DeviceCatalog.h"
 #include "shoal/Support/Files.h"
+#include "shoal/Support/Yaml.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace shoal::planner;
@@ -84,15 +86,9 @@ DeviceType cpuDevice() {
   return d;
 }
 
-std::string where(const std::string &file, const YAML::Node &n) {
-  if (!n.IsDefined() || n.Mark().is_null())
-    return file;
-  return fmt::format("{}:{}", file, n.Mark().line + 1);
-}
-
 [[noreturn]] void fail(const std::string &file, const YAML::Node &n,
                        const std::string &msg) {
-  throw SpecError(fmt::format("{}: {}", where(file, n), msg));
+  shoal::yaml::fail(file, n, msg);
 }
 
 void checkKeys(const std::string &file, const YAML::Node &map,
@@ -103,52 +99,34 @@ void checkKeys(const std::string &file, const YAML::Node &map,
                      std::string(what) == "peak_tflops"
                          ? " of precision to TFLOP/s, e.g. {fp32: 19.5}"
                          : "",
-                     map.IsScalar()     ? "'" + map.Scalar() + "'"
-                     : map.IsSequence() ? std::string("a list")
-                                        : std::string("nothing")));
-  for (auto kv : map) {
-    if (!kv.first.IsScalar())
-      fail(file, kv.first, fmt::format("a key of {} must be a name", what));
-    std::string key = kv.first.Scalar();
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const std::string &k : allowed)
-        list += (list.empty() ? "" : ", ") + k;
-      fail(
-          file, kv.first,
-          fmt::format("unknown key '{}' in {} (expected {})", key, what, list));
-    }
-  }
+                     shoal::yaml::describe(map)));
+  // The expected keys listed in the set's (sorted) order.
+  std::vector<std::string> known(allowed.begin(), allowed.end());
+  shoal::yaml::checkKeys(file, map, what, known, shoal::yaml::join(known));
 }
 
 /// A scalar as text, or an error at its line.
 std::string scalarText(const std::string &file, const YAML::Node &n,
                        const std::string &what) {
-  if (!n.IsScalar())
+  std::optional<std::string> text = shoal::yaml::scalar(n);
+  if (!text)
     fail(file, n,
          fmt::format("{} must be a name, got {}", what,
-                     n.IsSequence() ? "a list"
-                     : n.IsMap()    ? "a mapping"
-                                    : "nothing"));
-  return n.Scalar();
+                     shoal::yaml::describe(n)));
+  return *text;
 }
 
 double number(const std::string &file, const YAML::Node &n,
               const std::string &what) {
-  double v = 0;
-  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v))
+  std::optional<double> v = shoal::yaml::as<double>(n);
+  if (!v)
     fail(file, n, fmt::format("{} must be a number", what));
-  return v;
+  return *v;
 }
 
 double positive(const std::string &file, const YAML::Node &n,
                 const std::string &what) {
-  double v = 0;
-  try {
-    v = n.as<double>();
-  } catch (const YAML::Exception &) {
-    fail(file, n, fmt::format("{} must be a number", what));
-  }
+  double v = number(file, n, what);
   if (!(v > 0))
     fail(file, n, fmt::format("{} must be positive, got {}", what, v));
   return v;
@@ -347,15 +325,10 @@ Link Cluster::slowestLink(const std::vector<int> &ranks) const {
   return slowest;
 }
 
-Cluster shoal::planner::parseClusterSpecText(const std::string &text,
-                                             const std::string &file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException &e) {
-    throw SpecError(
-        fmt::format("{}:{}: invalid YAML: {}", file, e.mark.line + 1, e.msg));
-  }
+namespace {
+
+Cluster readCluster(const std::string &text, const std::string &file) {
+  YAML::Node root = shoal::yaml::load(file, text, "invalid YAML: ");
   if (!root.IsMap())
     throw SpecError(fmt::format("{}: expected a mapping with 'version', "
                                 "'nodes' and 'links'",
@@ -403,6 +376,17 @@ Cluster shoal::planner::parseClusterSpecText(const std::string &text,
                      "rdma, or bandwidth_Gbps and latency_us)",
                      cluster.numNodes()));
   return cluster;
+}
+
+} // namespace
+
+Cluster shoal::planner::parseClusterSpecText(const std::string &text,
+                                             const std::string &file) {
+  try {
+    return readCluster(text, file);
+  } catch (const shoal::yaml::Error &e) {
+    throw SpecError(e.what());
+  }
 }
 
 Cluster shoal::planner::parseClusterSpec(const std::string &path) {

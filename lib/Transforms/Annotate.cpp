@@ -7,14 +7,13 @@
 #include "AnnotationSpec.h"
 #include "Recompute.h"
 #include "ShardingUtils.h"
-#include "shoal/Support/Files.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include <yaml-cpp/yaml.h>
 
 namespace shoal {
 #define GEN_PASS_DEF_ANNOTATEPASS
@@ -24,25 +23,14 @@ namespace shoal {
 using namespace mlir;
 using namespace shoal;
 
-/// The number of micro-batches of the spec at `path` (1 when it has no
-/// pipeline, or cannot be read: shoal-annotate reports that).
-int64_t shoal::readSpecMicroBatches(llvm::StringRef path) {
-  std::string text;
-  if (!readRegularFile(path.str(), text, kMaxSpecBytes).empty())
-    return 1;
-  try {
-    YAML::Node root = YAML::Load(text);
-    if (auto m = root["pipeline"]["num_micro_batch"])
-      return std::max<int64_t>(1, m.as<int64_t>());
-  } catch (const YAML::Exception &) {
-  }
-  return 1;
-}
-
 namespace {
 
 struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
   using AnnotatePassBase::AnnotatePassBase;
+
+  AnnotatePass(const AnnotatePassOptions &options,
+               std::shared_ptr<const AnnotationSpec> spec)
+      : AnnotatePassBase(options), parsed(std::move(spec)) {}
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
@@ -51,14 +39,23 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
         signalPassFailure();
       return;
     }
-    AnnotationSpec spec;
-    if (std::string e = readAnnotationSpec(specPath, spec); !e.empty()) {
-      emitError(module.getLoc()) << e;
-      return signalPassFailure();
+    // The spec shoal-compile read (once, before the import), or else the
+    // file itself (shoal-opt --shoal-annotate="spec=...").
+    std::shared_ptr<const AnnotationSpec> spec = parsed;
+    if (!spec) {
+      AnnotationSpec read;
+      if (std::string e = readAnnotationSpec(specPath, read); !e.empty()) {
+        emitError(module.getLoc()) << e;
+        return signalPassFailure();
+      }
+      spec = std::make_shared<const AnnotationSpec>(std::move(read));
     }
-    if (failed(apply(module, spec)))
+    if (failed(apply(module, *spec)))
       signalPassFailure();
   }
+
+  /// The spec as read before the pass runs; null: read `specPath`.
+  std::shared_ptr<const AnnotationSpec> parsed;
 
   /// Checks that in-IR annotations name declared scopes.
   LogicalResult checkExisting(ModuleOp module) {
@@ -118,12 +115,14 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     return success();
   }
 
-  LogicalResult apply(ModuleOp module, AnnotationSpec &spec) {
+  LogicalResult apply(ModuleOp module, const AnnotationSpec &spec) {
     MLIRContext *ctx = module.getContext();
     if (failed(applyInputs(module, spec)))
       return failure();
-    // Which scope (and pattern line) claimed each op.
-    llvm::DenseMap<Operation *, std::pair<SpecScope *, int>> claimed;
+    // Which scope (and pattern line) claimed each op; which patterns matched
+    // an op (kept here: the spec is shared, and stays as it was read).
+    llvm::DenseMap<Operation *, std::pair<const SpecScope *, int>> claimed;
+    llvm::SmallPtrSet<const SpecPattern *, 16> matched;
     bool ok = true;
     bool anyNamed = false;
     module.walk([&](Operation *op) {
@@ -133,11 +132,11 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       if (node.empty())
         return;
       anyNamed = true;
-      for (SpecScope &scope : spec.scopes) {
-        for (SpecPattern &p : scope.patterns) {
+      for (const SpecScope &scope : spec.scopes) {
+        for (const SpecPattern &p : scope.patterns) {
           if (!p.glob.match(node))
             continue;
-          ++p.matches;
+          matched.insert(&p);
           auto [it, inserted] = claimed.try_emplace(op, &scope, p.line);
           if (!inserted && it->second.first != &scope) {
             emitError(op->getLoc())
@@ -154,9 +153,9 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     });
     if (!ok)
       return failure();
-    for (SpecScope &scope : spec.scopes)
-      for (SpecPattern &p : scope.patterns)
-        if (p.matches == 0) {
+    for (const SpecScope &scope : spec.scopes)
+      for (const SpecPattern &p : scope.patterns)
+        if (!matched.contains(&p)) {
           InFlightDiagnostic d = emitError(module.getLoc())
                                  << specPath << ":" << p.line + 1
                                  << ": pattern '" << p.text << "' of scope '"
@@ -175,7 +174,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       op->setAttr(ShoalDialect::kScopeAttr,
                   StringAttr::get(ctx, owner.first->name));
     SmallVector<Attribute> scopes;
-    for (SpecScope &s : spec.scopes)
+    for (const SpecScope &s : spec.scopes)
       scopes.push_back(ScopeAttr::get(
           ctx, StringAttr::get(ctx, s.name),
           s.split ? Strategy::split : Strategy::replicate, s.devices));
@@ -188,7 +187,7 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
       return StringAttr::get(ctx, specPath.getValue() + ":" +
                                       std::to_string(line + 1));
     };
-    for (SpecScope &s : spec.scopes)
+    for (const SpecScope &s : spec.scopes)
       where.push_back(
           NamedAttribute(StringAttr::get(ctx, "scope:" + s.name), at(s.line)));
     if (spec.numMicroBatchLine >= 0)
@@ -196,14 +195,14 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                                      at(spec.numMicroBatchLine)));
     module->setAttr(kSpecLocationsAttr, DictionaryAttr::get(ctx, where));
     SmallVector<NamedAttribute> recompute;
-    for (SpecScope &s : spec.scopes)
+    for (const SpecScope &s : spec.scopes)
       if (!s.recompute.empty())
         recompute.push_back(NamedAttribute(StringAttr::get(ctx, s.name),
                                            StringAttr::get(ctx, s.recompute)));
     if (!recompute.empty())
       module->setAttr(kScopeRecomputeAttr, DictionaryAttr::get(ctx, recompute));
     SmallVector<Attribute> sequenceParallel;
-    for (SpecScope &s : spec.scopes)
+    for (const SpecScope &s : spec.scopes)
       if (s.sequenceParallel)
         sequenceParallel.push_back(StringAttr::get(ctx, s.name));
     if (!sequenceParallel.empty())
@@ -245,3 +244,9 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
 };
 
 } // namespace
+
+std::unique_ptr<Pass>
+shoal::createAnnotatePass(const AnnotatePassOptions &options,
+                          std::shared_ptr<const AnnotationSpec> spec) {
+  return std::make_unique<AnnotatePass>(options, std::move(spec));
+}

@@ -8,22 +8,19 @@
 #include "AnnotationSpec.h"
 
 #include "shoal/Support/Files.h"
+#include "shoal/Support/Yaml.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 #include <yaml-cpp/yaml.h>
 
+#include <optional>
+
 using namespace shoal;
 using llvm::StringRef;
 
 namespace {
-
-/// A spec error at a 0-based line (-1: none).
-struct SpecError {
-  int line;
-  std::string message;
-};
 
 /// Parses and checks the spec; errors name the file and line.
 class SpecReader {
@@ -32,21 +29,14 @@ public:
 
   std::string read(const std::string &text, AnnotationSpec &out) {
     try {
-      YAML::Node root;
-      try {
-        root = YAML::Load(text);
-      } catch (const YAML::Exception &e) {
-        fail(e.mark.line, "invalid YAML: " + e.msg);
-      }
+      YAML::Node root = yaml::load(path, text, "invalid YAML: ");
       try {
         out = readRoot(root);
       } catch (const YAML::Exception &e) {
         fail(e.mark.line, "invalid spec: " + e.msg);
       }
-    } catch (const SpecError &e) {
-      return e.line >= 0
-                 ? path + ":" + std::to_string(e.line + 1) + ": " + e.message
-                 : path + ": " + e.message;
+    } catch (const yaml::Error &e) {
+      return e.what();
     }
     return "";
   }
@@ -54,36 +44,38 @@ public:
 private:
   std::string path;
 
-  [[noreturn]] static void fail(int line, const llvm::Twine &msg) {
-    throw SpecError{line, msg.str()};
+  /// An error at the 0-based `line` (-1: none).
+  [[noreturn]] void fail(int line, const llvm::Twine &msg) const {
+    throw yaml::Error(yaml::where(path, line) + ": " + msg.str());
   }
 
-  static int lineOf(const YAML::Node &n) { return n.Mark().line; }
+  static int lineOf(const YAML::Node &n) { return yaml::lineOf(n); }
 
-  /// What `n` holds, for messages.
-  static std::string describe(const YAML::Node &n) {
-    if (n.IsScalar())
-      return "'" + n.Scalar() + "'";
-    if (n.IsSequence())
-      return "a list";
-    if (n.IsMap())
-      return "a mapping";
-    return "nothing";
-  }
   /// `n` as an integer, or an error at its line saying what was expected
-  /// (yaml-cpp's own says only "bad conversion").
+  /// (yaml-cpp's own says only "bad conversion"); thrown as yaml-cpp's, so
+  /// that read() reports it as an invalid spec.
   static int64_t asInt(const YAML::Node &n, const std::string &what) {
-    int64_t v = 0;
-    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-      throw YAML::Exception(n.Mark(),
-                            what + " must be an integer, got " + describe(n));
-    return v;
+    std::optional<int64_t> v = yaml::as<int64_t>(n);
+    if (!v)
+      throw YAML::Exception(n.Mark(), what + " must be an integer, got " +
+                                          yaml::describe(n));
+    return *v;
   }
   static std::string asString(const YAML::Node &n, const std::string &what) {
-    if (!n.IsScalar())
-      throw YAML::Exception(n.Mark(),
-                            what + " must be a string, got " + describe(n));
-    return n.Scalar();
+    std::optional<std::string> s = yaml::scalar(n);
+    if (!s)
+      throw YAML::Exception(n.Mark(), what + " must be a string, got " +
+                                          yaml::describe(n));
+    return *s;
+  }
+
+  /// Fails at the first key of `map` that is not among `known`: a key that
+  /// is not a string as asString does, another with `message(key)`.
+  template <typename Message>
+  void checkKeys(const YAML::Node &map, const std::vector<std::string> &known,
+                 Message message) const {
+    if (std::optional<YAML::Node> key = yaml::unknownKey(map, known))
+      fail(lineOf(*key), message(asString(*key, "a key")));
   }
 
   AnnotationSpec readRoot(const YAML::Node &root) {
@@ -91,15 +83,12 @@ private:
     if (!root.IsMap())
       fail(root.IsDefined() ? lineOf(root) : -1,
            "expected a mapping with 'version' and 'scopes'");
-    for (auto kv : root) {
-      std::string key = asString(kv.first, "a key");
-      if (key != "version" && key != "default" && key != "scopes" &&
-          key != "pipeline" && key != "inputs")
-        fail(lineOf(kv.first),
-             "unknown key '" + key +
-                 "' (expected version, default, pipeline, inputs, "
-                 "scopes)");
-    }
+    checkKeys(root, {"version", "default", "scopes", "pipeline", "inputs"},
+              [](const std::string &key) {
+                return "unknown key '" + key +
+                       "' (expected version, default, pipeline, inputs, "
+                       "scopes)";
+              });
     if (!root["version"] || asString(root["version"], "version") != "1")
       fail(root["version"] ? lineOf(root["version"]) : 0,
            "expected 'version: 1'");
@@ -120,14 +109,12 @@ private:
         if (spec.numMicroBatch < 1)
           fail(lineOf(m), "num_micro_batch must be at least 1");
       }
-      for (auto kv : pipe) {
-        std::string key = asString(kv.first, "a key");
-        if (key != "num_micro_batch" && key != "schedule" &&
-            key != "virtual_stages")
-          fail(lineOf(kv.first), "unknown pipeline key '" + key +
-                                     "' (expected num_micro_batch, schedule, "
-                                     "virtual_stages)");
-      }
+      checkKeys(pipe, {"num_micro_batch", "schedule", "virtual_stages"},
+                [](const std::string &key) {
+                  return "unknown pipeline key '" + key +
+                         "' (expected num_micro_batch, schedule, "
+                         "virtual_stages)";
+                });
       if (auto sc = pipe["schedule"]) {
         spec.schedule = asString(sc, "pipeline.schedule");
         if (spec.schedule != "gpipe" && spec.schedule != "1f1b" &&
@@ -161,12 +148,10 @@ private:
           fail(lineOf(kv.second), "input '" + in.name +
                                       "': expected a mapping such as "
                                       "{batch_dim: 1}");
-        for (auto setting : kv.second) {
-          std::string key = asString(setting.first, "a key");
-          if (key != "batch_dim")
-            fail(lineOf(setting.first), "unknown key '" + key + "' of input '" +
-                                            in.name + "' (expected batch_dim)");
-        }
+        checkKeys(kv.second, {"batch_dim"}, [&](const std::string &key) {
+          return "unknown key '" + key + "' of input '" + in.name +
+                 "' (expected batch_dim)";
+        });
         if (auto bd = kv.second["batch_dim"]) {
           in.batchDim = asInt(bd, "batch_dim");
           in.batchDimLine = lineOf(bd);
@@ -216,7 +201,7 @@ private:
       } else if (key == "name") {
         scope.name = asString(kv.second, "name");
       } else if (key == "recompute") {
-        scope.recompute = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        scope.recompute = yaml::scalar(kv.second).value_or("");
         if (scope.recompute != "none" && scope.recompute != "full" &&
             scope.recompute != "selective")
           fail(lineOf(kv.second),
@@ -224,7 +209,7 @@ private:
                    scope.recompute + "'");
       } else if (key == "sequence_parallel") {
         scope.sequenceParallelLine = lineOf(kv.second);
-        std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        std::string v = yaml::scalar(kv.second).value_or("");
         if (v == "true")
           scope.sequenceParallel = true;
         else if (v != "false")

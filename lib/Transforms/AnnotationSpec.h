@@ -28,7 +28,6 @@ struct SpecPattern {
   llvm::GlobPattern glob;
   /// 0-based line in the spec.
   int line = 0;
-  int matches = 0;
 };
 
 struct SpecScope {
@@ -54,6 +53,8 @@ struct SpecInput {
   int batchDimLine = -1;
 };
 
+/// A spec as read: shoal-compile reads it once and hands it, unchanged, to
+/// the pipeline's shoal-annotate (CompileOptions::annotationSpec).
 struct AnnotationSpec {
   std::vector<SpecInput> inputs;
   /// `default: split` (else replicate).

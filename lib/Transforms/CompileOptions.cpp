@@ -7,6 +7,8 @@
 
 #include "shoal/Transforms/CompileOptions.h"
 
+#include "AnnotationSpec.h"
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -52,6 +54,10 @@ llvm::ManagedStatic<CompileCLOptions> clOptions;
 
 } // namespace
 
+int64_t CompileOptions::microBatches() const {
+  return annotationSpec ? annotationSpec->numMicroBatch : 1;
+}
+
 std::vector<std::string> CompileOptions::earlyChains() const {
   std::vector<std::string> chains;
   if (fuseBeforeAutodiff == "none")
@@ -91,6 +97,12 @@ std::string shoal::resolveCompileOptions(CompileOptions &o,
     if (std::string err = parseTrainConfig(o.train, config); !err.empty())
       return err;
     o.trainConfig = std::move(config);
+  }
+  if (!o.spec.empty() && !o.annotationSpec) {
+    AnnotationSpec spec;
+    if (std::string err = readAnnotationSpec(o.spec, spec); !err.empty())
+      return err;
+    o.annotationSpec = std::make_shared<const AnnotationSpec>(std::move(spec));
   }
   return "";
 }

@@ -91,7 +91,9 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   const std::optional<TrainConfig> &train = options.trainConfig;
   if (!options.device.empty())
     pm.addPass(std::make_unique<SetDevicePass>(options.device));
-  pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec}));
+  // The spec as resolveCompileOptions read it: the file is read once.
+  pm.addPass(createAnnotatePass(AnnotatePassOptions{options.spec},
+                                options.annotationSpec));
   // Training: the erf GELU, the RMSNorm and the attention chains fuse
   // before shoal-autodiff, whose rule for shoal.gelu is one shoal.gelu_grad
   // (the chain's own rules would be eight ops, and the backward would read

@@ -6,11 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Support/Files.h"
+#include "shoal/Support/Yaml.h"
 #include "shoal/Transforms/Passes.h"
 
-#include "llvm/ADT/StringSet.h"
-
 #include <cmath>
+#include <optional>
 #include <yaml-cpp/yaml.h>
 
 using namespace shoal;
@@ -19,49 +19,36 @@ namespace {
 
 struct Reader {
   std::string path;
-  std::string error;
 
-  bool fail(const YAML::Node &n, const std::string &msg) {
-    if (error.empty())
-      error = path + ":" + std::to_string(n.Mark().line + 1) + ": " + msg;
-    return false;
+  /// "FILE:LINE: msg" at `n`, with yaml-cpp's line + 1 even where `n` has
+  /// none ("train.yaml:0" for an empty file), as this reader always wrote.
+  [[noreturn]] void fail(const YAML::Node &n, const std::string &msg) const {
+    throw yaml::Error(path + ":" + std::to_string(yaml::lineOf(n) + 1) + ": " +
+                      msg);
   }
 
-  /// Every key of map `n` must be in `known`.
-  bool checkKeys(const YAML::Node &n, const char *what,
-                 std::initializer_list<const char *> known) {
+  /// `n` is a mapping and every key of it is in `known`.
+  void checkKeys(const YAML::Node &n, const char *what,
+                 const std::vector<std::string> &known) const {
     if (!n.IsMap())
-      return fail(n, std::string(what) + " must be a mapping");
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!it->first.IsScalar())
-        return fail(it->first,
-                    std::string("a key of ") + what + " must be a name");
-      std::string key = it->first.Scalar();
-      bool ok = false;
-      std::string list;
-      for (const char *k : known) {
-        ok |= key == k;
-        list += (list.empty() ? "" : ", ") + std::string(k);
-      }
-      if (!ok)
-        return fail(it->first, "unknown key '" + key + "' in " + what +
-                                   " (expected one of " + list + ")");
-    }
-    return true;
+      fail(n, std::string(what) + " must be a mapping");
+    yaml::checkKeys(path, n, what, known, "one of " + yaml::join(known));
   }
 
+  /// The key `key` of `map` into `out`, if it is there.
   template <typename T>
-  bool get(const YAML::Node &map, const char *key, T &out, const char *what) {
+  void get(const YAML::Node &map, const char *key, T &out,
+           const char *what) const {
     YAML::Node n = map[key];
     if (!n)
-      return true;
-    try {
-      out = n.as<T>();
-    } catch (const YAML::Exception &) {
-      return fail(n, std::string("'") + key + "' must be " + what);
-    }
-    return true;
+      return;
+    std::optional<T> v = yaml::as<T>(n);
+    if (!v)
+      fail(n, std::string("'") + key + "' must be " + what);
+    out = std::move(*v);
   }
+
+  void read(const std::string &text, TrainConfig &out) const;
 };
 
 } // namespace
@@ -92,166 +79,128 @@ std::string shoal::parseTrainConfig(llvm::StringRef path, TrainConfig &out) {
 std::string shoal::parseTrainConfigText(const std::string &path,
                                         const std::string &text,
                                         TrainConfig &out) {
-  Reader r{path, ""};
-  YAML::Node root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception &e) {
-    return r.path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg;
+    Reader{path}.read(text, out);
+  } catch (const yaml::Error &e) {
+    return e.what();
   }
-  if (!r.checkKeys(root, "the training config",
-                   {"version", "loss", "optimizer", "frozen", "grad_bucket_mb",
-                    "zero", "recompute", "precision", "loss_scale"}))
-    return r.error;
+  return "";
+}
+
+void Reader::read(const std::string &text, TrainConfig &out) const {
+  YAML::Node root = yaml::load(path, text);
+  checkKeys(root, "the training config",
+            {"version", "loss", "optimizer", "frozen", "grad_bucket_mb", "zero",
+             "recompute", "precision", "loss_scale"});
   int64_t version = 1;
-  if (!r.get(root, "version", version, "an integer"))
-    return r.error;
-  if (version != 1) {
-    r.fail(root["version"],
-           "unsupported version " + std::to_string(version) + " (expected 1)");
-    return r.error;
-  }
+  get(root, "version", version, "an integer");
+  if (version != 1)
+    fail(root["version"],
+         "unsupported version " + std::to_string(version) + " (expected 1)");
   YAML::Node loss = root["loss"];
-  if (!loss) {
-    r.fail(root, "missing 'loss' (e.g. {kind: cross_entropy, output: "
-                 "logits})");
-    return r.error;
-  }
-  if (!r.checkKeys(loss, "loss",
-                   {"kind", "output", "labels", "ignore_index"}) ||
-      !r.get(loss, "kind", out.loss, "a string") ||
-      !r.get(loss, "output", out.output, "a string") ||
-      !r.get(loss, "labels", out.labels, "a string") ||
-      !r.get(loss, "ignore_index", out.ignoreIndex, "an integer"))
-    return r.error;
-  if (out.loss != "cross_entropy" && out.loss != "mse") {
-    r.fail(loss["kind"],
-           "unknown loss '" + out.loss + "' (expected cross_entropy or mse)");
-    return r.error;
-  }
+  if (!loss)
+    fail(root, "missing 'loss' (e.g. {kind: cross_entropy, output: "
+               "logits})");
+  checkKeys(loss, "loss", {"kind", "output", "labels", "ignore_index"});
+  get(loss, "kind", out.loss, "a string");
+  get(loss, "output", out.output, "a string");
+  get(loss, "labels", out.labels, "a string");
+  get(loss, "ignore_index", out.ignoreIndex, "an integer");
+  if (out.loss != "cross_entropy" && out.loss != "mse")
+    fail(loss["kind"],
+         "unknown loss '" + out.loss + "' (expected cross_entropy or mse)");
   if (YAML::Node frozen = root["frozen"]) {
-    if (!frozen.IsSequence()) {
-      r.fail(frozen, "'frozen' must be a list of initializer patterns");
-      return r.error;
-    }
+    if (!frozen.IsSequence())
+      fail(frozen, "'frozen' must be a list of initializer patterns");
     for (const YAML::Node &p : frozen) {
-      if (!p.IsScalar()) {
-        r.fail(p, "each 'frozen' entry must be an initializer pattern (a "
-                  "string)");
-        return r.error;
-      }
-      out.frozen.push_back(p.as<std::string>());
-      out.frozenWhere.push_back(r.path + ":" +
-                                std::to_string(p.Mark().line + 1));
+      if (!p.IsScalar())
+        fail(p, "each 'frozen' entry must be an initializer pattern (a "
+                "string)");
+      out.frozen.push_back(p.Scalar());
+      out.frozenWhere.push_back(yaml::where(path, p));
     }
   }
   OptimizerPassOptions &o = out.optimizer;
   if (YAML::Node bucket = root["grad_bucket_mb"]) {
-    if (!r.get(root, "grad_bucket_mb", o.gradBucketMb, "a number"))
-      return r.error;
-    if (!(o.gradBucketMb >= 0) || !std::isfinite(o.gradBucketMb)) {
-      r.fail(bucket, "'grad_bucket_mb' must be a number >= 0 (MiB; 0: one "
-                     "all-reduce per gradient)");
-      return r.error;
-    }
+    get(root, "grad_bucket_mb", o.gradBucketMb, "a number");
+    if (!(o.gradBucketMb >= 0) || !std::isfinite(o.gradBucketMb))
+      fail(bucket, "'grad_bucket_mb' must be a number >= 0 (MiB; 0: one "
+                   "all-reduce per gradient)");
   }
   if (YAML::Node zero = root["zero"]) {
-    if (!r.get(root, "zero", out.zero, "an integer"))
-      return r.error;
-    if (out.zero < 0 || out.zero > 3) {
-      r.fail(zero, "'zero' must be 0, 1, 2 or 3 (the ZeRO stage), got " +
-                       std::to_string(out.zero));
-      return r.error;
-    }
+    get(root, "zero", out.zero, "an integer");
+    if (out.zero < 0 || out.zero > 3)
+      fail(zero, "'zero' must be 0, 1, 2 or 3 (the ZeRO stage), got " +
+                     std::to_string(out.zero));
   }
   if (YAML::Node rc = root["recompute"]) {
-    if (!r.get(root, "recompute", out.recompute, "a string"))
-      return r.error;
+    get(root, "recompute", out.recompute, "a string");
     if (out.recompute != "none" && out.recompute != "full" &&
-        out.recompute != "selective") {
-      r.fail(rc, "'recompute' must be none, full or selective, got '" +
-                     out.recompute + "'");
-      return r.error;
-    }
+        out.recompute != "selective")
+      fail(rc, "'recompute' must be none, full or selective, got '" +
+                   out.recompute + "'");
   }
   MixedPrecisionPassOptions &mp = out.mixedPrecision;
   if (YAML::Node p = root["precision"]) {
-    if (!r.get(root, "precision", mp.precision, "a string"))
-      return r.error;
+    get(root, "precision", mp.precision, "a string");
     if (mp.precision != "fp32" && mp.precision != "bf16" &&
-        mp.precision != "fp16") {
-      r.fail(p, "'precision' must be fp32, bf16 or fp16, got '" + mp.precision +
-                    "'");
-      return r.error;
-    }
+        mp.precision != "fp16")
+      fail(p, "'precision' must be fp32, bf16 or fp16, got '" + mp.precision +
+                  "'");
     // fp16 scales the loss by default (PyTorch's GradScaler defaults).
     mp.lossScale = mp.precision == "fp16";
   }
   if (YAML::Node ls = root["loss_scale"]) {
-    if (mp.precision != "fp16") {
-      r.fail(ls, "'loss_scale' applies to 'precision: fp16' only (bf16 and "
-                 "fp32 keep float32's exponent range), but the precision is " +
-                     mp.precision);
-      return r.error;
-    }
+    if (mp.precision != "fp16")
+      fail(ls, "'loss_scale' applies to 'precision: fp16' only (bf16 and "
+               "fp32 keep float32's exponent range), but the precision is " +
+                   mp.precision);
     if (ls.IsScalar()) {
-      std::string mode = ls.as<std::string>();
-      if (mode != "dynamic" && mode != "none") {
-        r.fail(ls, "'loss_scale' must be dynamic, none or a mapping "
-                   "{initial, growth_interval, growth_factor, "
-                   "backoff_factor, min}, got '" +
-                       mode + "'");
-        return r.error;
-      }
+      std::string mode = ls.Scalar();
+      if (mode != "dynamic" && mode != "none")
+        fail(ls, "'loss_scale' must be dynamic, none or a mapping "
+                 "{initial, growth_interval, growth_factor, "
+                 "backoff_factor, min}, got '" +
+                     mode + "'");
       mp.lossScale = mode == "dynamic";
     } else {
-      if (!r.checkKeys(ls, "loss_scale",
-                       {"initial", "growth_interval", "growth_factor",
-                        "backoff_factor", "min"}) ||
-          !r.get(ls, "initial", mp.initialScale, "a number") ||
-          !r.get(ls, "growth_interval", mp.growthInterval, "an integer") ||
-          !r.get(ls, "growth_factor", mp.growthFactor, "a number") ||
-          !r.get(ls, "backoff_factor", mp.backoffFactor, "a number") ||
-          !r.get(ls, "min", mp.minScale, "a number"))
-        return r.error;
-      if (auto [key, what] = checkLossScale(mp); key) {
-        r.fail(ls[key] ? ls[key] : ls,
-               std::string("'loss_scale.") + key + "' must be " + what);
-        return r.error;
-      }
+      checkKeys(ls, "loss_scale",
+                {"initial", "growth_interval", "growth_factor",
+                 "backoff_factor", "min"});
+      get(ls, "initial", mp.initialScale, "a number");
+      get(ls, "growth_interval", mp.growthInterval, "an integer");
+      get(ls, "growth_factor", mp.growthFactor, "a number");
+      get(ls, "backoff_factor", mp.backoffFactor, "a number");
+      get(ls, "min", mp.minScale, "a number");
+      if (auto [key, what] = checkLossScale(mp); key)
+        fail(ls[key] ? ls[key] : ls,
+             std::string("'loss_scale.") + key + "' must be " + what);
       mp.lossScale = true;
     }
   }
   if (YAML::Node opt = root["optimizer"]) {
-    if (!r.checkKeys(opt, "optimizer",
-                     {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
-                      "clip_norm", "warmup_steps", "total_steps", "min_lr"}) ||
-        !r.get(opt, "kind", o.optimizer, "a string") ||
-        !r.get(opt, "lr", o.lr, "a number") ||
-        !r.get(opt, "eps", o.eps, "a number") ||
-        !r.get(opt, "momentum", o.momentum, "a number") ||
-        !r.get(opt, "weight_decay", o.weightDecay, "a number") ||
-        !r.get(opt, "clip_norm", o.clipNorm, "a number") ||
-        !r.get(opt, "warmup_steps", o.warmupSteps, "an integer") ||
-        !r.get(opt, "total_steps", o.totalSteps, "an integer") ||
-        !r.get(opt, "min_lr", o.minLr, "a number"))
-      return r.error;
+    checkKeys(opt, "optimizer",
+              {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
+               "clip_norm", "warmup_steps", "total_steps", "min_lr"});
+    get(opt, "kind", o.optimizer, "a string");
+    get(opt, "lr", o.lr, "a number");
+    get(opt, "eps", o.eps, "a number");
+    get(opt, "momentum", o.momentum, "a number");
+    get(opt, "weight_decay", o.weightDecay, "a number");
+    get(opt, "clip_norm", o.clipNorm, "a number");
+    get(opt, "warmup_steps", o.warmupSteps, "an integer");
+    get(opt, "total_steps", o.totalSteps, "an integer");
+    get(opt, "min_lr", o.minLr, "a number");
     if (YAML::Node betas = opt["betas"]) {
       std::vector<double> b;
-      if (!r.get(opt, "betas", b, "a list of two numbers"))
-        return r.error;
-      if (b.size() != 2) {
-        r.fail(betas, "'betas' must be a list of two numbers");
-        return r.error;
-      }
+      get(opt, "betas", b, "a list of two numbers");
+      if (b.size() != 2)
+        fail(betas, "'betas' must be a list of two numbers");
       o.beta1 = b[0];
       o.beta2 = b[1];
     }
-    if (o.optimizer != "adamw" && o.optimizer != "sgd") {
-      r.fail(opt["kind"],
-             "unknown optimizer '" + o.optimizer + "' (expected adamw or sgd)");
-      return r.error;
-    }
+    if (o.optimizer != "adamw" && o.optimizer != "sgd")
+      fail(opt["kind"],
+           "unknown optimizer '" + o.optimizer + "' (expected adamw or sgd)");
   }
-  return "";
 }

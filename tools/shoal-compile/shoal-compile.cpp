@@ -73,7 +73,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "shoal-compile: error: " << msg << "\n";
     return 1;
   };
-  // Checks the values and reads the training config.
+  // Checks the values and reads the training config and the annotation
+  // spec (once: the import and shoal-annotate both take it from `options`).
   shoal::CompileOptions options = shoal::compileOptionsFromCL();
   if (std::string err =
           shoal::resolveCompileOptions(options, shoal::OptionSpelling::Flag);
@@ -118,8 +119,7 @@ int main(int argc, char **argv) {
   });
   // A training compile must not fold weights away (they are trained).
   // Training-mode BatchNormalization takes its statistics per micro-batch.
-  int64_t microBatches =
-      options.spec.empty() ? 1 : shoal::readSpecMicroBatches(options.spec);
+  int64_t microBatches = options.microBatches();
   OwningOpRef<ModuleOp> module;
   if (llvm::StringRef(modelPath).ends_with(".mlir")) {
     if (!shapes.empty())

@@ -1,7 +1,7 @@
 //===- shoal-translate.cpp - ONNX import and plan export --------*- C++ -*-===//
 //
 //   shoal-translate --import-onnx model.onnx [--input-shape x=8,32] > m.mlir
-//   shoal-translate --export-plan spmd.mlir > model.plan
+//   shoal-translate --export-plan spmd.mlir -o model.plan
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,8 @@
 #include "shoal/Tools/AtomicOutput.h"
 #include "shoal/Tools/CommandLine.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
@@ -97,6 +99,20 @@ static OwningOpRef<Operation *> importONNX(llvm::SourceMgr &sourceMgr,
   return module ? module.release().getOperation() : nullptr;
 }
 
+/// The folder of the file `-o` names (findOutputArgument, as
+/// runWithAtomicOutput finds it), absolute: --export-plan writes the model's
+/// path relative to it, as shoal-compile does with its -o. Empty for stdout
+/// (no -o, or "-"), whose plan may land anywhere: the path stays absolute.
+static std::string outputFolder(int argc, char **argv) {
+  std::string output = shoal::findOutputArgument(argc, argv).file;
+  if (output.empty() || output == "-")
+    return "";
+  llvm::SmallString<256> dir(output);
+  llvm::sys::fs::make_absolute(dir);
+  llvm::sys::path::remove_filename(dir);
+  return dir.str().str();
+}
+
 int main(int argc, char **argv) {
   // mlirTranslateMain registers its own options (input, -o, the
   // translations, the printer's) after this, so they stay in --help.
@@ -106,8 +122,9 @@ int main(int argc, char **argv) {
       importONNX, registerDialects);
   TranslateFromMLIRRegistration exportRegistration(
       "export-plan", "Write the protobuf plan of an SPMD module",
-      [](ModuleOp module, llvm::raw_ostream &os) {
-        return shoal::exportPlan(module, os, /*planDir=*/"");
+      [planDir = outputFolder(argc, argv)](ModuleOp module,
+                                           llvm::raw_ostream &os) {
+        return shoal::exportPlan(module, os, planDir);
       },
       registerDialects);
   TranslateFromMLIRRegistration exportTextRegistration(

@@ -9,9 +9,11 @@
 namespace shoal {
 
 /// Writes the protobuf plan (proto/plan.proto) of a partitioned module.
-/// `planDir` is the folder the plan will live in; weight sources are written
-/// relative to it. Emits an error on the offending op and fails if the
-/// module is not in SPMD form.
+/// `planDir` is the folder the plan will live in (the folder of
+/// shoal-compile's or shoal-translate's -o): weight sources inside it are
+/// written relative to it, the others, and all where `planDir` is empty
+/// (shoal-translate's plan written to stdout), as absolute paths. Emits an
+/// error on the offending op and fails if the module is not in SPMD form.
 mlir::LogicalResult exportPlan(mlir::ModuleOp module, llvm::raw_ostream &os,
                                llvm::StringRef planDir);
 

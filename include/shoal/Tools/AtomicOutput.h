@@ -1,5 +1,4 @@
-//===- AtomicOutput.h - -o of MLIR's drivers, written atomically -*- C++
-//-*-===//
+//===- AtomicOutput.h - -o of MLIR's drivers, written atomically ---------===//
 //
 // shoal-opt and shoal-translate hand their command line to MLIR's drivers,
 // which open `-o FILE` themselves: truncating whatever FILE is, the target
@@ -26,30 +25,46 @@
 
 namespace shoal {
 
+/// Where the value of `-o`/`--o` is in a command line (`-o FILE`,
+/// `-o=FILE`; the last one counts, nothing after `--`).
+struct OutputArgument {
+  /// The argument holding the file name; -1 without -o.
+  int index = -1;
+  /// What comes before the name in that argument ("" or "-o=").
+  std::string prefix;
+  /// The file name ("" without -o).
+  std::string file;
+};
+
+inline OutputArgument findOutputArgument(int argc, char **argv) {
+  OutputArgument out;
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef a = argv[i];
+    if (a == "--")
+      break;
+    if ((a == "-o" || a == "--o") && i + 1 < argc) {
+      out = {i + 1, "", argv[i + 1]};
+      ++i;
+    } else if (a.starts_with("-o=") || a.starts_with("--o=")) {
+      std::size_t eq = a.find('=') + 1;
+      out = {i, a.substr(0, eq).str(), a.substr(eq).str()};
+    }
+  }
+  return out;
+}
+
 /// Runs `run(argc, argv)` (a main function that returns 0 on success) with
 /// the value of `-o`/`--o` (`-o FILE`, `-o=FILE`) replaced as described
 /// above; "-" (stdout) and a missing -o are passed through.
 inline int runWithAtomicOutput(int argc, char **argv, llvm::StringRef tool,
                                llvm::function_ref<int(int, char **)> run) {
-  std::vector<std::string> args(argv, argv + argc);
-  int valueAt = -1; // the argument holding the file name
-  std::string prefix;
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef a = args[i];
-    if (a == "--")
-      break;
-    if ((a == "-o" || a == "--o") && i + 1 < argc) {
-      valueAt = i + 1;
-      prefix.clear();
-      ++i;
-    } else if (a.starts_with("-o=") || a.starts_with("--o=")) {
-      valueAt = i;
-      prefix = a.substr(0, a.find('=') + 1).str();
-    }
-  }
-  if (valueAt < 0)
+  OutputArgument where = findOutputArgument(argc, argv);
+  if (where.index < 0)
     return run(argc, argv);
-  std::string output = args[valueAt].substr(prefix.size());
+  std::vector<std::string> args(argv, argv + argc);
+  int valueAt = where.index;
+  const std::string &prefix = where.prefix;
+  const std::string &output = where.file;
   if (output == "-")
     return run(argc, argv);
   AtomicFile file(output);

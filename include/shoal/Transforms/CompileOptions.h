@@ -23,6 +23,7 @@
 
 #include "llvm/Support/CommandLine.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,17 @@ struct CompileOptions {
   /// The training config: `train` as read by resolveCompileOptions, or set
   /// directly (absent: a forward plan).
   std::optional<TrainConfig> trainConfig;
+  /// The annotation spec: `spec` as read by resolveCompileOptions, or set
+  /// directly (null: no spec, or shoal-annotate reads `spec` itself). Read
+  /// once for a compile: the importer takes its micro-batch count and the
+  /// pipeline's shoal-annotate applies it.
+  std::shared_ptr<const AnnotationSpec> annotationSpec;
 
+  /// The micro-batch count of `annotationSpec` (`pipeline:
+  /// num_micro_batch`; 1 without one). Importers need it before the spec is
+  /// applied: training-mode BatchNormalization takes its statistics per
+  /// micro-batch.
+  int64_t microBatches() const;
   /// The chains of `fuseBeforeAutodiff` (empty for "none").
   std::vector<std::string> earlyChains() const;
   /// With a cluster: batch shares may be compiled as batch blocks.
@@ -51,10 +62,11 @@ struct CompileOptions {
 /// as the shoal-parallelize pipeline's option (`spec`).
 enum class OptionSpelling { Flag, Key };
 
-/// Checks every value of `options` and reads the training config `train`
-/// names into `trainConfig`. Returns the first error, naming the option as
-/// `spelling` writes it (the config's own errors name its file and line),
-/// or "" on success.
+/// Checks every value of `options`, reads the training config `train` names
+/// into `trainConfig` and the annotation spec `spec` names into
+/// `annotationSpec`. Returns the first error, naming the option as
+/// `spelling` writes it (the files' own errors name the file and line), or
+/// "" on success.
 std::string resolveCompileOptions(CompileOptions &options,
                                   OptionSpelling spelling);
 

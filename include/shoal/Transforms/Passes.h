@@ -7,6 +7,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,12 +65,15 @@ void addParallelizePipeline(mlir::OpPassManager &pm,
 /// Registers every shoal pass and the `shoal-parallelize` pipeline.
 void registerAllShoalPasses();
 
-/// The number of micro-batches (`pipeline: num_micro_batch`) of the
-/// annotation spec at `path`; 1 when it has none or cannot be read
-/// (shoal-annotate reports a bad spec). Importers need it before the spec
-/// is applied: training-mode BatchNormalization takes its statistics per
-/// micro-batch.
-int64_t readSpecMicroBatches(llvm::StringRef path);
+/// An annotation spec as read from its file (lib/Transforms/AnnotationSpec.h).
+struct AnnotationSpec;
+
+/// shoal-annotate applying `spec`, already read from `options.specPath`
+/// (which its messages name), so that the file is not read again; a null
+/// `spec` reads it as createAnnotatePass(options) does.
+std::unique_ptr<mlir::Pass>
+createAnnotatePass(const AnnotatePassOptions &options,
+                   std::shared_ptr<const AnnotationSpec> spec);
 
 } // namespace shoal
 
