@@ -155,10 +155,16 @@ bool is(const shoal::plan::Op &op, rt::OpKind kind) {
 /// An AllReduce as the runtime's executor runs it: a copy into its output
 /// (or, over "mb", into the step's sum: a copy at micro-batch 0 and an add
 /// at the others), then the exchange over `group`, at the rank's last
-/// micro-batch when it accumulates.
+/// micro-batch when it accumulates. The exchange is asynchronous (beside
+/// the compute, on the program's one communication channel) unless the
+/// next op reads its result, as the executor starts it. A ReduceScatter
+/// over "mb" (ZeRO-1/2's gradient) accumulates the same way and scatters
+/// once, at the last micro-batch, synchronously.
 struct AllReduceInfo {
   bool present = false;
   bool accumulates = false; ///< over "mb"
+  bool scatter = false;     ///< a ReduceScatter that accumulates
+  bool async = false;       ///< the exchange overlaps the ops after it
   /// A gradient only the optimizer reads: packed into the step's buckets
   /// (Plan.training.grad_bucket_mb), as the executor packs them.
   bool bucketable = false;
@@ -271,6 +277,17 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
       if (v >= 0 && v < prog.values_size())
         (rt::opKindHas(op.kind(), rt::kOptimizer) ? optimizerRead
                                                   : otherRead)[v] = 1;
+  // Whether op i's first result is read by op i + 1 (the executor then
+  // waits for its exchange).
+  auto readNext = [&](int i) {
+    const auto &op = prog.ops(i);
+    if (!op.outputs_size() || i + 1 >= prog.ops_size())
+      return false;
+    for (int v : prog.ops(i + 1).inputs())
+      if (v == op.outputs(0))
+        return true;
+    return false;
+  };
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
   const UnevenParts unevenAll = unevenParts(prog, placed);
@@ -340,18 +357,29 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
             placed.groupsOver(axes));
       double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
       double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
-      if (is(op, rt::OpKind::AllReduce)) {
-        AllReduceInfo &a = allReduces[seconds.size()];
+      bool scatter = is(op, rt::OpKind::ReduceScatter) && overMb;
+      if (is(op, rt::OpKind::AllReduce) || scatter) {
+        int index = static_cast<int>(seconds.size());
+        AllReduceInfo &a = allReduces[index];
         a.present = true;
         a.accumulates = overMb;
+        a.scatter = scatter;
         a.axes = axes;
         a.groups = groups;
         a.bytes = in;
         int out = op.outputs_size() ? op.outputs(0) : -1;
-        a.bucketable = out >= 0 && out < prog.values_size() &&
+        a.bucketable = !scatter && out >= 0 && out < prog.values_size() &&
                        optimizerRead[out] && !otherRead[out];
-        if (a.exchanges())
-          a.exchangeSeconds = a.seconds(cost, in);
+        a.async = !scatter && out >= 0 && out < prog.values_size() &&
+                  (optimizerRead[out] || otherRead[out]) && !readNext(index);
+        if (a.exchanges()) {
+          if (scatter)
+            for (const std::vector<int> &g : *groups)
+              a.exchangeSeconds =
+                  std::max(a.exchangeSeconds, cost.allToAllSeconds(g, in));
+          else
+            a.exchangeSeconds = a.seconds(cost, in);
+        }
         for (int r : ranks) {
           double copy = cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
           if (!uneven.empty())
@@ -473,6 +501,12 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     /// When its last exchange with other ranks began (-1: none).
     double syncAt = -1;
     std::map<std::string, double> byKind;
+    /// The communication channel: when its last exchange ends; the
+    /// exchanges it ran beside the compute, by kind; and the values whose
+    /// exchange a reader must wait for.
+    double commFree = 0;
+    std::map<std::string, double> overlapped;
+    std::set<int> pendingValues;
   };
   std::vector<ProgState> progs;
   for (const plan::Program &prog : plan.programs()) {
@@ -602,6 +636,22 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           busy += seconds;
           s.byKind[kind] += seconds;
         };
+        // An exchange started beside the compute: it runs on the channel
+        // after the ones before it, and the ops after it go on.
+        auto launch = [&](double seconds, const std::string &kind) {
+          double begin = std::max(t, s.commFree);
+          s.commFree = begin + seconds;
+          s.overlapped[kind] += seconds;
+          out.events.push_back({s.index, kind, begin, seconds, 1});
+        };
+        // The ops that read an exchanged value wait for the channel.
+        auto waitComm = [&] {
+          if (s.commFree > t)
+            out.events.push_back({s.index, "wait for the exchanges", t,
+                                  s.commFree - t});
+          t = std::max(t, s.commFree);
+          s.pendingValues.clear();
+        };
         // Each rank's time (and its ops' kinds) since the ranks last met:
         // they wait for each other only when they communicate, so with
         // uneven blocks a rank's larger part of one op and another's
@@ -621,8 +671,30 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           for (auto &m : sinceKinds)
             m.clear();
         };
+        // Launches the open buckets (the executor's flushBucket).
+        auto flushOpen = [&] {
+          for (auto &[axes, bucket] : open)
+            if (bucket.second > 0) {
+              launch(bucket.first->seconds(cost, bucket.second), "AllReduce");
+              bucket.second = 0;
+            }
+        };
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
+          // A reader of an exchanged value waits for it; an optimizer, which
+          // the executor defers to the step's end, for every exchange.
+          bool waits =
+              rt::opKindHas(op.kind(), rt::kOptimizer) &&
+              (s.commFree > t ||
+               std::any_of(open.begin(), open.end(),
+                           [](const auto &b) { return b.second.second > 0; }));
+          for (int v : op.inputs())
+            waits |= s.pendingValues.count(v) > 0;
+          if (waits) {
+            meet();
+            flushOpen();
+            waitComm();
+          }
           if (const std::vector<double> &mine = s.rankSeconds[i];
               mine.size() == since.size() && !mine.empty()) {
             if (start < 0)
@@ -654,23 +726,31 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           if (a.present) {
             if (start < 0)
               start = t;
+            const char *kind = a.scatter ? "ReduceScatter" : "AllReduce";
             if (!goesOn)
               spend(a.accumulates && st.mb > 0 ? a.addSeconds : a.copySeconds,
-                    "AllReduce (local)");
+                    fmt::format("{} (local)", kind));
             if (!a.exchanges() || (a.accumulates && st.mb != s.count - 1))
               continue;
             s.syncAt = t;
+            if (op.outputs_size() && a.async)
+              s.pendingValues.insert(op.outputs(0));
             if (a.bucketable && bucketBytes > 0) {
               auto &[info, b] = open[a.axes];
               info = &a;
               b += a.bytes;
               if (b >= bucketBytes) {
                 meet();
-                spend(a.seconds(cost, b), "AllReduce");
+                launch(a.seconds(cost, b), "AllReduce");
                 b = 0;
               }
+            } else if (a.async) {
+              launch(a.exchangeSeconds, kind);
             } else {
-              spend(a.exchangeSeconds, "AllReduce");
+              // Synchronous: after the channel's exchanges before it.
+              waitComm();
+              spend(a.exchangeSeconds, kind);
+              s.commFree = t;
             }
             continue;
           }
@@ -683,6 +763,12 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             t = std::max(t, a);
             continue;
           }
+          // A value for an optimizer TaskGraph goes once, at the last
+          // micro-batch (Send's last_micro_batch).
+          if (is(op, rt::OpKind::Send) && st.mb != s.count - 1)
+            if (auto it = op.attrs().find("last_micro_batch");
+                it != op.attrs().end() && it->second.i() != 0)
+              continue;
           if (start < 0)
             start = t;
           out.flopsPerStep += static_cast<double>(op.flops()) *
@@ -706,9 +792,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         }
         meet();
         // The task's last buckets go out when it ends.
-        for (const auto &[axes, bucket] : open)
-          if (bucket.second > 0)
-            spend(bucket.first->seconds(cost, bucket.second), "AllReduce");
+        flushOpen();
         std::string task =
             s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
         out.events.push_back(
@@ -725,6 +809,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   if (!done())
     throw SpecError("the plan's schedules wait on each other (a receive "
                     "whose send never comes); it cannot be replayed");
+  // The step ends when the channel's last exchange has (the executor waits
+  // for every exchange before the step's updates).
+  for (ProgState &s : progs)
+    s.clock = std::max(s.clock, s.commFree);
   // Ranks of one program with different numbers of micro-batches meet at
   // their last all-reduce (the gradients' last bucket, which the optimizer
   // waits for): each goes on from when the last of them gets there.
@@ -739,8 +827,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   for (const ProgState &s : progs) {
     ProgramPrediction &pp = out.programs[s.index];
     pp.finishSeconds = std::max(pp.finishSeconds, s.clock);
-    if (s.busy >= pp.busySeconds)
+    if (s.busy >= pp.busySeconds) {
       pp.secondsByKind = s.byKind;
+      pp.overlappedByKind = s.overlapped;
+    }
     pp.busySeconds = std::max(pp.busySeconds, s.busy);
     out.stepSeconds = std::max(out.stepSeconds, s.clock);
   }
@@ -757,8 +847,9 @@ std::string shoal::planner::chromeTrace(const Prediction &p) {
     first = false;
   }
   for (const SimEvent &e : p.events)
-    json += fmt::format(",{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":0,"
+    json += fmt::format(",{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":{},"
                         "\"ts\":{:.3f},\"dur\":{:.3f}}}",
-                        e.name, e.program, e.start * 1e6, e.seconds * 1e6);
+                        e.name, e.program, e.lane, e.start * 1e6,
+                        e.seconds * 1e6);
   return json + "]}\n";
 }

@@ -1,7 +1,8 @@
 //===- Pipeline.cpp - Send/recv between stages and the schedule -*- C++ -*-===//
 //
-// Turns every shoal.bridge into a shoal.send at the end of the TaskGraph
-// holding the value and a shoal.recv at the start of the one reading it, so
+// Turns every shoal.bridge into a shoal.send in the TaskGraph holding the
+// value, right after the op that computes it, and a shoal.recv at the start
+// of the one reading it, so
 // that each device group's TaskGraphs stand alone, and writes the order in
 // which each device group runs its micro-batches (lib/Schedule).
 //
@@ -70,7 +71,15 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       if (!src.getDefiningOp<TaskGraphOp>() && !isa<BlockArgument>(src))
         return bridge.emitError() << "bridges a value that is neither a "
                                      "TaskGraph result nor a graph input";
+      // The send goes right after the value is computed, not at the
+      // TaskGraph's end: the reading stage can start while this one goes
+      // on, and a backward TaskGraph's gradient reductions (at the last
+      // micro-batch: the exchange) do not hold back the activation
+      // gradient the stage upstream waits for (Megatron's drain order).
       OpBuilder b(holder.getYield());
+      if (Operation *def = inner.getDefiningOp();
+          def && def->getBlock() == holder.getYield()->getBlock())
+        b.setInsertionPointAfter(def);
       b.create<SendOp>(bridge.getLoc(), inner, id, bridge.getFrom(),
                        bridge.getTo());
       // Each reader receives it at its start instead of taking an input.

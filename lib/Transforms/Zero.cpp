@@ -10,14 +10,17 @@
 //
 //   1  the optimizer state (adam.m, adam.v, sgd.momentum) holds this rank's
 //      block; the gradient's all_reduce becomes a reduce_scatter (summed
-//      over the micro-batches first: the whole gradient is accumulated);
-//      the update writes its block of the weight and gathers the weight
-//      (`shoal.zero_axes` on the update).
-//   2  as 1, and the gradient is reduce-scattered at every micro-batch, so
-//      only the block is accumulated.
-//   3  as 2, and the weight itself is stored as its block: it is gathered
-//      just before each op that reads it and the update is a plain one of
-//      blocks.
+//      over the micro-batches first: the whole gradient is accumulated
+//      locally and scattered once per step, as Megatron's distributed
+//      optimizer does); the update writes its block of the weight and
+//      gathers the weight (`shoal.zero_axes` on the update).
+//   2  as 1 (with micro-batches too: one reduce-scatter per step; without
+//      them the gradient buffer is the block either way).
+//   3  the weight itself is stored as its block: it is gathered just
+//      before each op that reads it (each micro-batch, forward and
+//      backward), the gradient is reduce-scattered at every micro-batch and
+//      only the block is accumulated (DeepSpeed's stage 3), and the update
+//      is a plain one of blocks.
 //
 // A weight that cannot be cut (rank 0, fewer rows than ranks, or a dim 0
 // already split whose local size Z does not divide) keeps the plain update,
@@ -237,11 +240,11 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       AllReduceOp ar = sum->reduce;
       OpBuilder rb(ar);
       bool micro = llvm::is_contained(summed, "mb");
-      // Stage 1 accumulates the whole gradient over the micro-batches and
-      // scatters once; stages 2 and 3 scatter every micro-batch and
-      // accumulate the block.
+      // Stages 1 and 2 accumulate the whole gradient over the
+      // micro-batches and scatter once per step; stage 3 scatters every
+      // micro-batch and accumulates the block.
       SmallVector<StringRef> scatterAxes, rest;
-      if (micro && stage == 1)
+      if (micro && stage <= 2)
         scatterAxes.push_back("mb");
       llvm::append_range(scatterAxes, scatterZ);
       for (StringRef a : summed)

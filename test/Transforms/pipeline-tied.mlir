@@ -22,6 +22,13 @@
 // OPT-DAG: shoal.adamw %{{.*}} {{{.*}}shoal.phase = "optimizer", shoal.scope = "s0"{{.*}}} : tensor<10x8xf32>
 // OPT-DAG: shoal.adamw %{{.*}} {{{.*}}shoal.mirror, shoal.phase = "optimizer", shoal.scope = "s1"{{.*}}} : tensor<10x8xf32>
 
+// The activation gradient goes upstream right after it is computed, before
+// the rest of the TaskGraph (the tied weight's transpose and its send): the
+// stage upstream does not wait for this one's later work.
+// PP: shoal.task_graph "s1.bwd"
+// PP: %[[DX:.*]] = shoal.mul %{{[0-9]+}}, %{{[0-9]+}} {shoal.phase = "backward"} : (tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x6x8xf32>
+// PP-NEXT: shoal.send %[[DX]] id 1
+// PP-NEXT: shoal.transpose
 // PP: shoal.task_graph "s0.bwd"
 // PP: shoal.send %{{.*}} id [[ID:[0-9]+]] {{.*}}shoal.last_micro_batch{{.*}} : tensor<10x8xf32>
 // PP: shoal.task_graph "s1.opt"

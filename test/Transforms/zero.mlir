@@ -4,12 +4,13 @@
 // rank).
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=1" | FileCheck %s --check-prefix=Z1 --implicit-check-not='all_reduce {{.*}} over ["dp"] :'
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=3" | FileCheck %s --check-prefix=Z3
-// With micro-batches (gradient accumulation in a pipeline stage), stage 1
-// sums the whole gradient over them before scattering, stage 2 scatters at
-// every micro-batch and sums the block; both cross from the backward
-// TaskGraph into the optimizer's as the block.
+// With micro-batches (gradient accumulation in a pipeline stage), stages 1
+// and 2 sum the whole gradient over them before scattering once per step,
+// stage 3 scatters at every micro-batch and sums the block; all cross from
+// the backward TaskGraph into the optimizer's as the block.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_mb2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=1" | FileCheck %s --check-prefix=MB1
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_mb2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=2" | FileCheck %s --check-prefix=MB2
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_mb2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=3" | FileCheck %s --check-prefix=MB3
 // Stage 0 changes nothing; a bad stage and a forward module are errors.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=0" | FileCheck %s --check-prefix=Z0
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-zero="stage=4" 2>&1 | FileCheck %s --check-prefix=BAD
@@ -49,9 +50,16 @@
 // MB1: shoal.task_graph "model.opt" {{.*}}tensor<12x32xf32>
 // MB1: shoal.adamw {{.*}}shoal.zero_axes = ["dp"]{{.*}} : tensor<24x32xf32>, tensor<12x32xf32>, tensor<12x32xf32>, tensor<12x32xf32>
 
+// Stage 2 too accumulates over the micro-batches first and scatters once
+// per step (Megatron's distributed optimizer), not at every micro-batch.
 // MB2: shoal.task_graph "model.bwd"
-// MB2: %[[S:.*]] = shoal.reduce_scatter %{{.*}} dim 0 over ["dp"] {{.*}} : (tensor<24x32xf32>) -> tensor<12x32xf32>
-// MB2-NEXT: shoal.all_reduce %[[S]] over ["mb"] : tensor<12x32xf32>
+// MB2: shoal.reduce_scatter %{{.*}} dim 0 over ["mb", "dp"] {{.*}} : (tensor<24x32xf32>) -> tensor<12x32xf32>
+// MB2-NOT: shoal.all_reduce %{{.*}} over ["mb"]
+// MB2: shoal.task_graph "model.opt" {{.*}}tensor<12x32xf32>
+
+// MB3: shoal.task_graph "model.bwd"
+// MB3: %[[S:.*]] = shoal.reduce_scatter %{{.*}} dim 0 over ["dp"] {{.*}} : (tensor<24x32xf32>) -> tensor<12x32xf32>
+// MB3-NEXT: shoal.all_reduce %[[S]] over ["mb"] : tensor<12x32xf32>
 
 // Z0-NOT: reduce_scatter
 // Z0-NOT: zero_axes

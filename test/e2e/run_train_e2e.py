@@ -732,12 +732,14 @@ def zero_checks(ctx, spec, par, K):
     for label, plan in (("plain", plain_plan), ("zero", os.path.join(ctx.work, "par.plan"))):
         mem[label] = report_memory(ctx, plan, "plain" if label == "plain" else "par")
     kinds = ["weights", "grads", "optimizer"]
-    shrunk = {"optimizer"} | ({"grads"} if a.zero >= 2 else set()) | \
+    micro = micro_batches(spec) > 1
+    # Stages 1 and 2 with micro-batches sum the whole gradient before they
+    # scatter: the accumulator plus the block.
+    shrunk = {"optimizer"} | ({"grads"} if a.zero >= 3 or (a.zero == 2 and not micro)
+                              else set()) | \
         ({"weights"} if a.zero >= 3 else set())
     for i, kind in enumerate(kinds):
         p, z = mem["plain"][i], mem["zero"][i]
-        # Stage 1 with micro-batches sums the whole gradient before it
-        # scatters: the accumulator plus the block.
         bound = (p / a.zero_dp if kind in shrunk else
                  p * (1 + 1.0 / a.zero_dp) if kind == "grads" else p) * 1.02
         ok = z <= bound
@@ -746,7 +748,46 @@ def zero_checks(ctx, spec, par, K):
         if not ok:
             rows.append(("memory", kind, None, "ZeRO-%d %.3f MiB > %.3f MiB (plain %.3f / %d)"
                          % (a.zero, z, bound, p, a.zero_dp if kind in shrunk else 1)))
+    rows += scatter_count_checks(ctx, micro)
     return rows
+
+
+def micro_batches(spec):
+    """The spec's pipeline.num_micro_batch (1 without one)."""
+    with open(spec) as f:
+        m = re.search(r"num_micro_batch:\s*([0-9]+)", f.read())
+    return int(m.group(1)) if m else 1
+
+
+def scatter_count_checks(ctx, micro):
+    """--zero: one traced step of the ZeRO plan; the gradient
+    reduce-scatters on each rank, counted per op. Stages 1 and 2 scatter
+    each gradient once per step, also with micro-batches (they accumulate
+    locally first); stage 3 with micro-batches at every micro-batch."""
+    a = ctx.args
+    trace = os.path.join(ctx.work, "trace_zero.json")
+    ctx.train(os.path.join(ctx.work, "par.plan"), a.world_size, 1,
+              os.path.join(ctx.work, "ckpt_zero_trace"), par=True,
+              extra=["--trace", trace])
+    with open(trace) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    per_op = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("tid") == 1 and \
+                e.get("name", "").startswith("ReduceScatter"):
+            key = (e["pid"], e.get("args", {}).get("op"))
+            per_op[key] = per_op.get(key, 0) + 1
+    counts = sorted(set(per_op.values()))
+    print("    reduce-scatters per op and step: %s over %d (rank, op) pairs"
+          % (counts or "none", len(per_op)))
+    if not per_op:
+        return [("ZeRO reduce-scatters", "trace", None, "no ReduceScatter in the trace")]
+    if a.zero <= 2 and counts != [1]:
+        return [("ZeRO reduce-scatters", "trace", None,
+                 "ZeRO-%d scattered an op's gradient %s times in one step, expected once"
+                 % (a.zero, counts))]
+    return []
 
 
 def report_memory(ctx, plan, label):

@@ -204,6 +204,10 @@ int main(int argc, char **argv) {
           std::printf("shoal-sim:   %-24s %10.3f ms %5.1f%%\n", kind.c_str(),
                       seconds * 1e3,
                       pp.busySeconds > 0 ? 100 * seconds / pp.busySeconds : 0);
+        // Exchanges beside the compute: not in the busy time.
+        for (const auto &[kind, seconds] : pp.overlappedByKind)
+          std::printf("shoal-sim:   %-24s %10.3f ms beside the compute\n",
+                      kind.c_str(), seconds * 1e3);
       }
     }
     if (!tracePath.empty()) {

@@ -7,7 +7,10 @@
 // Replays every program of a plan in its schedule order with the cost
 // model's times: ops on the program's slowest device, collectives over the
 // ranks of their group, sends as soon as their task ends and receives when
-// the message has arrived. Gives the predicted step time, each stage's busy
+// the message has arrived; an exchange the executor starts asynchronously
+// (a gradient's all-reduce, alone or in a bucket) runs on the program's
+// communication channel beside the compute, and its readers (the
+// optimizer's update at the step's end) wait for it. Gives the predicted step time, each stage's busy
 // time and bubble, the weights each rank holds, and a timeline.
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +36,9 @@ struct SimEvent {
   int program = 0;
   std::string name; ///< "F3 s1", or "send 2" / "recv 2"
   double start = 0, seconds = 0;
+  /// 0: the compute; 1: the communication channel (exchanges that overlap
+  /// the compute).
+  int lane = 0;
 };
 
 struct ProgramPrediction {
@@ -43,6 +49,9 @@ struct ProgramPrediction {
   double capacityBytes = 0; ///< the smallest device memory among its ranks
   /// Busy seconds by op kind (its slowest ranks'; shoal-sim --breakdown).
   std::map<std::string, double> secondsByKind;
+  /// Seconds of the exchanges that ran beside the compute, by kind (not in
+  /// busySeconds: the ops after them went on).
+  std::map<std::string, double> overlappedByKind;
 };
 
 struct Prediction {
