@@ -519,8 +519,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     }
   }
 
-  // Gradients of replicated weights: one all-reduce per stage after the
-  // pipeline drains (not overlapped), then the optimizer's update.
+  // Gradients of replicated weights: one all-reduce per stage, in buckets
+  // started during the stage's last backward (overlapped with it and with
+  // the drain of the stages ahead), then the optimizer's update.
   l.dpSeconds = l.optimizerSeconds = 0;
   double tail = 0;
   l.fits = true;
@@ -534,7 +535,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       live = std::max(live, op.liveBytes / s.devices);
       work = std::max(work, op.bytes / s.devices);
     }
-    double reduce = 0, update = 0;
+    double reduce = 0, update = 0, exposed = 0;
     if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;
@@ -545,6 +546,11 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double bytes = params * bpp;
       double buckets = std::max(1.0, std::ceil(bytes / kGradBucketBytes));
       reduce = buckets * cost.allReduceSeconds(group, bytes / buckets);
+      // The executor starts each bucket when it fills, beside the last
+      // micro-batch's backward (shoal-sim's communication channel): all
+      // but the last bucket can hide behind that backward.
+      double hidden = t[k][worst].backward * (buckets - 1) / buckets;
+      exposed = std::max(reduce / buckets, reduce - hidden);
     }
     if (training(step) && profile.hasBackward) {
       // AdamW over this rank's parameters (its ZeRO block).
@@ -570,7 +576,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                                           rankOf(l.stages[j], worst, 0),
                                           edge.cutBytes * microFrac(worst));
       }
-    tail = std::max(tail, reduce + update - drain);
+    tail = std::max(tail, exposed + update - drain);
     // Memory on the replica with the largest share.
     double frac = counts ? microSamples / profile.batch
                          : *std::max_element(shares.begin(), shares.end()) / m /

@@ -444,6 +444,16 @@ double Prediction::bubble() const {
   return sum / programs.size();
 }
 
+double Prediction::busiestBubble() const {
+  const ProgramPrediction *busiest = nullptr;
+  for (const ProgramPrediction &p : programs)
+    if (!busiest || p.busySeconds > busiest->busySeconds)
+      busiest = &p;
+  if (!busiest || busiest->busySeconds <= 0)
+    return 0;
+  return (stepSeconds - busiest->busySeconds) / busiest->busySeconds;
+}
+
 double Prediction::expectedBubble() const {
   return static_cast<double>(stages - 1) /
          (static_cast<double>(chunks) * microBatches);
@@ -501,12 +511,21 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     /// When its last exchange with other ranks began (-1: none).
     double syncAt = -1;
     std::map<std::string, double> byKind;
-    /// The communication channel: when its last exchange ends; the
-    /// exchanges it ran beside the compute, by kind; and the values whose
-    /// exchange a reader must wait for.
-    double commFree = 0;
+    /// The communication channels, one per group of axes (a
+    /// communicator of the runtime's): when each one's last exchange ends;
+    /// the exchanges they ran beside the compute, by kind; when each value
+    /// exchanged beside the compute is ready; the values in each open
+    /// bucket.
+    std::map<std::vector<int>, double> commFree;
     std::map<std::string, double> overlapped;
-    std::set<int> pendingValues;
+    std::map<int, double> readyAt;
+    std::map<std::vector<int>, std::vector<int>> bucketValues;
+    double lastExchange() const {
+      double end = 0;
+      for (const auto &[axes, free] : commFree)
+        end = std::max(end, free);
+      return end;
+    }
   };
   std::vector<ProgState> progs;
   for (const plan::Program &prog : plan.programs()) {
@@ -636,21 +655,22 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           busy += seconds;
           s.byKind[kind] += seconds;
         };
-        // An exchange started beside the compute: it runs on the channel
-        // after the ones before it, and the ops after it go on.
-        auto launch = [&](double seconds, const std::string &kind) {
-          double begin = std::max(t, s.commFree);
-          s.commFree = begin + seconds;
+        // An exchange started beside the compute: it runs on its group's
+        // channel after the ones before it there, and the ops after it go
+        // on. Returns when it ends.
+        auto launch = [&](const std::vector<int> &axes, double seconds,
+                          const std::string &kind) {
+          double &free = s.commFree[axes];
+          double begin = std::max(t, free);
+          free = begin + seconds;
           s.overlapped[kind] += seconds;
           out.events.push_back({s.index, kind, begin, seconds, 1});
+          return free;
         };
-        // The ops that read an exchanged value wait for the channel.
-        auto waitComm = [&] {
-          if (s.commFree > t)
-            out.events.push_back({s.index, "wait for the exchanges", t,
-                                  s.commFree - t});
-          t = std::max(t, s.commFree);
-          s.pendingValues.clear();
+        auto waitUntil = [&](double when, const char *what) {
+          if (when > t)
+            out.events.push_back({s.index, what, t, when - t});
+          t = std::max(t, when);
         };
         // Each rank's time (and its ops' kinds) since the ranks last met:
         // they wait for each other only when they communicate, so with
@@ -671,29 +691,44 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           for (auto &m : sinceKinds)
             m.clear();
         };
-        // Launches the open buckets (the executor's flushBucket).
-        auto flushOpen = [&] {
+        // Launches an open bucket (the executor's flushBucket).
+        auto flush = [&](const std::vector<int> &axes) {
+          auto &[info, bytes] = open[axes];
+          if (bytes <= 0)
+            return;
+          double end = launch(axes, info->seconds(cost, bytes), "AllReduce");
+          for (int v : s.bucketValues[axes])
+            s.readyAt[v] = end;
+          s.bucketValues[axes].clear();
+          bytes = 0;
+        };
+        auto flushAll = [&] {
           for (auto &[axes, bucket] : open)
-            if (bucket.second > 0) {
-              launch(bucket.first->seconds(cost, bucket.second), "AllReduce");
-              bucket.second = 0;
-            }
+            flush(axes);
         };
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
-          // A reader of an exchanged value waits for it; an optimizer, which
-          // the executor defers to the step's end, for every exchange.
-          bool waits =
-              rt::opKindHas(op.kind(), rt::kOptimizer) &&
-              (s.commFree > t ||
-               std::any_of(open.begin(), open.end(),
-                           [](const auto &b) { return b.second.second > 0; }));
-          for (int v : op.inputs())
-            waits |= s.pendingValues.count(v) > 0;
-          if (waits) {
+          // A reader of a value exchanged beside the compute waits for it;
+          // an optimizer, which the executor defers to the step's end, for
+          // every exchange.
+          if (rt::opKindHas(op.kind(), rt::kOptimizer)) {
             meet();
-            flushOpen();
-            waitComm();
+            flushAll();
+            waitUntil(s.lastExchange(), "wait for the exchanges");
+            s.readyAt.clear();
+          }
+          for (int v : op.inputs()) {
+            for (auto &[axes, values] : s.bucketValues)
+              if (std::find(values.begin(), values.end(), v) != values.end()) {
+                meet();
+                flush(axes);
+                break;
+              }
+            if (auto it = s.readyAt.find(v); it != s.readyAt.end()) {
+              meet();
+              waitUntil(it->second, "wait for an exchange");
+              s.readyAt.erase(it);
+            }
           }
           if (const std::vector<double> &mine = s.rankSeconds[i];
               mine.size() == since.size() && !mine.empty()) {
@@ -733,24 +768,27 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             if (!a.exchanges() || (a.accumulates && st.mb != s.count - 1))
               continue;
             s.syncAt = t;
-            if (op.outputs_size() && a.async)
-              s.pendingValues.insert(op.outputs(0));
+            int result = op.outputs_size() ? op.outputs(0) : -1;
             if (a.bucketable && bucketBytes > 0) {
               auto &[info, b] = open[a.axes];
               info = &a;
               b += a.bytes;
+              if (result >= 0)
+                s.bucketValues[a.axes].push_back(result);
               if (b >= bucketBytes) {
                 meet();
-                launch(a.seconds(cost, b), "AllReduce");
-                b = 0;
+                flush(a.axes);
               }
             } else if (a.async) {
-              launch(a.exchangeSeconds, kind);
+              double end = launch(a.axes, a.exchangeSeconds, kind);
+              if (result >= 0)
+                s.readyAt[result] = end;
             } else {
-              // Synchronous: after the channel's exchanges before it.
-              waitComm();
+              // Synchronous: after the exchanges before it on its channel.
+              double &free = s.commFree[a.axes];
+              waitUntil(free, "wait for the exchanges");
               spend(a.exchangeSeconds, kind);
-              s.commFree = t;
+              free = t;
             }
             continue;
           }
@@ -792,7 +830,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         }
         meet();
         // The task's last buckets go out when it ends.
-        flushOpen();
+        flushAll();
         std::string task =
             s.prog->tasks_size() ? s.prog->tasks(st.task) : s.prog->role();
         out.events.push_back(
@@ -812,7 +850,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   // The step ends when the channel's last exchange has (the executor waits
   // for every exchange before the step's updates).
   for (ProgState &s : progs)
-    s.clock = std::max(s.clock, s.commFree);
+    s.clock = std::max(s.clock, s.lastExchange());
   // Ranks of one program with different numbers of micro-batches meet at
   // their last all-reduce (the gradients' last bucket, which the optimizer
   // waits for): each goes on from when the last of them gets there.

@@ -174,9 +174,11 @@ int main(int argc, char **argv) {
     if (pred.stages > 1 || pred.microBatches > 1)
       std::printf("shoal-sim: pipeline %s, %d stages x %d micro-batches: "
                   "bubble predicted %.3g (idle / busy time, mean over "
-                  "stages), schedule's (p-1)/(v*m) = %.3g\n",
+                  "stages), %.3g on the busiest stage, schedule's "
+                  "(p-1)/(v*m) = %.3g\n",
                   pred.schedule.c_str(), pred.stages, pred.microBatches,
-                  pred.bubble(), pred.expectedBubble());
+                  pred.bubble(), pred.busiestBubble(),
+                  pred.expectedBubble());
     bool fits = true;
     for (std::size_t i = 0; i < pred.programs.size(); ++i) {
       const ProgramPrediction &pp = pred.programs[i];
@@ -187,11 +189,13 @@ int main(int argc, char **argv) {
       auto mib = [](std::size_t b) {
         return static_cast<double>(b) / (1 << 20);
       };
-      std::printf("shoal-sim: %s (%zu ranks): busy %s ms, memory %.3f MiB "
+      std::printf("shoal-sim: %s (%zu ranks): busy %s ms, finishes at %s ms, "
+                  "memory %.3f MiB "
                   "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
                   "activations %.3f MiB) of %.1f GiB%s\n",
                   pp.role.c_str(), pp.ranks.size(),
-                  millis(pp.busySeconds).c_str(), total / (1 << 20),
+                  millis(pp.busySeconds).c_str(),
+                  millis(pp.finishSeconds).c_str(), total / (1 << 20),
                   mib(mem.weights), mib(mem.grads), mib(mem.optimizer),
                   mib(mem.activations), pp.capacityBytes / (1 << 30),
                   total > pp.capacityBytes ? " DOES NOT FIT" : "");

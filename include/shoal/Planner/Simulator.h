@@ -63,8 +63,13 @@ struct Prediction {
   std::vector<ProgramPrediction> programs;
   std::vector<SimEvent> events;
 
-  /// Mean over programs of idle / busy time (what shoal-run reports).
+  /// Mean over programs of idle / busy time (what shoal-run reports): with
+  /// stages of unequal work, their imbalance counts too.
   double bubble() const;
+  /// Idle / busy time of the busiest program: the pipeline's own bubble
+  /// (fill, drain, waiting on transfers and exposed exchanges), which the
+  /// schedule's (p-1)/(v*m) describes when the stages are balanced.
+  double busiestBubble() const;
   /// The schedule's (p-1)/(v*m).
   double expectedBubble() const;
 };
