@@ -640,8 +640,17 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         const Step &st = s.steps[s.next];
         const std::vector<int> &ops = s.taskOps.at(st.task);
         bool ready = true;
+        // A Send or Recv of a step's sum (last_micro_batch) runs only at
+        // the last micro-batch.
+        auto skipped = [&](const plan::Op &op) {
+          if (st.mb == s.count - 1 || (!is(op, rt::OpKind::Send) &&
+                                       !is(op, rt::OpKind::Recv)))
+            return false;
+          auto it = op.attrs().find("last_micro_batch");
+          return it != op.attrs().end() && it->second.i() != 0;
+        };
         for (int i : ops)
-          if (is(s.prog->ops(i), rt::OpKind::Recv) &&
+          if (is(s.prog->ops(i), rt::OpKind::Recv) && !skipped(s.prog->ops(i)) &&
               !arrival.count({s.prog->ops(i).transfer().id(), st.mb}))
             ready = false;
         if (!ready)
@@ -792,6 +801,8 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             }
             continue;
           }
+          if (skipped(op))
+            continue;
           if (is(op, rt::OpKind::Recv)) {
             double a = arrival[{op.transfer().id(), st.mb}];
             if (a > t)
@@ -801,12 +812,6 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             t = std::max(t, a);
             continue;
           }
-          // A value for an optimizer TaskGraph goes once, at the last
-          // micro-batch (Send's last_micro_batch).
-          if (is(op, rt::OpKind::Send) && st.mb != s.count - 1)
-            if (auto it = op.attrs().find("last_micro_batch");
-                it != op.attrs().end() && it->second.i() != 0)
-              continue;
           if (start < 0)
             start = t;
           out.flopsPerStep += static_cast<double>(op.flops()) *

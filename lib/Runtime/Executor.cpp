@@ -1051,6 +1051,13 @@ void Executor::recv(const OpInfo &op, Comm &comm) {
   int mb = currentMicroBatch;
   int tag = t.id * kMaxMicroBatches + mb;
   Tensor out = resultBuffer(op.outputs[0]);
+  // A sum over the micro-batches comes once, at the last one; before it,
+  // zeros (read only by ops whose results matter at the last one).
+  if (op.attrs.lastMicroBatchOnly && mb != plan.numMicroBatches - 1) {
+    device.zero(out);
+    values[op.outputs[0]] = out;
+    return;
+  }
   Tensor hostOut =
       device.memory() == MemoryKind::Host ? out : Tensor(out.type());
   if (device.memory() == MemoryKind::Host)

@@ -89,7 +89,8 @@ struct OpAttrs {
   float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
   float scale = 1.f;             ///< Attention.
   bool tanhGelu = false;         ///< Gelu, GeluGrad: approximate = "tanh".
-  /// Send: only at the step's last micro-batch (`last_micro_batch`).
+  /// Send, Recv: only at the step's last micro-batch (`last_micro_batch`);
+  /// before it, a Recv's value is zeros.
   bool lastMicroBatchOnly = false;
   bool transA = false, transB = false;
   std::vector<int64_t> perm;     ///< Transpose.

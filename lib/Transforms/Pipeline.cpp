@@ -34,6 +34,76 @@ bool isOutputsTaskGraph(TaskGraphOp tg) {
              [](Operation &op) { return isa<WeightOp, ConstantOp>(op); });
 }
 
+bool overMicroBatches(ArrayAttr axes) {
+  return llvm::any_of(axes, [](Attribute a) {
+    auto s = dyn_cast<StringAttr>(a);
+    return s && s.getValue() == ShoalDialect::kMicroBatchAxis;
+  });
+}
+
+/// The values that hold a sum over the step's micro-batches ("step
+/// values"): an all_reduce or reduce_scatter over "mb" (gradient
+/// accumulation), what is computed from such values alone (constants
+/// aside), and those values across TaskGraph results, arguments and
+/// bridges. Before the last micro-batch one holds a partial sum that
+/// nothing uses.
+llvm::DenseSet<Value> stepValues(func::FuncOp func) {
+  llvm::DenseSet<Value> step;
+  for (Operation &op : func.getBody().front()) {
+    if (auto bridge = dyn_cast<BridgeOp>(op)) {
+      if (step.contains(bridge.getInput()))
+        step.insert(bridge.getResult());
+      continue;
+    }
+    auto tg = dyn_cast<TaskGraphOp>(op);
+    if (!tg)
+      continue;
+    Block &body = tg.getBody().front();
+    for (auto [outer, arg] : llvm::zip(tg.getInputs(), body.getArguments()))
+      if (step.contains(outer))
+        step.insert(arg);
+    for (Operation &inner : body.without_terminator()) {
+      bool isStep = false;
+      if (auto ar = dyn_cast<AllReduceOp>(inner)) {
+        isStep = overMicroBatches(ar.getAxes()) || step.contains(ar.getInput());
+      } else if (auto rs = dyn_cast<ReduceScatterOp>(inner)) {
+        isStep = overMicroBatches(rs.getAxes()) || step.contains(rs.getInput());
+      } else if (inner.getNumResults() &&
+                 !isa<SendOp, RecvOp, WeightOp, ConstantOp>(inner)) {
+        bool any = false, all = true;
+        for (Value v : inner.getOperands()) {
+          if (step.contains(v))
+            any = true;
+          else if (!v.getDefiningOp<ConstantOp>())
+            all = false;
+        }
+        isStep = any && all;
+      }
+      if (isStep)
+        for (Value r : inner.getResults())
+          step.insert(r);
+    }
+    for (auto [result, yielded] :
+         llvm::zip(tg.getResults(), tg.getYield().getOperands()))
+      if (step.contains(yielded))
+        step.insert(result);
+  }
+  return step;
+}
+
+/// Whether every reader of `arg` (a TaskGraph's block argument) computes a
+/// step value or yields it: then the value need not arrive before the last
+/// micro-batch.
+bool readOnlyByStepOps(BlockArgument arg, const llvm::DenseSet<Value> &step) {
+  return llvm::all_of(arg.getUsers(), [&](Operation *user) {
+    if (isa<YieldOp, SendOp>(user))
+      return true;
+    return user->getNumResults() > 0 &&
+           llvm::all_of(user->getResults(),
+                        [&](Value r) { return step.contains(r); });
+  });
+}
+
 struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
   void runOnOperation() final {
     ModuleOp module = getOperation();
@@ -48,8 +118,21 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
   LogicalResult lowerBridges(func::FuncOp func) {
     Block &entry = func.getBody().front();
     int64_t id = 0;
+    // A step value (a gradient summed over the micro-batches: a tied
+    // weight's from the stage that holds its other reader) whose every
+    // reader computes step values too goes once per step, at the last
+    // micro-batch, instead of at every micro-batch (Megatron sums the
+    // copies of a tied embedding once per step).
+    llvm::DenseSet<Value> step = stepValues(func);
     for (auto bridge : llvm::make_early_inc_range(entry.getOps<BridgeOp>())) {
       Value src = bridge.getInput();
+      bool once = step.contains(src) &&
+                  llvm::all_of(bridge.getResult().getUses(), [&](OpOperand &u) {
+                    auto tg = dyn_cast<TaskGraphOp>(u.getOwner());
+                    return tg && readOnlyByStepOps(tg.getBody().getArgument(
+                                                       u.getOperandNumber()),
+                                                   step);
+                  });
       // The value inside the TaskGraph that holds it.
       Value inner;
       TaskGraphOp holder;
@@ -80,8 +163,10 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       if (Operation *def = inner.getDefiningOp();
           def && def->getBlock() == holder.getYield()->getBlock())
         b.setInsertionPointAfter(def);
-      b.create<SendOp>(bridge.getLoc(), inner, id, bridge.getFrom(),
-                       bridge.getTo());
+      auto send = b.create<SendOp>(bridge.getLoc(), inner, id,
+                                   bridge.getFrom(), bridge.getTo());
+      if (once)
+        send->setAttr(ShoalDialect::kLastMicroBatchAttr, b.getUnitAttr());
       // Each reader receives it at its start instead of taking an input.
       for (OpOperand &use :
            llvm::make_early_inc_range(bridge.getResult().getUses())) {
@@ -94,6 +179,8 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         auto recv = rb.create<RecvOp>(bridge.getLoc(),
                                       body.getArgument(index).getType(), id,
                                       bridge.getFrom(), bridge.getTo());
+        if (once)
+          recv->setAttr(ShoalDialect::kLastMicroBatchAttr, rb.getUnitAttr());
         body.getArgument(index).replaceAllUsesWith(recv.getResult());
         tg->eraseOperand(index);
         body.eraseArgument(index);
@@ -143,10 +230,13 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       for (TaskGraphOp tg : tgs)
         tg.walk([&](RecvOp r) { toUpdates.insert(r.getId()); });
     if (!toUpdates.empty())
-      entry.walk([&](SendOp s) {
-        if (toUpdates.contains(s.getId()))
-          s->setAttr(ShoalDialect::kLastMicroBatchAttr,
-                     UnitAttr::get(s.getContext()));
+      entry.walk([&](Operation *op) {
+        auto s = dyn_cast<SendOp>(op);
+        auto r = dyn_cast<RecvOp>(op);
+        if ((s && toUpdates.contains(s.getId())) ||
+            (r && toUpdates.contains(r.getId())))
+          op->setAttr(ShoalDialect::kLastMicroBatchAttr,
+                      UnitAttr::get(op->getContext()));
       });
     int64_t microBatches = 1, chunks = 1;
     if (auto m = module->getAttrOfType<IntegerAttr>(

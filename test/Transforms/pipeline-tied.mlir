@@ -8,8 +8,9 @@
 // shoal-optimizer: each stage reading the tied weight updates its own copy
 // with the summed gradient; the later stage's update is a mirror.
 // RUN: shoal-opt %s --shoal-annotate="spec=%inputs/spec_pp2_tied.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer | FileCheck %s --check-prefix=OPT
-// shoal-pipeline: the summed gradient is sent to s1's update TaskGraph once,
-// at the last micro-batch.
+// shoal-pipeline: s1's part of the tied weight's gradient goes to s0 once,
+// at the last micro-batch, and the summed gradient to s1's update TaskGraph
+// once too.
 // RUN: shoal-opt %s --shoal-annotate="spec=%inputs/spec_pp2_tied.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-pipeline | FileCheck %s --check-prefix=PP
 
 // AD: shoal.gather {{.*}}{shoal.scope = "s0"}
@@ -28,9 +29,16 @@
 // PP: shoal.task_graph "s1.bwd"
 // PP: %[[DX:.*]] = shoal.mul %{{[0-9]+}}, %{{[0-9]+}} {shoal.phase = "backward"} : (tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x6x8xf32>
 // PP-NEXT: shoal.send %[[DX]] id 1
-// PP-NEXT: shoal.transpose
+// The LM head's gradient, summed over the micro-batches, goes to s0 once
+// per step (at the last micro-batch), not at every micro-batch: s0 adds it
+// to the embedding's sum only then.
+// PP-NEXT: %[[T:.*]] = shoal.transpose
+// PP-NEXT: shoal.send %[[T]] id [[TIED:[0-9]+]] {{.*}}shoal.last_micro_batch{{.*}} : tensor<10x8xf32>
 // PP: shoal.task_graph "s0.bwd"
-// PP: shoal.send %{{.*}} id [[ID:[0-9]+]] {{.*}}shoal.last_micro_batch{{.*}} : tensor<10x8xf32>
+// PP: %[[R:.*]] = shoal.recv id [[TIED]] {{.*}}shoal.last_micro_batch{{.*}} : tensor<10x8xf32>
+// PP: %[[S:.*]] = shoal.all_reduce %{{.*}} over ["mb"] : tensor<10x8xf32>
+// PP-NEXT: %[[SUM:.*]] = shoal.add %[[R]], %[[S]]
+// PP-NEXT: shoal.send %[[SUM]] id [[ID:[0-9]+]] {{.*}}shoal.last_micro_batch{{.*}} : tensor<10x8xf32>
 // PP: shoal.task_graph "s1.opt"
 // PP: shoal.recv id [[ID]] {{.*}} : tensor<10x8xf32>
 // PP: shoal.adamw {{.*}}shoal.mirror

@@ -1151,9 +1151,12 @@ private:
               return planKind(K);
             })
             .Case([&](RecvOp r) {
+              constexpr OpKind K = OpKind::Recv;
               fillTransfer(out->mutable_transfer(), r.getId(), r.getResult(),
                            r.getTo(), r.getFrom(), r.getTo());
-              return planKind(OpKind::Recv);
+              if (r->hasAttr(ShoalDialect::kLastMicroBatchAttr))
+                setI(PLAN_ATTR(K, Int, "last_micro_batch"), 1);
+              return planKind(K);
             })
             .Default([](Operation *) { return ""; });
     if (kind.empty())
