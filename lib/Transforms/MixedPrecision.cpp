@@ -1,7 +1,9 @@
-//===- MixedPrecision.cpp - bf16/fp16 matrix products -----------*- C++ -*-===//
+//===- MixedPrecision.cpp - bf16/fp16 training ------------------*- C++ -*-===//
 //
-// Mixed-precision training on the local programs, after shoal-partition:
-// every matrix product (MatMul, Gemm, Conv, ConvTranspose; PyTorch
+// Mixed-precision training on the local programs, after shoal-partition.
+// By default the whole model in the low type (LowPrecision.cpp). With
+// `autocast` (the training config's bf16-autocast/fp16-autocast), this
+// file: every matrix product (MatMul, Gemm, Conv, ConvTranspose; PyTorch
 // autocast's lower-precision list), forward and backward, reads its float32
 // operands through casts to bf16 or fp16, and its result is cast back to
 // float32. The weights, the gradients they receive, the optimizer state and
@@ -14,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MixedPrecision.h"
 #include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
@@ -73,9 +76,14 @@ struct MixedPrecisionPass
     Builder b(module.getContext());
     Type low =
         precision == "bf16" ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    lower(module, low);
+    if (autocast)
+      lower(module, low);
+    else
+      lowerToLowPrecision(module, low);
     SmallVector<NamedAttribute> attrs = {
-        b.getNamedAttr("precision", b.getStringAttr(precision))};
+        b.getNamedAttr("precision", b.getStringAttr(precision)),
+        b.getNamedAttr("precision_mode",
+                       b.getStringAttr(autocast ? "autocast" : "model"))};
     if (lossScale)
       attrs.push_back(b.getNamedAttr(
           "loss_scale",
@@ -104,6 +112,7 @@ struct MixedPrecisionPass
 
   LogicalResult checkScaler(ModuleOp module) {
     MixedPrecisionPassOptions o;
+    o.autocast = autocast;
     o.initialScale = initialScale;
     o.growthInterval = growthInterval;
     o.growthFactor = growthFactor;

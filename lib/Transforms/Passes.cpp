@@ -104,11 +104,13 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   // it fused, the planner's activation estimate for Hugging Face GPT-2 leaves
   // the 10% that zoo.memory holds it to (TP2 + SP with full recomputation: 20%
   // under the arena).
-  // Not attention under mixed precision: shoal-mixed-precision rounds the
-  // chain's two products to the low type (tensor cores on a GPU), while
-  // shoal.attention and its gradient compute in float32.
+  // Not attention under autocast mixed precision: it rounds the chain's two
+  // products to the low type, which a fused attention does not do. The
+  // default mixed precision fuses it (low-type shoal.attention and
+  // attention_grad, float32 statistics inside).
   std::vector<std::string> earlyChains = options.earlyChains();
-  if (train && train->mixedPrecision.precision != "fp32")
+  if (train && train->mixedPrecision.precision != "fp32" &&
+      train->mixedPrecision.autocast)
     llvm::erase(earlyChains, "attention");
   if (train && options.fuse && !earlyChains.empty()) {
     FusePassOptions early;

@@ -250,7 +250,8 @@ Operation *getConsumer(Value v) {
   Operation *first = nullptr;
   for (Operation *user : v.getUsers()) {
     Operation *op = user;
-    if (isCollective(op))
+    // Through further collectives and shoal-mixed-precision's casts.
+    if (isCollective(op) || op->hasAttr(kPrecisionCastAttr))
       if (Operation *next = getConsumer(op->getResult(0)))
         op = next;
     if (!first ||

@@ -143,10 +143,18 @@ void Reader::read(const std::string &text, TrainConfig &out) const {
   MixedPrecisionPassOptions &mp = out.mixedPrecision;
   if (YAML::Node p = root["precision"]) {
     get(root, "precision", mp.precision, "a string");
+    // bf16-autocast / fp16-autocast: only the matrix products in the low
+    // type (the slower mode, kept for those who ask for it by name).
+    for (std::string low : {"bf16", "fp16"})
+      if (mp.precision == low + "-autocast") {
+        mp.precision = low;
+        mp.autocast = true;
+      }
     if (mp.precision != "fp32" && mp.precision != "bf16" &&
         mp.precision != "fp16")
-      fail(p, "'precision' must be fp32, bf16 or fp16, got '" + mp.precision +
-                  "'");
+      fail(p, "'precision' must be fp32, bf16, fp16, bf16-autocast or "
+              "fp16-autocast, got '" +
+                  mp.precision + "'");
     // fp16 scales the loss by default (PyTorch's GradScaler defaults).
     mp.lossScale = mp.precision == "fp16";
   }

@@ -5,10 +5,10 @@
 // itself. The weights, their gradients (what shoal.adamw reads) and the
 // optimizer state stay float32. A value read by several products of one
 // phase is cast once; the backward casts its own copy.
-// RUN: shoal-opt %inputs/two_layer_attention.mlir --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-mixed-precision="precision=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: shoal-opt %inputs/two_layer_attention.mlir --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-mixed-precision="precision=bf16 autocast" | FileCheck %s --check-prefix=BF16
 // fp16 with loss scaling: the scaler goes into the training attribute, and
 // shoal-autodiff{loss-scale-seed} marked the gradient seed.
-// RUN: shoal-opt %inputs/two_layer_attention.mlir --shoal-autodiff="loss=mse loss-scale-seed" --shoal-optimizer --shoal-mixed-precision="precision=fp16 loss-scale initial-scale=1024 growth-interval=10" | FileCheck %s --check-prefix=FP16
+// RUN: shoal-opt %inputs/two_layer_attention.mlir --shoal-autodiff="loss=mse loss-scale-seed" --shoal-optimizer --shoal-mixed-precision="precision=fp16 autocast loss-scale initial-scale=1024 growth-interval=10" | FileCheck %s --check-prefix=FP16
 // fp32 changes nothing; bad options are errors.
 // RUN: shoal-opt %inputs/two_layer_attention.mlir --shoal-mixed-precision="precision=fp32" | FileCheck %s --check-prefix=FP32 --implicit-check-not=shoal.cast
 // RUN: not shoal-opt %inputs/two_layer_attention.mlir --shoal-mixed-precision="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
@@ -16,7 +16,7 @@
 // RUN: not shoal-opt %inputs/two_layer_attention.mlir --shoal-mixed-precision="precision=fp16 loss-scale backoff-factor=1.5" 2>&1 | FileCheck %s --check-prefix=BACKOFF
 // RUN: not shoal-opt %inputs/two_layer_attention.mlir --shoal-mixed-precision="precision=fp16 loss-scale initial-scale=8 min-scale=16" 2>&1 | FileCheck %s --check-prefix=MIN
 
-// BF16: module attributes {shoal.training = {{{.*}}precision = "bf16"}}
+// BF16: module attributes {shoal.training = {{{.*}}precision = "bf16", precision_mode = "autocast"}}
 // BF16: %[[W0:.*]] = shoal.weight "h.0.q" : tensor<8x8xf32>
 // BF16: %[[X:.*]] = shoal.cast %arg0 {shoal.precision_cast{{.*}}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xbf16>
 // BF16: %[[W0L:.*]] = shoal.cast %[[W0]] {shoal.precision_cast{{.*}}} : (tensor<8x8xf32>) -> tensor<8x8xbf16>
@@ -32,7 +32,7 @@
 // BF16: %[[GWF:.*]] = shoal.cast %[[GW]] {shoal.phase = "backward", shoal.precision_cast{{.*}}} : (tensor<8x8xbf16>) -> tensor<8x8xf32>
 // BF16: shoal.adamw %{{.*}}, %[[GWF]], {{.*}} : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
 
-// FP16: module attributes {shoal.training = {{{.*}}loss_scale = {backoff_factor = 5.000000e-01 : f64, growth_factor = 2.000000e+00 : f64, growth_interval = 10 : i64, initial = 1.024000e+03 : f64, min = 1.000000e+00 : f64}, {{.*}}precision = "fp16"}}
+// FP16: module attributes {shoal.training = {{{.*}}loss_scale = {backoff_factor = 5.000000e-01 : f64, growth_factor = 2.000000e+00 : f64, growth_interval = 10 : i64, initial = 1.024000e+03 : f64, min = 1.000000e+00 : f64}, {{.*}}precision = "fp16", precision_mode = "autocast"}}
 // FP16: shoal.matmul {{.*}} -> tensor<2x4x8xf16>
 // FP16: shoal.constant {shoal.loss_scale, shoal.phase = "backward"} dense<1.000000e+00> : tensor<f32>
 

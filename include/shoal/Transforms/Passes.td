@@ -366,11 +366,23 @@ def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
 }
 
 def MixedPrecisionPass : Pass<"shoal-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Matrix products in bf16 or fp16 on fp32 master weights";
+  let summary = "bf16 or fp16 training on fp32 master weights";
   let description = [{
     Runs on the local programs of a training module, after
     `shoal-partition` and `shoal-zero` (training config
-    `precision: bf16|fp16`, docs/Training.md "Mixed precision"). Every
+    `precision: bf16|fp16`, docs/Training.md "Mixed precision").
+
+    By default, as Megatron-LM and TransformerEngine train
+    (lib/Transforms/LowPrecision.cpp): every float32 activation of the
+    forward and backward TaskGraphs, and the collectives and transfers of
+    activations, are in the low type; each TaskGraph reads a weight through
+    one cast; weight gradients are produced in float32 from low operands and
+    summed over micro-batches and replicas in float32; the loss, scalars,
+    returned values, optimizer TaskGraphs and the ops the runtime computes
+    in float32 only (convolutions, batch norm, the vocabulary-parallel
+    loss) stay float32. Constants are rewritten in the low type.
+
+    With `autocast` (training config `precision: bf16-autocast`): every
     float32 `MatMul`, `Gemm` and ONNX `Conv`/`ConvTranspose` (PyTorch
     autocast's lower-precision list), forward and backward, reads its
     float32 operands through a `shoal.cast` to the low type, computes in it
@@ -393,6 +405,10 @@ def MixedPrecisionPass : Pass<"shoal-mixed-precision", "::mlir::ModuleOp"> {
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "fp32 (no change), bf16 or fp16">,
+    Option<"autocast", "autocast", "bool", /*default=*/"false",
+           "only the matrix products in the low type, cast around each "
+           "(PyTorch autocast; slower: the training config's "
+           "bf16-autocast/fp16-autocast)">,
     Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
            "fp16: dynamic loss scaling">,
     Option<"initialScale", "initial-scale", "double", /*default=*/"65536.0",

@@ -1,0 +1,391 @@
+//===- LowPrecision.cpp - bf16/fp16 training end to end ---------*- C++ -*-===//
+//
+// shoal-mixed-precision's default mode (training config `precision:
+// bf16|fp16`, docs/Training.md "Mixed precision"), on the local programs
+// after shoal-partition and shoal-zero, as Megatron-LM and
+// TransformerEngine train:
+//
+// - every float32 activation of the forward and backward TaskGraphs (and
+//   the collectives and transfers that move them) is in the low type;
+// - the weights stay float32 (master weights); a TaskGraph reads each
+//   weight through one cast to the low type;
+// - weight gradients are float32: the ops that produce them (a weight
+//   gradient product, a bias gradient's reduction, a norm's scale gradient,
+//   an embedding's scatter) read low operands and write float32, and the
+//   sums over micro-batches and replicas, ZeRO's reduce-scatter, a tied
+//   weight's sum and the optimizer all run in float32 (Megatron's
+//   accumulate_allreduce_grads_in_fp32);
+// - float32 inside the ops that need it: softmax and norm statistics and
+//   the loss compute in float32 in their kernels (the runtime stages low
+//   operands through float32 and rounds the result once); the loss and
+//   every scalar stay float32, as do the values the model returns;
+// - ops the runtime computes in float32 only (convolutions, batch norm,
+//   the vocabulary-parallel loss) read their operands through casts to
+//   float32.
+//
+// Casts are made once per value, type and TaskGraph, right after the value;
+// a constant is rewritten in the low type instead of cast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MixedPrecision.h"
+#include "ShardingUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace shoal;
+
+namespace {
+
+RankedTensorType floatTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && isa<FloatType>(r.getElementType()) ? r : RankedTensorType();
+}
+
+/// One element: the loss, its scale and seed, norms; they stay float32.
+bool isScalar(RankedTensorType t) {
+  return t.hasStaticShape() && t.getNumElements() == 1;
+}
+
+bool isF32Tensor(Value v) {
+  auto t = floatTensor(v.getType());
+  return t && t.getElementType().isF32();
+}
+
+/// ONNX op types the runtime computes in float32 only.
+bool onnxF32Only(StringRef type) {
+  return llvm::StringSwitch<bool>(type)
+      .Cases("Conv", "ConvTranspose", "ConvInputGrad", "ConvWeightGrad", true)
+      .Cases("BatchNormalization", "GlobalAveragePool", "GlobalMaxPool", true)
+      .Cases("MaxPoolGrad", "AveragePoolGrad", "ScatterElements", "ScatterND",
+             true)
+      .Default(false);
+}
+
+/// Ops that compute in float32: their float operands are cast to it and
+/// their results stay float32.
+bool computesInF32(Operation *op) {
+  if (isa<VocabMaxOp, VocabStatsOp, VocabCrossEntropyOp,
+          VocabCrossEntropyGradOp, AdamWOp, SGDOp, AssignOp>(op))
+    return true;
+  auto onnx = dyn_cast<OnnxOp>(op);
+  return onnx && onnxF32Only(onnx.getOpType());
+}
+
+/// Ops whose float result is float32 from low operands: the loss, and the
+/// producers of weight gradients whose kernels accumulate in float32.
+bool writesF32(Operation *op) {
+  return isa<SoftmaxCrossEntropyOp, LayerNormScaleGradOp, GatherGradOp>(op);
+}
+
+/// Ops a weight gradient passes through unchanged in kind (sums, layouts,
+/// views): walking back from where a gradient must be float32, these are
+/// float32 too, up to the op that produces the gradient.
+bool isGradientPlumbing(Operation *op) {
+  if (isa<AllReduceOp, ReduceScatterOp, LocalSliceOp, AllGatherOp,
+          TransposeOp, ReshapeOp, AddOp>(op))
+    return true;
+  auto onnx = dyn_cast<OnnxOp>(op);
+  return onnx && llvm::is_contained({"Concat", "Slice", "Split", "Pad",
+                                     "Squeeze", "Unsqueeze", "Identity"},
+                                    onnx.getOpType());
+}
+
+/// An operand that may keep its own float type (the kernel stages it):
+/// norm scales and biases, GELU's bias, attention's mask.
+bool mayKeepType(Operation *op, unsigned index) {
+  if (isa<LayerNormOp>(op))
+    return index >= 1;
+  if (isa<AddLayerNormOp>(op))
+    return index >= 2;
+  if (isa<GeluOp>(op))
+    return index == 1;
+  if (isa<GeluGradOp>(op))
+    return index == 2;
+  if (isa<AttentionOp>(op))
+    return index == 3;
+  if (isa<AttentionGradOp>(op))
+    return index == 4;
+  if (isa<LayerNormGradOp>(op))
+    return index == 1;
+  if (isa<SoftmaxCrossEntropyGradOp>(op))
+    return index == 2; // dloss: a float32 scalar
+  return false;
+}
+
+struct Lowering {
+  Type low;
+  Type f32;
+  /// Values that must stay float32 (weight gradients on their way to the
+  /// optimizer, values the model returns).
+  llvm::DenseSet<Value> keep;
+  /// Casts made, by value, target type and block.
+  llvm::DenseMap<std::tuple<Value, Type, Block *>, Value> casts;
+
+  explicit Lowering(Type low)
+      : low(low), f32(Float32Type::get(low.getContext())) {}
+
+  /// Marks `v` float32 and walks back through gradient plumbing (across
+  /// TaskGraph results, bridges and block arguments).
+  void keepF32(Value v) {
+    SmallVector<Value> work = {v};
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      if (!floatTensor(x.getType()) || !keep.insert(x).second)
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(x)) {
+        if (auto tg = dyn_cast<TaskGraphOp>(arg.getOwner()->getParentOp()))
+          work.push_back(tg.getInputs()[arg.getArgNumber()]);
+        continue;
+      }
+      Operation *def = x.getDefiningOp();
+      if (auto tg = dyn_cast<TaskGraphOp>(def)) {
+        work.push_back(
+            tg.getYield().getOperand(cast<OpResult>(x).getResultNumber()));
+      } else if (auto bridge = dyn_cast<BridgeOp>(def)) {
+        work.push_back(bridge.getInput());
+      } else if (isGradientPlumbing(def)) {
+        for (Value operand : def->getOperands())
+          work.push_back(operand);
+      }
+    }
+  }
+
+  static bool isOptimizerPhase(Operation *op) {
+    auto phase = op->getAttrOfType<StringAttr>(ShoalDialect::kPhaseAttr);
+    return phase && phase.getValue() == "optimizer";
+  }
+
+  /// The float32 seeds: what optimizer TaskGraphs and optimizer ops read
+  /// (walked back to the gradients' producers), and what the function
+  /// returns (only that value: its producer computes float32).
+  void findKept(func::FuncOp func) {
+    func.walk([&](Operation *op) {
+      if (auto tg = dyn_cast<TaskGraphOp>(op)) {
+        if (isOptimizerPhase(tg))
+          for (Value in : tg.getInputs())
+            keepF32(in);
+        return;
+      }
+      if (op->getParentOfType<TaskGraphOp>() &&
+          isOptimizerPhase(op->getParentOfType<TaskGraphOp>()))
+        return;
+      if (isa<AdamWOp, SGDOp, AssignOp>(op) ||
+          (isOptimizerPhase(op) && !isa<TaskGraphOp>(op)))
+        for (Value in : op->getOperands())
+          keepF32(in);
+      // The loss's gradient seed (one per label) is float32, as the loss.
+      if (auto g = dyn_cast<SoftmaxCrossEntropyGradOp>(op))
+        keepF32(g.getDloss());
+    });
+    for (Operation &op : func.getBody().front())
+      if (auto ret = dyn_cast<func::ReturnOp>(op))
+        for (Value v : ret.getOperands()) {
+          Value inner = v;
+          if (auto tg = v.getDefiningOp<TaskGraphOp>())
+            inner = tg.getYield().getOperand(cast<OpResult>(v).getResultNumber());
+          keep.insert(v);
+          keep.insert(inner);
+        }
+  }
+
+  /// `v` as `type` (same shape) in front of `user`'s block: a constant
+  /// rewritten in that type, or one cast right after `v` per block.
+  Value convert(Value v, Type elem, Operation *user) {
+    auto from = cast<RankedTensorType>(v.getType());
+    RankedTensorType type = from.clone(elem);
+    Block *block = user->getBlock();
+    Value &made = casts[{v, elem, block}];
+    if (made)
+      return made;
+    OpBuilder b(user->getContext());
+    Operation *def = v.getDefiningOp();
+    if (def && def->getBlock() == block)
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(block);
+    if (auto c = v.getDefiningOp<ConstantOp>())
+      if (auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue())) {
+        auto fe = cast<FloatType>(elem);
+        auto mapped = dense.mapValues(elem, [&](const APFloat &x) {
+          APFloat y = x;
+          bool lost;
+          y.convert(fe.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                    &lost);
+          return y.bitcastToAPInt();
+        });
+        auto k = b.create<ConstantOp>(c.getLoc(), type, mapped);
+        for (StringRef name : {ShoalDialect::kPhaseAttr.data(),
+                               ShoalDialect::kScopeAttr.data()})
+          if (Attribute a = c->getAttr(name))
+            k->setAttr(name, a);
+        made = k;
+        return made;
+      }
+    auto castOp = b.create<CastOp>(v.getLoc(), type, v);
+    Operation *tagFrom = def && def->getBlock() == block ? def : user;
+    for (StringRef name :
+         {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
+      if (Attribute a = tagFrom->getAttr(name))
+        castOp->setAttr(name, a);
+    castOp->setAttr(ShoalDialect::kShardingAttr,
+                    b.getArrayAttr({getValueSharding(v)}));
+    castOp->setAttr(kPrecisionCastAttr, b.getUnitAttr());
+    copyUnevenLayout(v, castOp);
+    made = castOp;
+    return made;
+  }
+
+  /// Whether every reader of `v` takes it in its own type (a norm's scale
+  /// gathered by ZeRO-3 stays float32, as the weight itself would be read).
+  static bool onlyReadAsIs(Value v) {
+    return !v.use_empty() && llvm::all_of(v.getUses(), [](OpOperand &u) {
+      return mayKeepType(u.getOwner(), u.getOperandNumber());
+    });
+  }
+
+  void setElem(Value v, Type elem) {
+    auto t = floatTensor(v.getType());
+    if (t && t.getElementType() != elem)
+      v.setType(t.clone(elem));
+  }
+
+  /// Rewrites one op of a TaskGraph body (or of a function without
+  /// TaskGraphs): its results' types, then its operands to match.
+  void rewrite(Operation *op, bool f32Region) {
+    if (isa<WeightOp, ConstantOp, YieldOp, SendOp, RecvOp, TaskGraphOp,
+            BridgeOp, func::ReturnOp>(op))
+      return;
+    bool inF32 = f32Region || computesInF32(op) || isOptimizerPhase(op);
+    // A gather keeps its table's type: an embedding table is not cast
+    // whole, its rows are cast by their reader.
+    if (auto gather = dyn_cast<GatherOp>(op)) {
+      if (auto t = floatTensor(gather.getData().getType()))
+        setElem(gather.getResult(), t.getElementType());
+      return;
+    }
+    // A collective moves its operand in the operand's type (statistics of
+    // the vocabulary-parallel loss stay float32, activations low), except
+    // ZeRO-3's gather of a float32 weight, which gathers in the type its
+    // readers take.
+    if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+            LocalSliceOp>(op) &&
+        !(isa<AllGatherOp>(op) && op->getOperand(0).getDefiningOp<WeightOp>())) {
+      Value in = op->getOperand(0), out = op->getResult(0);
+      auto t = floatTensor(in.getType());
+      if (!t)
+        return;
+      Type elem = keep.contains(out) || inF32 ? f32 : t.getElementType();
+      setElem(out, elem);
+      if (t.getElementType() != elem)
+        op->setOperand(0, convert(in, elem, op));
+      return;
+    }
+    // Results: low unless float32 is needed (scalars: the loss and its
+    // pieces).
+    if (!inF32 && !writesF32(op))
+      for (Value r : op->getResults()) {
+        auto t = floatTensor(r.getType());
+        if (t && t.getElementType().isF32() && !isScalar(t) &&
+            !keep.contains(r) && !onlyReadAsIs(r))
+          r.setType(t.clone(low));
+      }
+    if (isa<CastOp>(op))
+      return; // converts to its result's type, whatever its input's
+    Type resultElem;
+    for (Value r : op->getResults())
+      if (auto t = floatTensor(r.getType())) {
+        resultElem = t.getElementType();
+        break;
+      }
+    bool anyLow = llvm::any_of(op->getOperands(), [&](Value v) {
+      auto t = floatTensor(v.getType());
+      return t && t.getElementType() == low;
+    });
+    for (OpOperand &use : op->getOpOperands()) {
+      auto t = floatTensor(use.get().getType());
+      if (!t)
+        continue;
+      Type have = t.getElementType(), want;
+      if (inF32)
+        want = f32;
+      else if (isa<MatMulOp, GemmOp>(op))
+        want = low; // products run in the low type, whatever their result
+      else if (mayKeepType(op, use.getOperandNumber()))
+        continue;
+      else if (isa<ReduceSumOp, ReduceMeanOp>(op))
+        want = have == low ? low : resultElem; // low in, float32 out is fine
+      else if (writesF32(op))
+        want = low;
+      else if (resultElem)
+        want = resultElem;
+      else if (anyLow)
+        want = low; // a comparison of low values
+      else
+        continue;
+      if (want && have != want)
+        use.set(convert(use.get(), want, op));
+    }
+  }
+
+  void rewriteBlock(Block &block, bool f32Region) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : block)
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      rewrite(op, f32Region);
+  }
+
+  void run(func::FuncOp func) {
+    findKept(func);
+    Block &entry = func.getBody().front();
+    bool hasTaskGraphs = !entry.getOps<TaskGraphOp>().empty();
+    if (!hasTaskGraphs) {
+      rewriteBlock(entry, /*f32Region=*/false);
+      eraseDeadConstants(func);
+      return;
+    }
+    for (Operation &op : entry) {
+      if (auto bridge = dyn_cast<BridgeOp>(op)) {
+        bridge.getResult().setType(bridge.getInput().getType());
+        continue;
+      }
+      auto tg = dyn_cast<TaskGraphOp>(op);
+      if (!tg)
+        continue;
+      Block &body = tg.getBody().front();
+      for (auto [outer, arg] : llvm::zip(tg.getInputs(), body.getArguments()))
+        arg.setType(outer.getType());
+      rewriteBlock(body, isOptimizerPhase(tg));
+      for (auto [result, yielded] :
+           llvm::zip(tg.getResults(), tg.getYield().getOperands()))
+        result.setType(yielded.getType());
+    }
+    eraseDeadConstants(func);
+  }
+
+  /// The float32 constants whose readers all read a low copy now.
+  void eraseDeadConstants(func::FuncOp func) {
+    SmallVector<Operation *> dead;
+    func.walk([&](ConstantOp c) {
+      if (c->use_empty())
+        dead.push_back(c);
+    });
+    for (Operation *op : dead)
+      op->erase();
+  }
+};
+
+} // namespace
+
+void shoal::lowerToLowPrecision(ModuleOp module, Type low) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    Lowering l(low);
+    l.run(func);
+  }
+}
