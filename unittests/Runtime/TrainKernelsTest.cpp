@@ -856,8 +856,13 @@ TEST(TrainOps, LossAndGradientTypes) {
     EXPECT_CONTAINS(c.error(), "mask of shape [4, 6] does not broadcast to "
                                "the scores [2, 5, 6]");
     c.types[4].shape = {5, 6};
+    // bf16 q, kt and v take a bf16 dy and give bf16 gradients
+    // (HalfTrainingKernelsTest.cpp has the rest of the half rules).
     c.types[1].dtype = c.types[2].dtype = c.types[3].dtype = DType::BF16;
-    EXPECT_CONTAINS(c.error(), "input q must be f32");
+    EXPECT_CONTAINS(c.error(), "input dy must be the attention's result, "
+                               "bf16[2, 5, 3], got f32[2, 5, 3]");
+    c.types[1].dtype = c.types[2].dtype = c.types[3].dtype = DType::F64;
+    EXPECT_CONTAINS(c.error(), "input q must be f32, f16 or bf16, got f64");
   }
   {
     OpCheck c("GatherGrad");

@@ -69,6 +69,33 @@ inline Tensor stage(const Tensor &t) {
   return isHalfDType(t.dtype()) ? toF32(t) : t;
 }
 
+/// Stores get(i), a double, into element `begin + i` of `out` (f32, f16
+/// or bf16) for i in [0, n), each rounded once: to the nearest f32, or to
+/// the nearest f16/bf16 through round-to-odd (narrow), never through f32's
+/// nearest first. For the kernels that sum in double.
+template <typename Get>
+void storeRounded(Tensor &out, int64_t begin, int64_t n, Get get) {
+  switch (out.dtype()) {
+  case DType::F32: {
+    float *p = out.data<float>() + begin;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>(get(i));
+    return;
+  }
+  case DType::F16:
+  case DType::BF16: {
+    uint16_t *p = out.data<uint16_t>() + begin;
+    bool f16 = out.dtype() == DType::F16;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = f16 ? narrow<F16Elem>(get(i)).v : narrow<BF16Elem>(get(i)).v;
+    return;
+  }
+  default:
+    throw Error(std::string("internal error: storeRounded into ") +
+                dtypeName(out.dtype()));
+  }
+}
+
 /// The dtypes that the numeric kernels compute with in their own type (f16
 /// and bf16 are staged through f32 by the callers).
 inline bool isNumeric(DType d) {

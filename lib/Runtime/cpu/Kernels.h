@@ -124,22 +124,26 @@ void geluGrad(const Tensor &dy, const Tensor &x, const Tensor *bias,
 //===----------------------------------------------------------------------===//
 
 /// numpy.matmul with cblas_sgemm per batch on f32, and on f16/bf16 converted
-/// to f32 (accumulating in f32, rounded once); cblas_dgemm on f64.
+/// to f32 (accumulating in f32, rounded once, or not at all into an f32
+/// `out`: a weight gradient); cblas_dgemm on f64.
 void matmul(const Tensor &a, const Tensor &b, Tensor &out);
 
 /// Y = alpha * op(A) * op(B) + beta * C, C optional and unidirectionally
-/// broadcast to (M, N); dtypes as matmul.
+/// broadcast to (M, N); dtypes as matmul, C of A's.
 void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
           float beta, bool transA, bool transB, Tensor &out);
 
-/// softmax(q @ kt * scale + mask) @ v over the last axis.
+/// softmax(q @ kt * scale + mask) @ v over the last axis; f16/bf16 q, kt
+/// and v (the mask of their dtype or f32) in f32, rounded once.
 void attention(const Tensor &q, const Tensor &kt, const Tensor &v,
                const Tensor *mask, float scale, Tensor &out);
 
 /// Attention's gradients from dy = d(out), in f32: the probabilities are
 /// recomputed a block of query rows at a time (none of [..., T, S] is
 /// kept), dv = P^T dy, dS = P (dy v^T - rowsum), dq = scale dS kt^T,
-/// dkt = scale q^T dS. The mask gets no gradient.
+/// dkt = scale q^T dS. The mask gets no gradient. f16/bf16 dy, q, kt and v
+/// (one dtype; the mask that or f32) are widened to f32, and each gradient,
+/// of q's dtype, is rounded once.
 void attentionGrad(const Tensor &dy, const Tensor &q, const Tensor &kt,
                    const Tensor &v, const Tensor *mask, float scale, Tensor &dq,
                    Tensor &dkt, Tensor &dv);
@@ -153,7 +157,8 @@ void softmax(const Tensor &x, int64_t axis, Tensor &out);
 
 /// LayerNormalization over dimensions axis..end, in float. `scale` and
 /// `bias` broadcast to x.shape[axis:]; `mean` and `invStdDev` (optional
-/// outputs) have shape x.shape[:axis] + [1] * (rank - axis). With `rms`:
+/// outputs) have shape x.shape[:axis] + [1] * (rank - axis); they are f32
+/// for f16/bf16 x, whose scale and bias may be f32. With `rms`:
 /// RMSNorm, x / sqrt(mean(x^2) + epsilon) * scale (+ bias), the mean 0.
 void layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                int64_t axis, float epsilon, Tensor &out, Tensor *mean,
@@ -175,8 +180,10 @@ void batchNorm(const Tensor &x, const Tensor &scale, const Tensor &bias,
 //===----------------------------------------------------------------------===//
 
 using arith::ReduceOp;
-/// Reduces f32 `x` over sorted, unique `axes` (double accumulation). The
-/// output may have kept or dropped the reduced dimensions.
+/// Reduces f32, f16 or bf16 `x` over sorted, unique `axes` (double
+/// accumulation, each result rounded once to `out`'s dtype: x's, or f32
+/// for 16-bit x). The output may have kept or dropped the reduced
+/// dimensions.
 void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
             Tensor &out);
 
@@ -330,8 +337,8 @@ using rt::sliceBlock;
 // Training ops (Training.cpp, docs/Training.md)
 //===----------------------------------------------------------------------===//
 
-/// Per position of f32 `logits` [..., V] with i64 `labels` [...]:
-/// logsumexp(logits) - logits[label] (stable, in double) into `loss` [...],
+/// Per position of f32, f16 or bf16 `logits` [..., V] with i64 `labels`
+/// [...]: logsumexp(logits) - logits[label] (stable) into f32 `loss` [...],
 /// or 0 where the label is `ignoreIndex`. Throws Error naming the label and
 /// its position when one is outside [0, V) and not ignoreIndex.
 void softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
@@ -339,13 +346,15 @@ void softmaxCrossEntropy(const Tensor &logits, const Tensor &labels,
 
 /// The gradient of softmaxCrossEntropy: (softmax(logits) - onehot(label)) *
 /// dloss per position into `dlogits` [..., V]; rows whose label is
-/// `ignoreIndex` are 0. `dloss` has the labels' shape.
+/// `ignoreIndex` are 0. `dloss` (f32) has the labels' shape; `dlogits` the
+/// logits' dtype (16-bit: computed in f32, rounded once).
 void softmaxCrossEntropyGrad(const Tensor &logits, const Tensor &labels,
                              const Tensor &dloss, int64_t ignoreIndex,
                              Tensor &dlogits);
 
 /// The gradient of Softmax from its output: dx = y * (dy - sum(dy * y))
-/// along normalized `axis` (the sum in double).
+/// along normalized `axis` (the sum in double); 16-bit y and dy (one dtype)
+/// in f32, dx of theirs rounded once.
 void softmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis, Tensor &dx);
 
 /// The input gradient of LayerNormalization over dims axis..end (without
@@ -353,21 +362,24 @@ void softmaxGrad(const Tensor &y, const Tensor &dy, int64_t axis, Tensor &dx);
 /// (biased variance) and g = dy * scale, dx = (g - mean(g) - xhat *
 /// mean(g * xhat)) / sqrt(var + eps), in float. `scale` broadcasts to
 /// x.shape[axis:]. With `rms` (RMSNorm's): xhat = x / sqrt(mean(x^2) +
-/// eps) and no mean(g) term.
+/// eps) and no mean(g) term. 16-bit x and dy (one dtype; scale that or
+/// f32) in f32, dx of x's dtype rounded once.
 void layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
                    int64_t axis, float epsilon, Tensor &dx, bool rms = false);
 
 /// The gradient of LayerNormalization's scale: the sum over dims 0..axis-1
-/// of dy * xhat into `dscale` of shape x.shape[axis:] (in double); xhat
-/// as RMSNorm's with `rms`.
+/// of dy * xhat into `dscale` of shape x.shape[axis:] (in double, rounded
+/// once to dscale's dtype: f32, or x's f16/bf16); xhat as RMSNorm's with
+/// `rms`.
 void layerNormScaleGrad(const Tensor &x, const Tensor &dy, int64_t axis,
                         float epsilon, Tensor &dscale, bool rms = false);
 
 /// The gradient of Gather along axis 0: zeroes `out` [rows, H...], then
 /// adds dy[i] (dy [indices..., H...]) into row indices[i] for every i (i64
 /// or i32 indices, negative ones counting from the end like Gather's; each
-/// row's sum in double, in index order). Throws Error naming the index when
-/// one is out of range.
+/// row's sum in double, in index order, rounded once to `out`'s dtype: f32,
+/// or dy's f16/bf16). Throws Error naming the index when one is out of
+/// range.
 void gatherGrad(const Tensor &indices, const Tensor &dy, Tensor &out,
                 const VocabBlock *block = nullptr);
 

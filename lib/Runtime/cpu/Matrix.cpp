@@ -160,29 +160,35 @@ void gemmTyped(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
         b.data<T>(), b.shape()[1], gemmBeta, pc, n, "Gemm");
 }
 
-/// The float dtype shared by a matrix product's operands; throws Error
-/// naming the op otherwise.
-void checkMatmulDTypes(const char *what, const Tensor &a, const Tensor &b,
-                       const Tensor *c = nullptr) {
+/// Checks the float dtype shared by a matrix product's operands and
+/// returns the result's: the operands' or, for f16/bf16 operands and an
+/// f32 `out`, f32. Throws Error naming the op otherwise.
+DType checkMatmulDTypes(const char *what, const Tensor &a, const Tensor &b,
+                        const Tensor *c, const Tensor &out) {
   if (!isFloatDType(a.dtype()))
     throw Error(fmt::format("{}: A must be f32, f64, f16 or bf16, got {}", what,
                             a.type().str()));
   checkDType(b, a.dtype(), what, "B");
   if (c)
     checkDType(*c, a.dtype(), what, "C");
+  if (isHalfDType(a.dtype()) && out.defined() && out.dtype() == DType::F32)
+    return DType::F32;
+  return a.dtype();
 }
 } // namespace
 
 void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
-  checkMatmulDTypes("MatMul", a, b);
+  DType outType = checkMatmulDTypes("MatMul", a, b, nullptr, out);
   Shape shape = matmulShape(a.shape(), b.shape());
-  checkOutput(out, a.dtype(), shape, "MatMul");
+  checkOutput(out, outType, shape, "MatMul");
   switch (a.dtype()) {
   case DType::F64:
     return matmulTyped<double>(a, b, out);
   case DType::F16:
   case DType::BF16: {
-    // Products and sums in f32, rounded once at the end.
+    // Products and sums in f32, rounded once at the end (or kept in f32).
+    if (outType == DType::F32)
+      return matmulTyped<float>(toF32(a), toF32(b), out);
     Tensor r(DType::F32, shape);
     matmulTyped<float>(toF32(a), toF32(b), r);
     return fromF32(r, out);
@@ -196,9 +202,9 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
                           float alpha, float beta, bool transA, bool transB,
                           Tensor &out) {
   bool useC = c && beta != 0.f;
-  checkMatmulDTypes("Gemm", a, b, useC ? c : nullptr);
+  DType outType = checkMatmulDTypes("Gemm", a, b, useC ? c : nullptr, out);
   Shape shape = gemmShape(a.shape(), b.shape(), transA, transB);
-  checkOutput(out, a.dtype(), shape, "Gemm");
+  checkOutput(out, outType, shape, "Gemm");
   if (useC && !broadcastsTo(c->shape(), shape))
     throw Error(fmt::format("Gemm: C of shape {} does not broadcast to {}",
                             formatShape(c->shape()), formatShape(shape)));
@@ -208,9 +214,13 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
                              transB, out);
   case DType::F16:
   case DType::BF16: {
-    Tensor r(DType::F32, shape), c32;
+    Tensor c32;
     if (useC)
       c32 = toF32(*c);
+    if (outType == DType::F32)
+      return gemmTyped<float>(toF32(a), toF32(b), useC ? &c32 : nullptr, alpha,
+                              beta, transA, transB, out);
+    Tensor r(DType::F32, shape);
     gemmTyped<float>(toF32(a), toF32(b), useC ? &c32 : nullptr, alpha, beta,
                      transA, transB, r);
     return fromF32(r, out);
@@ -428,10 +438,41 @@ void shoal::rt::cpu::attentionGrad(const Tensor &dy, const Tensor &q,
                                    const Tensor *mask, float scale, Tensor &dq,
                                    Tensor &dkt, Tensor &dv) {
   const char *what = "AttentionGrad";
+  if (isHalfDType(q.dtype())) { // in f32, each gradient rounded once
+    DType t = q.dtype();
+    for (auto [x, name] : {std::pair<const Tensor *, const char *>{&kt, "kt"},
+                           {&v, "v"},
+                           {&dy, "dy"}})
+      if (x->dtype() != t)
+        throw Error(fmt::format("{}: {} must be {} like q, got {}", what, name,
+                                dtypeName(t), x->type().str()));
+    if (mask && mask->dtype() != t && mask->dtype() != DType::F32)
+      throw Error(fmt::format("{}: mask must be f32 or {} like q, got {}", what,
+                              dtypeName(t), mask->type().str()));
+    if (q.rank() >= 2 && v.rank() >= 1) {
+      Shape out(q.shape().begin(), q.shape().end() - 1);
+      out.push_back(v.shape().back());
+      if (dy.shape() != out)
+        throw Error(fmt::format("{}: dy must be {}{}, got {}", what,
+                                dtypeName(t), formatShape(out),
+                                dy.type().str()));
+    }
+    checkOutput(dq, t, q.shape(), what);
+    checkOutput(dkt, t, kt.shape(), what);
+    checkOutput(dv, t, v.shape(), what);
+    Tensor gq(DType::F32, q.shape()), gk(DType::F32, kt.shape()),
+        gv(DType::F32, v.shape()), m = mask ? stage(*mask) : Tensor();
+    attentionGrad(toF32(dy), toF32(q), toF32(kt), toF32(v), mask ? &m : nullptr,
+                  scale, gq, gk, gv);
+    fromF32(gq, dq);
+    fromF32(gk, dkt);
+    return fromF32(gv, dv);
+  }
   std::optional<AttentionDims> dims = attentionDims(q, kt, v, mask);
   if (!dims)
-    throw Error(fmt::format("{}: q, kt, v and mask must be f32 and fit "
-                            "(got {}, {}, {})",
+    throw Error(fmt::format("{}: q, kt, v and mask must be f32 and fit, or "
+                            "q, kt, v and dy all f16 or all bf16 (got {}, "
+                            "{}, {})",
                             what, q.type().str(), kt.type().str(),
                             v.type().str()));
   const AttentionDims &a = *dims;

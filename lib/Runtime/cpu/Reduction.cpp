@@ -25,20 +25,23 @@ using namespace shoal::rt::cpu;
 void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
                             const std::vector<int64_t> &axes, Tensor &out) {
   const char *name = op == ReduceOp::Sum ? "ReduceSum" : "ReduceMean";
-  if (isHalfDType(x.dtype())) { // sums in double, rounded once
-    if (!out.defined() || out.dtype() != x.dtype())
-      checkOutput(out, x.dtype(), reduceShape(x.shape(), axes, true), name);
-    Tensor r(DType::F32, out.shape());
-    reduce(op, toF32(x), axes, r);
-    return fromF32(r, out);
+  // f16/bf16 are read exactly as f32 and summed in double like it; each
+  // result is rounded once, to f32 or straight to the 16-bit type.
+  DType outType = DType::F32;
+  if (isHalfDType(x.dtype())) {
+    if (!out.defined() || out.dtype() != DType::F32)
+      outType = x.dtype();
+  } else if (x.dtype() != DType::F32) {
+    throw Error(fmt::format("{}: input must be f32, f16 or bf16, got {}", name,
+                            x.type().str()));
   }
-  checkDType(x, DType::F32, name, "input");
   const Shape &s = x.shape();
   Shape kept = reduceShape(s, axes, true);
   Shape dropped = reduceShape(s, axes, false);
-  if (out.dtype() != DType::F32 ||
+  if (!out.defined() || out.dtype() != outType ||
       (out.shape() != kept && out.shape() != dropped))
-    checkOutput(out, DType::F32, kept, name);
+    checkOutput(out, outType, kept, name);
+  Tensor staged = toF32(x);
   std::size_t rank = s.size();
   // Output strides over the input's dimensions (0 on reduced ones).
   std::vector<int64_t> outStrides(rank, 0);
@@ -52,7 +55,7 @@ void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
   int64_t outN = numElements(kept);
   int64_t count = outN ? x.numElements() / std::max<int64_t>(outN, 1) : 0;
   std::vector<double> sums(static_cast<std::size_t>(outN), 0.0);
-  const float *px = x.data<float>();
+  const float *px = staged.data<float>();
   if (x.numElements() > 0) {
     // Merge dimensions, then walk the input once.
     std::vector<int64_t> inStrides(rank);
@@ -92,10 +95,9 @@ void shoal::rt::cpu::reduce(ReduceOp op, const Tensor &x,
         break;
     }
   }
-  float *po = out.data<float>();
-  for (int64_t i = 0; i < outN; ++i)
-    po[i] = static_cast<float>(op == ReduceOp::Mean ? sums[i] / double(count)
-                                                    : sums[i]);
+  storeRounded(out, 0, outN, [&](int64_t i) {
+    return op == ReduceOp::Mean ? sums[i] / double(count) : sums[i];
+  });
 }
 
 void shoal::rt::cpu::argReduce(bool max, const Tensor &x, int64_t axis,

@@ -11,7 +11,10 @@
 // registration per op. SoftmaxGrad along the last axis and LayerNorm's
 // input gradient run Vector.h's float loops (as PyTorch's CPU kernels
 // compute in float); the other sums that many terms feed are kept in
-// double.
+// double. f16/bf16 operands (mixed-precision training) are read exactly as
+// f32 and computed as for f32: a 16-bit result is the f32 one rounded
+// once, and the sums kept in double (the scale gradient, GatherGrad)
+// round once from double to whichever result type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,11 +34,14 @@ using namespace shoal::rt::cpu;
 
 namespace {
 
-/// Checks logits [..., V] and i64 labels [...] (every label in [0, V) or
-/// `ignoreIndex`); returns V.
+/// Checks f32, f16 or bf16 logits [..., V] and i64 labels [...] (every
+/// label in [0, V) or `ignoreIndex`); returns V.
 int64_t checkLogitsAndLabels(const Tensor &logits, const Tensor &labels,
                              int64_t ignoreIndex, const char *what) {
-  checkDType(logits, DType::F32, what, "logits");
+  DType t = logits.dtype();
+  if (t != DType::F32 && !isHalfDType(t))
+    throw Error(fmt::format("{}: logits must be f32, f16 or bf16, got {}", what,
+                            logits.type().str()));
   checkDType(labels, DType::I64, what, "labels");
   const Shape &s = logits.shape();
   if (s.empty())
@@ -69,11 +75,13 @@ void splitAt(const Shape &shape, int64_t axis, int64_t &outer, int64_t &n,
     inner *= shape[d];
 }
 
-/// The checks both LayerNormalization gradients share: f32 x, dy of x's
-/// type, axis in range.
+/// The checks both LayerNormalization gradients share: f32, f16 or bf16 x,
+/// dy of x's type, axis in range.
 void checkLayerNorm(const Tensor &x, const Tensor &dy, int64_t axis,
                     const char *what) {
-  checkDType(x, DType::F32, what, "x");
+  if (x.dtype() != DType::F32 && !isHalfDType(x.dtype()))
+    throw Error(fmt::format("{}: x must be f32, f16 or bf16, got {}", what,
+                            x.type().str()));
   if (dy.type() != x.type())
     throw Error(fmt::format("{}: dy {} must have the type of x {}", what,
                             dy.type().str(), x.type().str()));
@@ -111,7 +119,8 @@ void shoal::rt::cpu::softmaxCrossEntropy(const Tensor &logits,
   const char *what = "SoftmaxCrossEntropy";
   int64_t v = checkLogitsAndLabels(logits, labels, ignoreIndex, what);
   checkOutput(loss, DType::F32, labels.shape(), what);
-  const float *px = logits.data<float>();
+  Tensor staged = toF32(logits); // the loss stays f32
+  const float *px = staged.data<float>();
   const int64_t *pl = labels.data<int64_t>();
   float *po = loss.data<float>();
   int64_t rows = labels.numElements();
@@ -139,7 +148,12 @@ void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
   if (dloss.shape() != labels.shape())
     throw Error(fmt::format("{}: dloss {} must have the labels' shape {}", what,
                             dloss.type().str(), formatShape(labels.shape())));
-  checkOutput(dlogits, DType::F32, logits.shape(), what);
+  checkOutput(dlogits, logits.dtype(), logits.shape(), what);
+  if (isHalfDType(logits.dtype())) { // in f32, rounded once
+    Tensor r(DType::F32, logits.shape());
+    softmaxCrossEntropyGrad(toF32(logits), labels, dloss, ignoreIndex, r);
+    return fromF32(r, dlogits);
+  }
   const float *px = logits.data<float>();
   const int64_t *pl = labels.data<int64_t>();
   const float *pd = dloss.data<float>();
@@ -159,11 +173,18 @@ void shoal::rt::cpu::softmaxCrossEntropyGrad(const Tensor &logits,
 void shoal::rt::cpu::softmaxGrad(const Tensor &y, const Tensor &dy,
                                  int64_t axis, Tensor &dx) {
   const char *what = "SoftmaxGrad";
-  checkDType(y, DType::F32, what, "y");
+  if (y.dtype() != DType::F32 && !isHalfDType(y.dtype()))
+    throw Error(fmt::format("{}: y must be f32, f16 or bf16, got {}", what,
+                            y.type().str()));
   if (dy.type() != y.type())
     throw Error(fmt::format("{}: dy {} must have the type of y {}", what,
                             dy.type().str(), y.type().str()));
-  checkOutput(dx, DType::F32, y.shape(), what);
+  checkOutput(dx, y.dtype(), y.shape(), what);
+  if (isHalfDType(y.dtype())) { // in f32, rounded once
+    Tensor r(DType::F32, y.shape());
+    softmaxGrad(toF32(y), toF32(dy), axis, r);
+    return fromF32(r, dx);
+  }
   float *po = dx.data<float>();
   if (y.rank() == 0) { // softmax of a scalar is the constant 1
     po[0] = 0.f;
@@ -201,8 +222,19 @@ void shoal::rt::cpu::layerNormGrad(const Tensor &x, const Tensor &scale,
                                    float epsilon, Tensor &dx, bool rms) {
   const char *what = "LayerNormalizationGrad";
   checkLayerNorm(x, dy, axis, what);
-  checkDType(scale, DType::F32, what, "scale");
-  checkOutput(dx, DType::F32, x.shape(), what);
+  if (scale.dtype() != DType::F32 && scale.dtype() != x.dtype())
+    throw Error(
+        fmt::format("{}: scale must be f32{}, got {}", what,
+                    x.dtype() == DType::F32
+                        ? std::string()
+                        : fmt::format(" or {} like x", dtypeName(x.dtype())),
+                    scale.type().str()));
+  checkOutput(dx, x.dtype(), x.shape(), what);
+  if (isHalfDType(x.dtype())) { // in f32, rounded once
+    Tensor r(DType::F32, x.shape());
+    layerNormGrad(toF32(x), stage(scale), toF32(dy), axis, epsilon, r, rms);
+    return fromF32(r, dx);
+  }
   const Shape &s = x.shape();
   Shape normShape(s.begin() + axis, s.end());
   if (!broadcastsTo(scale.shape(), normShape))
@@ -231,11 +263,16 @@ void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
   checkLayerNorm(x, dy, axis, what);
   const Shape &s = x.shape();
   Shape normShape(s.begin() + axis, s.end());
-  checkOutput(dscale, DType::F32, normShape, what);
+  // A weight gradient: f32, or rounded once to x's 16-bit type.
+  checkOutput(dscale,
+              dscale.defined() && dscale.dtype() == DType::F32 ? DType::F32
+                                                               : x.dtype(),
+              normShape, what);
   int64_t n = numElements(normShape);
   int64_t outer = n ? x.numElements() / n : 0;
-  const float *px = x.data<float>();
-  const float *pdy = dy.data<float>();
+  Tensor x32 = toF32(x), dy32 = toF32(dy);
+  const float *px = x32.data<float>();
+  const float *pdy = dy32.data<float>();
   // Partial sums over fixed blocks of rows, added in block order: the same
   // result on any number of threads.
   const int64_t block = std::max<int64_t>(64, (outer + 255) / 256);
@@ -257,9 +294,8 @@ void shoal::rt::cpu::layerNormScaleGrad(const Tensor &x, const Tensor &dy,
   for (int64_t b = 1; b < blocks; ++b)
     for (int64_t j = 0; j < n; ++j)
       partial[j] += partial[b * n + j];
-  float *po = dscale.data<float>();
-  for (int64_t j = 0; j < n; ++j)
-    po[j] = static_cast<float>(blocks ? partial[j] : 0.0);
+  storeRounded(dscale, 0, n,
+               [&](int64_t j) { return blocks ? partial[j] : 0.0; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -272,10 +308,18 @@ void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
   if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
     throw Error(fmt::format("{}: indices must be i64 or i32, got {}", what,
                             indices.type().str()));
-  checkDType(dy, DType::F32, what, "dy");
-  if (!out.defined() || out.dtype() != DType::F32 || out.rank() == 0)
-    throw Error(fmt::format("{}: output must be f32 [rows, ...], got {}", what,
-                            out.defined() ? out.type().str() : "undefined"));
+  if (dy.dtype() != DType::F32 && !isHalfDType(dy.dtype()))
+    throw Error(fmt::format("{}: dy must be f32, f16 or bf16, got {}", what,
+                            dy.type().str()));
+  if (!out.defined() ||
+      (out.dtype() != DType::F32 && out.dtype() != dy.dtype()) ||
+      out.rank() == 0)
+    throw Error(fmt::format(
+        "{}: output must be {} [rows, ...], got {}", what,
+        dy.dtype() == DType::F32
+            ? std::string("f32")
+            : fmt::format("f32 or {} (dy's)", dtypeName(dy.dtype())),
+        out.defined() ? out.type().str() : "undefined"));
   const Shape &os = out.shape();
   Shape rowShape(os.begin() + 1, os.end());
   Shape want = indices.shape();
@@ -316,23 +360,19 @@ void shoal::rt::cpu::gatherGrad(const Tensor &indices, const Tensor &dy,
       if (idx[i] >= 0)
         order[next[idx[i]]++] = i;
   }
-  const float *pdy = dy.data<float>();
-  float *po = out.data<float>();
+  // 16-bit dy is read exactly as f32; each row's sums round once into
+  // the output's dtype.
+  Tensor dy32 = toF32(dy);
+  const float *pdy = dy32.data<float>();
   std::vector<double> acc(static_cast<std::size_t>(h));
   for (int64_t r = 0; r < rows; ++r) {
-    float *orow = po + r * h;
-    if (start[r] == start[r + 1]) {
-      std::fill(orow, orow + h, 0.f);
-      continue;
-    }
-    std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(acc.begin(), acc.end(), 0.0); // a row no index hits stays 0
     for (int64_t k = start[r]; k < start[r + 1]; ++k) {
       const float *src = pdy + order[k] * h;
       for (int64_t j = 0; j < h; ++j)
         acc[j] += src[j];
     }
-    for (int64_t j = 0; j < h; ++j)
-      orow[j] = static_cast<float>(acc[j]);
+    storeRounded(out, r * h, h, [&](int64_t j) { return acc[j]; });
   }
 }
 

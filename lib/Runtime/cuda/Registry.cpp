@@ -38,6 +38,12 @@ CudaDevice &dev(KernelContext &ctx) {
   return static_cast<CudaDevice &>(ctx.device);
 }
 
+/// The kernels here compute f32 only (the matrix products round to 16 bits
+/// inside, by --precision). The type rules also take f16/bf16 operands and
+/// mixed ones (bf16 activations with an f32 norm scale, bias or mask, an f32
+/// weight gradient from bf16 operands): each kernel calls this first, so
+/// that those run on the CPU (KernelUnsupported) and never reach a kernel
+/// that would read 16-bit data as f32.
 void requireF32(const OpInfo &op, const Inputs &in, const Outputs &out) {
   for (const Tensor *t : in)
     if (t && t->dtype() != DType::F32 && t->dtype() != DType::I64 &&

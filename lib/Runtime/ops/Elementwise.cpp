@@ -191,7 +191,7 @@ void shoal::rt::castRule(TypeRuleContext &ctx) {
 
 namespace {
 /// Gelu's and GeluGrad's `approximate` and `bias` (input `biasIndex`, which
-/// broadcasts to x).
+/// broadcasts to x; x's dtype or, for f16/bf16 x, f32).
 void geluAttrsAndBias(TypeRuleContext &ctx, const TensorType &x,
                       int biasIndex) {
   std::string form = ctx.attrs.getString("approximate", "none");
@@ -200,7 +200,7 @@ void geluAttrsAndBias(TypeRuleContext &ctx, const TensorType &x,
         "attribute 'approximate' is '{}'; expected 'none' or 'tanh'", form));
   ctx.a().tanhGelu = form == "tanh";
   if (const TensorType *b = ctx.in(biasIndex)) {
-    ctx.requireDType(*b, x.dtype, "bias");
+    ctx.requireDTypeOrF32(*b, x.dtype, "bias", "x");
     if (!broadcastsTo(b->shape, x.shape))
       throw Error(fmt::format("bias of shape {} does not broadcast to {}",
                               formatShape(b->shape), formatShape(x.shape)));

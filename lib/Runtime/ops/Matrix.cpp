@@ -15,15 +15,17 @@
 using namespace shoal;
 using namespace shoal::rt;
 
-/// MatMul.
+/// MatMul: the result has A's dtype or, for f16/bf16 operands, f32 (a
+/// weight gradient: computed in f32 and not rounded).
 void shoal::rt::matmulRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   ctx.requireFloat(x, "input A", /*f64=*/true);
   ctx.requireDType(*ctx.in(1), x.dtype, "input B");
-  ctx.expected.push_back({x.dtype, matmulShape(x.shape, ctx.in(1)->shape)});
+  ctx.expected.push_back({ctx.f32OrDType(0, x.dtype, "output Y", "A"),
+                          matmulShape(x.shape, ctx.in(1)->shape)});
 }
 
-/// Gemm.
+/// Gemm: dtypes as MatMul's, C of A's dtype.
 void shoal::rt::gemmRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
@@ -41,13 +43,13 @@ void shoal::rt::gemmRule(TypeRuleContext &ctx) {
                               "the result shape {}",
                               formatShape(c->shape), formatShape(shape)));
   }
-  ctx.expected.push_back({x.dtype, shape});
+  ctx.expected.push_back({ctx.f32OrDType(0, x.dtype, "output Y", "A"), shape});
 }
 
 namespace {
-/// Checks q [.., T, D], kt [.., D, S], v [.., S, E] and the mask (optional)
-/// of Attention(Grad), inputs q at `first`; returns the result shape
-/// [.., T, E].
+/// Checks q [.., T, D], kt [.., D, S], v [.., S, E] (one dtype) and the
+/// mask (optional: q's dtype, or f32 for f16/bf16 q) of Attention(Grad),
+/// inputs q at `first`; returns the result shape [.., T, E].
 Shape attentionShape(TypeRuleContext &ctx, int first) {
   const TensorType &q = *ctx.in(first), &kt = *ctx.in(first + 1),
                    &v = *ctx.in(first + 2);
@@ -64,7 +66,7 @@ Shape attentionShape(TypeRuleContext &ctx, int first) {
   Shape scores(q.shape.begin(), q.shape.end() - 1);
   scores.push_back(kt.shape[r - 1]);
   if (const TensorType *m = ctx.in(first + 3)) {
-    ctx.requireDType(*m, q.dtype, "mask");
+    ctx.requireDTypeOrF32(*m, q.dtype, "mask", "q");
     if (!broadcastsTo(m->shape, scores))
       throw Error(fmt::format("mask of shape {} does not broadcast to the "
                               "scores {}",
@@ -83,11 +85,12 @@ void shoal::rt::attentionRule(TypeRuleContext &ctx) {
   ctx.expected.push_back({ctx.x().dtype, attentionShape(ctx, 0)});
 }
 
-/// AttentionGrad: dy, q, kt, v, mask -> dq, dkt, dv, in f32.
+/// AttentionGrad: dy, q, kt, v, mask -> dq, dkt, dv, of q's dtype (f32,
+/// f16 or bf16; computed in f32).
 void shoal::rt::attentionGradRule(TypeRuleContext &ctx) {
   const TensorType &q = *ctx.in(1);
-  ctx.requireDType(q, DType::F32, "input q");
-  TensorType out{DType::F32, attentionShape(ctx, 1)};
+  ctx.requireFloat(q, "input q");
+  TensorType out{q.dtype, attentionShape(ctx, 1)};
   if (ctx.x() != out)
     throw Error(fmt::format("input dy must be the attention's result, {}, "
                             "got {}",

@@ -24,12 +24,12 @@ void shoal::rt::softmaxRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(x);
 }
 
-/// LayerNormalization.
+/// LayerNormalization: Scale and B of X's dtype or, for f16/bf16 X, f32.
 void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
   ctx.requireFloat(x, "input X");
-  ctx.requireDType(*ctx.in(1), x.dtype, "input Scale");
+  ctx.requireDTypeOrF32(*ctx.in(1), x.dtype, "input Scale", "X");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0)
     throw Error("input X must have rank >= 1");
@@ -48,7 +48,7 @@ void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
                             "normalized shape {}",
                             formatShape(ctx.in(1)->shape), formatShape(norm)));
   if (const TensorType *b = ctx.in(2)) {
-    ctx.requireDType(*b, x.dtype, "input B");
+    ctx.requireDTypeOrF32(*b, x.dtype, "input B", "X");
     if (!broadcastsTo(b->shape, norm))
       throw Error(fmt::format("B of shape {} does not broadcast to the "
                               "normalized shape {}",
@@ -59,7 +59,7 @@ void shoal::rt::layerNormRule(TypeRuleContext &ctx) {
   ctx.expected = {x, {DType::F32, stat}, {DType::F32, stat}};
 }
 
-/// AddLayerNorm.
+/// AddLayerNorm: Scale and B as LayerNormalization's, like A.
 void shoal::rt::addLayerNormRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
@@ -68,7 +68,7 @@ void shoal::rt::addLayerNormRule(TypeRuleContext &ctx) {
     throw Error(fmt::format("inputs A and B must have the same type, got "
                             "{}",
                             ctx.typesStr()));
-  ctx.requireDType(*ctx.in(2), x.dtype, "input Scale");
+  ctx.requireDTypeOrF32(*ctx.in(2), x.dtype, "input Scale", "A");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0)
     throw Error("input A must have rank >= 1");
@@ -78,7 +78,8 @@ void shoal::rt::addLayerNormRule(TypeRuleContext &ctx) {
   Shape norm(x.shape.begin() + a.axis, x.shape.end());
   for (int i : {2, 3})
     if (const TensorType *t = ctx.in(i)) {
-      ctx.requireDType(*t, x.dtype, i == 2 ? "input Scale" : "input B");
+      ctx.requireDTypeOrF32(*t, x.dtype, i == 2 ? "input Scale" : "input B",
+                            "A");
       if (!broadcastsTo(t->shape, norm))
         throw Error(fmt::format("{} of shape {} does not broadcast to the "
                                 "normalized shape {}",

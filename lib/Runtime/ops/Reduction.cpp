@@ -15,7 +15,8 @@
 using namespace shoal;
 using namespace shoal::rt;
 
-/// ReduceMean, ReduceSum.
+/// ReduceMean, ReduceSum: the result has the input's dtype or, for an f16
+/// or bf16 input, f32 (summed in double, rounded once either way).
 void shoal::rt::reduceRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
@@ -37,7 +38,8 @@ void shoal::rt::reduceRule(TypeRuleContext &ctx) {
     for (int64_t d = 0; d < rank; ++d)
       axes.insert(d);
   a.axes.assign(axes.begin(), axes.end());
-  ctx.expected.push_back({x.dtype, reduceShape(x.shape, a.axes, a.keepdims)});
+  ctx.expected.push_back({ctx.f32OrDType(0, x.dtype, "the output", "the input"),
+                          reduceShape(x.shape, a.axes, a.keepdims)});
 }
 
 /// ArgMax, ArgMin.

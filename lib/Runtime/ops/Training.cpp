@@ -15,11 +15,12 @@
 using namespace shoal;
 using namespace shoal::rt;
 
-/// SoftmaxCrossEntropy, SoftmaxCrossEntropyGrad.
+/// SoftmaxCrossEntropy, SoftmaxCrossEntropyGrad: logits f32, f16 or bf16;
+/// the loss and dloss f32, dlogits of the logits' dtype.
 void shoal::rt::crossEntropyRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input logits");
+  ctx.requireFloat(x, "input logits");
   const TensorType &labels = *ctx.in(1);
   ctx.requireDType(labels, DType::I64, "input labels");
   if (x.shape.empty())
@@ -43,11 +44,11 @@ void shoal::rt::crossEntropyRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(x);
 }
 
-/// SoftmaxGrad.
+/// SoftmaxGrad: y and dy of one dtype (f32, f16 or bf16), dx of theirs.
 void shoal::rt::softmaxGradRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input y");
+  ctx.requireFloat(x, "input y");
   if (*ctx.in(1) != x)
     throw Error(fmt::format("inputs y and dy must have the same type, got {}",
                             ctx.typesStr()));
@@ -57,11 +58,13 @@ void shoal::rt::softmaxGradRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(x);
 }
 
-/// LayerNormalizationGrad, LayerNormalizationScaleGrad.
+/// LayerNormalizationGrad, LayerNormalizationScaleGrad: x and dy of one
+/// dtype (f32, f16 or bf16); scale of x's dtype or f32; dx of x's dtype;
+/// dscale f32 or x's dtype.
 void shoal::rt::layerNormGradRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
-  ctx.requireDType(x, DType::F32, "input x");
+  ctx.requireFloat(x, "input x");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   if (rank == 0)
     throw Error("input x must have rank >= 1");
@@ -76,11 +79,12 @@ void shoal::rt::layerNormGradRule(TypeRuleContext &ctx) {
     throw Error(fmt::format("input dy must have the type of x, {}, got {}",
                             x.str(), dy.str()));
   if (isScale) {
-    ctx.expected.push_back({DType::F32, norm});
+    ctx.expected.push_back(
+        {ctx.f32OrDType(0, x.dtype, "output dscale", "x"), norm});
     return;
   }
   const TensorType &scale = *ctx.in(1);
-  ctx.requireDType(scale, DType::F32, "input scale");
+  ctx.requireDTypeOrF32(scale, x.dtype, "input scale", "x");
   if (!broadcastsTo(scale.shape, norm))
     throw Error(fmt::format("scale of shape {} does not broadcast to the "
                             "normalized shape {}",
@@ -88,7 +92,7 @@ void shoal::rt::layerNormGradRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(x);
 }
 
-/// GatherGrad.
+/// GatherGrad: dy f32, f16 or bf16; the output f32 or dy's dtype.
 void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
   const TensorType &x = ctx.x();
   OpAttrs &a = ctx.a();
@@ -100,12 +104,17 @@ void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
     throw Error(fmt::format("axis {} is not supported (only 0)", axis));
   a.axis = 0;
   const TensorType &dy = *ctx.in(1);
-  ctx.requireDType(dy, DType::F32, "input dy");
+  ctx.requireFloat(dy, "input dy");
   const TensorType &out = ctx.types[ctx.info.outputs[0]];
-  if (out.dtype != DType::F32 || out.shape.empty())
-    throw Error(fmt::format("output value {} must be f32 [rows, ...], got "
-                            "{}",
-                            ctx.info.outputs[0], out.str()));
+  if ((out.dtype != DType::F32 && out.dtype != dy.dtype) || out.shape.empty())
+    throw Error(
+        fmt::format("output value {} must be {} [rows, ...], got "
+                    "{}",
+                    ctx.info.outputs[0],
+                    dy.dtype == DType::F32
+                        ? std::string("f32")
+                        : fmt::format("f32 or {} (dy's)", dtypeName(dy.dtype)),
+                    out.str()));
   Shape want = x.shape;
   want.insert(want.end(), out.shape.begin() + 1, out.shape.end());
   if (dy.shape != want)

@@ -178,6 +178,32 @@ void TypeRuleContext::requireFloat(const TensorType &t, const char *what,
                             f64 ? "f64, " : "", t.str()));
 }
 
+bool shoal::rt::isHalf(DType d) { return d == DType::F16 || d == DType::BF16; }
+
+void TypeRuleContext::requireDTypeOrF32(const TensorType &t, DType dtype,
+                                        const char *what,
+                                        const char *like) const {
+  if (!isHalf(dtype))
+    return requireDType(t, dtype, what);
+  if (t.dtype != dtype && t.dtype != DType::F32)
+    throw Error(fmt::format("{} must be f32 or {} (like {}), got {}", what,
+                            dtypeName(dtype), like, t.str()));
+}
+
+DType TypeRuleContext::f32OrDType(int i, DType dtype, const char *what,
+                                  const char *like) const {
+  if (!isHalf(dtype) || i >= static_cast<int>(info.outputs.size()) ||
+      info.outputs[i] < 0)
+    return dtype;
+  const TensorType &declared = declaredOutput(i);
+  if (declared.dtype == DType::F32)
+    return DType::F32;
+  if (declared.dtype != dtype)
+    throw Error(fmt::format("{} must be f32 or {} (like {}), got {}", what,
+                            dtypeName(dtype), like, declared.str()));
+  return dtype;
+}
+
 std::vector<int64_t> shoal::rt::readList(const AttrReader &attrs,
                                          const char *name, std::size_t n,
                                          int64_t dflt, int64_t min,

@@ -99,6 +99,19 @@ struct TypeRuleContext {
   /// with `f64`, f64 (computed in double).
   void requireFloat(const TensorType &t, const char *what,
                     bool f64 = false) const;
+  /// Throws unless t has `dtype` or, when `dtype` is f16 or bf16, f32 (a
+  /// mixed-precision operand: a norm's scale, a bias, a mask, which the
+  /// kernels stage through f32 as they do the 16-bit ones): "<what> must be
+  /// f32 or bf16 (like <like>), got <t>".
+  void requireDTypeOrF32(const TensorType &t, DType dtype, const char *what,
+                         const char *like) const;
+  /// The dtype of output `i` of an op that computes in f32 from operands
+  /// of `dtype`: f32 where `dtype` is f16 or bf16 and the output is declared
+  /// f32 (a weight gradient, a sum kept in f32), else `dtype`. Throws "<what>
+  /// must be f32 or bf16 (like <like>), got <t>" for a 16-bit `dtype` and an
+  /// output declared neither.
+  DType f32OrDType(int i, DType dtype, const char *what,
+                   const char *like) const;
 };
 
 /// A type rule (the Rule column of Ops.def).
@@ -133,6 +146,8 @@ bool readVocabShard(TypeRuleContext &ctx, int64_t local, bool required);
 bool isNumeric(DType d);
 /// f32, f64, f16 or bf16.
 bool isFloat(DType d);
+/// f16 or bf16.
+bool isHalf(DType d);
 
 /// Reads a list attribute of `n` entries, each >= `min`; absent or empty
 /// gives `n` times `dflt`.
