@@ -107,9 +107,12 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   // Mixed precision (float32 weights, products in a 16-bit type): every
   // product reads its operands through casts and casts its result back
   // (4 + 2 bytes per element each), and moves 16-bit values itself.
-  const bool mixed =
+  const bool lowPrecision =
       options.fp32Weights && (options.precision == Precision::BF16 ||
                               options.precision == Precision::FP16);
+  // bf16-autocast: products cast around; the default: the whole model low.
+  const bool mixed = lowPrecision && !options.lowActivations;
+  const bool lowModel = lowPrecision && options.lowActivations;
   RangeTime t;
   double forward = 0, backward = 0, gathers = 0;
   // The op's part of the profile's work: `f` of what divides over the
@@ -124,8 +127,14 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     double moved = divided * x.f + p.wholeBytes * x.fw + p.weightBytes * x.wf;
     double s = cost.opSeconds(
         r, p.flops * (p.hasSplit ? x.f : x.fw),
-        mixed && p.rows > 0 ? moved / 2 : moved,
+        (mixed && p.rows > 0) || lowModel ? moved / 2 : moved,
         p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * x.rowsF);
+    // The whole model low: a product reads each weight through a cast
+    // (float32 in, 16-bit out).
+    if (lowModel && p.castWeightElements > 0) {
+      double elements = p.castWeightElements * x.wf;
+      s += cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
+    }
     if (mixed && p.castElements > 0) {
       double elements =
           (p.castElements - p.castWeightElements - p.castWholeElements) * x.f +
@@ -205,7 +214,8 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0) {
       flush();
       // The runtime copies its input into the result, then exchanges it.
-      double bytes = op.tpAllReduceBytes * frac;
+      // (16-bit activations when the whole model is low.)
+      double bytes = op.tpAllReduceBytes * frac * (lowModel ? 0.5 : 1.0);
       t.tp += cost.allReduceSeconds(group, bytes) +
               cost.opSeconds(rank, 0, 2 * bytes, OpClass::Copy);
     }
@@ -383,6 +393,11 @@ void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
 void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                               const Cluster &cluster, const CostModel &cost,
                               const PlanOptions &options) {
+  // The whole model in bf16/fp16 (shoal-mixed-precision's default): 16-bit
+  // activations, transfers and tensor-parallel all-reduces.
+  const bool lowModel = options.fp32Weights && options.lowActivations &&
+                        (options.precision == Precision::BF16 ||
+                         options.precision == Precision::FP16);
   const int p = l.pp(), m = l.microBatches, dp = l.dp;
   const double batch = profile.stepBatch();
   std::vector<double> shares = l.batchShares;
@@ -484,15 +499,23 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     double slowest = 0, sum = 0, p2p = 0, tpc = 0;
+    // GPipe runs every forward, then every backward: each phase is bound by
+    // its own slowest stage (which need not be the same stage).
+    double slowestF = 0, slowestB = 0;
+    const double bwdTp = 1 - 1 / tpCommFactor(step);
     for (int k = 0; k < p; ++k) {
       double tk = t[k][i].compute + t[k][i].tp;
+      double tb = training(step) ? t[k][i].backward + t[k][i].tp * bwdTp : 0;
+      slowestF = std::max(slowestF, tk - tb);
+      slowestB = std::max(slowestB, tb);
       double in = 0, busy = 0;
       if (k > 0) {
         const OpCost &edge = profile.ops[l.stages[k].begin - 1];
         double frac = microFrac(i);
         int src = rankOf(l.stages[k - 1], i, 0),
             dst = rankOf(l.stages[k], i, 0);
-        double once = cost.sendRecvSeconds(src, dst, edge.cutBytes * frac);
+        double once = cost.sendRecvSeconds(
+            src, dst, edge.cutBytes * frac * (lowModel ? 0.5 : 1.0));
         in = passes * v * once;
         // Sends are asynchronous: the link's latency overlaps the next
         // micro-batch, its bandwidth does not.
@@ -507,6 +530,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     int mi = microBatchesOf(i);
     if (v > 1)
       total = (mi + double(p - 1) / v) * slowest + p2p;
+    else if (l.schedule == "gpipe" && training(step) && p > 1)
+      total = (mi - 1) * (slowestF + slowestB) + sum + p2p;
     else
       total = (mi - 1) * slowest + sum + p2p;
     if (total > l.stepSeconds) {
@@ -602,8 +627,10 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // of their own.
       bool tasks = p > 1 || mostMicroBatches > 1;
       bool summed = mostMicroBatches > 1 || in.zeroRanks > 1;
-      StageActivations a =
-          trainingActivations(profile, s, k, p, step, tasks, summed, bpp, frac);
+      // The whole model in bf16/fp16: 16-bit activations (the weight
+      // gradients stay float32, bpp).
+      StageActivations a = trainingActivations(
+          profile, s, k, p, step, tasks, summed, bpp, lowModel ? frac / 2 : frac);
       in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
       in.transientBytes = a.arena;
     }

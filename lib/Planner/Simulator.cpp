@@ -409,9 +409,14 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         rows = 1;
         for (int d = 0; d + 1 < out.shape_size(); ++d)
           rows *= static_cast<double>(out.shape(d));
-        if (byElementType && out.dtype() == shoal::plan::F16)
+        // At its operands' precision (a weight gradient: 16-bit operands,
+        // a float32 result).
+        int in = op.inputs_size() ? op.inputs(0) : -1;
+        int dtype = in >= 0 && in < prog.values_size() ? prog.values(in).dtype()
+                                                        : out.dtype();
+        if (byElementType && dtype == shoal::plan::F16)
           model = &half;
-        else if (byElementType && out.dtype() == shoal::plan::BF16)
+        else if (byElementType && dtype == shoal::plan::BF16)
           model = &bfloat;
       }
       std::vector<double> &mine = perRank[seconds.size()];

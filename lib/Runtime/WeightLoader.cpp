@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "WeightLoader.h"
+#include "Half.h"
 
 #include "Sharding.h"
 #include "shoal/Schema/WeightDigest.h"
@@ -427,6 +428,20 @@ Tensor OnnxWeightFile::loadBlock(const std::string &name,
                             "({}), but the plan expects {}",
                             name, path(), info->dataType,
                             onnxTypeName(info->dataType), global.str()));
+  // A float32 master weight of a model stored in bf16 or f16 (shoal-compile
+  // trains such a model on float32 copies): read as stored, widened
+  // exactly.
+  if (global.dtype == DType::F32 &&
+      (dtype == DType::BF16 || dtype == DType::F16)) {
+    Tensor half = loadBlock(name, TensorType{dtype, global.shape}, offsets,
+                            local, sourceShape);
+    Tensor wide(DType::F32, local);
+    const auto *h = static_cast<const uint16_t *>(half.rawData());
+    float *f = wide.data<float>();
+    for (int64_t i = 0, n = wide.numElements(); i < n; ++i)
+      f[i] = dtype == DType::BF16 ? bf16ToFloat(h[i]) : halfToFloat(h[i]);
+    return wide;
+  }
   // A viewed weight (sourceShape given) is read in the plan's shape: the
   // same elements in the same row-major order.
   TensorType actual{dtype, info->dims};

@@ -191,6 +191,14 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     if (!isa<FloatType>(outType.getElementType()))
       return func.emitError()
              << "the loss needs a float output, but it is " << outType;
+    // A model in bf16 or f16: the loss in float32 (cross-entropy reads the
+    // 16-bit logits and computes in float32; mse reads them through a cast).
+    Type elem = outType.getElementType();
+    bool half = elem.isBF16() || elem.isF16();
+    if (half && loss == "mse") {
+      out = b.create<CastOp>(loc, outType.clone(b.getF32Type()), out);
+      outType = cast<RankedTensorType>(out.getType());
+    }
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
       if (auto n = func.getArgAttrOfType<StringAttr>(i, "shoal.name");
           n && n.getValue() == labels)
@@ -217,8 +225,8 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     Value perElement;
     if (loss == "cross_entropy") {
       perElement = track(b.create<SoftmaxCrossEntropyOp>(
-          loc, labelsType.clone(outType.getElementType()), out, labelsArg,
-          b.getI64IntegerAttr(ignoreIndex)));
+          loc, labelsType.clone(half ? b.getF32Type() : outType.getElementType()),
+          out, labelsArg, b.getI64IntegerAttr(ignoreIndex)));
     } else {
       Value diff = track(b.create<SubOp>(loc, outType, out, labelsArg));
       perElement = track(b.create<MulOp>(loc, outType, diff, diff));
@@ -354,6 +362,25 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     if (trained.empty())
       return func.emitError() << "nothing to train: every weight is frozen "
                                  "or not a float tensor";
+    // A model stored in bf16 or f16 trains float32 master copies of its
+    // weights (the runtime widens them when it loads them); the model reads
+    // each through a cast to its own type, whose gradient is float32.
+    for (WeightOp w : trained) {
+      auto t = cast<RankedTensorType>(w.getType());
+      if (!t.getElementType().isBF16() && !t.getElementType().isF16())
+        continue;
+      w.getResult().setType(t.clone(Float32Type::get(func.getContext())));
+      OpBuilder wb(w->getContext());
+      wb.setInsertionPointAfter(w);
+      auto c = wb.create<CastOp>(w.getLoc(), t, w.getResult());
+      for (StringRef name : {ShoalDialect::kScopeAttr.data()})
+        if (Attribute a = w->getAttr(name))
+          c->setAttr(name, a);
+      w.getResult().replaceAllUsesExcept(c, c);
+      auto it = llvm::find(forward, w.getOperation());
+      forward.insert(std::next(it), c);
+      active.insert(c.getResult());
+    }
     if (!active.contains(*lossValue))
       return func.emitError() << "the loss does not depend on any trained "
                                  "weight";

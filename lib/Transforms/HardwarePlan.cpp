@@ -516,6 +516,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         return WalkResult::interrupt();
       });
     options.fp32Weights = fp32Weights;
+    options.lowActivations = lowActivations;
     options.balance = balance;
     options.dp = dp;
     options.tp = tp;

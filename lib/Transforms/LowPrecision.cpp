@@ -68,8 +68,7 @@ bool onnxF32Only(StringRef type) {
 /// Ops that compute in float32: their float operands are cast to it and
 /// their results stay float32.
 bool computesInF32(Operation *op) {
-  if (isa<VocabMaxOp, VocabStatsOp, VocabCrossEntropyOp,
-          VocabCrossEntropyGradOp, AdamWOp, SGDOp, AssignOp>(op))
+  if (isa<AdamWOp, SGDOp, AssignOp>(op))
     return true;
   auto onnx = dyn_cast<OnnxOp>(op);
   return onnx && onnxF32Only(onnx.getOpType());
@@ -88,6 +87,10 @@ bool isGradientPlumbing(Operation *op) {
   if (isa<AllReduceOp, ReduceScatterOp, LocalSliceOp, AllGatherOp,
           TransposeOp, ReshapeOp, AddOp>(op))
     return true;
+  // A model stored in 16 bits: its master weight's gradient comes through
+  // the gradient of the cast its reader reads the weight through.
+  if (auto c = dyn_cast<CastOp>(op))
+    return isa<FloatType>(getElementTypeOrSelf(c.getInput().getType()));
   auto onnx = dyn_cast<OnnxOp>(op);
   return onnx && llvm::is_contained({"Concat", "Slice", "Split", "Pad",
                                      "Squeeze", "Unsqueeze", "Identity"},
@@ -260,6 +263,23 @@ struct Lowering {
             BridgeOp, func::ReturnOp>(op))
       return;
     bool inF32 = f32Region || computesInF32(op) || isOptimizerPhase(op);
+    // The vocabulary-parallel loss reads its logits in their type (low) and
+    // keeps its statistics, loss and seed float32; its gradient comes out
+    // in the logits' type.
+    if (isa<VocabMaxOp, VocabStatsOp, VocabCrossEntropyOp,
+            VocabCrossEntropyGradOp>(op)) {
+      for (OpOperand &use : op->getOpOperands()) {
+        auto t = floatTensor(use.get().getType());
+        bool logits = use.getOperandNumber() == 0 &&
+                      !isa<VocabCrossEntropyOp>(op);
+        if (t && !logits && !t.getElementType().isF32())
+          use.set(convert(use.get(), f32, op));
+      }
+      if (isa<VocabCrossEntropyGradOp>(op))
+        setElem(op->getResult(0),
+                floatTensor(op->getOperand(0).getType()).getElementType());
+      return;
+    }
     // A gather keeps its table's type: an embedding table is not cast
     // whole, its rows are cast by their reader.
     if (auto gather = dyn_cast<GatherOp>(op)) {

@@ -139,6 +139,7 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
       if (train->mixedPrecision.precision != "fp32") {
         plan.precision = train->mixedPrecision.precision;
         plan.fp32Weights = true;
+        plan.lowActivations = !train->mixedPrecision.autocast;
       }
     }
     pm.addPass(createPlanPass(plan));

@@ -30,8 +30,10 @@
 
 #include "TestUtil.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -202,14 +204,20 @@ struct OpCheck {
     PlanBuilder::attrInts(op, name, v);
     return *this;
   }
-  OpInfo info() const { return checkOp(op, 0, types, Mesh()); }
+  OpCheck &strs(const std::string &name, const std::vector<std::string> &v) {
+    PlanBuilder::attrStrings(op, name, v);
+    return *this;
+  }
+  OpInfo info() const { return checkOp(op, 0, types, mesh); }
   std::string error() const {
-    return errorOf([&] { checkOp(op, 0, types, Mesh()); });
+    return errorOf([&] { checkOp(op, 0, types, mesh); });
   }
   /// Runs the registered kernel of `backend` as the scheduler does: the
-  /// outputs allocated with their declared types (on the host).
+  /// outputs allocated with their declared types (on the host), this rank
+  /// at `groupIndex` in the op's group.
   std::vector<Tensor> run(const std::vector<const Tensor *> &inputs,
-                          BackendKind backend = BackendKind::CPU) {
+                          BackendKind backend = BackendKind::CPU,
+                          int64_t groupIndex = 0) {
     registerCpuKernels();
     OpInfo inf = info();
     KernelFn fn = findKernel(inf.kind, backend);
@@ -221,7 +229,8 @@ struct OpCheck {
     // CPU kernels never touch the device, nor do CUDA kernels that refuse
     // their operands.
     alignas(std::max_align_t) static char deviceStorage[64];
-    KernelContext ctx{plan, reinterpret_cast<Device &>(deviceStorage), 0};
+    KernelContext ctx{plan, reinterpret_cast<Device &>(deviceStorage),
+                      groupIndex};
     if (fn)
       fn(ctx, inf, inputs, outputs);
     return outputs;
@@ -236,6 +245,8 @@ struct OpCheck {
 
   plan::Op op;
   std::vector<TensorType> types;
+  /// The mesh of the vocabulary-parallel ops' shard_axes.
+  Mesh mesh;
   LoadedPlan plan;
 };
 
@@ -850,13 +861,167 @@ TEST(HalfTraining, CrossEntropyRulesKeepTheLossF32) {
 }
 
 //===----------------------------------------------------------------------===//
-// 11. What stays f32
+// 11. Vocabulary-parallel cross-entropy
 //===----------------------------------------------------------------------===//
 
-TEST(HalfTraining, VocabOptimizerAndBatchNormStayF32) {
-  OpCheck v("VocabMax");
-  v.in(kBF16, {4, 5}).out(kF32, {4});
-  EXPECT_CONTAINS(v.error(), "input logits must be f32, got bf16[4, 5]");
+/// The four Vocab* kernels on 16-bit logits against the f32 kernels on the
+/// same logits widened: max, stats and the loss bit for bit, dlogits the
+/// f32 result rounded once; on a whole block and on the padded last block
+/// of an uneven split (its padding holds garbage the kernels must skip).
+TEST(HalfTraining, VocabCrossEntropyOnHalfLogits) {
+  std::mt19937 rng(16);
+  const int64_t c = 7;
+  // Classes 0-6 of 14, and the last block of 12 over two ranks (classes
+  // 7-11, two columns of padding). Each block holds some labels, the other
+  // block others; one is ignored.
+  Tensor labels = makeTensor<int64_t>({2, 4}, {0, 3, 8, -100, 11, 6, 7, 2});
+  for (DType d : {kBF16, kF16})
+    for (VocabBlock block : {VocabBlock{14, 0}, VocabBlock{12, 7}}) {
+      SCOPED_TRACE(fmt::format("{}, block at {} of {}", dtypeName(d),
+                               block.offset, block.size));
+      Tensor logits = randomOf(d, {2, 4, c}, rng, -4.f, 4.f);
+      int64_t valid = std::min(c, block.size - block.offset);
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t j = valid; j < c; ++j)
+          logits.data<uint16_t>()[r * c + j] = halfBits(1e4f, d);
+      Tensor x32 = widened(logits);
+      Tensor refMax(kF32, {2, 4}), mx(kF32, {2, 4});
+      vocabMax(x32, block, refMax);
+      vocabMax(logits, block, mx);
+      expectSameBits(mx, refMax, "VocabMax");
+      // The max over all ranks (the all-reduce's) is above some rows' own.
+      Tensor gmax = widened(refMax);
+      for (int64_t r = 1; r < 8; r += 2)
+        gmax.data<float>()[r] += 0.75f;
+      Tensor refStats(kF32, {2, 4, 2}), stats(kF32, {2, 4, 2});
+      vocabStats(x32, labels, gmax, block, -100, refStats);
+      vocabStats(logits, labels, gmax, block, -100, stats);
+      expectSameBits(stats, refStats, "VocabStats");
+      Tensor refLoss(kF32, {2, 4}), loss(kF32, {2, 4});
+      vocabCrossEntropy(gmax, refStats, labels, -100, refLoss);
+      vocabCrossEntropy(gmax, stats, labels, -100, loss);
+      expectSameBits(loss, refLoss, "VocabCrossEntropy");
+      Tensor dloss = randomF32({2, 4}, rng, 0.5f, 2.f);
+      Tensor refGrad(kF32, logits.shape()), grad(d, logits.shape());
+      vocabCrossEntropyGrad(x32, labels, dloss, gmax, refStats, block, -100,
+                            refGrad);
+      vocabCrossEntropyGrad(logits, labels, dloss, gmax, stats, block, -100,
+                            grad);
+      expectSameBits(grad, roundTo(refGrad, d), "VocabCrossEntropyGrad");
+      // The padding and the ignored row are 0.
+      for (int64_t j = 0; j < c; ++j)
+        EXPECT_EQ(grad.data<uint16_t>()[3 * c + j], 0) << "ignored row";
+      for (int64_t j = valid; j < c; ++j)
+        EXPECT_EQ(grad.data<uint16_t>()[j], 0) << "padding";
+    }
+}
+
+TEST(HalfTraining, VocabRulesTakeHalfLogitsThroughTheRegistry) {
+  std::mt19937 rng(17);
+  // Rank 1 of two over tp: classes 7-12 of 13 and one column of padding.
+  auto vocab = [](const char *kind) {
+    OpCheck o(kind);
+    o.mesh = Mesh({"tp"}, {2});
+    o.strs("shard_axes", {"tp"}).i("shard_size", 13);
+    return o;
+  };
+  VocabBlock block{13, 7};
+  Tensor labels = makeTensor<int64_t>({2, 3}, {0, 9, -100, 12, 7, 6});
+  for (DType d : {kBF16, kF16}) {
+    SCOPED_TRACE(dtypeName(d));
+    Tensor logits = randomOf(d, {2, 3, 7}, rng, -4.f, 4.f);
+    Tensor x32 = widened(logits);
+    OpCheck m = vocab("VocabMax");
+    m.in(d, {2, 3, 7}).out(kF32, {2, 3});
+    ASSERT_EQ(m.error(), "");
+    Tensor mx = m.run({&logits}, BackendKind::CPU, 1)[0];
+    Tensor refMax(kF32, {2, 3});
+    vocabMax(x32, block, refMax);
+    expectSameBits(mx, refMax, "VocabMax through the registry");
+    OpCheck s = vocab("VocabStats");
+    s.i("ignore_index", -100);
+    s.in(d, {2, 3, 7}).in(DType::I64, {2, 3}).in(kF32, {2, 3});
+    s.out(kF32, {2, 3, 2});
+    ASSERT_EQ(s.error(), "");
+    Tensor stats = s.run({&logits, &labels, &mx}, BackendKind::CPU, 1)[0];
+    Tensor refStats(kF32, {2, 3, 2});
+    vocabStats(x32, labels, refMax, block, -100, refStats);
+    expectSameBits(stats, refStats, "VocabStats through the registry");
+    OpCheck g = vocab("VocabCrossEntropyGrad");
+    g.in(d, {2, 3, 7}).in(DType::I64, {2, 3}).in(kF32, {2, 3});
+    g.in(kF32, {2, 3}).in(kF32, {2, 3, 2}).out(d, {2, 3, 7});
+    ASSERT_EQ(g.error(), "");
+    Tensor dloss = randomF32({2, 3}, rng, 0.5f, 2.f);
+    Tensor grad =
+        g.run({&logits, &labels, &dloss, &mx, &stats}, BackendKind::CPU, 1)[0];
+    Tensor refGrad(kF32, {2, 3, 7});
+    vocabCrossEntropyGrad(x32, labels, dloss, refMax, refStats, block, -100,
+                          refGrad);
+    expectSameBits(grad, roundTo(refGrad, d),
+                   "VocabCrossEntropyGrad through the registry");
+  }
+}
+
+TEST(HalfTraining, VocabRulesAndKernelsRejectOtherDTypes) {
+  auto vocab = [](const char *kind) {
+    OpCheck o(kind);
+    o.mesh = Mesh({"tp"}, {2});
+    o.strs("shard_axes", {"tp"}).i("shard_size", 13);
+    return o;
+  };
+  OpCheck m = vocab("VocabMax");
+  m.in(DType::F64, {4, 7}).out(kF32, {4});
+  EXPECT_CONTAINS(m.error(), "input logits must be f32, f16 or bf16, got "
+                             "f64[4, 7]");
+  m.types[0].dtype = kBF16;
+  m.types[1].dtype = kBF16;
+  EXPECT_CONTAINS(m.error(), "is declared bf16[4], but the inputs "
+                             "(bf16[4, 7]) give f32[4]");
+  OpCheck s = vocab("VocabStats");
+  s.in(kF16, {4, 7}).in(DType::I64, {4}).in(kF16, {4}).out(kF32, {4, 2});
+  EXPECT_CONTAINS(s.error(), "input max must be f32[4], got f16[4]");
+  s.types[2].dtype = kF32;
+  s.types[3].dtype = kF16;
+  EXPECT_CONTAINS(s.error(), "is declared f16[4, 2], but the inputs");
+  OpCheck g = vocab("VocabCrossEntropyGrad");
+  g.in(kF16, {4, 7}).in(DType::I64, {4}).in(kF32, {4}).in(kF32, {4});
+  g.in(kF32, {4, 2}).out(kBF16, {4, 7});
+  EXPECT_CONTAINS(g.error(), "is declared bf16[4, 7], but the inputs");
+  g.types[5].dtype = kF32; // dlogits are the logits' dtype, not f32
+  EXPECT_CONTAINS(g.error(), "is declared f32[4, 7], but the inputs");
+  g.types[5].dtype = kF16;
+  EXPECT_EQ(g.error(), "");
+  g.types[2].dtype = kF16;
+  EXPECT_CONTAINS(g.error(), "input dloss must be f32[4], got f16[4]");
+  // VocabCrossEntropy stays f32.
+  OpCheck l("VocabCrossEntropy");
+  l.in(kBF16, {4}).in(kF32, {4, 2}).in(DType::I64, {4}).out(kF32, {4});
+  EXPECT_CONTAINS(l.error(), "input max must be f32, got bf16[4]");
+  // The kernels check the same.
+  VocabBlock block{13, 0};
+  Tensor x16(kF16, {4, 7}), x64(DType::F64, {4, 7}), labels(DType::I64, {4}),
+      f32s(kF32, {4}), stats(kF32, {4, 2}), max16(kF16, {4});
+  Tensor out(kF32, {4}), wrong(kBF16, {4, 7}), out32(kF32, {4, 7});
+  EXPECT_CONTAINS(errorOf([&] { vocabMax(x64, block, out); }),
+                  "VocabMax: logits must be f32, f16 or bf16, got f64[4, 7]");
+  EXPECT_CONTAINS(
+      errorOf([&] { vocabStats(x16, labels, max16, block, -100, stats); }),
+      "VocabStats: max must be f32, got f16[4]");
+  for (Tensor *dl : {&wrong, &out32})
+    EXPECT_CONTAINS(errorOf([&] {
+                      vocabCrossEntropyGrad(x16, labels, f32s, f32s, stats,
+                                            block, -100, *dl);
+                    }),
+                    fmt::format("VocabCrossEntropyGrad: output is {} but the "
+                                "inputs give f16[4, 7]",
+                                dl->type().str()));
+}
+
+//===----------------------------------------------------------------------===//
+// 12. What stays f32
+//===----------------------------------------------------------------------===//
+
+TEST(HalfTraining, OptimizerAndBatchNormStayF32) {
   OpCheck a("AdamW");
   a.in(kBF16, {5}).in(kBF16, {5}).in(kBF16, {5}).in(kBF16, {5});
   EXPECT_CONTAINS(a.error(), "input w must be f32, got bf16[5]");
@@ -881,7 +1046,8 @@ TEST(HalfTraining, CudaKernelsLeaveHalfOperandsToTheCpu) {
   for (const char *kind :
        {"AttentionGrad", "SoftmaxGrad", "LayerNormalizationGrad",
         "LayerNormalizationScaleGrad", "GatherGrad", "SoftmaxCrossEntropy",
-        "SoftmaxCrossEntropyGrad"}) {
+        "SoftmaxCrossEntropyGrad", "VocabMax", "VocabStats",
+        "VocabCrossEntropyGrad"}) {
     OpKind k;
     ASSERT_TRUE(parseOpKind(kind, k)) << kind;
     EXPECT_EQ(findKernel(k, BackendKind::CUDA), nullptr)

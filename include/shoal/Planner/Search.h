@@ -137,6 +137,12 @@ struct PlanOptions {
   /// the products run in `precision`, but the weights and their gradients
   /// stay float32 (4 bytes per parameter each, no separate master copy).
   bool fp32Weights = false;
+  /// With fp32Weights: the whole model in `precision` (shoal-mixed-precision's
+  /// default): every op moves 16-bit activations, products read 16-bit
+  /// copies of the weights (one cast per weight read), and activation
+  /// memory is 16-bit; false: only the products, cast around each
+  /// (bf16-autocast).
+  bool lowActivations = false;
   /// Shards by speed are rounded to whole multiples of this many elements
   /// (shoal-plan's shard-multiple), as the compiler cuts them.
   int64_t shardMultiple = 64;

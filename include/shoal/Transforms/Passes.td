@@ -153,6 +153,10 @@ def PlanPass : Pass<"shoal-plan", "::mlir::ModuleOp"> {
     Option<"fp32Weights", "fp32-weights", "bool", /*default=*/"false",
            "Mixed-precision training: weights and gradients stay float32 "
            "(only the products run in `precision`)">,
+    Option<"lowActivations", "low-activations", "bool", /*default=*/"false",
+           "With fp32-weights: the activations in `precision` too (the "
+           "default mixed precision; false: bf16-autocast's casts around "
+           "each product)">,
     Option<"balance", "balance", "bool", /*default=*/"true",
            "Whale's balancing (false: keep the annotated layout)">,
     Option<"zero", "zero", "int64_t", /*default=*/"0",

@@ -385,6 +385,8 @@ void gatherGrad(const Tensor &indices, const Tensor &dy, Tensor &out,
 
 /// Vocabulary-parallel cross-entropy over this rank's block of the classes
 /// (Ops.def "VocabMax"...; the block's padding, past block.size, skipped).
+/// The logits are f32, f16 or bf16 (read exactly as f32, a row at a
+/// time); max, stats, dloss and the loss are f32.
 /// vocabMax: the largest logit of each position (-inf if none).
 void vocabMax(const Tensor &logits, const VocabBlock &block, Tensor &out);
 /// vocabStats: [..., 2], the sum of exp(logit - max) and the label's logit
@@ -394,7 +396,8 @@ void vocabStats(const Tensor &logits, const Tensor &labels, const Tensor &max,
 /// vocabCrossEntropy: log(stats0) + max - stats1, 0 for ignored labels.
 void vocabCrossEntropy(const Tensor &max, const Tensor &stats,
                        const Tensor &labels, int64_t ignoreIndex, Tensor &loss);
-/// vocabCrossEntropyGrad: the block of (softmax - onehot(label)) * dloss.
+/// vocabCrossEntropyGrad: the block of (softmax - onehot(label)) * dloss,
+/// of the logits' dtype (computed in f32, rounded once to f16/bf16).
 void vocabCrossEntropyGrad(const Tensor &logits, const Tensor &labels,
                            const Tensor &dloss, const Tensor &max,
                            const Tensor &stats, const VocabBlock &block,

@@ -7,14 +7,16 @@
 // The CPU kernels of the training family of Ops.def (Kernels.h): the
 // loss and gradient ops shoal-autodiff emits (docs/Training.md):
 // SoftmaxCrossEntropy and its gradient, SoftmaxGrad, the
-// LayerNormalization gradients and GatherGrad, on f32, then their
-// registration per op. SoftmaxGrad along the last axis and LayerNorm's
-// input gradient run Vector.h's float loops (as PyTorch's CPU kernels
-// compute in float); the other sums that many terms feed are kept in
-// double. f16/bf16 operands (mixed-precision training) are read exactly as
-// f32 and computed as for f32: a 16-bit result is the f32 one rounded
-// once, and the sums kept in double (the scale gradient, GatherGrad)
-// round once from double to whichever result type.
+// LayerNormalization gradients, GatherGrad and the vocabulary-parallel
+// cross-entropy (Vocab*), on f32, then their registration per op.
+// SoftmaxGrad along the last axis and LayerNorm's input gradient run
+// Vector.h's float loops (as PyTorch's CPU kernels compute in float); the
+// other sums that many terms feed are kept in double. f16/bf16 operands
+// (mixed-precision training) are read exactly as f32 and computed as for
+// f32: a 16-bit result is the f32 one rounded once, and the sums kept in
+// double (the scale gradient, GatherGrad) round once from double to
+// whichever result type. The Vocab* kernels widen 16-bit logits one row at
+// a time (max, stats and the loss stay f32).
 //
 //===----------------------------------------------------------------------===//
 
@@ -411,7 +413,7 @@ std::vector<int64_t> localLabels(const Tensor &labels, int64_t size,
   return out;
 }
 
-/// Checks f32 logits [P..., C] and a tensor `t` of shape P (+ `extra`).
+/// Checks logits [P..., C] and an f32 tensor `t` of shape P (+ `extra`).
 void checkPositions(const Tensor &logits, const Tensor &t, int64_t extra,
                     const char *what, const char *name) {
   checkDType(t, DType::F32, what, name);
@@ -423,11 +425,38 @@ void checkPositions(const Tensor &logits, const Tensor &t, int64_t extra,
                             formatShape(want)));
 }
 
+/// Checks f32, f16 or bf16 logits [..., C].
 void checkLogits(const Tensor &logits, const char *what) {
-  checkDType(logits, DType::F32, what, "logits");
+  DType t = logits.dtype();
+  if (t != DType::F32 && !isHalfDType(t))
+    throw Error(fmt::format("{}: logits must be f32, f16 or bf16, got {}", what,
+                            logits.type().str()));
   if (logits.rank() == 0)
     throw Error(fmt::format("{}: logits must be [..., C], got {}", what,
                             logits.type().str()));
+}
+
+/// Columns [0, n) of row `r` of logits [rows, c] as f32: the data itself
+/// for f32, else that part of the row widened (exactly) into `buf`, so a
+/// kernel on 16-bit logits holds one f32 row, never an f32 copy of all.
+const float *logitsRow(const Tensor &logits, int64_t r, int64_t c, int64_t n,
+                       std::vector<float> &buf) {
+  switch (logits.dtype()) {
+  case DType::F32:
+    return logits.data<float>() + r * c;
+  case DType::BF16: {
+    const uint16_t *p = logits.data<uint16_t>() + r * c;
+    for (int64_t j = 0; j < n; ++j)
+      buf[j] = bf16ToFloat(p[j]);
+    return buf.data();
+  }
+  default: {
+    const uint16_t *p = logits.data<uint16_t>() + r * c;
+    for (int64_t j = 0; j < n; ++j)
+      buf[j] = halfToFloat(p[j]);
+    return buf.data();
+  }
+  }
 }
 
 } // namespace
@@ -439,10 +468,10 @@ void shoal::rt::cpu::vocabMax(const Tensor &logits, const VocabBlock &block,
   Shape pos(logits.shape().begin(), logits.shape().end() - 1);
   checkOutput(out, DType::F32, pos, what);
   int64_t c = logits.shape().back(), valid = validClasses(block, c);
-  const float *px = logits.data<float>();
+  std::vector<float> buf(isHalfDType(logits.dtype()) ? valid : 0);
   float *po = out.data<float>();
   for (int64_t r = 0, rows = numElements(pos); r < rows; ++r) {
-    const float *row = px + r * c;
+    const float *row = logitsRow(logits, r, c, valid, buf);
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < valid; ++j)
       mx = std::max(mx, row[j]);
@@ -462,11 +491,12 @@ void shoal::rt::cpu::vocabStats(const Tensor &logits, const Tensor &labels,
   Shape statsShape(logits.shape().begin(), logits.shape().end() - 1);
   statsShape.push_back(2);
   checkOutput(out, DType::F32, statsShape, what);
-  const float *px = logits.data<float>();
+  // The label's local class, when held, is below `valid`.
+  std::vector<float> buf(isHalfDType(logits.dtype()) ? valid : 0);
   const float *pm = max.data<float>();
   float *po = out.data<float>();
   for (int64_t r = 0, rows = max.numElements(); r < rows; ++r) {
-    const float *row = px + r * c;
+    const float *row = logitsRow(logits, r, c, valid, buf);
     double sum = 0;
     for (int64_t j = 0; j < valid; ++j)
       sum += std::exp(double(row[j]) - double(pm[r]));
@@ -508,27 +538,37 @@ void shoal::rt::cpu::vocabCrossEntropyGrad(
   checkPositions(logits, dloss, 0, what, "dloss");
   checkPositions(logits, max, 0, what, "max");
   checkPositions(logits, stats, 2, what, "stats");
-  checkOutput(dlogits, DType::F32, logits.shape(), what);
+  checkOutput(dlogits, logits.dtype(), logits.shape(), what);
   int64_t c = logits.shape().back(), valid = validClasses(block, c);
   std::vector<int64_t> local =
       localLabels(labels, block.size, block.offset, c, ignoreIndex, what);
   const int64_t *pl = labels.data<int64_t>();
-  const float *px = logits.data<float>(), *pd = dloss.data<float>(),
-              *pm = max.data<float>(), *ps = stats.data<float>();
-  float *po = dlogits.data<float>();
+  const float *pd = dloss.data<float>(), *pm = max.data<float>(),
+              *ps = stats.data<float>();
+  // 16-bit logits: each row is read into `buf` and computed into `rowOut`
+  // in f32 as for f32 logits, then rounded once into dlogits.
+  DType dtype = logits.dtype();
+  bool half = isHalfDType(dtype);
+  std::vector<float> buf(half ? valid : 0), rowOut(half ? c : 0);
   for (int64_t r = 0, rows = max.numElements(); r < rows; ++r) {
-    float *orow = po + r * c;
+    float *orow = half ? rowOut.data() : dlogits.data<float>() + r * c;
     std::fill(orow, orow + c, 0.f);
-    if (pl[r] == ignoreIndex)
+    if (pl[r] != ignoreIndex) {
+      const float *row = logitsRow(logits, r, c, valid, buf);
+      double scale = double(pd[r]) / double(ps[2 * r]);
+      for (int64_t j = 0; j < valid; ++j)
+        orow[j] = static_cast<float>(std::exp(double(row[j]) - double(pm[r])) *
+                                     scale);
+      if (local[r] >= 0)
+        orow[local[r]] =
+            static_cast<float>(double(orow[local[r]]) - double(pd[r]));
+    }
+    if (!half)
       continue;
-    const float *row = px + r * c;
-    double scale = double(pd[r]) / double(ps[2 * r]);
-    for (int64_t j = 0; j < valid; ++j)
-      orow[j] =
-          static_cast<float>(std::exp(double(row[j]) - double(pm[r])) * scale);
-    if (local[r] >= 0)
-      orow[local[r]] =
-          static_cast<float>(double(orow[local[r]]) - double(pd[r]));
+    uint16_t *o16 = dlogits.data<uint16_t>() + r * c;
+    for (int64_t j = 0; j < c; ++j)
+      o16[j] =
+          dtype == DType::F16 ? floatToHalf(orow[j]) : floatToBF16(orow[j]);
   }
 }
 

@@ -125,7 +125,9 @@ void shoal::rt::gatherGradRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(out);
 }
 
-/// VocabMax, VocabStats, VocabCrossEntropy, VocabCrossEntropyGrad.
+/// VocabMax, VocabStats, VocabCrossEntropy, VocabCrossEntropyGrad: logits
+/// f32, f16 or bf16; max, stats, dloss and the loss f32; dlogits of the
+/// logits' dtype.
 void shoal::rt::vocabRule(TypeRuleContext &ctx) {
   OpAttrs &a = ctx.a();
   OpKind kind = ctx.kind();
@@ -136,7 +138,7 @@ void shoal::rt::vocabRule(TypeRuleContext &ctx) {
     pos = ctx.x().shape;
   } else {
     const TensorType &logits = ctx.x();
-    ctx.requireDType(logits, DType::F32, "input logits");
+    ctx.requireFloat(logits, "input logits");
     if (logits.shape.empty())
       throw Error(fmt::format("input logits must be [..., C] with rank >= 1, "
                               "got {}",

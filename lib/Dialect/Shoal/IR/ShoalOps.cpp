@@ -571,10 +571,16 @@ static LogicalResult verifyVocabPieces(Operation *op, Value logits,
   auto f32 = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getElementType().isF32();
   };
+  // Logits in float32 or a 16-bit type (mixed precision: the kernels
+  // compute in float32); the statistics are float32.
+  auto floatLogits = [](Value v) {
+    Type t = cast<RankedTensorType>(v.getType()).getElementType();
+    return t.isF32() || t.isBF16() || t.isF16();
+  };
   if (logits && (shapeOf(logits).size() != pos.size() + 1 ||
-                 shapeOf(logits).drop_back() != pos || !f32(logits)))
+                 shapeOf(logits).drop_back() != pos || !floatLogits(logits)))
     return op->emitOpError() << "logits " << fmtShape(shapeOf(logits))
-                             << " must be f32 with the positions "
+                             << " must be f32, bf16 or f16 with the positions "
                              << fmtShape(pos) << " and a class axis";
   if (labels && shapeOf(labels) != pos)
     return op->emitOpError()
