@@ -629,8 +629,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       bool summed = mostMicroBatches > 1 || in.zeroRanks > 1;
       // The whole model in bf16/fp16: 16-bit activations (the weight
       // gradients stay float32, bpp).
-      StageActivations a = trainingActivations(
-          profile, s, k, p, step, tasks, summed, bpp, lowModel ? frac / 2 : frac);
+      StageActivations a =
+          trainingActivations(profile, s, k, p, step, tasks, summed, bpp,
+                              lowModel ? frac / 2 : frac);
       in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
       in.transientBytes = a.arena;
     }

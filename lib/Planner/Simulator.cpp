@@ -413,7 +413,7 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         // a float32 result).
         int in = op.inputs_size() ? op.inputs(0) : -1;
         int dtype = in >= 0 && in < prog.values_size() ? prog.values(in).dtype()
-                                                        : out.dtype();
+                                                       : out.dtype();
         if (byElementType && dtype == shoal::plan::F16)
           model = &half;
         else if (byElementType && dtype == shoal::plan::BF16)
@@ -648,14 +648,15 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         // A Send or Recv of a step's sum (last_micro_batch) runs only at
         // the last micro-batch.
         auto skipped = [&](const plan::Op &op) {
-          if (st.mb == s.count - 1 || (!is(op, rt::OpKind::Send) &&
-                                       !is(op, rt::OpKind::Recv)))
+          if (st.mb == s.count - 1 ||
+              (!is(op, rt::OpKind::Send) && !is(op, rt::OpKind::Recv)))
             return false;
           auto it = op.attrs().find("last_micro_batch");
           return it != op.attrs().end() && it->second.i() != 0;
         };
         for (int i : ops)
-          if (is(s.prog->ops(i), rt::OpKind::Recv) && !skipped(s.prog->ops(i)) &&
+          if (is(s.prog->ops(i), rt::OpKind::Recv) &&
+              !skipped(s.prog->ops(i)) &&
               !arrival.count({s.prog->ops(i).transfer().id(), st.mb}))
             ready = false;
         if (!ready)
@@ -895,9 +896,9 @@ std::string shoal::planner::chromeTrace(const Prediction &p) {
     first = false;
   }
   for (const SimEvent &e : p.events)
-    json += fmt::format(",{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":{},"
-                        "\"ts\":{:.3f},\"dur\":{:.3f}}}",
-                        e.name, e.program, e.lane, e.start * 1e6,
-                        e.seconds * 1e6);
+    json +=
+        fmt::format(",{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":{},\"tid\":{},"
+                    "\"ts\":{:.3f},\"dur\":{:.3f}}}",
+                    e.name, e.program, e.lane, e.start * 1e6, e.seconds * 1e6);
   return json + "]}\n";
 }

@@ -225,7 +225,8 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
     Value perElement;
     if (loss == "cross_entropy") {
       perElement = track(b.create<SoftmaxCrossEntropyOp>(
-          loc, labelsType.clone(half ? b.getF32Type() : outType.getElementType()),
+          loc,
+          labelsType.clone(half ? b.getF32Type() : outType.getElementType()),
           out, labelsArg, b.getI64IntegerAttr(ignoreIndex)));
     } else {
       Value diff = track(b.create<SubOp>(loc, outType, out, labelsArg));

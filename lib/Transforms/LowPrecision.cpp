@@ -84,8 +84,8 @@ bool writesF32(Operation *op) {
 /// views): walking back from where a gradient must be float32, these are
 /// float32 too, up to the op that produces the gradient.
 bool isGradientPlumbing(Operation *op) {
-  if (isa<AllReduceOp, ReduceScatterOp, LocalSliceOp, AllGatherOp,
-          TransposeOp, ReshapeOp, AddOp>(op))
+  if (isa<AllReduceOp, ReduceScatterOp, LocalSliceOp, AllGatherOp, TransposeOp,
+          ReshapeOp, AddOp>(op))
     return true;
   // A model stored in 16 bits: its master weight's gradient comes through
   // the gradient of the cast its reader reads the weight through.
@@ -189,7 +189,8 @@ struct Lowering {
         for (Value v : ret.getOperands()) {
           Value inner = v;
           if (auto tg = v.getDefiningOp<TaskGraphOp>())
-            inner = tg.getYield().getOperand(cast<OpResult>(v).getResultNumber());
+            inner =
+                tg.getYield().getOperand(cast<OpResult>(v).getResultNumber());
           keep.insert(v);
           keep.insert(inner);
         }
@@ -221,8 +222,8 @@ struct Lowering {
           return y.bitcastToAPInt();
         });
         auto k = b.create<ConstantOp>(c.getLoc(), type, mapped);
-        for (StringRef name : {ShoalDialect::kPhaseAttr.data(),
-                               ShoalDialect::kScopeAttr.data()})
+        for (StringRef name :
+             {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
           if (Attribute a = c->getAttr(name))
             k->setAttr(name, a);
         made = k;
@@ -270,8 +271,8 @@ struct Lowering {
             VocabCrossEntropyGradOp>(op)) {
       for (OpOperand &use : op->getOpOperands()) {
         auto t = floatTensor(use.get().getType());
-        bool logits = use.getOperandNumber() == 0 &&
-                      !isa<VocabCrossEntropyOp>(op);
+        bool logits =
+            use.getOperandNumber() == 0 && !isa<VocabCrossEntropyOp>(op);
         if (t && !logits && !t.getElementType().isF32())
           use.set(convert(use.get(), f32, op));
       }
@@ -293,7 +294,8 @@ struct Lowering {
     // readers take.
     if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
             LocalSliceOp>(op) &&
-        !(isa<AllGatherOp>(op) && op->getOperand(0).getDefiningOp<WeightOp>())) {
+        !(isa<AllGatherOp>(op) &&
+          op->getOperand(0).getDefiningOp<WeightOp>())) {
       Value in = op->getOperand(0), out = op->getResult(0);
       auto t = floatTensor(in.getType());
       if (!t)

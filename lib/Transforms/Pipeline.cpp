@@ -163,8 +163,8 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       if (Operation *def = inner.getDefiningOp();
           def && def->getBlock() == holder.getYield()->getBlock())
         b.setInsertionPointAfter(def);
-      auto send = b.create<SendOp>(bridge.getLoc(), inner, id,
-                                   bridge.getFrom(), bridge.getTo());
+      auto send = b.create<SendOp>(bridge.getLoc(), inner, id, bridge.getFrom(),
+                                   bridge.getTo());
       if (once)
         send->setAttr(ShoalDialect::kLastMicroBatchAttr, b.getUnitAttr());
       // Each reader receives it at its start instead of taking an input.

@@ -177,8 +177,7 @@ int main(int argc, char **argv) {
                   "stages), %.3g on the busiest stage, schedule's "
                   "(p-1)/(v*m) = %.3g\n",
                   pred.schedule.c_str(), pred.stages, pred.microBatches,
-                  pred.bubble(), pred.busiestBubble(),
-                  pred.expectedBubble());
+                  pred.bubble(), pred.busiestBubble(), pred.expectedBubble());
     bool fits = true;
     for (std::size_t i = 0; i < pred.programs.size(); ++i) {
       const ProgramPrediction &pp = pred.programs[i];

@@ -10,8 +10,9 @@
 // the message has arrived; an exchange the executor starts asynchronously
 // (a gradient's all-reduce, alone or in a bucket) runs on the program's
 // communication channel beside the compute, and its readers (the
-// optimizer's update at the step's end) wait for it. Gives the predicted step time, each stage's busy
-// time and bubble, the weights each rank holds, and a timeline.
+// optimizer's update at the step's end) wait for it. Gives the predicted step
+// time, each stage's busy time and bubble, the weights each rank holds, and a
+// timeline.
 //
 //===----------------------------------------------------------------------===//
 
