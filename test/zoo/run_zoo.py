@@ -42,7 +42,9 @@ For every model (test/zoo/models.py):
       on 2 stages, 4 micro-batches. train-tp2-sp: train-tp2 with
       `sequence_parallel: true` (Megatron-LM's sequence parallelism); the
       partitioned IR must hold reduce_scatters along the sequence and no
-      all_reduce of hidden states (rank-3 tensors).
+      all_reduce of hidden states (rank-3 tensors). train-bf16-tp2-sp,
+      train-bf16-pp2: those layouts with `precision: bf16` (the whole
+      model in bf16), the losses within 3e-2 of PyTorch float32.
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -100,9 +102,11 @@ FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
                  "train-zero1", "train-zero2", "train-zero3",
                  "train-rc-full", "train-rc-selective", "train-bf16", "train-fp16",
-                 "train-tp2-ce", "train-pp2-interleaved", "train-tp2-sp"]
+                 "train-tp2-ce", "train-pp2-interleaved", "train-tp2-sp",
+                 "train-bf16-tp2-sp", "train-bf16-pp2"]
 # train-bf16, train-fp16: train-dp2 with `precision: P` (mixed precision),
-# its losses against PyTorch float32 within PRECISION_RTOL.
+# its losses against PyTorch float32 within PRECISION_RTOL; train-bf16-L:
+# layout train-L with `precision: bf16`.
 PRECISION_RTOL = 3e-2
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
@@ -181,6 +185,8 @@ def make_spec(model, layout, node_names):
     """Annotation spec text for a layout, or None for the one-rank layout.
     Raises ValueError when the layout does not apply (n/a)."""
     kind = layout.replace("train-", "")
+    if kind.startswith(("bf16-", "fp16-")):
+        kind = kind[len("bf16-"):]
     if kind.startswith(("zero", "rc-", "bf16", "fp16")):
         kind = "dp2"
     if kind == "tp2-ce":
@@ -422,7 +428,7 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
     if ce:
         # The parallelism report shows the loss's collectives.
         compile_ += ["--report-file", os.path.join(d, "report.txt")]
-    sp = layout == "train-tp2-sp"
+    sp = layout.endswith("train-tp2-sp") or layout.endswith("-tp2-sp")
     if sp:
         compile_ += ["--emit-mlir", os.path.join(d, "partitioned.mlir")]
     if training:
@@ -432,8 +438,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                 f.write("zero: %s\n" % layout[len("train-zero"):])
             if layout.startswith("train-rc-"):
                 f.write("recompute: %s\n" % layout[len("train-rc-"):])
-            if layout in ("train-bf16", "train-fp16"):
-                f.write("precision: %s\n" % layout[len("train-"):])
+            if layout.startswith(("train-bf16", "train-fp16")):
+                f.write("precision: %s\n" % layout[len("train-"):len("train-bf16")])
         compile_ += ["--train", os.path.join(d, "train.yaml")]
     log = open(os.path.join(d, "log.txt"), "w")
     stage = "compile"
@@ -467,7 +473,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
             return r
         errs = [abs(g - t) / max(abs(t), 1e-12) for g, t in zip(got, train_ref)]
         r["loss"], r["loss_torch"], r["loss_err"] = got, train_ref, errs
-        rtol = PRECISION_RTOL if layout in ("train-bf16", "train-fp16") else args.rtol
+        rtol = (PRECISION_RTOL if layout.startswith(("train-bf16", "train-fp16"))
+                else args.rtol)
         if all(np.isfinite(errs)) and max(errs) <= rtol:
             r["status"] = "pass"
         else:
