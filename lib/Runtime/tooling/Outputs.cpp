@@ -13,9 +13,9 @@
 #include "Json.h"
 #include "Npy.h"
 #include "PlanLoader.h"
-#include "tooling/Profile.h"
 #include "Sharding.h"
 #include "shoal/Support/Files.h"
+#include "tooling/Profile.h"
 
 #include <fmt/format.h>
 

@@ -79,7 +79,6 @@ double measureCopyBandwidth(Device &device, std::size_t bytes = 64u << 20);
 /// Median of `v` (0 when empty).
 double median(std::vector<double> v);
 
-
 } // namespace rt
 } // namespace shoal
 

@@ -20,16 +20,16 @@
 #include "Checkpoint.h"
 #include "Comm.h"
 #include "Executor.h"
-#include "tooling/Export.h"
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
-#include "tooling/Profile.h"
 #include "Sharding.h"
 #include "Watchdog.h"
 #include "WeightLoader.h"
 #include "shoal/Schema/DeviceCatalog.h"
 #include "shoal/Support/Files.h"
+#include "tooling/Export.h"
+#include "tooling/Profile.h"
 
 #include <fmt/format.h>
 
@@ -374,8 +374,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         if (const OpInfo *op = firstOpWithoutKernel(*plan, backend))
           throw Error(fmt::format("--strict: the {} backend has no kernel "
                                   "for {}",
-                                  backendTitle(backend),
-                                  op->describe()));
+                                  backendTitle(backend), op->describe()));
       if (!parsePrecision(options.precision, matmul))
         throw Error(fmt::format("unknown precision '{}'", options.precision));
     }
