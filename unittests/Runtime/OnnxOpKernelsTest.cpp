@@ -20,6 +20,7 @@
 #include "PlanLoader.h"
 #include "cpu/Kernels.h"
 
+#include "OpCheck.h"
 #include "TestUtil.h"
 
 #include <fmt/format.h>
@@ -159,64 +160,6 @@ std::vector<double> refPool(bool isMax, const Tensor &x, const WindowParams &p,
     }
   return r;
 }
-
-/// Checks one op against `types` the way plan validation does; returns the
-/// message of the Error, or "" when it passes.
-struct OpCheck {
-  explicit OpCheck(const std::string &kind) { op.set_kind(kind); }
-  int value(DType dtype, const Shape &shape) {
-    types.push_back({dtype, shape});
-    return static_cast<int>(types.size()) - 1;
-  }
-  OpCheck &in(DType dtype, const Shape &shape) {
-    op.add_inputs(value(dtype, shape));
-    return *this;
-  }
-  OpCheck &out(DType dtype, const Shape &shape) {
-    op.add_outputs(value(dtype, shape));
-    return *this;
-  }
-  OpCheck &absentOut() {
-    op.add_outputs(-1);
-    return *this;
-  }
-  OpCheck &i(const std::string &name, int64_t v) {
-    PlanBuilder::attrInt(op, name, v);
-    return *this;
-  }
-  OpCheck &f(const std::string &name, double v) {
-    PlanBuilder::attrFloat(op, name, v);
-    return *this;
-  }
-  OpCheck &ints(const std::string &name, const std::vector<int64_t> &v) {
-    op.mutable_attrs()->erase(name);
-    PlanBuilder::attrInts(op, name, v);
-    return *this;
-  }
-  OpCheck &s(const std::string &name, const std::string &v) {
-    (*op.mutable_attrs())[name].set_s(v);
-    return *this;
-  }
-  OpInfo info() const { return checkOp(op, 0, types, Mesh()); }
-  std::string error() const {
-    try {
-      checkOp(op, 0, types, Mesh());
-    } catch (const Error &e) {
-      return e.what();
-    }
-    return "";
-  }
-
-  plan::Op op;
-  std::vector<TensorType> types;
-};
-
-#define EXPECT_CONTAINS(text, part)                                            \
-  do {                                                                         \
-    std::string text_ = (text);                                                \
-    EXPECT_NE(text_.find(part), std::string::npos)                             \
-        << "message was: " << text_;                                           \
-  } while (0)
 
 } // namespace
 

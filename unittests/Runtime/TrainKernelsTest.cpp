@@ -15,6 +15,7 @@
 #include "cpu/Kernels.h"
 #include "cpu/Optimizers.h"
 
+#include "OpCheck.h"
 #include "TestUtil.h"
 
 #include <fmt/format.h>
@@ -82,69 +83,6 @@ std::vector<double> refLayerNorm(const std::vector<double> &x,
   }
   return y;
 }
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
-/// Checks one op against `types` the way plan validation does.
-struct OpCheck {
-  explicit OpCheck(const std::string &kind) { op.set_kind(kind); }
-  int value(DType dtype, const Shape &shape) {
-    types.push_back({dtype, shape});
-    return static_cast<int>(types.size()) - 1;
-  }
-  OpCheck &in(DType dtype, const Shape &shape) {
-    op.add_inputs(value(dtype, shape));
-    return *this;
-  }
-  OpCheck &absentIn() {
-    op.add_inputs(-1);
-    return *this;
-  }
-  OpCheck &out(DType dtype, const Shape &shape) {
-    op.add_outputs(value(dtype, shape));
-    return *this;
-  }
-  OpCheck &i(const std::string &name, int64_t v) {
-    PlanBuilder::attrInt(op, name, v);
-    return *this;
-  }
-  OpCheck &f(const std::string &name, double v) {
-    PlanBuilder::attrFloat(op, name, v);
-    return *this;
-  }
-  OpCheck &ints(const std::string &name, const std::vector<int64_t> &v) {
-    op.mutable_attrs()->erase(name);
-    PlanBuilder::attrInts(op, name, v);
-    return *this;
-  }
-  OpCheck &strs(const std::string &name, const std::vector<std::string> &v) {
-    op.mutable_attrs()->erase(name);
-    PlanBuilder::attrStrings(op, name, v);
-    return *this;
-  }
-  OpInfo info() const { return checkOp(op, 0, types, mesh); }
-  std::string error() const {
-    return errorOf([&] { checkOp(op, 0, types, mesh); });
-  }
-
-  plan::Op op;
-  std::vector<TensorType> types;
-  Mesh mesh;
-};
-
-#define EXPECT_CONTAINS(text, part)                                            \
-  do {                                                                         \
-    std::string text_ = (text);                                                \
-    EXPECT_NE(text_.find(part), std::string::npos)                             \
-        << "message was: " << text_;                                           \
-  } while (0)
 
 } // namespace
 
