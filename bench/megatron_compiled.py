@@ -38,14 +38,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import megatron_sc21 as mt  # noqa: E402
-
-CLUSTER = """version: 1
-nodes:
-  - {count: %d, devices: {type: A100-80GB, count: 8}}
-links:
-  intra_node: {type: nvlink3}
-  inter_node: {bandwidth_Gbps: 200, latency_us: 5, transport: rdma}
-"""
+from megatron_table import CLUSTER  # noqa: E402  (DGX A100 nodes, % nodes)
 
 TRAIN = """version: 1
 loss: {kind: cross_entropy, output: logits, labels: labels}
