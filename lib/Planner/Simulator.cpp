@@ -156,8 +156,8 @@ bool is(const shoal::plan::Op &op, rt::OpKind kind) {
 /// (or, over "mb", into the step's sum: a copy at micro-batch 0 and an add
 /// at the others), then the exchange over `group`, at the rank's last
 /// micro-batch when it accumulates. The exchange is asynchronous (beside
-/// the compute, on the program's one communication channel) unless the
-/// next op reads its result, as the executor starts it. A ReduceScatter
+/// the compute, on the channel of its group of axes) unless the next op
+/// reads its result, as the executor starts it. A ReduceScatter
 /// over "mb" (ZeRO-1/2's gradient) accumulates the same way and scatters
 /// once, at the last micro-batch, synchronously.
 struct AllReduceInfo {
@@ -525,6 +525,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::map<std::string, double> overlapped;
     std::map<int, double> readyAt;
     std::map<std::vector<int>, std::vector<int>> bucketValues;
+    std::map<int, std::vector<int>> bucketOf; ///< value -> its bucket's axes
     double lastExchange() const {
       double end = 0;
       for (const auto &[axes, free] : commFree)
@@ -712,8 +713,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           if (bytes <= 0)
             return;
           double end = launch(axes, info->seconds(cost, bytes), "AllReduce");
-          for (int v : s.bucketValues[axes])
+          for (int v : s.bucketValues[axes]) {
             s.readyAt[v] = end;
+            s.bucketOf.erase(v);
+          }
           s.bucketValues[axes].clear();
           bytes = 0;
         };
@@ -733,12 +736,11 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             s.readyAt.clear();
           }
           for (int v : op.inputs()) {
-            for (auto &[axes, values] : s.bucketValues)
-              if (std::find(values.begin(), values.end(), v) != values.end()) {
-                meet();
-                flush(axes);
-                break;
-              }
+            if (auto it = s.bucketOf.find(v); it != s.bucketOf.end()) {
+              std::vector<int> axes = it->second;
+              meet();
+              flush(axes);
+            }
             if (auto it = s.readyAt.find(v); it != s.readyAt.end()) {
               meet();
               waitUntil(it->second, "wait for an exchange");
@@ -788,8 +790,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
               auto &[info, b] = open[a.axes];
               info = &a;
               b += a.bytes;
-              if (result >= 0)
+              if (result >= 0) {
                 s.bucketValues[a.axes].push_back(result);
+                s.bucketOf[result] = a.axes;
+              }
               if (b >= bucketBytes) {
                 meet();
                 flush(a.axes);

@@ -19,9 +19,9 @@
 //   the loss compute in float32 in their kernels (the runtime stages low
 //   operands through float32 and rounds the result once); the loss and
 //   every scalar stay float32, as do the values the model returns;
-// - ops the runtime computes in float32 only (convolutions, batch norm,
-//   the vocabulary-parallel loss) read their operands through casts to
-//   float32.
+// - ops the runtime computes in float32 only (convolutions, batch norm)
+//   read their operands through casts to float32; the vocabulary-parallel
+//   loss reads low logits and keeps its statistics float32.
 //
 // Casts are made once per value, type and TaskGraph, right after the value;
 // a constant is rewritten in the low type instead of cast.
@@ -48,11 +48,6 @@ RankedTensorType floatTensor(Type t) {
 /// One element: the loss, its scale and seed, norms; they stay float32.
 bool isScalar(RankedTensorType t) {
   return t.hasStaticShape() && t.getNumElements() == 1;
-}
-
-bool isF32Tensor(Value v) {
-  auto t = floatTensor(v.getType());
-  return t && t.getElementType().isF32();
 }
 
 /// ONNX op types the runtime computes in float32 only.
@@ -173,8 +168,8 @@ struct Lowering {
             keepF32(in);
         return;
       }
-      if (op->getParentOfType<TaskGraphOp>() &&
-          isOptimizerPhase(op->getParentOfType<TaskGraphOp>()))
+      if (auto parent = op->getParentOfType<TaskGraphOp>();
+          parent && isOptimizerPhase(parent))
         return;
       if (isa<AdamWOp, SGDOp, AssignOp>(op) ||
           (isOptimizerPhase(op) && !isa<TaskGraphOp>(op)))
