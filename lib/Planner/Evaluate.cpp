@@ -98,6 +98,18 @@ double capacityOf(const std::vector<int> &ranks, const Cluster &cluster) {
   return c;
 }
 
+/// Mixed-precision training: float32 weights, products in a 16-bit type.
+bool mixedPrecision(const PlanOptions &options) {
+  return options.fp32Weights && (options.precision == Precision::BF16 ||
+                                 options.precision == Precision::FP16);
+}
+
+/// The whole model in that 16-bit type (shoal-mixed-precision's default):
+/// 16-bit activations, transfers and tensor-parallel all-reduces.
+bool wholeModelLow(const PlanOptions &options) {
+  return mixedPrecision(options) && options.lowActivations;
+}
+
 RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
                     const std::vector<char> &split, int splitBase, int devices,
                     double frac, int rank, const std::vector<int> &group,
@@ -107,12 +119,9 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   // Mixed precision (float32 weights, products in a 16-bit type): every
   // product reads its operands through casts and casts its result back
   // (4 + 2 bytes per element each), and moves 16-bit values itself.
-  const bool lowPrecision =
-      options.fp32Weights && (options.precision == Precision::BF16 ||
-                              options.precision == Precision::FP16);
   // bf16-autocast: products cast around; the default: the whole model low.
-  const bool mixed = lowPrecision && !options.lowActivations;
-  const bool lowModel = lowPrecision && options.lowActivations;
+  const bool lowModel = wholeModelLow(options);
+  const bool mixed = mixedPrecision(options) && !lowModel;
   RangeTime t;
   double forward = 0, backward = 0, gathers = 0;
   // The op's part of the profile's work: `f` of what divides over the
@@ -393,11 +402,7 @@ void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
 void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                               const Cluster &cluster, const CostModel &cost,
                               const PlanOptions &options) {
-  // The whole model in bf16/fp16 (shoal-mixed-precision's default): 16-bit
-  // activations, transfers and tensor-parallel all-reduces.
-  const bool lowModel = options.fp32Weights && options.lowActivations &&
-                        (options.precision == Precision::BF16 ||
-                         options.precision == Precision::FP16);
+  const bool lowModel = wholeModelLow(options);
   const int p = l.pp(), m = l.microBatches, dp = l.dp;
   const double batch = profile.stepBatch();
   std::vector<double> shares = l.batchShares;

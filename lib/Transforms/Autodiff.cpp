@@ -374,9 +374,8 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       OpBuilder wb(w->getContext());
       wb.setInsertionPointAfter(w);
       auto c = wb.create<CastOp>(w.getLoc(), t, w.getResult());
-      for (StringRef name : {ShoalDialect::kScopeAttr.data()})
-        if (Attribute a = w->getAttr(name))
-          c->setAttr(name, a);
+      if (Attribute scope = w->getAttr(ShoalDialect::kScopeAttr))
+        c->setAttr(ShoalDialect::kScopeAttr, scope);
       w.getResult().replaceAllUsesExcept(c, c);
       auto it = llvm::find(forward, w.getOperation());
       forward.insert(std::next(it), c);
