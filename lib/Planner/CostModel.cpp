@@ -97,6 +97,8 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
     if (in.optimizer != MemoryInputs::Optimizer::None && in.bytesPerParam < 4)
       m.optimizer += in.parameters * 4;
   }
+  // (ZeRO-3 divides the weights, not these copies: it has none.)
+  double copies = in.parameters * in.weightCopyBytesPerParam;
   if (in.training && in.zeroRanks > 1) {
     double n = in.zeroRanks;
     // shoal's ZeRO-1 reduce-scatters the gradients too (docs/Training.md
@@ -112,6 +114,7 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
     if (in.zeroStage >= 3)
       m.weights /= n;
   }
+  m.weights += copies;
   m.activations =
       in.activationBytes * std::max(1, in.inFlight) + in.transientBytes;
   m.workspace = in.workspaceBytes;

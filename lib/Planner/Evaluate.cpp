@@ -131,6 +131,15 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   struct Parts {
     double f, fw, wf, rowsF;
   };
+  // The whole model low: a product reads each weight through a cast
+  // (float32 in, 16-bit out), made once per step and shared by every
+  // micro-batch's forward and backward (rt::weightCopies): RangeTime::casts.
+  auto weightCastOn = [&](int r, const OpPiece &p, const Parts &x) {
+    if (!lowModel || p.castWeightElements <= 0)
+      return 0.0;
+    double elements = p.castWeightElements * x.wf;
+    return cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
+  };
   auto secondsOn = [&](int r, const OpPiece &p, const Parts &x) {
     double divided = p.bytes - p.weightBytes - p.wholeBytes;
     double moved = divided * x.f + p.wholeBytes * x.fw + p.weightBytes * x.wf;
@@ -138,12 +147,6 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
         r, p.flops * (p.hasSplit ? x.f : x.fw),
         (mixed && p.rows > 0) || lowModel ? moved / 2 : moved,
         p.rows > 0 ? OpClass::MatMul : OpClass::Elementwise, p.rows * x.rowsF);
-    // The whole model low: a product reads each weight through a cast
-    // (float32 in, 16-bit out).
-    if (lowModel && p.castWeightElements > 0) {
-      double elements = p.castWeightElements * x.wf;
-      s += cost.opSeconds(r, elements, elements * 6, OpClass::Elementwise);
-    }
     if (mixed && p.castElements > 0) {
       double elements =
           (p.castElements - p.castWeightElements - p.castWholeElements) * x.f +
@@ -210,8 +213,10 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       for (auto [r, w] : shards)
         parts.push_back({r, x});
     }
+    double casts = 0;
     for (const auto &[r, x] : parts) {
       double a = secondsOn(r, op, x), b = 0;
+      casts = std::max(casts, weightCastOn(r, op, x));
       // The backward as shoal-autodiff builds it (the ops of the gradient
       // rule), with the forward op's share of the work.
       if (training(step) && profile.hasBackward)
@@ -220,13 +225,14 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       since[r].first += a;
       since[r].second += b;
     }
+    t.casts += casts;
     if (isSplit && devices > 1 && op.tpAllReduceBytes > 0) {
       flush();
-      // The runtime copies its input into the result, then exchanges it.
-      // (16-bit activations when the whole model is low.)
+      // The runtime reduces the product's result where it lies
+      // (rt::allReducesInPlace). (16-bit activations when the whole model
+      // is low.)
       double bytes = op.tpAllReduceBytes * frac * (lowModel ? 0.5 : 1.0);
-      t.tp += cost.allReduceSeconds(group, bytes) +
-              cost.opSeconds(rank, 0, 2 * bytes, OpClass::Copy);
+      t.tp += cost.allReduceSeconds(group, bytes);
     }
     if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
       gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
@@ -478,10 +484,12 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // Training: each micro-batch's weight gradients go into the step's
       // sum (the executor copies the first and adds the others, at 2 and
       // 3 times their bytes) when they are summed over micro-batches or
-      // all-reduced over replicas; per micro-batch, on average.
+      // reduce-scattered (ZeRO); per micro-batch, on average. One
+      // micro-batch's all-reduce over the replicas sums in place.
       int width = s.split.front() ? 1 : s.devices;
       int mi = microBatchesOf(i);
-      if (training(step) && profile.hasBackward && (mi > 1 || dp * width > 1)) {
+      if (training(step) && profile.hasBackward &&
+          (mi > 1 || (options.zeroStage >= 1 && dp * width > 1))) {
         int slowest = slowestRank(ranks, cluster, options.precision);
         double bytes = stageParams[k] * bpp;
         t[k][i].compute +=
@@ -528,7 +536,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       }
       p2p += in;
       slowest = std::max(slowest, std::max(tk, busy));
-      sum += tk;
+      // (A stage's weight casts: once, at its first forward.)
+      sum += tk + t[k][i].casts;
       tpc += t[k][i].tp;
     }
     double total;
@@ -631,7 +640,12 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // Micro-batches (or stages) make the forward and the backward tasks
       // of their own.
       bool tasks = p > 1 || mostMicroBatches > 1;
-      bool summed = mostMicroBatches > 1 || in.zeroRanks > 1;
+      // A weight gradient is a temporary when it is summed over
+      // micro-batches or reduce-scattered (ZeRO); an all-reduce over the
+      // replicas sums it in place, in the gradient buffer
+      // (rt::allReducesInPlace).
+      bool summed =
+          mostMicroBatches > 1 || (options.zeroStage >= 1 && in.zeroRanks > 1);
       // The whole model in bf16/fp16: 16-bit activations (the weight
       // gradients stay float32, bpp).
       StageActivations a =
@@ -642,6 +656,11 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     }
     in.inFlight = s.inFlight;
     in.workspaceBytes = work * frac;
+    // The whole model in 16 bits keeps a 16-bit copy of each weight it
+    // reads whole, made once per step (rt::weightCopies); ZeRO-3 casts the
+    // gathered weights in the arena instead.
+    in.weightCopyBytesPerParam =
+        lowModel && training(step) && options.zeroStage < 3 ? 2 : 0;
 
     s.memory = estimateMemory(in);
     s.memoryBytes = s.memory.total();

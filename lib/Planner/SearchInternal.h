@@ -45,6 +45,9 @@ struct RangeTime {
   double compute = 0, tp = 0;
   /// Of `compute`, the backward pass (with its recomputed forward).
   double backward = 0;
+  /// Once per step, not per micro-batch: the casts of the weights to their
+  /// 16-bit copies (the whole model low).
+  double casts = 0;
 };
 
 /// `shards`: with shards by speed, each device's rank and weight (per

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shoal/Planner/Simulator.h"
+#include "shoal/Schema/InPlace.h"
 #include "shoal/Schema/OpTable.h"
 #include "shoal/Schema/UnevenBlocks.h"
 
@@ -253,6 +254,64 @@ UnevenParts unevenParts(const shoal::plan::Program &prog,
   return parts;
 }
 
+/// What shares a buffer in `prog`, by the executor's rules
+/// (shoal/Schema/InPlace.h): per op, whether it is an AllReduce that
+/// reduces in its operand's buffer, and the op holding the weight copy a
+/// cast of a weight computes (-1: none).
+struct SharedBuffers {
+  std::vector<bool> inPlace;
+  std::vector<int> weightCopyOf;
+};
+SharedBuffers sharedBuffers(const shoal::plan::Program &prog,
+                            const Placed &placed) {
+  std::vector<rt::InPlaceOp> ops(prog.ops_size());
+  std::vector<std::vector<int>> inputs(prog.ops_size()),
+      outputs(prog.ops_size());
+  std::map<std::string, int> taskOf;
+  for (int i = 0; i < prog.ops_size(); ++i) {
+    const shoal::plan::Op &op = prog.ops(i);
+    rt::InPlaceOp &info = ops[i];
+    inputs[i].assign(op.inputs().begin(), op.inputs().end());
+    outputs[i].assign(op.outputs().begin(), op.outputs().end());
+    info.inputs = &inputs[i];
+    info.outputs = &outputs[i];
+    if (!rt::lookupOpKind(op.kind(), info.kind))
+      info.kind = rt::OpKind::Reshape; // (checked plans know every kind)
+    info.task = taskOf.emplace(op.task_graph(), static_cast<int>(taskOf.size()))
+                    .first->second;
+    auto attr = [&](const char *name) {
+      auto it = op.attrs().find(name);
+      return it == op.attrs().end() ? nullptr : &it->second;
+    };
+    bool reduce = info.kind == rt::OpKind::ReduceSum ||
+                  info.kind == rt::OpKind::ReduceMean;
+    const shoal::plan::Attribute *axes = attr("axes"),
+                                 *noop = attr("noop_with_empty_axes");
+    info.aliases = info.kind == rt::OpKind::Reshape ||
+                   (reduce && (!axes || axes->ints().values().empty()) &&
+                    noop && noop->i() != 0);
+    if (info.kind == rt::OpKind::AllReduce && axes)
+      for (const std::string &a : axes->strings().values())
+        info.overMicroBatches |=
+            placed.mbAxis >= 0 && placed.axis(a) == placed.mbAxis;
+  }
+  std::vector<bool> programOutput(prog.values_size(), false);
+  for (const shoal::plan::Port &port : prog.outputs())
+    if (port.value() >= 0 && port.value() < prog.values_size())
+      programOutput[port.value()] = true;
+  std::vector<bool> weight(prog.values_size(), false);
+  for (const shoal::plan::Weight &w : prog.weights())
+    if (!w.zero_init() && w.value() >= 0 && w.value() < prog.values_size())
+      weight[w.value()] = true;
+  std::vector<int> dtype(prog.values_size());
+  for (int v = 0; v < prog.values_size(); ++v)
+    dtype[v] = static_cast<int>(prog.values(v).dtype());
+  SharedBuffers out;
+  out.weightCopyOf = rt::weightCopies(ops, weight, dtype, programOutput);
+  out.inPlace = rt::allReducesInPlace(ops, programOutput, out.weightCopyOf);
+  return out;
+}
+
 /// Each op's time on the slowest of `ranks` (the program's ranks that run
 /// it), or over its collective group; Send and Recv take none here, nor
 /// AllReduce (`allReduces`: the replay times it). `perRank`: in a program
@@ -288,6 +347,7 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         return true;
     return false;
   };
+  const std::vector<bool> inPlace = sharedBuffers(prog, placed).inPlace;
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
   const UnevenParts unevenAll = unevenParts(prog, placed);
@@ -381,7 +441,9 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
             a.exchangeSeconds = a.seconds(cost, in);
         }
         for (int r : ranks) {
-          double copy = cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
+          // (One that reduces in its operand's buffer copies nothing.)
+          double copy =
+              inPlace[index] ? 0 : cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
           if (!uneven.empty())
             a.copyPerRank.push_back(copy);
           a.copySeconds = std::max(a.copySeconds, copy);
@@ -526,6 +588,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::map<int, double> readyAt;
     std::map<std::vector<int>, std::vector<int>> bucketValues;
     std::map<int, std::vector<int>> bucketOf; ///< value -> its bucket's axes
+    /// Per op, the op holding the weight copy it computes (-1: none), and
+    /// the holders made this step (the executor casts a weight once).
+    std::vector<int> weightCopyOf;
+    std::set<int> copiesMade;
     double lastExchange() const {
       double end = 0;
       for (const auto &[axes, free] : commFree)
@@ -613,6 +679,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       s.count = count;
       s.opSeconds = opTimes(prog, s.placed, s.ranks, cost, byElementType,
                             s.allReduces, s.rankSeconds);
+      s.weightCopyOf = sharedBuffers(prog, s.placed).weightCopyOf;
       progs.push_back(s);
     }
   }
@@ -726,6 +793,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
         };
         for (int i : ops) {
           const plan::Op &op = s.prog->ops(i);
+          // A weight's copy made earlier in the step is not made again.
+          if (int first = s.weightCopyOf[i];
+              first >= 0 && !s.copiesMade.insert(first).second)
+            continue;
           // A reader of a value exchanged beside the compute waits for it;
           // an optimizer, which the executor defers to the step's end, for
           // every exchange.

@@ -194,6 +194,7 @@ void Executor::run(Comm &comm, bool verbose) {
     if (!persistent[v])
       values[v] = Tensor();
   std::fill(made.begin(), made.end(), 0);
+  ++runs; // (weight copies of earlier runs are stale)
   stepStart = Clock::now();
   recvWaitSeconds = 0;
   stepProfile = StepProfile();
@@ -277,6 +278,16 @@ Tensor Executor::resultBuffer(int v) {
         buffer = device.allocate(plan.values[v]);
       it = kept.emplace(key, std::move(buffer)).first;
     }
+    return it->second;
+  }
+  case Residence::WeightCopy: {
+    int holder = v;
+    while (memory.aliasOf[holder] >= 0)
+      holder = memory.aliasOf[holder];
+    auto it = weightCopies.find(holder);
+    if (it == weightCopies.end())
+      it = weightCopies.emplace(holder, device.allocate(plan.values[holder]))
+               .first;
     return it->second;
   }
   case Residence::Persistent:
@@ -395,6 +406,17 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
 }
 
 void Executor::runKernel(const OpInfo &op, Comm &comm) {
+  // A cast of a weight whose copy this step already made (weightCopiesOf):
+  // the copy is the result.
+  int copyHolder = -1;
+  if (int first = memory.weightCopyOf[op.index]; first >= 0) {
+    copyHolder = plan.ops[first].outputs[0];
+    auto it = weightCopyRun.find(copyHolder);
+    if (it != weightCopyRun.end() && it->second == runs) {
+      values[op.outputs[0]] = resultBuffer(op.outputs[0]);
+      return;
+    }
+  }
   std::vector<const Tensor *> inputs;
   for (std::size_t i = 0; i < op.inputs.size(); ++i)
     inputs.push_back(op.inputs[i] < 0 ? nullptr : &input(op, i));
@@ -477,6 +499,8 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
       kept[{v, currentMicroBatch}] = outs[i];
     values[v] = std::move(outs[i]);
   }
+  if (copyHolder >= 0)
+    weightCopyRun[copyHolder] = runs;
 }
 
 MemoryReport Executor::memoryReport() const {
@@ -486,7 +510,7 @@ MemoryReport Executor::memoryReport() const {
       isState(values.size(), false);
   for (const WeightInfo &w : plan.weights)
     (w.zeroInit ? isState : isWeight)[w.value] = true;
-  std::vector<bool> isGrad = optimizerGradients(plan);
+  std::vector<bool> isGrad = optimizerGradients(plan, memory);
   for (std::size_t v = 0; v < values.size(); ++v) {
     if (!persistent[v] || !values[v].defined() ||
         !seen.insert(values[v].rawData()).second)
@@ -499,6 +523,9 @@ MemoryReport Executor::memoryReport() const {
     else
       r.activations += bytes;
   }
+  for (const auto &[v, t] : weightCopies)
+    if (t.defined() && seen.insert(t.rawData()).second)
+      r.weights += t.numBytes();
   for (const auto &[v, blocks] : microBatchInputs)
     for (const Tensor &t : blocks)
       if (t.defined() && seen.insert(t.rawData()).second)
@@ -549,10 +576,19 @@ std::string axesName(const Mesh &mesh, const std::vector<int> &axes) {
 void Executor::collective(const OpInfo &op, Comm &comm) {
   const OpAttrs &a = op.attrs;
   if (op.kind == OpKind::AllReduce) {
-    const Tensor &in = input(op, 0);
-    Tensor out = resultBuffer(op.outputs[0]);
-    device.copy(in, out);
-    values[op.outputs[0]] = out;
+    int v = op.outputs[0];
+    Tensor out;
+    if (memory.aliasOf[v] == op.inputs[0]) {
+      // Reduces in its operand's buffer (reducesInPlace): nothing else
+      // reads the operand.
+      out = input(op, 0);
+      if (memory.residence[v] == Residence::Kept)
+        kept[{v, currentMicroBatch}] = out;
+    } else {
+      out = resultBuffer(v);
+      device.copy(input(op, 0), out);
+    }
+    values[v] = out;
     bool async = plan.lastUse[op.outputs[0]] >= 0 &&
                  !readNext(plan, op.outputs[0], op.index);
     bool bucketable = async && options.gradBucketBytes > 0 &&

@@ -212,6 +212,12 @@ private:
   std::vector<KeptLife> keptLife;
   /// (value * micro-batches + micro-batch) -> made in this step.
   std::vector<uint8_t> made;
+  /// Weight copies (Residence::WeightCopy): holder value -> its buffer, and
+  /// the run (step) whose weights it holds.
+  std::map<int, Tensor> weightCopies;
+  std::map<int, int64_t> weightCopyRun;
+  /// Runs started (run()): a weight copy is fresh in the run that made it.
+  int64_t runs = 0;
   /// Inputs sharded over micro-batches: value -> one tensor per micro-batch.
   std::map<int, std::vector<Tensor>> microBatchInputs;
   /// Messages this rank sent itself, per (transfer id, micro-batch).

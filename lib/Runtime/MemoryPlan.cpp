@@ -8,6 +8,7 @@
 
 #include "PlanLoader.h"
 #include "shoal/Runtime/MemoryReport.h"
+#include "shoal/Schema/InPlace.h"
 
 #include <algorithm>
 #include <numeric>
@@ -34,6 +35,48 @@ bool shoal::rt::accumulatesOverMicroBatches(const LoadedPlan &plan,
   return op.kind == OpKind::AllReduce && mb >= 0 &&
          std::find(op.attrs.meshAxes.begin(), op.attrs.meshAxes.end(), mb) !=
              op.attrs.meshAxes.end();
+}
+
+namespace {
+std::vector<InPlaceOp> inPlaceOps(const LoadedPlan &plan) {
+  std::vector<InPlaceOp> ops(plan.ops.size());
+  for (const OpInfo &op : plan.ops) {
+    InPlaceOp &info = ops[op.index];
+    info.kind = op.kind;
+    info.inputs = &op.inputs;
+    info.outputs = &op.outputs;
+    info.task = op.task;
+    info.aliases = aliasesInput(op);
+    info.overMicroBatches = accumulatesOverMicroBatches(plan, op);
+  }
+  return ops;
+}
+
+std::vector<bool> programOutputs(const LoadedPlan &plan) {
+  std::vector<bool> programOutput(plan.values.size(), false);
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    programOutput[v] = plan.lastUse[v] == LoadedPlan::kKeepAlive;
+  for (const PortInfo &port : plan.outputs)
+    if (port.value >= 0)
+      programOutput[port.value] = true;
+  return programOutput;
+}
+} // namespace
+
+std::vector<int> shoal::rt::weightCopiesOf(const LoadedPlan &plan) {
+  std::vector<bool> weight(plan.values.size(), false);
+  for (const WeightInfo &w : plan.weights)
+    if (!w.zeroInit)
+      weight[w.value] = true;
+  std::vector<int> dtype(plan.values.size());
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    dtype[v] = static_cast<int>(plan.values[v].dtype);
+  return weightCopies(inPlaceOps(plan), weight, dtype, programOutputs(plan));
+}
+
+std::vector<bool> shoal::rt::reducesInPlace(const LoadedPlan &plan) {
+  return allReducesInPlace(inPlaceOps(plan), programOutputs(plan),
+                           weightCopiesOf(plan));
 }
 
 MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
@@ -97,12 +140,35 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
       else
         mp.viewOfOutside[op.outputs[0]] = true;
     }
+  // An AllReduce that reduces in its operand's buffer (allReducesInPlace).
+  std::vector<bool> inPlace = reducesInPlace(plan);
+  for (const OpInfo &op : plan.ops)
+    if (inPlace[op.index])
+      mp.aliasOf[op.outputs[0]] = op.inputs[0];
   for (std::size_t v = 0; v < numValues; ++v)
     if (kept[v])
       kept[root(static_cast<int>(v))] = true;
+  // The step's copies of weights in another type (weightCopies): the
+  // first cast's result holds it, the others view it.
+  mp.weightCopyOf = weightCopiesOf(plan);
+  std::vector<bool> isCopy(numValues, false);
+  for (const OpInfo &op : plan.ops)
+    if (int first = mp.weightCopyOf[op.index]; first >= 0) {
+      int holder = plan.ops[first].outputs[0];
+      isCopy[holder] = true;
+      if (first != op.index)
+        mp.aliasOf[op.outputs[0]] = holder;
+    }
   for (std::size_t v = 0; v < numValues; ++v)
     if (produced[v]) {
-      bool k = kept[root(static_cast<int>(v))];
+      int r = root(static_cast<int>(v));
+      if (isCopy[r]) {
+        mp.residence[v] = Residence::WeightCopy;
+        if (r == static_cast<int>(v))
+          mp.weightCopyBytes += bytesOf(r);
+        continue;
+      }
+      bool k = kept[r];
       mp.residence[v] = k ? Residence::Kept : Residence::Arena;
       if (k && mp.aliasOf[v] < 0 && !mp.viewOfOutside[v])
         mp.keptBytes += bytesOf(static_cast<int>(v));
@@ -167,7 +233,8 @@ std::vector<KeptLife> shoal::rt::keptLives(const LoadedPlan &plan,
       if (once)
         life[v] = KeptLife::OncePerStep;
       else if (plan.lastUse[v] != LoadedPlan::kKeepAlive)
-        life[v] = aliasesInput(op) ? KeptLife::View : KeptLife::Pooled;
+        life[v] = aliasesInput(op) || memory.aliasOf[v] >= 0 ? KeptLife::View
+                                                             : KeptLife::Pooled;
     }
   }
   for (const PortInfo &port : plan.outputs)
@@ -176,7 +243,8 @@ std::vector<KeptLife> shoal::rt::keptLives(const LoadedPlan &plan,
   return life;
 }
 
-std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan) {
+std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan,
+                                                const MemoryPlan &memory) {
   std::vector<bool> isGrad(plan.values.size(), false);
   for (const OpInfo &op : plan.ops)
     if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
@@ -184,7 +252,10 @@ std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan) {
       isGrad[op.inputs[1]] = true;
   // Views, last first, so that a chain of them reaches its root.
   for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it)
-    if (aliasesInput(*it) && it->outputs[0] >= 0 && it->inputs[0] >= 0 &&
+    if (!it->outputs.empty() && it->outputs[0] >= 0 && !it->inputs.empty() &&
+        it->inputs[0] >= 0 &&
+        (aliasesInput(*it) ||
+         memory.aliasOf[it->outputs[0]] == it->inputs[0]) &&
         isGrad[it->outputs[0]])
       isGrad[it->inputs[0]] = true;
   return isGrad;
@@ -219,7 +290,11 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       outside[port.value] = true;
     }
 
-  std::vector<bool> isGrad = optimizerGradients(plan);
+  // The step's 16-bit (or other) copies of weights, one buffer each.
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (memory.residence[v] == Residence::WeightCopy && memory.aliasOf[v] < 0)
+      r.weights += bytes(static_cast<int>(v));
+  std::vector<bool> isGrad = optimizerGradients(plan, memory);
   for (const OpInfo &op : plan.ops) {
     // ZeRO's reduce-scatter over micro-batches sums its whole input over
     // the step first (Executor::reduceScatter).

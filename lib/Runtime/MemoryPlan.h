@@ -32,7 +32,10 @@ struct LoadedPlan;
 struct OpInfo;
 
 /// Where a value's buffer is.
-enum class Residence : uint8_t { Persistent, Arena, Kept };
+/// Where a value's buffer is. WeightCopy: the step's copy of a weight in
+/// another element type (weightCopiesOf), one buffer per copy made once per
+/// step and kept across steps.
+enum class Residence : uint8_t { Persistent, Arena, Kept, WeightCopy };
 
 struct MemoryPlan {
   /// Per value.
@@ -47,11 +50,17 @@ struct MemoryPlan {
   std::size_t unsharedBytes = 0;
   /// Bytes of the kept values (one micro-batch's).
   std::size_t keptBytes = 0;
+  /// Bytes of the weight copies (Residence::WeightCopy).
+  std::size_t weightCopyBytes = 0;
+  /// Per op: the op whose result holds the weight copy this op computes
+  /// (weightCopiesOf), or -1.
+  std::vector<int> weightCopyOf;
   /// Per value: its offset in the arena, or -1 if it is not in the arena or
   /// shares the buffer of another value (see aliasOf).
   std::vector<int64_t> offset;
-  /// Per value: the value whose buffer it shares (a Reshape's result, or an
-  /// identity reduction's, shares its input's), or -1. A value and the
+  /// Per value: the value whose buffer it shares (a Reshape's result, an
+  /// identity reduction's and an in-place AllReduce's share their input's),
+  /// or -1. A value and the
   /// values it aliases have the same residence.
   std::vector<int> aliasOf;
   /// Per value: first and last op index during which its buffer must hold
@@ -98,7 +107,20 @@ std::vector<KeptLife> keptLives(const LoadedPlan &plan,
 /// optimizer's gradient operand and, when that is a view (a weight viewed
 /// in pieces by shoal-fused-weight-views), the buffers it views. The memory
 /// report's "grads" part.
-std::vector<bool> optimizerGradients(const LoadedPlan &plan);
+std::vector<bool> optimizerGradients(const LoadedPlan &plan,
+                                     const MemoryPlan &memory);
+
+/// Per op (by index), whether it is an AllReduce that reduces in its
+/// operand's buffer, its result a view of the operand
+/// (rt::allReducesInPlace, shared with shoal-sim): planMemory makes the
+/// result an alias (aliasOf) and the executor copies nothing.
+std::vector<bool> reducesInPlace(const LoadedPlan &plan);
+
+/// Per op (by index), the op whose result holds the step's copy of a weight
+/// that this op, a Cast of the weight, computes; -1 for other ops
+/// (rt::weightCopies, shared with shoal-sim). The executor runs the first
+/// of a step's casts of the weight and skips the others.
+std::vector<int> weightCopiesOf(const LoadedPlan &plan);
 
 /// The bytes a rank running `plan` holds during a step, by part, as
 /// Executor::memoryReport counts them after the step, predicted from the

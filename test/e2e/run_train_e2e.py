@@ -903,12 +903,29 @@ def precision_checks(ctx, spec):
     print("    layout: %d collectives in float32, %d in %s, %s"
           % (len(reports["fp32"]), len(reports[a.precision]), a.precision,
              "the same" if same else "DIFFERENT"))
+    rows = []
+    if a.precision in ("bf16", "fp16"):
+        # The whole model in 16 bits: its activations in --report-memory
+        # at most --activation-ratio (0.55) x the float32 plan's (the
+        # weights' 16-bit copies are counted with the weights).
+        low = report_memory(ctx, os.path.join(w, "layout_%s.plan" % a.precision),
+                            "layout_" + a.precision)
+        full = report_memory(ctx, os.path.join(w, "layout_fp32.plan"), "layout_fp32")
+        ratio = low[3] / full[3] if full[3] else float("inf")
+        bound = a.activation_ratio
+        print("    activations: float32 %.3f MiB, %s %.3f MiB (%.3fx, bound %gx) %s"
+              % (full[3], a.precision, low[3], ratio, bound,
+                 "ok" if ratio <= bound else "FAIL"))
+        if not ratio <= bound:
+            rows.append(("memory", "activations", None, "%s activations %.3fx the float32 "
+                         "plan's (> %gx)" % (a.precision, ratio, bound)))
     if same:
-        return []
+        return rows
     only32 = [c for c in reports["fp32"] if c not in reports[a.precision]]
     onlyp = [c for c in reports[a.precision] if c not in reports["fp32"]]
-    return [("layout", "collectives", None, "%s changes the layout: only in fp32 %s; only in %s %s"
-             % (a.precision, only32[:3], a.precision, onlyp[:3]))]
+    return rows + [("layout", "collectives", None,
+                    "%s changes the layout: only in fp32 %s; only in %s %s"
+                    % (a.precision, only32[:3], a.precision, onlyp[:3]))]
 
 
 def mode_loss_drop(ctx, spec):
@@ -1292,6 +1309,9 @@ def main(argv=None):
     ap.add_argument("--recompute", choices=["none", "full", "selective"], default=None,
                     help="recompute mode of the N-rank plan; compared bit for bit with the "
                          "same layout without it, and its --report-memory activations")
+    ap.add_argument("--activation-ratio", type=float, default=0.55,
+                    help="with --precision: the bound on the plan's activations in "
+                    "--report-memory over the float32 plan's (default 0.55)")
     ap.add_argument("--precision", choices=["bf16", "fp16"], default=None,
                     help="train with `precision: P` added to the config (docs/Training.md "
                     "\"Mixed precision\"); PyTorch stays float32 (with --loss-drop and "

@@ -403,10 +403,17 @@ nodes:
   ASSERT_TRUE(cutEvenly(dp, p));
   placeRanks(dp);
   evaluate(dp, p, c, cost, o);
-  // fp32 weights 4 MB, gradients 4 MB, Adam's two moments 8 MB, and the
-  // backward's weight gradient before it is all-reduced over dp, 4 MB.
-  EXPECT_DOUBLE_EQ(dp.stages[0].memoryBytes, 20e6);
-  EXPECT_DOUBLE_EQ(dp.stages[0].memory.activations, 4e6);
+  // fp32 weights 4 MB, gradients 4 MB, Adam's two moments 8 MB; the
+  // all-reduce over dp sums the backward's weight gradient in place, in the
+  // gradient buffer (rt::allReducesInPlace): no temporary.
+  EXPECT_DOUBLE_EQ(dp.stages[0].memoryBytes, 16e6);
+  EXPECT_DOUBLE_EQ(dp.stages[0].memory.activations, 0);
+  // Under ZeRO-1 the reduce-scatter reads it from a temporary, 4 MB.
+  PlanOptions zero = o;
+  zero.zeroStage = 1;
+  Layout dpZero = dp;
+  evaluate(dpZero, p, c, cost, zero);
+  EXPECT_DOUBLE_EQ(dpZero.stages[0].memory.activations, 4e6);
   Layout tp;
   tp.stages.resize(1);
   tp.stages[0].devices = 2;

@@ -108,6 +108,9 @@ struct MemoryInputs {
   /// a recomputed layer's): once, not per micro-batch in flight.
   double transientBytes = 0;
   double workspaceBytes = 0;
+  /// Bytes per parameter of the weights' copies in another type, kept for
+  /// the step (the whole model in bf16/fp16: 2); counted with the weights.
+  double weightCopyBytesPerParam = 0;
 };
 
 struct MemoryEstimate {

@@ -1,0 +1,142 @@
+//===- InPlace.h - Results that share another value's buffer ----*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Where ops share a buffer beyond a view: an AllReduce that sums its operand
+// where the operand lies, as NCCL and Megatron-LM do (no copy, no second
+// buffer), and the casts of a weight that share one copy per step. The
+// runtime's buffer plan (lib/Runtime/MemoryPlan) and shoal-sim's timing
+// (lib/Planner) share these rules, header-only, so that the memory and the
+// time they charge agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_SCHEMA_INPLACE_H
+#define SHOAL_SCHEMA_INPLACE_H
+
+#include "shoal/Schema/OpTable.h"
+
+#include <vector>
+
+namespace shoal {
+namespace rt {
+
+/// What the rule needs of one op of a program.
+struct InPlaceOp {
+  OpKind kind = OpKind::AllReduce;
+  const std::vector<int> *inputs = nullptr;
+  const std::vector<int> *outputs = nullptr;
+  /// Its task (TaskGraph) in the program.
+  int task = -1;
+  /// Its result shares its input's buffer already (a Reshape, an identity
+  /// reduction).
+  bool aliases = false;
+  /// An AllReduce over the micro-batch axis (a sum over the step's
+  /// micro-batches, kept in an accumulator of its own).
+  bool overMicroBatches = false;
+};
+
+/// Per op, the op whose result it shares as the step's copy of a weight in
+/// another element type (itself for the first), or -1. A Cast of a weight
+/// (`weight`, per value: a value the plan's weights set, which change only
+/// when the optimizer runs, after the step's last task) to `dtype` (per
+/// value) is one, unless its result leaves its task (another task reads it,
+/// or it is a program output). The casts of one weight to one type share the
+/// first one's result: the executor computes it once per step, at whichever
+/// runs first, and keeps it until the step ends (Megatron-LM's persistent
+/// 16-bit weights). Its buffer is then the weight copy's, not an activation.
+inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
+                                     const std::vector<bool> &weight,
+                                     const std::vector<int> &dtype,
+                                     const std::vector<bool> &programOutput) {
+  std::size_t numValues = weight.size();
+  auto valid = [&](int v) {
+    return v >= 0 && static_cast<std::size_t>(v) < numValues;
+  };
+  std::vector<int> producerTask(numValues, -1);
+  for (const InPlaceOp &op : ops)
+    for (int v : *op.outputs)
+      if (valid(v))
+        producerTask[v] = op.task;
+  std::vector<bool> leaves(numValues, false);
+  for (std::size_t v = 0; v < numValues && v < programOutput.size(); ++v)
+    leaves[v] = programOutput[v];
+  for (const InPlaceOp &op : ops)
+    for (int v : *op.inputs)
+      if (valid(v) && producerTask[v] >= 0 && producerTask[v] != op.task)
+        leaves[v] = true;
+  std::vector<int> copyOf(ops.size(), -1);
+  // (weight, type) -> the first cast's op index.
+  std::vector<std::pair<std::pair<int, int>, int>> first;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const InPlaceOp &op = ops[i];
+    if (op.kind != OpKind::Cast || op.inputs->size() != 1 ||
+        op.outputs->size() != 1)
+      continue;
+    int in = (*op.inputs)[0], out = (*op.outputs)[0];
+    if (!valid(in) || !valid(out) || !weight[in] || leaves[out] ||
+        static_cast<std::size_t>(out) >= dtype.size() ||
+        static_cast<std::size_t>(in) >= dtype.size() || dtype[in] == dtype[out])
+      continue;
+    std::pair<int, int> key{in, dtype[out]};
+    int root = static_cast<int>(i);
+    for (const auto &[k, j] : first)
+      if (k == key)
+        root = j;
+    if (root == static_cast<int>(i))
+      first.push_back({key, root});
+    copyOf[i] = root;
+  }
+  return copyOf;
+}
+
+/// Per op, whether it is an AllReduce that reduces in its operand's buffer:
+/// its result then is its operand's buffer. It does when nothing else could
+/// see the operand change: the AllReduce is the operand's only reader; an op
+/// of the same task computes the operand (a kernel, not a collective or a
+/// transfer, whose buffers the scheduler manages, nor a view of another
+/// value, nor a weight's copy shared by other ops, `weightCopyOf` below);
+/// neither the operand nor the result is a program output (`programOutput`,
+/// per value); and it does not sum over micro-batches.
+inline std::vector<bool>
+allReducesInPlace(const std::vector<InPlaceOp> &ops,
+                  const std::vector<bool> &programOutput,
+                  const std::vector<int> &weightCopyOf) {
+  std::size_t numValues = programOutput.size();
+  std::vector<int> readers(numValues, 0), producer(numValues, -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    for (int v : *ops[i].inputs)
+      if (v >= 0 && static_cast<std::size_t>(v) < numValues)
+        ++readers[v];
+    for (int v : *ops[i].outputs)
+      if (v >= 0 && static_cast<std::size_t>(v) < numValues)
+        producer[v] = static_cast<int>(i);
+  }
+  std::vector<bool> inPlace(ops.size(), false);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const InPlaceOp &op = ops[i];
+    if (op.kind != OpKind::AllReduce || op.overMicroBatches ||
+        op.inputs->empty() || op.outputs->empty())
+      continue;
+    int in = (*op.inputs)[0], out = (*op.outputs)[0];
+    if (in < 0 || out < 0 || static_cast<std::size_t>(in) >= numValues ||
+        static_cast<std::size_t>(out) >= numValues || readers[in] != 1 ||
+        programOutput[in] || programOutput[out] || producer[in] < 0)
+      continue;
+    const InPlaceOp &def = ops[producer[in]];
+    if (def.task != op.task || def.aliases ||
+        opKindHas(def.kind, kSchedulerOps) ||
+        (static_cast<std::size_t>(producer[in]) < weightCopyOf.size() &&
+         weightCopyOf[producer[in]] >= 0))
+      continue;
+    inPlace[i] = true;
+  }
+  return inPlace;
+}
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_SCHEMA_INPLACE_H
