@@ -279,6 +279,12 @@ namespace {
 /// one task holds it all in one arena; with `tasks` (a pipeline stage, or
 /// micro-batches) the forward and the backward are tasks of their own, so
 /// what it keeps crosses them per micro-batch and the rest is the arena.
+/// Which weight gradients are temporaries before their sum: none (an
+/// all-reduce over the replicas sums in place), those that are not matrix
+/// products (over micro-batches a product sums itself into the step's
+/// sum), or all (ZeRO's reduce-scatter reads a temporary).
+enum class GradTemporaries { None, NotProducts, All };
+
 struct StageActivations {
   double keptPerMicroBatch = 0;
   double arena = 0;
@@ -287,7 +293,7 @@ struct StageActivations {
 StageActivations trainingActivations(const ModelProfile &profile,
                                      const StagePlan &s, int k, int p,
                                      StepKind step, bool tasks,
-                                     bool weightGradTemporary,
+                                     GradTemporaries weightGradTemporary,
                                      double bytesPerParam, double frac) {
   const int begin = s.begin, end = s.end;
   const double devices = s.devices;
@@ -343,7 +349,8 @@ StageActivations trainingActivations(const ModelProfile &profile,
                               : (begin > 0 ? profile.ops[begin - 1].liveBytes
                                            : op.liveBytes);
     double gradients = (before + op.outBytes) / devices * frac;
-    if (weightGradTemporary)
+    if (weightGradTemporary == GradTemporaries::All ||
+        (weightGradTemporary == GradTemporaries::NotProducts && op.rows <= 0))
       gradients += op.params / shard(j) * bytesPerParam;
     double held = recomputed + gradients + (tasks ? 0 : keptBefore);
     peak = std::max(peak, held);
@@ -445,13 +452,21 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // divided), and every rank of its replicas.
   const double bpp = options.fp32Weights ? 4 : bytesPerParam(options.precision);
   std::vector<double> stageParams(p, 0);
+  // Of them, those of weights that no matrix product reads (norms, biases,
+  // embeddings): their gradients are not products, which sum themselves
+  // over micro-batches (rt::productsAccumulatingInPlace).
+  std::vector<double> stageOtherParams(p, 0);
   std::vector<std::vector<int>> stageRanks(p);
   for (int k = 0; k < p; ++k) {
     const StagePlan &s = l.stages[k];
-    for (int j = s.begin; j < s.end; ++j)
-      stageParams[k] +=
+    for (int j = s.begin; j < s.end; ++j) {
+      double mine =
           profile.ops[j].params /
           (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices : 1);
+      stageParams[k] += mine;
+      if (profile.ops[j].rows <= 0)
+        stageOtherParams[k] += mine;
+    }
     for (int i = 0; i < dp; ++i)
       for (int r : replicaRanks(s, i))
         stageRanks[k].push_back(r);
@@ -485,13 +500,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // sum (the executor copies the first and adds the others, at 2 and
       // 3 times their bytes) when they are summed over micro-batches or
       // reduce-scattered (ZeRO); per micro-batch, on average. One
-      // micro-batch's all-reduce over the replicas sums in place.
+      // micro-batch's all-reduce over the replicas sums in place, and over
+      // micro-batches a product sums itself into the step's sum.
       int width = s.split.front() ? 1 : s.devices;
       int mi = microBatchesOf(i);
-      if (training(step) && profile.hasBackward &&
-          (mi > 1 || (options.zeroStage >= 1 && dp * width > 1))) {
+      bool zero = options.zeroStage >= 1 && dp * width > 1;
+      if (training(step) && profile.hasBackward && (mi > 1 || zero)) {
         int slowest = slowestRank(ranks, cluster, options.precision);
-        double bytes = stageParams[k] * bpp;
+        double bytes = (zero ? stageParams[k] : stageOtherParams[k]) * bpp;
         t[k][i].compute +=
             cost.opSeconds(slowest, 0, 2.0 / mi * bytes, OpClass::Copy) +
             cost.opSeconds(slowest, 0, 3.0 * (mi - 1) / mi * bytes,
@@ -644,8 +660,13 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // micro-batches or reduce-scattered (ZeRO); an all-reduce over the
       // replicas sums it in place, in the gradient buffer
       // (rt::allReducesInPlace).
-      bool summed =
-          mostMicroBatches > 1 || (options.zeroStage >= 1 && in.zeroRanks > 1);
+      // (Over micro-batches a product's weight gradient sums itself into
+      // the step's sum, rt::productsAccumulatingInPlace: only the other
+      // weights' gradients are temporaries.)
+      GradTemporaries summed =
+          options.zeroStage >= 1 && in.zeroRanks > 1 ? GradTemporaries::All
+          : mostMicroBatches > 1 ? GradTemporaries::NotProducts
+                                 : GradTemporaries::None;
       // The whole model in bf16/fp16: 16-bit activations (the weight
       // gradients stay float32, bpp).
       StageActivations a =

@@ -261,6 +261,9 @@ UnevenParts unevenParts(const shoal::plan::Program &prog,
 struct SharedBuffers {
   std::vector<bool> inPlace;
   std::vector<int> weightCopyOf;
+  /// Per op: an accumulating AllReduce whose product sums itself into the
+  /// step's sum (rt::productsAccumulatingInPlace).
+  std::vector<bool> summedByProduct;
 };
 SharedBuffers sharedBuffers(const shoal::plan::Program &prog,
                             const Placed &placed) {
@@ -309,6 +312,10 @@ SharedBuffers sharedBuffers(const shoal::plan::Program &prog,
   SharedBuffers out;
   out.weightCopyOf = rt::weightCopies(ops, weight, dtype, programOutput);
   out.inPlace = rt::allReducesInPlace(ops, programOutput, out.weightCopyOf);
+  out.summedByProduct.assign(ops.size(), false);
+  for (int a : rt::productsAccumulatingInPlace(ops, programOutput))
+    if (a >= 0)
+      out.summedByProduct[a] = true;
   return out;
 }
 
@@ -347,7 +354,7 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         return true;
     return false;
   };
-  const std::vector<bool> inPlace = sharedBuffers(prog, placed).inPlace;
+  const SharedBuffers shared = sharedBuffers(prog, placed);
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
   const UnevenParts unevenAll = unevenParts(prog, placed);
@@ -441,15 +448,20 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
             a.exchangeSeconds = a.seconds(cost, in);
         }
         for (int r : ranks) {
-          // (One that reduces in its operand's buffer copies nothing.)
-          double copy =
-              inPlace[index] ? 0 : cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
+          // (One that reduces in its operand's buffer copies nothing; one
+          // whose product sums itself into the step's sum neither copies
+          // nor adds.)
+          bool summed = shared.summedByProduct[index];
+          double copy = shared.inPlace[index] || summed
+                            ? 0
+                            : cost.opSeconds(r, 0, 2 * in, OpClass::Copy);
           if (!uneven.empty())
             a.copyPerRank.push_back(copy);
           a.copySeconds = std::max(a.copySeconds, copy);
-          a.addSeconds =
-              std::max(a.addSeconds,
-                       cost.opSeconds(r, in, 3 * in, OpClass::Elementwise));
+          if (!summed)
+            a.addSeconds =
+                std::max(a.addSeconds,
+                         cost.opSeconds(r, in, 3 * in, OpClass::Elementwise));
         }
         seconds.push_back(0);
         continue;

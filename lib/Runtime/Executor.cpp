@@ -423,12 +423,31 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
   bool aliases = aliasesInput(op);
   std::vector<Tensor> outs;
   outs.reserve(op.outputs.size());
-  for (int v : op.outputs)
-    outs.push_back(v >= 0 && !aliases ? resultBuffer(v) : Tensor());
+  // A product that sums itself into an accumulating AllReduce's step sum
+  // (productsAccumulating): micro-batch 0 writes the sum, later ones add.
+  bool addInto = false;
+  if (int a = memory.accumulatesInto[op.index]; a >= 0) {
+    Accumulator &acc = accumulators[a];
+    if (currentMicroBatch == 0 || !acc.sum.defined()) {
+      // The step's sum lives in micro-batch 0's buffer of the output.
+      int saved = currentMicroBatch;
+      currentMicroBatch = 0;
+      acc.sum = resultBuffer(plan.ops[a].outputs[0]);
+      currentMicroBatch = saved;
+    } else {
+      addInto = true;
+    }
+    outs.push_back(acc.sum);
+  } else {
+    for (int v : op.outputs)
+      outs.push_back(v >= 0 && !aliases ? resultBuffer(v) : Tensor());
+  }
   KernelFn fn = findKernel(op.kind, device.kind());
   // Kernels may accumulate into their outputs or skip elements, as when
   // they owned freshly zeroed buffers, unless they say they write them all.
-  if (!fn || !kernelWritesAll(op.kind, device.kind())) {
+  if (addInto) {
+    // (The output holds the sum so far.)
+  } else if (!fn || !kernelWritesAll(op.kind, device.kind())) {
     for (Tensor &t : outs)
       if (t.defined())
         device.zero(t);
@@ -438,6 +457,7 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
         std::memset(t.rawData(), 0xFF, t.numBytes());
   }
   KernelContext ctx{plan, device, 0};
+  ctx.addInto = addInto;
   // LocalSlice and the vocabulary-parallel ops take this rank's block.
   if (!op.attrs.meshAxes.empty())
     ctx.groupIndex = comm.groupIndex(op.attrs.meshAxes);
@@ -478,7 +498,9 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     }
     std::vector<Tensor> hostOuts;
     for (const Tensor &t : outs)
-      hostOuts.push_back(t.defined() ? Tensor(t.type()) : Tensor());
+      hostOuts.push_back(!t.defined() ? Tensor()
+                         : addInto    ? device.toHost(t)
+                                      : Tensor(t.type()));
     KernelContext hostCtx = ctx;
     referenceFn(hostCtx, op, hostInputs, hostOuts);
     for (std::size_t i = 0; i < outs.size(); ++i) {
@@ -760,7 +782,9 @@ void Executor::accumulate(const OpInfo &op, Comm &comm) {
                             "an accumulating AllReduce for micro-batches 0 "
                             "to {} in order",
                             j, acc.count, m - 1));
-  if (j == 0) {
+  if (memory.accumulatedFrom[op.index] >= 0) {
+    // Its product summed itself into acc.sum (runKernel).
+  } else if (j == 0) {
     // The step's sum lives in micro-batch 0's buffer of the output.
     int saved = currentMicroBatch;
     currentMicroBatch = 0;

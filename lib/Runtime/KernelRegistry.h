@@ -52,6 +52,10 @@ struct KernelContext {
   /// This rank's index in its group over the op's mesh axes (LocalSlice,
   /// the vocabulary-parallel ops).
   int64_t groupIndex = 0;
+  /// Add the result into the output, which holds a sum so far (Gemm: out
+  /// += alpha A B): a weight gradient's product summing itself over
+  /// micro-batches (MemoryPlan::accumulatesInto). Only Gemm kernels see it.
+  bool addInto = false;
 };
 
 using KernelFn = void (*)(KernelContext &ctx, const OpInfo &op,

@@ -74,6 +74,10 @@ std::vector<int> shoal::rt::weightCopiesOf(const LoadedPlan &plan) {
   return weightCopies(inPlaceOps(plan), weight, dtype, programOutputs(plan));
 }
 
+std::vector<int> shoal::rt::productsAccumulating(const LoadedPlan &plan) {
+  return productsAccumulatingInPlace(inPlaceOps(plan), programOutputs(plan));
+}
+
 std::vector<bool> shoal::rt::reducesInPlace(const LoadedPlan &plan) {
   return allReducesInPlace(inPlaceOps(plan), programOutputs(plan),
                            weightCopiesOf(plan));
@@ -145,6 +149,15 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
   for (const OpInfo &op : plan.ops)
     if (inPlace[op.index])
       mp.aliasOf[op.outputs[0]] = op.inputs[0];
+  // A product that sums itself into an accumulating AllReduce's step sum
+  // (productsAccumulating) writes that buffer: its result views the sum.
+  mp.accumulatesInto = productsAccumulating(plan);
+  mp.accumulatedFrom.assign(plan.ops.size(), -1);
+  for (const OpInfo &op : plan.ops)
+    if (int a = mp.accumulatesInto[op.index]; a >= 0) {
+      mp.aliasOf[op.outputs[0]] = plan.ops[a].outputs[0];
+      mp.accumulatedFrom[a] = op.index;
+    }
   for (std::size_t v = 0; v < numValues; ++v)
     if (kept[v])
       kept[root(static_cast<int>(v))] = true;

@@ -55,12 +55,19 @@ struct MemoryPlan {
   /// Per op: the op whose result holds the weight copy this op computes
   /// (weightCopiesOf), or -1.
   std::vector<int> weightCopyOf;
+  /// Per op: for a product that sums itself into an accumulating
+  /// AllReduce's step sum (productsAccumulating), that AllReduce; -1 else.
+  /// Its result is a view (aliasOf) of the AllReduce's.
+  std::vector<int> accumulatesInto;
+  /// Per op: for such an AllReduce, the product; -1 else.
+  std::vector<int> accumulatedFrom;
   /// Per value: its offset in the arena, or -1 if it is not in the arena or
   /// shares the buffer of another value (see aliasOf).
   std::vector<int64_t> offset;
   /// Per value: the value whose buffer it shares (a Reshape's result, an
-  /// identity reduction's and an in-place AllReduce's share their input's),
-  /// or -1. A value and the
+  /// identity reduction's and an in-place AllReduce's share their input's;
+  /// a product that accumulates into an AllReduce's step sum shares that
+  /// sum), or -1. A value and the
   /// values it aliases have the same residence.
   std::vector<int> aliasOf;
   /// Per value: first and last op index during which its buffer must hold
@@ -121,6 +128,11 @@ std::vector<bool> reducesInPlace(const LoadedPlan &plan);
 /// (rt::weightCopies, shared with shoal-sim). The executor runs the first
 /// of a step's casts of the weight and skips the others.
 std::vector<int> weightCopiesOf(const LoadedPlan &plan);
+
+/// Per op (by index), for a Gemm that sums itself into an AllReduce's
+/// accumulator over micro-batches, that AllReduce; -1 for the others
+/// (rt::productsAccumulatingInPlace, shared with shoal-sim).
+std::vector<int> productsAccumulating(const LoadedPlan &plan);
 
 /// The bytes a rank running `plan` holds during a step, by part, as
 /// Executor::memoryReport counts them after the step, predicted from the

@@ -169,4 +169,39 @@ TEST(WeightCopies, NotWhenTheCopyLeavesItsTask) {
   }
 }
 
+TEST(ProductsAccumulatingInPlace, AWeightGradientSumsItselfOverMicroBatches) {
+  std::vector<bool> none(6, false);
+  {
+    // x^T dy -> Gemm -> v2 -> AllReduce over mb (and dp) -> v3.
+    Program p;
+    int gemm = p.add(OpKind::Gemm, {0, 1}, {2});
+    int ar = p.add(OpKind::AllReduce, {2}, {3});
+    p.ops[ar].overMicroBatches = true;
+    std::vector<int> into = productsAccumulatingInPlace(p.bound(), none);
+    EXPECT_EQ(into[gemm], ar);
+    EXPECT_EQ(into[ar], -1);
+    // Not over micro-batches: an in-place all-reduce instead.
+    p.ops[ar].overMicroBatches = false;
+    EXPECT_EQ(productsAccumulatingInPlace(p.ops, none)[gemm], -1);
+  }
+  {
+    // A Gemm with C, a MatMul, another reader, another task, an output.
+    for (int variant = 0; variant < 5; ++variant) {
+      Program p;
+      int prod = variant == 0   ? p.add(OpKind::Gemm, {0, 1, 4}, {2})
+                 : variant == 1 ? p.add(OpKind::MatMul, {0, 1}, {2})
+                                : p.add(OpKind::Gemm, {0, 1}, {2});
+      int ar = p.add(OpKind::AllReduce, {2}, {3}, variant == 3 ? 1 : 0);
+      p.ops[ar].overMicroBatches = true;
+      if (variant == 2)
+        p.add(OpKind::Relu, {2}, {5});
+      std::vector<bool> outputs = none;
+      if (variant == 4)
+        outputs[3] = true;
+      EXPECT_EQ(productsAccumulatingInPlace(p.bound(), outputs)[prod], -1)
+          << "variant " << variant;
+    }
+  }
+}
+
 } // namespace

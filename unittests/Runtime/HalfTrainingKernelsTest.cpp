@@ -220,6 +220,49 @@ TEST(HalfTraining, GemmRoundsOnceOrKeepsF32) {
       }
 }
 
+TEST(HalfTraining, GemmAddsIntoItsOutput) {
+  // A weight gradient summing itself over micro-batches (addInto): out +=
+  // alpha op(A) op(B), from f32 and from 16-bit operands into f32, and
+  // into a 16-bit output (rounded once from the f32 sum).
+  std::mt19937 rng(4);
+  for (DType d : {kF32, kBF16, kF16})
+    for (bool transA : {false, true}) {
+      Tensor a = randomOf(d, transA ? Shape{6, 3} : Shape{3, 6}, rng);
+      Tensor b = randomOf(d, {6, 4}, rng);
+      Tensor start = randomOf(kF32, {3, 4}, rng);
+      Tensor product(kF32, {3, 4});
+      gemm(widened(a), widened(b), nullptr, 1.5f, 0.f, transA, false, product);
+      Tensor ref(kF32, {3, 4});
+      for (int64_t i = 0; i < 12; ++i)
+        ref.data<float>()[i] =
+            start.data<float>()[i] + product.data<float>()[i];
+      Tensor out = roundTo(start, kF32);
+      gemm(a, b, nullptr, 1.5f, 0.f, transA, false, out, /*addInto=*/true);
+      for (int64_t i = 0; i < 12; ++i)
+        EXPECT_NEAR(out.data<float>()[i], ref.data<float>()[i],
+                    1e-5f * (1 + std::fabs(ref.data<float>()[i])))
+            << dtypeName(d) << " transA " << transA << " at " << i;
+      if (d == kF32)
+        continue;
+      // Into a 16-bit output: the sum so far widened, added to, rounded.
+      Tensor low = roundTo(start, d),
+             lowRef = roundTo(
+                 [&] {
+                   Tensor r = widened(low);
+                   for (int64_t i = 0; i < 12; ++i)
+                     r.data<float>()[i] += product.data<float>()[i];
+                   return r;
+                 }(),
+                 d);
+      gemm(a, b, nullptr, 1.5f, 0.f, transA, false, low, /*addInto=*/true);
+      expectSameBits(low, lowRef, "Gemm adding into a 16-bit output");
+    }
+  // With C it cannot add into its output.
+  Tensor a = randomOf(kF32, {2, 2}, rng), c = randomOf(kF32, {2}, rng);
+  Tensor out(kF32, {2, 2});
+  EXPECT_THROW(gemm(a, a, &c, 1.f, 1.f, false, false, out, true), Error);
+}
+
 TEST(HalfTraining, MatMulRuleTakesAnF32ResultThroughTheRegistry) {
   std::mt19937 rng(3);
   // A weight gradient: x^T dy with bf16 activations, f32 result.

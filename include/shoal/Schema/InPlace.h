@@ -136,6 +136,50 @@ allReducesInPlace(const std::vector<InPlaceOp> &ops,
   return inPlace;
 }
 
+/// Per op, for a matrix product that sums itself into an AllReduce's
+/// accumulator over micro-batches, that AllReduce's index; -1 for the
+/// others. A Gemm without C (a weight gradient's product, alpha A B) whose
+/// only reader is an AllReduce over the micro-batch axis in the same task
+/// writes micro-batch 0's product into the step's sum and adds each later
+/// one into it (out += alpha A B), as Megatron-LM's gradient accumulation
+/// fusion does: no float32 temporary, no copy, no addition. Neither value
+/// is a program output, and the product is no weight's copy.
+inline std::vector<int>
+productsAccumulatingInPlace(const std::vector<InPlaceOp> &ops,
+                            const std::vector<bool> &programOutput) {
+  std::size_t numValues = programOutput.size();
+  auto valid = [&](int v) {
+    return v >= 0 && static_cast<std::size_t>(v) < numValues;
+  };
+  std::vector<int> readers(numValues, 0), producer(numValues, -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    for (int v : *ops[i].inputs)
+      if (valid(v))
+        ++readers[v];
+    for (int v : *ops[i].outputs)
+      if (valid(v))
+        producer[v] = static_cast<int>(i);
+  }
+  std::vector<int> into(ops.size(), -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const InPlaceOp &op = ops[i];
+    if (op.kind != OpKind::AllReduce || !op.overMicroBatches ||
+        op.inputs->empty() || op.outputs->empty())
+      continue;
+    int in = (*op.inputs)[0], out = (*op.outputs)[0];
+    if (!valid(in) || !valid(out) || readers[in] != 1 || programOutput[in] ||
+        programOutput[out] || producer[in] < 0)
+      continue;
+    const InPlaceOp &def = ops[producer[in]];
+    bool withC = def.inputs->size() > 2 && (*def.inputs)[2] >= 0;
+    if (def.kind != OpKind::Gemm || withC || def.task != op.task ||
+        def.outputs->size() != 1)
+      continue;
+    into[producer[in]] = static_cast<int>(i);
+  }
+  return into;
+}
+
 } // namespace rt
 } // namespace shoal
 

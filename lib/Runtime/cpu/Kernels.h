@@ -129,9 +129,11 @@ void geluGrad(const Tensor &dy, const Tensor &x, const Tensor *bias,
 void matmul(const Tensor &a, const Tensor &b, Tensor &out);
 
 /// Y = alpha * op(A) * op(B) + beta * C, C optional and unidirectionally
-/// broadcast to (M, N); dtypes as matmul, C of A's.
+/// broadcast to (M, N); dtypes as matmul, C of A's. `addInto` (no C):
+/// Y += alpha * op(A) * op(B), Y holding a sum so far.
 void gemm(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
-          float beta, bool transA, bool transB, Tensor &out);
+          float beta, bool transA, bool transB, Tensor &out,
+          bool addInto = false);
 
 /// softmax(q @ kt * scale + mask) @ v over the last axis; f16/bf16 q, kt
 /// and v (the mask of their dtype or f32) in f32, rounded once.

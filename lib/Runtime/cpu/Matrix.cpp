@@ -144,12 +144,14 @@ void matmulTyped(const Tensor &a, const Tensor &b, Tensor &out) {
 
 template <typename T>
 void gemmTyped(const Tensor &a, const Tensor &b, const Tensor *c, float alpha,
-               float beta, bool transA, bool transB, Tensor &out) {
+               float beta, bool transA, bool transB, Tensor &out,
+               bool addInto = false) {
   const Shape &shape = out.shape();
   int64_t m = shape[0], n = shape[1];
   int64_t k = transA ? a.shape()[0] : a.shape()[1];
   T *pc = out.data<T>();
-  T gemmBeta = 0;
+  // (addInto: out += alpha A B, out holding a sum so far; no C.)
+  T gemmBeta = addInto ? 1 : 0;
   if (c && beta != 0.f) {
     std::vector<T> expanded = expandTo<T>(*c, shape);
     for (std::size_t i = 0; i < expanded.size(); ++i)
@@ -200,8 +202,10 @@ void shoal::rt::cpu::matmul(const Tensor &a, const Tensor &b, Tensor &out) {
 
 void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
                           float alpha, float beta, bool transA, bool transB,
-                          Tensor &out) {
+                          Tensor &out, bool addInto) {
   bool useC = c && beta != 0.f;
+  if (addInto && useC)
+    throw Error("Gemm: a product with C cannot add into its output");
   DType outType = checkMatmulDTypes("Gemm", a, b, useC ? c : nullptr, out);
   Shape shape = gemmShape(a.shape(), b.shape(), transA, transB);
   checkOutput(out, outType, shape, "Gemm");
@@ -211,7 +215,7 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
   switch (a.dtype()) {
   case DType::F64:
     return gemmTyped<double>(a, b, useC ? c : nullptr, alpha, beta, transA,
-                             transB, out);
+                             transB, out, addInto);
   case DType::F16:
   case DType::BF16: {
     Tensor c32;
@@ -219,15 +223,15 @@ void shoal::rt::cpu::gemm(const Tensor &a, const Tensor &b, const Tensor *c,
       c32 = toF32(*c);
     if (outType == DType::F32)
       return gemmTyped<float>(toF32(a), toF32(b), useC ? &c32 : nullptr, alpha,
-                              beta, transA, transB, out);
-    Tensor r(DType::F32, shape);
+                              beta, transA, transB, out, addInto);
+    Tensor r = addInto ? toF32(out) : Tensor(DType::F32, shape);
     gemmTyped<float>(toF32(a), toF32(b), useC ? &c32 : nullptr, alpha, beta,
-                     transA, transB, r);
+                     transA, transB, r, addInto);
     return fromF32(r, out);
   }
   default:
     return gemmTyped<float>(a, b, useC ? c : nullptr, alpha, beta, transA,
-                            transB, out);
+                            transB, out, addInto);
   }
 }
 
@@ -539,7 +543,7 @@ SHOAL_CPU_KERNEL(matmulKernel) { matmul(input(in, 0), input(in, 1), out[0]); }
 SHOAL_CPU_KERNEL(gemmKernel) {
   const OpAttrs &a = op.attrs;
   gemm(input(in, 0), input(in, 1), optionalInput(in, 2), a.alpha, a.beta,
-       a.transA, a.transB, out[0]);
+       a.transA, a.transB, out[0], ctx.addInto);
 }
 
 SHOAL_CPU_KERNEL(attentionKernel) {

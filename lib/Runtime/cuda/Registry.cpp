@@ -108,7 +108,7 @@ std::size_t halfScratchBytes(int64_t aElems, int64_t bElems) {
 /// (halfScratchBytes; null: the device's workspace) holds 16-bit copies.
 void gemm(CudaDevice &d, const void *a, const void *b, void *c, bool transA,
           bool transB, float alpha, const MatmulShape &s, int64_t aElems,
-          int64_t bElems, char *scratch = nullptr) {
+          int64_t bElems, char *scratch = nullptr, float beta = 0) {
   Precision p = d.matmulPrecision();
   bool half = p == Precision::BF16 || p == Precision::FP16;
   cudaDataType_t inType = CUDA_R_32F;
@@ -131,7 +131,6 @@ void gemm(CudaDevice &d, const void *a, const void *b, void *c, bool transA,
   int m = static_cast<int>(s.m), n = static_cast<int>(s.n),
       k = static_cast<int>(s.k);
   int lda = transA ? m : k, ldb = transB ? k : n;
-  float beta = 0;
   // Column-major view: C^T = op(B)^T op(A)^T.
   check(cublasGemmStridedBatchedEx(
             d.blas(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -159,12 +158,17 @@ void gemmKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   bool hasC = in.size() > 2 && in[2];
   if (hasC && a.beta != 1.0f)
     throw KernelUnsupported("Gemm with C and beta != 1");
+  if (hasC && ctx.addInto)
+    throw KernelUnsupported("Gemm with C adding into its output");
   MatmulShape s;
   s.m = out[0].shape()[0];
   s.n = out[0].shape()[1];
   s.k = a.transA ? in[0]->shape()[0] : in[0]->shape()[1];
+  // (addInto: out += alpha A B, a weight gradient summing itself over
+  // micro-batches.)
   gemm(dev(ctx), in[0]->rawData(), in[1]->rawData(), out[0].rawData(), a.transA,
-       a.transB, a.alpha, s, in[0]->numElements(), in[1]->numElements());
+       a.transB, a.alpha, s, in[0]->numElements(), in[1]->numElements(),
+       nullptr, ctx.addInto ? 1.0f : 0.0f);
   if (hasC)
     binary(arith::BinaryOp::Add, DType::F32, out[0].rawData(), out[0].shape(),
            in[2]->rawData(), in[2]->shape(), out[0].rawData(), out[0].shape(),
