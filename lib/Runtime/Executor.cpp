@@ -336,6 +336,7 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     const OpInfo &op = plan.ops[i];
     auto start = Clock::now();
     noteOp(op);
+    reusedWeightCopy = false;
     try {
       runOp(op, comm);
       if (print || profiling)
@@ -352,7 +353,9 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     for (int v : op.outputs)
       if (v >= 0)
         made[v * m + microBatch] = 1;
-    if (profiling)
+    // (A weight's copy made earlier in the step did no work: calibration
+    // would take it for a fast op.)
+    if (profiling && !reusedWeightCopy)
       stepProfile.ops.push_back(
           {op.index, microBatch, secondsBetween(start, end)});
     if (options.traceOps && !op.isCollective() && op.kind != OpKind::Send &&
@@ -414,6 +417,7 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
     auto it = weightCopyRun.find(copyHolder);
     if (it != weightCopyRun.end() && it->second == runs) {
       values[op.outputs[0]] = resultBuffer(op.outputs[0]);
+      reusedWeightCopy = true;
       return;
     }
   }

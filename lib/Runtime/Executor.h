@@ -218,6 +218,8 @@ private:
   std::map<int, int64_t> weightCopyRun;
   /// Runs started (run()): a weight copy is fresh in the run that made it.
   int64_t runs = 0;
+  /// The op just run reused this step's weight copy (no kernel ran).
+  bool reusedWeightCopy = false;
   /// Inputs sharded over micro-batches: value -> one tensor per micro-batch.
   std::map<int, std::vector<Tensor>> microBatchInputs;
   /// Messages this rank sent itself, per (transfer id, micro-batch).
