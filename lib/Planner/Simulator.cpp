@@ -328,6 +328,7 @@ SharedBuffers sharedBuffers(const shoal::plan::Program &prog,
 std::vector<double> opTimes(const shoal::plan::Program &prog,
                             const Placed &placed, const std::vector<int> &ranks,
                             const CostModel &cost, bool byElementType,
+                            const SharedBuffers &shared,
                             std::vector<AllReduceInfo> &allReduces,
                             std::vector<std::vector<double>> &perRank) {
   allReduces.assign(prog.ops_size(), AllReduceInfo());
@@ -354,7 +355,6 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         return true;
     return false;
   };
-  const SharedBuffers shared = sharedBuffers(prog, placed);
   CostModel half = cost.withPrecision(Precision::FP16),
             bfloat = cost.withPrecision(Precision::BF16);
   const UnevenParts unevenAll = unevenParts(prog, placed);
@@ -685,13 +685,14 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     };
 
     // Each count on its own ranks.
+    const SharedBuffers shared = sharedBuffers(prog, s.placed);
+    s.weightCopyOf = shared.weightCopyOf;
     for (auto &[count, countRanks] : byCount) {
       s.ranks = countRanks;
       s.steps = stepsFor(count);
       s.count = count;
       s.opSeconds = opTimes(prog, s.placed, s.ranks, cost, byElementType,
-                            s.allReduces, s.rankSeconds);
-      s.weightCopyOf = sharedBuffers(prog, s.placed).weightCopyOf;
+                            shared, s.allReduces, s.rankSeconds);
       progs.push_back(s);
     }
   }

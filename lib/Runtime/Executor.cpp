@@ -409,7 +409,7 @@ void Executor::runOp(const OpInfo &op, Comm &comm) {
 }
 
 void Executor::runKernel(const OpInfo &op, Comm &comm) {
-  // A cast of a weight whose copy this step already made (weightCopiesOf):
+  // A cast of a weight whose copy this step already made (weightCopyOf):
   // the copy is the result.
   int copyHolder = -1;
   if (int first = memory.weightCopyOf[op.index]; first >= 0) {
@@ -428,7 +428,7 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
   std::vector<Tensor> outs;
   outs.reserve(op.outputs.size());
   // A product that sums itself into an accumulating AllReduce's step sum
-  // (productsAccumulating): micro-batch 0 writes the sum, later ones add.
+  // (accumulatesInto): micro-batch 0 writes the sum, later ones add.
   bool addInto = false;
   if (int a = memory.accumulatesInto[op.index]; a >= 0) {
     Accumulator &acc = accumulators[a];
@@ -605,7 +605,7 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     int v = op.outputs[0];
     Tensor out;
     if (memory.aliasOf[v] == op.inputs[0]) {
-      // Reduces in its operand's buffer (reducesInPlace): nothing else
+      // Reduces in its operand's buffer (rt::allReducesInPlace): nothing else
       // reads the operand.
       out = input(op, 0);
       if (memory.residence[v] == Residence::Kept)

@@ -61,9 +61,16 @@ std::vector<bool> programOutputs(const LoadedPlan &plan) {
       programOutput[port.value] = true;
   return programOutput;
 }
-} // namespace
 
-std::vector<int> shoal::rt::weightCopiesOf(const LoadedPlan &plan) {
+/// The buffer-sharing rules of shoal/Schema/InPlace.h (shared with
+/// shoal-sim), per op.
+struct Sharing {
+  std::vector<int> weightCopyOf, accumulatesInto;
+  std::vector<bool> inPlace;
+};
+Sharing sharing(const LoadedPlan &plan) {
+  std::vector<InPlaceOp> ops = inPlaceOps(plan);
+  std::vector<bool> outputs = programOutputs(plan);
   std::vector<bool> weight(plan.values.size(), false);
   for (const WeightInfo &w : plan.weights)
     if (!w.zeroInit)
@@ -71,17 +78,13 @@ std::vector<int> shoal::rt::weightCopiesOf(const LoadedPlan &plan) {
   std::vector<int> dtype(plan.values.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v)
     dtype[v] = static_cast<int>(plan.values[v].dtype);
-  return weightCopies(inPlaceOps(plan), weight, dtype, programOutputs(plan));
+  Sharing s;
+  s.weightCopyOf = weightCopies(ops, weight, dtype, outputs);
+  s.inPlace = allReducesInPlace(ops, outputs, s.weightCopyOf);
+  s.accumulatesInto = productsAccumulatingInPlace(ops, outputs);
+  return s;
 }
-
-std::vector<int> shoal::rt::productsAccumulating(const LoadedPlan &plan) {
-  return productsAccumulatingInPlace(inPlaceOps(plan), programOutputs(plan));
-}
-
-std::vector<bool> shoal::rt::reducesInPlace(const LoadedPlan &plan) {
-  return allReducesInPlace(inPlaceOps(plan), programOutputs(plan),
-                           weightCopiesOf(plan));
-}
+} // namespace
 
 MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
                                  std::size_t alignment) {
@@ -145,13 +148,14 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
         mp.viewOfOutside[op.outputs[0]] = true;
     }
   // An AllReduce that reduces in its operand's buffer (allReducesInPlace).
-  std::vector<bool> inPlace = reducesInPlace(plan);
+  Sharing shared = sharing(plan);
   for (const OpInfo &op : plan.ops)
-    if (inPlace[op.index])
+    if (shared.inPlace[op.index])
       mp.aliasOf[op.outputs[0]] = op.inputs[0];
   // A product that sums itself into an accumulating AllReduce's step sum
-  // (productsAccumulating) writes that buffer: its result views the sum.
-  mp.accumulatesInto = productsAccumulating(plan);
+  // (productsAccumulatingInPlace) writes that buffer: its result views the
+  // sum.
+  mp.accumulatesInto = std::move(shared.accumulatesInto);
   mp.accumulatedFrom.assign(plan.ops.size(), -1);
   for (const OpInfo &op : plan.ops)
     if (int a = mp.accumulatesInto[op.index]; a >= 0) {
@@ -163,7 +167,7 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
       kept[root(static_cast<int>(v))] = true;
   // The step's copies of weights in another type (weightCopies): the
   // first cast's result holds it, the others view it.
-  mp.weightCopyOf = weightCopiesOf(plan);
+  mp.weightCopyOf = std::move(shared.weightCopyOf);
   std::vector<bool> isCopy(numValues, false);
   for (const OpInfo &op : plan.ops)
     if (int first = mp.weightCopyOf[op.index]; first >= 0) {

@@ -31,10 +31,9 @@ struct MemoryReport;
 struct LoadedPlan;
 struct OpInfo;
 
-/// Where a value's buffer is.
 /// Where a value's buffer is. WeightCopy: the step's copy of a weight in
-/// another element type (weightCopiesOf), one buffer per copy made once per
-/// step and kept across steps.
+/// another element type (rt::weightCopies), one buffer per copy made once
+/// per step and kept across steps.
 enum class Residence : uint8_t { Persistent, Arena, Kept, WeightCopy };
 
 struct MemoryPlan {
@@ -53,10 +52,12 @@ struct MemoryPlan {
   /// Bytes of the weight copies (Residence::WeightCopy).
   std::size_t weightCopyBytes = 0;
   /// Per op: the op whose result holds the weight copy this op computes
-  /// (weightCopiesOf), or -1.
+  /// (rt::weightCopies, shoal/Schema/InPlace.h), or -1. The executor runs
+  /// the first of a step's casts of the weight and skips the others.
   std::vector<int> weightCopyOf;
   /// Per op: for a product that sums itself into an accumulating
-  /// AllReduce's step sum (productsAccumulating), that AllReduce; -1 else.
+  /// AllReduce's step sum (rt::productsAccumulatingInPlace), that
+  /// AllReduce; -1 else.
   /// Its result is a view (aliasOf) of the AllReduce's.
   std::vector<int> accumulatesInto;
   /// Per op: for such an AllReduce, the product; -1 else.
@@ -116,23 +117,6 @@ std::vector<KeptLife> keptLives(const LoadedPlan &plan,
 /// report's "grads" part.
 std::vector<bool> optimizerGradients(const LoadedPlan &plan,
                                      const MemoryPlan &memory);
-
-/// Per op (by index), whether it is an AllReduce that reduces in its
-/// operand's buffer, its result a view of the operand
-/// (rt::allReducesInPlace, shared with shoal-sim): planMemory makes the
-/// result an alias (aliasOf) and the executor copies nothing.
-std::vector<bool> reducesInPlace(const LoadedPlan &plan);
-
-/// Per op (by index), the op whose result holds the step's copy of a weight
-/// that this op, a Cast of the weight, computes; -1 for other ops
-/// (rt::weightCopies, shared with shoal-sim). The executor runs the first
-/// of a step's casts of the weight and skips the others.
-std::vector<int> weightCopiesOf(const LoadedPlan &plan);
-
-/// Per op (by index), for a Gemm that sums itself into an AllReduce's
-/// accumulator over micro-batches, that AllReduce; -1 for the others
-/// (rt::productsAccumulatingInPlace, shared with shoal-sim).
-std::vector<int> productsAccumulating(const LoadedPlan &plan);
 
 /// The bytes a rank running `plan` holds during a step, by part, as
 /// Executor::memoryReport counts them after the step, predicted from the

@@ -13,6 +13,7 @@
 #define SHOAL_UNITTESTS_RUNTIME_CHECKPOINTUTIL_H
 
 #include "Checkpoint.h"
+#include "ErrorOf.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
@@ -104,16 +105,6 @@ inline void saveAsMesh(const std::string &dir, int64_t step, const Mesh &mesh,
     }
   }
   commitCheckpoint(dir, tmp, manifest);
-}
-
-/// The message of the Error that `f` throws; empty when it throws none.
-inline std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
 }
 
 #define EXPECT_HAS(text, part)                                                 \

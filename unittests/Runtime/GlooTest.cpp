@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommunicatorSuite.h"
+#include "ErrorOf.h"
 #include "Half.h"
 #include "shoal/Runtime/Runtime.h"
 
@@ -80,15 +81,6 @@ int unusedPort() {
   getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
   close(fd);
   return ntohs(addr.sin_port);
-}
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
 }
 
 } // namespace

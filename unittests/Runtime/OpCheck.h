@@ -15,11 +15,12 @@
 #define SHOAL_UNITTESTS_RUNTIME_OPCHECK_H
 
 #include "BackendRegistry.h"
-#include "shoal/Runtime/Error.h"
+#include "ErrorOf.h"
 #include "KernelRegistry.h"
 #include "Ops.h"
 #include "PlanLoader.h"
 #include "cpu/Backend.h"
+#include "shoal/Runtime/Error.h"
 
 #include "TestUtil.h"
 
@@ -33,16 +34,6 @@
 namespace shoal {
 namespace rt {
 namespace test {
-
-/// The message of the Error `f` throws, or "" when it throws none.
-inline std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
 
 #define EXPECT_CONTAINS(text, part)                                            \
   do {                                                                         \

@@ -18,6 +18,8 @@
 
 #include "shoal/Schema/OpTable.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 namespace shoal {
@@ -38,6 +40,41 @@ struct InPlaceOp {
   bool overMicroBatches = false;
 };
 
+namespace detail {
+/// For an AllReduce (op `i`): the op of its task that computes its operand,
+/// when the AllReduce is the operand's only reader and neither value is a
+/// program output; -1 otherwise (and for every other op).
+inline std::vector<int> soleProducers(const std::vector<InPlaceOp> &ops,
+                                      const std::vector<bool> &programOutput) {
+  std::size_t numValues = programOutput.size();
+  auto valid = [&](int v) {
+    return v >= 0 && static_cast<std::size_t>(v) < numValues;
+  };
+  std::vector<int> readers(numValues, 0), producer(numValues, -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    for (int v : *ops[i].inputs)
+      if (valid(v))
+        ++readers[v];
+    for (int v : *ops[i].outputs)
+      if (valid(v))
+        producer[v] = static_cast<int>(i);
+  }
+  std::vector<int> sole(ops.size(), -1);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const InPlaceOp &op = ops[i];
+    if (op.kind != OpKind::AllReduce || op.inputs->empty() ||
+        op.outputs->empty())
+      continue;
+    int in = (*op.inputs)[0], out = (*op.outputs)[0];
+    if (valid(in) && valid(out) && readers[in] == 1 && !programOutput[in] &&
+        !programOutput[out] && producer[in] >= 0 &&
+        ops[producer[in]].task == op.task)
+      sole[i] = producer[in];
+  }
+  return sole;
+}
+} // namespace detail
+
 /// Per op, the op whose result it shares as the step's copy of a weight in
 /// another element type (itself for the first), or -1. A Cast of a weight
 /// (`weight`, per value: a value the plan's weights set, which change only
@@ -51,7 +88,7 @@ inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
                                      const std::vector<bool> &weight,
                                      const std::vector<int> &dtype,
                                      const std::vector<bool> &programOutput) {
-  std::size_t numValues = weight.size();
+  std::size_t numValues = std::min(weight.size(), dtype.size());
   auto valid = [&](int v) {
     return v >= 0 && static_cast<std::size_t>(v) < numValues;
   };
@@ -68,8 +105,7 @@ inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
       if (valid(v) && producerTask[v] >= 0 && producerTask[v] != op.task)
         leaves[v] = true;
   std::vector<int> copyOf(ops.size(), -1);
-  // (weight, type) -> the first cast's op index.
-  std::vector<std::pair<std::pair<int, int>, int>> first;
+  std::map<std::pair<int, int>, int> first; // (weight, type) -> first cast
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const InPlaceOp &op = ops[i];
     if (op.kind != OpKind::Cast || op.inputs->size() != 1 ||
@@ -77,17 +113,11 @@ inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
       continue;
     int in = (*op.inputs)[0], out = (*op.outputs)[0];
     if (!valid(in) || !valid(out) || !weight[in] || leaves[out] ||
-        static_cast<std::size_t>(out) >= dtype.size() ||
-        static_cast<std::size_t>(in) >= dtype.size() || dtype[in] == dtype[out])
+        dtype[in] == dtype[out])
       continue;
-    std::pair<int, int> key{in, dtype[out]};
-    int root = static_cast<int>(i);
-    for (const auto &[k, j] : first)
-      if (k == key)
-        root = j;
-    if (root == static_cast<int>(i))
-      first.push_back({key, root});
-    copyOf[i] = root;
+    copyOf[i] =
+        first.emplace(std::make_pair(in, dtype[out]), static_cast<int>(i))
+            .first->second;
   }
   return copyOf;
 }
@@ -97,41 +127,23 @@ inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
 /// see the operand change: the AllReduce is the operand's only reader; an op
 /// of the same task computes the operand (a kernel, not a collective or a
 /// transfer, whose buffers the scheduler manages, nor a view of another
-/// value, nor a weight's copy shared by other ops, `weightCopyOf` below);
+/// value, nor a weight's copy shared by other ops, `weightCopyOf` above);
 /// neither the operand nor the result is a program output (`programOutput`,
 /// per value); and it does not sum over micro-batches.
 inline std::vector<bool>
 allReducesInPlace(const std::vector<InPlaceOp> &ops,
                   const std::vector<bool> &programOutput,
                   const std::vector<int> &weightCopyOf) {
-  std::size_t numValues = programOutput.size();
-  std::vector<int> readers(numValues, 0), producer(numValues, -1);
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    for (int v : *ops[i].inputs)
-      if (v >= 0 && static_cast<std::size_t>(v) < numValues)
-        ++readers[v];
-    for (int v : *ops[i].outputs)
-      if (v >= 0 && static_cast<std::size_t>(v) < numValues)
-        producer[v] = static_cast<int>(i);
-  }
+  std::vector<int> sole = detail::soleProducers(ops, programOutput);
   std::vector<bool> inPlace(ops.size(), false);
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const InPlaceOp &op = ops[i];
-    if (op.kind != OpKind::AllReduce || op.overMicroBatches ||
-        op.inputs->empty() || op.outputs->empty())
+    int p = sole[i];
+    if (p < 0 || ops[i].overMicroBatches)
       continue;
-    int in = (*op.inputs)[0], out = (*op.outputs)[0];
-    if (in < 0 || out < 0 || static_cast<std::size_t>(in) >= numValues ||
-        static_cast<std::size_t>(out) >= numValues || readers[in] != 1 ||
-        programOutput[in] || programOutput[out] || producer[in] < 0)
-      continue;
-    const InPlaceOp &def = ops[producer[in]];
-    if (def.task != op.task || def.aliases ||
-        opKindHas(def.kind, kSchedulerOps) ||
-        (static_cast<std::size_t>(producer[in]) < weightCopyOf.size() &&
-         weightCopyOf[producer[in]] >= 0))
-      continue;
-    inPlace[i] = true;
+    const InPlaceOp &def = ops[p];
+    bool copy = static_cast<std::size_t>(p) < weightCopyOf.size() &&
+                weightCopyOf[p] >= 0;
+    inPlace[i] = !def.aliases && !opKindHas(def.kind, kSchedulerOps) && !copy;
   }
   return inPlace;
 }
@@ -143,39 +155,20 @@ allReducesInPlace(const std::vector<InPlaceOp> &ops,
 /// writes micro-batch 0's product into the step's sum and adds each later
 /// one into it (out += alpha A B), as Megatron-LM's gradient accumulation
 /// fusion does: no float32 temporary, no copy, no addition. Neither value
-/// is a program output, and the product is no weight's copy.
+/// is a program output.
 inline std::vector<int>
 productsAccumulatingInPlace(const std::vector<InPlaceOp> &ops,
                             const std::vector<bool> &programOutput) {
-  std::size_t numValues = programOutput.size();
-  auto valid = [&](int v) {
-    return v >= 0 && static_cast<std::size_t>(v) < numValues;
-  };
-  std::vector<int> readers(numValues, 0), producer(numValues, -1);
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    for (int v : *ops[i].inputs)
-      if (valid(v))
-        ++readers[v];
-    for (int v : *ops[i].outputs)
-      if (valid(v))
-        producer[v] = static_cast<int>(i);
-  }
+  std::vector<int> sole = detail::soleProducers(ops, programOutput);
   std::vector<int> into(ops.size(), -1);
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const InPlaceOp &op = ops[i];
-    if (op.kind != OpKind::AllReduce || !op.overMicroBatches ||
-        op.inputs->empty() || op.outputs->empty())
+    int p = sole[i];
+    if (p < 0 || !ops[i].overMicroBatches)
       continue;
-    int in = (*op.inputs)[0], out = (*op.outputs)[0];
-    if (!valid(in) || !valid(out) || readers[in] != 1 || programOutput[in] ||
-        programOutput[out] || producer[in] < 0)
-      continue;
-    const InPlaceOp &def = ops[producer[in]];
+    const InPlaceOp &def = ops[p];
     bool withC = def.inputs->size() > 2 && (*def.inputs)[2] >= 0;
-    if (def.kind != OpKind::Gemm || withC || def.task != op.task ||
-        def.outputs->size() != 1)
-      continue;
-    into[producer[in]] = static_cast<int>(i);
+    if (def.kind == OpKind::Gemm && !withC && def.outputs->size() == 1)
+      into[p] = static_cast<int>(i);
   }
   return into;
 }
