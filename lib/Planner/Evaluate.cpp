@@ -527,7 +527,9 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   double passes = training(step) ? 2 : 1; // activations, then gradients
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
-    double slowest = 0, sum = 0, p2p = 0, tpc = 0;
+    // The slowest stage's steady step and the tensor-parallel all-reduces
+    // in it (the breakdown's share of that step).
+    double slowest = 0, slowestTp = 0, sum = 0, p2p = 0;
     // GPipe runs every forward, then every backward: each phase is bound by
     // its own slowest stage (which need not be the same stage).
     double slowestF = 0, slowestB = 0;
@@ -551,10 +553,12 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
         busy = passes * v * (once - cost.sendRecvSeconds(src, dst, 0));
       }
       p2p += in;
-      slowest = std::max(slowest, std::max(tk, busy));
+      if (std::max(tk, busy) > slowest) {
+        slowest = std::max(tk, busy);
+        slowestTp = tk >= busy ? t[k][i].tp : 0;
+      }
       // (A stage's weight casts: once, at its first forward.)
       sum += tk + t[k][i].casts;
-      tpc += t[k][i].tp;
     }
     double total;
     int mi = microBatchesOf(i);
@@ -570,7 +574,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       l.computeSeconds = mi * slowest;
       l.p2pSeconds = p2p;
       l.bubbleSeconds = std::max(0.0, total - l.computeSeconds - p2p);
-      l.tpSeconds = tpc * mi;
+      l.tpSeconds = slowestTp * mi;
     }
   }
 

@@ -776,36 +776,65 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     l.schedule = schedule;
     l.virtualStages = v;
     std::vector<std::string> names;
+    // Interleaved: p * v chunk scopes in model order, chunk c on stage
+    // c % p (shoal-form-taskgraphs). Priced as the search prices its own
+    // interleaved layouts (each stage v consecutive chunks' ops, which is
+    // the same work when the chunks are alike) and kept as annotated: not
+    // balanced, but predicted and refused when it does not fit.
+    bool interleaved = false;
+    if (staged && v > 1) {
+      interleaved =
+          ordered && scopes.size() % v == 0 &&
+          llvm::all_of(scopes, [&](ScopeAttr s) {
+            return s.getDevices() == scopes.front().getDevices() &&
+                   s.getStrategy() == scopes.front().getStrategy() &&
+                   isSequenceParallel(s) == isSequenceParallel(scopes.front());
+          });
+      module.emitRemark() << "shoal-plan: interleaved stages are kept as "
+                             "annotated"
+                          << (interleaved ? " (predicted, not balanced)" : "");
+      if (!interleaved)
+        return success();
+    }
     if (staged) {
+      const int64_t chunksPerStage = interleaved ? v : 1;
+      const int64_t numStages = scopes.size() / chunksPerStage;
       int64_t perPipeline = 0;
-      for (ScopeAttr s : scopes)
-        perPipeline += s.getDevices();
-      if (world() % perPipeline != 0 || v > 1 || !ordered) {
-        // shoal-form-taskgraphs reports a bad world size; interleaved
-        // chunks and scopes out of order are not balanced here.
-        if (v > 1 || !ordered)
+      for (int64_t k = 0; k < numStages; ++k)
+        perPipeline += scopes[k].getDevices();
+      if (world() % perPipeline != 0 || !ordered) {
+        // shoal-form-taskgraphs reports a bad world size; scopes out of
+        // order are not balanced here.
+        if (!ordered)
           module.emitRemark()
-              << "shoal-plan: "
-              << (v > 1 ? "interleaved stages" : "scopes out of model order")
-              << " are kept as annotated";
+              << "shoal-plan: scopes out of model order are kept as annotated";
         return success();
       }
       l.dp = world() / perPipeline;
-      for (auto [k, s] : llvm::enumerate(scopes)) {
+      for (int64_t k = 0; k < numStages; ++k) {
+        ScopeAttr s = scopes[k * chunksPerStage];
         pl::StagePlan st;
         st.devices = s.getDevices();
-        auto first = llvm::find(stageOf, static_cast<int>(k));
-        auto last = std::find(stageOf.rbegin(), stageOf.rend(), int(k));
-        if (first == stageOf.end())
-          return module.emitError() << "shoal-plan: scope '"
-                                    << s.getName().getValue() << "' has no ops",
+        int firstScope = k * chunksPerStage,
+            lastScope = (k + 1) * chunksPerStage - 1;
+        auto first = llvm::find(stageOf, firstScope);
+        auto last = std::find(stageOf.rbegin(), stageOf.rend(), lastScope);
+        if (first == stageOf.end() || last == stageOf.rend())
+          return module.emitError()
+                     << "shoal-plan: scope '"
+                     << scopes[first == stageOf.end() ? firstScope : lastScope]
+                            .getName()
+                            .getValue()
+                     << "' has no ops",
                  failure();
         st.begin = first - stageOf.begin();
         st.end = n - (last - stageOf.rbegin());
         st.split.assign(st.end - st.begin, s.getStrategy() == Strategy::split);
         st.sequenceParallel = isSequenceParallel(s);
         l.stages.push_back(std::move(st));
-        names.push_back(s.getName().getValue().str());
+        names.push_back(interleaved
+                            ? llvm::formatv("stage{0}", k).str()
+                            : s.getName().getValue().str());
       }
     } else {
       int64_t c = scopes.front().getDevices();
@@ -846,7 +875,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     pl::placeRanks(asIs);
     pl::evaluate(asIs, profile, cluster, cost, options);
     pl::Layout chosen = asIs;
-    if (options.balance) {
+    if (options.balance && !interleaved) {
       chosen = l;
       // A split stage may take ops of a replicate one and the reverse: each
       // stage keeps its strategy.
@@ -880,7 +909,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       return refuse(module, chosen, names);
 
     // Stage boundaries that moved become new scope labels.
-    if (staged)
+    if (staged && !interleaved)
       for (auto [k, s] : llvm::enumerate(chosen.stages))
         for (int i = s.begin; i < s.end; ++i)
           ops[i]->setAttr(ShoalDialect::kScopeAttr,
@@ -921,7 +950,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     if (!shards.empty())
       extra.push_back(
           b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
-    record(module, chosen, names, staged, extra);
+    // (Interleaved stages keep the default pipeline-major placement.)
+    record(module, chosen, names, staged && !interleaved, extra);
     // Batch blocks: the scope's replicas are the world's ranks (one "tp"
     // axis over them, whose blocks of the batch differ).
     if (chosen.batchBlocks) {

@@ -544,8 +544,13 @@ struct PropagateShardingPass
       } else {
         s = getValueSharding(in);
         // Training: a value saved by the forward TaskGraph of this stage
-        // for its backward keeps its layout (no gather and re-slice).
-        if (owner && owner != tg && training && owner.getMeshAttr() == mesh) {
+        // for its backward keeps its layout (no gather and re-slice). Only
+        // between TaskGraphs of one strategy: a split scope behind a
+        // replicate one on the same devices (a replicate default before
+        // the blocks, without micro-batches) takes its inputs as a split
+        // TaskGraph does, not batch-split over its tp devices.
+        if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
+            owner.getStrategy() == tg.getStrategy()) {
           inShardings.push_back(s);
           argShardings.push_back(s);
           continue;

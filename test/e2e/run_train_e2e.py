@@ -582,6 +582,8 @@ def mode_layout(ctx, spec):
         rows += no_all_gather_check(ctx, spec)
     if a.sequence_parallel and ctx.phase == "all":
         rows += sequence_parallel_checks(ctx, spec)
+    if a.check_split_weights and ctx.phase == "all":
+        rows += split_weights_check(ctx, spec)
     print("PyTorch: losses %s, grad norms %s" % (
         ", ".join("%.6f" % x for x in ref_losses), ", ".join("%.4f" % x for x in idx["grad_norms"])))
     return print_worst(rows, a.rtol, a.show)
@@ -606,6 +608,52 @@ def no_all_gather_check(ctx, spec):
     elif not vocab:
         problem = "no vocab_cross_entropy in the partitioned IR"
     return [("partitioned IR", "no all_gather, vocabulary-parallel loss", None, problem)]
+
+
+def split_weights_check(ctx, spec):
+    """--check-split-weights: every split TaskGraph of the N-rank training
+    plan splits its weights over tp as the forward plan of the same spec
+    does: the parallelism report warns of no split scope computing whole
+    weights ("no weight or input is split"), and the training plan's split
+    forward TaskGraphs all-reduce over tp at least as often as the forward
+    plan's (each row-parallel product's partial sums)."""
+    def report(extra, label):
+        path = os.path.join(ctx.work, "report_split_%s.txt" % label)
+        out = os.path.join(ctx.work, "split_%s.plan" % label)
+        if extra is None:
+            res = common.run_cmd([ctx.compile, ctx.model, "--annotate", spec, "--world-size",
+                                  ctx.args.world_size, "-o", out, "--report-file", path]
+                                 + list(ctx.args.compile_arg), timeout=ctx.args.timeout)
+        else:
+            ctx.compile_plan(spec, ctx.args.world_size, out, extra=["--report-file", path])
+        with open(path) as f:
+            return f.read()
+    def tp_all_reduces(text):
+        # The forward TaskGraphs' all-reduces over tp alone (not the
+        # weight gradients' over dp,tp).
+        n, fwd = 0, False
+        for line in text.splitlines():
+            m = re.match(r'TaskGraph "([^"]+)": (\w+)\(', line)
+            if m:
+                fwd = m.group(2) == "split" and "." not in m.group(1)
+            elif fwd and re.match(r"\s+all_reduce over tp at ", line):
+                n += 1
+        return n
+    train, fwd = report([], "train"), report(None, "forward")
+    warned = [ln.strip() for ln in train.splitlines() if "no weight or input is split" in ln]
+    n_train, n_fwd = tp_all_reduces(train), tp_all_reduces(fwd)
+    print("split TaskGraphs: %d tensor-parallel all-reduces in the training plan's forward, "
+          "%d in the forward plan's; %d 'no weight split' warnings" % (n_train, n_fwd, len(warned)))
+    problem = None
+    if warned:
+        problem = warned[0]
+    elif n_fwd == 0:
+        problem = "the forward plan splits no weight either (not a split layout?)"
+    elif n_train < n_fwd:
+        problem = "%d tensor-parallel all-reduces in training, %d in the forward" % (n_train,
+                                                                                 n_fwd)
+    return [("split weights", "the training plan splits the blocks as the forward does",
+             None, problem)]
 
 
 def sequence_parallel_checks(ctx, spec):
@@ -1341,6 +1389,9 @@ def main(argv=None):
     ap.add_argument("--no-all-gather", action="store_true",
                     help="also require that the N-rank plan's partitioned IR holds no "
                          "all_gather and a vocabulary-parallel loss (split layouts)")
+    ap.add_argument("--check-split-weights", action="store_true",
+                    help="also require that the training plan's split TaskGraphs split "
+                         "their weights as the forward plan does (the parallelism report)")
     ap.add_argument("--shard-multiple", type=int, default=None,
                     help="with --cluster: shoal-compile --shard-multiple")
     ap.add_argument("--batch-shares", choices=("blocks", "micro-batches"), default="blocks",

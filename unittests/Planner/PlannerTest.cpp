@@ -425,3 +425,49 @@ nodes:
   // Half of each, and no copy of the gradient: nothing sums it.
   EXPECT_DOUBLE_EQ(tp.stages[0].memoryBytes, 8e6);
 }
+
+TEST(Search, StepBreakdownIsTheSlowestStagesOwn) {
+  // Four pipeline stages of two tensor-parallel devices each, eight ops
+  // that all-reduce after themselves: the breakdown's tensor-parallel
+  // all-reduces are those of the slowest stage's steady steps, part of its
+  // compute (they were once summed over every stage, which made the
+  // compute without them negative).
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: CPU, count: 8, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
+links:
+  intra_node: {bandwidth_GBps: 1, latency_us: 0}
+)",
+                                   "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  for (OpCost &op : p.ops) {
+    op.tpSharded = true;
+    op.tpAllReduceBytes = 1e6;
+  }
+  Layout l;
+  l.stages.resize(4);
+  for (StagePlan &s : l.stages) {
+    s.devices = 2;
+    s.split.assign(1, 1);
+  }
+  l.microBatches = 4;
+  ASSERT_TRUE(cutEvenly(l, p));
+  placeRanks(l);
+  evaluate(l, p, c, cost, PlanOptions{});
+  ASSERT_EQ(l.pp(), 4);
+  ASSERT_EQ(l.tp(), 2);
+  // Per micro-batch of 2 samples, each stage: 2 ops of 0.125 MFLOP on each
+  // device (0.125 ms each) and 2 all-reduces of 0.25 MB over 2 ranks (0.25
+  // ms each).
+  double op = 0.125e-3,
+         ar = cost.allReduceSeconds(
+             {l.stages[0].offset, l.stages[0].offset + 1}, 0.25e6);
+  EXPECT_NEAR(ar, 0.25e-3, 1e-9);
+  EXPECT_NEAR(l.computeSeconds, 4 * 2 * (op + ar), 1e-9);
+  EXPECT_NEAR(l.tpSeconds, 4 * 2 * ar, 1e-9);
+  EXPECT_GE(l.computeSeconds - l.tpSeconds, 0);
+  EXPECT_GE(l.bubbleSeconds, 0);
+  EXPECT_NEAR(l.stepSeconds, l.computeSeconds + l.bubbleSeconds + l.p2pSeconds,
+              1e-9);
+}
