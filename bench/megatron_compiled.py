@@ -17,8 +17,10 @@ run
         --train train.yaml --world-size N -o row.plan
     shoal-sim row.plan --cluster cluster.yaml --breakdown
 
-and print shoal-sim's step, its pipeline bubble against the schedule's
-(p-1)/(v*m), when the first and the last stage finish, and TFLOP/s per GPU
+and print shoal-sim's step, its pipeline bubble (idle over busy time on the
+busiest stage, the mean over stages, and the time waiting on other stages
+alone, counting the waits for a stage's own exchanges as work as the
+schedule's formula does) against the schedule's (p-1)/(v*m), when the first and the last stage finish, and TFLOP/s per GPU
 with the paper's FLOP count (megatron_sc21.py, equation 3) next to the
 published figure. Rows: the SC'21 Table 1 rows by parameter count, and
 `175B` (GPT-3 on 1024 GPUs, section 5.1: TP 8, PP 16, batch 1536, micro-batch
@@ -158,7 +160,7 @@ def run_row(args, name, row, work):
         print(sim.stdout)
     step = float(re.search(r"predicted step ([0-9.e+]+) ms", sim.stdout).group(1)) / 1e3
     bubble = re.search(r"bubble predicted ([0-9.e+-]+) .*, ([0-9.e+-]+) on the busiest stage, "
-                       r".*= ([0-9.e+-]+)", sim.stdout)
+                       r"([0-9.e+-]+) waiting on other stages .*= ([0-9.e+-]+)", sim.stdout)
     finish = [float(x) for x in re.findall(r"finishes at ([0-9.e+]+) ms", sim.stdout)]
     fits = "DOES NOT FIT" not in sim.stdout
     planned = re.search(r"shoal-plan: as annotated \(.*\): ([0-9.e+]+) ms per step", res.stderr)
@@ -180,7 +182,8 @@ def run_row(args, name, row, work):
     return dict(step=step, m=m, tflops=flops / step / row["num_gpus"] / 1e12,
                 bubble=float(bubble.group(1)) if bubble else 0.0,
                 busiest=float(bubble.group(2)) if bubble else 0.0,
-                theory=float(bubble.group(3)) if bubble else 0.0,
+                pipeline=float(bubble.group(3)) if bubble else 0.0,
+                theory=float(bubble.group(4)) if bubble else 0.0,
                 first=finish[0] / 1e3 if finish else None,
                 last=finish[-1] / 1e3 if finish else None,
                 fits=fits, compile_s=compile_s,
@@ -210,10 +213,10 @@ def main(argv=None):
              else "datasheet peaks, no efficiency below 1"))
     print()
     print("| model | GPUs | TP | PP | DP | m | schedule | step (s) | bubble, busiest stage "
-          "| bubble, mean | (p-1)/(v*m) | first / last stage done (s) | TFLOP/s/GPU "
+          "| bubble, mean | waiting on other stages | (p-1)/(v*m) | first / last stage done (s) | TFLOP/s/GPU "
           "| published | off | fits | planner step (s) | planner / sim | planner memory, "
           "worst stage | compile (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- "
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
           "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     failed = 0
     for name in args.rows.split(","):
@@ -236,10 +239,10 @@ def main(argv=None):
         if r["negative"]:
             ratio += " (a negative part)"
         mem = "-" if r["mem_off"] is None else "%.1f%% off" % (100 * r["mem_off"])
-        print("| %s | %d | %d | %d | %d | %d | %s | %.2f | %.3f | %.3f | %.3f | %s | %.1f | %d "
-              "| %+.0f%% | %s | %s | %s | %s | %.1f |"
+        print("| %s | %d | %d | %d | %d | %d | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %s | %.1f "
+              "| %d | %+.0f%% | %s | %s | %s | %s | %.1f |"
               % (name, row["num_gpus"], tp, pp, dp, r["m"], sched, r["step"], r["busiest"],
-                 r["bubble"], r["theory"], done, r["tflops"], row["tflops_per_gpu"],
+                 r["bubble"], r["pipeline"], r["theory"], done, r["tflops"], row["tflops_per_gpu"],
                  100 * (r["tflops"] / row["tflops_per_gpu"] - 1),
                  "yes" if r["fits"] else "no", planned, ratio, mem, r["compile_s"]), flush=True)
     return 1 if failed else 0

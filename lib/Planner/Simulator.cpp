@@ -302,10 +302,19 @@ SharedBuffers sharedBuffers(const shoal::plan::Program &prog,
   for (const shoal::plan::Port &port : prog.outputs())
     if (port.value() >= 0 && port.value() < prog.values_size())
       programOutput[port.value()] = true;
-  std::vector<bool> weight(prog.values_size(), false);
+  // Per value, its weight buffer: one per initializer, view and layout
+  // (the runtime's rt::weightBufferKey), whichever tasks read it.
+  std::vector<int> weight(prog.values_size(), -1);
+  std::map<std::string, int> buffers;
   for (const shoal::plan::Weight &w : prog.weights())
     if (!w.zero_init() && w.value() >= 0 && w.value() < prog.values_size())
-      weight[w.value()] = true;
+      weight[w.value()] =
+          buffers
+              .emplace(w.initializer() + '\n' +
+                           w.global_type().SerializeAsString() + '\n' +
+                           w.sharding().SerializeAsString(),
+                       static_cast<int>(buffers.size()))
+              .first->second;
   std::vector<int> dtype(prog.values_size());
   for (int v = 0; v < prog.values_size(); ++v)
     dtype[v] = static_cast<int>(prog.values(v).dtype());
@@ -533,6 +542,19 @@ double Prediction::busiestBubble() const {
   return (stepSeconds - busiest->busySeconds) / busiest->busySeconds;
 }
 
+double Prediction::pipelineBubble() const {
+  const ProgramPrediction *busiest = nullptr;
+  auto working = [](const ProgramPrediction &p) {
+    return p.busySeconds + p.exchangeWaitSeconds;
+  };
+  for (const ProgramPrediction &p : programs)
+    if (!busiest || working(p) > working(*busiest))
+      busiest = &p;
+  if (!busiest || working(*busiest) <= 0)
+    return 0;
+  return std::max(0.0, stepSeconds - working(*busiest)) / working(*busiest);
+}
+
 double Prediction::expectedBubble() const {
   return static_cast<double>(stages - 1) /
          (static_cast<double>(chunks) * microBatches);
@@ -583,6 +605,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::vector<Step> steps;
     std::size_t next = 0;
     double clock = 0, busy = 0;
+    /// Seconds the compute waited for its own exchanges (asynchronous
+    /// tensor-parallel all-reduces, gradient buckets, the step's last
+    /// exchanges): exposed communication, not pipeline idle.
+    double exchangeWait = 0;
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
     std::vector<std::vector<double>> rankSeconds; ///< opTimes' perRank
     std::vector<AllReduceInfo> allReduces;
@@ -742,7 +768,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
             ready = false;
         if (!ready)
           break;
-        double t = s.clock, start = -1, busy = 0;
+        double t = s.clock, start = -1, busy = 0, waited = 0;
         // Open buckets by group: bytes waiting to be all-reduced.
         std::map<std::vector<int>, std::pair<const AllReduceInfo *, double>>
             open;
@@ -764,8 +790,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           return free;
         };
         auto waitUntil = [&](double when, const char *what) {
-          if (when > t)
+          if (when > t) {
             out.events.push_back({s.index, what, t, when - t});
+            waited += when - t;
+          }
           t = std::max(t, when);
         };
         // Each rank's time (and its ops' kinds) since the ranks last met:
@@ -937,6 +965,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
              fmt::format("{}{} {}", st.backward ? 'B' : 'F', st.mb, task),
              start < 0 ? t : start, busy});
         s.busy += busy;
+        s.exchangeWait += waited;
         s.clock = t;
         ++s.next;
         progress = true;
@@ -948,8 +977,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
                     "whose send never comes); it cannot be replayed");
   // The step ends when the channel's last exchange has (the executor waits
   // for every exchange before the step's updates).
-  for (ProgState &s : progs)
+  for (ProgState &s : progs) {
+    s.exchangeWait += std::max(0.0, s.lastExchange() - s.clock);
     s.clock = std::max(s.clock, s.lastExchange());
+  }
   // Ranks of one program with different numbers of micro-batches meet at
   // their last all-reduce (the gradients' last bucket, which the optimizer
   // waits for): each goes on from when the last of them gets there.
@@ -967,6 +998,7 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     if (s.busy >= pp.busySeconds) {
       pp.secondsByKind = s.byKind;
       pp.overlappedByKind = s.overlapped;
+      pp.exchangeWaitSeconds = s.exchangeWait;
     }
     pp.busySeconds = std::max(pp.busySeconds, s.busy);
     out.stepSeconds = std::max(out.stepSeconds, s.clock);

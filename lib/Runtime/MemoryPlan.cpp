@@ -71,10 +71,17 @@ struct Sharing {
 Sharing sharing(const LoadedPlan &plan) {
   std::vector<InPlaceOp> ops = inPlaceOps(plan);
   std::vector<bool> outputs = programOutputs(plan);
-  std::vector<bool> weight(plan.values.size(), false);
+  // Per value, the weight buffer it is loaded into (weightBufferKey: one
+  // per weight and layout, whichever tasks read it).
+  std::vector<int> weight(plan.values.size(), -1);
+  std::map<std::string, int> buffers;
   for (const WeightInfo &w : plan.weights)
     if (!w.zeroInit)
-      weight[w.value] = true;
+      weight[w.value] =
+          buffers
+              .emplace(weightBufferKey(w, plan.mesh),
+                       static_cast<int>(buffers.size()))
+              .first->second;
   std::vector<int> dtype(plan.values.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v)
     dtype[v] = static_cast<int>(plan.values[v].dtype);

@@ -543,14 +543,23 @@ struct PropagateShardingPass
         }
       } else {
         s = getValueSharding(in);
-        // Training: a value saved by the forward TaskGraph of this stage
-        // for its backward keeps its layout (no gather and re-slice). Only
-        // between TaskGraphs of one strategy: a split scope behind a
-        // replicate one on the same devices (a replicate default before
-        // the blocks, without micro-batches) takes its inputs as a split
-        // TaskGraph does, not batch-split over its tp devices.
+        // Training: a value another TaskGraph on the same devices made (the
+        // forward's activations saved for its backward, the logits for the
+        // loss, their gradients back) keeps its layout: no gather and
+        // re-slice. Except a batch cut over tp that a replicate TaskGraph
+        // made (a replicate default before the blocks, without
+        // micro-batches): a split TaskGraph takes it as it takes any input,
+        // whole over tp, and splits its weights instead of running
+        // data-parallel on its tp devices.
+        auto [batchDim, batchSize] = getBatch(func);
+        auto type = dyn_cast<RankedTensorType>(in.getType());
+        bool batchOverTp =
+            isSplit && owner && owner.getStrategy() != Strategy::split &&
+            type && s && batchDim < type.getRank() &&
+            type.getDimSize(batchDim) == batchSize &&
+            llvm::is_contained(s.getDimAxes(batchDim), "tp");
         if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
-            owner.getStrategy() == tg.getStrategy()) {
+            !batchOverTp) {
           inShardings.push_back(s);
           argShardings.push_back(s);
           continue;

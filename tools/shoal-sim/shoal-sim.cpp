@@ -174,10 +174,12 @@ int main(int argc, char **argv) {
     if (pred.stages > 1 || pred.microBatches > 1)
       std::printf("shoal-sim: pipeline %s, %d stages x %d micro-batches: "
                   "bubble predicted %.3g (idle / busy time, mean over "
-                  "stages), %.3g on the busiest stage, schedule's "
-                  "(p-1)/(v*m) = %.3g\n",
+                  "stages), %.3g on the busiest stage, %.3g waiting on "
+                  "other stages (exposed exchanges counted as work), "
+                  "schedule's (p-1)/(v*m) = %.3g\n",
                   pred.schedule.c_str(), pred.stages, pred.microBatches,
-                  pred.bubble(), pred.busiestBubble(), pred.expectedBubble());
+                  pred.bubble(), pred.busiestBubble(), pred.pipelineBubble(),
+                  pred.expectedBubble());
     bool fits = true;
     for (std::size_t i = 0; i < pred.programs.size(); ++i) {
       const ProgramPrediction &pp = pred.programs[i];

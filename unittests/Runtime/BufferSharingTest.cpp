@@ -121,11 +121,14 @@ TEST(AllReducesInPlace, NotWhenTheOperandIsSeenElsewhere) {
 }
 
 TEST(WeightCopies, CastsOfOneWeightToOneTypeShareTheFirst) {
-  // Values: 0 a weight (f32), 1 an activation; 2..6 results.
+  // Values: 0 a weight (f32, buffer 0), 1 an activation; 2..6 results; 7
+  // the same weight as the backward task's own value (buffer 0 too), 8
+  // another weight (buffer 1); 9, 10 results.
   const int f32 = 1, bf16 = 2, f16 = 3;
-  std::vector<bool> weight = {true, false, false, false, false, false, false};
-  std::vector<int> dtype = {f32, bf16, bf16, bf16, f16, bf16, bf16};
-  std::vector<bool> outputs(7, false);
+  std::vector<int> weight = {0, -1, -1, -1, -1, -1, -1, 0, 1, -1, -1};
+  std::vector<int> dtype = {f32,  bf16, bf16, bf16, f16, bf16,
+                            bf16, f32,  f32,  bf16, bf16};
+  std::vector<bool> outputs(11, false);
   Program p;
   int fwd = p.add(OpKind::Cast, {0}, {2}, /*task=*/0);
   p.add(OpKind::MatMul, {1, 2}, {5}, 0);
@@ -133,17 +136,22 @@ TEST(WeightCopies, CastsOfOneWeightToOneTypeShareTheFirst) {
   p.add(OpKind::MatMul, {1, 3}, {6}, 1);
   int other = p.add(OpKind::Cast, {0}, {4}, /*task=*/1);
   int act = p.add(OpKind::Cast, {5}, {1}, 0);
+  int bwdOwn = p.add(OpKind::Cast, {7}, {9}, /*task=*/1);
+  int another = p.add(OpKind::Cast, {8}, {10}, /*task=*/1);
   std::vector<int> copyOf = weightCopies(p.bound(), weight, dtype, outputs);
   EXPECT_EQ(copyOf[fwd], fwd);
   EXPECT_EQ(copyOf[bwd], fwd);     // the backward task's cast shares it
   EXPECT_EQ(copyOf[other], other); // another type: a copy of its own
   EXPECT_EQ(copyOf[act], -1);      // not a weight
   EXPECT_EQ(copyOf[1], -1);        // not a cast
+  // The backward task's own value of the weight (one buffer): one copy.
+  EXPECT_EQ(copyOf[bwdOwn], fwd);
+  EXPECT_EQ(copyOf[another], another); // another weight
 }
 
 TEST(WeightCopies, NotWhenTheCopyLeavesItsTask) {
   const int f32 = 1, bf16 = 2;
-  std::vector<bool> weight = {true, false, false, false};
+  std::vector<int> weight = {0, -1, -1, -1};
   std::vector<int> dtype = {f32, bf16, bf16, bf16};
   {
     // Another task reads the cast's result.

@@ -47,6 +47,11 @@ struct ProgramPrediction {
   std::vector<int> ranks;   ///< world ranks
   double busySeconds = 0;   ///< compute and collectives, not waiting
   double finishSeconds = 0; ///< when its last step ends
+  /// Of the rest, the seconds it waited for its own exchanges (the
+  /// asynchronous tensor-parallel all-reduces, gradient buckets and the
+  /// step's last exchanges): exposed communication, which Megatron-LM runs
+  /// synchronously on the compute stream.
+  double exchangeWaitSeconds = 0;
   double capacityBytes = 0; ///< the smallest device memory among its ranks
   /// Busy seconds by op kind (its slowest ranks'; shoal-sim --breakdown).
   std::map<std::string, double> secondsByKind;
@@ -71,6 +76,13 @@ struct Prediction {
   /// (fill, drain, waiting on transfers and exposed exchanges), which the
   /// schedule's (p-1)/(v*m) describes when the stages are balanced.
   double busiestBubble() const;
+  /// The pipeline's bubble as the schedule's (p-1)/(v*m) measures it: the
+  /// idle time of the program with the most work, over that work, where its
+  /// work is its busy time and its waits for its own exchanges (exposed
+  /// communication is work to that formula, as in Megatron-LM, where the
+  /// tensor-parallel all-reduces run on the compute stream). What is left
+  /// is waiting on other stages: fill, drain and transfers.
+  double pipelineBubble() const;
   /// The schedule's (p-1)/(v*m).
   double expectedBubble() const;
 };

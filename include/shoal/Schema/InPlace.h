@@ -77,18 +77,22 @@ inline std::vector<int> soleProducers(const std::vector<InPlaceOp> &ops,
 
 /// Per op, the op whose result it shares as the step's copy of a weight in
 /// another element type (itself for the first), or -1. A Cast of a weight
-/// (`weight`, per value: a value the plan's weights set, which change only
-/// when the optimizer runs, after the step's last task) to `dtype` (per
+/// (`weightBuffer`, per value: for a value the plan's weights set, which
+/// change only when the optimizer runs, after the step's last task, the id
+/// of the buffer it is loaded into, shared by the values of one weight in
+/// one layout in different tasks; -1 for other values) to `dtype` (per
 /// value) is one, unless its result leaves its task (another task reads it,
-/// or it is a program output). The casts of one weight to one type share the
-/// first one's result: the executor computes it once per step, at whichever
-/// runs first, and keeps it until the step ends (Megatron-LM's persistent
-/// 16-bit weights). Its buffer is then the weight copy's, not an activation.
+/// or it is a program output). The casts of one weight buffer to one type
+/// share the first one's result, in whichever task they are (the forward's
+/// and the backward's read the same copy): the executor computes it once
+/// per step, at whichever runs first, and keeps it until the step ends
+/// (Megatron-LM's persistent 16-bit weights). Its buffer is then the weight
+/// copy's, not an activation.
 inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
-                                     const std::vector<bool> &weight,
+                                     const std::vector<int> &weightBuffer,
                                      const std::vector<int> &dtype,
                                      const std::vector<bool> &programOutput) {
-  std::size_t numValues = std::min(weight.size(), dtype.size());
+  std::size_t numValues = std::min(weightBuffer.size(), dtype.size());
   auto valid = [&](int v) {
     return v >= 0 && static_cast<std::size_t>(v) < numValues;
   };
@@ -105,19 +109,20 @@ inline std::vector<int> weightCopies(const std::vector<InPlaceOp> &ops,
       if (valid(v) && producerTask[v] >= 0 && producerTask[v] != op.task)
         leaves[v] = true;
   std::vector<int> copyOf(ops.size(), -1);
-  std::map<std::pair<int, int>, int> first; // (weight, type) -> first cast
+  std::map<std::pair<int, int>, int> first; // (buffer, type) -> first cast
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const InPlaceOp &op = ops[i];
     if (op.kind != OpKind::Cast || op.inputs->size() != 1 ||
         op.outputs->size() != 1)
       continue;
     int in = (*op.inputs)[0], out = (*op.outputs)[0];
-    if (!valid(in) || !valid(out) || !weight[in] || leaves[out] ||
+    if (!valid(in) || !valid(out) || weightBuffer[in] < 0 || leaves[out] ||
         dtype[in] == dtype[out])
       continue;
-    copyOf[i] =
-        first.emplace(std::make_pair(in, dtype[out]), static_cast<int>(i))
-            .first->second;
+    copyOf[i] = first
+                    .emplace(std::make_pair(weightBuffer[in], dtype[out]),
+                             static_cast<int>(i))
+                    .first->second;
   }
   return copyOf;
 }
