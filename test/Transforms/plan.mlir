@@ -28,6 +28,8 @@
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/no_such_cluster.yaml" 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml step=backward" 2>&1 | FileCheck %s --check-prefix=STEP
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml precision=fp8" 2>&1 | FileCheck %s --check-prefix=PRECISION
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_interleaved.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train explain=true" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=INTER
+// RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_interleaved.yaml" --shoal-plan="cluster=%inputs/cluster_t4_3g_16g.yaml step=train" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=INTERNOFIT
 // RUN: not shoal-opt %inputs/plan_bad_placements.mlir --shoal-form-taskgraphs="world-size=2" 2>&1 | FileCheck %s --check-prefix=TILE
 
 // 8 V100-32GB + 8 T4, two stages of one device, 8 pipelines. Pipeline-major
@@ -186,3 +188,20 @@
 // STEP: error: shoal-plan: step must be forward, train, train-recompute or train-selective, got 'backward'
 // PRECISION: error: shoal-plan: precision must be fp32, tf32, bf16 or fp16, got 'fp8'
 // TILE: error: shoal.plan placements do not tile the 2 ranks (rank 0 of stage 1)
+
+// An annotated interleaved pipeline (4 chunks on 2 stages) is kept as
+// annotated, but predicted as the search predicts its own interleaved
+// layouts (each stage with its chunks' ops) and recorded, memory per stage
+// included; the chunk scopes stay as they were.
+// INTER: remark: shoal-plan: interleaved stages are kept as annotated (predicted, not balanced)
+// INTER: shoal-plan: as annotated (dp=16 tp=1 pp=2 m=4 interleaved v=2 pipeline-major): {{[0-9.]+}} ms per step
+// INTER-NEXT: shoal-plan: hardware-aware (dp=16 tp=1 pp=2 m=4 interleaved v=2 pipeline-major)
+// INTER-NEXT: its step: compute {{[0-9.]+}} ms, tensor-parallel all-reduces 0.000 ms, stage-to-stage transfers {{[0-9.]+}} ms, pipeline bubble {{[0-9.]+}} ms
+// INTER: layout = "dp=16 tp=1 pp=2 m=4 interleaved v=2 pipeline-major"
+// INTER-SAME: stage_memory_MiB = array<i64: {{[0-9]+}}, {{[0-9]+}}>
+// INTER-SAME: shoal.scopes = [#shoal.scope<"c0", replicate, 1>, #shoal.scope<"c1", replicate, 1>, #shoal.scope<"c2", replicate, 1>, #shoal.scope<"c3", replicate, 1>]
+
+// ... and refused when a stage does not fit (it is not moved to another
+// device as a 1F1B stage would be: the chunks keep their placement).
+// INTERNOFIT: error: the plan does not fit in memory on '{{.*}}cluster_t4_3g_16g.yaml' (dp=1 tp=1 pp=2 m=4 interleaved v=2 pipeline-major):
+// INTERNOFIT-NEXT: stage 0 'stage0' on T4: needs {{.*}} of 3.00 GiB {{.*}} DOES NOT FIT
