@@ -66,12 +66,6 @@ KNOWN_GAPS = [
      "halved activations, but not yet the asynchronous tensor-parallel "
      "all-reduces' waits nor the vocabulary-parallel loss's reads as "
      "shoal-sim replays them"),
-    (r"gpt-shapes pp2 train", 0.15,
-     "the planner's pipeline misses the idle time shoal-sim replays on "
-     "these two-node heterogeneous pipelines (1.29 of the busiest stage's "
-     "busy time against the schedule's 0.25); the per-micro-batch gradient "
-     "copies and additions it charged had covered that until weight "
-     "gradients' products summed themselves over micro-batches"),
     (r"gpt plan_blocks_tp2_shards", 0.15,
      "the planner's forward compute of the small GPT under TP2 is 6-10% "
      "under shoal-sim's (even shards too); the copy into each "
