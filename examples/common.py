@@ -274,12 +274,17 @@ COLLECTIVES = ("all_gather", "all_reduce", "all_to_all", "local_slice")
 
 def count_collectives(mlir_path):
     """Collectives of a partitioned program (shoal-compile --emit-mlir), by
-    kind: {"all_gather": 2, ...} (every kind present, 0 if none)."""
+    kind: {"all_gather": 2, ...} (every kind present, 0 if none). The blocks
+    and all-gathers of pipeline transfers (Megatron's scatter/gather,
+    `shoal.reason = "pipeline transfer: ..."`) are transfers, not layouts:
+    counted under "transfer" instead."""
     with open(mlir_path) as f:
         text = f.read()
     counts = {k: 0 for k in COLLECTIVES}
+    counts["transfer"] = 0
     for k in COLLECTIVES:
-        counts[k] = len(re.findall(r"\bshoal\.%s\b" % k, text))
+        for line in re.findall(r"\bshoal\.%s\b[^\n]*" % k, text):
+            counts["transfer" if "pipeline transfer:" in line else k] += 1
     return counts
 
 

@@ -547,12 +547,17 @@ double Prediction::pipelineBubble() const {
   auto working = [](const ProgramPrediction &p) {
     return p.busySeconds + p.exchangeWaitSeconds;
   };
-  for (const ProgramPrediction &p : programs)
+  // The pipeline's span: until the last stage's last step ends (the
+  // gradient buckets still running after it are no pipeline idle).
+  double span = 0;
+  for (const ProgramPrediction &p : programs) {
+    span = std::max(span, p.stepsEndSeconds);
     if (!busiest || working(p) > working(*busiest))
       busiest = &p;
+  }
   if (!busiest || working(*busiest) <= 0)
     return 0;
-  return std::max(0.0, stepSeconds - working(*busiest)) / working(*busiest);
+  return std::max(0.0, span - working(*busiest)) / working(*busiest);
 }
 
 double Prediction::expectedBubble() const {
@@ -609,6 +614,10 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     /// tensor-parallel all-reduces, gradient buckets, the step's last
     /// exchanges): exposed communication, not pipeline idle.
     double exchangeWait = 0;
+    /// When its pipeline work ended (its first update, or its last step;
+    /// -1 until then), and how long it then waited for the exchanges still
+    /// running (the last gradient buckets).
+    double stepsEnd = -1, tailWait = 0;
     std::vector<double> opSeconds; ///< per op; Send/Recv: 0
     std::vector<std::vector<double>> rankSeconds; ///< opTimes' perRank
     std::vector<AllReduceInfo> allReduces;
@@ -789,10 +798,11 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           out.events.push_back({s.index, kind, begin, seconds, 1});
           return free;
         };
-        auto waitUntil = [&](double when, const char *what) {
+        auto waitUntil = [&](double when, const char *what,
+                             bool afterSteps = false) {
           if (when > t) {
             out.events.push_back({s.index, what, t, when - t});
-            waited += when - t;
+            (afterSteps ? s.tailWait : waited) += when - t;
           }
           t = std::max(t, when);
         };
@@ -844,7 +854,12 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
           if (rt::opKindHas(op.kind(), rt::kOptimizer)) {
             meet();
             flushAll();
-            waitUntil(s.lastExchange(), "wait for the exchanges");
+            // The pipeline's work ends here; what the update then waits
+            // for (the last gradient buckets) is no pipeline idle.
+            if (s.stepsEnd < 0)
+              s.stepsEnd = t;
+            waitUntil(s.lastExchange(), "wait for the exchanges",
+                      /*afterSteps=*/true);
             s.readyAt.clear();
           }
           for (int v : op.inputs()) {
@@ -978,7 +993,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
   // The step ends when the channel's last exchange has (the executor waits
   // for every exchange before the step's updates).
   for (ProgState &s : progs) {
-    s.exchangeWait += std::max(0.0, s.lastExchange() - s.clock);
+    if (s.stepsEnd < 0)
+      s.stepsEnd = s.clock;
+    s.tailWait += std::max(0.0, s.lastExchange() - s.clock);
     s.clock = std::max(s.clock, s.lastExchange());
   }
   // Ranks of one program with different numbers of micro-batches meet at
@@ -999,7 +1016,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
       pp.secondsByKind = s.byKind;
       pp.overlappedByKind = s.overlapped;
       pp.exchangeWaitSeconds = s.exchangeWait;
+      pp.tailWaitSeconds = s.tailWait;
     }
+    pp.stepsEndSeconds = std::max(pp.stepsEndSeconds, s.stepsEnd);
     pp.busySeconds = std::max(pp.busySeconds, s.busy);
     out.stepSeconds = std::max(out.stepSeconds, s.clock);
   }

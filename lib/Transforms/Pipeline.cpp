@@ -104,7 +104,75 @@ bool readOnlyByStepOps(BlockArgument arg, const llvm::DenseSet<Value> &step) {
   });
 }
 
+/// The mesh's tp size (1 without a tp axis).
+int64_t tpSize(MeshAttr mesh) {
+  int64_t n = mesh.getAxisSize("tp");
+  return n > 0 ? n : 1;
+}
+
+/// `layout` with "tp" added (minor) to dimension `dim`.
+LayoutAttr withTpOn(LayoutAttr layout, int64_t dim) {
+  ShardingAttr s = layout.getSharding();
+  unsigned rank = s.getDims().size();
+  SmallVector<SmallVector<StringRef>> dims;
+  SmallVector<int64_t> outer;
+  for (unsigned d = 0; d < rank; ++d) {
+    dims.push_back(s.getDimAxes(d));
+    outer.push_back(s.getDimOuter(d));
+  }
+  dims[dim].push_back("tp");
+  return LayoutAttr::get(
+      layout.getContext(), layout.getMesh(),
+      ShardingAttr::get(layout.getContext(), dims, outer), layout.getOffset(),
+      layout.getStride());
+}
+
+/// `type` (a local block) with dimension `dim` cut in `layout`'s tp size.
+RankedTensorType blockType(Type type, int64_t dim, LayoutAttr layout) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] /= tpSize(layout.getMesh());
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// The dimension a scatter/gather transfer cuts, or -1 when it does not
+/// apply: both sides have the same tp size above 1 and hold the value whole
+/// over tp; the dimension (the last that works) is a plain block split or
+/// whole on both sides, and the local blocks of the sender and of every
+/// receiver divide by tp.
+int64_t scatterGatherDim(Type sent, ArrayRef<Type> received, LayoutAttr from,
+                         LayoutAttr to) {
+  int64_t tp = tpSize(from.getMesh());
+  if (tp <= 1 || tpSize(to.getMesh()) != tp)
+    return -1;
+  ShardingAttr fs = from.getSharding(), ts = to.getSharding();
+  auto type = dyn_cast<RankedTensorType>(sent);
+  if (!type || static_cast<int64_t>(fs.getDims().size()) != type.getRank() ||
+      static_cast<int64_t>(ts.getDims().size()) != type.getRank())
+    return -1;
+  for (unsigned d = 0; d < type.getRank(); ++d)
+    if (llvm::is_contained(fs.getDimAxes(d), "tp") ||
+        llvm::is_contained(ts.getDimAxes(d), "tp"))
+      return -1;
+  for (int64_t d = type.getRank() - 1; d >= 0; --d) {
+    if (fs.getDimOuter(d) != 1 || ts.getDimOuter(d) != 1 ||
+        fs.getDimAxes(d) != ts.getDimAxes(d) || type.getDimSize(d) <= 0 ||
+        type.getDimSize(d) % tp != 0)
+      continue;
+    bool ok = llvm::all_of(received, [&](Type r) {
+      auto rt = dyn_cast<RankedTensorType>(r);
+      return rt && rt.getRank() == type.getRank() && rt.getDimSize(d) > 0 &&
+             rt.getDimSize(d) % tp == 0;
+    });
+    if (ok)
+      return d;
+  }
+  return -1;
+}
+
 struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
+  using PipelinePassBase::PipelinePassBase;
+
   void runOnOperation() final {
     ModuleOp module = getOperation();
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -163,8 +231,31 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       if (Operation *def = inner.getDefiningOp();
           def && def->getBlock() == holder.getYield()->getBlock())
         b.setInsertionPointAfter(def);
-      auto send = b.create<SendOp>(bridge.getLoc(), inner, id, bridge.getFrom(),
-                                   bridge.getTo());
+      LayoutAttr from = bridge.getFrom(), to = bridge.getTo();
+      // Megatron's scatter/gather: a value whole on every tp rank of both
+      // sides goes as 1/tp blocks of dimension `gatherDim`, all-gathered
+      // over tp at the receivers.
+      SmallVector<Type> recvTypes;
+      for (OpOperand &use : bridge.getResult().getUses())
+        if (auto tg = dyn_cast<TaskGraphOp>(use.getOwner()))
+          recvTypes.push_back(
+              tg.getBody().getArgument(use.getOperandNumber()).getType());
+      int64_t gatherDim =
+          scatterGather ? scatterGatherDim(inner.getType(), recvTypes, from, to)
+                        : -1;
+      Value sent = inner;
+      if (gatherDim >= 0) {
+        from = withTpOn(from, gatherDim);
+        to = withTpOn(to, gatherDim);
+        sent = b.create<LocalSliceOp>(
+            bridge.getLoc(), blockType(inner.getType(), gatherDim, from),
+            inner, gatherDim, b.getStrArrayAttr({"tp"}));
+        sent.getDefiningOp()->setAttr(
+            ShoalDialect::kReasonAttr,
+            b.getStringAttr("pipeline transfer: each tp rank sends its 1/tp "
+                            "block (Megatron's scatter/gather)"));
+      }
+      auto send = b.create<SendOp>(bridge.getLoc(), sent, id, from, to);
       if (once)
         send->setAttr(ShoalDialect::kLastMicroBatchAttr, b.getUnitAttr());
       // Each reader receives it at its start instead of taking an input.
@@ -176,12 +267,28 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         unsigned index = use.getOperandNumber();
         Block &body = tg.getBody().front();
         OpBuilder rb = OpBuilder::atBlockBegin(&body);
-        auto recv = rb.create<RecvOp>(bridge.getLoc(),
-                                      body.getArgument(index).getType(), id,
-                                      bridge.getFrom(), bridge.getTo());
+        Type whole = body.getArgument(index).getType();
+        auto recv = rb.create<RecvOp>(
+            bridge.getLoc(),
+            gatherDim >= 0 ? blockType(whole, gatherDim, to) : whole, id, from,
+            to);
         if (once)
           recv->setAttr(ShoalDialect::kLastMicroBatchAttr, rb.getUnitAttr());
-        body.getArgument(index).replaceAllUsesWith(recv.getResult());
+        Value received = recv.getResult();
+        if (gatherDim >= 0) {
+          auto gather = rb.create<AllGatherOp>(bridge.getLoc(), whole, received,
+                                               gatherDim,
+                                               rb.getStrArrayAttr({"tp"}));
+          gather->setAttr(
+              ShoalDialect::kReasonAttr,
+              rb.getStringAttr("pipeline transfer: each tp rank received its "
+                               "1/tp block (Megatron's scatter/gather)"));
+          if (once)
+            gather->setAttr(ShoalDialect::kLastMicroBatchAttr,
+                            rb.getUnitAttr());
+          received = gather.getResult();
+        }
+        body.getArgument(index).replaceAllUsesWith(received);
         tg->eraseOperand(index);
         body.eraseArgument(index);
       }

@@ -8,6 +8,8 @@
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_rep1_split2.yaml fuse=0" | FileCheck %s --check-prefix=SENDRECV
 // RUN: shoal-opt %inputs/mlp_weight_out.mlir --shoal-parallelize="spec=%inputs/spec_pp_named_outputs.yaml fuse=0" | FileCheck %s --check-prefix=NAMES
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved_bad.yaml" 2>&1 | FileCheck %s --check-prefix=BADM
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_tp2.yaml world-size=4 fuse=0" | FileCheck %s --check-prefix=SCATTER
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_tp2.yaml" --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-pipeline="scatter-gather=false" | FileCheck %s --check-prefix=WHOLE
 // Without shoal-partition, bridges are still global: shoal-pipeline only
 // moves them.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_gpipe.yaml" --shoal-form-taskgraphs --shoal-propagate-sharding --shoal-insert-bridges --shoal-pipeline | FileCheck %s --check-prefix=GLOBAL
@@ -52,3 +54,16 @@
 // NAMES: shoal.schedule = {{\[\[}}"F0:s0", {{.*}}], ["F0:outputs", {{.*}}, "F0:_outputs"]]
 // NAMES: shoal.task_graph "outputs"
 // NAMES: shoal.task_graph "_outputs"
+
+// Two stages of two tp ranks: fc2's result is whole on both tp ranks of
+// stage 0 and stage 1 reads it whole. Megatron's scatter/gather: each tp
+// rank sends its half of the last dimension, and the receivers all-gather
+// the halves over tp (inside the node).
+// SCATTER: %[[V:.*]] = shoal.local_slice %{{.*}} dim 1 over ["tp"] {shoal.reason = "pipeline transfer: {{.*}}"} : (tensor<4x32xf32>) -> tensor<4x16xf32>
+// SCATTER-NEXT: shoal.send %[[V]] id 0 from <{{.*}}sharding = <{{\[}}["mb"], ["tp"]]>, offset = 0, stride = 4> to <{{.*}}sharding = <{{\[}}["mb"], ["tp"]]>, offset = 2, stride = 4> : tensor<4x16xf32>
+// SCATTER: %[[R:.*]] = shoal.recv id 0 {{.*}} : tensor<4x16xf32>
+// SCATTER-NEXT: shoal.all_gather %[[R]] dim 1 over ["tp"] {shoal.reason = "pipeline transfer: {{.*}}"} : (tensor<4x16xf32>) -> tensor<4x32xf32>
+// scatter-gather=false: the whole value from every tp rank.
+// WHOLE-NOT: pipeline transfer
+// WHOLE: shoal.send %{{.*}} id 0 from <{{.*}}sharding = <{{\[}}["mb"], []]>{{.*}} : tensor<4x32xf32>
+// WHOLE-NOT: pipeline transfer

@@ -52,6 +52,10 @@ struct ProgramPrediction {
   /// step's last exchanges): exposed communication, which Megatron-LM runs
   /// synchronously on the compute stream.
   double exchangeWaitSeconds = 0;
+  /// When its pipeline work ended (its first update, or its last step),
+  /// and how long it then waited for the exchanges still running (the last
+  /// gradient buckets, which the update waits for).
+  double stepsEndSeconds = 0, tailWaitSeconds = 0;
   double capacityBytes = 0; ///< the smallest device memory among its ranks
   /// Busy seconds by op kind (its slowest ranks'; shoal-sim --breakdown).
   std::map<std::string, double> secondsByKind;
@@ -77,11 +81,13 @@ struct Prediction {
   /// schedule's (p-1)/(v*m) describes when the stages are balanced.
   double busiestBubble() const;
   /// The pipeline's bubble as the schedule's (p-1)/(v*m) measures it: the
-  /// idle time of the program with the most work, over that work, where its
-  /// work is its busy time and its waits for its own exchanges (exposed
+  /// idle time of the program with the most work until the last stage's
+  /// last step ends, over that work, where its work is its busy time and
+  /// its waits for its own exchanges during its steps (exposed
   /// communication is work to that formula, as in Megatron-LM, where the
-  /// tensor-parallel all-reduces run on the compute stream). What is left
-  /// is waiting on other stages: fill, drain and transfers.
+  /// tensor-parallel all-reduces run on the compute stream; the gradient
+  /// buckets still running after the last step are not pipeline idle).
+  /// What is left is waiting on other stages: fill, drain and transfers.
   double pipelineBubble() const;
   /// The schedule's (p-1)/(v*m).
   double expectedBubble() const;

@@ -365,7 +365,21 @@ def PipelinePass : Pass<"shoal-pipeline", "::mlir::ModuleOp"> {
     ```
     `F3:s1` is the forward pass of micro-batch 3 through TaskGraph `s1`.
     Plans without backward work skip the `B` steps.
+
+    A value both sides hold whole on each of their `tp` ranks (the same
+    `tp` size on both) travels as Megatron-LM's scatter/gather: each
+    sending `tp` rank sends its `1/tp` block of one dimension
+    (`shoal.local_slice` before the send) and the receivers all-gather the
+    blocks over `tp` (`shoal.all_gather` after the recv, inside the node),
+    so the link between the stages carries `1/tp` of the bytes
+    (`scatter-gather=false` sends the whole value from every rank).
   }];
+  let options = [
+    Option<"scatterGather", "scatter-gather", "bool", /*default=*/"true",
+           "Send a value that is whole on every tp rank as 1/tp blocks, "
+           "all-gathered over tp at the receivers (Megatron-LM's "
+           "scatter/gather)">,
+  ];
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
