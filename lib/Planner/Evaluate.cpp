@@ -412,6 +412,51 @@ void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
   }
 }
 
+std::vector<bool>
+shoal::planner::scatterGatherStages(const Layout &l,
+                                    const ModelProfile &profile,
+                                    const CostModel &cost) {
+  const int p = l.pp();
+  std::vector<bool> out(p, false);
+  for (int k = 0; k < p; ++k) {
+    int n = k > 0 ? k - 1 : k + 1; // the neighbour it receives from
+    if (n >= p)
+      continue;
+    const StagePlan &b = l.stages[k], &a = l.stages[n];
+    const int t = b.devices;
+    // The boundary: the last op before the later of the two stages.
+    const StagePlan &later = k > n ? b : a;
+    if (later.begin <= 0 || t <= 1 || a.devices != t || a.split.empty() ||
+        b.split.empty() || a.sequenceParallel || b.sequenceParallel)
+      continue;
+    bool splitAtBoundary = k > n ? a.split.back() && b.split.front()
+                                 : b.split.back() && a.split.front();
+    const OpCost &edge = profile.ops[later.begin - 1];
+    if (!splitAtBoundary || edge.outSplit || edge.cutBytes <= 0)
+      continue;
+    double bytes = edge.cutBytes / std::max(1, l.microBatches);
+    int src = rankOf(a, 0, 0), dst = rankOf(b, 0, 0);
+    std::vector<int> group;
+    for (int w = 0; w < t; ++w)
+      group.push_back(rankOf(b, 0, w));
+    // Each transfer gets shorter by what the link no longer carries, and
+    // the receivers all-gather at every micro-batch. Under 1F1B (and
+    // interleaved) each stage's next step waits for its neighbour's
+    // transfer, so every transfer is on the way: it pays when the shorter
+    // transfer and the all-gather take less than the whole transfer. GPipe
+    // runs each phase's micro-batches back to back, so the transfers hide
+    // behind them but for the (p - 1) hops of the fill and the drain,
+    // while the all-gather adds to every micro-batch.
+    double gather = cost.allGatherSeconds(group, bytes);
+    double saved = cost.sendRecvSeconds(src, dst, bytes) -
+                   cost.sendRecvSeconds(src, dst, bytes / t) - gather;
+    out[k] = l.schedule == "gpipe"
+                 ? (p - 1) * saved > std::max(1, l.microBatches) * gather
+                 : saved > 0;
+  }
+  return out;
+}
+
 void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                               const Cluster &cluster, const CostModel &cost,
                               const PlanOptions &options) {
@@ -525,6 +570,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // (the steady step of a stage is at least its incoming transfer).
   l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
   double passes = training(step) ? 2 : 1; // activations, then gradients
+  const std::vector<bool> scatterStages =
+      scatterGatherStages(l, profile, cost);
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     // The slowest stage's steady step and the tensor-parallel all-reduces
@@ -535,18 +582,34 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     double slowestF = 0, slowestB = 0;
     const double bwdTp = 1 - 1 / tpCommFactor(step);
     for (int k = 0; k < p; ++k) {
-      double tk = t[k][i].compute + t[k][i].tp;
-      double tb = training(step) ? t[k][i].backward + t[k][i].tp * bwdTp : 0;
+      // A value whole on every tp rank of both stages goes as Megatron's
+      // scatter/gather (shoal-pipeline, scatterGatherStages): each tp rank
+      // sends 1/t of it and the receivers all-gather it over tp, on their
+      // compute stream, at every micro-batch and pass.
+      double bytes = 0, gather = 0;
+      if (k > 0) {
+        const OpCost &edge = profile.ops[l.stages[k].begin - 1];
+        bytes = edge.cutBytes * microFrac(i) * (lowModel ? 0.5 : 1.0);
+        if (scatterStages[k]) {
+          const StagePlan &b = l.stages[k];
+          std::vector<int> group;
+          for (int w = 0; w < b.devices; ++w)
+            group.push_back(rankOf(b, i, w));
+          gather = cost.allGatherSeconds(group, bytes);
+          bytes /= b.devices;
+        }
+      }
+      double tk = t[k][i].compute + t[k][i].tp + passes * v * gather;
+      double tb = training(step) ? t[k][i].backward + t[k][i].tp * bwdTp +
+                                       (passes - 1) * v * gather
+                                 : 0;
       slowestF = std::max(slowestF, tk - tb);
       slowestB = std::max(slowestB, tb);
       double in = 0, busy = 0;
       if (k > 0) {
-        const OpCost &edge = profile.ops[l.stages[k].begin - 1];
-        double frac = microFrac(i);
         int src = rankOf(l.stages[k - 1], i, 0),
             dst = rankOf(l.stages[k], i, 0);
-        double once = cost.sendRecvSeconds(
-            src, dst, edge.cutBytes * frac * (lowModel ? 0.5 : 1.0));
+        double once = cost.sendRecvSeconds(src, dst, bytes);
         in = passes * v * once;
         // Sends are asynchronous: the link's latency overlaps the next
         // micro-batch, its bandwidth does not.

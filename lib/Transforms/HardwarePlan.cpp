@@ -566,6 +566,21 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
   }
 
   /// The `shoal.plan` attribute and, for stages, their placements.
+  /// The stages whose incoming activations go as Megatron's
+  /// scatter/gather on this cluster (pl::scatterGatherStages), for
+  /// shoal-pipeline: `scatter_gather_stages` in `shoal.plan`.
+  static NamedAttribute scatterGatherAttr(Builder &b, const pl::Layout &l,
+                                          const pl::ModelProfile &profile,
+                                          const pl::CostModel &cost) {
+    SmallVector<int64_t> stages;
+    for (auto [k, yes] :
+         llvm::enumerate(pl::scatterGatherStages(l, profile, cost)))
+      if (yes)
+        stages.push_back(static_cast<int64_t>(k));
+    return b.getNamedAttr("scatter_gather_stages",
+                          b.getDenseI64ArrayAttr(stages));
+  }
+
   void record(ModuleOp module, const pl::Layout &l,
               ArrayRef<std::string> stageNames, bool staged,
               ArrayRef<NamedAttribute> extra) {
@@ -950,6 +965,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     if (!shards.empty())
       extra.push_back(
           b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
+    extra.push_back(scatterGatherAttr(b, chosen, profile, cost));
     // (Interleaved stages keep the default pipeline-major placement.)
     record(module, chosen, names, staged && !interleaved, extra);
     // Batch blocks: the scope's replicas are the world's ranks (one "tp"
@@ -1030,7 +1046,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       module->setAttr(kPipelinedAttr, b.getUnitAttr());
     std::vector<std::string> stageNames(names.begin(), names.begin() + p);
     bool staged = best.microBatches > 1 || p > 1;
-    record(module, best, stageNames, staged && v == 1, {});
+    record(module, best, stageNames, staged && v == 1,
+           {scatterGatherAttr(b, best, profile, cost)});
     SmallVector<ScopeAttr> scopeAttrs;
     for (Attribute a : scopes)
       scopeAttrs.push_back(cast<ScopeAttr>(a));

@@ -240,15 +240,34 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         if (auto tg = dyn_cast<TaskGraphOp>(use.getOwner()))
           recvTypes.push_back(
               tg.getBody().getArgument(use.getOperandNumber()).getType());
+      // shoal-plan, given a cluster, lists the stages where it pays
+      // (`scatter_gather_stages`): not where the receivers' tp link is no
+      // faster than the one between the stages.
+      bool allowed = scatterGather;
+      if (auto plan = func->getParentOfType<ModuleOp>()
+                          ->getAttrOfType<DictionaryAttr>("shoal.plan"))
+        if (auto stages =
+                plan.getAs<DenseI64ArrayAttr>("scatter_gather_stages"))
+          for (OpOperand &use : bridge.getResult().getUses()) {
+            auto tg = dyn_cast<TaskGraphOp>(use.getOwner());
+            auto stage =
+                tg ? tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr)
+                   : IntegerAttr();
+            if (!stage || !llvm::is_contained(stages.asArrayRef(),
+                                              stage.getInt()))
+              allowed = false;
+          }
       int64_t gatherDim =
-          scatterGather ? scatterGatherDim(inner.getType(), recvTypes, from, to)
-                        : -1;
+          allowed ? scatterGatherDim(inner.getType(), recvTypes, from, to) : -1;
       Value sent = inner;
       if (gatherDim >= 0) {
         from = withTpOn(from, gatherDim);
         to = withTpOn(to, gatherDim);
+        // (At the value's producer, which the report names for the send.)
+        Location at = inner.getDefiningOp() ? inner.getDefiningOp()->getLoc()
+                                            : bridge.getLoc();
         sent = b.create<LocalSliceOp>(
-            bridge.getLoc(), blockType(inner.getType(), gatherDim, from),
+            at, blockType(inner.getType(), gatherDim, from),
             inner, gatherDim, b.getStrArrayAttr({"tp"}));
         sent.getDefiningOp()->setAttr(
             ShoalDialect::kReasonAttr,
