@@ -144,7 +144,7 @@ def run_row(args, name, row, work):
                           "--annotate", paths["spec"], "--cluster", paths["cluster"],
                           "--train", paths["train"], "--world-size", str(row["num_gpus"]),
                           "--explain", "--emit-mlir", os.path.join(work, tag + ".plan.mlir"),
-                          "-o", plan], capture_output=True, text=True)
+                          "-o", plan] + list(args.compile_arg), capture_output=True, text=True)
     compile_s = time.time() - t0
     if res.returncode != 0:
         err = [ln for ln in res.stderr.splitlines() if "error" in ln] or \
@@ -200,6 +200,8 @@ def main(argv=None):
     ap.add_argument("--recompute", default="full", help="the training config's recompute")
     ap.add_argument("--out", default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--verbose", action="store_true", help="print shoal-sim's output")
+    ap.add_argument("--compile-arg", action="append", default=[], metavar="ARG",
+                    help="extra shoal-compile argument (repeat), e.g. --scatter-gather=false")
     ap.add_argument("--device-table", choices=("datasheet", "cited"), default="datasheet",
                     help="datasheet peaks, or achieved rates published by others (CITED_CLUSTER)")
     args = ap.parse_args(argv)

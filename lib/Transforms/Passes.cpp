@@ -158,7 +158,7 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
   // the product that lays it out.
   if (train && train->mixedPrecision.precision != "fp32")
     pm.addPass(createMixedPrecisionPass(train->mixedPrecision));
-  pm.addPass(createPipelinePass());
+  pm.addPass(createPipelinePass(PipelinePassOptions{options.scatterGather}));
   // Before shoal-fuse: fused ops would hide the node names.
   if (!options.report.empty())
     pm.addPass(createReportPass(ReportPassOptions{options.report, "text"}));
