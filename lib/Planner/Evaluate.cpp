@@ -412,10 +412,8 @@ void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
   }
 }
 
-std::vector<bool>
-shoal::planner::scatterGatherStages(const Layout &l,
-                                    const ModelProfile &profile,
-                                    const CostModel &cost) {
+std::vector<bool> shoal::planner::scatterGatherStages(
+    const Layout &l, const ModelProfile &profile, const CostModel &cost) {
   const int p = l.pp();
   std::vector<bool> out(p, false);
   for (int k = 0; k < p; ++k) {
@@ -570,8 +568,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // (the steady step of a stage is at least its incoming transfer).
   l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
   double passes = training(step) ? 2 : 1; // activations, then gradients
-  const std::vector<bool> scatterStages =
-      scatterGatherStages(l, profile, cost);
+  const std::vector<bool> scatterStages = scatterGatherStages(l, profile, cost);
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     // The slowest stage's steady step and the tensor-parallel all-reduces

@@ -77,11 +77,10 @@ Sharing sharing(const LoadedPlan &plan) {
   std::map<std::string, int> buffers;
   for (const WeightInfo &w : plan.weights)
     if (!w.zeroInit)
-      weight[w.value] =
-          buffers
-              .emplace(weightBufferKey(w, plan.mesh),
-                       static_cast<int>(buffers.size()))
-              .first->second;
+      weight[w.value] = buffers
+                            .emplace(weightBufferKey(w, plan.mesh),
+                                     static_cast<int>(buffers.size()))
+                            .first->second;
   std::vector<int> dtype(plan.values.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v)
     dtype[v] = static_cast<int>(plan.values[v].dtype);

@@ -847,9 +847,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
         st.split.assign(st.end - st.begin, s.getStrategy() == Strategy::split);
         st.sequenceParallel = isSequenceParallel(s);
         l.stages.push_back(std::move(st));
-        names.push_back(interleaved
-                            ? llvm::formatv("stage{0}", k).str()
-                            : s.getName().getValue().str());
+        names.push_back(interleaved ? llvm::formatv("stage{0}", k).str()
+                                    : s.getName().getValue().str());
       }
     } else {
       int64_t c = scopes.front().getDevices();

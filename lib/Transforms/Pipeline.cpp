@@ -121,10 +121,9 @@ LayoutAttr withTpOn(LayoutAttr layout, int64_t dim) {
     outer.push_back(s.getDimOuter(d));
   }
   dims[dim].push_back("tp");
-  return LayoutAttr::get(
-      layout.getContext(), layout.getMesh(),
-      ShardingAttr::get(layout.getContext(), dims, outer), layout.getOffset(),
-      layout.getStride());
+  return LayoutAttr::get(layout.getContext(), layout.getMesh(),
+                         ShardingAttr::get(layout.getContext(), dims, outer),
+                         layout.getOffset(), layout.getStride());
 }
 
 /// `type` (a local block) with dimension `dim` cut in `layout`'s tp size.
@@ -244,8 +243,9 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       // (`scatter_gather_stages`): not where the receivers' tp link is no
       // faster than the one between the stages.
       bool allowed = scatterGather;
-      if (auto plan = func->getParentOfType<ModuleOp>()
-                          ->getAttrOfType<DictionaryAttr>("shoal.plan"))
+      if (auto plan =
+              func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+                  "shoal.plan"))
         if (auto stages =
                 plan.getAs<DenseI64ArrayAttr>("scatter_gather_stages"))
           for (OpOperand &use : bridge.getResult().getUses()) {
@@ -253,8 +253,8 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
             auto stage =
                 tg ? tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr)
                    : IntegerAttr();
-            if (!stage || !llvm::is_contained(stages.asArrayRef(),
-                                              stage.getInt()))
+            if (!stage ||
+                !llvm::is_contained(stages.asArrayRef(), stage.getInt()))
               allowed = false;
           }
       int64_t gatherDim =
@@ -267,8 +267,8 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
         Location at = inner.getDefiningOp() ? inner.getDefiningOp()->getLoc()
                                             : bridge.getLoc();
         sent = b.create<LocalSliceOp>(
-            at, blockType(inner.getType(), gatherDim, from),
-            inner, gatherDim, b.getStrArrayAttr({"tp"}));
+            at, blockType(inner.getType(), gatherDim, from), inner, gatherDim,
+            b.getStrArrayAttr({"tp"}));
         sent.getDefiningOp()->setAttr(
             ShoalDialect::kReasonAttr,
             b.getStringAttr("pipeline transfer: each tp rank sends its 1/tp "
@@ -295,9 +295,9 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
           recv->setAttr(ShoalDialect::kLastMicroBatchAttr, rb.getUnitAttr());
         Value received = recv.getResult();
         if (gatherDim >= 0) {
-          auto gather = rb.create<AllGatherOp>(bridge.getLoc(), whole, received,
-                                               gatherDim,
-                                               rb.getStrArrayAttr({"tp"}));
+          auto gather =
+              rb.create<AllGatherOp>(bridge.getLoc(), whole, received,
+                                     gatherDim, rb.getStrArrayAttr({"tp"}));
           gather->setAttr(
               ShoalDialect::kReasonAttr,
               rb.getStringAttr("pipeline transfer: each tp rank received its "

@@ -553,11 +553,11 @@ struct PropagateShardingPass
         // data-parallel on its tp devices.
         auto [batchDim, batchSize] = getBatch(func);
         auto type = dyn_cast<RankedTensorType>(in.getType());
-        bool batchOverTp =
-            isSplit && owner && owner.getStrategy() != Strategy::split &&
-            type && s && batchDim < type.getRank() &&
-            type.getDimSize(batchDim) == batchSize &&
-            llvm::is_contained(s.getDimAxes(batchDim), "tp");
+        bool batchOverTp = isSplit && owner &&
+                           owner.getStrategy() != Strategy::split && type &&
+                           s && batchDim < type.getRank() &&
+                           type.getDimSize(batchDim) == batchSize &&
+                           llvm::is_contained(s.getDimAxes(batchDim), "tp");
         if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
             !batchOverTp) {
           inShardings.push_back(s);
