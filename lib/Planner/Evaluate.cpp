@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -412,27 +413,31 @@ void shoal::planner::placeRanks(Layout &l, const std::vector<int> &order) {
   }
 }
 
-std::vector<bool> shoal::planner::scatterGatherStages(
-    const Layout &l, const ModelProfile &profile, const CostModel &cost) {
+namespace {
+/// Per stage of `l` (placed): whether the activations it receives go as
+/// Megatron's scatter/gather (Layout::scatterGather). `bytesInto(k)`: the
+/// bytes of one micro-batch's transfer into stage k from stage k - 1, as
+/// evaluate() prices them.
+std::vector<char> decideScatterGather(const Layout &l, const CostModel &cost,
+                                      const std::function<double(int)> &bytesInto) {
   const int p = l.pp();
-  std::vector<bool> out(p, false);
+  std::vector<char> out(p, 0);
   for (int k = 0; k < p; ++k) {
     int n = k > 0 ? k - 1 : k + 1; // the neighbour it receives from
     if (n >= p)
       continue;
     const StagePlan &b = l.stages[k], &a = l.stages[n];
     const int t = b.devices;
-    // The boundary: the last op before the later of the two stages.
-    const StagePlan &later = k > n ? b : a;
-    if (later.begin <= 0 || t <= 1 || a.devices != t || a.split.empty() ||
-        b.split.empty() || a.sequenceParallel || b.sequenceParallel)
+    if (t <= 1 || a.devices != t || a.split.empty() || b.split.empty() ||
+        a.sequenceParallel || b.sequenceParallel)
       continue;
+    // The boundary between the two, and the transfer across it.
+    int boundary = std::max(k, n);
     bool splitAtBoundary = k > n ? a.split.back() && b.split.front()
                                  : b.split.back() && a.split.front();
-    const OpCost &edge = profile.ops[later.begin - 1];
-    if (!splitAtBoundary || edge.outSplit || edge.cutBytes <= 0)
+    double bytes = bytesInto(boundary);
+    if (!splitAtBoundary || bytes <= 0)
       continue;
-    double bytes = edge.cutBytes / std::max(1, l.microBatches);
     int src = rankOf(a, 0, 0), dst = rankOf(b, 0, 0);
     std::vector<int> group;
     for (int w = 0; w < t; ++w)
@@ -454,6 +459,7 @@ std::vector<bool> shoal::planner::scatterGatherStages(
   }
   return out;
 }
+} // namespace
 
 void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                               const Cluster &cluster, const CostModel &cost,
@@ -568,7 +574,26 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // (the steady step of a stage is at least its incoming transfer).
   l.stepSeconds = l.computeSeconds = l.bubbleSeconds = l.p2pSeconds = 0;
   double passes = training(step) ? 2 : 1; // activations, then gradients
-  const std::vector<bool> scatterStages = scatterGatherStages(l, profile, cost);
+  // The transfer into stage k from stage k - 1: one micro-batch of the
+  // activation that crosses (16-bit when the whole model is).
+  auto bytesInto = [&](int k, int replica) {
+    if (k <= 0 || k >= p)
+      return 0.0;
+    return profile.ops[l.stages[k].begin - 1].cutBytes * microFrac(replica) *
+           (lowModel ? 0.5 : 1.0);
+  };
+  // (Not a column-split product's result: that crosses split already.)
+  l.scatterGather = decideScatterGather(l, cost, [&](int k) {
+    return profile.ops[l.stages[k].begin - 1].outSplit ? 0.0
+                                                       : bytesInto(k, 0);
+  });
+  // The all-gather over stage k's tp group of `bytes` (replica i).
+  auto gatherOn = [&](int k, int i, double bytes) {
+    std::vector<int> group;
+    for (int w = 0; w < l.stages[k].devices; ++w)
+      group.push_back(rankOf(l.stages[k], i, w));
+    return cost.allGatherSeconds(group, bytes);
+  };
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     // The slowest stage's steady step and the tensor-parallel all-reduces
@@ -580,25 +605,21 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     const double bwdTp = 1 - 1 / tpCommFactor(step);
     for (int k = 0; k < p; ++k) {
       // A value whole on every tp rank of both stages goes as Megatron's
-      // scatter/gather (shoal-pipeline, scatterGatherStages): each tp rank
-      // sends 1/t of it and the receivers all-gather it over tp, on their
-      // compute stream, at every micro-batch and pass.
-      double bytes = 0, gather = 0;
-      if (k > 0) {
-        const OpCost &edge = profile.ops[l.stages[k].begin - 1];
-        bytes = edge.cutBytes * microFrac(i) * (lowModel ? 0.5 : 1.0);
-        if (scatterStages[k]) {
-          const StagePlan &b = l.stages[k];
-          std::vector<int> group;
-          for (int w = 0; w < b.devices; ++w)
-            group.push_back(rankOf(b, i, w));
-          gather = cost.allGatherSeconds(group, bytes);
-          bytes /= b.devices;
-        }
-      }
-      double tk = t[k][i].compute + t[k][i].tp + passes * v * gather;
+      // scatter/gather (shoal-pipeline, Layout::scatterGather): each tp
+      // rank sends 1/t of it and the receivers all-gather it over tp, on
+      // their compute stream, at every micro-batch: stage k the
+      // activations from k - 1 (forward) and the gradients from k + 1
+      // (backward).
+      const bool sg = l.scatterGather[k];
+      const int tk1 = l.stages[k].devices;
+      double gatherF = sg && k > 0 ? gatherOn(k, i, bytesInto(k, i)) : 0;
+      double gatherB = sg && training(step) && k + 1 < p
+                           ? gatherOn(k, i, bytesInto(k + 1, i))
+                           : 0;
+      double tk =
+          t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB);
       double tb = training(step) ? t[k][i].backward + t[k][i].tp * bwdTp +
-                                       (passes - 1) * v * gather
+                                       v * gatherB
                                  : 0;
       slowestF = std::max(slowestF, tk - tb);
       slowestB = std::max(slowestB, tb);
@@ -606,11 +627,21 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       if (k > 0) {
         int src = rankOf(l.stages[k - 1], i, 0),
             dst = rankOf(l.stages[k], i, 0);
-        double once = cost.sendRecvSeconds(src, dst, bytes);
-        in = passes * v * once;
+        double bytes = bytesInto(k, i);
+        // Forward into k (cut by k's decision), backward into k - 1 (cut
+        // by k - 1's).
+        double fwd = cost.sendRecvSeconds(src, dst, sg ? bytes / tk1 : bytes);
+        double bwd =
+            training(step)
+                ? cost.sendRecvSeconds(dst, src,
+                                       l.scatterGather[k - 1]
+                                           ? bytes / l.stages[k - 1].devices
+                                           : bytes)
+                : 0;
+        in = v * (fwd + bwd);
         // Sends are asynchronous: the link's latency overlaps the next
         // micro-batch, its bandwidth does not.
-        busy = passes * v * (once - cost.sendRecvSeconds(src, dst, 0));
+        busy = in - v * passes * cost.sendRecvSeconds(src, dst, 0);
       }
       p2p += in;
       if (std::max(tk, busy) > slowest) {

@@ -567,14 +567,12 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
 
   /// The `shoal.plan` attribute and, for stages, their placements.
   /// The stages whose incoming activations go as Megatron's
-  /// scatter/gather on this cluster (pl::scatterGatherStages), for
-  /// shoal-pipeline: `scatter_gather_stages` in `shoal.plan`.
-  static NamedAttribute scatterGatherAttr(Builder &b, const pl::Layout &l,
-                                          const pl::ModelProfile &profile,
-                                          const pl::CostModel &cost) {
+  /// scatter/gather on this cluster (pl::Layout::scatterGather, decided by
+  /// the evaluation), for shoal-pipeline: `scatter_gather_stages` in
+  /// `shoal.plan`.
+  static NamedAttribute scatterGatherAttr(Builder &b, const pl::Layout &l) {
     SmallVector<int64_t> stages;
-    for (auto [k, yes] :
-         llvm::enumerate(pl::scatterGatherStages(l, profile, cost)))
+    for (auto [k, yes] : llvm::enumerate(l.scatterGather))
       if (yes)
         stages.push_back(static_cast<int64_t>(k));
     return b.getNamedAttr("scatter_gather_stages",
@@ -805,9 +803,32 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
                    s.getStrategy() == scopes.front().getStrategy() &&
                    isSequenceParallel(s) == isSequenceParallel(scopes.front());
           });
+      // The prediction gives each stage v consecutive chunks' ops; the
+      // compiled plan puts chunk c on stage c % p. The two agree when every
+      // scope has ops and the two assignments give each stage the same
+      // work (alike chunks) within 5%.
+      if (interleaved) {
+        const int64_t p = scopes.size() / v;
+        std::vector<double> consecutive(p, 0), compiled(p, 0);
+        std::vector<char> hasOps(scopes.size(), 0);
+        for (int i = 0; i < n; ++i)
+          if (stageOf[i] >= 0) {
+            hasOps[stageOf[i]] = 1;
+            double work = profile.ops[i].flops + profile.ops[i].params;
+            consecutive[stageOf[i] / v] += work;
+            compiled[stageOf[i] % p] += work;
+          }
+        for (int64_t k = 0; k < p; ++k)
+          interleaved &= std::abs(consecutive[k] - compiled[k]) <=
+                         0.05 * std::max(consecutive[k], compiled[k]);
+        interleaved &= llvm::all_of(hasOps, [](char c) { return c != 0; });
+      }
       module.emitRemark() << "shoal-plan: interleaved stages are kept as "
                              "annotated"
-                          << (interleaved ? " (predicted, not balanced)" : "");
+                          << (interleaved
+                                  ? " (predicted, not balanced)"
+                                  : " (not predicted: its chunks are not "
+                                    "alike)");
       if (!interleaved)
         return success();
     }
@@ -964,7 +985,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     if (!shards.empty())
       extra.push_back(
           b.getNamedAttr("shard_per_mille", b.getDictionaryAttr(shards)));
-    extra.push_back(scatterGatherAttr(b, chosen, profile, cost));
+    extra.push_back(scatterGatherAttr(b, chosen));
     // (Interleaved stages keep the default pipeline-major placement.)
     record(module, chosen, names, staged && !interleaved, extra);
     // Batch blocks: the scope's replicas are the world's ranks (one "tp"
@@ -1046,7 +1067,7 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
     std::vector<std::string> stageNames(names.begin(), names.begin() + p);
     bool staged = best.microBatches > 1 || p > 1;
     record(module, best, stageNames, staged && v == 1,
-           {scatterGatherAttr(b, best, profile, cost)});
+           {scatterGatherAttr(b, best)});
     SmallVector<ScopeAttr> scopeAttrs;
     for (Attribute a : scopes)
       scopeAttrs.push_back(cast<ScopeAttr>(a));

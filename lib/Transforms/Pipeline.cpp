@@ -242,7 +242,9 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       // shoal-plan, given a cluster, lists the stages where it pays
       // (`scatter_gather_stages`): not where the receivers' tp link is no
       // faster than the one between the stages.
-      bool allowed = scatterGather;
+      // (Not a value that crosses once per step: its receivers read it at
+      // every micro-batch, and an all-gather there would run each time.)
+      bool allowed = scatterGather && !once;
       if (auto plan =
               func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
                   "shoal.plan"))
@@ -302,9 +304,6 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
               ShoalDialect::kReasonAttr,
               rb.getStringAttr("pipeline transfer: each tp rank received its "
                                "1/tp block (Megatron's scatter/gather)"));
-          if (once)
-            gather->setAttr(ShoalDialect::kLastMicroBatchAttr,
-                            rb.getUnitAttr());
           received = gather.getResult();
         }
         body.getArgument(index).replaceAllUsesWith(received);

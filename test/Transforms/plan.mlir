@@ -30,6 +30,7 @@
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-plan="cluster=%inputs/cluster_v100x8_t4x8.yaml precision=fp8" 2>&1 | FileCheck %s --check-prefix=PRECISION
 // RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_interleaved.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train explain=true" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=INTER
 // RUN: not shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_interleaved.yaml" --shoal-plan="cluster=%inputs/cluster_t4_3g_16g.yaml step=train" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=INTERNOFIT
+// RUN: shoal-opt %inputs/gpt4.mlir --shoal-annotate="spec=%inputs/spec_gpt4_interleaved_unlike.yaml" --shoal-plan="cluster=%inputs/cluster_a100x2_v100x2.yaml step=train explain=true" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=UNLIKE
 // RUN: not shoal-opt %inputs/plan_bad_placements.mlir --shoal-form-taskgraphs="world-size=2" 2>&1 | FileCheck %s --check-prefix=TILE
 
 // 8 V100-32GB + 8 T4, two stages of one device, 8 pipelines. Pipeline-major
@@ -205,3 +206,8 @@
 // device as a 1F1B stage would be: the chunks keep their placement).
 // INTERNOFIT: error: the plan does not fit in memory on '{{.*}}cluster_t4_3g_16g.yaml' (dp=1 tp=1 pp=2 m=4 interleaved v=2 pipeline-major):
 // INTERNOFIT-NEXT: stage 0 'stage0' on T4: needs {{.*}} of 3.00 GiB {{.*}} DOES NOT FIT
+
+// Chunks that are not alike are not predicted: the prediction's
+// consecutive chunks per stage would not be the work each stage runs.
+// UNLIKE: remark: shoal-plan: interleaved stages are kept as annotated (not predicted: its chunks are not alike)
+// UNLIKE-NOT: shoal-plan: as annotated

@@ -210,6 +210,21 @@ struct Layout {
   double uncompiledStepSeconds = 0;
 
   // Filled in by evaluate().
+  /// Per stage: whether the activations it receives go as Megatron's
+  /// scatter/gather (shoal-pipeline's `scatter-gather`). It and its
+  /// neighbour (the stage before it; for stage 0 the one after) are split
+  /// over the same tp size t > 1 at their boundary, neither is
+  /// sequence-parallel, and on the cluster it pays: under 1F1B and
+  /// interleaved schedules when sending 1/t and all-gathering over the
+  /// receivers' tp group is faster than sending the whole value (not where
+  /// the tp ranks' own link is no faster than the one between the stages);
+  /// under GPipe, whose transfers hide behind the micro-batches but for the
+  /// fill and the drain, when the (p - 1) hops save more than the
+  /// all-gathers of every micro-batch cost. shoal-plan records the stages
+  /// (`shoal.plan`'s `scatter_gather_stages`) and shoal-pipeline follows
+  /// them; it also leaves out values that cross once per step and a value
+  /// a column-split product leaves split, which it sees in the IR.
+  std::vector<char> scatterGather;
   double stepSeconds = 0;
   double computeSeconds = 0; ///< the slowest pipeline without bubble
   double bubbleSeconds = 0, p2pSeconds = 0, dpSeconds = 0, tpSeconds = 0;
@@ -227,24 +242,6 @@ struct Layout {
 /// Sets the stages' ranks from the layout's order (pipeline-major, or
 /// stage-major with the stages in the given order of rank blocks).
 void placeRanks(Layout &layout, const std::vector<int> &blockOrder = {});
-
-/// Per stage of `layout` (placed), whether the activations it receives go
-/// as Megatron's scatter/gather (shoal-pipeline's `scatter-gather`): it and
-/// its neighbour (the stage before it; for stage 0 the one after) are split
-/// over the same tp size t > 1 at their boundary, neither is
-/// sequence-parallel, the value is whole over tp (not a column-split
-/// product's result), and on the cluster it pays: under 1F1B and
-/// interleaved schedules when sending 1/t of it and then all-gathering it
-/// over the receivers' tp group is faster than sending it whole (not where
-/// the tp ranks' own link is no faster than the one between the stages);
-/// under GPipe, whose transfers hide behind the micro-batches but for the
-/// fill and the drain, when the (p - 1) hops save more than the
-/// all-gathers of every micro-batch cost. shoal-plan records the stages
-/// (`shoal.plan`'s `scatter_gather_stages`) and shoal-pipeline follows
-/// them.
-std::vector<bool> scatterGatherStages(const Layout &layout,
-                                      const ModelProfile &profile,
-                                      const CostModel &cost);
 
 /// Predicts `layout`: fills in its times, memory and `fits`.
 void evaluate(Layout &layout, const ModelProfile &profile,
