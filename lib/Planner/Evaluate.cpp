@@ -418,8 +418,9 @@ namespace {
 /// Megatron's scatter/gather (Layout::scatterGather). `bytesInto(k)`: the
 /// bytes of one micro-batch's transfer into stage k from stage k - 1, as
 /// evaluate() prices them.
-std::vector<char> decideScatterGather(const Layout &l, const CostModel &cost,
-                                      const std::function<double(int)> &bytesInto) {
+std::vector<char>
+decideScatterGather(const Layout &l, const CostModel &cost,
+                    const std::function<double(int)> &bytesInto) {
   const int p = l.pp();
   std::vector<char> out(p, 0);
   for (int k = 0; k < p; ++k) {
@@ -584,8 +585,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   };
   // (Not a column-split product's result: that crosses split already.)
   l.scatterGather = decideScatterGather(l, cost, [&](int k) {
-    return profile.ops[l.stages[k].begin - 1].outSplit ? 0.0
-                                                       : bytesInto(k, 0);
+    return profile.ops[l.stages[k].begin - 1].outSplit ? 0.0 : bytesInto(k, 0);
   });
   // The all-gather over stage k's tp group of `bytes` (replica i).
   auto gatherOn = [&](int k, int i, double bytes) {
@@ -616,11 +616,10 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double gatherB = sg && training(step) && k + 1 < p
                            ? gatherOn(k, i, bytesInto(k + 1, i))
                            : 0;
-      double tk =
-          t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB);
-      double tb = training(step) ? t[k][i].backward + t[k][i].tp * bwdTp +
-                                       v * gatherB
-                                 : 0;
+      double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB);
+      double tb = training(step)
+                      ? t[k][i].backward + t[k][i].tp * bwdTp + v * gatherB
+                      : 0;
       slowestF = std::max(slowestF, tk - tb);
       slowestB = std::max(slowestB, tb);
       double in = 0, busy = 0;
