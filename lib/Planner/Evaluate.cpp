@@ -440,9 +440,7 @@ decideScatterGather(const Layout &l, const CostModel &cost,
     if (!splitAtBoundary || bytes <= 0)
       continue;
     int src = rankOf(a, 0, 0), dst = rankOf(b, 0, 0);
-    std::vector<int> group;
-    for (int w = 0; w < t; ++w)
-      group.push_back(rankOf(b, 0, w));
+    std::vector<int> group = replicaRanks(b, 0);
     // Each transfer gets shorter by what the link no longer carries, and
     // the receivers all-gather at every micro-batch. Under 1F1B (and
     // interleaved) each stage's next step waits for its neighbour's
@@ -589,10 +587,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   });
   // The all-gather over stage k's tp group of `bytes` (replica i).
   auto gatherOn = [&](int k, int i, double bytes) {
-    std::vector<int> group;
-    for (int w = 0; w < l.stages[k].devices; ++w)
-      group.push_back(rankOf(l.stages[k], i, w));
-    return cost.allGatherSeconds(group, bytes);
+    return cost.allGatherSeconds(replicaRanks(l.stages[k], i), bytes);
   };
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
@@ -611,7 +606,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // activations from k - 1 (forward) and the gradients from k + 1
       // (backward).
       const bool sg = l.scatterGather[k];
-      const int tk1 = l.stages[k].devices;
+      const int tpHere = l.stages[k].devices;
       double gatherF = sg && k > 0 ? gatherOn(k, i, bytesInto(k, i)) : 0;
       double gatherB = sg && training(step) && k + 1 < p
                            ? gatherOn(k, i, bytesInto(k + 1, i))
@@ -629,7 +624,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
         double bytes = bytesInto(k, i);
         // Forward into k (cut by k's decision), backward into k - 1 (cut
         // by k - 1's).
-        double fwd = cost.sendRecvSeconds(src, dst, sg ? bytes / tk1 : bytes);
+        double fwd = cost.sendRecvSeconds(src, dst, sg ? bytes / tpHere : bytes);
         double bwd =
             training(step)
                 ? cost.sendRecvSeconds(dst, src,

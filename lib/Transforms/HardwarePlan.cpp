@@ -21,6 +21,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <array>
+
 namespace shoal {
 #define GEN_PASS_DEF_PLANPASS
 #include "shoal/Transforms/Passes.h.inc"
@@ -806,21 +808,25 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
       // The prediction gives each stage v consecutive chunks' ops; the
       // compiled plan puts chunk c on stage c % p. The two agree when every
       // scope has ops and the two assignments give each stage the same
-      // work (alike chunks) within 5%.
+      // FLOPs and parameters (alike chunks) within 5%.
       if (interleaved) {
         const int64_t p = scopes.size() / v;
-        std::vector<double> consecutive(p, 0), compiled(p, 0);
+        // Per stage: FLOPs and parameters, consecutive and compiled.
+        std::vector<std::array<double, 4>> work(p, {0, 0, 0, 0});
         std::vector<char> hasOps(scopes.size(), 0);
         for (int i = 0; i < n; ++i)
           if (stageOf[i] >= 0) {
             hasOps[stageOf[i]] = 1;
-            double work = profile.ops[i].flops + profile.ops[i].params;
-            consecutive[stageOf[i] / v] += work;
-            compiled[stageOf[i] % p] += work;
+            for (int q : {0, 1}) {
+              double x = q ? profile.ops[i].params : profile.ops[i].flops;
+              work[stageOf[i] / v][q] += x;
+              work[stageOf[i] % p][2 + q] += x;
+            }
           }
-        for (int64_t k = 0; k < p; ++k)
-          interleaved &= std::abs(consecutive[k] - compiled[k]) <=
-                         0.05 * std::max(consecutive[k], compiled[k]);
+        for (const auto &w : work)
+          for (int q : {0, 1})
+            interleaved &= std::abs(w[q] - w[2 + q]) <=
+                           0.05 * std::max(w[q], w[2 + q]);
         interleaved &= llvm::all_of(hasOps, [](char c) { return c != 0; });
       }
       module.emitRemark() << "shoal-plan: interleaved stages are kept as "
