@@ -624,7 +624,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
         double bytes = bytesInto(k, i);
         // Forward into k (cut by k's decision), backward into k - 1 (cut
         // by k - 1's).
-        double fwd = cost.sendRecvSeconds(src, dst, sg ? bytes / tpHere : bytes);
+        double fwd =
+            cost.sendRecvSeconds(src, dst, sg ? bytes / tpHere : bytes);
         double bwd =
             training(step)
                 ? cost.sendRecvSeconds(dst, src,

@@ -825,8 +825,8 @@ struct PlanPass : public ::shoal::impl::PlanPassBase<PlanPass> {
           }
         for (const auto &w : work)
           for (int q : {0, 1})
-            interleaved &= std::abs(w[q] - w[2 + q]) <=
-                           0.05 * std::max(w[q], w[2 + q]);
+            interleaved &=
+                std::abs(w[q] - w[2 + q]) <= 0.05 * std::max(w[q], w[2 + q]);
         interleaved &= llvm::all_of(hasOps, [](char c) { return c != 0; });
       }
       module.emitRemark() << "shoal-plan: interleaved stages are kept as "
