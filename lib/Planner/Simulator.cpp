@@ -610,9 +610,9 @@ Prediction shoal::planner::simulate(const plan::Plan &plan,
     std::vector<Step> steps;
     std::size_t next = 0;
     double clock = 0, busy = 0;
-    /// Seconds the compute waited for its own exchanges (asynchronous
-    /// tensor-parallel all-reduces, gradient buckets, the step's last
-    /// exchanges): exposed communication, not pipeline idle.
+    /// Seconds its steps waited for their own exchanges (asynchronous
+    /// tensor-parallel all-reduces, gradient buckets): exposed
+    /// communication, not pipeline idle.
     double exchangeWait = 0;
     /// When its pipeline work ended (its first update, or its last step;
     /// -1 until then), and how long it then waited for the exchanges still

@@ -47,10 +47,10 @@ struct ProgramPrediction {
   std::vector<int> ranks;   ///< world ranks
   double busySeconds = 0;   ///< compute and collectives, not waiting
   double finishSeconds = 0; ///< when its last step ends
-  /// Of the rest, the seconds it waited for its own exchanges (the
-  /// asynchronous tensor-parallel all-reduces, gradient buckets and the
-  /// step's last exchanges): exposed communication, which Megatron-LM runs
-  /// synchronously on the compute stream.
+  /// Of the rest, the seconds its steps waited for its own exchanges (the
+  /// asynchronous tensor-parallel all-reduces, gradient buckets):
+  /// exposed communication, which Megatron-LM runs synchronously on the
+  /// compute stream. (Its wait before the update: tailWaitSeconds.)
   double exchangeWaitSeconds = 0;
   /// When its pipeline work ended (its first update, or its last step),
   /// and how long it then waited for the exchanges still running (the last
