@@ -218,28 +218,48 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
       order.push_back(static_cast<int>(v));
       mp.unsharedBytes += bytesOf(static_cast<int>(v));
     }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+  // First fit in two orders, the smaller arena kept: by decreasing size,
+  // and by decreasing lifetime (long-lived buffers at the bottom leave the
+  // short-lived ones above them room to share; on a training step's saved
+  // activations it comes closer to the bytes alive at the peak).
+  auto place = [&](const std::vector<int> &sequence,
+                   std::vector<int64_t> &offset) {
+    std::size_t arena = 0;
+    std::vector<int> placed;
+    std::vector<std::pair<std::size_t, std::size_t>> busy;
+    for (int v : sequence) {
+      std::size_t size = bytesOf(v);
+      // Intervals of buffers alive at the same time, by offset.
+      busy.clear();
+      for (int p : placed)
+        if (mp.firstUse[p] <= mp.lastUse[v] && mp.firstUse[v] <= mp.lastUse[p])
+          busy.emplace_back(offset[p], offset[p] + bytesOf(p));
+      std::sort(busy.begin(), busy.end());
+      std::size_t at = 0;
+      for (auto [begin, end] : busy) {
+        if (at + size <= begin)
+          break;
+        at = std::max(at, end);
+      }
+      offset[v] = static_cast<int64_t>(at);
+      arena = std::max(arena, at + size);
+      placed.push_back(v);
+    }
+    return arena;
+  };
+  std::vector<int> bySize = order, byLife = order;
+  std::stable_sort(bySize.begin(), bySize.end(), [&](int a, int b) {
     return plan.values[a].numBytes() > plan.values[b].numBytes();
   });
-
-  std::vector<int> placed;
-  for (int v : order) {
-    std::size_t size = bytesOf(v);
-    // Intervals of buffers alive at the same time, by offset.
-    std::vector<std::pair<std::size_t, std::size_t>> busy;
-    for (int p : placed)
-      if (mp.firstUse[p] <= mp.lastUse[v] && mp.firstUse[v] <= mp.lastUse[p])
-        busy.emplace_back(mp.offset[p], mp.offset[p] + bytesOf(p));
-    std::sort(busy.begin(), busy.end());
-    std::size_t at = 0;
-    for (auto [begin, end] : busy) {
-      if (at + size <= begin)
-        break;
-      at = std::max(at, end);
-    }
-    mp.offset[v] = static_cast<int64_t>(at);
-    mp.arenaBytes = std::max(mp.arenaBytes, at + size);
-    placed.push_back(v);
+  auto life = [&](int v) { return mp.lastUse[v] - mp.firstUse[v]; };
+  std::stable_sort(byLife.begin(), byLife.end(), [&](int a, int b) {
+    return life(a) != life(b) ? life(a) > life(b) : bytesOf(a) > bytesOf(b);
+  });
+  std::vector<int64_t> lifeOffset = mp.offset;
+  mp.arenaBytes = place(bySize, mp.offset);
+  if (std::size_t bytes = place(byLife, lifeOffset); bytes < mp.arenaBytes) {
+    mp.arenaBytes = bytes;
+    mp.offset = std::move(lifeOffset);
   }
   return mp;
 }

@@ -88,8 +88,9 @@ bool aliasesInput(const OpInfo &op);
 bool accumulatesOverMicroBatches(const LoadedPlan &plan, const OpInfo &op);
 
 /// Plans the buffers of `plan`'s program. Buffers are `alignment`-aligned.
-/// Greedy by decreasing size: each buffer goes at the lowest offset that does
-/// not overlap a placed buffer alive at the same time.
+/// Greedy: each buffer goes at the lowest offset that does not overlap a
+/// placed buffer alive at the same time, placed by decreasing size and,
+/// separately, by decreasing lifetime; the smaller of the two arenas is kept.
 MemoryPlan planMemory(const LoadedPlan &plan, std::size_t alignment = 256);
 
 /// What becomes of a kept value's buffers over a step.

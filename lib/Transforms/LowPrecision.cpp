@@ -286,7 +286,9 @@ struct Lowering {
     // A collective moves its operand in the operand's type (statistics of
     // the vocabulary-parallel loss stay float32, activations low), except
     // ZeRO-3's gather of a float32 weight, which gathers in the type its
-    // readers take.
+    // readers take, and an embedding's rows (a gather from a float32
+    // table), which are activations: they move low, as Megatron's
+    // vocabulary-parallel embedding sums and scatters them.
     if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
             LocalSliceOp>(op) &&
         !(isa<AllGatherOp>(op) &&
@@ -295,7 +297,9 @@ struct Lowering {
       auto t = floatTensor(in.getType());
       if (!t)
         return;
-      Type elem = keep.contains(out) || inF32 ? f32 : t.getElementType();
+      Type elem = keep.contains(out) || inF32       ? f32
+                  : in.getDefiningOp<GatherOp>() ? low
+                                                 : t.getElementType();
       setElem(out, elem);
       if (t.getElementType() != elem)
         op->setOperand(0, convert(in, elem, op));
@@ -363,6 +367,7 @@ struct Lowering {
     if (!hasTaskGraphs) {
       rewriteBlock(entry, /*f32Region=*/false);
       eraseDeadConstants(func);
+      eraseIdentityCasts(func);
       return;
     }
     for (Operation &op : entry) {
@@ -382,6 +387,21 @@ struct Lowering {
         result.setType(yielded.getType());
     }
     eraseDeadConstants(func);
+    eraseIdentityCasts(func);
+  }
+
+  /// Casts to their operand's type (the model's float32 casts, now
+  /// between two low values): their readers read the operand.
+  void eraseIdentityCasts(func::FuncOp func) {
+    SmallVector<CastOp> identity;
+    func.walk([&](CastOp c) {
+      if (c.getInput().getType() == c.getType())
+        identity.push_back(c);
+    });
+    for (CastOp c : identity) {
+      c.getResult().replaceAllUsesWith(c.getInput());
+      c->erase();
+    }
   }
 
   /// The float32 constants whose readers all read a low copy now.

@@ -166,6 +166,8 @@ void shoal::addParallelizePipeline(OpPassManager &pm,
     pm.addPass(createReportPass(ReportPassOptions{options.reportDot, "dot"}));
   if (options.fuse)
     pm.addPass(createFusePass());
+  // After shoal-fuse, which makes the attention ops whose masks it shrinks.
+  pm.addPass(createCompactConstantsPass());
 }
 
 void shoal::registerAllShoalPasses() {

@@ -8,6 +8,10 @@
 // On TaskGraphs with micro-batches and data parallelism.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_mb2.yaml" --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-mixed-precision="precision=fp16" --shoal-pipeline | FileCheck %s --check-prefix=TG --implicit-check-not='shoal.cast {{.*}}xf16>) -> tensor<{{[0-9x]+}}xf32>'
 // The training config's precision names (bf16-autocast: only the products).
+// An embedding's rows (a gather from a float32 table) are activations:
+// their tp sum moves bf16; the model's own float32 cast, now bf16 to
+// bf16, is gone.
+// RUN: shoal-opt %s --shoal-mixed-precision="precision=bf16" | FileCheck %s --check-prefix=EMB --implicit-check-not=shoal.cast
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="train=%S/Inputs/train_bad_precision.yaml" 2>&1 | FileCheck %s --check-prefix=BADNAME
 
 // MODEL: module attributes {shoal.training = {{{.*}}precision = "bf16", precision_mode = "model"}}
@@ -44,3 +48,19 @@
 // TG: shoal.adamw {{.*}} : tensor<24x32xf32>, tensor<24x32xf32>, tensor<24x32xf32>, tensor<24x32xf32>
 
 // BADNAME: 'precision' must be fp32, bf16, fp16, bf16-autocast or fp16-autocast, got 'bf8'
+
+// EMB: %[[E:.*]] = shoal.gather %{{.*}}, %{{.*}} {{.*}} -> tensor<2x4x16xf32>
+// EMB-NEXT: %[[L:.*]] = shoal.cast %[[E]] {shoal.precision_cast{{.*}}} : (tensor<2x4x16xf32>) -> tensor<2x4x16xbf16>
+// EMB-NEXT: %[[R:.*]] = shoal.all_reduce %[[L]] over ["tp"] : tensor<2x4x16xbf16>
+// EMB-NEXT: shoal.tanh %[[R]] : (tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+module attributes {shoal.mesh = #shoal.mesh<["tp"], [2]>} {
+  func.func @main(%ids: tensor<2x4xi64>) -> tensor<f32> {
+    %w = shoal.weight "wte" : tensor<8x16xf32>
+    %e = shoal.gather %w, %ids {shard_axes = ["tp"], shard_size = 16 : i64} : (tensor<8x16xf32>, tensor<2x4xi64>) -> tensor<2x4x16xf32>
+    %r = shoal.all_reduce %e over ["tp"] : tensor<2x4x16xf32>
+    %c = shoal.cast %r : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    %t = shoal.tanh %c : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    %s = shoal.reduce_sum %t {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x16xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -477,6 +477,38 @@ def RecomputePass : Pass<"shoal-recompute", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shoal::ShoalDialect"];
 }
 
+def CompactConstantsPass
+    : Pass<"shoal-compact-constants", "::mlir::ModuleOp"> {
+  let summary = "One buffer per distinct constant; attention masks stored "
+                "at their broadcast shape";
+  let description = [{
+    A plan keeps every constant in a buffer of its own for the whole run.
+    On each rank's local program (`shoal-parallelize` runs it last):
+    - a constant that only attentions and attention_grads read as their
+      mask is stored at its smallest broadcastable shape: each dimension
+      along which all its slices are equal becomes 1 (an exported causal
+      mask `[B, 1, T, S]` becomes `[1, 1, T, S]`);
+    - equal constants (value and type) of one block become one: the first.
+    Constants with attributes other than `shoal.phase` and `shoal.scope`
+    (the loss scale) are left alone.
+
+    Before:
+    ```mlir
+    %m = shoal.constant dense<...> : tensor<4x1x16x16xf32>
+    %o = shoal.attention %q, %kt, %v, %m {scale = 2.500000e-01 : f32} : ...
+    %m2 = shoal.constant {shoal.phase = "backward"} dense<...> : tensor<4x1x16x16xf32>
+    %g:3 = shoal.attention_grad %d, %q, %kt, %v, %m2 {...} : ...
+    ```
+    After:
+    ```mlir
+    %m = shoal.constant dense<...> : tensor<1x1x16x16xf32>
+    %o = shoal.attention %q, %kt, %v, %m {scale = 2.500000e-01 : f32} : ...
+    %g:3 = shoal.attention_grad %d, %q, %kt, %v, %m {...} : ...
+    ```
+  }];
+  let dependentDialects = ["::shoal::ShoalDialect"];
+}
+
 def FusePass : Pass<"shoal-fuse", "::mlir::ModuleOp"> {
   let summary = "Fuse the op chains exporters emit into GELU, add+LayerNorm, "
                 "RMSNorm and attention";

@@ -46,6 +46,22 @@ LogicalResult convertUnary(Importer &im, const onnx::NodeProto &node) {
   return success();
 }
 
+/// Cast; to the input's own type it is the input (PyTorch exports
+/// `x.to(torch.float32)` of a float32 model as such a Cast: Hugging Face's
+/// RMSNorm), so that no op copies it.
+LogicalResult convertCast(Importer &im, const onnx::NodeProto &node) {
+  auto input = im.getInput(node, 0);
+  auto type = im.getResultType(node, 0);
+  if (failed(input) || failed(type))
+    return failure();
+  if (input->getType() == *type) {
+    im.setAlias(node, 0, 0);
+    return success();
+  }
+  im.setResult(node, 0, im.builder().create<CastOp>(im.loc(), *type, *input));
+  return success();
+}
+
 /// IsNaN(x) as Not(Equal(x, x)): NaN is the one value unequal to itself.
 /// (PyTorch 2.x's exporters write it after the Softmax of
 /// scaled_dot_product_attention, to zero fully masked rows.)
@@ -879,7 +895,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Ceil", convertUnary<CeilOp>)
       .Case("Not", convertUnary<NotOp>)
       .Case("IsNaN", convertIsNaN)
-      .Case("Cast", convertUnary<CastOp>)
+      .Case("Cast", convertCast)
       // The result type (the second input's element type) comes from shape
       // inference; the second input's values are not read.
       .Case("CastLike", convertUnary<CastOp>)
