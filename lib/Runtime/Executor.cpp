@@ -546,16 +546,20 @@ MemoryReport Executor::memoryReport() const {
       r.weights += bytes;
     else if (isState[v])
       r.optimizer += bytes;
-    else
+    else {
       r.activations += bytes;
+      r.inputs += bytes; // inputs and constants
+    }
   }
   for (const auto &[v, t] : weightCopies)
     if (t.defined() && seen.insert(t.rawData()).second)
       r.weights += t.numBytes();
   for (const auto &[v, blocks] : microBatchInputs)
     for (const Tensor &t : blocks)
-      if (t.defined() && seen.insert(t.rawData()).second)
+      if (t.defined() && seen.insert(t.rawData()).second) {
         r.activations += t.numBytes();
+        r.inputs += t.numBytes();
+      }
   for (const auto &[key, t] : kept) {
     if (!seen.insert(t.rawData()).second)
       continue;

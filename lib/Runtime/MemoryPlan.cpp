@@ -323,6 +323,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   for (const ConstantInfo &c : plan.constants)
     if (!outside[c.value]) {
       r.activations += bytes(c.value);
+      r.inputs += bytes(c.value);
       outside[c.value] = true;
     }
   int mbAxis = plan.mesh.microBatchAxis();
@@ -330,6 +331,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
     if (port.value >= 0 && !outside[port.value]) {
       bool perMicroBatch = mbAxis >= 0 && port.sharding.uses(mbAxis);
       r.activations += bytes(port.value) * (perMicroBatch ? m : 1);
+      r.inputs += bytes(port.value) * (perMicroBatch ? m : 1);
       outside[port.value] = true;
     }
 

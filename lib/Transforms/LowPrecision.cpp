@@ -24,7 +24,8 @@
 //   loss reads low logits and keeps its statistics float32.
 //
 // Casts are made once per value, type and TaskGraph, right after the value;
-// a constant is rewritten in the low type instead of cast.
+// a constant is rewritten in the low type instead of cast (finite values
+// beyond its range saturated to its largest).
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,11 +210,17 @@ struct Lowering {
     if (auto c = v.getDefiningOp<ConstantOp>())
       if (auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue())) {
         auto fe = cast<FloatType>(elem);
+        // A finite value beyond the low type's range saturates to its
+        // largest (an exported mask's float32 lowest becomes bf16's, as
+        // the model computes it in bf16: torch.finfo(dtype).min), where
+        // rounding would make it infinite, and (1 - mask) * lowest NaN.
         auto mapped = dense.mapValues(elem, [&](const APFloat &x) {
           APFloat y = x;
           bool lost;
           y.convert(fe.getFloatSemantics(), APFloat::rmNearestTiesToEven,
                     &lost);
+          if (y.isInfinity() && x.isFinite())
+            y = APFloat::getLargest(fe.getFloatSemantics(), x.isNegative());
           return y.bitcastToAPInt();
         });
         auto k = b.create<ConstantOp>(c.getLoc(), type, mapped);
@@ -277,18 +284,27 @@ struct Lowering {
       return;
     }
     // A gather keeps its table's type: an embedding table is not cast
-    // whole, its rows are cast by their reader.
+    // whole. Its rows are activations: one cast right after the gather,
+    // which every reader reads (a tensor-parallel sum or scatter moves
+    // them low, as Megatron-LM's vocabulary-parallel embedding; a reader
+    // in another task or stage is handed them low).
     if (auto gather = dyn_cast<GatherOp>(op)) {
-      if (auto t = floatTensor(gather.getData().getType()))
-        setElem(gather.getResult(), t.getElementType());
+      auto t = floatTensor(gather.getData().getType());
+      if (!t)
+        return;
+      Value rows = gather.getResult();
+      setElem(rows, t.getElementType());
+      if (inF32 || keep.contains(rows) || !t.getElementType().isF32() ||
+          rows.use_empty() || onlyReadAsIs(rows))
+        return;
+      Value lowRows = convert(rows, low, gather);
+      rows.replaceAllUsesExcept(lowRows, lowRows.getDefiningOp());
       return;
     }
     // A collective moves its operand in the operand's type (statistics of
     // the vocabulary-parallel loss stay float32, activations low), except
     // ZeRO-3's gather of a float32 weight, which gathers in the type its
-    // readers take, and an embedding's rows (a gather from a float32
-    // table), which are activations: they move low, as Megatron's
-    // vocabulary-parallel embedding sums and scatters them.
+    // readers take.
     if (isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
             LocalSliceOp>(op) &&
         !(isa<AllGatherOp>(op) &&
@@ -297,9 +313,7 @@ struct Lowering {
       auto t = floatTensor(in.getType());
       if (!t)
         return;
-      Type elem = keep.contains(out) || inF32       ? f32
-                  : in.getDefiningOp<GatherOp>() ? low
-                                                 : t.getElementType();
+      Type elem = keep.contains(out) || inF32 ? f32 : t.getElementType();
       setElem(out, elem);
       if (t.getElementType() != elem)
         op->setOperand(0, convert(in, elem, op));

@@ -10,7 +10,7 @@
 // The training config's precision names (bf16-autocast: only the products).
 // An embedding's rows (a gather from a float32 table) are activations:
 // their tp sum moves bf16; the model's own float32 cast, now bf16 to
-// bf16, is gone.
+// bf16, is gone; a constant beyond bf16's range saturates.
 // RUN: shoal-opt %s --shoal-mixed-precision="precision=bf16" | FileCheck %s --check-prefix=EMB --implicit-check-not=shoal.cast
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="train=%S/Inputs/train_bad_precision.yaml" 2>&1 | FileCheck %s --check-prefix=BADNAME
 
@@ -52,14 +52,19 @@
 // EMB: %[[E:.*]] = shoal.gather %{{.*}}, %{{.*}} {{.*}} -> tensor<2x4x16xf32>
 // EMB-NEXT: %[[L:.*]] = shoal.cast %[[E]] {shoal.precision_cast{{.*}}} : (tensor<2x4x16xf32>) -> tensor<2x4x16xbf16>
 // EMB-NEXT: %[[R:.*]] = shoal.all_reduce %[[L]] over ["tp"] : tensor<2x4x16xbf16>
-// EMB-NEXT: shoal.tanh %[[R]] : (tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+// EMB-NEXT: %[[T:.*]] = shoal.tanh %[[R]] : (tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+// float32's lowest saturates to bf16's (rounded, it would be -inf).
+// EMB-NEXT: %[[K:.*]] = shoal.constant dense<-3.389530e+38> : tensor<bf16>
+// EMB-NEXT: shoal.mul %[[T]], %[[K]]
 module attributes {shoal.mesh = #shoal.mesh<["tp"], [2]>} {
   func.func @main(%ids: tensor<2x4xi64>) -> tensor<f32> {
     %w = shoal.weight "wte" : tensor<8x16xf32>
     %e = shoal.gather %w, %ids {shard_axes = ["tp"], shard_size = 16 : i64} : (tensor<8x16xf32>, tensor<2x4xi64>) -> tensor<2x4x16xf32>
     %r = shoal.all_reduce %e over ["tp"] : tensor<2x4x16xf32>
     %c = shoal.cast %r : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
-    %t = shoal.tanh %c : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    %t0 = shoal.tanh %c : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    %lowest = shoal.constant dense<-3.40282347E+38> : tensor<f32>
+    %t = shoal.mul %t0, %lowest : (tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
     %s = shoal.reduce_sum %t {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x16xf32>) -> tensor<f32>
     return %s : tensor<f32>
   }

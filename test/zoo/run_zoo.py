@@ -44,7 +44,10 @@ For every model (test/zoo/models.py):
       partitioned IR must hold reduce_scatters along the sequence and no
       all_reduce of hidden states (rank-3 tensors). train-bf16-tp2-sp,
       train-bf16-pp2: those layouts with `precision: bf16` (the whole
-      model in bf16), the losses within 3e-2 of PyTorch float32.
+      model in bf16), the losses within 3e-2 of PyTorch float32. Every
+      train-bf16*/train-fp16* layout also compiles its float32 twin and
+      requires the activations of its ops (shoal-sim's, less the inputs
+      and constants; the program with the most) at most 0.55x the twin's.
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -108,6 +111,12 @@ TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
 # its losses against PyTorch float32 within PRECISION_RTOL; train-bf16-L:
 # layout train-L with `precision: bf16`.
 PRECISION_RTOL = 3e-2
+# ... and their activation memory (shoal-sim's, the runtime's buffer plan:
+# the program with the most; the ops' values, without the inputs and
+# constants, which the plan's precision does not change) at most this
+# fraction of the same layout's in float32.
+ACTIVATION_RATIO = 0.55
+CLUSTER = os.path.join(REPO, "test", "Inputs", "cluster_slow_cpu2.yaml")
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
 TRAIN_STEPS = 2
@@ -120,6 +129,50 @@ TRAIN_CONFIG_CE = """version: 1
 loss: {kind: cross_entropy, output: %s, labels: labels, ignore_index: -100}
 optimizer: {kind: adamw, lr: 1.0e-3, eps: 1.0e-8, weight_decay: 0.0}
 """
+
+
+def sim_activations(args, plan):
+    """The largest activations (MiB) of the ops' values that shoal-sim
+    predicts for a program of `plan` (the runtime's buffer plan, as
+    shoal-run --report-memory): each program's activations less its inputs
+    and constants."""
+    res = common.run_cmd([os.path.join(args.bin, "shoal-sim"), plan, "--cluster", CLUSTER],
+                         timeout=args.timeout)
+    found = [float(a) - float(i) for a, i in re.findall(
+        r"activations ([\d.]+) MiB\).*inputs and constants ([\d.]+) MiB", res.stdout)]
+    if not found:
+        raise common.CommandError("shoal-sim printed no activations for %s" % plan)
+    return max(found)
+
+
+def low_activation_ratio(args, compile_, d, r):
+    """Compiles the float32 twin of a 16-bit training layout (the same
+    command and spec, the config without `precision`) and compares the
+    activations; returns the problem, or None."""
+    train = compile_[compile_.index("--train") + 1]
+    with open(train) as f:
+        text = "".join(ln for ln in f if not ln.startswith("precision:"))
+    twin_train = os.path.join(d, "train_fp32.yaml")
+    with open(twin_train, "w") as f:
+        f.write(text)
+    twin = list(compile_)
+    twin[twin.index("--train") + 1] = twin_train
+    twin[twin.index("-o") + 1] = os.path.join(d, "model_fp32.plan")
+    if "--emit-mlir" in twin:
+        i = twin.index("--emit-mlir")
+        del twin[i:i + 2]
+    try:
+        common.run_cmd(twin, timeout=args.timeout)
+        low = sim_activations(args, os.path.join(d, "model.plan"))
+        full = sim_activations(args, os.path.join(d, "model_fp32.plan"))
+    except common.CommandError as e:
+        return "activation memory: %s" % command_error(e)
+    r["activations_MiB"], r["activations_fp32_MiB"] = low, full
+    r["activation_ratio"] = low / full
+    if low > ACTIVATION_RATIO * full:
+        return ("activation memory %.3f MiB, %.3fx the float32 plan's %.3f MiB "
+                "(bound %.2fx)" % (low, low / full, full, ACTIVATION_RATIO))
+    return None
 
 
 def venv_python(torch2=False):
@@ -494,6 +547,11 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                     "in the parallelism report")
             r["all_gathers"] = sum(1 for ln in report.splitlines()
                                    if ln.strip().startswith("all_gather"))
+        if layout.startswith(("train-bf16", "train-fp16")) and r["status"] == "pass":
+            ratio_problem = low_activation_ratio(args, compile_, d, r)
+            if ratio_problem:
+                r["status"] = "fail"
+                r["reason"] = ratio_problem
         if sp and r["status"] == "pass":
             # Sequence parallel: reduce_scatter + all_gather, not all_reduce.
             with open(os.path.join(d, "partitioned.mlir")) as f:

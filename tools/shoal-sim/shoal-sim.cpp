@@ -190,20 +190,21 @@ int main(int argc, char **argv) {
       auto mib = [](std::size_t b) {
         return static_cast<double>(b) / (1 << 20);
       };
-      std::printf("shoal-sim: %s (%zu ranks): busy %s ms, waits for its "
-                  "exchanges %s ms (and %s ms before its update), "
-                  "finishes at %s ms, "
-                  "memory %.3f MiB "
-                  "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
-                  "activations %.3f MiB) of %.1f GiB%s\n",
-                  pp.role.c_str(), pp.ranks.size(),
-                  millis(pp.busySeconds).c_str(),
-                  millis(pp.exchangeWaitSeconds).c_str(),
-                  millis(pp.tailWaitSeconds).c_str(),
-                  millis(pp.finishSeconds).c_str(), total / (1 << 20),
-                  mib(mem.weights), mib(mem.grads), mib(mem.optimizer),
-                  mib(mem.activations), pp.capacityBytes / (1 << 30),
-                  total > pp.capacityBytes ? " DOES NOT FIT" : "");
+      std::printf(
+          "shoal-sim: %s (%zu ranks): busy %s ms, waits for its "
+          "exchanges %s ms (and %s ms before its update), "
+          "finishes at %s ms, "
+          "memory %.3f MiB "
+          "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
+          "activations %.3f MiB) of %.1f GiB%s; inputs and "
+          "constants %.3f MiB of the activations\n",
+          pp.role.c_str(), pp.ranks.size(), millis(pp.busySeconds).c_str(),
+          millis(pp.exchangeWaitSeconds).c_str(),
+          millis(pp.tailWaitSeconds).c_str(), millis(pp.finishSeconds).c_str(),
+          total / (1 << 20), mib(mem.weights), mib(mem.grads),
+          mib(mem.optimizer), mib(mem.activations),
+          pp.capacityBytes / (1 << 30),
+          total > pp.capacityBytes ? " DOES NOT FIT" : "", mib(mem.inputs));
       if (breakdown) {
         std::vector<std::pair<double, std::string>> kinds;
         for (const auto &[kind, seconds] : pp.secondsByKind)

@@ -612,6 +612,8 @@ TEST_F(TrainingRun, ReportsMemoryByKind) {
   // first fit reaches.
   std::size_t inputs = 2 * bt * i64, constants = f32 + bt * f32, loss = f32;
   EXPECT_EQ(m.activations, inputs + constants + loss + 4 * 256);
+  // The inputs and constants, printed apart too.
+  EXPECT_EQ(m.inputs, inputs + constants);
   EXPECT_GT(m.peak, m.weights + m.optimizer + m.grads + m.activations);
 }
 

@@ -32,6 +32,10 @@ struct MemoryReport {
   /// Everything else: the arena of op results (as planned), other kept
   /// values (per micro-batch), inputs and constants.
   std::size_t activations = 0;
+  /// Of the activations, the inputs (a block per micro-batch) and the
+  /// constants: the data the step is given, in the types the plan reads
+  /// it in, which a 16-bit plan does not change (float labels, masks).
+  std::size_t inputs = 0;
   /// The device's measured peak (for the CPU, the process's peak resident
   /// set, which also counts code, libraries and communication buffers).
   std::size_t peak = 0;

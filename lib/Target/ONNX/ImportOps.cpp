@@ -898,7 +898,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Cast", convertCast)
       // The result type (the second input's element type) comes from shape
       // inference; the second input's values are not read.
-      .Case("CastLike", convertUnary<CastOp>)
+      .Case("CastLike", convertCast)
       .Case("Max", convertVariadic<MaxOp>)
       .Case("Min", convertVariadic<MinOp>)
       .Case("Equal", convertBinary<EqualOp>)
