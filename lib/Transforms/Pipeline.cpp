@@ -182,7 +182,99 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     }
   }
 
+  /// `tg` with `extra` (values of its body) yielded as more results; the
+  /// old op's results are the new one's first.
+  static TaskGraphOp withMoreResults(TaskGraphOp tg, ArrayRef<Value> extra,
+                                     ArrayRef<Attribute> shardings) {
+    OpBuilder b(tg);
+    SmallVector<Type> types(tg.getResultTypes());
+    for (Value v : extra)
+      types.push_back(v.getType());
+    OperationState state(tg.getLoc(), tg->getName());
+    state.addOperands(tg.getInputs());
+    state.addTypes(types);
+    state.addAttributes(tg->getAttrs());
+    state.addRegion()->takeBody(tg.getBody());
+    auto made = cast<TaskGraphOp>(b.create(state));
+    YieldOp yield = made.getYield();
+    SmallVector<Value> yielded(yield.getOperands());
+    yielded.append(extra.begin(), extra.end());
+    yield->setOperands(yielded);
+    if (auto old = made->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
+        old && old.size() == tg.getNumResults()) {
+      SmallVector<Attribute> all(old.begin(), old.end());
+      all.append(shardings.begin(), shardings.end());
+      made->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(all));
+    }
+    for (auto [o, n] : llvm::zip(tg.getResults(), made.getResults()))
+      o.replaceAllUsesWith(n);
+    tg->erase();
+    return made;
+  }
+
+  /// A value a stage receives for a forward TaskGraph and again, in its
+  /// own transfer, for a later TaskGraph of the same devices (the chunk's
+  /// input, which its backward reads) crosses once: the first reader
+  /// yields what it received and the later ones read that, kept on the
+  /// receiving stage (as Megatron-LM keeps a stage's input for its
+  /// backward). Otherwise the sender would send it twice, the second copy
+  /// held unreceived from the forward to the backward.
+  void receiveOnce(func::FuncOp func) {
+    Block &entry = func.getBody().front();
+    // The first TaskGraph reading each bridge, and its block argument.
+    auto firstReader = [](BridgeOp bridge) -> std::pair<TaskGraphOp, int> {
+      TaskGraphOp first;
+      int index = -1;
+      for (OpOperand &use : bridge.getResult().getUses())
+        if (auto tg = dyn_cast<TaskGraphOp>(use.getOwner());
+            tg && (!first || tg->isBeforeInBlock(first))) {
+          first = tg;
+          index = use.getOperandNumber();
+        }
+      return {first, index};
+    };
+    SmallVector<BridgeOp> bridges(entry.getOps<BridgeOp>());
+    for (std::size_t i = 0; i < bridges.size(); ++i) {
+      BridgeOp keep = bridges[i];
+      if (!keep)
+        continue;
+      auto [reader, index] = firstReader(keep);
+      if (!reader)
+        continue;
+      // Later bridges of the same value to the same devices and layout.
+      SmallVector<std::pair<OpOperand *, BridgeOp>> later;
+      for (std::size_t j = i + 1; j < bridges.size(); ++j) {
+        BridgeOp other = bridges[j];
+        if (!other || other.getInput() != keep.getInput() ||
+            other.getTo() != keep.getTo())
+          continue;
+        for (OpOperand &use : other.getResult().getUses())
+          if (auto tg = dyn_cast<TaskGraphOp>(use.getOwner());
+              tg && reader->isBeforeInBlock(tg) &&
+              tg->getAttr(ShoalDialect::kStageAttr) ==
+                  reader->getAttr(ShoalDialect::kStageAttr))
+            later.push_back({&use, other});
+      }
+      if (later.empty())
+        continue;
+      Value arg = reader.getBody().getArgument(index);
+      unsigned result = reader.getNumResults();
+      TaskGraphOp made =
+          withMoreResults(reader, {arg}, {keep.getTo().getSharding()});
+      for (auto [use, other] : later) {
+        use->set(made.getResult(result));
+        if (other.getResult().use_empty()) {
+          for (BridgeOp &b : bridges)
+            if (b == other)
+              b = nullptr;
+          other.erase();
+        }
+      }
+    }
+  }
+
   LogicalResult lowerBridges(func::FuncOp func) {
+    receiveOnce(func);
     Block &entry = func.getBody().front();
     int64_t id = 0;
     // A step value (a gradient summed over the micro-batches: a tied

@@ -9,6 +9,10 @@
 // RUN: shoal-opt %inputs/mlp_weight_out.mlir --shoal-parallelize="spec=%inputs/spec_pp_named_outputs.yaml fuse=0" | FileCheck %s --check-prefix=NAMES
 // RUN: not shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp_interleaved_bad.yaml" 2>&1 | FileCheck %s --check-prefix=BADM
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_tp2.yaml world-size=4 fuse=0" | FileCheck %s --check-prefix=SCATTER
+// Training: stage 1 receives its input once; its forward TaskGraph hands
+// it to the backward (which reads it), kept on stage 1, instead of a second
+// transfer sent during the forward and received at the backward.
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_pp2_1f1b.yaml train=%S/Inputs/train_mse_y.yaml fuse=0" | FileCheck %s --check-prefix=TRAIN --implicit-check-not="shoal.send {{.*}} id 2"
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_pp2_tp2.yaml" --shoal-form-taskgraphs="world-size=4" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-pipeline="scatter-gather=false" | FileCheck %s --check-prefix=WHOLE
 // Without shoal-partition, bridges are still global: shoal-pipeline only
 // moves them.
@@ -67,3 +71,15 @@
 // WHOLE-NOT: pipeline transfer
 // WHOLE: shoal.send %{{.*}} id 0 from <{{.*}}sharding = <{{\[}}["mb"], []]>{{.*}} : tensor<4x32xf32>
 // WHOLE-NOT: pipeline transfer
+
+// TRAIN: shoal.task_graph "s0"
+// TRAIN: shoal.send %{{.*}} id 0
+// TRAIN: %[[S1:.*]]:5 = shoal.task_graph "s1" {{.*}} -> tensor<2x32xf32>, tensor<2x32xf32>, tensor<2x24xf32>, tensor<f32>, tensor<2x128xf32>
+// TRAIN-NEXT: ^bb0
+// TRAIN-NEXT: %[[IN:.*]] = shoal.recv id 0
+// TRAIN: shoal.yield {{.*}}, %[[IN]] : {{.*}}, tensor<2x128xf32>
+// TRAIN: shoal.task_graph "s1.bwd" {{.*}}(%[[S1]]#2, %[[S1]]#1, %[[S1]]#0, %[[S1]]#4 :
+// TRAIN-NOT: shoal.recv id 0
+// TRAIN: shoal.send %{{.*}} id 1
+// TRAIN: shoal.task_graph "s0.bwd"
+// TRAIN: shoal.recv id 1
