@@ -218,9 +218,12 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
   /// yields what it received and the later ones read that, kept on the
   /// receiving stage (as Megatron-LM keeps a stage's input for its
   /// backward). Otherwise the sender would send it twice, the second copy
-  /// held unreceived from the forward to the backward.
+  /// held unreceived from the forward to the backward. Not a step value
+  /// (a sum over the micro-batches, which may cross once per step for its
+  /// first reader while a later one reads it at every micro-batch).
   void receiveOnce(func::FuncOp func) {
     Block &entry = func.getBody().front();
+    llvm::DenseSet<Value> step = stepValues(func);
     // The first TaskGraph reading each bridge, and its block argument.
     auto firstReader = [](BridgeOp bridge) -> std::pair<TaskGraphOp, int> {
       TaskGraphOp first;
@@ -236,7 +239,7 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     SmallVector<BridgeOp> bridges(entry.getOps<BridgeOp>());
     for (std::size_t i = 0; i < bridges.size(); ++i) {
       BridgeOp keep = bridges[i];
-      if (!keep)
+      if (!keep || step.contains(keep.getInput()))
         continue;
       auto [reader, index] = firstReader(keep);
       if (!reader)
