@@ -1,4 +1,4 @@
-//===- CompactConstants.cpp - One buffer per distinct constant ---*- C++ -*-===//
+//===- CompactConstants.cpp - One buffer per distinct constant --*- C++ -*-===//
 //
 // A plan holds each shoal.constant in a buffer of its own for the whole run
 // (lib/Runtime/MemoryPlan.h: constants are persistent). Exporters and the
@@ -80,8 +80,8 @@ DenseElementsAttr broadcastCore(DenseElementsAttr dense) {
     bool uniform = true;
     for (int64_t o = 0; o < outer && uniform; ++o)
       for (int64_t k = 1; k < shape[d] && uniform; ++k)
-        uniform = !std::memcmp(&data[o * row], &data[o * row + k * block],
-                               block);
+        uniform =
+            !std::memcmp(&data[o * row], &data[o * row + k * block], block);
     if (!uniform)
       continue;
     std::vector<char> kept(outer * block);
@@ -140,8 +140,7 @@ struct CompactConstantsPass
         auto c = dyn_cast<ConstantOp>(op);
         if (!c || !isPlain(c))
           continue;
-        auto [it, inserted] =
-            first.try_emplace({c.getValue(), c.getType()}, c);
+        auto [it, inserted] = first.try_emplace({c.getValue(), c.getType()}, c);
         if (inserted)
           continue;
         c.getResult().replaceAllUsesWith(it->second.getResult());
