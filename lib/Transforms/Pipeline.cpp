@@ -182,14 +182,14 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     }
   }
 
-  /// `tg` with `extra` (values of its body) yielded as more results; the
-  /// old op's results are the new one's first.
-  static TaskGraphOp withMoreResults(TaskGraphOp tg, ArrayRef<Value> extra,
-                                     ArrayRef<Attribute> shardings) {
+  /// `tg` with `extra` (a value of its body, laid out as `sharding`)
+  /// yielded as one more result, its last; the old op's results are the
+  /// new one's first.
+  static TaskGraphOp withResult(TaskGraphOp tg, Value extra,
+                                ShardingAttr sharding) {
     OpBuilder b(tg);
     SmallVector<Type> types(tg.getResultTypes());
-    for (Value v : extra)
-      types.push_back(v.getType());
+    types.push_back(extra.getType());
     OperationState state(tg.getLoc(), tg->getName());
     state.addOperands(tg.getInputs());
     state.addTypes(types);
@@ -197,13 +197,11 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
     state.addRegion()->takeBody(tg.getBody());
     auto made = cast<TaskGraphOp>(b.create(state));
     YieldOp yield = made.getYield();
-    SmallVector<Value> yielded(yield.getOperands());
-    yielded.append(extra.begin(), extra.end());
-    yield->setOperands(yielded);
+    yield->insertOperands(yield->getNumOperands(), extra);
     if (auto old = made->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
         old && old.size() == tg.getNumResults()) {
       SmallVector<Attribute> all(old.begin(), old.end());
-      all.append(shardings.begin(), shardings.end());
+      all.push_back(sharding);
       made->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(all));
     }
     for (auto [o, n] : llvm::zip(tg.getResults(), made.getResults()))
@@ -245,7 +243,7 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
       if (!reader)
         continue;
       // Later bridges of the same value to the same devices and layout.
-      SmallVector<std::pair<OpOperand *, BridgeOp>> later;
+      SmallVector<std::pair<OpOperand *, std::size_t>> later;
       for (std::size_t j = i + 1; j < bridges.size(); ++j) {
         BridgeOp other = bridges[j];
         if (!other || other.getInput() != keep.getInput() ||
@@ -256,21 +254,18 @@ struct PipelinePass : public ::shoal::impl::PipelinePassBase<PipelinePass> {
               tg && reader->isBeforeInBlock(tg) &&
               tg->getAttr(ShoalDialect::kStageAttr) ==
                   reader->getAttr(ShoalDialect::kStageAttr))
-            later.push_back({&use, other});
+            later.push_back({&use, j});
       }
       if (later.empty())
         continue;
       Value arg = reader.getBody().getArgument(index);
       unsigned result = reader.getNumResults();
-      TaskGraphOp made =
-          withMoreResults(reader, {arg}, {keep.getTo().getSharding()});
-      for (auto [use, other] : later) {
+      TaskGraphOp made = withResult(reader, arg, keep.getTo().getSharding());
+      for (auto [use, j] : later) {
         use->set(made.getResult(result));
-        if (other.getResult().use_empty()) {
-          for (BridgeOp &b : bridges)
-            if (b == other)
-              b = nullptr;
-          other.erase();
+        if (bridges[j] && bridges[j].getResult().use_empty()) {
+          bridges[j].erase();
+          bridges[j] = nullptr;
         }
       }
     }
