@@ -101,13 +101,14 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
   double copies = in.parameters * in.weightCopyBytesPerParam;
   if (in.training && in.zeroRanks > 1) {
     double n = in.zeroRanks;
-    // shoal's ZeRO-1 reduce-scatters the gradients too (docs/Training.md
-    // "ZeRO"): each rank keeps the block it updates, and with several
-    // micro-batches also the whole gradient summed over them first; stage
-    // 2 scatters every micro-batch's, keeping only the block.
+    // shoal's ZeRO-1 and 2 (one plan) reduce-scatter the gradients
+    // (docs/Training.md "ZeRO"): each rank keeps the block it updates, and
+    // with several micro-batches also the whole gradient summed over them
+    // first, scattered once per step; stage 3 scatters every
+    // micro-batch's, keeping only the block.
     if (in.zeroStage >= 1) {
       m.optimizer /= n;
-      m.gradients = in.zeroStage == 1 && in.microBatches > 1
+      m.gradients = in.zeroStage <= 2 && in.microBatches > 1
                         ? m.gradients + m.gradients / n
                         : m.gradients / n;
     }

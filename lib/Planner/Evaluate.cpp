@@ -12,6 +12,7 @@
 
 #include "SearchInternal.h"
 #include "shoal/Planner/Search.h"
+#include "shoal/Schedule/Schedule.h"
 #include "shoal/Schema/UnevenBlocks.h"
 
 #include <fmt/format.h>
@@ -256,11 +257,17 @@ int inFlightOf(const Layout &l, int k) {
     return m;
   if (p <= 1)
     return 1;
-  int f = std::min(m, p - k);
-  if (l.schedule == "interleaved" && l.virtualStages > 1)
-    f = static_cast<int>(
-        std::ceil(f * (1.0 + double(p - 1) / (double(p) * l.virtualStages))));
-  return std::min(m, f);
+  if (l.schedule == "interleaved" && l.virtualStages > 1) {
+    // Megatron's interleaved 1F1B: stage k runs 2 (p - k - 1) + (v - 1) p
+    // chunk passes forward before its first backward, so that many plus
+    // one hold their inputs at once (p (1 + (p - 1) / (p v)) micro-batches
+    // on stage 0, (v - 1) p / v + 1 / v on the last); counted here in whole
+    // micro-batches of the stage's v chunks, rounded up.
+    const int v = l.virtualStages;
+    int passes = std::min(m * v, 2 * (p - k - 1) + (v - 1) * p + 1);
+    return std::min(m, (passes + v - 1) / v);
+  }
+  return std::min(m, p - k);
 }
 
 } // namespace shoal::planner::detail
@@ -288,15 +295,49 @@ enum class GradTemporaries { None, NotProducts, All };
 
 struct StageActivations {
   double keptPerMicroBatch = 0;
+  /// The same per model chunk of the stage (interleaved: its v chunks,
+  /// in model order; one otherwise).
+  std::vector<double> keptPerChunk;
   double arena = 0;
 };
+
+/// Chunk c of `chunks` for each op of [begin, end): the stage's layers (the
+/// profile's, from node names) in `chunks` runs of consecutive layers, as
+/// Megatron-LM cuts a stage into model chunks; ops outside the layers join
+/// the chunk before them (the first chunk at the start). All 0 when there
+/// is one chunk or no layers.
+std::vector<int> chunkOfOps(const ModelProfile &profile, int begin, int end,
+                            int chunks) {
+  std::vector<int> chunk(end - begin, 0);
+  int first = -1, last = -1;
+  for (int j = begin; j < end; ++j)
+    if (int l = profile.ops[j].layer; l >= 0) {
+      first = first < 0 ? l : std::min(first, l);
+      last = std::max(last, l);
+    }
+  if (chunks <= 1 || first < 0)
+    return chunk;
+  const int layers = last - first + 1;
+  for (int j = begin, c = 0; j < end; ++j) {
+    if (int l = profile.ops[j].layer; l >= 0)
+      c = std::min(chunks - 1, (l - first) * chunks / layers);
+    chunk[j - begin] = c;
+  }
+  return chunk;
+}
 
 StageActivations trainingActivations(const ModelProfile &profile,
                                      const StagePlan &s, int k, int p,
                                      StepKind step, bool tasks,
                                      GradTemporaries weightGradTemporary,
-                                     double bytesPerParam, double frac) {
+                                     double bytesPerParam, double frac,
+                                     int chunks = 1) {
   const int begin = s.begin, end = s.end;
+  // Interleaved: each chunk receives its input from another stage and
+  // keeps it, and sends its result on; what a chunk keeps is counted per
+  // chunk (the schedule holds different numbers of each).
+  const std::vector<int> chunk = chunkOfOps(profile, begin, end, chunks);
+  auto chunkOf = [&](int j) { return chunk[j - begin]; };
   const double devices = s.devices;
   // Devices a value of op j is divided over: a replicated op splits the
   // batch; a split op its result when that is split (or along the sequence
@@ -323,6 +364,7 @@ StageActivations trainingActivations(const ModelProfile &profile,
   };
   const bool lastStage = k == p - 1;
   StageActivations a;
+  a.keptPerChunk.assign(std::max(1, chunks), 0.0);
   double keptBefore = 0, recomputed = 0, peak = 0, forward = 0;
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
@@ -357,6 +399,10 @@ StageActivations trainingActivations(const ModelProfile &profile,
     peak = std::max(peak, held);
     forward = std::max(forward, op.liveBytes / devices * frac);
     keptBefore += keep;
+    // The last op of a chunk: its result is the next chunk's input, which
+    // that chunk keeps.
+    bool chunkEnd = j + 1 < end && chunkOf(j + 1) != chunkOf(j);
+    a.keptPerChunk[chunkEnd ? chunkOf(j + 1) : chunkOf(j)] += keep;
     if (step != StepKind::Train)
       recomputed += redo;
   }
@@ -365,9 +411,25 @@ StageActivations trainingActivations(const ModelProfile &profile,
   if (begin > 0) {
     const OpCost &in = profile.ops[begin - 1];
     a.keptPerMicroBatch += in.cutBytes / spread(begin) * frac;
+    a.keptPerChunk[0] += in.cutBytes / spread(begin) * frac;
   }
   a.arena = std::max(peak, forward);
   return a;
+}
+
+/// The most bytes a stage running `order` keeps at once: each chunk pass
+/// whose forward has run and whose backward has not holds its chunk's
+/// `keptPerChunk`.
+double keptAtPeak(const std::vector<shoal::sched::Step> &order,
+                  const std::vector<double> &keptPerChunk) {
+  double held = 0, peak = 0;
+  for (const shoal::sched::Step &st : order) {
+    if (st.chunk < 0 || st.chunk >= static_cast<int>(keptPerChunk.size()))
+      continue;
+    held += st.backward ? -keptPerChunk[st.chunk] : keptPerChunk[st.chunk];
+    peak = std::max(peak, held);
+  }
+  return peak;
 }
 
 } // namespace
@@ -491,6 +553,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   };
   const StepKind step = options.step;
   const double v = l.schedule == "interleaved" ? l.virtualStages : 1;
+  // The interleaved schedule the compiler builds (its stages' orders), for
+  // the chunk passes each stage holds at once.
+  shoal::sched::Schedule schedule;
+  const bool interleaved =
+      l.schedule == "interleaved" && l.virtualStages > 1 && p > 1 &&
+      shoal::sched::build(shoal::sched::Kind::Interleaved, p, l.microBatches,
+                   l.virtualStages, /*forwardOnly=*/false, schedule)
+          .empty();
 
   // Per stage and replica: one micro-batch's time. Replicas on the same kind
   // of devices with the same share are computed once.
@@ -738,6 +808,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     in.zeroRanks = dp * (s.split.front() ? 1 : s.devices);
     in.microBatches = mostMicroBatches;
     s.inFlight = training(step) ? inFlightOf(l, k) : 1;
+    // (Interleaved: activationBytes is the peak over the schedule itself.)
+    bool perChunk = false;
     // Training: the step walked op by op (trainingActivations); one
     // program holds everything in its arena.
     if (step == StepKind::Forward) {
@@ -759,13 +831,20 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                                  : GradTemporaries::None;
       // The whole model in bf16/fp16: 16-bit activations (the weight
       // gradients stay float32, bpp).
-      StageActivations a =
-          trainingActivations(profile, s, k, p, step, tasks, summed, bpp,
-                              lowModel ? frac / 2 : frac);
+      StageActivations a = trainingActivations(
+          profile, s, k, p, step, tasks, summed, bpp,
+          lowModel ? frac / 2 : frac, interleaved ? l.virtualStages : 1);
       in.activationBytes = tasks ? a.keptPerMicroBatch : 0;
       in.transientBytes = a.arena;
+      // Interleaved: the chunk passes the schedule holds at once, each
+      // with what its chunk keeps (the last stage's last chunk, with the
+      // head and the loss, runs its backward right after its forward).
+      if (tasks && interleaved) {
+        in.activationBytes = keptAtPeak(schedule.order[k], a.keptPerChunk);
+        perChunk = true;
+      }
     }
-    in.inFlight = s.inFlight;
+    in.inFlight = perChunk ? 1 : s.inFlight;
     in.workspaceBytes = work * frac;
     // The whole model in 16 bits keeps a 16-bit copy of each weight it
     // reads whole, made once per step (rt::weightCopies); ZeRO-3 casts the

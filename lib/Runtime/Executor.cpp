@@ -213,12 +213,11 @@ void Executor::run(Comm &comm, bool verbose) {
     }
     seededScale = scaler.scale;
   }
-  // The last schedule entry of each micro-batch: after it, the
-  // micro-batch's kept buffers are free for later ones.
-  std::vector<std::size_t> lastEntry(
-      static_cast<std::size_t>(std::max<int64_t>(1, plan.numMicroBatches)), 0);
-  for (std::size_t i = 0; i < plan.schedule.size(); ++i)
-    lastEntry[plan.schedule[i].microBatch] = i;
+  if (keptLife.empty()) {
+    keptLife = keptLives(plan, memory);
+    releases = keptReleases(plan, memory, keptLife);
+    keptIsGradient = optimizerGradients(plan, memory);
+  }
   for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
     const ScheduleEntry &e = plan.schedule[i];
     auto start = Clock::now();
@@ -236,8 +235,10 @@ void Executor::run(Comm &comm, bool verbose) {
                      e.task, jsonString(name), e.microBatch,
                      e.backward ? "true" : "false")});
     progressSends(false);
-    if (plan.numMicroBatches > 1 && lastEntry[e.microBatch] == i)
-      releaseMicroBatch(e.microBatch);
+    // Buffers no later task of this micro-batch reads go back for later
+    // micro-batches.
+    for (int v : releases[i])
+      releaseKept(v, e.microBatch);
   }
   flushBucket(comm);
   progress(true);
@@ -263,14 +264,15 @@ Tensor Executor::resultBuffer(int v) {
     auto key = std::make_pair(v, currentMicroBatch);
     auto it = kept.find(key);
     if (it == kept.end()) {
-      // A finished micro-batch's buffer that nothing else holds (a pending
-      // send or all-reduce keeps its own reference).
+      // A released buffer of the same size that nothing else holds (a
+      // pending send or all-reduce keeps its own reference), viewed as v.
       Tensor buffer;
-      auto pool = keptPool.find(v);
+      auto pool = keptPool.find(poolKey(v));
       if (pool != keptPool.end())
         for (auto b = pool->second.begin(); b != pool->second.end(); ++b)
           if (b->storageHandle().use_count() == 1) {
-            buffer = std::move(*b);
+            buffer =
+                Tensor::view(plan.values[v], b->storageHandle(), b->memory());
             pool->second.erase(b);
             break;
           }
@@ -298,23 +300,20 @@ Tensor Executor::resultBuffer(int v) {
                           v));
 }
 
-void Executor::releaseMicroBatch(int microBatch) {
-  if (keptLife.empty())
-    keptLife = keptLives(plan, memory);
-  for (auto it = kept.begin(); it != kept.end();) {
-    auto [v, j] = it->first;
-    bool pooled = keptLife[v] == KeptLife::Pooled;
-    if (j != microBatch || (!pooled && keptLife[v] != KeptLife::View)) {
-      ++it;
-      continue;
-    }
-    if (values[v].defined() &&
-        values[v].storageHandle() == it->second.storageHandle())
-      values[v] = Tensor();
-    if (pooled)
-      keptPool[v].push_back(std::move(it->second));
-    it = kept.erase(it);
-  }
+std::pair<bool, std::size_t> Executor::poolKey(int v) const {
+  return {keptIsGradient[v], plan.values[v].numBytes()};
+}
+
+void Executor::releaseKept(int v, int microBatch) {
+  auto it = kept.find({v, microBatch});
+  if (it == kept.end())
+    return;
+  if (values[v].defined() &&
+      values[v].storageHandle() == it->second.storageHandle())
+    values[v] = Tensor();
+  if (keptLife[v] == KeptLife::Pooled)
+    keptPool[poolKey(v)].push_back(std::move(it->second));
+  kept.erase(it);
 }
 
 void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
@@ -565,10 +564,10 @@ MemoryReport Executor::memoryReport() const {
       continue;
     (isGrad[key.first] ? r.grads : r.activations) += t.numBytes();
   }
-  for (const auto &[v, buffers] : keptPool)
+  for (const auto &[key, buffers] : keptPool)
     for (const Tensor &t : buffers)
       if (t.defined() && seen.insert(t.rawData()).second)
-        (isGrad[v] ? r.grads : r.activations) += t.numBytes();
+        (key.first ? r.grads : r.activations) += t.numBytes();
   // ZeRO-1 sums whole gradients over the micro-batches before scattering.
   r.grads += scatterAccumPeak;
   r.activations += memory.arenaBytes;

@@ -146,11 +146,14 @@ private:
   void runKernel(const OpInfo &op, Comm &comm);
   /// The buffer op results of value `v` go to for the current micro-batch.
   Tensor resultBuffer(int v);
-  /// Micro-batch `microBatch` has run its last task of the step here: its
-  /// kept buffers go to keptPool (a later micro-batch reuses them, so a
-  /// 1F1B stage holds the activations of the micro-batches in flight, not
-  /// of all of them). Outputs and accumulated sums stay.
-  void releaseMicroBatch(int microBatch);
+  /// Micro-batch `microBatch` has run the last task that reads kept value
+  /// `v` (keptReleases): a pooled buffer goes to keptPool, where a later
+  /// kept value of the same size takes it (so a 1F1B stage holds the
+  /// activations of the micro-batches in flight, and an interleaved one
+  /// those of the chunk passes in flight); a view is dropped.
+  void releaseKept(int v, int microBatch);
+  /// The pool of v's buffers: (gradient or not, bytes).
+  std::pair<bool, std::size_t> poolKey(int v) const;
   /// Collectives.
   void collective(const OpInfo &op, Comm &comm);
   /// Starts an all-reduce of `t` in place over `axes`, or adds it to the
@@ -204,12 +207,17 @@ private:
   /// Kept values: (value, micro-batch) -> its buffer, allocated on first
   /// use and reused in every later step.
   std::map<std::pair<int, int>, Tensor> kept;
-  /// Buffers of kept values whose micro-batch has finished, per value.
-  std::map<int, std::vector<Tensor>> keptPool;
-  /// Per value, what releaseMicroBatch does with its kept buffers
-  /// (keptLives: pooled ones go to keptPool, views are dropped, the others
-  /// stay).
+  /// Released kept buffers, by poolKey: any kept value of that size
+  /// takes one (a caching allocator's pools of exact sizes).
+  std::map<std::pair<bool, std::size_t>, std::vector<Tensor>> keptPool;
+  /// Per value: it holds a gradient the optimizer reads (its buffers are
+  /// counted as gradients).
+  std::vector<bool> keptIsGradient;
+  /// Per value, what releaseKept does with its kept buffers (keptLives:
+  /// pooled ones go to keptPool, views are dropped, the others stay).
   std::vector<KeptLife> keptLife;
+  /// Per schedule entry, the kept values released after it (keptReleases).
+  std::vector<std::vector<int>> releases;
   /// (value * micro-batches + micro-batch) -> made in this step.
   std::vector<uint8_t> made;
   /// Weight copies (Residence::WeightCopy): holder value -> its buffer, and

@@ -11,6 +11,7 @@
 #include "shoal/Schema/InPlace.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -286,6 +287,105 @@ std::vector<KeptLife> shoal::rt::keptLives(const LoadedPlan &plan,
   return life;
 }
 
+namespace {
+/// When each micro-batch holds each kept buffer, from the schedule: a
+/// buffer group (a root value and the values aliasing it) is held by
+/// micro-batch j from the entry of j defining the root to the last entry
+/// of j running a task that defines or reads a value of the group.
+struct KeptSpans {
+  int m = 1;
+  /// (task * m + micro-batch) -> its first and last schedule entry, or -1.
+  std::vector<int> firstEntry, lastEntry;
+  /// Per value: the root of its buffer group.
+  std::vector<int> rootOf;
+  /// Per root: the tasks that define or read a value of its group, sorted.
+  std::vector<std::vector<int>> groupTasks;
+  /// Per root: an optimizer update reads a value of its group. Updates run
+  /// at the end of the step (Executor::defer), so such a buffer is held
+  /// for good.
+  std::vector<char> heldForUpdate;
+
+  /// The entry after which micro-batch j hands back group `root`'s buffer;
+  /// -1 if j holds none.
+  int release(int root, int j) const {
+    int last = -1;
+    for (int t : groupTasks[root])
+      last = std::max(last, lastEntry[static_cast<std::size_t>(t) * m + j]);
+    return last;
+  }
+  /// The entry at which micro-batch j takes a buffer for `v`; -1 if none.
+  int take(const LoadedPlan &plan, int v, int j) const {
+    int t = plan.definingTask[v];
+    return t < 0 ? -1 : firstEntry[static_cast<std::size_t>(t) * m + j];
+  }
+};
+
+KeptSpans keptSpans(const LoadedPlan &plan, const MemoryPlan &memory) {
+  KeptSpans s;
+  s.m = std::max(1, plan.numMicroBatches);
+  std::size_t numTasks = plan.tasks.size();
+  s.firstEntry.assign(numTasks * s.m, -1);
+  s.lastEntry.assign(numTasks * s.m, -1);
+  for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+    const ScheduleEntry &e = plan.schedule[i];
+    if (e.task < 0 || static_cast<std::size_t>(e.task) >= numTasks ||
+        e.microBatch < 0 || e.microBatch >= s.m)
+      continue;
+    std::size_t k = static_cast<std::size_t>(e.task) * s.m + e.microBatch;
+    if (s.firstEntry[k] < 0)
+      s.firstEntry[k] = static_cast<int>(i);
+    s.lastEntry[k] = static_cast<int>(i);
+  }
+  std::size_t numValues = plan.values.size();
+  s.rootOf.resize(numValues);
+  for (std::size_t v = 0; v < numValues; ++v) {
+    int r = static_cast<int>(v);
+    while (memory.aliasOf[r] >= 0)
+      r = memory.aliasOf[r];
+    s.rootOf[v] = r;
+  }
+  s.groupTasks.resize(numValues);
+  auto add = [&](int v, int task) {
+    if (v >= 0 && task >= 0 && memory.residence[v] == Residence::Kept)
+      s.groupTasks[s.rootOf[v]].push_back(task);
+  };
+  s.heldForUpdate.assign(numValues, 0);
+  for (const OpInfo &op : plan.ops) {
+    bool update = op.kind == OpKind::AdamW || op.kind == OpKind::SGD ||
+                  op.kind == OpKind::Assign;
+    for (int v : op.inputs) {
+      add(v, op.task);
+      if (update && v >= 0)
+        s.heldForUpdate[s.rootOf[v]] = 1;
+    }
+    for (int v : op.outputs)
+      add(v, op.task);
+  }
+  for (std::vector<int> &tasks : s.groupTasks) {
+    std::sort(tasks.begin(), tasks.end());
+    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+  }
+  return s;
+}
+} // namespace
+
+std::vector<std::vector<int>>
+shoal::rt::keptReleases(const LoadedPlan &plan, const MemoryPlan &memory,
+                        const std::vector<KeptLife> &life) {
+  std::vector<std::vector<int>> out(plan.schedule.size());
+  KeptSpans spans = keptSpans(plan, memory);
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    if (memory.residence[v] != Residence::Kept ||
+        (life[v] != KeptLife::Pooled && life[v] != KeptLife::View) ||
+        spans.heldForUpdate[spans.rootOf[v]])
+      continue;
+    for (int j = 0; j < spans.m; ++j)
+      if (int i = spans.release(spans.rootOf[v], j); i >= 0)
+        out[i].push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan,
                                                 const MemoryPlan &memory) {
   std::vector<bool> isGrad(plan.values.size(), false);
@@ -350,48 +450,51 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       r.grads += bytes(op.inputs[0]);
   }
 
-  // Buffers of a pooled value alive at once: a micro-batch holds one from
-  // the run of the task that defines it to the micro-batch's last schedule
-  // entry (the executor releases them then, when the program has several
-  // micro-batches), and a later micro-batch reuses a released one. So a
-  // value the forward defines has one per micro-batch in flight, and one
-  // the backward defines fewer.
-  std::vector<int> copiesOfTask(plan.tasks.size(), 1);
-  if (m > 1) {
-    int entries = static_cast<int>(plan.schedule.size());
-    std::vector<int> last(m, -1);
-    for (int i = 0; i < entries; ++i)
-      if (int j = plan.schedule[i].microBatch; j >= 0 && j < m)
-        last[j] = i;
-    for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
-      std::vector<int> made(m, -1);
-      for (int i = 0; i < entries; ++i) {
-        const ScheduleEntry &e = plan.schedule[i];
-        if (e.task == static_cast<int>(t) && e.microBatch >= 0 &&
-            e.microBatch < m && made[e.microBatch] < 0)
-          made[e.microBatch] = i;
-      }
-      int most = 1;
-      for (int i = 0; i < entries; ++i) {
-        int held = 0;
-        for (int j = 0; j < m; ++j)
-          held += made[j] >= 0 && made[j] <= i && i <= last[j];
-        most = std::max(most, held);
-      }
-      copiesOfTask[t] = most;
-    }
-  }
+  // Pooled buffers go back to a pool per size (and kind: gradient or
+  // not) when keptReleases says, and any value of that size takes one from
+  // there (Executor::resultBuffer). Micro-batch j holds a buffer for value
+  // v from the entry defining v to the one after which it is released, so
+  // a pool holds as many buffers as its values hold at once, at most: a
+  // 1F1B stage's forward activations one per micro-batch in flight, an
+  // interleaved stage's one per chunk pass in flight.
+  KeptSpans spans = keptSpans(plan, memory);
+  int entries = static_cast<int>(plan.schedule.size());
+  std::map<std::pair<bool, std::size_t>, std::vector<std::pair<int, int>>>
+      poolEvents;
   std::vector<KeptLife> life = keptLives(plan, memory);
   for (std::size_t v = 0; v < numValues; ++v) {
     if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0 ||
         memory.viewOfOutside[v])
       continue;
-    std::size_t copies = life[v] == KeptLife::OncePerStep ? 1
-                         : life[v] == KeptLife::Pooled
-                             ? copiesOfTask[std::max(0, plan.definingTask[v])]
-                             : m;
-    (isGrad[v] ? r.grads : r.activations) +=
-        bytes(static_cast<int>(v)) * copies;
+    std::size_t b = bytes(static_cast<int>(v));
+    if (life[v] != KeptLife::Pooled) {
+      std::size_t copies = life[v] == KeptLife::OncePerStep ? 1 : m;
+      (isGrad[v] ? r.grads : r.activations) += b * copies;
+      continue;
+    }
+    // +1 at the entry taking a buffer, -1 after the one releasing it (or
+    // never).
+    std::vector<std::pair<int, int>> &events = poolEvents[{isGrad[v], b}];
+    for (int j = 0; j < m; ++j) {
+      int from = spans.take(plan, static_cast<int>(v), j);
+      if (from < 0)
+        continue;
+      int to = spans.heldForUpdate[v] ? entries
+                                      : spans.release(static_cast<int>(v), j);
+      events.push_back({from, 1});
+      events.push_back({std::max(from, to) + 1, -1});
+    }
+  }
+  for (auto &[kind, events] : poolEvents) {
+    // At one entry, buffers released before it are taken again first.
+    std::sort(events.begin(), events.end());
+    int held = 0, most = 0;
+    for (auto [at, delta] : events) {
+      held += delta;
+      most = std::max(most, held);
+    }
+    (kind.first ? r.grads : r.activations) +=
+        kind.second * static_cast<std::size_t>(most);
   }
   r.activations += memory.arenaBytes;
   return r;

@@ -101,16 +101,28 @@ enum class KeptLife : uint8_t {
   /// One buffer for the step (a sum over micro-batches, a reduce-scatter's
   /// block).
   OncePerStep,
-  /// Handed back to the pool when its micro-batch has run its last task.
+  /// Handed back to the pool when its micro-batch has run the last task
+  /// that reads it (keptReleases).
   Pooled,
-  /// A view of another kept buffer, dropped with its micro-batch.
+  /// A view of another kept buffer, dropped with it.
   View,
 };
 
 /// Per value, its KeptLife (meaningful for Kept values); what
-/// Executor::releaseMicroBatch does and predictMemory counts.
+/// Executor::releaseKept does and predictMemory counts.
 std::vector<KeptLife> keptLives(const LoadedPlan &plan,
                                 const MemoryPlan &memory);
+
+/// When the executor hands kept buffers back, per schedule entry: the
+/// Pooled and View values whose buffer for that entry's micro-batch is
+/// released after it. That is after the micro-batch's last entry running a
+/// task that reads the value, or a value sharing its buffer (an alias or a
+/// view), or after the entry defining it when nothing reads it. So an
+/// interleaved stage frees a chunk's activations after the chunk's own
+/// backward. Empty for a single micro-batch.
+std::vector<std::vector<int>> keptReleases(const LoadedPlan &plan,
+                                           const MemoryPlan &memory,
+                                           const std::vector<KeptLife> &life);
 
 /// Per value, whether it holds a gradient the optimizer reads: the
 /// optimizer's gradient operand and, when that is a view (a weight viewed
@@ -124,8 +136,8 @@ std::vector<bool> optimizerGradients(const LoadedPlan &plan,
 /// plan alone (shoal-sim): weights and optimizer state; the gradients the
 /// optimizer reads (one buffer each, summed over micro-batches); inputs
 /// (a block per micro-batch) and constants; the arena; and the kept values,
-/// one buffer per micro-batch in flight at once under the plan's schedule
-/// (a micro-batch's buffers are reused once its last task has run). The
+/// as many buffers as micro-batches hold one at once under the plan's
+/// schedule (keptReleases says when a micro-batch hands one back). The
 /// peak field is left 0: it is measured, not planned.
 MemoryReport predictMemory(const LoadedPlan &plan, const MemoryPlan &memory);
 

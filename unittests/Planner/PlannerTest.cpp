@@ -11,6 +11,9 @@
 
 #include "shoal/Planner/CostModel.h"
 #include "shoal/Planner/Search.h"
+#include "shoal/Schedule/Schedule.h"
+
+#include "SearchInternal.h"
 
 #include <gtest/gtest.h>
 
@@ -199,12 +202,16 @@ TEST(MemoryModel, ZeROSplitsStateThenGradientsThenWeights) {
     EXPECT_DOUBLE_EQ(m.gradients, expected[stage][1]) << "stage " << stage;
     EXPECT_DOUBLE_EQ(m.optimizer, expected[stage][2]) << "stage " << stage;
   }
-  // With micro-batches stage 1 also holds the whole gradient summed over
-  // them (the paper's 2 bytes plus the block), stage 2 still the block.
+  // With micro-batches stages 1 and 2 (one plan: they scatter once per
+  // step, docs/Training.md) also hold the whole gradient summed over them
+  // (the paper's 2 bytes plus the block); stage 3 scatters every
+  // micro-batch's and holds the block.
   in.microBatches = 4;
   in.zeroStage = 1;
   EXPECT_DOUBLE_EQ(estimateMemory(in).gradients, 2.25e9);
   in.zeroStage = 2;
+  EXPECT_DOUBLE_EQ(estimateMemory(in).gradients, 2.25e9);
+  in.zeroStage = 3;
   EXPECT_DOUBLE_EQ(estimateMemory(in).gradients, 0.25e9);
   // Inference keeps whole weights whatever the stage.
   in.training = false;
@@ -470,4 +477,35 @@ links:
   EXPECT_GE(l.bubbleSeconds, 0);
   EXPECT_NEAR(l.stepSeconds, l.computeSeconds + l.bubbleSeconds + l.p2pSeconds,
               1e-9);
+}
+
+// The planner's micro-batches in flight per stage are the schedule's own:
+// the pipeline schedules the compiler builds (sched::build) hold at most
+// peakInFlight chunk passes on each stage, v of them per micro-batch of
+// the stage's work. Interleaved stages past the first hold far more than
+// min(m, p - k): stage p - 1 runs (v - 1) p chunk passes before its first
+// backward.
+TEST(Search, InFlightIsTheSchedulesPeak) {
+  for (const char *kind : {"1f1b", "interleaved", "gpipe"})
+    for (int p : {2, 4, 8, 35})
+      for (int v : {1, 2, 3})
+        for (int m : {p, 2 * p, 8 * p}) {
+          if ((std::string(kind) == "interleaved") != (v > 1))
+            continue;
+          shoal::sched::Kind k;
+          ASSERT_TRUE(shoal::sched::parseKind(kind, k));
+          shoal::sched::Schedule s;
+          ASSERT_EQ(shoal::sched::build(k, p, m, v, /*forwardOnly=*/false, s),
+                    "");
+          Layout l;
+          l.stages.resize(p);
+          l.microBatches = m;
+          l.virtualStages = v;
+          l.schedule = kind;
+          for (int stage = 0; stage < p; ++stage)
+            EXPECT_EQ(detail::inFlightOf(l, stage),
+                      (s.peakInFlight(stage) + v - 1) / v)
+                << kind << " p " << p << " v " << v << " m " << m << " stage "
+                << stage;
+        }
 }

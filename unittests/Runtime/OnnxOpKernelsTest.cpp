@@ -16,6 +16,7 @@
 
 #include "Comm.h"
 #include "Executor.h"
+#include "MemoryPlan.h"
 #include "Ops.h"
 #include "PlanLoader.h"
 #include "cpu/Kernels.h"
@@ -1812,4 +1813,81 @@ TEST(Kernels2, ScatterNDWithoutIndicesIsTheIdentity) {
   Tensor out(DType::F32, {2, 2});
   scatterND(data, idx, upd, ScatterReduction::None, out);
   EXPECT_EQ(toVector<float>(out), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// Kept buffers go back after the last task that reads them, not after the
+// micro-batch's last task: a chunk's input after the chunk's own backward,
+// as an interleaved stage needs. Four tasks over 2 micro-batches, in the
+// order an interleaved stage runs its two chunks (c0, c1 forward, then
+// c1.bwd, c0.bwd): a = Relu(x) is read by c1 and c0.bwd, b = Exp(a) only by
+// c1.bwd, g = Tanh(b) by c0.bwd. Every kept value has 16 bytes, so the
+// buffers of one pool serve them all: at most 5 are held at once (a0, a1,
+// b1, g0 and g1 after b0 went back), where one pool per value held 6.
+// The runtime's measured figure is predictMemory's.
+TEST(ExecutorMemory, KeptBuffersGoBackAfterTheirLastReader) {
+  ensureMpi();
+  if (worldSize() != 1)
+    GTEST_SKIP() << "runs in a world of one rank";
+  PlanBuilder b({{"world", 1}});
+  b.worldOf(1);
+  b.place({{"mb", 2}}, 0, 0, 2);
+  int x = b.value({1, 4}), a = b.value({1, 4}), e = b.value({1, 4}),
+      g = b.value({1, 4}), y = b.value({1, 4});
+  b.input("x", x, {2, 4}, {{"mb"}, {}});
+  b.op("Relu", {x}, {a}).set_task_graph("c0");
+  b.op("Exp", {a}, {e}).set_task_graph("c1");
+  b.op("Tanh", {e}, {g}).set_task_graph("c1.bwd");
+  b.op("Add", {a, g}, {y}).set_task_graph("c0.bwd");
+  b.output("y", y, {2, 4}, {{"mb"}, {}});
+  for (const char *t : {"c0", "c1", "c1.bwd", "c0.bwd"})
+    b.prog->add_tasks(t);
+  for (int task = 0; task < 4; ++task)
+    for (int j = 0; j < 2; ++j) {
+      plan::ScheduleStep *st = b.prog->add_schedule();
+      st->set_task(task);
+      st->set_micro_batch(j);
+      st->set_backward(false); // (a .bwd task runs forward: its own graph)
+    }
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 1);
+  MemoryPlan mp = planMemory(p);
+  for (int v : {a, e, g})
+    ASSERT_EQ(mp.residence[v], Residence::Kept) << "value " << v;
+  std::vector<std::vector<int>> rel =
+      keptReleases(p, mp, keptLives(p, mp));
+  ASSERT_EQ(rel.size(), 8u);
+  auto sorted = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  // b after c1.bwd (entries 4 and 5); a and g after c0.bwd (6 and 7).
+  for (std::size_t i : {0u, 1u, 2u, 3u})
+    EXPECT_TRUE(rel[i].empty()) << "entry " << i;
+  EXPECT_EQ(rel[4], std::vector<int>{e});
+  EXPECT_EQ(rel[5], std::vector<int>{e});
+  EXPECT_EQ(sorted(rel[6]), sorted({a, g}));
+  EXPECT_EQ(sorted(rel[7]), sorted({a, g}));
+
+  MemoryReport predicted = predictMemory(p, mp);
+  // x's two blocks, y per micro-batch, 5 pooled buffers, the arena.
+  EXPECT_EQ(predicted.activations, 2 * 16 + 2 * 16 + 5 * 16 + mp.arenaBytes);
+
+  auto ex = std::make_unique<Executor>(p);
+  Tensor in = makeTensor<float>({1, 4}, {-1, 0, 1, 2});
+  Tensor in1 = makeTensor<float>({1, 4}, {3, -2, 0.5f, -0.5f});
+  Comm comm(mpiWorld(), p.mesh);
+  for (int step = 0; step < 2; ++step) {
+    ex->setMicroBatchValue(x, 0, in);
+    ex->setMicroBatchValue(x, 1, in1);
+    ex->run(comm, false);
+  }
+  // Micro-batch 1's result: relu(x) + tanh(exp(relu(x))).
+  std::vector<float> got = toVector<float>(ex->fetch(y));
+  std::vector<float> x1 = {3, -2, 0.5f, -0.5f};
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    float r = std::max(0.0f, x1[i]);
+    EXPECT_NEAR(got[i], r + std::tanh(std::exp(r)), 1e-6f) << i;
+  }
+  MemoryReport measured = ex->memoryReport();
+  EXPECT_EQ(measured.activations, predicted.activations);
 }
