@@ -34,7 +34,9 @@ what Megatron's 2021 kernels reached at each row's shapes.
 Beside shoal-sim's step, the planner's (shoal-compile --explain, the layout
 as annotated) and the planner's memory per stage against shoal-sim's (the
 `stage_memory_MiB` of `--emit-mlir`): the issue's "one cost model, one memory
-model" check on these rows.
+model" check on these rows. `--check` exits 1 unless each row compiles and
+fits with the planner's step and every stage's memory within 10% of
+shoal-sim's (ctest `e2e.planner.megatron_compiled` runs every row with it).
 """
 
 import argparse
@@ -204,6 +206,10 @@ def main(argv=None):
                     help="extra shoal-compile argument (repeat), e.g. --scatter-gather=false")
     ap.add_argument("--device-table", choices=("datasheet", "cited"), default="datasheet",
                     help="datasheet peaks, or achieved rates published by others (CITED_CLUSTER)")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless every row compiles and fits, and the planner's step "
+                         "and each stage's memory are within 10%% of shoal-sim's, with no "
+                         "negative part (issue 45's \"one cost model\")")
     args = ap.parse_args(argv)
     work = args.out or tempfile.mkdtemp(prefix="shoal-megatron-compiled-")
     os.makedirs(work, exist_ok=True)
@@ -241,6 +247,19 @@ def main(argv=None):
         if r["negative"]:
             ratio += " (a negative part)"
         mem = "-" if r["mem_off"] is None else "%.1f%% off" % (100 * r["mem_off"])
+        if args.check:
+            why = [w for w, bad in (
+                ("does not fit", not r["fits"]),
+                ("no planner step", r["planned"] is None),
+                ("planner step off by more than 10%", r["planned"] is not None
+                 and abs(r["planned"] / r["step"] - 1) > 0.10),
+                ("a negative part in the planner's breakdown", r["negative"]),
+                ("no planner memory per stage", r["mem_off"] is None),
+                ("planner memory off by more than 10%", r["mem_off"] is not None
+                 and r["mem_off"] > 0.10)) if bad]
+            if why:
+                failed += 1
+                print("FAIL %s: %s" % (name, "; ".join(why)), file=sys.stderr)
         print("| %s | %d | %d | %d | %d | %d | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %s | %.1f "
               "| %d | %+.0f%% | %s | %s | %s | %s | %.1f |"
               % (name, row["num_gpus"], tp, pp, dp, r["m"], sched, r["step"], r["busiest"],

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -761,11 +762,29 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double bytes = params * bpp;
       double buckets = std::max(1.0, std::ceil(bytes / kGradBucketBytes));
       reduce = buckets * cost.allReduceSeconds(group, bytes / buckets);
-      // The executor starts each bucket when it fills, beside the last
-      // micro-batch's backward (shoal-sim's communication channel): all
-      // but the last bucket can hide behind that backward.
-      double hidden = t[k][worst].backward * (buckets - 1) / buckets;
-      exposed = std::max(reduce / buckets, reduce - hidden);
+      // The executor starts each bucket when it fills, beside the backward
+      // of the chunk's last micro-batch (shoal-sim's communication
+      // channel), one bucket after another. Each of the stage's v chunks
+      // (alike: 1/v of the gradients and of the backward each) has its
+      // last backward c * p chunk passes before the stage's end under the
+      // interleaved schedule (the last p passes are chunk 0's, the p
+      // before chunk 1's, ...), so the later chunks' reductions hide behind
+      // the earlier chunks' backwards. With one chunk: all but the last
+      // bucket hide behind the last micro-batch's backward.
+      const int chunks = static_cast<int>(v);
+      const double pass = t[k][worst].backward / chunks;
+      const double perBucket = reduce / buckets;
+      const int bucketsPerChunk =
+          static_cast<int>(std::max(1.0, std::ceil(buckets / chunks)));
+      // Time relative to the end of the stage's last backward.
+      double channel = -std::numeric_limits<double>::infinity();
+      for (int c = chunks - 1; c >= 0; --c) {
+        double passStart = -double(c) * p * pass - pass;
+        for (int b = 1; b <= bucketsPerChunk; ++b)
+          channel = std::max(channel, passStart + pass * b / bucketsPerChunk) +
+                    perBucket * buckets / (bucketsPerChunk * chunks);
+      }
+      exposed = std::max(perBucket, channel);
     }
     if (training(step) && profile.hasBackward) {
       // AdamW over this rank's parameters (its ZeRO block).
