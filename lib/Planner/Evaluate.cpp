@@ -46,9 +46,12 @@ double stepFactor(StepKind k) {
   return 1;
 }
 
-/// Tensor-parallel all-reduces per forward one: backward has one for each
-/// (the input gradient of a column-parallel product); recomputation redoes
-/// the forward ones.
+/// Tensor-parallel all-reduces per forward one, for profiles without a
+/// backward (ModelProfile::hasBackward false): the backward has about one
+/// for each (the input gradient of a column-parallel product);
+/// recomputation redoes the forward ones. With a backward, rangeTime
+/// counts the backward's own (OpCost::tpBackwardAllReduceBytes, the loss's
+/// tpLossAllReduceBytes).
 double tpCommFactor(StepKind k) {
   return k == StepKind::Forward                                  ? 1
          : k == StepKind::Train || k == StepKind::TrainSelective ? 2
@@ -127,6 +130,7 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   const bool mixed = mixedPrecision(options) && !lowModel;
   RangeTime t;
   double forward = 0, backward = 0, gathers = 0;
+  double forwardTp = 0, backwardTp = 0, lossTp = 0;
   // The op's part of the profile's work: `f` of what divides over the
   // group, `fw` of what stays whole on each of its ranks (the two differ
   // under tensor parallelism), `wf` of its weights (a sharded weight's
@@ -235,7 +239,16 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       // (rt::allReducesInPlace). (16-bit activations when the whole model
       // is low.)
       double bytes = op.tpAllReduceBytes * frac * (lowModel ? 0.5 : 1.0);
-      t.tp += cost.allReduceSeconds(group, bytes);
+      forwardTp += cost.allReduceSeconds(group, bytes);
+    }
+    // The backward's own: a column-parallel product's input gradient, and
+    // a vocabulary-parallel loss's statistics (forward and backward).
+    if (isSplit && devices > 1 && training(step) && profile.hasBackward) {
+      if (op.tpBackwardAllReduceBytes > 0)
+        backwardTp += cost.allReduceSeconds(
+            group, op.tpBackwardAllReduceBytes * frac * (lowModel ? 0.5 : 1.0));
+      for (double b : op.tpLossAllReduceBytes)
+        lossTp += cost.allReduceSeconds(group, b * frac);
     }
     if (isSplit && devices > 1 && op.tpGatherBytes > 0 && !training(step))
       gathers += cost.allGatherSeconds(group, op.tpGatherBytes * frac);
@@ -248,7 +261,16 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
   else
     t.compute = forward * (step == StepKind::TrainRecompute ? 2 : 1) + backward;
   t.backward = t.compute - forward;
-  t.tp = t.tp * tpCommFactor(step) + gathers;
+  if (!training(step) || !profile.hasBackward) {
+    t.tp = forwardTp * tpCommFactor(step) + gathers;
+    t.tpBackward = t.tp - forwardTp - gathers;
+  } else {
+    // The forward's all-reduces, the backward's own, and under full
+    // recomputation the forward's again in the backward.
+    t.tpBackward = backwardTp + lossTp +
+                   (step == StepKind::TrainRecompute ? forwardTp : 0);
+    t.tp = forwardTp + lossTp + t.tpBackward + gathers;
+  }
   return t;
 }
 
@@ -668,7 +690,6 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     // GPipe runs every forward, then every backward: each phase is bound by
     // its own slowest stage (which need not be the same stage).
     double slowestF = 0, slowestB = 0;
-    const double bwdTp = 1 - 1 / tpCommFactor(step);
     for (int k = 0; k < p; ++k) {
       // A value whole on every tp rank of both stages goes as Megatron's
       // scatter/gather (shoal-pipeline, Layout::scatterGather): each tp
@@ -684,7 +705,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                            : 0;
       double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB);
       double tb = training(step)
-                      ? t[k][i].backward + t[k][i].tp * bwdTp + v * gatherB
+                      ? t[k][i].backward + t[k][i].tpBackward + v * gatherB
                       : 0;
       slowestF = std::max(slowestF, tk - tb);
       slowestB = std::max(slowestB, tb);
@@ -801,10 +822,8 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     double drain = 0;
     if (training(step))
       for (int j = 0; j < k; ++j) {
-        // Its backward and the tensor-parallel all-reduces in it (all but
-        // the forward's one per op).
-        drain += t[j][worst].backward +
-                 t[j][worst].tp * (1 - 1 / tpCommFactor(step));
+        // Its backward and the tensor-parallel all-reduces in it.
+        drain += t[j][worst].backward + t[j][worst].tpBackward;
         const OpCost &edge = profile.ops[l.stages[j + 1].begin - 1];
         drain += v * cost.sendRecvSeconds(rankOf(l.stages[j + 1], worst, 0),
                                           rankOf(l.stages[j], worst, 0),

@@ -42,7 +42,9 @@ double capacityOf(const std::vector<int> &ranks, const Cluster &cluster);
 /// replica of `devices` devices (`rank` its slowest), and of its
 /// tensor-parallel all-reduces over `group`.
 struct RangeTime {
-  double compute = 0, tp = 0;
+  /// `tp`: the tensor-parallel all-reduces (and a forward step's gathers),
+  /// outside `compute`; `tpBackward`: those of them in the backward pass.
+  double compute = 0, tp = 0, tpBackward = 0;
   /// Of `compute`, the backward pass (with its recomputed forward).
   double backward = 0;
   /// Once per step, not per micro-batch: the casts of the weights to their

@@ -211,6 +211,9 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
 
   DenseSet<Value> split;
   DenseMap<Value, double> splitSizeOf; // a split value's OpCost::splitSize
+  // Values whose gradient the backward computes: those a weight reaches;
+  // and those whose gradient it all-reduces over tp.
+  DenseSet<Value> needsGradient, reducedInBackward;
   DenseSet<Operation *> seenWeights;
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
@@ -218,8 +221,10 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
     for (Value r : op->getResults())
       c.outBytes += bytesOf(r.getType());
     bool readsSplit = false;
+    bool readsTrained = false;
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
+      readsTrained |= needsGradient.contains(v) || (def && isa<WeightOp>(def));
       if (def && isa<WeightOp>(def) && seenWeights.insert(def).second)
         if (auto t = dyn_cast<RankedTensorType>(v.getType());
             t && t.hasStaticShape())
@@ -244,6 +249,12 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
       } else {
         outSplit = true; // column-parallel
         c.splitSize = lastDim(op->getResult(0));
+        // Its input's gradient is summed over the group (Megatron's f),
+        // once per input: the gradients of the products reading the same
+        // value (q, k and v) are added first.
+        if (training && needsGradient.contains(op->getOperand(0)) &&
+            reducedInBackward.insert(op->getOperand(0)).second)
+          c.tpBackwardAllReduceBytes = bytesOf(op->getOperand(0).getType());
       }
     } else if (isa<GatherOp>(op) && op->getOperand(0).getDefiningOp() &&
                isa<WeightOp>(op->getOperand(0).getDefiningOp())) {
@@ -275,9 +286,21 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
           loss.hasSplit = outSplit;
           loss.wholeBytes = outSplit ? 0 : loss.bytes;
           c.backward.push_back(loss);
+          // On split logits the loss is vocabulary-parallel: per row, the
+          // maximum, then the sum and the target's logit, all-reduced
+          // (f32) in the forward and again in the backward.
+          auto t = dyn_cast<RankedTensorType>(r.getType());
+          if (outSplit && t && t.hasStaticShape() && t.getRank() > 0 &&
+              t.getShape().back() > 0) {
+            double rows = t.getNumElements() / t.getShape().back();
+            c.tpLossAllReduceBytes = {4 * rows, 8 * rows};
+          }
         }
     }
     c.outSplit = outSplit;
+    if (readsTrained)
+      for (Value r : op->getResults())
+        needsGradient.insert(r);
     if (outSplit)
       for (Value r : op->getResults()) {
         split.insert(r);

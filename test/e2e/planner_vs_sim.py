@@ -61,11 +61,6 @@ SPECS = {
 # looser bound they are held to and why; each is an open item of issue 45
 # ("one cost model"), printed with the case, not hidden.
 KNOWN_GAPS = [
-    (r"gpt-shapes (pp2tp4|tp8) train", 0.25,
-     "bf16/fp16 trains the whole model in 16 bits now: the planner prices "
-     "halved activations, but not yet the asynchronous tensor-parallel "
-     "all-reduces' waits nor the vocabulary-parallel loss's reads as "
-     "shoal-sim replays them"),
     (r"gpt plan_blocks_tp2_shards", 0.15,
      "the planner's forward compute of the small GPT under TP2 is 6-10% "
      "under shoal-sim's (even shards too); the copy into each "

@@ -73,6 +73,15 @@ struct OpCost : OpPiece {
   /// Under tensor parallelism, bytes all-reduced after it (a row-parallel
   /// product, a vocabulary-parallel embedding).
   double tpAllReduceBytes = 0;
+  /// Under tensor parallelism in training, bytes its backward all-reduces:
+  /// a column-parallel product's input gradient (Megatron-LM's f), when its
+  /// input needs one.
+  double tpBackwardAllReduceBytes = 0;
+  /// Under tensor parallelism in training, the vocabulary-parallel loss on
+  /// its split result (the logits the graph returns): the statistics it
+  /// all-reduces, in the forward and again in the backward (the row
+  /// maximum, then the sum and the target's logit).
+  std::vector<double> tpLossAllReduceBytes;
   /// Under tensor parallelism, bytes of its split results that the graph
   /// returns: a forward step gathers them (a training step's loss reads
   /// them split).
