@@ -93,6 +93,11 @@ KNOWN_GAPS = [
      "peak until all-reduces summed in place and products summed "
      "themselves over micro-batches"),
 ]
+# The planner's step for the layout it compiles (shoal-plan's remark) and
+# shoal-sim's for the compiled plan.
+PLANNED_RE = re.compile(r"shoal-plan: (?:as annotated|hardware-aware) \(.*?\): "
+                        r"([0-9.e+]+) ms per step")
+STEP_RE = re.compile(r"predicted step ([0-9.e+]+) ms")
 SIM_RE = re.compile(r"shoal-sim: .* \(\d+ ranks\): .*memory [\d.]+ MiB \(weights ([\d.]+) MiB, "
                     r"grads ([\d.]+) MiB, optimizer ([\d.]+) MiB, activations ([\d.]+) MiB\)")
 REPORT_RE = re.compile(r"memory of rank (\d+): weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
@@ -212,7 +217,7 @@ def main(argv=None):
     cluster = os.path.join(out, "cluster.yaml")
     with open(cluster, "w") as f:
         f.write(CLUSTER)
-    rows, bad, sim_bad, gaps, unpredicted = [], 0, 0, [], 0
+    rows, bad, sim_bad, gaps, unpredicted, steps = [], 0, 0, [], 0, []
     for layout in a.layouts.split(","):
         for opt in a.options.split(","):
             d = os.path.join(out, "%s-%s" % (layout, opt))
@@ -221,12 +226,16 @@ def main(argv=None):
             with open(config, "w") as f:
                 f.write(base_config + OPTIONS[opt])
             plan, mlir = os.path.join(d, "model.plan"), os.path.join(d, "model.mlir")
-            common.run_cmd([os.path.join(a.bin, "shoal-compile"), model, "--annotate",
-                            spec_of(layout, d),
-                            "--world-size", "2", "--train", config, "--cluster", cluster,
-                            "-o", plan, "--emit-mlir", mlir])
+            res = common.run_cmd([os.path.join(a.bin, "shoal-compile"), model, "--annotate",
+                                  spec_of(layout, d),
+                                  "--world-size", "2", "--train", config, "--cluster", cluster,
+                                  "-o", plan, "--emit-mlir", mlir, "--explain"])
+            planned = [float(x) for x in PLANNED_RE.findall(res.stderr)]
             est = planner_parts(mlir)
             res = common.run_cmd([os.path.join(a.bin, "shoal-sim"), plan, "--cluster", cluster])
+            m = STEP_RE.search(res.stdout)
+            if planned and m:
+                steps.append((layout, opt, planned[-1], float(m.group(1))))
             sim = [dict(zip(PARTS, (float(x) for x in m.groups())))
                    for m in SIM_RE.finditer(res.stdout)]
             predicted = est is not None
@@ -290,6 +299,14 @@ def main(argv=None):
               % unpredicted)
     print("shoal-sim: %d of %d parts equal to shoal-run's (to 0.001 MiB)"
           % (len(rows) - sim_bad, len(rows)))
+    if steps:
+        print("\n| layout | option | planner step (ms) | shoal-sim step (ms) | off |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        for layout, opt, p, q in steps:
+            print("| %s | %s | %.4g | %.4g | %+.1f%% |" % (layout, opt, p, q, 100 * (q / p - 1)))
+        within = sum(abs(q / p - 1) <= a.rtol for _, _, p, q in steps)
+        print("\nplanner step: %d of %d layouts within %.0f%% of shoal-sim's (printed, "
+              "not checked)" % (within, len(steps), a.rtol * 100))
     if a.sim_only:
         return 1 if sim_bad else 0
     return 1 if bad or sim_bad else 0

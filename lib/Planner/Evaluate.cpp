@@ -682,6 +682,26 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   auto gatherOn = [&](int k, int i, double bytes) {
     return cost.allGatherSeconds(replicaRanks(l.stages[k], i), bytes);
   };
+  // ZeRO-3: every micro-batch gathers the stage's weights over its ZeRO
+  // group before their readers, in the forward, the backward and a full
+  // recomputation's forward again (shoal-zero; synchronous, on the compute
+  // stream), summed per weight as the runtime gathers them.
+  auto zeroGathers = [&](int k) -> std::pair<double, double> {
+    const StagePlan &s = l.stages[k];
+    int width = s.split.front() ? 1 : s.devices;
+    if (!training(step) || options.zeroStage < 3 || dp * width <= 1)
+      return {0.0, 0.0};
+    std::vector<int> group;
+    for (int r = 0; r < dp; ++r)
+      for (int w = 0; w < width; ++w)
+        group.push_back(rankOf(s, r, w));
+    // (The stored weights: float32 masters when the whole model is low,
+    // cast after the gather.)
+    double once =
+        cost.allGatherSeconds(group, stageParams[k] * (lowModel ? 4 : bpp));
+    double backward = step == StepKind::TrainRecompute ? 2 : 1;
+    return {once * (1 + backward), once * backward};
+  };
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
     // The slowest stage's steady step and the tensor-parallel all-reduces
@@ -703,10 +723,11 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double gatherB = sg && training(step) && k + 1 < p
                            ? gatherOn(k, i, bytesInto(k + 1, i))
                            : 0;
-      double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB);
-      double tb = training(step)
-                      ? t[k][i].backward + t[k][i].tpBackward + v * gatherB
-                      : 0;
+      auto [zero, zeroB] = zeroGathers(k);
+      double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB) + zero;
+      double tb = training(step) ? t[k][i].backward + t[k][i].tpBackward +
+                                       v * gatherB + zeroB
+                                 : 0;
       slowestF = std::max(slowestF, tk - tb);
       slowestB = std::max(slowestB, tb);
       double in = 0, busy = 0;

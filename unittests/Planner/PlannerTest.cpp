@@ -525,6 +525,46 @@ links:
   }
 }
 
+// ZeRO-3 gathers a stage's weights at every micro-batch before their
+// readers: in the forward and the backward (and a full recomputation's
+// forward), synchronously, so each pass of the step is longer by the
+// gather of the stage's parameters over the data-parallel group.
+TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: CPU, count: 2, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
+links:
+  intra_node: {bandwidth_GBps: 1, latency_us: 0}
+)",
+                                   "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  p.hasBackward = true;
+  for (OpCost &op : p.ops)
+    op.params = 1e5;
+  double step[2][2] = {};
+  for (int zero : {0, 3})
+    for (StepKind kind : {StepKind::Train, StepKind::TrainRecompute}) {
+      Layout l;
+      l.stages.resize(1);
+      l.stages[0].devices = 1;
+      l.stages[0].split.assign(1, 0);
+      l.dp = 2;
+      ASSERT_TRUE(cutEvenly(l, p));
+      placeRanks(l);
+      PlanOptions o;
+      o.step = kind;
+      o.zeroStage = zero;
+      evaluate(l, p, c, cost, o);
+      step[zero == 3][kind == StepKind::TrainRecompute] = l.stepSeconds;
+    }
+  // 8e5 parameters in float32 over the 2 replicas.
+  double gather = cost.allGatherSeconds({0, 1}, 8e5 * 4);
+  ASSERT_GT(gather, 0);
+  EXPECT_NEAR(step[1][0] - step[0][0], 2 * gather, 1e-9);
+  EXPECT_NEAR(step[1][1] - step[0][1], 3 * gather, 1e-9);
+}
+
 // The planner's micro-batches in flight per stage are the schedule's own:
 // the pipeline schedules the compiler builds (sched::build) hold at most
 // peakInFlight chunk passes on each stage, v of them per micro-batch of
