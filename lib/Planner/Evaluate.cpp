@@ -597,14 +597,18 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // embeddings): their gradients are not products, which sum themselves
   // over micro-batches (rt::productsAccumulatingInPlace).
   std::vector<double> stageOtherParams(p, 0);
+  // Of them, those every device of the stage holds whole (a replicate
+  // stage's, a split stage's norms and row-parallel biases).
+  std::vector<double> stageWholeParams(p, 0);
   std::vector<std::vector<int>> stageRanks(p);
   for (int k = 0; k < p; ++k) {
     const StagePlan &s = l.stages[k];
     for (int j = s.begin; j < s.end; ++j) {
-      double mine =
-          profile.ops[j].params /
-          (s.split[j - s.begin] && profile.ops[j].tpSharded ? s.devices : 1);
+      bool sharded = s.split[j - s.begin] && profile.ops[j].tpSharded;
+      double mine = profile.ops[j].params / (sharded ? s.devices : 1);
       stageParams[k] += mine;
+      if (!sharded)
+        stageWholeParams[k] += mine;
       if (profile.ops[j].rows <= 0)
         stageOtherParams[k] += mine;
     }
@@ -688,17 +692,24 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // stream), summed per weight as the runtime gathers them.
   auto zeroGathers = [&](int k) -> std::pair<double, double> {
     const StagePlan &s = l.stages[k];
-    int width = s.split.front() ? 1 : s.devices;
-    if (!training(step) || options.zeroStage < 3 || dp * width <= 1)
+    if (!training(step) || options.zeroStage < 3)
       return {0.0, 0.0};
-    std::vector<int> group;
+    // A weight's ZeRO axes are those it is replicated over (shoal-zero):
+    // the replicas for a tp-sharded weight, the replicas and the stage's
+    // devices for one every device holds whole.
+    std::vector<int> replicas, all;
     for (int r = 0; r < dp; ++r)
-      for (int w = 0; w < width; ++w)
-        group.push_back(rankOf(s, r, w));
+      for (int w = 0; w < s.devices; ++w) {
+        all.push_back(rankOf(s, r, w));
+        if (w == 0)
+          replicas.push_back(rankOf(s, r, w));
+      }
     // (The stored weights: float32 masters when the whole model is low,
     // cast after the gather.)
-    double once =
-        cost.allGatherSeconds(group, stageParams[k] * (lowModel ? 4 : bpp));
+    const double b = lowModel ? 4 : bpp;
+    double once = cost.allGatherSeconds(
+                      replicas, (stageParams[k] - stageWholeParams[k]) * b) +
+                  cost.allGatherSeconds(all, stageWholeParams[k] * b);
     double backward = step == StepKind::TrainRecompute ? 2 : 1;
     return {once * (1 + backward), once * backward};
   };
