@@ -690,7 +690,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // group before their readers, in the forward, the backward and a full
   // recomputation's forward again (shoal-zero; synchronous, on the compute
   // stream), summed per weight as the runtime gathers them.
-  auto zeroGathers = [&](int k) -> std::pair<double, double> {
+  auto zeroGathers = [&](int k, int i) -> std::pair<double, double> {
     const StagePlan &s = l.stages[k];
     if (!training(step) || options.zeroStage < 3)
       return {0.0, 0.0};
@@ -711,7 +711,18 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
                       replicas, (stageParams[k] - stageWholeParams[k]) * b) +
                   cost.allGatherSeconds(all, stageWholeParams[k] * b);
     double backward = step == StepKind::TrainRecompute ? 2 : 1;
-    return {once * (1 + backward), once * backward};
+    // Stage 3 also reduce-scatters the gradients at every micro-batch
+    // (docs/Training.md "ZeRO"), synchronously; the last one is the step's
+    // gradient reduction, priced with the update below.
+    int mi = microBatchesOf(i);
+    double scatter =
+        mi > 1
+            ? double(mi - 1) / mi *
+                  (cost.reduceScatterSeconds(
+                       replicas, (stageParams[k] - stageWholeParams[k]) * bpp) +
+                   cost.reduceScatterSeconds(all, stageWholeParams[k] * bpp))
+            : 0;
+    return {once * (1 + backward) + scatter, once * backward + scatter};
   };
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
@@ -734,7 +745,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double gatherB = sg && training(step) && k + 1 < p
                            ? gatherOn(k, i, bytesInto(k + 1, i))
                            : 0;
-      auto [zero, zeroB] = zeroGathers(k);
+      auto [zero, zeroB] = zeroGathers(k, i);
       double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB) + zero;
       double tb = training(step) ? t[k][i].backward + t[k][i].tpBackward +
                                        v * gatherB + zeroB

@@ -216,6 +216,7 @@ void Executor::run(Comm &comm, bool verbose) {
   if (keptLife.empty()) {
     keptLife = keptLives(plan, memory);
     releases = keptReleases(plan, memory, keptLife);
+    keptIsHeld = keptHeld(plan, memory, keptLife);
     keptIsGradient = optimizerGradients(plan, memory);
   }
   for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
@@ -235,8 +236,9 @@ void Executor::run(Comm &comm, bool verbose) {
                      e.task, jsonString(name), e.microBatch,
                      e.backward ? "true" : "false")});
     progressSends(false);
-    // Buffers no later task of this micro-batch reads go back for later
-    // micro-batches.
+    // Buffers no later task of this micro-batch reads go back to their
+    // pools, for later values of their size (of this micro-batch or
+    // later ones).
     for (int v : releases[i])
       releaseKept(v, e.microBatch);
   }
@@ -264,10 +266,14 @@ Tensor Executor::resultBuffer(int v) {
     auto key = std::make_pair(v, currentMicroBatch);
     auto it = kept.find(key);
     if (it == kept.end()) {
-      // A released buffer of the same size that nothing else holds (a
-      // pending send or all-reduce keeps its own reference), viewed as v.
+      // A pooled value takes a released buffer of its kind and size that
+      // nothing else holds (a pending send or all-reduce keeps its own
+      // reference), viewed as v; values kept for the step or held for good
+      // (keptHeld) have their own.
       Tensor buffer;
-      auto pool = keptPool.find(poolKey(v));
+      auto pool = keptLife[v] == KeptLife::Pooled && !keptIsHeld[v]
+                      ? keptPool.find(poolKey(v))
+                      : keptPool.end();
       if (pool != keptPool.end())
         for (auto b = pool->second.begin(); b != pool->second.end(); ++b)
           if (b->storageHandle().use_count() == 1) {

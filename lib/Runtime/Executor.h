@@ -148,7 +148,7 @@ private:
   Tensor resultBuffer(int v);
   /// Micro-batch `microBatch` has run the last task that reads kept value
   /// `v` (keptReleases): a pooled buffer goes to keptPool, where a later
-  /// kept value of the same size takes it (so a 1F1B stage holds the
+  /// pooled value of the same kind and size takes it (so a 1F1B stage holds the
   /// activations of the micro-batches in flight, and an interleaved one
   /// those of the chunk passes in flight); a view is dropped.
   void releaseKept(int v, int microBatch);
@@ -207,8 +207,8 @@ private:
   /// Kept values: (value, micro-batch) -> its buffer, allocated on first
   /// use and reused in every later step.
   std::map<std::pair<int, int>, Tensor> kept;
-  /// Released kept buffers, by poolKey: any kept value of that size
-  /// takes one (a caching allocator's pools of exact sizes).
+  /// Released kept buffers, by poolKey: any pooled value of that kind and
+  /// size takes one (a caching allocator's pools of exact sizes).
   std::map<std::pair<bool, std::size_t>, std::vector<Tensor>> keptPool;
   /// Per value: it holds a gradient the optimizer reads (its buffers are
   /// counted as gradients).
@@ -218,6 +218,8 @@ private:
   std::vector<KeptLife> keptLife;
   /// Per schedule entry, the kept values released after it (keptReleases).
   std::vector<std::vector<int>> releases;
+  /// Per value: its kept buffers are held for good (keptHeld).
+  std::vector<bool> keptIsHeld;
   /// (value * micro-batches + micro-batch) -> made in this step.
   std::vector<uint8_t> made;
   /// Weight copies (Residence::WeightCopy): holder value -> its buffer, and

@@ -300,10 +300,11 @@ struct KeptSpans {
   std::vector<int> rootOf;
   /// Per root: the tasks that define or read a value of its group, sorted.
   std::vector<std::vector<int>> groupTasks;
-  /// Per root: an optimizer update reads a value of its group. Updates run
-  /// at the end of the step (Executor::defer), so such a buffer is held
-  /// for good.
-  std::vector<char> heldForUpdate;
+  /// Per root: its buffers are held for good, never released: an
+  /// optimizer update reads a value of its group (updates run at the end of
+  /// the step, Executor::defer), or a value of the group is itself kept per
+  /// micro-batch or per step (a program output viewing it).
+  std::vector<char> held;
 
   /// The entry after which micro-batch j hands back group `root`'s buffer;
   /// -1 if j holds none.
@@ -320,7 +321,8 @@ struct KeptSpans {
   }
 };
 
-KeptSpans keptSpans(const LoadedPlan &plan, const MemoryPlan &memory) {
+KeptSpans keptSpans(const LoadedPlan &plan, const MemoryPlan &memory,
+                    const std::vector<KeptLife> &life) {
   KeptSpans s;
   s.m = std::max(1, plan.numMicroBatches);
   std::size_t numTasks = plan.tasks.size();
@@ -349,14 +351,18 @@ KeptSpans keptSpans(const LoadedPlan &plan, const MemoryPlan &memory) {
     if (v >= 0 && task >= 0 && memory.residence[v] == Residence::Kept)
       s.groupTasks[s.rootOf[v]].push_back(task);
   };
-  s.heldForUpdate.assign(numValues, 0);
+  s.held.assign(numValues, 0);
+  for (std::size_t v = 0; v < numValues; ++v)
+    if (memory.residence[v] == Residence::Kept && life[v] != KeptLife::Pooled &&
+        life[v] != KeptLife::View)
+      s.held[s.rootOf[v]] = 1;
   for (const OpInfo &op : plan.ops) {
     bool update = op.kind == OpKind::AdamW || op.kind == OpKind::SGD ||
                   op.kind == OpKind::Assign;
     for (int v : op.inputs) {
       add(v, op.task);
       if (update && v >= 0)
-        s.heldForUpdate[s.rootOf[v]] = 1;
+        s.held[s.rootOf[v]] = 1;
     }
     for (int v : op.outputs)
       add(v, op.task);
@@ -373,16 +379,26 @@ std::vector<std::vector<int>>
 shoal::rt::keptReleases(const LoadedPlan &plan, const MemoryPlan &memory,
                         const std::vector<KeptLife> &life) {
   std::vector<std::vector<int>> out(plan.schedule.size());
-  KeptSpans spans = keptSpans(plan, memory);
+  KeptSpans spans = keptSpans(plan, memory, life);
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     if (memory.residence[v] != Residence::Kept ||
         (life[v] != KeptLife::Pooled && life[v] != KeptLife::View) ||
-        spans.heldForUpdate[spans.rootOf[v]])
+        spans.held[spans.rootOf[v]])
       continue;
     for (int j = 0; j < spans.m; ++j)
       if (int i = spans.release(spans.rootOf[v], j); i >= 0)
         out[i].push_back(static_cast<int>(v));
   }
+  return out;
+}
+
+std::vector<bool> shoal::rt::keptHeld(const LoadedPlan &plan,
+                                      const MemoryPlan &memory,
+                                      const std::vector<KeptLife> &life) {
+  KeptSpans spans = keptSpans(plan, memory, life);
+  std::vector<bool> out(plan.values.size(), false);
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    out[v] = spans.held[spans.rootOf[v]] != 0;
   return out;
 }
 
@@ -457,11 +473,10 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   // a pool holds as many buffers as its values hold at once, at most: a
   // 1F1B stage's forward activations one per micro-batch in flight, an
   // interleaved stage's one per chunk pass in flight.
-  KeptSpans spans = keptSpans(plan, memory);
-  int entries = static_cast<int>(plan.schedule.size());
+  std::vector<KeptLife> life = keptLives(plan, memory);
+  KeptSpans spans = keptSpans(plan, memory, life);
   std::map<std::pair<bool, std::size_t>, std::vector<std::pair<int, int>>>
       poolEvents;
-  std::vector<KeptLife> life = keptLives(plan, memory);
   for (std::size_t v = 0; v < numValues; ++v) {
     if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0 ||
         memory.viewOfOutside[v])
@@ -472,15 +487,21 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       (isGrad[v] ? r.grads : r.activations) += b * copies;
       continue;
     }
-    // +1 at the entry taking a buffer, -1 after the one releasing it (or
-    // never).
+    if (spans.held[v]) {
+      // Its own buffer per micro-batch that makes it, kept across steps
+      // (it neither goes back to a pool nor takes from one).
+      for (int j = 0; j < m; ++j)
+        if (spans.take(plan, static_cast<int>(v), j) >= 0)
+          (isGrad[v] ? r.grads : r.activations) += b;
+      continue;
+    }
+    // +1 at the entry taking a buffer, -1 after the one releasing it.
     std::vector<std::pair<int, int>> &events = poolEvents[{isGrad[v], b}];
     for (int j = 0; j < m; ++j) {
       int from = spans.take(plan, static_cast<int>(v), j);
       if (from < 0)
         continue;
-      int to = spans.heldForUpdate[v] ? entries
-                                      : spans.release(static_cast<int>(v), j);
+      int to = spans.release(static_cast<int>(v), j);
       events.push_back({from, 1});
       events.push_back({std::max(from, to) + 1, -1});
     }

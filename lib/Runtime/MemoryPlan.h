@@ -119,10 +119,19 @@ std::vector<KeptLife> keptLives(const LoadedPlan &plan,
 /// task that reads the value, or a value sharing its buffer (an alias or a
 /// view), or after the entry defining it when nothing reads it. So an
 /// interleaved stage frees a chunk's activations after the chunk's own
-/// backward. Empty for a single micro-batch.
+/// backward (and with one micro-batch a later value of the same size
+/// reuses the buffer). Values whose buffer is held (keptHeld) are never
+/// released.
 std::vector<std::vector<int>> keptReleases(const LoadedPlan &plan,
                                            const MemoryPlan &memory,
                                            const std::vector<KeptLife> &life);
+
+/// Per value: its kept buffer is held for good, so it neither goes back to
+/// a pool nor takes one from it: an optimizer update reads a value sharing
+/// it (updates run at the end of the step), or one sharing it is kept per
+/// micro-batch or per step (a program output that views it).
+std::vector<bool> keptHeld(const LoadedPlan &plan, const MemoryPlan &memory,
+                           const std::vector<KeptLife> &life);
 
 /// Per value, whether it holds a gradient the optimizer reads: the
 /// optimizer's gradient operand and, when that is a view (a weight viewed
