@@ -582,7 +582,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   const bool interleaved =
       l.schedule == "interleaved" && l.virtualStages > 1 && p > 1 &&
       shoal::sched::build(shoal::sched::Kind::Interleaved, p, l.microBatches,
-                   l.virtualStages, /*forwardOnly=*/false, schedule)
+                          l.virtualStages, /*forwardOnly=*/false, schedule)
           .empty();
 
   // Per stage and replica: one micro-batch's time. Replicas on the same kind

@@ -15,6 +15,7 @@
 
 #include "SearchInternal.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 using namespace shoal::planner;
@@ -479,6 +480,20 @@ links:
               1e-9);
 }
 
+namespace {
+// Two CPU devices on one node joined by a 1 GB/s link of `latencyUs`.
+Cluster twoCpus(int latencyUs) {
+  return parseClusterSpecText(fmt::format(R"(version: 1
+nodes:
+  - {{devices: {{type: CPU, count: 2, peak_tflops: {{fp32: 0.001}}, bandwidth_GBps: 1000000}}}}
+links:
+  intra_node: {{bandwidth_GBps: 1, latency_us: {}}}
+)",
+                                          latencyUs),
+                              "c.yaml");
+}
+} // namespace
+
 // A training step's tensor-parallel all-reduces as shoal-autodiff builds
 // them: the forward's after each row-parallel product, the backward's own
 // for each column-parallel product's input gradient (once per input), and
@@ -487,13 +502,7 @@ links:
 // as a copy of the forward: the head's input gradient and the loss's
 // statistics were missing, 18% under shoal-sim on a GPT's PP2 x TP4.)
 TEST(Search, TrainingAllReducesAreTheBackwardsOwn) {
-  Cluster c = parseClusterSpecText(R"(version: 1
-nodes:
-  - {devices: {type: CPU, count: 2, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
-links:
-  intra_node: {bandwidth_GBps: 1, latency_us: 10}
-)",
-                                   "c.yaml");
+  Cluster c = twoCpus(10);
   CostModel cost(c, Precision::FP32);
   ModelProfile p = eightOps();
   p.hasBackward = true;
@@ -514,8 +523,8 @@ links:
     PlanOptions o;
     o.step = step;
     // The profile's batch of 8, whole (frac 1).
-    detail::RangeTime t = detail::rangeTime(p, 0, 8, split, 0, 2, 1.0, 0,
-                                            group, cost, o);
+    detail::RangeTime t =
+        detail::rangeTime(p, 0, 8, split, 0, 2, 1.0, 0, group, cost, o);
     double big = cost.allReduceSeconds(group, 4e6),
            loss = cost.allReduceSeconds(group, 4e3) +
                   cost.allReduceSeconds(group, 8e3);
@@ -530,13 +539,7 @@ links:
 // forward), synchronously, so each pass of the step is longer by the
 // gather of the stage's parameters over the data-parallel group.
 TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
-  Cluster c = parseClusterSpecText(R"(version: 1
-nodes:
-  - {devices: {type: CPU, count: 2, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
-links:
-  intra_node: {bandwidth_GBps: 1, latency_us: 0}
-)",
-                                   "c.yaml");
+  Cluster c = twoCpus(0);
   CostModel cost(c, Precision::FP32);
   ModelProfile p = eightOps();
   p.hasBackward = true;

@@ -1852,8 +1852,7 @@ TEST(ExecutorMemory, KeptBuffersGoBackAfterTheirLastReader) {
   MemoryPlan mp = planMemory(p);
   for (int v : {a, e, g})
     ASSERT_EQ(mp.residence[v], Residence::Kept) << "value " << v;
-  std::vector<std::vector<int>> rel =
-      keptReleases(p, mp, keptLives(p, mp));
+  std::vector<std::vector<int>> rel = keptReleases(p, mp, keptLives(p, mp));
   ASSERT_EQ(rel.size(), 8u);
   auto sorted = [](std::vector<int> v) {
     std::sort(v.begin(), v.end());
