@@ -41,7 +41,7 @@ double stepFactor(StepKind k) {
   case StepKind::TrainRecompute:
     return 4; // and the forward again before backward
   case StepKind::TrainSelective:
-    return 3; // the attention cores again: a few percent, not modeled
+    return 3; // the attention cores again: a few percent (rangeTime)
   }
   return 1;
 }
@@ -226,9 +226,14 @@ RangeTime rangeTime(const ModelProfile &profile, int begin, int end,
       casts = std::max(casts, weightCastOn(r, op, x));
       // The backward as shoal-autodiff builds it (the ops of the gradient
       // rule), with the forward op's share of the work.
-      if (training(step) && profile.hasBackward)
+      if (training(step) && profile.hasBackward) {
         for (const OpPiece &p : op.backward)
           b += secondsOn(r, p, x);
+        // Selective recomputation runs the attention cores' ops again
+        // before their backward (shoal-recompute).
+        if (step == StepKind::TrainSelective && op.selectiveRecompute)
+          b += a;
+      }
       since[r].first += a;
       since[r].second += b;
     }
@@ -600,17 +605,35 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // Of them, those every device of the stage holds whole (a replicate
   // stage's, a split stage's norms and row-parallel biases).
   std::vector<double> stageWholeParams(p, 0);
+  // ZeRO's collectives, one per weight (a gradient's reduce-scatter) or
+  // per read of a weight (ZeRO-3's gathers in the forward and the
+  // backward): how many, and their parameters (per rank before a gather),
+  // of the tp-sharded weights [0] and of those held whole [1].
+  struct Collectives {
+    double count[2] = {0, 0}, params[2] = {0, 0};
+    void add(bool whole, int n, double elements) {
+      count[whole] += n;
+      params[whole] += elements;
+    }
+  };
+  std::vector<Collectives> stageScatters(p), stageGathersF(p), stageGathersB(p);
   std::vector<std::vector<int>> stageRanks(p);
   for (int k = 0; k < p; ++k) {
     const StagePlan &s = l.stages[k];
     for (int j = s.begin; j < s.end; ++j) {
-      bool sharded = s.split[j - s.begin] && profile.ops[j].tpSharded;
-      double mine = profile.ops[j].params / (sharded ? s.devices : 1);
+      const OpCost &op = profile.ops[j];
+      bool sharded = s.split[j - s.begin] && op.tpSharded;
+      double div = sharded ? s.devices : 1;
+      double mine = op.params / div;
       stageParams[k] += mine;
       if (!sharded)
         stageWholeParams[k] += mine;
-      if (profile.ops[j].rows <= 0)
+      if (op.rows <= 0)
         stageOtherParams[k] += mine;
+      stageScatters[k].add(!sharded, op.weights, mine);
+      stageGathersF[k].add(!sharded, op.weightReads, op.weightReadParams / div);
+      stageGathersB[k].add(!sharded, op.backwardWeightReads,
+                           op.backwardWeightReadParams / div);
     }
     for (int i = 0; i < dp; ++i)
       for (int r : replicaRanks(s, i))
@@ -644,15 +667,24 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       // Training: each micro-batch's weight gradients go into the step's
       // sum (the executor copies the first and adds the others, at 2 and
       // 3 times their bytes) when they are summed over micro-batches or
-      // reduce-scattered (ZeRO); per micro-batch, on average. One
-      // micro-batch's all-reduce over the replicas sums in place, and over
-      // micro-batches a product sums itself into the step's sum.
+      // reduce-scattered (ZeRO-1/2: the whole gradient, scattered once per
+      // step); per micro-batch, on average. One micro-batch's all-reduce
+      // over the replicas sums in place, and over micro-batches a product
+      // sums itself into the step's sum. ZeRO-3 scatters every
+      // micro-batch's gradient and sums the blocks.
       int width = s.split.front() ? 1 : s.devices;
       int mi = microBatchesOf(i);
       bool zero = options.zeroStage >= 1 && dp * width > 1;
-      if (training(step) && profile.hasBackward && (mi > 1 || zero)) {
+      bool blocks = zero && options.zeroStage >= 3;
+      if (training(step) && profile.hasBackward &&
+          (mi > 1 || (zero && !blocks))) {
         int slowest = slowestRank(ranks, cluster, options.precision);
-        double bytes = (zero ? stageParams[k] : stageOtherParams[k]) * bpp;
+        double bytes =
+            (blocks ? (stageParams[k] - stageWholeParams[k]) / dp +
+                          stageWholeParams[k] / (dp * s.devices)
+             : zero ? stageParams[k]
+                    : stageOtherParams[k]) *
+            bpp;
         t[k][i].compute +=
             cost.opSeconds(slowest, 0, 2.0 / mi * bytes, OpClass::Copy) +
             cost.opSeconds(slowest, 0, 3.0 * (mi - 1) / mi * bytes,
@@ -686,17 +718,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   auto gatherOn = [&](int k, int i, double bytes) {
     return cost.allGatherSeconds(replicaRanks(l.stages[k], i), bytes);
   };
-  // ZeRO-3: every micro-batch gathers the stage's weights over its ZeRO
-  // group before their readers, in the forward, the backward and a full
-  // recomputation's forward again (shoal-zero; synchronous, on the compute
-  // stream), summed per weight as the runtime gathers them.
-  auto zeroGathers = [&](int k, int i) -> std::pair<double, double> {
+  // ZeRO's collectives `c` of stage k, one weight each, at `b` bytes per
+  // parameter: a weight's ZeRO group is what it is replicated over
+  // (shoal-zero): the replicas for a tp-sharded weight, the replicas and
+  // the stage's devices for one every device holds whole. (A ring's time
+  // is linear in its bytes: n of them of B bytes in all take n times one
+  // of B / n.)
+  auto zeroCollectives = [&](int k, const Collectives &c, double b) {
     const StagePlan &s = l.stages[k];
-    if (!training(step) || options.zeroStage < 3)
-      return {0.0, 0.0};
-    // A weight's ZeRO axes are those it is replicated over (shoal-zero):
-    // the replicas for a tp-sharded weight, the replicas and the stage's
-    // devices for one every device holds whole.
     std::vector<int> replicas, all;
     for (int r = 0; r < dp; ++r)
       for (int w = 0; w < s.devices; ++w) {
@@ -704,25 +733,31 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
         if (w == 0)
           replicas.push_back(rankOf(s, r, w));
       }
+    double seconds = 0;
+    for (int whole = 0; whole < 2; ++whole)
+      if (c.count[whole] > 0)
+        seconds += c.count[whole] *
+                   cost.allGatherSeconds(whole ? all : replicas,
+                                         c.params[whole] * b / c.count[whole]);
+    return seconds;
+  };
+  // ZeRO-3: every micro-batch gathers the stage's weights over its ZeRO
+  // group before each reader, in the forward, the backward and a full
+  // recomputation's forward again (shoal-zero; synchronous, on the compute
+  // stream), one gather per read as the runtime makes them.
+  auto zeroGathers = [&](int k) -> std::pair<double, double> {
+    if (!training(step) || options.zeroStage < 3)
+      return {0.0, 0.0};
     // (The stored weights: float32 masters when the whole model is low,
     // cast after the gather.)
-    const double b = lowModel ? 4 : bpp;
-    double once = cost.allGatherSeconds(
-                      replicas, (stageParams[k] - stageWholeParams[k]) * b) +
-                  cost.allGatherSeconds(all, stageWholeParams[k] * b);
-    double backward = step == StepKind::TrainRecompute ? 2 : 1;
-    // Stage 3 also reduce-scatters the gradients at every micro-batch
-    // (docs/Training.md "ZeRO"), synchronously; the last one is the step's
-    // gradient reduction, priced with the update below.
-    int mi = microBatchesOf(i);
-    double scatter =
-        mi > 1
-            ? double(mi - 1) / mi *
-                  (cost.reduceScatterSeconds(
-                       replicas, (stageParams[k] - stageWholeParams[k]) * bpp) +
-                   cost.reduceScatterSeconds(all, stageWholeParams[k] * bpp))
-            : 0;
-    return {once * (1 + backward) + scatter, once * backward + scatter};
+    const double forward = zeroCollectives(k, stageGathersF[k], lowModel ? 4 : bpp);
+    const double backward = zeroCollectives(k, stageGathersB[k], lowModel ? 4 : bpp);
+    const double again = step == StepKind::TrainRecompute ? forward : 0;
+    // Stage 3 also reduce-scatters each weight's gradient at every
+    // micro-batch (docs/Training.md "ZeRO"), synchronously: the step's
+    // gradient reduction.
+    const double scatter = zeroCollectives(k, stageScatters[k], bpp);
+    return {forward + again + backward + scatter, again + backward + scatter};
   };
   int worst = 0; // the replica whose step is the longest
   for (int i = 0; i < dp; ++i) {
@@ -745,7 +780,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       double gatherB = sg && training(step) && k + 1 < p
                            ? gatherOn(k, i, bytesInto(k + 1, i))
                            : 0;
-      auto [zero, zeroB] = zeroGathers(k, i);
+      auto [zero, zeroB] = zeroGathers(k);
       double tk = t[k][i].compute + t[k][i].tp + v * (gatherF + gatherB) + zero;
       double tb = training(step) ? t[k][i].backward + t[k][i].tpBackward +
                                        v * gatherB + zeroB
@@ -816,7 +851,13 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       work = std::max(work, op.bytes / s.devices);
     }
     double reduce = 0, update = 0, exposed = 0;
-    if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
+    if (training(step) && profile.hasBackward && options.zeroStage >= 1) {
+      // ZeRO: each weight's gradient reduce-scattered over its ZeRO group,
+      // synchronously: stage 3 at every micro-batch (zeroGathers), 1 and
+      // 2 once per step, at the last micro-batch, after the local sum.
+      if (options.zeroStage < 3)
+        reduce = exposed = zeroCollectives(k, stageScatters[k], bpp);
+    } else if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;
       for (int i = 0; i < dp; ++i)

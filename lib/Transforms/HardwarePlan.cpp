@@ -108,8 +108,8 @@ pl::OpPiece pieceOf(Operation *op, const DenseSet<Value> &weightLike,
 /// parallelism (a gradient is split as its value is; a product of one
 /// split operand and one whole is split, of two is a partial sum, whole,
 /// unless both are batched activations, split over heads).
-std::vector<pl::OpPiece> backwardOf(Operation *op,
-                                    const DenseSet<Value> &split) {
+std::vector<pl::OpPiece> backwardOf(Operation *op, const DenseSet<Value> &split,
+                                    pl::OpCost &cost) {
   std::vector<pl::OpPiece> pieces;
   auto rule = dyn_cast<GradientOpInterface>(op);
   if (!rule || op->getNumResults() == 0)
@@ -177,6 +177,16 @@ std::vector<pl::OpPiece> backwardOf(Operation *op,
     for (Operation *x : llvm::reverse(live))
       if (!isSource(x))
         pieces.push_back(pieceOf(x, weightLike, &splitHere));
+    // The weights it reads again (each read gathered under ZeRO-3).
+    for (Operation *x : live)
+      for (Value v : x->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && isa<WeightOp>(def) && llvm::is_contained(op->getOperands(), v))
+          if (auto t = dyn_cast<RankedTensorType>(v.getType());
+              t && t.hasStaticShape()) {
+            ++cost.backwardWeightReads;
+            cost.backwardWeightReadParams += t.getNumElements();
+          }
   }
   while (!scratch.empty())
     scratch.back().erase();
@@ -225,10 +235,16 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
       readsTrained |= needsGradient.contains(v) || (def && isa<WeightOp>(def));
-      if (def && isa<WeightOp>(def) && seenWeights.insert(def).second)
+      if (def && isa<WeightOp>(def))
         if (auto t = dyn_cast<RankedTensorType>(v.getType());
-            t && t.hasStaticShape())
-          c.params += t.getNumElements();
+            t && t.hasStaticShape()) {
+          ++c.weightReads;
+          c.weightReadParams += t.getNumElements();
+          if (seenWeights.insert(def).second) {
+            ++c.weights;
+            c.params += t.getNumElements();
+          }
+        }
       readsSplit |= split.contains(v);
     }
     bool outSplit = readsSplit;
@@ -276,7 +292,7 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
         splitHere.insert(r);
     static_cast<pl::OpPiece &>(c) = pieceOf(op, DenseSet<Value>(), &splitHere);
     if (training) {
-      c.backward = backwardOf(op, splitHere);
+      c.backward = backwardOf(op, splitHere, c);
       // The loss reads what the graph returns (a cross-entropy over the
       // logits: once forward, twice for its gradient).
       for (Value r : op->getResults())
@@ -369,6 +385,17 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
                                  onnx.getOpType());
     return true;
   };
+  // What selective recomputation runs again: each attention core but its
+  // product with v, whose result the segment keeps.
+  for (int i = 0; i < n; ++i)
+    if (isa<SoftmaxOp>(ops[i])) {
+      SmallVector<Operation *> segment = attentionCore(ops[i]);
+      if (!segment.empty())
+        segment.pop_back();
+      for (Operation *op : segment)
+        if (auto it = index.find(op); it != index.end())
+          profile.ops[it->second].selectiveRecompute = true;
+    }
   // The attention cores (selective recomputation's): each softmax's result
   // and the scores before it, back to the product that makes them.
   DenseSet<Value> core;

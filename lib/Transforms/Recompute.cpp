@@ -74,57 +74,6 @@ bool recomputable(Operation *op) {
          op->getNumRegions() == 0 && op->getNumResults() > 0;
 }
 
-/// Megatron's selective recomputation: the attention core around a forward
-/// Softmax, `MatMul(q, kt) -> [Mul|Div scale] -> [Add mask | Where] ->
-/// Softmax -> MatMul(., v)`, with Casts anywhere (Hugging Face's), or
-/// nothing when the chain is not that.
-SmallVector<Operation *> attentionCore(SoftmaxOp softmax) {
-  SmallVector<Operation *> core = {softmax};
-  Value x = softmax->getOperand(0);
-  for (int hops = 0; hops < 6; ++hops) {
-    Operation *def = x.getDefiningOp();
-    if (!def || !isForward(def))
-      return {};
-    if (isa<MatMulOp>(def)) {
-      core.push_back(def);
-      break;
-    }
-    if (!isa<AddOp, SubOp, MulOp, DivOp, WhereOp, CastOp>(def))
-      return {};
-    core.push_back(def);
-    // Follow the operand of the chain's own type (the other one is the
-    // scale or a broadcast mask).
-    Value next = isa<CastOp>(def) ? def->getOperand(0) : Value();
-    if (!next)
-      for (Value o : def->getOperands())
-        if (o.getType() == x.getType() && o.getDefiningOp() &&
-            !isa<ConstantOp, WeightOp>(o.getDefiningOp()))
-          next = next ? Value() : o;
-    if (!next)
-      return {};
-    x = next;
-  }
-  if (!isa<MatMulOp>(core.back()))
-    return {};
-  // Forward: through Casts to the one MatMul with v.
-  Value probs = softmax->getResult(0);
-  for (int hops = 0; hops < 3; ++hops) {
-    Operation *next = nullptr;
-    for (Operation *user : probs.getUsers())
-      if (isForward(user)) {
-        if (next)
-          return {};
-        next = user;
-      }
-    if (!next || !isa<MatMulOp, CastOp>(next))
-      return {};
-    core.push_back(next);
-    if (isa<MatMulOp>(next))
-      return core;
-    probs = next->getResult(0);
-  }
-  return {};
-}
 
 struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
   using RecomputePassBase::RecomputePassBase;
@@ -278,3 +227,55 @@ struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
 };
 
 } // namespace
+
+// Megatron's selective recomputation: the attention core around a forward
+// Softmax, `MatMul(q, kt) -> [Mul|Div scale] -> [Add mask | Where] ->
+// Softmax -> MatMul(., v)`, with Casts anywhere (Hugging Face's), or
+// nothing when the chain is not that.
+SmallVector<Operation *> shoal::attentionCore(Operation *softmax) {
+  SmallVector<Operation *> core = {softmax};
+  Value x = softmax->getOperand(0);
+  for (int hops = 0; hops < 6; ++hops) {
+    Operation *def = x.getDefiningOp();
+    if (!def || !isForward(def))
+      return {};
+    if (isa<MatMulOp>(def)) {
+      core.push_back(def);
+      break;
+    }
+    if (!isa<AddOp, SubOp, MulOp, DivOp, WhereOp, CastOp>(def))
+      return {};
+    core.push_back(def);
+    // Follow the operand of the chain's own type (the other one is the
+    // scale or a broadcast mask).
+    Value next = isa<CastOp>(def) ? def->getOperand(0) : Value();
+    if (!next)
+      for (Value o : def->getOperands())
+        if (o.getType() == x.getType() && o.getDefiningOp() &&
+            !isa<ConstantOp, WeightOp>(o.getDefiningOp()))
+          next = next ? Value() : o;
+    if (!next)
+      return {};
+    x = next;
+  }
+  if (!isa<MatMulOp>(core.back()))
+    return {};
+  // Forward: through Casts to the one MatMul with v.
+  Value probs = softmax->getResult(0);
+  for (int hops = 0; hops < 3; ++hops) {
+    Operation *next = nullptr;
+    for (Operation *user : probs.getUsers())
+      if (isForward(user)) {
+        if (next)
+          return {};
+        next = user;
+      }
+    if (!next || !isa<MatMulOp, CastOp>(next))
+      return {};
+    core.push_back(next);
+    if (isa<MatMulOp>(next))
+      return core;
+    probs = next->getResult(0);
+  }
+  return {};
+}

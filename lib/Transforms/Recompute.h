@@ -10,6 +10,7 @@
 #define SHOAL_LIB_TRANSFORMS_RECOMPUTE_H
 
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -28,6 +29,13 @@ inline constexpr llvm::StringLiteral kMultiUseAttr = "shoal.multi_use";
 
 /// Whether `v` has one user and had no others before shoal-recompute.
 bool hasOneUseBeforeRecompute(mlir::Value v);
+
+/// Megatron's selective recomputation: the attention core around a
+/// forward Softmax, `MatMul(q, kt) -> [Mul|Div scale] -> [Add mask | Where]
+/// -> Softmax -> MatMul(., v)` with Casts anywhere, the product with v
+/// last; empty when the chain is not that. (shoal-recompute's segments;
+/// the planner's cost of recomputing them.)
+llvm::SmallVector<mlir::Operation *> attentionCore(mlir::Operation *softmax);
 
 /// The layer of an ONNX node name: the name up to its first numbered part
 /// ("/h.3" of "/h.3/attn/MatMul", "/encoder/layer.0" of

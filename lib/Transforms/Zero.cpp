@@ -67,41 +67,66 @@ ShardingAttr addDim0Axes(ShardingAttr s, ArrayRef<StringRef> axes,
   return ShardingAttr::get(ctx, dims, outer);
 }
 
+/// `s` with only dimension 0's axes (and its outer count); null if null.
+ShardingAttr dim0Only(ShardingAttr s) {
+  if (!s)
+    return s;
+  SmallVector<SmallVector<StringRef>> dims = {s.getDimAxes(0)};
+  return ShardingAttr::get(s.getContext(), dims,
+                           SmallVector<int64_t>{s.getDimOuter(0)});
+}
+
 RankedTensorType blockType(RankedTensorType t, int64_t rows) {
   SmallVector<int64_t> shape(t.getShape());
   shape[0] = rows;
   return RankedTensorType::get(shape, t.getElementType());
 }
 
-/// Where the gradient of an update was summed: the all_reduce and, when the
-/// sum crosses from a backward TaskGraph into the update's (a pipeline
-/// stage's optimizer TaskGraph), the result and block argument it passes
-/// through.
+/// Where the gradient of an update was summed: the all_reduce; the
+/// TaskGraph results and block arguments it passes through on its way into
+/// the update's TaskGraph (a pipeline stage's optimizer TaskGraph), from
+/// the sum to the update; and a reshape on the way that keeps dimension 0
+/// (the gradient of a fused weight's view, shoal-fused-weight-views),
+/// whose blocks of dimension 0 are the sum's.
 struct GradientSum {
   AllReduceOp reduce;
-  OpResult crossing;      // the producing TaskGraph's result, or null
-  BlockArgument argument; // the update TaskGraph's argument, or null
+  SmallVector<std::pair<OpResult, BlockArgument>> crossings;
+  ReshapeOp view; // or null
 };
 
 std::optional<GradientSum> findGradientSum(Value g) {
-  if (auto ar = g.getDefiningOp<AllReduceOp>())
-    return ar->hasOneUse() ? std::optional<GradientSum>({ar, {}, {}})
-                           : std::nullopt;
-  auto arg = dyn_cast<BlockArgument>(g);
-  if (!arg || !g.hasOneUse())
-    return std::nullopt;
-  auto tg = dyn_cast<TaskGraphOp>(arg.getOwner()->getParentOp());
-  if (!tg)
-    return std::nullopt;
-  auto result = dyn_cast<OpResult>(tg.getInputs()[arg.getArgNumber()]);
-  auto producer = result ? dyn_cast<TaskGraphOp>(result.getOwner()) : nullptr;
-  if (!producer || !result.hasOneUse())
-    return std::nullopt;
-  Value inner = producer.getYield().getOperand(result.getResultNumber());
-  auto ar = inner.getDefiningOp<AllReduceOp>();
-  if (!ar || !ar->hasOneUse())
-    return std::nullopt;
-  return GradientSum{ar, result, arg};
+  GradientSum sum;
+  Value v = g;
+  for (int hops = 0; hops < 8 && v.hasOneUse(); ++hops) {
+    if (auto ar = v.getDefiningOp<AllReduceOp>()) {
+      sum.reduce = ar;
+      std::reverse(sum.crossings.begin(), sum.crossings.end());
+      return sum;
+    }
+    if (auto r = v.getDefiningOp<ReshapeOp>(); r && !sum.view) {
+      auto in = dyn_cast<RankedTensorType>(r.getInput().getType());
+      auto out = dyn_cast<RankedTensorType>(r.getType());
+      if (!in || !out || !in.hasStaticShape() || !out.hasStaticShape() ||
+          in.getRank() == 0 || out.getRank() == 0 ||
+          in.getDimSize(0) != out.getDimSize(0))
+        return std::nullopt;
+      sum.view = r;
+      v = r.getInput();
+      continue;
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto tg = arg ? dyn_cast<TaskGraphOp>(arg.getOwner()->getParentOp())
+                  : TaskGraphOp();
+    if (!tg)
+      return std::nullopt;
+    auto result = dyn_cast<OpResult>(tg.getInputs()[arg.getArgNumber()]);
+    auto producer = result ? dyn_cast<TaskGraphOp>(result.getOwner()) : nullptr;
+    if (!producer || !result.hasOneUse())
+      return std::nullopt;
+    sum.crossings.push_back({result, arg});
+    v = producer.getYield().getOperand(result.getResultNumber());
+  }
+  return std::nullopt;
 }
 
 struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
@@ -211,6 +236,25 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
     Value gradBlock = grad;
     SmallVector<StringRef> sliced(zero);
     std::optional<GradientSum> sum = findGradientSum(grad);
+    // (A view's sum crosses in its own shape: only when what crosses is
+    // split along dimension 0 at most.)
+    auto shardingOfResult = [](OpResult r) {
+      auto list =
+          r.getOwner()->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
+      unsigned index = r.getResultNumber();
+      return list && index < list.size() ? dyn_cast<ShardingAttr>(list[index])
+                                         : ShardingAttr();
+    };
+    if (sum && sum->view)
+      for (auto [result, argument] : sum->crossings) {
+        ShardingAttr s = shardingOfResult(result);
+        auto rank = cast<RankedTensorType>(result.getType()).getRank();
+        for (unsigned d = 1; s && d < rank; ++d)
+          if (!s.getDimAxes(d).empty() || s.getDimOuter(d) != 1)
+            sum.reset();
+        if (!sum)
+          break;
+      }
     SmallVector<StringRef> summed;
     if (sum)
       for (auto a : sum->reduce.getAxes().getAsRange<StringAttr>())
@@ -250,9 +294,14 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
       for (StringRef a : summed)
         if (!llvm::is_contained(scatterAxes, a))
           rest.push_back(a);
-      auto rs =
-          rb.create<ReduceScatterOp>(ar.getLoc(), scattered, ar.getInput(), 0,
-                                     rb.getStrArrayAttr(scatterAxes));
+      // (Of the sum's own shape when a view of it reaches the update.)
+      RankedTensorType scatteredSum =
+          sum->view ? blockType(cast<RankedTensorType>(ar.getInput().getType()),
+                                scatterRows)
+                    : scattered;
+      auto rs = rb.create<ReduceScatterOp>(ar.getLoc(), scatteredSum,
+                                           ar.getInput(), 0,
+                                           rb.getStrArrayAttr(scatterAxes));
       rs->setAttr(ShoalDialect::kReasonAttr,
                   rb.getStringAttr(reason + ", summed over " +
                                    llvm::join(scatterAxes, ",")));
@@ -265,27 +314,44 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
         rar->setAttrs(ar->getDiscardableAttrDictionary());
         v = rar.getResult();
       }
+      // A view of the sum reaches the update: the sum is scattered in its
+      // own shape and its block is viewed as the weight's beside the
+      // update (dimension 0 is kept, so the view of the block is the block
+      // of the view; a view in the backward TaskGraph would run at every
+      // micro-batch, before the step's sum is there).
+      if (ReshapeOp view = sum->view) {
+        view.getResult().replaceAllUsesWith(view.getInput());
+        view.erase();
+      }
       ar.getResult().replaceAllUsesWith(v);
       ar.erase();
-      if (sum->crossing) {
-        // Through a backward TaskGraph's result into the update's.
-        auto producer = cast<TaskGraphOp>(sum->crossing.getOwner());
-        unsigned index = sum->crossing.getResultNumber();
-        sum->crossing.setType(scattered);
-        sum->argument.setType(scattered);
+      // Through backward TaskGraphs' results into the update's.
+      for (auto [result, argument] : sum->crossings) {
+        auto producer = cast<TaskGraphOp>(result.getOwner());
+        unsigned index = result.getResultNumber();
+        result.setType(scatteredSum);
+        argument.setType(scatteredSum);
         if (auto list = producer->getAttrOfType<ArrayAttr>(
                 ShoalDialect::kShardingAttr)) {
           SmallVector<Attribute> shardings(list.getValue());
           if (index < shardings.size())
             if (auto s = dyn_cast<ShardingAttr>(shardings[index]))
-              shardings[index] = addDim0Axes(
-                  s, scatterZ, static_cast<unsigned>(type.getRank()));
+              shardings[index] =
+                  sum->view ? addDim0Axes(dim0Only(s), scatterZ,
+                                          scatteredSum.getRank())
+                            : addDim0Axes(s, scatterZ,
+                                          static_cast<unsigned>(type.getRank()));
           producer->setAttr(ShoalDialect::kShardingAttr,
                             b.getArrayAttr(shardings));
         }
-        gradBlock = sum->argument;
-      } else {
-        gradBlock = v;
+      }
+      gradBlock = sum->crossings.empty() ? v : sum->crossings.back().second;
+      if (sum->view) {
+        auto blockView = b.create<ReshapeOp>(update->getLoc(), scattered,
+                                             gradBlock);
+        blockView->setAttr(ShoalDialect::kPhaseAttr,
+                           update->getAttr(ShoalDialect::kPhaseAttr));
+        gradBlock = blockView.getResult();
       }
       sliced = sliceZ;
     }

@@ -14,6 +14,24 @@
 // CHECK-NEXT: %[[V2:.*]] = shoal.reshape %[[G2]] {shoal.phase = "backward"} : (tensor<8x3x8xf32>) -> tensor<8x24xf32>
 // CHECK-NEXT: shoal.gemm %{{.*}}, %[[V2]] {shoal.phase = "backward", transB = true}
 
+// Stage 1: the view's gradient is the sum's reshape. The sum is
+// reduce-scattered in its own shape (dimension 0 is the weight's), crosses
+// as the block, and is viewed as the weight's block beside the update; the
+// update gets no whole gradient to slice.
+// RUN: shoal-opt %s --shoal-annotate="spec=%S/Inputs/spec_zero_views_dp2.yaml" --shoal-fused-weight-views --shoal-autodiff="loss=mse" --shoal-optimizer --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-insert-bridges --shoal-partition --shoal-zero="stage=1" | FileCheck %s --check-prefix=Z1
+
+// Z1: %[[G:.*]] = shoal.gemm %{{.*}}, %{{.*}} {shoal.phase = "backward", transA = true} : (tensor<8x8xf32>, tensor<8x24xf32>) -> tensor<8x24xf32>
+// Z1-NEXT: %[[RS:.*]] = shoal.reduce_scatter %[[G]] dim 0 over ["tp"] {shoal.reason = "ZeRO-1: gradient of 'c_attn.weight', this rank's block of dim 0 over tp, summed over tp"} : (tensor<8x24xf32>) -> tensor<4x24xf32>
+// Z1: shoal.yield {{.*}}%[[RS]]{{.*}} : {{.*}}tensor<4x24xf32>
+// Z1: shoal.task_graph "default"{{.*}}tensor<4x24xf32>{{.*}}#shoal.sharding<{{\[\["tp"\], \[\]\]}}>
+// Z1: ^bb0(%{{.*}}: tensor<24xf32>, %[[A:.*]]: tensor<4x24xf32>):
+// Z1: shoal.yield %{{.*}}, %[[A]] : tensor<3x8xf32>, tensor<4x24xf32>
+// Z1: ^bb0(%{{.*}}: tensor<3x8xf32>, %[[B:.*]]: tensor<4x24xf32>):
+// Z1: %[[W:.*]] = shoal.weight "c_attn.weight"
+// Z1-NOT: local_slice
+// Z1: %[[V:.*]] = shoal.reshape %[[B]] {shoal.phase = "optimizer"} : (tensor<4x24xf32>) -> tensor<4x3x8xf32>
+// Z1-NEXT: shoal.adamw %[[W]], %[[V]]
+
 module attributes {shoal.source = "/models/conv1d.onnx"} {
   func.func @main(%x: tensor<4x4x8xf32> {shoal.name = "x"}) -> (tensor<4x4x8xf32> {shoal.name = "y"}) {
     %w = shoal.weight "c_attn.weight" : tensor<8x24xf32> loc("c_attn.weight")

@@ -29,7 +29,9 @@ For every model (test/zoo/models.py):
       (torch.optim.AdamW); the loss of each step within --rtol. The loss of
       step 2 depends on every weight after one update, so it checks the
       gradients and the optimizer too. train-zero1, train-zero2,
-      train-zero3: train-dp2 with `zero: N` in the config (ZeRO stage N).
+      train-zero3: train-dp2 with `zero: N` in the config (ZeRO stage N);
+      train-zero1-mb2, train-zero3-mb2: with 2 micro-batches of gradient
+      accumulation too.
       train-rc-full, train-rc-selective: train-dp2 with `recompute: full`
       or `selective` (activation recomputation). train-bf16, train-fp16:
       train-dp2 with `precision: bf16|fp16` (mixed precision), the losses
@@ -101,9 +103,11 @@ import numpy as np  # noqa: E402
 SKIP = 77
 FORWARD_LAYOUTS = ["1", "dp2", "tp2", "pp2"]
 # train-zeroN: train-dp2 with `zero: N` (ZeRO stage N, docs/Training.md);
+# train-zeroN-mb2: and 2 micro-batches of gradient accumulation;
 # train-rc-MODE: train-dp2 with `recompute: MODE`.
 TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
                  "train-zero1", "train-zero2", "train-zero3",
+                 "train-zero1-mb2", "train-zero3-mb2",
                  "train-rc-full", "train-rc-selective", "train-bf16", "train-fp16",
                  "train-tp2-ce", "train-pp2-interleaved", "train-tp2-sp",
                  "train-bf16-tp2-sp", "train-bf16-pp2"]
@@ -240,6 +244,8 @@ def make_spec(model, layout, node_names):
     kind = layout.replace("train-", "")
     if kind.startswith(("bf16-", "fp16-")):
         kind = kind[len("bf16-"):]
+    # train-zeroN-mb2: gradient accumulation over 2 micro-batches.
+    micro_batches = 2 if kind.startswith("zero") and kind.endswith("-mb2") else 1
     if kind.startswith(("zero", "rc-", "bf16", "fp16")):
         kind = "dp2"
     if kind == "tp2-ce":
@@ -255,6 +261,8 @@ def make_spec(model, layout, node_names):
         lines.append("inputs: {%s}" % ", ".join("%s: {batch_dim: %d}" % kv
                                                 for kv in sorted(model.batch_dims.items())))
     if kind == "dp2":
+        if micro_batches > 1:
+            lines.append("pipeline: {num_micro_batch: %d}" % micro_batches)
         lines += ["scopes:", '  - {replicate: 2, name: model, nodes: ["*"]}']
     elif kind == "tp2":
         lines += ["scopes:", '  - {split: 2, name: model, nodes: ["*"]%s}'
@@ -488,7 +496,7 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
         with open(os.path.join(d, "train.yaml"), "w") as f:
             f.write((TRAIN_CONFIG_CE if ce else TRAIN_CONFIG) % out_names[0])
             if layout.startswith("train-zero"):
-                f.write("zero: %s\n" % layout[len("train-zero"):])
+                f.write("zero: %s\n" % layout[len("train-zero")])
             if layout.startswith("train-rc-"):
                 f.write("recompute: %s\n" % layout[len("train-rc-"):])
             if layout.startswith(("train-bf16", "train-fp16")):

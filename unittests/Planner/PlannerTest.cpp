@@ -534,19 +534,30 @@ TEST(Search, TrainingAllReducesAreTheBackwardsOwn) {
   }
 }
 
-// ZeRO-3 gathers a stage's weights at every micro-batch before their
-// readers: in the forward and the backward (and a full recomputation's
-// forward), synchronously, so each pass of the step is longer by the
-// gather of the stage's parameters over the data-parallel group.
+// ZeRO-3 gathers a weight before each of its reads (shoal-zero): every
+// one in the forward, those its backward reads again (a product's input
+// gradient reads the weight, a bias's gradient does not), and the
+// forward's again under full recomputation; each gradient is
+// reduce-scattered on its own. ZeRO-1 scatters the same gradients once per
+// step, after copying them into the step's sum, which stage 3 does not
+// make with one micro-batch. The collectives are priced one by one: each
+// pays the link's latency.
 TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
-  Cluster c = twoCpus(0);
+  Cluster c = twoCpus(5);
   CostModel cost(c, Precision::FP32);
   ModelProfile p = eightOps();
   p.hasBackward = true;
-  for (OpCost &op : p.ops)
-    op.params = 1e5;
+  for (std::size_t j = 0; j < p.ops.size(); ++j) {
+    OpCost &op = p.ops[j];
+    op.params = op.weightReadParams = 1e5;
+    op.weights = op.weightReads = 1;
+    if (j % 2 == 0) {
+      op.backwardWeightReads = 1;
+      op.backwardWeightReadParams = 1e5;
+    }
+  }
   double step[2][2] = {};
-  for (int zero : {0, 3})
+  for (int zero : {1, 3})
     for (StepKind kind : {StepKind::Train, StepKind::TrainRecompute}) {
       Layout l;
       l.stages.resize(1);
@@ -561,11 +572,12 @@ TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
       evaluate(l, p, c, cost, o);
       step[zero == 3][kind == StepKind::TrainRecompute] = l.stepSeconds;
     }
-  // 8e5 parameters in float32 over the 2 replicas.
-  double gather = cost.allGatherSeconds({0, 1}, 8e5 * 4);
-  ASSERT_GT(gather, 0);
-  EXPECT_NEAR(step[1][0] - step[0][0], 2 * gather, 1e-9);
-  EXPECT_NEAR(step[1][1] - step[0][1], 3 * gather, 1e-9);
+  // One weight of 1e5 float32 parameters over the 2 replicas.
+  double gather = cost.allGatherSeconds({0, 1}, 1e5 * 4);
+  ASSERT_GT(gather, 5e-6);
+  double copy = cost.opSeconds(0, 0, 2 * 8e5 * 4, OpClass::Copy);
+  EXPECT_NEAR(step[1][0] - step[0][0], (8 + 4) * gather - copy, 1e-9);
+  EXPECT_NEAR(step[1][1] - step[0][1], (8 + 8 + 4) * gather - copy, 1e-9);
 }
 
 // The planner's micro-batches in flight per stage are the schedule's own:

@@ -61,6 +61,15 @@ struct OpCost : OpPiece {
   /// Its backward, op by op (ModelProfile::hasBackward).
   std::vector<OpPiece> backward;
   double params = 0;   ///< parameters of the weights it reads (each once)
+  /// Of `params`, how many weights (ZeRO reduce-scatters each gradient on
+  /// its own).
+  int weights = 0;
+  /// Its reads of a weight, each counted (ZeRO-3 gathers a weight before
+  /// each reader, shoal-zero): in the forward, and by its backward (a
+  /// product's input gradient reads the weight again, a bias's does not);
+  /// the count and the parameters they read.
+  int weightReads = 0, backwardWeightReads = 0;
+  double weightReadParams = 0, backwardWeightReadParams = 0;
   double outBytes = 0; ///< the activations it produces
   /// Under tensor parallelism its work divides over the group (Megatron's
   /// column- and row-parallel products and the ops between them).
@@ -100,6 +109,9 @@ struct OpCost : OpPiece {
   /// cores' (the scores and their softmax, which selective recomputation
   /// recomputes instead).
   double savedBytes = 0, coreBytes = 0;
+  /// Selective recomputation runs it again before its backward (an
+  /// attention core's op up to its softmax, shoal-recompute's segment).
+  bool selectiveRecompute = false;
   /// The layer it belongs to (ModelProfile::layers; -1: none), a segment
   /// of full recomputation.
   int layer = -1;
