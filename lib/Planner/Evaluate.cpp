@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 using namespace shoal::planner;
 using namespace shoal::planner::detail;
@@ -968,6 +969,18 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     }
     in.inFlight = perChunk ? 1 : s.inFlight;
     in.workspaceBytes = work * frac;
+    // The stage's constants, once each (16-bit floats when the whole
+    // model is).
+    {
+      std::set<int> constants;
+      for (int j = s.begin; j < s.end; ++j)
+        constants.insert(profile.ops[j].constants.begin(),
+                         profile.ops[j].constants.end());
+      for (int c : constants)
+        in.persistentBytes +=
+            profile.constantBytes[c] *
+            (lowModel && profile.constantIsFloat[c] ? 0.5 : 1);
+    }
     // The whole model in 16 bits keeps a 16-bit copy of each weight it
     // reads whole, made once per step (rt::weightCopies); ZeRO-3 casts the
     // gathered weights in the arena instead.

@@ -225,11 +225,25 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
   // and those whose gradient it all-reduces over tp.
   DenseSet<Value> needsGradient, reducedInBackward;
   DenseSet<Operation *> seenWeights;
+  // Distinct constants (value and type), by index.
+  DenseMap<std::pair<Attribute, Type>, int> constantIds;
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
     pl::OpCost &c = profile.ops[i];
     for (Value r : op->getResults())
       c.outBytes += bytesOf(r.getType());
+    for (Value v : op->getOperands())
+      if (auto cst = v.getDefiningOp<ConstantOp>()) {
+        auto [it, fresh] = constantIds.try_emplace(
+            {cst.getValue(), v.getType()}, profile.constantBytes.size());
+        if (fresh) {
+          profile.constantBytes.push_back(bytesOf(v.getType()));
+          profile.constantIsFloat.push_back(
+              isa<FloatType>(getElementTypeOrSelf(v.getType())));
+        }
+        if (!llvm::is_contained(c.constants, it->second))
+          c.constants.push_back(it->second);
+      }
     bool readsSplit = false;
     bool readsTrained = false;
     for (Value v : op->getOperands()) {

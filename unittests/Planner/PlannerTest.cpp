@@ -580,6 +580,43 @@ TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
   EXPECT_NEAR(step[1][1] - step[0][1], (8 + 8 + 4) * gather - copy, 1e-9);
 }
 
+// A stage's program holds each constant its ops read once, for the whole
+// run (shoal-compact-constants keeps one per value and type), counted with
+// the activations as shoal-run reports them; a constant both stages read is
+// in both programs; the whole model in 16 bits halves the float ones.
+TEST(Search, StagesHoldTheirConstantsOnce) {
+  Cluster c = twoCpus(0);
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  double activations[2][2][2] = {}; // [constants][low model][stage]
+  for (bool constants : {false, true})
+    for (bool low : {false, true}) {
+      ModelProfile q = p;
+      if (constants) {
+        q.constantBytes = {1000, 300};
+        q.constantIsFloat = {true, false};
+        q.ops[0].constants = {0};
+        q.ops[1].constants = {0};
+        q.ops[5].constants = {0, 1};
+      }
+      Layout l = twoStages();
+      ASSERT_TRUE(cutEvenly(l, q));
+      placeRanks(l);
+      PlanOptions o;
+      o.step = StepKind::Train;
+      o.precision = low ? Precision::BF16 : Precision::FP32;
+      o.fp32Weights = true;
+      o.lowActivations = low;
+      evaluate(l, q, c, cost, o);
+      for (int k = 0; k < 2; ++k)
+        activations[constants][low][k] = l.stages[k].memory.activations;
+    }
+  EXPECT_DOUBLE_EQ(activations[1][0][0] - activations[0][0][0], 1000);
+  EXPECT_DOUBLE_EQ(activations[1][0][1] - activations[0][0][1], 1300);
+  EXPECT_DOUBLE_EQ(activations[1][1][0] - activations[0][1][0], 500);
+  EXPECT_DOUBLE_EQ(activations[1][1][1] - activations[0][1][1], 800);
+}
+
 // The planner's micro-batches in flight per stage are the schedule's own:
 // the pipeline schedules the compiler builds (sched::build) hold at most
 // peakInFlight chunk passes on each stage, v of them per micro-batch of

@@ -107,6 +107,9 @@ struct MemoryInputs {
   /// Activations alive only while one op sequence runs (the liveness peak,
   /// a recomputed layer's): once, not per micro-batch in flight.
   double transientBytes = 0;
+  /// Held for the whole run, once: the program's constants (counted with
+  /// the activations, as shoal-run reports them).
+  double persistentBytes = 0;
   double workspaceBytes = 0;
   /// Bytes per parameter of the weights' copies in another type, kept for
   /// the step (the whole model in bf16/fp16: 2); counted with the weights.

@@ -109,6 +109,9 @@ struct OpCost : OpPiece {
   /// cores' (the scores and their softmax, which selective recomputation
   /// recomputes instead).
   double savedBytes = 0, coreBytes = 0;
+  /// The constants it reads (indices into ModelProfile::constantBytes): a
+  /// stage's program holds each of its ops' once.
+  std::vector<int> constants;
   /// Selective recomputation runs it again before its backward (an
   /// attention core's op up to its softmax, shoal-recompute's segment).
   bool selectiveRecompute = false;
@@ -119,6 +122,11 @@ struct OpCost : OpPiece {
 
 struct ModelProfile {
   std::vector<OpCost> ops;
+  /// Bytes of each distinct constant (equal value and type: one buffer per
+  /// program, shoal-compact-constants), and whether it is floating point
+  /// (16-bit when the whole model is).
+  std::vector<double> constantBytes;
+  std::vector<bool> constantIsFloat;
   /// Layers found from the node names (full recomputation's segments; 0:
   /// none found, the cut points stand for them).
   int layers = 0;
