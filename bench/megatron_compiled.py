@@ -154,7 +154,8 @@ def run_row(args, name, row, work):
         return None, "compile failed: " + err[0][:200]
     sim = subprocess.run([os.path.join(args.bin, "shoal-sim"), plan, "--cluster",
                           paths["cluster"], "--breakdown",
-                          "--trace", os.path.join(work, tag + ".sim.json")],
+                          "--trace", os.path.join(work, tag + ".sim.json")]
+                         + [a for f in args.calibration for a in ("--calibration", f)],
                          capture_output=True, text=True)
     if sim.returncode not in (0, 2):
         return None, "shoal-sim failed: " + (sim.stderr.strip().splitlines() or ["?"])[-1]
@@ -206,6 +207,9 @@ def main(argv=None):
                     help="extra shoal-compile argument (repeat), e.g. --scatter-gather=false")
     ap.add_argument("--device-table", choices=("datasheet", "cited"), default="datasheet",
                     help="datasheet peaks, or achieved rates published by others (CITED_CLUSTER)")
+    ap.add_argument("--calibration", action="append", default=[], metavar="PROFILE.json",
+                    help="shoal-sim --calibration: kernel and link rates fitted from a "
+                         "shoal-run --profile of the device (repeat for several)")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 unless every row compiles and fits, and the planner's step "
                          "and each stage's memory are within 10%% of shoal-sim's, with no "
@@ -218,7 +222,8 @@ def main(argv=None):
           "compiled plan (precision %s, recompute %s); device table: %s"
           % (args.precision, args.recompute,
              "achieved rates published by others (CITED_CLUSTER)" if args.device_table == "cited"
-             else "datasheet peaks, no efficiency below 1"))
+             else "datasheet peaks, no efficiency below 1")
+          + ("; calibrated from %s" % ", ".join(args.calibration) if args.calibration else ""))
     print()
     print("| model | GPUs | TP | PP | DP | m | schedule | step (s) | bubble, busiest stage "
           "| bubble, mean | waiting on other stages | (p-1)/(v*m) | first / last stage done (s) | TFLOP/s/GPU "
