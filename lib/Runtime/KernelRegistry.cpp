@@ -19,6 +19,8 @@ namespace {
 KernelFn kernels[kNumOpKinds][kNumBackends] = {};
 /// Whether that kernel writes every element of its outputs.
 bool writesAll[kNumOpKinds][kNumBackends] = {};
+/// The operands it refuses (null: none).
+KernelCheckFn checks[kNumOpKinds][kNumBackends] = {};
 /// The update kernels of each backend.
 UpdateKernels updates[kNumBackends];
 
@@ -33,10 +35,40 @@ bool shoal::rt::kernelWritesAll(OpKind kind, BackendKind backend) {
 }
 
 void shoal::rt::registerKernel(OpKind kind, BackendKind backend, KernelFn fn,
-                               KernelWrites writes) {
+                               KernelWrites writes, KernelCheckFn check) {
   kernels[static_cast<int>(kind)][static_cast<int>(backend)] = fn;
   writesAll[static_cast<int>(kind)][static_cast<int>(backend)] =
       writes == KernelWrites::All;
+  checks[static_cast<int>(kind)][static_cast<int>(backend)] = check;
+}
+
+std::string shoal::rt::kernelWhyNot(BackendKind backend, const OpInfo &op,
+                                    const std::vector<OperandDesc> &inputs,
+                                    const std::vector<OperandDesc> &outputs,
+                                    bool addInto) {
+  if (!findKernel(op.kind, backend))
+    return "no kernel";
+  KernelCheckFn check =
+      checks[static_cast<int>(op.kind)][static_cast<int>(backend)];
+  return check ? check(op, inputs, outputs, addInto) : "";
+}
+
+std::vector<OperandDesc>
+shoal::rt::describe(const std::vector<const Tensor *> &tensors) {
+  std::vector<OperandDesc> out;
+  for (const Tensor *t : tensors)
+    out.push_back(t && t->defined() ? OperandDesc{true, t->dtype(), t->shape()}
+                                    : OperandDesc{});
+  return out;
+}
+
+std::vector<OperandDesc>
+shoal::rt::describe(const std::vector<Tensor> &tensors) {
+  std::vector<OperandDesc> out;
+  for (const Tensor &t : tensors)
+    out.push_back(t.defined() ? OperandDesc{true, t.dtype(), t.shape()}
+                              : OperandDesc{});
+  return out;
 }
 
 bool shoal::rt::fillUninitialized() {

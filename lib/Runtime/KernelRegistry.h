@@ -79,13 +79,42 @@ enum class KernelWrites {
   All,
 };
 
+/// What a kernel knows of an operand before it runs: its dtype and local
+/// shape; `present` false for an optional operand left out (or an output
+/// not asked for).
+struct OperandDesc {
+  bool present = false;
+  DType dtype = DType::F32;
+  Shape shape;
+};
+
+/// Why a kernel would not take these operands (KernelUnsupported), or ""
+/// when it would. A backend whose kernels refuse some operands registers
+/// one per kernel, and the kernel calls the same check on its tensors, so
+/// that what a plan audit says without a device (auditPlan, Audit.h) is
+/// what the kernel does. `addInto`: KernelContext::addInto.
+using KernelCheckFn = std::string (*)(const OpInfo &op,
+                                      const std::vector<OperandDesc> &inputs,
+                                      const std::vector<OperandDesc> &outputs,
+                                      bool addInto);
+
 /// The kernel of `kind` on `backend`, or null if it has none.
 KernelFn findKernel(OpKind kind, BackendKind backend);
+/// Why the kernel of `op.kind` on `backend` would not run these operands:
+/// "" when it would, "no kernel" when there is none.
+std::string kernelWhyNot(BackendKind backend, const OpInfo &op,
+                         const std::vector<OperandDesc> &inputs,
+                         const std::vector<OperandDesc> &outputs,
+                         bool addInto);
+/// The descriptions of a kernel's tensors (null or undefined: absent).
+std::vector<OperandDesc> describe(const std::vector<const Tensor *> &tensors);
+std::vector<OperandDesc> describe(const std::vector<Tensor> &tensors);
 /// Whether the kernel of `kind` on `backend` writes all of its outputs.
 bool kernelWritesAll(OpKind kind, BackendKind backend);
 /// Registers (or replaces) a kernel.
 void registerKernel(OpKind kind, BackendKind backend, KernelFn fn,
-                    KernelWrites writes = KernelWrites::Partial);
+                    KernelWrites writes = KernelWrites::Partial,
+                    KernelCheckFn check = nullptr);
 
 /// SHOAL_FILL_UNINITIALIZED=1: the scheduler fills the outputs of kernels
 /// registered as writing all of them (KernelWrites::All) with NaN (all-ones

@@ -47,6 +47,13 @@ const char kUsage[] =
     "                 mpirun) or nccl (with --backend cuda)\n"
     "  --strict       an op without a kernel on the backend is an error, not\n"
     "                 a warning and a CPU fallback\n"
+    "  --audit        run nothing: print where each op of every program\n"
+    "                 would run on --backend (its kernel, or the CPU on\n"
+    "                 host copies), which collectives and transfers would\n"
+    "                 go through host buffers (--comm nccl: device\n"
+    "                 collectives) and whether the step could be captured\n"
+    "                 as a CUDA graph; needs no GPU. With --strict, exit 1\n"
+    "                 if anything would leave the device\n"
     "  --report-memory  print the bytes of the rank with the largest peak:\n"
     "                 weights, gradients, optimizer state, activations\n"
     "                 (planned) and the measured peak; =ranks: every\n"
@@ -144,6 +151,8 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
       opts.verbose = true;
     } else if (arg == "--strict") {
       opts.strict = true;
+    } else if (arg == "--audit") {
+      opts.audit = true;
     } else if (arg == "--report-memory") {
       opts.reportMemory = true;
     } else if (arg == "--report-memory=ranks") {
@@ -242,6 +251,8 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
   }
   if (opts.planPath.empty())
     return "no plan file given";
+  if (opts.audit && !opts.inputsDir.empty())
+    return "--audit runs nothing: it takes no --inputs";
   if (train.saveEvery > 0 && train.saveDir.empty())
     return "--save-every needs --save DIR";
   // --inputs and --outputs: forward plans need them (checked once the plan

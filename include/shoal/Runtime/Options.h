@@ -35,6 +35,12 @@ struct RunOptions {
   /// Make an op without a kernel on the chosen backend an error instead of a
   /// one-time warning and a CPU fallback.
   bool strict = false;
+  /// --audit: load the plan and print, without running it or needing a
+  /// device, where each op would run on `backend` (its kernel or the CPU
+  /// on host copies), which collectives would go through host buffers and
+  /// whether the step could be captured as a CUDA graph (docs/CUDA.md);
+  /// with `strict`, exit 1 if any op or collective leaves the device.
+  bool audit = false;
   /// Print the memory line of the rank with the largest peak
   /// (--report-memory).
   bool reportMemory = false;

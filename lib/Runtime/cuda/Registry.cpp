@@ -38,23 +38,40 @@ CudaDevice &dev(KernelContext &ctx) {
   return static_cast<CudaDevice &>(ctx.device);
 }
 
+using Descs = std::vector<OperandDesc>;
+
 /// The kernels here compute f32 only (the matrix products round to 16 bits
 /// inside, by --precision). The type rules also take f16/bf16 operands and
 /// mixed ones (bf16 activations with an f32 norm scale, bias or mask, an f32
-/// weight gradient from bf16 operands): each kernel calls this first, so
-/// that those run on the CPU (KernelUnsupported) and never reach a kernel
-/// that would read 16-bit data as f32.
-void requireF32(const OpInfo &op, const Inputs &in, const Outputs &out) {
-  for (const Tensor *t : in)
-    if (t && t->dtype() != DType::F32 && t->dtype() != DType::I64 &&
-        t->dtype() != DType::I32)
-      throw KernelUnsupported(
-          fmt::format("{} on {}", op.kindName, dtypeName(t->dtype())));
-  for (const Tensor &t : out)
-    if (t.defined() && t.dtype() != DType::F32)
-      throw KernelUnsupported(
-          fmt::format("{} producing {}", op.kindName, dtypeName(t.dtype())));
+/// weight gradient from bf16 operands): each kernel's check starts with
+/// this, so that those run on the CPU (KernelUnsupported) and never reach a
+/// kernel that would read 16-bit data as f32.
+std::string f32Why(const OpInfo &op, const Descs &in, const Descs &out) {
+  for (const OperandDesc &t : in)
+    if (t.present && t.dtype != DType::F32 && t.dtype != DType::I64 &&
+        t.dtype != DType::I32)
+      return fmt::format("{} on {}", op.kindName, dtypeName(t.dtype));
+  for (const OperandDesc &t : out)
+    if (t.present && t.dtype != DType::F32)
+      return fmt::format("{} producing {}", op.kindName, dtypeName(t.dtype));
+  return "";
 }
+
+std::string f32Check(const OpInfo &op, const Descs &in, const Descs &out,
+                     bool) {
+  return f32Why(op, in, out);
+}
+
+/// Runs `check` on the kernel's own tensors: the same answer the plan audit
+/// got from the plan's types (registerKernel's KernelCheckFn).
+void require(KernelCheckFn check, KernelContext &ctx, const OpInfo &op,
+             const Inputs &in, const Outputs &out) {
+  if (std::string why = check(op, describe(in), describe(out), ctx.addInto);
+      !why.empty())
+    throw KernelUnsupported(why);
+}
+
+bool has(const Descs &d, std::size_t i) { return d.size() > i && d[i].present; }
 
 const float *f(const Tensor *t) {
   return t ? static_cast<const float *>(t->rawData()) : nullptr;
@@ -141,25 +158,39 @@ void gemm(CudaDevice &d, const void *a, const void *b, void *c, bool transA,
         "cublasGemmStridedBatchedEx");
 }
 
+std::string matmulCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                        bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (matmulShapeOf(in[0].shape, in[1].shape, out[0].shape).general)
+    return "MatMul with broadcast batch dimensions";
+  return "";
+}
+
 void matmulKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
-  requireF32(op, in, out);
+  require(matmulCheck, ctx, op, in, out);
   MatmulShape s = matmulShapeOf(in[0]->shape(), in[1]->shape(), out[0].shape());
-  if (s.general)
-    throw KernelUnsupported("MatMul with broadcast batch dimensions");
   gemm(dev(ctx), in[0]->rawData(), in[1]->rawData(), out[0].rawData(), false,
        false, 1.0f, s, in[0]->numElements(), in[1]->numElements());
 }
 
+std::string gemmCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                      bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (has(in, 2) && op.attrs.beta != 1.0f)
+    return "Gemm with C and beta != 1";
+  if (has(in, 2) && addInto)
+    return "Gemm with C adding into its output";
+  return "";
+}
+
 void gemmKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                 Outputs &out) {
-  requireF32(op, in, out);
+  require(gemmCheck, ctx, op, in, out);
   const OpAttrs &a = op.attrs;
   bool hasC = in.size() > 2 && in[2];
-  if (hasC && a.beta != 1.0f)
-    throw KernelUnsupported("Gemm with C and beta != 1");
-  if (hasC && ctx.addInto)
-    throw KernelUnsupported("Gemm with C adding into its output");
   MatmulShape s;
   s.m = out[0].shape()[0];
   s.n = out[0].shape()[1];
@@ -176,54 +207,78 @@ void gemmKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 }
 
 template <arith::BinaryOp B>
-void binaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
-                  Outputs &out) {
-  DType t = out[0].dtype();
+std::string binaryCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                        bool) {
+  DType t = out[0].dtype;
   bool intOk = B == arith::BinaryOp::Add || B == arith::BinaryOp::Sub ||
                B == arith::BinaryOp::Mul;
   if (!(t == DType::F32 || (intOk && (t == DType::I64 || t == DType::I32))) ||
-      in[0]->dtype() != t || in[1]->dtype() != t)
-    throw KernelUnsupported(fmt::format("{} on {}", op.kindName, dtypeName(t)));
+      in[0].dtype != t || in[1].dtype != t)
+    return fmt::format("{} on {}", op.kindName, dtypeName(t));
+  return "";
+}
+
+template <arith::BinaryOp B>
+void binaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                  Outputs &out) {
+  require(binaryCheck<B>, ctx, op, in, out);
+  DType t = out[0].dtype();
   binary(B, t, in[0]->rawData(), in[0]->shape(), in[1]->rawData(),
          in[1]->shape(), out[0].rawData(), out[0].shape(), dev(ctx).stream());
+}
+
+std::string unaryCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                       bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  return in[0].dtype != DType::F32 ? "integer unary op" : "";
 }
 
 template <arith::UnaryOp U>
 void unaryKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                  Outputs &out) {
-  requireF32(op, in, out);
-  if (in[0]->dtype() != DType::F32)
-    throw KernelUnsupported("integer unary op");
+  require(unaryCheck, ctx, op, in, out);
   unary(U, f(in[0]), f(out[0]), out[0].numElements(), dev(ctx).stream());
 }
 
 void softmaxKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                    Outputs &out) {
-  requireF32(op, in, out);
+  require(f32Check, ctx, op, in, out);
   softmax(f(in[0]), f(out[0]), out[0].shape(), op.attrs.axis,
           dev(ctx).stream());
 }
 
-void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
-                     Outputs &out) {
-  requireF32(op, in, out);
+std::string layerNormCheck(const OpInfo &op, const Descs &in,
+                           const Descs &out, bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
   // The kernel writes only Y; Mean and InvStdDev run on the CPU.
   for (std::size_t i = 1; i < out.size(); ++i)
-    if (out[i].defined())
-      throw KernelUnsupported("LayerNormalization's Mean or InvStdDev output");
+    if (out[i].present)
+      return "LayerNormalization's Mean or InvStdDev output";
   if (op.attrs.rms) // no CUDA RMSNorm yet: the CPU kernel on host copies
-    throw KernelUnsupported("LayerNormalization with rms = 1 (RMSNorm)");
+    return "LayerNormalization with rms = 1 (RMSNorm)";
+  return "";
+}
+
+void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                     Outputs &out) {
+  require(layerNormCheck, ctx, op, in, out);
   bool hasBias = in.size() > 2 && in[2];
   layerNorm(f(in[0]), f(in[1]), in[1]->shape(), hasBias ? f(in[2]) : nullptr,
             hasBias ? in[2]->shape() : Shape{}, f(out[0]), out[0].shape(),
             op.attrs.axis, op.attrs.epsilon, dev(ctx).stream());
 }
 
+std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &,
+                        bool) {
+  // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
+  return op.attrs.shardSize > 0 ? "a vocabulary-parallel Gather" : "";
+}
+
 void gatherKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
-  // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
-  if (op.attrs.shardSize > 0)
-    throw KernelUnsupported("a vocabulary-parallel Gather");
+  require(gatherCheck, ctx, op, in, out);
   gather(in[0]->rawData(), in[0]->dtype(), in[0]->shape(), in[1]->rawData(),
          in[1]->dtype(), in[1]->shape(), op.attrs.axis, out[0].rawData(),
          dev(ctx).errorFlag(), dev(ctx).stream());
@@ -240,6 +295,11 @@ void transposeKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
             op.attrs.perm, out[0].rawData(), dev(ctx).stream());
 }
 
+std::string reduceCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                        bool) {
+  return op.attrs.reduceIsIdentity ? "" : f32Why(op, in, out);
+}
+
 template <arith::ReduceOp R>
 void reduceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
@@ -247,7 +307,7 @@ void reduceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
     aliasKernel(ctx, op, in, out);
     return;
   }
-  requireF32(op, in, out);
+  require(reduceCheck, ctx, op, in, out);
   reduce(R, f(in[0]), in[0]->shape(), op.attrs.axes, f(out[0]),
          dev(ctx).stream());
 }
@@ -259,45 +319,71 @@ void localSliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
              dev(ctx).stream());
 }
 
-/// Gelu's (GeluGrad's) bias, input `i`: null when absent; the kernels
+/// Gelu's (GeluGrad's) bias, input `i`, against input `x`: the kernels
 /// broadcast one along the last dimension only.
-const float *geluBias(const OpInfo &op, const Inputs &in, std::size_t i,
-                      const Shape &x) {
-  if (in.size() <= i || !in[i])
-    return nullptr;
-  const Shape &b = in[i]->shape();
-  if (b.size() != 1 || x.empty() || b[0] != x.back())
-    throw KernelUnsupported(std::string(opKindName(op.kind)) +
-                            " bias not along the last dimension");
-  return f(in[i]);
+std::string geluBiasWhy(const OpInfo &op, const Descs &in, std::size_t i,
+                        std::size_t x) {
+  if (!has(in, i))
+    return "";
+  const Shape &b = in[i].shape, &xs = in[x].shape;
+  if (b.size() != 1 || xs.empty() || b[0] != xs.back())
+    return std::string(opKindName(op.kind)) +
+           " bias not along the last dimension";
+  return "";
+}
+
+template <std::size_t Bias, std::size_t X>
+std::string geluCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                      bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  return geluBiasWhy(op, in, Bias, X);
+}
+
+/// Gelu's (GeluGrad's) bias, input `i`: null when absent.
+const float *geluBias(const Inputs &in, std::size_t i) {
+  return in.size() > i && in[i] ? f(in[i]) : nullptr;
 }
 
 void geluKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                 Outputs &out) {
-  requireF32(op, in, out);
-  const float *bias = geluBias(op, in, 1, in[0]->shape());
+  require(geluCheck<1, 0>, ctx, op, in, out);
+  const float *bias = geluBias(in, 1);
   gelu(f(in[0]), bias, bias ? in[1]->numElements() : 0, f(out[0]),
        out[0].numElements(), op.attrs.tanhGelu, dev(ctx).stream());
 }
 
 void geluGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                     Outputs &out) {
-  requireF32(op, in, out);
-  const float *bias = geluBias(op, in, 2, in[1]->shape());
+  require(geluCheck<2, 1>, ctx, op, in, out);
+  const float *bias = geluBias(in, 2);
   geluGrad(f(in[0]), f(in[1]), bias, bias ? in[2]->numElements() : 0, f(out[0]),
            out[0].numElements(), op.attrs.tanhGelu, dev(ctx).stream());
 }
 
+/// Elements of dimensions `axis`.. of `s`.
+int64_t colsFrom(const Shape &s, int64_t axis) {
+  int64_t cols = 1;
+  for (std::size_t i = axis; i < s.size(); ++i)
+    cols *= s[i];
+  return cols;
+}
+
+std::string addLayerNormCheck(const OpInfo &op, const Descs &in,
+                              const Descs &out, bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  int64_t cols = colsFrom(in[0].shape, op.attrs.axis);
+  for (std::size_t i = 2; i < in.size(); ++i)
+    if (in[i].present && numElements(in[i].shape) != cols)
+      return "AddLayerNorm with broadcast scale or bias";
+  return "";
+}
+
 void addLayerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                         Outputs &out) {
-  requireF32(op, in, out);
-  const Shape &xs = in[0]->shape();
-  int64_t cols = 1;
-  for (std::size_t i = op.attrs.axis; i < xs.size(); ++i)
-    cols *= xs[i];
-  for (std::size_t i = 2; i < in.size(); ++i)
-    if (in[i] && in[i]->numElements() != cols)
-      throw KernelUnsupported("AddLayerNorm with broadcast scale or bias");
+  require(addLayerNormCheck, ctx, op, in, out);
+  int64_t cols = colsFrom(in[0]->shape(), op.attrs.axis);
   int64_t rows = cols ? in[0]->numElements() / cols : 0;
   bool hasBias = in.size() > 3 && in[3];
   addLayerNorm(f(in[0]), f(in[1]), f(in[2]), hasBias ? f(in[3]) : nullptr,
@@ -309,7 +395,7 @@ void addLayerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 /// scores in the workspace (not yet a flash-attention kernel).
 void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                      Outputs &out) {
-  requireF32(op, in, out);
+  require(f32Check, ctx, op, in, out);
   CudaDevice &d = dev(ctx);
   const Shape &qs = in[0]->shape(), &ks = in[1]->shape(), &vs = in[2]->shape();
   std::size_t r = qs.size();
@@ -349,33 +435,40 @@ void shoal::rt::registerCudaKernels() {
   if (done)
     return;
   done = true;
-  auto reg = [](OpKind k, KernelFn fn) {
-    registerKernel(k, BackendKind::CUDA, fn);
+  // (Each kernel with the check of the operands it refuses, which it runs
+  // first itself: the plan audit's answer.)
+  auto reg = [](OpKind k, KernelFn fn, KernelCheckFn check = nullptr) {
+    registerKernel(k, BackendKind::CUDA, fn, KernelWrites::Partial, check);
   };
-  reg(OpKind::MatMul, matmulKernel);
-  reg(OpKind::Gemm, gemmKernel);
-  reg(OpKind::Add, binaryKernel<arith::BinaryOp::Add>);
-  reg(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>);
-  reg(OpKind::Mul, binaryKernel<arith::BinaryOp::Mul>);
-  reg(OpKind::Div, binaryKernel<arith::BinaryOp::Div>);
-  reg(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>);
-  reg(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>);
-  reg(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>);
-  reg(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>);
-  reg(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>);
-  reg(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>);
-  reg(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>);
-  reg(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>);
-  reg(OpKind::Softmax, softmaxKernel);
-  reg(OpKind::LayerNormalization, layerNormKernel);
-  reg(OpKind::Gather, gatherKernel);
+  reg(OpKind::MatMul, matmulKernel, matmulCheck);
+  reg(OpKind::Gemm, gemmKernel, gemmCheck);
+  reg(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
+      binaryCheck<arith::BinaryOp::Add>);
+  reg(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>,
+      binaryCheck<arith::BinaryOp::Sub>);
+  reg(OpKind::Mul, binaryKernel<arith::BinaryOp::Mul>,
+      binaryCheck<arith::BinaryOp::Mul>);
+  reg(OpKind::Div, binaryKernel<arith::BinaryOp::Div>,
+      binaryCheck<arith::BinaryOp::Div>);
+  reg(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>,
+      binaryCheck<arith::BinaryOp::Pow>);
+  reg(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>, unaryCheck);
+  reg(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>, unaryCheck);
+  reg(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>, unaryCheck);
+  reg(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>, unaryCheck);
+  reg(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>, unaryCheck);
+  reg(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>, unaryCheck);
+  reg(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>, unaryCheck);
+  reg(OpKind::Softmax, softmaxKernel, f32Check);
+  reg(OpKind::LayerNormalization, layerNormKernel, layerNormCheck);
+  reg(OpKind::Gather, gatherKernel, gatherCheck);
   reg(OpKind::Reshape, aliasKernel);
   reg(OpKind::Transpose, transposeKernel);
-  reg(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>);
-  reg(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>);
+  reg(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>, reduceCheck);
+  reg(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>, reduceCheck);
   reg(OpKind::LocalSlice, localSliceKernel);
-  reg(OpKind::Gelu, geluKernel);
-  reg(OpKind::GeluGrad, geluGradKernel);
-  reg(OpKind::AddLayerNorm, addLayerNormKernel);
-  reg(OpKind::Attention, attentionKernel);
+  reg(OpKind::Gelu, geluKernel, geluCheck<1, 0>);
+  reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
+  reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);
+  reg(OpKind::Attention, attentionKernel, f32Check);
 }

@@ -13,10 +13,13 @@
 
 #include "tooling/Tooling.h"
 
+#include "Audit.h"
 #include "Backend.h"
 #include "BackendRegistry.h"
 #include "Communicator.h"
 #include "Watchdog.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -86,6 +89,36 @@ int shoal::rt::runJob(int argc, char **argv, const JobRequest &request) {
       }
     }
     return finish(help ? 0 : 1);
+  }
+  if (opts.audit) {
+    // No world, no device: the plan and the kernels' registrations.
+    int status = 0;
+    if (rank == 0) {
+      try {
+        BackendKind backend = BackendKind::CPU;
+        std::string name = opts.backend.empty() ? "cpu" : opts.backend;
+        if (!parseBackend(name, backend))
+          throw Error(fmt::format("--backend {} is not a backend", name));
+        if (!findBackend(backend))
+          throw Error(fmt::format("this build of shoal has no {} backend",
+                                  name));
+        PlanAudit audit =
+            auditPlanFile(opts.planPath, backend, opts.comm == "nccl");
+        std::fputs(formatAudit(audit, name, opts.comm).c_str(), stdout);
+        if (opts.strict && audit.hostFallbacks + audit.hostStaged > 0) {
+          std::fprintf(stderr,
+                       "shoal-run: error: --strict --audit: %d ops would run "
+                       "on the CPU and %d collectives or transfers would go "
+                       "through host buffers\n",
+                       audit.hostFallbacks, audit.hostStaged);
+          status = 1;
+        }
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "shoal-run: error: %s\n", e.what());
+        status = 1;
+      }
+    }
+    return finish(status);
   }
 
   std::unique_ptr<Communicator> world;
