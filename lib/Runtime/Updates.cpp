@@ -10,6 +10,7 @@
 #include "Device.h"
 #include "KernelRegistry.h"
 #include "Ops.h"
+#include "UpdateMath.h"
 
 #include <fmt/format.h>
 
@@ -41,6 +42,30 @@ double shoal::rt::learningRate(const OptimizerParams &p, int64_t step) {
     return p.minLr + 0.5 * (p.lr - p.minLr) * (1.0 + std::cos(pi * progress));
   }
   return p.lr;
+}
+
+AdamWScalars shoal::rt::adamwScalars(const OptimizerParams &p, int64_t step,
+                                     float gradScale) {
+  double lr = learningRate(p, step);
+  // Python scalars, in double.
+  double t = static_cast<double>(step);
+  double biasCorrection1 = 1.0 - std::pow(p.beta1, t);
+  double biasCorrection2 = 1.0 - std::pow(p.beta2, t);
+  double stepSize = lr / biasCorrection1;
+  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
+  // The same scalars as the float32 kernels see them.
+  AdamWScalars s;
+  s.gradScale = gradScale;
+  s.scaled = gradScale != 1.f;
+  s.decay = static_cast<float>(1.0 - lr * p.weightDecay);
+  s.beta1 = static_cast<float>(p.beta1);
+  s.oneMinusBeta1 = static_cast<float>(1.0 - p.beta1);
+  s.beta2 = static_cast<float>(p.beta2);
+  s.oneMinusBeta2 = static_cast<float>(1.0 - p.beta2);
+  s.bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
+  s.eps = static_cast<float>(p.eps);
+  s.negStepSize = static_cast<float>(-stepSize);
+  return s;
 }
 
 float shoal::rt::clipScale(const OptimizerParams &p, double globalNorm) {

@@ -97,25 +97,7 @@ void shoal::rt::cpu::adamwUpdate(const OptimizerParams &p, int64_t step,
   checkLike(p, w, g, "the weight");
   checkLike(p, m, g, "the first moment");
   checkLike(p, v, g, "the second moment");
-  double lr = learningRate(p, step);
-  // Python scalars, in double.
-  double t = static_cast<double>(step);
-  double biasCorrection1 = 1.0 - std::pow(p.beta1, t);
-  double biasCorrection2 = 1.0 - std::pow(p.beta2, t);
-  double stepSize = lr / biasCorrection1;
-  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
-  // The same scalars as the float32 kernels see them.
-  AdamWScalars s;
-  s.gradScale = gradScale;
-  s.scaled = gradScale != 1.f;
-  s.decay = static_cast<float>(1.0 - lr * p.weightDecay);
-  s.beta1 = static_cast<float>(p.beta1);
-  s.oneMinusBeta1 = static_cast<float>(1.0 - p.beta1);
-  s.beta2 = static_cast<float>(p.beta2);
-  s.oneMinusBeta2 = static_cast<float>(1.0 - p.beta2);
-  s.bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
-  s.eps = static_cast<float>(p.eps);
-  s.negStepSize = static_cast<float>(-stepSize);
+  AdamWScalars s = adamwScalars(p, step, gradScale);
   float *pw = w.data<float>();
   const float *pg = g.data<float>();
   float *pm = m.data<float>();

@@ -23,21 +23,15 @@
 
 #include <cstdint>
 
+#include "UpdateMath.h"
+
 namespace shoal {
 namespace rt {
 namespace cpu {
 
-/// AdamW's per-step float32 scalars, as torch's `_single_tensor_adamw` hands
-/// them to its float kernels (cpu/Optimizers.cpp computes them).
-struct AdamWScalars {
-  float gradScale; // applied to the gradient when `scaled`
-  bool scaled;
-  float decay; // 1 - lr * weight_decay
-  float beta1, oneMinusBeta1, beta2, oneMinusBeta2;
-  float bc2Sqrt; // sqrt(1 - beta2^t)
-  float eps;
-  float negStepSize; // -lr / (1 - beta1^t)
-};
+/// AdamW's per-step float32 scalars (UpdateMath.h, shared with the CUDA
+/// kernel).
+using rt::AdamWScalars;
 
 struct VectorKernels {
   /// The instruction set they were compiled for: "avx512", "avx2" or

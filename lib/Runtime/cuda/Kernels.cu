@@ -1480,6 +1480,27 @@ void fill(float *out, float value, int64_t n, cudaStream_t stream) {
   checkLaunch("fill");
 }
 
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+__global__ void __launch_bounds__(kThreads)
+    adamwKernel(AdamWScalars s, float *w, const float *g, float *m, float *v,
+                int64_t n) {
+  // (adamwElement, UpdateMath.h: the CPU kernel's arithmetic.)
+  for (int64_t i = globalThread(); i < n; i += gridThreads())
+    adamwElement(s, w[i], g[i], m[i], v[i]);
+}
+
+void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
+           int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(s, w, g, m, v, n);
+  checkLaunch("adamw");
+}
+
 } // namespace cuda
 } // namespace rt
 } // namespace shoal

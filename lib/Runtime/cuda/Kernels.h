@@ -21,6 +21,7 @@
 #define SHOAL_RUNTIME_CUDA_KERNELS_H
 
 #include "Tensor.h"
+#include "UpdateMath.h"
 #include "ops/MathKinds.h"
 #include "ops/ShapeRules.h"
 
@@ -103,6 +104,10 @@ void castToF32(DType16 from, const void *in, float *out, int64_t n,
 
 /// Sets `n` floats to `value`.
 void fill(float *out, float value, int64_t n, cudaStream_t stream);
+/// One AdamW step on n float32 elements in place (adamwElement per element,
+/// UpdateMath.h).
+void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
+           int64_t n, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace rt

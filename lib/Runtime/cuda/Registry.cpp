@@ -471,4 +471,23 @@ void shoal::rt::registerCudaKernels() {
   reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
   reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);
   reg(OpKind::Attention, attentionKernel, f32Check);
+  // The optimizer: AdamW on the device (the clipping norm and SGD run the
+  // CPU's on host copies).
+  UpdateKernels updates;
+  updates.adamw = [](Device &device, const OptimizerParams &p, int64_t step,
+                     float gradScale, Tensor &w, const Tensor &g, Tensor &m,
+                     Tensor &v) {
+    if (step < 1)
+      throw Error(fmt::format("AdamW: step {} is not 1-based", step));
+    for (const Tensor *t : std::initializer_list<const Tensor *>{&w, &g, &m, &v})
+      if (!t->defined() || t->dtype() != DType::F32 ||
+          t->shape() != g.shape())
+        throw Error(fmt::format("AdamW: the weight, gradient and moments must "
+                                "be f32 of one shape, got {} and {}",
+                                t->defined() ? t->type().str() : "undefined",
+                                g.type().str()));
+    adamw(adamwScalars(p, step, gradScale), f(w), f(&g), f(m), f(v),
+          g.numElements(), static_cast<CudaDevice &>(device).stream());
+  };
+  registerUpdateKernels(BackendKind::CUDA, updates);
 }

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cpu/Kernels.h"
+#include "cpu/Optimizers.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
 
@@ -989,4 +990,38 @@ int main(int argc, char **argv) {
   }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// AdamW on the device against the CPU update, over three steps (with a
+// gradient scale and weight decay): both run adamwElement (UpdateMath.h),
+// the GPU with FMA contraction allowed, so within a few float ulps.
+TEST_F(CudaKernels, AdamWMatchesTheCpuUpdate) {
+  OptimizerParams p;
+  p.kind = OptimizerParams::AdamW;
+  p.lr = 1e-3;
+  p.beta1 = 0.9;
+  p.beta2 = 0.999;
+  p.eps = 1e-8;
+  p.weightDecay = 0.01;
+  for (int64_t n : {1, 7, 4099}) {
+    Shape shape{n};
+    Tensor w = randomTensor(DType::F32, shape, rng);
+    Tensor m(DType::F32, shape), v(DType::F32, shape);
+    std::memset(m.rawData(), 0, m.numBytes());
+    std::memset(v.rawData(), 0, v.numBytes());
+    auto dw = toDevice(w), dm = toDevice(m), dv = toDevice(v);
+    for (int64_t step = 1; step <= 3; ++step) {
+      Tensor g = randomTensor(DType::F32, shape, rng);
+      auto dg = toDevice(g);
+      float scale = step == 2 ? 0.5f : 1.f;
+      cpu::adamwUpdate(p, step, scale, w, g, m, v);
+      gpu::adamw(adamwScalars(p, step, scale), dw->as<float>(),
+                 dg->as<float>(), dm->as<float>(), dv->as<float>(), n, stream);
+      sync();
+    }
+    std::string what = "adamw n=" + std::to_string(n);
+    expectClose(fromDevice(*dw, DType::F32, shape), w, 1e-6, what + " w");
+    expectClose(fromDevice(*dm, DType::F32, shape), m, 1e-6, what + " m");
+    expectClose(fromDevice(*dv, DType::F32, shape), v, 1e-6, what + " v");
+  }
 }

@@ -1,0 +1,79 @@
+//===- UpdateMath.h - Optimizer arithmetic shared by CPU and GPU -*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The per-element arithmetic of the optimizer updates, as functions that
+// the CPU kernels (cpu/AdamWImpl.cpp) and the CUDA kernels (cuda/Kernels.cu)
+// both call, so that the CPU tests check the GPU's arithmetic too; and the
+// per-step scalars, computed once on the host for either. Light: no CUDA
+// header, no Tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHOAL_RUNTIME_UPDATEMATH_H
+#define SHOAL_RUNTIME_UPDATEMATH_H
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SHOAL_HOST_DEVICE __host__ __device__
+#else
+#define SHOAL_HOST_DEVICE
+#endif
+
+namespace shoal {
+namespace rt {
+
+struct OptimizerParams;
+
+/// AdamW's per-step float32 scalars, as torch's `_single_tensor_adamw` hands
+/// them to its float kernels (adamwScalars computes them).
+struct AdamWScalars {
+  float gradScale; // applied to the gradient when `scaled`
+  bool scaled;
+  float decay; // 1 - lr * weight_decay
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2;
+  float bc2Sqrt; // sqrt(1 - beta2^t)
+  float eps;
+  float negStepSize; // -lr / (1 - beta1^t)
+};
+
+/// The scalars of step `step` (1-based; Updates.cpp): the learning rate of
+/// the schedule and the bias corrections in double, as Python computes
+/// them, then rounded to float.
+AdamWScalars adamwScalars(const OptimizerParams &p, int64_t step,
+                          float gradScale);
+
+/// One element's AdamW update in place, in the order of torch's
+/// `_single_tensor_adamw` (torch 1.13). The two products torch computes
+/// with an FMA are computed in double, where a float times a float is
+/// exact, then rounded once. Compile the CPU caller without contractions
+/// (-ffp-contract=off) so that `w * decay + q` stays two roundings, as in
+/// torch's float32 kernels.
+SHOAL_HOST_DEVICE inline void adamwElement(const AdamWScalars &s, float &w,
+                                           float g, float &m, float &v) {
+  float grad = s.scaled ? g * s.gradScale : g;
+  // param.mul_(1 - lr * weight_decay)
+  float param = w * s.decay;
+  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+  float expAvg = static_cast<float>(double(grad) * double(s.oneMinusBeta1) +
+                                    double(m * s.beta1));
+  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+  float expAvgSq = static_cast<float>(double(s.oneMinusBeta2 * grad) *
+                                          double(grad) +
+                                      double(v * s.beta2));
+  // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+  float denom = sqrtf(expAvgSq) / s.bc2Sqrt + s.eps;
+  // param.addcdiv_(exp_avg, denom, value=-step_size)
+  w = param + s.negStepSize * expAvg / denom;
+  m = expAvg;
+  v = expAvgSq;
+}
+
+} // namespace rt
+} // namespace shoal
+
+#endif // SHOAL_RUNTIME_UPDATEMATH_H
