@@ -118,7 +118,7 @@ std::vector<int64_t> denseStrides(const Shape &shape) {
 }
 
 /// Whether `from` broadcasts to `to` (numpy rules) without changing it.
-bool broadcastsTo(const Shape &from, const Shape &to) {
+[[maybe_unused]] bool broadcastsTo(const Shape &from, const Shape &to) {
   if (from.size() > to.size())
     return false;
   std::size_t lead = to.size() - from.size();

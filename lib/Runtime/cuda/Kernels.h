@@ -108,6 +108,12 @@ void fill(float *out, float value, int64_t n, cudaStream_t stream);
 /// UpdateMath.h).
 void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
            int64_t n, cudaStream_t stream);
+/// Bytes of device workspace sumOfSquares needs for n elements.
+std::size_t sumOfSquaresWorkspace(int64_t n);
+/// The sum of g[i]^2 in double (CUB's device reduction), copied to the host
+/// (the stream is synchronized).
+double sumOfSquares(const float *g, int64_t n, void *workspace,
+                    cudaStream_t stream);
 
 } // namespace cuda
 } // namespace rt

@@ -471,8 +471,8 @@ void shoal::rt::registerCudaKernels() {
   reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
   reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);
   reg(OpKind::Attention, attentionKernel, f32Check);
-  // The optimizer: AdamW on the device (the clipping norm and SGD run the
-  // CPU's on host copies).
+  // The optimizer: AdamW and the clipping norm on the device (SGD runs
+  // the CPU's on host copies).
   UpdateKernels updates;
   updates.adamw = [](Device &device, const OptimizerParams &p, int64_t step,
                      float gradScale, Tensor &w, const Tensor &g, Tensor &m,
@@ -488,6 +488,15 @@ void shoal::rt::registerCudaKernels() {
                                 g.type().str()));
     adamw(adamwScalars(p, step, gradScale), f(w), f(&g), f(m), f(v),
           g.numElements(), static_cast<CudaDevice &>(device).stream());
+  };
+  updates.sumOfSquares = [](Device &device, const Tensor &g) {
+    if (g.dtype() != DType::F32)
+      throw Error(fmt::format("sumOfSquares: the gradient must be f32, got {}",
+                              g.type().str()));
+    CudaDevice &d = static_cast<CudaDevice &>(device);
+    int64_t n = g.numElements();
+    return cuda::sumOfSquares(f(&g), n, d.workspace(sumOfSquaresWorkspace(n)),
+                              d.stream());
   };
   registerUpdateKernels(BackendKind::CUDA, updates);
 }

@@ -1025,3 +1025,16 @@ TEST_F(CudaKernels, AdamWMatchesTheCpuUpdate) {
     expectClose(fromDevice(*dv, DType::F32, shape), v, 1e-6, what + " v");
   }
 }
+
+// The clipping norm's sum of squares through CUB against the CPU's (both
+// in double, in different orders).
+TEST_F(CudaKernels, SumOfSquaresMatchesTheCpu) {
+  for (int64_t n : {0, 1, 1000, 1 << 20}) {
+    Tensor g = randomTensor(DType::F32, {n}, rng);
+    auto dg = toDevice(g);
+    DeviceBuffer work(gpu::sumOfSquaresWorkspace(n));
+    double got = gpu::sumOfSquares(dg->as<float>(), n, work.as<char>(), stream);
+    double want = cpu::sumOfSquares(g);
+    EXPECT_NEAR(got, want, 1e-12 * std::max(1.0, want)) << "n=" << n;
+  }
+}
