@@ -73,6 +73,51 @@ SHOAL_HOST_DEVICE inline void adamwElement(const AdamWScalars &s, float &w,
   v = expAvgSq;
 }
 
+/// SGD's per-step float32 scalars (torch's `_single_tensor_sgd`, no
+/// dampening, no Nesterov).
+struct SgdScalars {
+  float gradScale; // applied to the gradient when `scaled`
+  bool scaled;
+  float weightDecay; // applied when `decay`
+  bool decay;
+  float momentum; // a momentum buffer when `useMomentum`
+  bool useMomentum;
+  bool first; // step 1: the buffer starts as the gradient
+  float negLr;
+};
+
+/// The scalars of step `step` (1-based; Updates.cpp).
+SgdScalars sgdScalars(const OptimizerParams &p, int64_t step, float gradScale);
+
+/// a * b + c rounded once, like an FMA instruction: the product of two
+/// floats is exact in double, so only the sum rounds (twice, to double and
+/// to float, which differs from one rounding only when the double lands on a
+/// float tie: rarely enough, and without needing FMA hardware).
+SHOAL_HOST_DEVICE inline float fusedMulAdd(float a, float b, float c) {
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) +
+                            static_cast<double>(c));
+}
+
+/// One element's SGD update in place, in the order of torch's
+/// `_single_tensor_sgd` (torch 1.13); `buf` is read and written only with
+/// momentum.
+SHOAL_HOST_DEVICE inline void sgdElement(const SgdScalars &s, float &w,
+                                         float g, float *buf) {
+  float d = s.scaled ? g * s.gradScale : g;
+  // d_p = d_p.add(param, alpha=weight_decay)
+  if (s.decay)
+    d = fusedMulAdd(w, s.weightDecay, d);
+  if (s.useMomentum) {
+    // buf = clone(d_p) at the first step, else
+    // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+    float b = s.first ? d : *buf * s.momentum + d;
+    *buf = b;
+    d = b;
+  }
+  // param.add_(d_p, alpha=-lr)
+  w = fusedMulAdd(d, s.negLr, w);
+}
+
 } // namespace rt
 } // namespace shoal
 

@@ -68,6 +68,20 @@ AdamWScalars shoal::rt::adamwScalars(const OptimizerParams &p, int64_t step,
   return s;
 }
 
+SgdScalars shoal::rt::sgdScalars(const OptimizerParams &p, int64_t step,
+                                 float gradScale) {
+  SgdScalars s;
+  s.gradScale = gradScale;
+  s.scaled = gradScale != 1.f;
+  s.weightDecay = static_cast<float>(p.weightDecay);
+  s.decay = p.weightDecay != 0;
+  s.momentum = static_cast<float>(p.momentum);
+  s.useMomentum = p.momentum != 0;
+  s.first = step == 1;
+  s.negLr = static_cast<float>(-learningRate(p, step));
+  return s;
+}
+
 float shoal::rt::clipScale(const OptimizerParams &p, double globalNorm) {
   if (!(p.clipNorm > 0))
     return 1.f;

@@ -46,15 +46,6 @@ void checkLike(const OptimizerParams &p, const Tensor &t, const Tensor &g,
                             g.type().str()));
 }
 
-/// a * b + c rounded once, like an FMA instruction: the product of two
-/// floats is exact in double, so only the sum rounds (twice, to double and
-/// to float, which differs from one rounding only when the double lands on a
-/// float tie: rarely enough, and without needing FMA hardware).
-inline float fusedMulAdd(float a, float b, float c) {
-  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) +
-                            static_cast<double>(c));
-}
-
 void checkStep(const OptimizerParams &p, int64_t step) {
   if (step < 1)
     throw Error(fmt::format("{}: step {} is not 1-based", kindName(p), step));
@@ -119,30 +110,11 @@ void shoal::rt::cpu::sgdUpdate(const OptimizerParams &p, int64_t step,
   bool useMomentum = p.momentum != 0;
   if (useMomentum)
     checkLike(p, buf, g, "the momentum buffer");
-  double lr = learningRate(p, step);
-  const float weightDecay = static_cast<float>(p.weightDecay);
-  const float momentum = static_cast<float>(p.momentum);
-  const float negLr = static_cast<float>(-lr);
-  const bool decay = p.weightDecay != 0;
-  const bool scaled = gradScale != 1.f;
-  const bool first = step == 1;
-
+  // (sgdElement, UpdateMath.h: the CUDA kernel's arithmetic too.)
+  SgdScalars s = sgdScalars(p, step, gradScale);
   float *pw = w.data<float>();
   const float *pg = g.data<float>();
   float *pb = useMomentum ? buf.data<float>() : nullptr;
-  for (int64_t i = 0, n = g.numElements(); i < n; ++i) {
-    float d = scaled ? pg[i] * gradScale : pg[i];
-    // d_p = d_p.add(param, alpha=weight_decay)
-    if (decay)
-      d = fusedMulAdd(pw[i], weightDecay, d);
-    if (useMomentum) {
-      // buf = clone(d_p) at the first step, else
-      // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-      float b = first ? d : pb[i] * momentum + d;
-      pb[i] = b;
-      d = b;
-    }
-    // param.add_(d_p, alpha=-lr)
-    pw[i] = fusedMulAdd(d, negLr, pw[i]);
-  }
+  for (int64_t i = 0, n = g.numElements(); i < n; ++i)
+    sgdElement(s, pw[i], pg[i], pb ? pb + i : nullptr);
 }

@@ -1501,6 +1501,21 @@ void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
   checkLaunch("adamw");
 }
 
+__global__ void __launch_bounds__(kThreads)
+    sgdKernel(SgdScalars s, float *w, const float *g, float *buf, int64_t n) {
+  // (sgdElement, UpdateMath.h: the CPU kernel's arithmetic.)
+  for (int64_t i = globalThread(); i < n; i += gridThreads())
+    sgdElement(s, w[i], g[i], buf ? buf + i : nullptr);
+}
+
+void sgd(const SgdScalars &s, float *w, const float *g, float *buf, int64_t n,
+         cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  sgdKernel<<<gridFor(n), kThreads, 0, stream>>>(s, w, g, buf, n);
+  checkLaunch("sgd");
+}
+
 } // namespace cuda
 } // namespace rt
 } // namespace shoal

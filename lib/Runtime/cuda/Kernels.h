@@ -108,6 +108,10 @@ void fill(float *out, float value, int64_t n, cudaStream_t stream);
 /// UpdateMath.h).
 void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
            int64_t n, cudaStream_t stream);
+/// One SGD step on n float32 elements in place (sgdElement per element);
+/// `buf` null without momentum.
+void sgd(const SgdScalars &s, float *w, const float *g, float *buf, int64_t n,
+         cudaStream_t stream);
 /// Bytes of device workspace sumOfSquares needs for n elements.
 std::size_t sumOfSquaresWorkspace(int64_t n);
 /// The sum of g[i]^2 in double (CUB's device reduction), copied to the host

@@ -471,8 +471,7 @@ void shoal::rt::registerCudaKernels() {
   reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
   reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);
   reg(OpKind::Attention, attentionKernel, f32Check);
-  // The optimizer: AdamW and the clipping norm on the device (SGD runs
-  // the CPU's on host copies).
+  // The optimizer updates and the clipping norm, on the device.
   UpdateKernels updates;
   updates.adamw = [](Device &device, const OptimizerParams &p, int64_t step,
                      float gradScale, Tensor &w, const Tensor &g, Tensor &m,
@@ -488,6 +487,23 @@ void shoal::rt::registerCudaKernels() {
                                 g.type().str()));
     adamw(adamwScalars(p, step, gradScale), f(w), f(&g), f(m), f(v),
           g.numElements(), static_cast<CudaDevice &>(device).stream());
+  };
+  updates.sgd = [](Device &device, const OptimizerParams &p, int64_t step,
+                   float gradScale, Tensor &w, const Tensor &g, Tensor &buf) {
+    if (step < 1)
+      throw Error(fmt::format("SGD: step {} is not 1-based", step));
+    bool momentum = p.momentum != 0;
+    for (const Tensor *t : std::initializer_list<const Tensor *>{&w, &g, &buf})
+      if ((t != &buf || momentum) &&
+          (!t->defined() || t->dtype() != DType::F32 ||
+           t->shape() != g.shape()))
+        throw Error(fmt::format("SGD: the weight, gradient and momentum buffer "
+                                "must be f32 of one shape, got {} and {}",
+                                t->defined() ? t->type().str() : "undefined",
+                                g.type().str()));
+    sgd(sgdScalars(p, step, gradScale), f(w), f(&g),
+        momentum ? f(buf) : nullptr, g.numElements(),
+        static_cast<CudaDevice &>(device).stream());
   };
   updates.sumOfSquares = [](Device &device, const Tensor &g) {
     if (g.dtype() != DType::F32)

@@ -1038,3 +1038,32 @@ TEST_F(CudaKernels, SumOfSquaresMatchesTheCpu) {
     EXPECT_NEAR(got, want, 1e-12 * std::max(1.0, want)) << "n=" << n;
   }
 }
+
+// SGD on the device against the CPU update, with and without momentum and
+// weight decay, over three steps (the first starts the momentum buffer).
+TEST_F(CudaKernels, SgdMatchesTheCpuUpdate) {
+  for (double momentum : {0.0, 0.9})
+    for (double decay : {0.0, 0.01}) {
+      OptimizerParams p;
+      p.kind = OptimizerParams::SGD;
+      p.lr = 0.1;
+      p.momentum = momentum;
+      p.weightDecay = decay;
+      Shape shape{1031};
+      Tensor w = randomTensor(DType::F32, shape, rng);
+      Tensor buf(DType::F32, shape);
+      std::memset(buf.rawData(), 0, buf.numBytes());
+      auto dw = toDevice(w), db = toDevice(buf);
+      for (int64_t step = 1; step <= 3; ++step) {
+        Tensor g = randomTensor(DType::F32, shape, rng);
+        auto dg = toDevice(g);
+        cpu::sgdUpdate(p, step, 1.f, w, g, buf);
+        gpu::sgd(sgdScalars(p, step, 1.f), dw->as<float>(), dg->as<float>(),
+                 momentum != 0 ? db->as<float>() : nullptr, 1031, stream);
+        sync();
+      }
+      std::string what = "sgd momentum " + std::to_string(momentum) +
+                         " decay " + std::to_string(decay);
+      expectClose(fromDevice(*dw, DType::F32, shape), w, 1e-6, what);
+    }
+}
