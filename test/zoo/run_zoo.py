@@ -507,6 +507,24 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
     try:
         res = common.run_cmd(compile_, timeout=args.timeout, log=log)
         log.write(res.stdout + res.stderr)
+        if args.audit and training:
+            # Where the plan's ops would run on the CUDA backend with NCCL
+            # (no GPU needed; docs/CUDA.md "Plan audit").
+            stage = "audit"
+            res = subprocess.run([os.path.join(args.bin, "shoal-run"),
+                                  os.path.join(d, "model.plan"), "--backend", "cuda",
+                                  "--comm", "nccl", "--audit"],
+                                 capture_output=True, text=True, timeout=args.timeout)
+            log.write(res.stdout + res.stderr)
+            m = re.search(r"host fallbacks: (\d+); host-staged collectives and "
+                          r"transfers: (\d+)", res.stdout)
+            if "has no cuda backend" in res.stderr:
+                r["audit_skipped"] = "this build has no CUDA backend"
+            elif res.returncode != 0 or not m:
+                raise common.CommandError("shoal-run --audit: exit %d: %s" % (
+                    res.returncode, res.stderr.strip()[-300:]), res)
+            else:
+                r["audit"] = {"host": int(m.group(1)), "staged": int(m.group(2))}
         stage = "run"
         run = [os.path.join(args.bin, "shoal-run"), os.path.join(d, "model.plan")]
         if training:
@@ -805,6 +823,10 @@ def main(argv=None):
                     help="run under the torch 2.x virtual environment (scripts/install-deps.sh "
                     "--torch2, ${SHOAL_VENV_TORCH2:-~/.cache/shoal-venv-torch2}); skip (77) "
                     "when it does not exist")
+    ap.add_argument("--audit", action="store_true",
+                    help="audit each training plan for the CUDA backend with NCCL "
+                         "(shoal-run --audit, no GPU needed) and print where its ops "
+                         "would leave the device")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -867,6 +889,8 @@ def main(argv=None):
                "--mpirun", args.mpirun, "--exporter", args.exporter]
         if args.opset is not None:
             cmd += ["--opset", str(args.opset)]
+        if args.audit:
+            cmd.append("--audit")
         t = time.time()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True, errors="replace")
@@ -894,6 +918,20 @@ def main(argv=None):
     table = markdown(results, layouts, command, args.rtol, args.exporter)
     print()
     print(table)
+    if args.audit:
+        print("\nCUDA plan audit (shoal-run --backend cuda --comm nccl --audit): ops "
+              "that would run on the CPU / collectives and transfers through host "
+              "buffers, one rank of each program\n")
+        print("| model | " + " | ".join(l for l in layouts if l.startswith("train-")) + " |")
+        print("| --- |" + " ---: |" * sum(1 for l in layouts if l.startswith("train-")))
+        for res in results:
+            cells = []
+            for l in layouts:
+                if not l.startswith("train-"):
+                    continue
+                a = res["layouts"].get(l, {}).get("audit")
+                cells.append("%d / %d" % (a["host"], a["staged"]) if a else "-")
+            print("| %s | %s |" % (res["model"], " | ".join(cells)))
     print("total %.0f s" % elapsed)
     if args.report:
         with open(args.report, "w") as f:
