@@ -116,9 +116,8 @@ MemoryEstimate shoal::planner::estimateMemory(const MemoryInputs &in) {
       m.weights /= n;
   }
   m.weights += copies;
-  m.activations =
-      in.activationBytes * std::max(1, in.inFlight) + in.transientBytes +
-      in.persistentBytes;
+  m.activations = in.activationBytes * std::max(1, in.inFlight) +
+                  in.transientBytes + in.persistentBytes;
   m.workspace = in.workspaceBytes;
   return m;
 }

@@ -680,12 +680,11 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       if (training(step) && profile.hasBackward &&
           (mi > 1 || (zero && !blocks))) {
         int slowest = slowestRank(ranks, cluster, options.precision);
-        double bytes =
-            (blocks ? (stageParams[k] - stageWholeParams[k]) / dp +
-                          stageWholeParams[k] / (dp * s.devices)
-             : zero ? stageParams[k]
-                    : stageOtherParams[k]) *
-            bpp;
+        double bytes = (blocks ? (stageParams[k] - stageWholeParams[k]) / dp +
+                                     stageWholeParams[k] / (dp * s.devices)
+                        : zero ? stageParams[k]
+                               : stageOtherParams[k]) *
+                       bpp;
         t[k][i].compute +=
             cost.opSeconds(slowest, 0, 2.0 / mi * bytes, OpClass::Copy) +
             cost.opSeconds(slowest, 0, 3.0 * (mi - 1) / mi * bytes,
@@ -751,8 +750,10 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
       return {0.0, 0.0};
     // (The stored weights: float32 masters when the whole model is low,
     // cast after the gather.)
-    const double forward = zeroCollectives(k, stageGathersF[k], lowModel ? 4 : bpp);
-    const double backward = zeroCollectives(k, stageGathersB[k], lowModel ? 4 : bpp);
+    const double forward =
+        zeroCollectives(k, stageGathersF[k], lowModel ? 4 : bpp);
+    const double backward =
+        zeroCollectives(k, stageGathersB[k], lowModel ? 4 : bpp);
     const double again = step == StepKind::TrainRecompute ? forward : 0;
     // Stage 3 also reduce-scatters each weight's gradient at every
     // micro-batch (docs/Training.md "ZeRO"), synchronously: the step's

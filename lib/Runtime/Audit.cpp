@@ -1,4 +1,4 @@
-//===- Audit.cpp - What a plan would run where, without a device -*- C++ -*-===//
+//===- Audit.cpp - Where a plan's ops would run --------------*- C++ -*-===//
 //
 // Part of the shoal project.
 //
@@ -143,9 +143,9 @@ PlanAudit shoal::rt::auditPlanFile(const std::string &path, BackendKind backend,
       audit.notCapturable.push_back(
           fmt::format("{} ops run on the CPU", audit.hostFallbacks));
     if (audit.hostStaged)
-      audit.notCapturable.push_back(fmt::format(
-          "{} collectives or transfers go through host buffers",
-          audit.hostStaged));
+      audit.notCapturable.push_back(
+          fmt::format("{} collectives or transfers go through host buffers",
+                      audit.hostStaged));
     audit.notCapturable.push_back(
         "the CUDA engine does not capture graphs yet");
   }

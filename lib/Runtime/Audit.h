@@ -1,4 +1,4 @@
-//===- Audit.h - What a plan would run where, without a device --*- C++ -*-===//
+//===- Audit.h - Where a plan's ops would run ----------------*- C++ -*-===//
 //
 // Part of the shoal project.
 //
@@ -50,8 +50,8 @@ struct PlanAudit {
 /// Audits `plan` (one loaded rank's program) for `backend`; `deviceComm`:
 /// the collectives run on a device communicator (--comm nccl). Adds to
 /// `out`.
-void auditProgram(const LoadedPlan &plan, BackendKind backend,
-                  bool deviceComm, PlanAudit &out);
+void auditProgram(const LoadedPlan &plan, BackendKind backend, bool deviceComm,
+                  PlanAudit &out);
 
 /// Audits every program of the plan file `path` (one rank of each).
 /// Throws Error for a plan that does not load.

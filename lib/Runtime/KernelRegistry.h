@@ -104,8 +104,7 @@ KernelFn findKernel(OpKind kind, BackendKind backend);
 /// "" when it would, "no kernel" when there is none.
 std::string kernelWhyNot(BackendKind backend, const OpInfo &op,
                          const std::vector<OperandDesc> &inputs,
-                         const std::vector<OperandDesc> &outputs,
-                         bool addInto);
+                         const std::vector<OperandDesc> &outputs, bool addInto);
 /// The descriptions of a kernel's tensors (null or undefined: absent).
 std::vector<OperandDesc> describe(const std::vector<const Tensor *> &tensors);
 std::vector<OperandDesc> describe(const std::vector<Tensor> &tensors);

@@ -1,4 +1,4 @@
-//===- UpdateMath.h - Optimizer arithmetic shared by CPU and GPU -*- C++ -*-===//
+//===- UpdateMath.h - Optimizer arithmetic of CPU and GPU ---*- C++ -*-===//
 //
 // Part of the shoal project.
 //
@@ -62,9 +62,8 @@ SHOAL_HOST_DEVICE inline void adamwElement(const AdamWScalars &s, float &w,
   float expAvg = static_cast<float>(double(grad) * double(s.oneMinusBeta1) +
                                     double(m * s.beta1));
   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-  float expAvgSq = static_cast<float>(double(s.oneMinusBeta2 * grad) *
-                                          double(grad) +
-                                      double(v * s.beta2));
+  float expAvgSq = static_cast<float>(
+      double(s.oneMinusBeta2 * grad) * double(grad) + double(v * s.beta2));
   // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
   float denom = sqrtf(expAvgSq) / s.bc2Sqrt + s.eps;
   // param.addcdiv_(exp_avg, denom, value=-step_size)
@@ -101,8 +100,8 @@ SHOAL_HOST_DEVICE inline float fusedMulAdd(float a, float b, float c) {
 /// One element's SGD update in place, in the order of torch's
 /// `_single_tensor_sgd` (torch 1.13); `buf` is read and written only with
 /// momentum.
-SHOAL_HOST_DEVICE inline void sgdElement(const SgdScalars &s, float &w,
-                                         float g, float *buf) {
+SHOAL_HOST_DEVICE inline void sgdElement(const SgdScalars &s, float &w, float g,
+                                         float *buf) {
   float d = s.scaled ? g * s.gradScale : g;
   // d_p = d_p.add(param, alpha=weight_decay)
   if (s.decay)

@@ -181,7 +181,8 @@ std::vector<pl::OpPiece> backwardOf(Operation *op, const DenseSet<Value> &split,
     for (Operation *x : live)
       for (Value v : x->getOperands())
         if (Operation *def = v.getDefiningOp();
-            def && isa<WeightOp>(def) && llvm::is_contained(op->getOperands(), v))
+            def && isa<WeightOp>(def) &&
+            llvm::is_contained(op->getOperands(), v))
           if (auto t = dyn_cast<RankedTensorType>(v.getType());
               t && t.hasStaticShape()) {
             ++cost.backwardWeightReads;

@@ -74,7 +74,6 @@ bool recomputable(Operation *op) {
          op->getNumRegions() == 0 && op->getNumResults() > 0;
 }
 
-
 struct RecomputePass : public ::shoal::impl::RecomputePassBase<RecomputePass> {
   using RecomputePassBase::RecomputePassBase;
 

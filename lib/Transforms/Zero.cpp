@@ -299,9 +299,9 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
           sum->view ? blockType(cast<RankedTensorType>(ar.getInput().getType()),
                                 scatterRows)
                     : scattered;
-      auto rs = rb.create<ReduceScatterOp>(ar.getLoc(), scatteredSum,
-                                           ar.getInput(), 0,
-                                           rb.getStrArrayAttr(scatterAxes));
+      auto rs =
+          rb.create<ReduceScatterOp>(ar.getLoc(), scatteredSum, ar.getInput(),
+                                     0, rb.getStrArrayAttr(scatterAxes));
       rs->setAttr(ShoalDialect::kReasonAttr,
                   rb.getStringAttr(reason + ", summed over " +
                                    llvm::join(scatterAxes, ",")));
@@ -337,18 +337,19 @@ struct ZeroPass : public ::shoal::impl::ZeroPassBase<ZeroPass> {
           if (index < shardings.size())
             if (auto s = dyn_cast<ShardingAttr>(shardings[index]))
               shardings[index] =
-                  sum->view ? addDim0Axes(dim0Only(s), scatterZ,
-                                          scatteredSum.getRank())
-                            : addDim0Axes(s, scatterZ,
-                                          static_cast<unsigned>(type.getRank()));
+                  sum->view
+                      ? addDim0Axes(dim0Only(s), scatterZ,
+                                    scatteredSum.getRank())
+                      : addDim0Axes(s, scatterZ,
+                                    static_cast<unsigned>(type.getRank()));
           producer->setAttr(ShoalDialect::kShardingAttr,
                             b.getArrayAttr(shardings));
         }
       }
       gradBlock = sum->crossings.empty() ? v : sum->crossings.back().second;
       if (sum->view) {
-        auto blockView = b.create<ReshapeOp>(update->getLoc(), scattered,
-                                             gradBlock);
+        auto blockView =
+            b.create<ReshapeOp>(update->getLoc(), scattered, gradBlock);
         blockView->setAttr(ShoalDialect::kPhaseAttr,
                            update->getAttr(ShoalDialect::kPhaseAttr));
         gradBlock = blockView.getResult();

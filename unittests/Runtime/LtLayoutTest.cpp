@@ -48,8 +48,9 @@ void emulate(const LtMatmul &lt, const Buffers &in, Buffers &out) {
       for (int64_t i = 0; i < lt.m; ++i) {
         double acc = 0;
         for (int64_t kk = 0; kk < lt.k; ++kk) {
-          double x = lt.transFirst ? f[b * lt.strideFirst + kk + i * lt.ldFirst]
-                                   : f[b * lt.strideFirst + i + kk * lt.ldFirst];
+          double x = lt.transFirst
+                         ? f[b * lt.strideFirst + kk + i * lt.ldFirst]
+                         : f[b * lt.strideFirst + i + kk * lt.ldFirst];
           double y = lt.transSecond
                          ? s[b * lt.strideSecond + j + kk * lt.ldSecond]
                          : s[b * lt.strideSecond + kk + j * lt.ldSecond];

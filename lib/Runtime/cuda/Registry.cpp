@@ -248,8 +248,8 @@ void softmaxKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
           dev(ctx).stream());
 }
 
-std::string layerNormCheck(const OpInfo &op, const Descs &in,
-                           const Descs &out, bool) {
+std::string layerNormCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                           bool) {
   if (std::string why = f32Why(op, in, out); !why.empty())
     return why;
   // The kernel writes only Y; Mean and InvStdDev run on the CPU.
@@ -270,8 +270,7 @@ void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
             op.attrs.axis, op.attrs.epsilon, dev(ctx).stream());
 }
 
-std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &,
-                        bool) {
+std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &, bool) {
   // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
   return op.attrs.shardSize > 0 ? "a vocabulary-parallel Gather" : "";
 }
@@ -478,9 +477,9 @@ void shoal::rt::registerCudaKernels() {
                      Tensor &v) {
     if (step < 1)
       throw Error(fmt::format("AdamW: step {} is not 1-based", step));
-    for (const Tensor *t : std::initializer_list<const Tensor *>{&w, &g, &m, &v})
-      if (!t->defined() || t->dtype() != DType::F32 ||
-          t->shape() != g.shape())
+    for (const Tensor *t :
+         std::initializer_list<const Tensor *>{&w, &g, &m, &v})
+      if (!t->defined() || t->dtype() != DType::F32 || t->shape() != g.shape())
         throw Error(fmt::format("AdamW: the weight, gradient and moments must "
                                 "be f32 of one shape, got {} and {}",
                                 t->defined() ? t->type().str() : "undefined",

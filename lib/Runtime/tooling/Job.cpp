@@ -100,8 +100,8 @@ int shoal::rt::runJob(int argc, char **argv, const JobRequest &request) {
         if (!parseBackend(name, backend))
           throw Error(fmt::format("--backend {} is not a backend", name));
         if (!findBackend(backend))
-          throw Error(fmt::format("this build of shoal has no {} backend",
-                                  name));
+          throw Error(
+              fmt::format("this build of shoal has no {} backend", name));
         PlanAudit audit =
             auditPlanFile(opts.planPath, backend, opts.comm == "nccl");
         std::fputs(formatAudit(audit, name, opts.comm).c_str(), stdout);

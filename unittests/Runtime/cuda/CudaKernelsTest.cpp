@@ -1015,8 +1015,8 @@ TEST_F(CudaKernels, AdamWMatchesTheCpuUpdate) {
       auto dg = toDevice(g);
       float scale = step == 2 ? 0.5f : 1.f;
       cpu::adamwUpdate(p, step, scale, w, g, m, v);
-      gpu::adamw(adamwScalars(p, step, scale), dw->as<float>(),
-                 dg->as<float>(), dm->as<float>(), dv->as<float>(), n, stream);
+      gpu::adamw(adamwScalars(p, step, scale), dw->as<float>(), dg->as<float>(),
+                 dm->as<float>(), dv->as<float>(), n, stream);
       sync();
     }
     std::string what = "adamw n=" + std::to_string(n);
