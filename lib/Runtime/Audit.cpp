@@ -89,8 +89,9 @@ void shoal::rt::auditProgram(const LoadedPlan &plan, BackendKind backend,
     std::vector<OperandDesc> in, outs;
     for (int v : op.inputs)
       in.push_back(descOf(plan, v));
+    // (An aliasing op's kernel gets no output buffer: it sets the output.)
     for (int v : op.outputs)
-      outs.push_back(descOf(plan, v));
+      outs.push_back(aliasesInput(op) ? OperandDesc{} : descOf(plan, v));
     bool addInto = op.index < static_cast<int>(memory.accumulatesInto.size()) &&
                    memory.accumulatesInto[op.index] >= 0;
     std::string why = kernelWhyNot(backend, op, in, outs, addInto);

@@ -21,14 +21,10 @@
 #ifndef SHOAL_RUNTIME_HALF_H
 #define SHOAL_RUNTIME_HALF_H
 
+#include "HostDevice.h"
+
 #include <cstdint>
 #include <cstring>
-
-#if defined(__CUDACC__)
-#define SHOAL_HOST_DEVICE __host__ __device__
-#else
-#define SHOAL_HOST_DEVICE
-#endif
 
 namespace shoal {
 namespace rt {

@@ -45,7 +45,7 @@ enum class Epilogue {
   /// A bias gradient written beside the product: g[i] = sum over kk of
   /// op(A)[i, kk] (length m; cuBLASLt's BGRADB after the swap), or g[j] =
   /// sum over kk of op(B)[kk, j] (length n; BGRADA), e.g. a Linear's bias
-  /// gradient, the row sums of dY, beside its weight gradient X^T dY.
+  /// gradient, the column sums of dY, beside its weight gradient X^T dY.
   BiasGradOfA,
   BiasGradOfB,
 };

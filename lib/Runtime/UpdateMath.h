@@ -15,14 +15,10 @@
 #ifndef SHOAL_RUNTIME_UPDATEMATH_H
 #define SHOAL_RUNTIME_UPDATEMATH_H
 
+#include "HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define SHOAL_HOST_DEVICE __host__ __device__
-#else
-#define SHOAL_HOST_DEVICE
-#endif
 
 namespace shoal {
 namespace rt {
@@ -47,14 +43,16 @@ struct AdamWScalars {
 AdamWScalars adamwScalars(const OptimizerParams &p, int64_t step,
                           float gradScale);
 
+/// (Static: the per-ISA CPU objects each keep their own copy, so that the
+/// linker never hands one ISA's copy to another's caller.)
 /// One element's AdamW update in place, in the order of torch's
 /// `_single_tensor_adamw` (torch 1.13). The two products torch computes
 /// with an FMA are computed in double, where a float times a float is
 /// exact, then rounded once. Compile the CPU caller without contractions
 /// (-ffp-contract=off) so that `w * decay + q` stays two roundings, as in
 /// torch's float32 kernels.
-SHOAL_HOST_DEVICE inline void adamwElement(const AdamWScalars &s, float &w,
-                                           float g, float &m, float &v) {
+SHOAL_HOST_DEVICE static inline void
+adamwElement(const AdamWScalars &s, float &w, float g, float &m, float &v) {
   float grad = s.scaled ? g * s.gradScale : g;
   // param.mul_(1 - lr * weight_decay)
   float param = w * s.decay;
@@ -92,7 +90,7 @@ SgdScalars sgdScalars(const OptimizerParams &p, int64_t step, float gradScale);
 /// floats is exact in double, so only the sum rounds (twice, to double and
 /// to float, which differs from one rounding only when the double lands on a
 /// float tie: rarely enough, and without needing FMA hardware).
-SHOAL_HOST_DEVICE inline float fusedMulAdd(float a, float b, float c) {
+SHOAL_HOST_DEVICE static inline float fusedMulAdd(float a, float b, float c) {
   return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) +
                             static_cast<double>(c));
 }
@@ -100,8 +98,8 @@ SHOAL_HOST_DEVICE inline float fusedMulAdd(float a, float b, float c) {
 /// One element's SGD update in place, in the order of torch's
 /// `_single_tensor_sgd` (torch 1.13); `buf` is read and written only with
 /// momentum.
-SHOAL_HOST_DEVICE inline void sgdElement(const SgdScalars &s, float &w, float g,
-                                         float *buf) {
+SHOAL_HOST_DEVICE static inline void sgdElement(const SgdScalars &s, float &w,
+                                                float g, float *buf) {
   float d = s.scaled ? g * s.gradScale : g;
   // d_p = d_p.add(param, alpha=weight_decay)
   if (s.decay)
