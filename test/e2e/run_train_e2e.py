@@ -707,8 +707,8 @@ def sequence_parallel_checks(ctx, spec):
     return rows
 
 
-MEMORY_RE = re.compile(r"memory: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
-                       r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB")
+MEMORY_RANK_RE = re.compile(r"memory of rank \d+: weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
+                            r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB")
 
 
 def plain_run(ctx, spec, K):
@@ -839,18 +839,22 @@ def scatter_count_checks(ctx, micro):
 
 
 def report_memory(ctx, plan, label):
-    """shoal-run --report-memory of one step of `plan` on the N ranks:
-    [weights, grads, optimizer, activations] in MiB (once per label)."""
+    """shoal-run --report-memory=ranks of one step of `plan` on the N ranks:
+    [weights, grads, optimizer, activations] in MiB, each the largest over
+    the ranks (once per label). Not the summary line: it shows the rank with
+    the largest measured process peak, which varies from run to run, and
+    pipeline stages hold different activations."""
     cache = ctx.__dict__.setdefault("memory", {})
     if label in cache:
         return cache[label]
     a = ctx.args
     out = ctx.train(plan, a.world_size, 1, os.path.join(ctx.work, "ckpt_mem_" + label),
-                    par=True, extra=["--report-memory"])
-    m = MEMORY_RE.search(out)
-    if not m:
-        raise Failure("no memory line in shoal-run --report-memory's output (%s)" % label)
-    cache[label] = [float(x) for x in m.groups()]
+                    par=True, extra=["--report-memory=ranks"])
+    ranks = [[float(x) for x in m.groups()] for m in MEMORY_RANK_RE.finditer(out)]
+    if len(ranks) != a.world_size:
+        raise Failure("shoal-run --report-memory=ranks printed %d rank lines, expected %d (%s)"
+                      % (len(ranks), a.world_size, label))
+    cache[label] = [max(r[i] for r in ranks) for i in range(4)]
     return cache[label]
 
 
