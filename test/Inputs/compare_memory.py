@@ -1,5 +1,6 @@
-"""Reads two `shoal-run --report-memory` outputs and checks that the first
-one's activations are at most RATIO times the second's.
+"""Reads two `shoal-run --report-memory=ranks` outputs and checks that the
+first one's activations (the largest over its ranks) are at most RATIO
+times the second's.
 
     python compare_memory.py A.txt B.txt RATIO
 
@@ -10,16 +11,16 @@ missing.
 import re
 import sys
 
-RE = re.compile(r"memory: weights [\d.]+ MiB, grads [\d.]+ MiB, optimizer [\d.]+ MiB, "
+RE = re.compile(r"memory of rank \d+: weights [\d.]+ MiB, grads [\d.]+ MiB, optimizer [\d.]+ MiB, "
                 r"activations ([\d.]+) MiB")
 
 
 def activations(path):
     with open(path) as f:
-        m = RE.search(f.read())
-    if not m:
-        sys.exit("error: %s has no memory report" % path)
-    return float(m.group(1))
+        found = [float(m.group(1)) for m in RE.finditer(f.read())]
+    if not found:
+        sys.exit("error: %s has no memory report of a rank (--report-memory=ranks)" % path)
+    return max(found)
 
 
 a, b, ratio = activations(sys.argv[1]), activations(sys.argv[2]), float(sys.argv[3])
