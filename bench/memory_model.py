@@ -84,21 +84,18 @@ OPTIONS = {
 PARTS = ["weights", "gradients", "optimizer", "activations"]
 # Parts the planner is known to miss, with the looser bound they are held
 # to and why: (model, layout, option, part) as regular expressions. Each is
-# an open item of issue 45 ("one memory model"), printed, not hidden.
+# an open item, printed, not hidden.
 KNOWN_GAPS = [
-    ("gpt2", r"dp2|pp2 stage \d", "rc-(full|selective)", "activations", 0.2,
-     "the planner's walk of a recomputed layer counts the gradients around "
-     "each op as the forward's liveness there, above what the runtime holds "
-     "in GPT-2's unfused GELU chain; a weight gradient's temporary set the "
-     "peak until all-reduces summed in place and products summed "
-     "themselves over micro-batches"),
-    # (Llama DP2 with full recomputation: 1.10 before the planner counted
-    # the program's constants, 6 KiB here, 1.13 after.)
-    ("llama", r"dp2", "rc-full", "activations", 0.2,
-     "the same walk of a recomputed layer: at its peak, in the second layer, "
-     "it holds every recomputed value of the layer up to the op and the "
-     "forward's liveness there as the gradients, 200 KiB against the "
-     "runtime's 176 KiB"),
+    # Under: the runtime holds GPT-2's c_attn weight gradient (48 KiB, whole:
+    # the fused [E, 3E] weight stays whole under tensor parallelism) from
+    # the second layer's backward to the step's end, where it is summed
+    # over the tp group; the planner prices a split op's weight gradient as
+    # its shard's, summed in place. Goes with splitting c_attn (the
+    # Hugging Face families issue).
+    ("gpt2", r"tp2-sp", "rc-full", "activations", 0.2,
+     "the runtime holds the whole c_attn weight gradient from the second "
+     "layer's backward to the step's end (c_attn stays whole under tensor "
+     "parallelism); the planner counts no such temporary"),
 ]
 # The planner's step for the layout it compiles (shoal-plan's remark) and
 # shoal-sim's for the compiled plan.

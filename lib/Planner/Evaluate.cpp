@@ -395,6 +395,15 @@ StageActivations trainingActivations(const ModelProfile &profile,
   StageActivations a;
   a.keptPerChunk.assign(std::max(1, chunks), 0.0);
   double keptBefore = 0, recomputed = 0, peak = 0, forward = 0;
+  // What the segment's recomputed results hold at the backward of each op
+  // j: a result of op i < j is held until the backward of its last
+  // gradient reader r (OpCost::savedUntil) has run; the backward runs last
+  // to first, so it is held at j when r <= j. `joins[t - begin]`: the bytes
+  // held from op t on (t = max(r, i + 1)); `touched`: the slots written in
+  // the current segment, cleared when the next begins.
+  std::vector<double> joins(end - begin + 1, 0.0);
+  std::vector<int> touched;
+  std::vector<char> redone(end - begin, 0); // op j's results recomputed
   for (int j = begin; j < end; ++j) {
     const OpCost &op = profile.ops[j];
     double saved = op.savedBytes / spread(j) * frac;
@@ -415,8 +424,15 @@ StageActivations trainingActivations(const ModelProfile &profile,
     // A stage's result goes to the next stage, which keeps it.
     if (j + 1 == end && !lastStage)
       keep = 0;
-    if (j > begin && segmentOf(j) != segmentOf(j - 1))
+    if (j > begin && segmentOf(j) != segmentOf(j - 1)) {
       recomputed = 0;
+      for (int t : touched)
+        joins[t] = 0;
+      touched.clear();
+    }
+    recomputed += joins[j - begin];
+    // The gradients alive at op j's backward: the mirror of the values
+    // that have one alive on either side of j in the forward.
     double before = j > begin ? profile.ops[j - 1].liveBytes
                               : (begin > 0 ? profile.ops[begin - 1].liveBytes
                                            : op.liveBytes);
@@ -424,6 +440,12 @@ StageActivations trainingActivations(const ModelProfile &profile,
     if (weightGradTemporary == GradTemporaries::All ||
         (weightGradTemporary == GradTemporaries::NotProducts && op.rows <= 0))
       gradients += op.params / shard(j) * bytesPerParam;
+    // A recomputed operand that dies inside op j's backward leaves its
+    // place to its gradient (OpCost::reusedBytes).
+    if (step == StepKind::TrainRecompute && op.reusedFrom >= begin &&
+        op.reusedFrom < j && redone[op.reusedFrom - begin] &&
+        segmentOf(op.reusedFrom) == segmentOf(j))
+      gradients -= op.reusedBytes / spread(op.reusedFrom) * frac;
     double held = recomputed + gradients + (tasks ? 0 : keptBefore);
     peak = std::max(peak, held);
     forward = std::max(forward, op.liveBytes / devices * frac);
@@ -432,8 +454,20 @@ StageActivations trainingActivations(const ModelProfile &profile,
     // that chunk keeps.
     bool chunkEnd = j + 1 < end && chunkOf(j + 1) != chunkOf(j);
     a.keptPerChunk[chunkEnd ? chunkOf(j + 1) : chunkOf(j)] += keep;
-    if (step != StepKind::Train)
-      recomputed += redo;
+    if (step != StepKind::Train && redo > 0) {
+      redone[j - begin] = 1;
+      // The result by result split of `redo` (in proportion to `saved`).
+      double scale = redo / std::max(saved, 1e-30);
+      for (auto [until, bytes] : op.savedUntil) {
+        int at = std::max(until, j + 1);
+        if (at >= end)
+          continue;
+        joins[at - begin] += bytes / spread(j) * frac * scale;
+        touched.push_back(at - begin);
+      }
+      if (op.savedUntil.empty())
+        recomputed += redo;
+    }
   }
   a.keptPerMicroBatch = keptBefore;
   // The value a later stage receives is kept until its backward.

@@ -438,17 +438,41 @@ pl::ModelProfile buildProfile(Block &body, SmallVectorImpl<Operation *> &ops,
       v = next;
     }
   }
+  auto hasGradient = [&](Value v) {
+    return needsGradient.contains(v) && isa<FloatType>(getElementTypeOrSelf(v));
+  };
   for (int i = 0; i < n; ++i) {
     Operation *op = ops[i];
     bool ownOutput = isa<SoftmaxOp, ExpOp, SqrtOp>(op);
     for (Value r : op->getResults()) {
       bool saved = ownOutput;
-      for (Operation *user : r.getUsers())
-        saved |= user == body.getTerminator() || gradientReads(user, r);
+      int until = ownOutput ? i : n;
+      for (Operation *user : r.getUsers()) {
+        if (user == body.getTerminator()) {
+          saved = true;
+          until = i;
+        } else if (gradientReads(user, r)) {
+          saved = true;
+          if (auto it = index.find(user); it != index.end())
+            until = std::min(until, it->second);
+        }
+      }
       if (!saved)
         continue;
       double b = bytesOf(r.getType());
+      if (until < n && until != i)
+        if (auto mul = dyn_cast<MulOp>(ops[until]);
+            mul && mul->getOperand(1) == r && mul->getOperand(0) != r &&
+            mul->getOperand(0).getType() == r.getType() &&
+            mul.getResult().getType() == r.getType() &&
+            hasGradient(mul->getOperand(0)) && hasGradient(r)) {
+          profile.ops[until].reusedBytes = b;
+          profile.ops[until].reusedFrom = i;
+        }
       profile.ops[i].savedBytes += b;
+      // A reader outside the ops (or none found): held to the segment's
+      // end.
+      profile.ops[i].savedUntil.push_back({until < n ? until : i, b});
       if (core.contains(r))
         profile.ops[i].coreBytes += b;
     }

@@ -617,6 +617,79 @@ TEST(Search, StagesHoldTheirConstantsOnce) {
   EXPECT_DOUBLE_EQ(activations[1][1][1] - activations[0][1][1], 800);
 }
 
+// Full recomputation: the backward of a recomputed layer holds each
+// recomputed result until the backward of its last gradient reader has run
+// (the first such reader in forward order), not to the layer's start; and a
+// product of two activations whose second operand dies in its backward
+// gives that operand's place to its gradient. One layer of 4 ops on one
+// device, each result 100 bytes; 1000 bytes cross one point of the forward
+// (the gradients around the next op mirror them).
+TEST(Search, RecomputedLayerFreesWhatItsBackwardHasRead) {
+  Cluster c = twoCpus(0);
+  CostModel cost(c, Precision::FP32);
+  auto activations = [&](const ModelProfile &p, StepKind step) {
+    Layout l;
+    l.stages.resize(1);
+    l.stages[0].split.assign(1, 0);
+    EXPECT_TRUE(cutEvenly(l, p));
+    placeRanks(l);
+    PlanOptions o;
+    o.step = step;
+    evaluate(l, p, c, cost, o);
+    return l.stages[0].memory.activations;
+  };
+  auto layer = [] {
+    ModelProfile p;
+    p.batch = 1;
+    p.layers = 1;
+    p.hasBackward = true;
+    p.ops.resize(4);
+    for (OpCost &op : p.ops) {
+      op.flops = 1e3;
+      op.layer = 0;
+      op.outBytes = 100;
+      op.liveBytes = 100;
+    }
+    return p;
+  };
+  // Op 0's result is read for a gradient by op 3 only, op 1's by op 2;
+  // 1000 bytes cross the point after op 1. At op 2's backward the layer
+  // holds op 1's result (100) and the gradients (1000 + 100), not op 0's:
+  // op 3's backward, its only reader, has run. Read by op 1 instead, it is
+  // held there too.
+  ModelProfile far = layer();
+  far.ops[0].savedBytes = 100;
+  far.ops[0].savedUntil = {{3, 100}};
+  far.ops[1].savedBytes = 100;
+  far.ops[1].savedUntil = {{2, 100}};
+  far.ops[1].liveBytes = 1000;
+  ModelProfile near = far;
+  near.ops[0].savedUntil = {{1, 100}};
+  EXPECT_DOUBLE_EQ(activations(near, StepKind::TrainRecompute) -
+                       activations(far, StepKind::TrainRecompute),
+                   100);
+  // Op 3 multiplies op 2's result (1000 bytes alive before it) by op 1's,
+  // the last gradient read of op 1's result: its gradient takes its place.
+  ModelProfile product = layer();
+  product.ops[0].savedBytes = 100;
+  product.ops[0].savedUntil = {{1, 100}};
+  product.ops[1].savedBytes = 100;
+  product.ops[1].savedUntil = {{3, 100}};
+  product.ops[2].liveBytes = 1000;
+  ModelProfile reused = product;
+  reused.ops[3].reusedFrom = 1;
+  reused.ops[3].reusedBytes = 100;
+  EXPECT_DOUBLE_EQ(activations(product, StepKind::TrainRecompute) -
+                       activations(reused, StepKind::TrainRecompute),
+                   100);
+  // Kept for the backward rather than recomputed, nothing changes.
+  EXPECT_DOUBLE_EQ(activations(product, StepKind::Train),
+                   activations(reused, StepKind::Train));
+  // By hand: at op 3's backward, ops 0 and 1's results (200), the gradients
+  // of the 1000 bytes and of op 3's result, less op 1's reused 100.
+  EXPECT_DOUBLE_EQ(activations(reused, StepKind::TrainRecompute), 1200);
+}
+
 // The planner's micro-batches in flight per stage are the schedule's own:
 // the pipeline schedules the compiler builds (sched::build) hold at most
 // peakInFlight chunk passes on each stage, v of them per micro-batch of

@@ -104,11 +104,23 @@ struct OpCost : OpPiece {
   double cutBytes = 0;
   /// Activation bytes alive just after this op (values freed at last use).
   double liveBytes = 0;
+  /// A product of two activations of its own type (x * y) makes x's
+  /// gradient from y first, then y's from x: when this op is the last
+  /// backward reader of y, y dies between the two, and y's gradient takes
+  /// its place. `reusedBytes` of y, made by op `reusedFrom` (-1: none).
+  double reusedBytes = 0;
+  int reusedFrom = -1;
   /// Of `outBytes`, what a training step keeps for the backward (results a
   /// consumer's gradient reads, the outputs); of those, the attention
   /// cores' (the scores and their softmax, which selective recomputation
   /// recomputes instead).
   double savedBytes = 0, coreBytes = 0;
+  /// `savedBytes` result by result: the bytes and the op whose backward
+  /// reads the result last (reverse mode runs the backward last to first,
+  /// so the first reader in forward order that reads it for its gradient;
+  /// this op when its own gradient reads it or it is an output). A
+  /// recomputed layer's backward frees the result after that op's.
+  std::vector<std::pair<int, double>> savedUntil;
   /// The constants it reads (indices into ModelProfile::constantBytes): a
   /// stage's program holds each of its ops' once.
   std::vector<int> constants;
