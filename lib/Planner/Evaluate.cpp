@@ -755,11 +755,18 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // ZeRO's collectives `c` of stage k, one weight each, at `b` bytes per
   // parameter: a weight's ZeRO group is what it is replicated over
   // (shoal-zero): the replicas for a tp-sharded weight, the replicas and
-  // the stage's devices for one every device holds whole. (A ring's time
-  // is linear in its bytes: n of them of B bytes in all take n times one
-  // of B / n.)
-  auto zeroCollectives = [&](int k, const Collectives &c, double b) {
+  // the stage's devices for one every device holds whole. Gathers run over
+  // the group; a gradient's reduce-scatter over the ranks it is summed
+  // over, and a split stage's devices (without sequence parallelism) each
+  // compute a whole weight's gradient whole: it is scattered over the
+  // replicas and sliced. (A ring's time is linear in its bytes: n of them
+  // of B bytes in all take n times one of B / n.)
+  enum class Zero { Gather, Scatter };
+  auto zeroCollectives = [&](int k, const Collectives &c, double b,
+                             Zero kind) {
     const StagePlan &s = l.stages[k];
+    const bool sliced =
+        kind == Zero::Scatter && s.split.front() && !s.sequenceParallel;
     std::vector<int> replicas, all;
     for (int r = 0; r < dp; ++r)
       for (int w = 0; w < s.devices; ++w) {
@@ -771,7 +778,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     for (int whole = 0; whole < 2; ++whole)
       if (c.count[whole] > 0)
         seconds += c.count[whole] *
-                   cost.allGatherSeconds(whole ? all : replicas,
+                   cost.allGatherSeconds(whole && !sliced ? all : replicas,
                                          c.params[whole] * b / c.count[whole]);
     return seconds;
   };
@@ -785,14 +792,15 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     // (The stored weights: float32 masters when the whole model is low,
     // cast after the gather.)
     const double forward =
-        zeroCollectives(k, stageGathersF[k], lowModel ? 4 : bpp);
+        zeroCollectives(k, stageGathersF[k], lowModel ? 4 : bpp, Zero::Gather);
     const double backward =
-        zeroCollectives(k, stageGathersB[k], lowModel ? 4 : bpp);
+        zeroCollectives(k, stageGathersB[k], lowModel ? 4 : bpp, Zero::Gather);
     const double again = step == StepKind::TrainRecompute ? forward : 0;
     // Stage 3 also reduce-scatters each weight's gradient at every
     // micro-batch (docs/Training.md "ZeRO"), synchronously: the step's
     // gradient reduction.
-    const double scatter = zeroCollectives(k, stageScatters[k], bpp);
+    const double scatter =
+        zeroCollectives(k, stageScatters[k], bpp, Zero::Scatter);
     return {forward + again + backward + scatter, again + backward + scatter};
   };
   int worst = 0; // the replica whose step is the longest
@@ -890,9 +898,14 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
     if (training(step) && profile.hasBackward && options.zeroStage >= 1) {
       // ZeRO: each weight's gradient reduce-scattered over its ZeRO group,
       // synchronously: stage 3 at every micro-batch (zeroGathers), 1 and
-      // 2 once per step, at the last micro-batch, after the local sum.
+      // 2 once per step, at the last micro-batch, after the local sum;
+      // after its update of its block, each weight gathered again
+      // (stages 1 and 2; the runtime's gatherZeroWeight).
       if (options.zeroStage < 3)
-        reduce = exposed = zeroCollectives(k, stageScatters[k], bpp);
+        reduce = exposed =
+            zeroCollectives(k, stageScatters[k], bpp, Zero::Scatter) +
+            zeroCollectives(k, stageScatters[k], lowModel ? 4 : bpp,
+                            Zero::Gather);
     } else if (training(step) && dp * (s.split.front() ? 1 : s.devices) > 1) {
       std::vector<int> group;
       int width = s.split.front() ? 1 : s.devices;

@@ -514,6 +514,24 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
           mine.push_back(s);
         t = std::max(t, s);
       }
+      // ZeRO-1/2: an update that writes its block of the weight then
+      // gathers the weight over its ZeRO group (Executor's
+      // gatherZeroWeight), synchronously.
+      if (auto z = op.attrs().find("zero_axes"); z != op.attrs().end()) {
+        std::vector<int> axes;
+        for (const std::string &a : z->second.strings().values())
+          if (int i = placed.axis(a); i >= 0 && i != placed.mbAxis)
+            axes.push_back(i);
+        auto &groups = groupsByAxes[axes];
+        if (!groups)
+          groups = std::make_shared<const std::vector<std::vector<int>>>(
+              placed.groupsOver(axes));
+        double weight = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
+        double gather = 0;
+        for (const std::vector<int> &group : *groups)
+          gather = std::max(gather, cost.allGatherSeconds(group, weight));
+        t += gather;
+      }
     }
     seconds.push_back(t);
   }

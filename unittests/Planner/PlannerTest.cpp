@@ -540,8 +540,9 @@ TEST(Search, TrainingAllReducesAreTheBackwardsOwn) {
 // forward's again under full recomputation; each gradient is
 // reduce-scattered on its own. ZeRO-1 scatters the same gradients once per
 // step, after copying them into the step's sum, which stage 3 does not
-// make with one micro-batch. The collectives are priced one by one: each
-// pays the link's latency.
+// make with one micro-batch, and gathers each weight once after its update
+// (the runtime's gatherZeroWeight). The collectives are priced one by one:
+// each pays the link's latency.
 TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
   Cluster c = twoCpus(5);
   CostModel cost(c, Precision::FP32);
@@ -576,8 +577,54 @@ TEST(Search, ZeRO3GathersTheWeightsAtEveryPass) {
   double gather = cost.allGatherSeconds({0, 1}, 1e5 * 4);
   ASSERT_GT(gather, 5e-6);
   double copy = cost.opSeconds(0, 0, 2 * 8e5 * 4, OpClass::Copy);
-  EXPECT_NEAR(step[1][0] - step[0][0], (8 + 4) * gather - copy, 1e-9);
-  EXPECT_NEAR(step[1][1] - step[0][1], (8 + 8 + 4) * gather - copy, 1e-9);
+  // Stage 3's 8 + 4 gathers (and 8 more under recomputation) against
+  // stage 1's 8 after the update; the scatters alike.
+  EXPECT_NEAR(step[1][0] - step[0][0], (8 + 4 - 8) * gather - copy, 1e-9);
+  EXPECT_NEAR(step[1][1] - step[0][1], (8 + 8 + 4 - 8) * gather - copy, 1e-9);
+}
+
+// ZeRO-1 on a split stage: a weight every tp rank holds whole (a norm's)
+// has its gradient computed whole on each of them, so shoal-zero
+// reduce-scatters it over the replicas and slices it over tp; with
+// sequence parallelism each tp rank has a part of the sum, scattered over
+// the replicas and tp. Either way the update's gather runs over both.
+TEST(Search, ZeROScattersAWholeWeightOverWhatSumsIt) {
+  Cluster c = parseClusterSpecText(R"(version: 1
+nodes:
+  - {devices: {type: CPU, count: 4, peak_tflops: {fp32: 0.001}, bandwidth_GBps: 1000000}}
+links:
+  intra_node: {bandwidth_GBps: 1, latency_us: 5}
+)",
+                                   "c.yaml");
+  CostModel cost(c, Precision::FP32);
+  ModelProfile p = eightOps();
+  p.hasBackward = true;
+  for (OpCost &op : p.ops) {
+    op.params = op.weightReadParams = 1e5;
+    op.weights = op.weightReads = 1;
+  }
+  double reduce[2] = {};
+  for (bool sp : {false, true}) {
+    Layout l;
+    l.stages.resize(1);
+    l.stages[0].devices = 2;
+    l.stages[0].split.assign(1, 1);
+    l.dp = 2;
+    ASSERT_TRUE(cutEvenly(l, p));
+    l.stages[0].split.assign(p.ops.size(), 1);
+    l.stages[0].sequenceParallel = sp;
+    placeRanks(l);
+    PlanOptions o;
+    o.step = StepKind::Train;
+    o.zeroStage = 1;
+    evaluate(l, p, c, cost, o);
+    reduce[sp] = l.dpSeconds;
+  }
+  double all = cost.allGatherSeconds({0, 1, 2, 3}, 1e5 * 4);
+  double two = cost.allGatherSeconds({0, 2}, 1e5 * 4);
+  ASSERT_GT(all, two);
+  EXPECT_NEAR(reduce[0], 8 * (two + all), 1e-12);
+  EXPECT_NEAR(reduce[1], 8 * (all + all), 1e-12);
 }
 
 // A stage's program holds each constant its ops read once, for the whole
