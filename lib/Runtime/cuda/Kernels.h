@@ -75,6 +75,11 @@ void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
                const std::vector<int64_t> &perm, void *out,
                cudaStream_t stream);
 
+/// Broadcasts `in` (numpy rules) to `outShape`, elements of `elemSize`
+/// bytes: every output element written.
+void expand(const void *in, std::size_t elemSize, const Shape &inShape,
+            const Shape &outShape, void *out, cudaStream_t stream);
+
 /// Sum or mean of f32 `in` over sorted, unique `axes` (accumulating in
 /// double, as the CPU kernel does). `out` holds the kept dimensions in order.
 void reduce(arith::ReduceOp op, const float *in, const Shape &inShape,

@@ -311,6 +311,12 @@ void reduceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
          dev(ctx).stream());
 }
 
+void expandKernel(KernelContext &ctx, const OpInfo &, const Inputs &in,
+                  Outputs &out) {
+  expand(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
+         out[0].shape(), out[0].rawData(), dev(ctx).stream());
+}
+
 void localSliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                       Outputs &out) {
   sliceBlock(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
@@ -466,6 +472,9 @@ void shoal::rt::registerCudaKernels() {
   reg(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>, reduceCheck);
   reg(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>, reduceCheck);
   reg(OpKind::LocalSlice, localSliceKernel);
+  // (Writes every element of its output: nothing to zero first.)
+  registerKernel(OpKind::Expand, BackendKind::CUDA, expandKernel,
+                 KernelWrites::All);
   reg(OpKind::Gelu, geluKernel, geluCheck<1, 0>);
   reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
   reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);

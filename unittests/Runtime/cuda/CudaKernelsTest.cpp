@@ -630,6 +630,39 @@ TEST_F(CudaKernels, Transpose) {
   EXPECT_THROW(gpu::transpose(nullptr, 4, {2, 3}, {0}, nullptr, stream), Error);
 }
 
+// Expand against the CPU kernel: broadcasts of leading, inner and middle
+// dimensions, a plain copy, a scalar, an empty output, every element size
+// (and misaligned buffers, which narrow the copy unit).
+TEST_F(CudaKernels, ExpandMatchesTheCpu) {
+  struct Case {
+    Shape in, out;
+  };
+  std::vector<Case> cases = {
+      {{3}, {4, 3}},          {{4, 1}, {4, 5}},      {{1, 3, 1}, {2, 3, 4}},
+      {{2, 1, 4}, {2, 3, 4}}, {{5}, {5}},            {{}, {2, 2}},
+      {{1}, {7}},             {{1, 1}, {0, 3}},      {{2, 1, 1, 3}, {2, 4, 5, 3}},
+      {{16}, {3, 16}},        {{1, 16, 1}, {2, 16, 33}},
+  };
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::BF16})
+    for (const Case &c : cases)
+      for (std::size_t offset : {0, 2}) {
+        Tensor x = randomBits(dtype, c.in, rng);
+        Tensor want(dtype, c.out);
+        cpu::expand(x, want);
+        auto din = toDevice(x, offset);
+        DeviceBuffer dout(want.numBytes(), offset); // poisoned
+        gpu::expand(din->get(), dtypeSize(dtype), c.in, c.out, dout.get(),
+                    stream);
+        sync();
+        expectBytesEqual(fromDevice(dout, dtype, want.shape()), want,
+                         std::string("expand ") + dtypeName(dtype) + " " +
+                             str(c.in) + " to " + str(c.out) + " offset " +
+                             std::to_string(offset));
+      }
+  EXPECT_THROW(gpu::expand(nullptr, 4, {3}, {4, 2}, nullptr, stream), Error);
+  EXPECT_THROW(gpu::expand(nullptr, 4, {2, 3}, {3}, nullptr, stream), Error);
+}
+
 TEST_F(CudaKernels, Reduce) {
   struct Case {
     Shape shape;
