@@ -1003,9 +1003,7 @@ TEST(HalfTraining, CudaKernelsLeaveHalfOperandsToTheCpu) {
   // scheduler runs the CPU kernel. A CUDA kernel added for one must refuse
   // what it does not compute (KernelUnsupported), as those below do.
   for (const char *kind :
-       {"AttentionGrad", "SoftmaxGrad", "LayerNormalizationGrad",
-        "LayerNormalizationScaleGrad", "GatherGrad", "SoftmaxCrossEntropy",
-        "SoftmaxCrossEntropyGrad", "VocabMax", "VocabStats",
+       {"AttentionGrad", "SoftmaxGrad", "GatherGrad", "VocabMax", "VocabStats",
         "VocabCrossEntropyGrad"}) {
     OpKind k;
     ASSERT_TRUE(parseOpKind(kind, k)) << kind;
@@ -1016,7 +1014,17 @@ TEST(HalfTraining, CudaKernelsLeaveHalfOperandsToTheCpu) {
   // 16-bit operand or result before they touch the device, so the
   // scheduler runs the CPU kernel on host copies instead.
   std::vector<OpCheck> ops;
-  ops.reserve(9);
+  ops.reserve(13);
+  ops.emplace_back("LayerNormalizationGrad");
+  ops.back().in(kBF16, {2, 8}).in(kF32, {8}).in(kBF16, {2, 8});
+  ops.back().out(kBF16, {2, 8});
+  ops.emplace_back("LayerNormalizationScaleGrad");
+  ops.back().in(kBF16, {2, 8}).in(kBF16, {2, 8}).out(kF32, {8});
+  ops.emplace_back("SoftmaxCrossEntropy");
+  ops.back().in(kBF16, {4, 11}).in(DType::I64, {4}).out(kF32, {4});
+  ops.emplace_back("SoftmaxCrossEntropyGrad");
+  ops.back().in(kBF16, {4, 11}).in(DType::I64, {4}).in(kF32, {4});
+  ops.back().out(kBF16, {4, 11});
   ops.emplace_back("MatMul");
   ops.back().in(kBF16, {4, 3}).in(kBF16, {3, 5}).out(kF32, {4, 5});
   ops.emplace_back("Gemm");

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossMath.h"
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
@@ -135,7 +136,8 @@ void shoal::rt::cpu::softmaxCrossEntropy(const Tensor &logits,
   parallelFor(rows, 20 * v, [&](int64_t r0, int64_t r1) {
     vk.logSumExp(px, po, v, r0, r1);
     for (int64_t r = r0; r < r1; ++r)
-      po[r] = pl[r] == ignoreIndex ? 0.f : po[r] - px[r * v + pl[r]];
+      po[r] = crossEntropyLoss(po[r], pl[r] == ignoreIndex ? 0.f : px[r * v + pl[r]],
+                               pl[r] == ignoreIndex);
   });
 }
 

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LossMath.h"
 #include "cpu/FastMath.h"
 #include "cpu/Vector.h"
 
@@ -240,14 +241,14 @@ void layerNormGrad(const float *x, const float *g, const float *dy, float *dx,
     for (int64_t j = 0; j < n; ++j) {
       float gj = dr[j] * g[j];
       sumG += gj;
-      sumGX += gj * ((xr[j] - mu) * inv);
+      sumGX += gj * normalized(xr[j], mu, inv);
     }
     // RMSNorm has no mean to subtract, nor its gradient's mean(g) term.
     float meanG = rms ? 0.f : sumG * invN, meanGX = sumGX * invN;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      float xhat = (xr[j] - mu) * inv;
-      or_[j] = (dr[j] * g[j] - meanG - xhat * meanGX) * inv;
+      or_[j] = layerNormGradElement(dr[j], g[j], normalized(xr[j], mu, inv),
+                                    meanG, meanGX, inv);
     }
   }
 }
@@ -279,9 +280,8 @@ void crossEntropyGrad(const float *x, const int64_t *label, const float *d,
     float p = dr[label[r]] / sum;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-      dr[j] *= scale;
-    // (p - 1) * d at the label, from p itself rather than p * d - d.
-    dr[label[r]] = (p - 1.f) * d[r];
+      dr[j] = crossEntropyGradAway(dr[j], scale);
+    dr[label[r]] = crossEntropyGradAtLabel(p, d[r]);
   }
 }
 

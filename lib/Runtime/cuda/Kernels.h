@@ -75,6 +75,36 @@ void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
                const std::vector<int64_t> &perm, void *out,
                cudaStream_t stream);
 
+/// SoftmaxCrossEntropy of f32 logits [rows, v] with i64 labels [rows]: the
+/// f32 loss per row (0 where the label is `ignoreIndex`). A label out of
+/// range sets `*errorFlag` (may be null) and gets a 0 loss.
+void softmaxCrossEntropy(const float *logits, const int64_t *labels,
+                         int64_t rows, int64_t v, int64_t ignoreIndex,
+                         float *loss, int *errorFlag, cudaStream_t stream);
+
+/// Its gradient: dlogits = (softmax(logits) - onehot(label)) * dloss per
+/// row, 0 on ignored rows (and rows whose label is out of range, which set
+/// `*errorFlag`). Every element written.
+void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
+                             const float *dloss, int64_t rows, int64_t v,
+                             int64_t ignoreIndex, float *dlogits,
+                             int *errorFlag, cudaStream_t stream);
+
+/// LayerNorm's (RMSNorm's with `rms`) input gradient over rows of n f32
+/// elements, the scale `scale` [n] (whole, not broadcast).
+void layerNormGrad(const float *x, const float *scale, const float *dy,
+                   int64_t rows, int64_t n, float epsilon, bool rms, float *dx,
+                   cudaStream_t stream);
+
+/// The bytes of device workspace layerNormScaleGrad needs for `rows`.
+std::size_t layerNormScaleGradWorkspace(int64_t rows);
+
+/// The scale's gradient dscale[j] = sum_r dy[r, j] * xhat[r, j], summed in
+/// double over the rows in order (deterministic).
+void layerNormScaleGrad(const float *x, const float *dy, int64_t rows,
+                        int64_t n, float epsilon, bool rms, float *dscale,
+                        void *workspace, cudaStream_t stream);
+
 /// Broadcasts `in` (numpy rules) to `outShape`, elements of `elemSize`
 /// bytes: every output element written.
 void expand(const void *in, std::size_t elemSize, const Shape &inShape,

@@ -270,6 +270,102 @@ void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
             op.attrs.axis, op.attrs.epsilon, dev(ctx).stream());
 }
 
+/// Rows and their length of a [..., V] operand (0 rows when it has none).
+std::pair<int64_t, int64_t> rowsOf(const Shape &s) {
+  if (s.empty())
+    return {0, 0};
+  int64_t v = s.back();
+  return {v ? numElements(s) / v : numElements(Shape(s.begin(), s.end() - 1)),
+          v};
+}
+
+/// SoftmaxCrossEntropy(Grad): f32 logits [..., V], i64 labels of their
+/// rows (and an f32 dloss of the labels' shape).
+std::string crossEntropyCheck(const OpInfo &op, const Descs &in,
+                              const Descs &out, bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (addInto)
+    return op.kindName + " adding into its output";
+  if (!has(in, 0) || !has(in, 1) || in[0].shape.empty())
+    return op.kindName + " without [..., V] logits and labels";
+  if (in[1].dtype != DType::I64)
+    return fmt::format("{} with {} labels", op.kindName,
+                       dtypeName(in[1].dtype));
+  Shape rows(in[0].shape.begin(), in[0].shape.end() - 1);
+  if (in[1].shape != rows || (has(in, 2) && in[2].shape != rows))
+    return op.kindName + " whose labels do not fit its logits";
+  return "";
+}
+
+void crossEntropyKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                        Outputs &out) {
+  require(crossEntropyCheck, ctx, op, in, out);
+  auto [rows, v] = rowsOf(in[0]->shape());
+  softmaxCrossEntropy(f(in[0]), static_cast<const int64_t *>(in[1]->rawData()),
+                      rows, v, op.attrs.ignoreIndex, f(out[0]),
+                      dev(ctx).errorFlag(), dev(ctx).stream());
+}
+
+void crossEntropyGradKernel(KernelContext &ctx, const OpInfo &op,
+                            const Inputs &in, Outputs &out) {
+  require(crossEntropyCheck, ctx, op, in, out);
+  auto [rows, v] = rowsOf(in[0]->shape());
+  softmaxCrossEntropyGrad(
+      f(in[0]), static_cast<const int64_t *>(in[1]->rawData()), f(in[2]), rows,
+      v, op.attrs.ignoreIndex, f(out[0]), dev(ctx).errorFlag(),
+      dev(ctx).stream());
+}
+
+/// LayerNormalizationGrad (x, scale, dy) and LayerNormalizationScaleGrad
+/// (x, dy): f32, dy of x's shape, the normalized dimensions from `axis`,
+/// a scale of exactly those dimensions (a broadcast one stays on the CPU).
+std::string layerNormGradCheck(const OpInfo &op, const Descs &in,
+                               const Descs &out, bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (addInto)
+    return op.kindName + " adding into its output";
+  bool scaled = op.kind == OpKind::LayerNormalizationGrad;
+  std::size_t dyAt = scaled ? 2 : 1;
+  if (!has(in, 0) || !has(in, dyAt) || (scaled && !has(in, 1)))
+    return op.kindName + " without its operands";
+  const Shape &x = in[0].shape;
+  int64_t axis = op.attrs.axis;
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size()) ||
+      in[dyAt].shape != x)
+    return op.kindName + " with dy or axis not fitting x";
+  Shape norm(x.begin() + axis, x.end());
+  if (scaled && numElements(in[1].shape) != numElements(norm))
+    return op.kindName + " with a broadcast scale";
+  return "";
+}
+
+/// Rows and row length of x normalized from `axis`.
+std::pair<int64_t, int64_t> normRows(const Shape &x, int64_t axis) {
+  int64_t n = numElements(Shape(x.begin() + axis, x.end()));
+  return {n ? numElements(x) / n : 0, n};
+}
+
+void layerNormGradKernel(KernelContext &ctx, const OpInfo &op,
+                         const Inputs &in, Outputs &out) {
+  require(layerNormGradCheck, ctx, op, in, out);
+  auto [rows, n] = normRows(in[0]->shape(), op.attrs.axis);
+  layerNormGrad(f(in[0]), f(in[1]), f(in[2]), rows, n, op.attrs.epsilon,
+                op.attrs.rms, f(out[0]), dev(ctx).stream());
+}
+
+void layerNormScaleGradKernel(KernelContext &ctx, const OpInfo &op,
+                              const Inputs &in, Outputs &out) {
+  require(layerNormGradCheck, ctx, op, in, out);
+  auto [rows, n] = normRows(in[0]->shape(), op.attrs.axis);
+  CudaDevice &d = dev(ctx);
+  layerNormScaleGrad(f(in[0]), f(in[1]), rows, n, op.attrs.epsilon,
+                     op.attrs.rms, f(out[0]),
+                     d.workspace(layerNormScaleGradWorkspace(rows)),
+                     d.stream());
+}
+
 std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &, bool) {
   // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
   return op.attrs.shardSize > 0 ? "a vocabulary-parallel Gather" : "";
@@ -475,6 +571,17 @@ void shoal::rt::registerCudaKernels() {
   // (Writes every element of its output: nothing to zero first.)
   registerKernel(OpKind::Expand, BackendKind::CUDA, expandKernel,
                  KernelWrites::All);
+  // The loss and the norms' gradients write every element of their
+  // outputs: nothing to zero first.
+  auto all = [](OpKind k, KernelFn fn, KernelCheckFn check) {
+    registerKernel(k, BackendKind::CUDA, fn, KernelWrites::All, check);
+  };
+  all(OpKind::SoftmaxCrossEntropy, crossEntropyKernel, crossEntropyCheck);
+  all(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel,
+      crossEntropyCheck);
+  all(OpKind::LayerNormalizationGrad, layerNormGradKernel, layerNormGradCheck);
+  all(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel,
+      layerNormGradCheck);
   reg(OpKind::Gelu, geluKernel, geluCheck<1, 0>);
   reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
   reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);

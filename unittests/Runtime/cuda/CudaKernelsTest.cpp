@@ -459,6 +459,94 @@ TEST_F(CudaKernels, LayerNorm) {
                Error);
 }
 
+// The loss and its gradient against the CPU kernels: vocabularies below,
+// at and above one thread block's width, ignored rows, a large logit
+// offset (the max shift), one row and none; a label out of range sets the
+// error flag.
+TEST_F(CudaKernels, SoftmaxCrossEntropyMatchesTheCpu) {
+  const int64_t ignore = -100;
+  for (Shape shape : {Shape{4, 7}, Shape{3, 256}, Shape{2, 3, 1000},
+                      Shape{1, 50304}, Shape{5, 1}, Shape{0, 9}}) {
+    Shape rows(shape.begin(), shape.end() - 1);
+    int64_t v = shape.back();
+    Tensor x = randomTensor(DType::F32, shape, rng, 20, 30);
+    Tensor labels(DType::I64, rows);
+    std::uniform_int_distribution<int64_t> pick(0, v - 1);
+    for (int64_t r = 0; r < labels.numElements(); ++r)
+      labels.data<int64_t>()[r] = r % 3 == 1 ? ignore : pick(rng);
+    Tensor dloss = randomTensor(DType::F32, rows, rng, 0.1, 2);
+    Tensor loss(DType::F32, rows), grad(DType::F32, shape);
+    cpu::softmaxCrossEntropy(x, labels, ignore, loss);
+    cpu::softmaxCrossEntropyGrad(x, labels, dloss, ignore, grad);
+    auto dx = toDevice(x), dl = toDevice(labels), dd = toDevice(dloss);
+    DeviceBuffer dout(loss.numBytes()), dgrad(grad.numBytes());
+    int64_t n = labels.numElements();
+    gpu::softmaxCrossEntropy(dx->as<float>(), dl->as<int64_t>(), n, v, ignore,
+                             dout.as<float>(), nullptr, stream);
+    gpu::softmaxCrossEntropyGrad(dx->as<float>(), dl->as<int64_t>(),
+                                 dd->as<float>(), n, v, ignore,
+                                 dgrad.as<float>(), nullptr, stream);
+    sync();
+    expectClose(fromDevice(dout, DType::F32, rows), loss, 1e-5,
+                "softmaxCrossEntropy " + str(shape));
+    expectClose(fromDevice(dgrad, DType::F32, shape), grad, 1e-4,
+                "softmaxCrossEntropyGrad " + str(shape), 1e-6);
+  }
+  Tensor x = randomTensor(DType::F32, {2, 5}, rng);
+  Tensor labels(DType::I64, {2});
+  labels.data<int64_t>()[0] = 1;
+  labels.data<int64_t>()[1] = 5; // out of [0, 5)
+  auto dx = toDevice(x), dl = toDevice(labels);
+  DeviceBuffer dout(2 * sizeof(float)), flag(sizeof(int));
+  check(cudaMemset(flag.get(), 0, sizeof(int)), "memset");
+  gpu::softmaxCrossEntropy(dx->as<float>(), dl->as<int64_t>(), 2, 5, -100,
+                           dout.as<float>(), flag.as<int>(), stream);
+  sync();
+  int f = 0;
+  check(cudaMemcpy(&f, flag.get(), sizeof(int), cudaMemcpyDeviceToHost),
+        "flag");
+  EXPECT_EQ(f, 1);
+}
+
+// LayerNorm's and RMSNorm's input and scale gradients against the CPU
+// kernels: rows below and above one block's width, an offset mean, several
+// normalized dimensions, one row.
+TEST_F(CudaKernels, LayerNormGradsMatchTheCpu) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  const Case cases[] = {{{4, 16}, 1},    {{3, 5, 8}, 1},  {{3, 5, 8}, 2},
+                        {{2, 3000}, 1},  {{1, 64}, 1},    {{7, 33}, 1},
+                        {{300, 24}, 1}};
+  for (bool rms : {false, true})
+    for (const Case &c : cases) {
+      Shape norm(c.x.begin() + c.axis, c.x.end());
+      Tensor x = randomTensor(DType::F32, c.x, rng, 2, 6);
+      Tensor scale = randomTensor(DType::F32, norm, rng, 0.5, 1.5);
+      Tensor dy = randomTensor(DType::F32, c.x, rng, -1, 1);
+      Tensor wantDx(DType::F32, c.x), wantDs(DType::F32, norm);
+      cpu::layerNormGrad(x, scale, dy, c.axis, 1e-5f, wantDx, rms);
+      cpu::layerNormScaleGrad(x, dy, c.axis, 1e-5f, wantDs, rms);
+      int64_t n = scale.numElements(), rows = x.numElements() / n;
+      auto dx = toDevice(x), ds = toDevice(scale), ddy = toDevice(dy);
+      DeviceBuffer gotDx(x.numBytes()), gotDs(scale.numBytes());
+      DeviceBuffer work(gpu::layerNormScaleGradWorkspace(rows));
+      gpu::layerNormGrad(dx->as<float>(), ds->as<float>(), ddy->as<float>(),
+                         rows, n, 1e-5f, rms, gotDx.as<float>(), stream);
+      gpu::layerNormScaleGrad(dx->as<float>(), ddy->as<float>(), rows, n,
+                              1e-5f, rms, gotDs.as<float>(), work.get(),
+                              stream);
+      sync();
+      std::string what = str(c.x) + " axis " + std::to_string(c.axis) +
+                         (rms ? " (RMSNorm)" : "");
+      expectClose(fromDevice(gotDx, DType::F32, c.x), wantDx, 1e-4,
+                  "layerNormGrad " + what);
+      expectClose(fromDevice(gotDs, DType::F32, norm), wantDs, 1e-5,
+                  "layerNormScaleGrad " + what);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,304 @@
+//===- TrainingKernels.cu - Loss and norm gradients on the GPU --*- C++ -*-===//
+//
+// Part of the shoal project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The softmax cross-entropy and its gradient, and the LayerNorm/RMSNorm
+// input and scale gradients, on f32: one thread block per row, its sums
+// and maxima through CUB's BlockReduce, each element's arithmetic through
+// LossMath.h, the functions the CPU kernels call too. The scale gradient
+// sums over the rows in a fixed order, in double (as the CPU kernel):
+// deterministic. (A file of its own, as Reduce.cu: CUB names `::cuda`.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "LossMath.h"
+#include "cuda/Kernels.h"
+
+#include <cub/block/block_reduce.cuh>
+#include <cuda/std/functional>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+namespace shoal {
+namespace rt {
+namespace cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int64_t kMaxRowBlocks = 65535;
+
+void check(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    throw Error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+void launched(const char *what) { check(cudaPeekAtLastError(), what); }
+
+unsigned rowBlocks(int64_t rows) {
+  return static_cast<unsigned>(std::min(rows, kMaxRowBlocks));
+}
+
+struct MaxOf {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+using FloatReduce = cub::BlockReduce<float, kRowThreads>;
+using DoubleReduce = cub::BlockReduce<double, kRowThreads>;
+
+/// The block's sum (or max) of `v`, returned to every thread.
+template <typename Op>
+__device__ float blockAll(float v, Op op, FloatReduce::TempStorage &tmp,
+                          float &shared) {
+  float r = FloatReduce(tmp).Reduce(v, op);
+  if (threadIdx.x == 0)
+    shared = r;
+  __syncthreads();
+  r = shared;
+  __syncthreads();
+  return r;
+}
+
+__device__ float blockSum(float v, FloatReduce::TempStorage &tmp,
+                          float &shared) {
+  return blockAll(v, ::cuda::std::plus<float>(), tmp, shared);
+}
+
+/// max and sum(exp(x - max)) of row[0..v).
+__device__ void rowMaxAndSum(const float *row, int64_t v,
+                             FloatReduce::TempStorage &tmp, float &shared,
+                             float &mx, float &sum) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < v; j += kRowThreads)
+    m = fmaxf(m, row[j]);
+  mx = blockAll(m, MaxOf(), tmp, shared);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < v; j += kRowThreads)
+    s += expf(row[j] - mx);
+  sum = blockSum(s, tmp, shared);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    crossEntropyKernel(const float *x, const int64_t *labels, int64_t rows,
+                       int64_t v, int64_t ignore, float *loss, int *flag) {
+  __shared__ FloatReduce::TempStorage tmp;
+  __shared__ float shared;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * v;
+    float mx, sum;
+    rowMaxAndSum(row, v, tmp, shared, mx, sum);
+    if (threadIdx.x == 0) {
+      int64_t l = labels[r];
+      bool ignored = l == ignore;
+      if (!ignored && (l < 0 || l >= v)) {
+        if (flag)
+          *flag = 1;
+        loss[r] = 0.f;
+      } else {
+        loss[r] = crossEntropyLoss(mx + logf(sum), ignored ? 0.f : row[l],
+                                   ignored);
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    crossEntropyGradKernel(const float *x, const int64_t *labels,
+                           const float *dloss, int64_t rows, int64_t v,
+                           int64_t ignore, float *dx, int *flag) {
+  __shared__ FloatReduce::TempStorage tmp;
+  __shared__ float shared;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * v;
+    float *out = dx + r * v;
+    int64_t l = labels[r];
+    if (l == ignore) {
+      for (int64_t j = threadIdx.x; j < v; j += kRowThreads)
+        out[j] = 0.f;
+      continue;
+    }
+    if (l < 0 || l >= v) {
+      if (threadIdx.x == 0 && flag)
+        *flag = 1;
+      for (int64_t j = threadIdx.x; j < v; j += kRowThreads)
+        out[j] = 0.f;
+      continue;
+    }
+    float mx, sum;
+    rowMaxAndSum(row, v, tmp, shared, mx, sum);
+    float d = dloss[r];
+    float scale = d / sum;
+    float p = expf(row[l] - mx) / sum;
+    for (int64_t j = threadIdx.x; j < v; j += kRowThreads)
+      out[j] = j == l ? crossEntropyGradAtLabel(p, d)
+                      : crossEntropyGradAway(expf(row[j] - mx), scale);
+  }
+}
+
+/// Mean and 1 / sqrt(var + epsilon) of row[0..n) in float, as the CPU's
+/// vector loop (meanInvStd): two passes.
+__device__ void rowMeanInv(const float *row, int64_t n, float epsilon,
+                           bool rms, FloatReduce::TempStorage &tmp,
+                           float &shared, float &mu, float &inv) {
+  mu = 0.f;
+  if (!rms) {
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads)
+      s += row[j];
+    mu = blockSum(s, tmp, shared) / static_cast<float>(n);
+  }
+  float sq = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += kRowThreads) {
+    float d = row[j] - mu;
+    sq += d * d;
+  }
+  float var = blockSum(sq, tmp, shared) / static_cast<float>(n);
+  inv = 1.f / sqrtf(var + epsilon);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    layerNormGradKernel(const float *x, const float *g, const float *dy,
+                        int64_t rows, int64_t n, float epsilon, bool rms,
+                        float *dx) {
+  __shared__ FloatReduce::TempStorage tmp;
+  __shared__ float shared;
+  const float invN = 1.f / static_cast<float>(n);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *xr = x + r * n, *dr = dy + r * n;
+    float *out = dx + r * n;
+    float mu, inv;
+    rowMeanInv(xr, n, epsilon, rms, tmp, shared, mu, inv);
+    float sg = 0.f, sgx = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads) {
+      float gj = dr[j] * g[j];
+      sg += gj;
+      sgx += gj * normalized(xr[j], mu, inv);
+    }
+    float sumG = blockSum(sg, tmp, shared);
+    float sumGX = blockSum(sgx, tmp, shared);
+    float meanG = rms ? 0.f : sumG * invN, meanGX = sumGX * invN;
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads)
+      out[j] = layerNormGradElement(dr[j], g[j], normalized(xr[j], mu, inv),
+                                    meanG, meanGX, inv);
+  }
+}
+
+/// Each row's mean and 1 / sqrt(var + epsilon) in double (the CPU scale
+/// gradient's rowStats): stats[2 r], stats[2 r + 1].
+__global__ void __launch_bounds__(kRowThreads)
+    rowStatsKernel(const float *x, int64_t rows, int64_t n, float epsilon,
+                   bool rms, double *stats) {
+  __shared__ DoubleReduce::TempStorage tmp;
+  __shared__ double shared;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * n;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n && !rms; j += kRowThreads)
+      s += row[j];
+    double total = DoubleReduce(tmp).Sum(s);
+    if (threadIdx.x == 0)
+      shared = total;
+    __syncthreads();
+    double mu = rms ? 0.0 : shared / static_cast<double>(n);
+    __syncthreads();
+    double sq = 0;
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads) {
+      double d = row[j] - mu;
+      sq += d * d;
+    }
+    double var = DoubleReduce(tmp).Sum(sq);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mu;
+      stats[2 * r + 1] =
+          1.0 / sqrt(var / static_cast<double>(n) + double(epsilon));
+    }
+    __syncthreads();
+  }
+}
+
+/// dscale[j] = sum over the rows, in order, of dy[r, j] * xhat[r, j], in
+/// double: one thread per column.
+__global__ void __launch_bounds__(kRowThreads)
+    scaleGradKernel(const float *x, const float *dy, const double *stats,
+                    int64_t rows, int64_t n, float *dscale) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < n; j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double acc = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      acc += double(dy[r * n + j]) *
+             ((double(x[r * n + j]) - stats[2 * r]) * stats[2 * r + 1]);
+    dscale[j] = static_cast<float>(acc);
+  }
+}
+
+} // namespace
+
+void softmaxCrossEntropy(const float *logits, const int64_t *labels,
+                         int64_t rows, int64_t v, int64_t ignoreIndex,
+                         float *loss, int *errorFlag, cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  if (v <= 0) { // only ignored rows (the CPU kernel's check)
+    check(cudaMemsetAsync(loss, 0, rows * sizeof(float), stream),
+          "SoftmaxCrossEntropy");
+    return;
+  }
+  crossEntropyKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      logits, labels, rows, v, ignoreIndex, loss, errorFlag);
+  launched("SoftmaxCrossEntropy");
+}
+
+void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
+                             const float *dloss, int64_t rows, int64_t v,
+                             int64_t ignoreIndex, float *dlogits,
+                             int *errorFlag, cudaStream_t stream) {
+  if (rows <= 0 || v <= 0)
+    return;
+  crossEntropyGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      logits, labels, dloss, rows, v, ignoreIndex, dlogits, errorFlag);
+  launched("SoftmaxCrossEntropyGrad");
+}
+
+void layerNormGrad(const float *x, const float *scale, const float *dy,
+                   int64_t rows, int64_t n, float epsilon, bool rms, float *dx,
+                   cudaStream_t stream) {
+  if (rows <= 0 || n <= 0)
+    return;
+  layerNormGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      x, scale, dy, rows, n, epsilon, rms, dx);
+  launched("LayerNormalizationGrad");
+}
+
+std::size_t layerNormScaleGradWorkspace(int64_t rows) {
+  return static_cast<std::size_t>(std::max<int64_t>(rows, 1)) * 2 *
+         sizeof(double);
+}
+
+void layerNormScaleGrad(const float *x, const float *dy, int64_t rows,
+                        int64_t n, float epsilon, bool rms, float *dscale,
+                        void *workspace, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  if (rows <= 0) {
+    check(cudaMemsetAsync(dscale, 0, n * sizeof(float), stream),
+          "LayerNormalizationScaleGrad");
+    return;
+  }
+  double *stats = static_cast<double *>(workspace);
+  rowStatsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(x, rows, n,
+                                                              epsilon, rms,
+                                                              stats);
+  launched("LayerNormalizationScaleGrad (row statistics)");
+  unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>((n + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
+  scaleGradKernel<<<blocks, kRowThreads, 0, stream>>>(x, dy, stats, rows, n,
+                                                      dscale);
+  launched("LayerNormalizationScaleGrad");
+}
+
+} // namespace cuda
+} // namespace rt
+} // namespace shoal
