@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The per-element arithmetic of the softmax cross-entropy, its gradient and
-// the LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
+// The per-element arithmetic of the softmax cross-entropy, its gradient,
+// softmax's gradient and the LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
 // (cpu/VectorImpl.cpp) and the CUDA kernels (cuda/TrainingKernels.cu) both
 // call, so that the CPU tests check the GPU's arithmetic too. The row
 // reductions around them (max, sums) are each side's own: vector loops on
@@ -41,6 +41,13 @@ SHOAL_HOST_DEVICE static inline float crossEntropyGradAway(float e,
 SHOAL_HOST_DEVICE static inline float crossEntropyGradAtLabel(float p,
                                                               float dloss) {
   return (p - 1.f) * dloss;
+}
+
+/// Softmax's input gradient at one element of a row: y * (dy - dot), dot
+/// the row's sum of y * dy.
+SHOAL_HOST_DEVICE static inline float softmaxGradElement(float y, float dy,
+                                                         float dot) {
+  return y * (dy - dot);
 }
 
 /// The normalized input (x - mu) * inv (mu = 0 for RMSNorm).

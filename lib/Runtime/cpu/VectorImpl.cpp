@@ -223,7 +223,7 @@ void softmaxGrad(const float *y, const float *dy, float *dx, int64_t n,
       dot += yr[j] * dr[j];
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-      xr[j] = yr[j] * (dr[j] - dot);
+      xr[j] = softmaxGradElement(yr[j], dr[j], dot);
   }
 }
 

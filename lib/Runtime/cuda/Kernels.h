@@ -90,6 +90,11 @@ void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
                              int64_t ignoreIndex, float *dlogits,
                              int *errorFlag, cudaStream_t stream);
 
+/// Softmax's gradient along rows of n f32 elements: dx = y * (dy - sum(y *
+/// dy)); dx may be dy.
+void softmaxGradRows(const float *y, const float *dy, float *dx, int64_t rows,
+                     int64_t n, cudaStream_t stream);
+
 /// LayerNorm's (RMSNorm's with `rms`) input gradient over rows of n f32
 /// elements, the scale `scale` [n] (whole, not broadcast).
 void layerNormGrad(const float *x, const float *scale, const float *dy,
@@ -104,6 +109,18 @@ std::size_t layerNormScaleGradWorkspace(int64_t rows);
 void layerNormScaleGrad(const float *x, const float *dy, int64_t rows,
                         int64_t n, float epsilon, bool rms, float *dscale,
                         void *workspace, cudaStream_t stream);
+
+/// The bytes of device workspace gatherGrad needs.
+std::size_t gatherGradWorkspace(int64_t numIndices, int64_t rows);
+
+/// GatherGrad (the embedding gradient): out [rows, h] = for each row, the
+/// sum of dy [numIndices, h] over the positions whose index (i64 or i32;
+/// negative ones count from the end) is that row, in position order, in
+/// double: deterministic, as the CPU kernel. Rows no index hits are 0; an
+/// index out of range sets `*errorFlag` (may be null) and is left out.
+void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
+                const float *dy, int64_t rows, int64_t h, float *out,
+                void *workspace, int *errorFlag, cudaStream_t stream);
 
 /// Broadcasts `in` (numpy rules) to `outShape`, elements of `elemSize`
 /// bytes: every output element written.

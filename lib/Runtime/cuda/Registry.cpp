@@ -366,6 +366,41 @@ void layerNormScaleGradKernel(KernelContext &ctx, const OpInfo &op,
                      d.stream());
 }
 
+/// GatherGrad: i64/i32 indices, f32 dy of [indices..., row...] and an f32
+/// output [rows, row...]; not the vocabulary-parallel block (CPU).
+std::string gatherGradCheck(const OpInfo &op, const Descs &in,
+                            const Descs &out, bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (addInto)
+    return op.kindName + " adding into its output";
+  if (op.attrs.shardSize > 0)
+    return "a vocabulary-parallel GatherGrad";
+  if (!has(in, 0) || !has(in, 1) || out.empty() || !out[0].present ||
+      out[0].shape.empty())
+    return op.kindName + " without its operands";
+  const Shape &os = out[0].shape;
+  Shape want = in[0].shape;
+  want.insert(want.end(), os.begin() + 1, os.end());
+  if (in[1].shape != want)
+    return op.kindName + " whose dy does not fit its indices and output";
+  if (numElements(in[0].shape) > INT32_MAX || os[0] >= INT32_MAX)
+    return op.kindName + " past 2^31 indices or rows";
+  return "";
+}
+
+void gatherGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                      Outputs &out) {
+  require(gatherGradCheck, ctx, op, in, out);
+  const Shape &os = out[0].shape();
+  int64_t rows = os[0], h = rows ? out[0].numElements() / rows : 0;
+  int64_t n = in[0]->numElements();
+  CudaDevice &d = dev(ctx);
+  gatherGrad(in[0]->rawData(), in[0]->dtype(), n, f(in[1]), rows, h,
+             f(out[0]), d.workspace(gatherGradWorkspace(n, rows)),
+             d.errorFlag(), d.stream());
+}
+
 std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &, bool) {
   // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
   return op.attrs.shardSize > 0 ? "a vocabulary-parallel Gather" : "";
@@ -529,6 +564,104 @@ void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
        scoreElems, in[2]->numElements(), scratch);
 }
 
+/// Attention's batch (the dimensions before the last two), alike for q,
+/// kt and v, with rank >= 3 (the forward kernel's layout).
+std::string attentionGradCheck(const OpInfo &op, const Descs &in,
+                               const Descs &out, bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (addInto)
+    return op.kindName + " adding into its output";
+  if (!has(in, 0) || !has(in, 1) || !has(in, 2) || !has(in, 3))
+    return op.kindName + " without its operands";
+  const Shape &q = in[1].shape, &kt = in[2].shape, &v = in[3].shape;
+  if (q.size() < 2 || kt.size() != q.size() || v.size() != q.size() ||
+      !std::equal(q.begin(), q.end() - 2, kt.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()) ||
+      kt[kt.size() - 2] != q.back() || v[v.size() - 2] != kt.back())
+    return op.kindName + " with broadcast or mismatched batch dimensions";
+  return "";
+}
+
+/// SoftmaxGrad along the last axis (the attention chain differentiated op
+/// by op); another axis stays on the CPU.
+std::string softmaxGradCheck(const OpInfo &op, const Descs &in,
+                             const Descs &out, bool) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (!has(in, 0) || in[0].shape.empty() ||
+      op.attrs.axis != static_cast<int64_t>(in[0].shape.size()) - 1)
+    return op.kindName + " not along the last axis";
+  return "";
+}
+
+void softmaxGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                       Outputs &out) {
+  require(softmaxGradCheck, ctx, op, in, out);
+  auto [rows, n] = rowsOf(in[0]->shape());
+  softmaxGradRows(f(in[0]), f(in[1]), f(out[0]), rows, n, dev(ctx).stream());
+}
+
+/// AttentionGrad (dy, q, kt, v, mask): the probabilities recomputed as the
+/// forward kernel makes them (cuBLAS, the mask added, softmax), then
+/// dv = P^T dy, dP = dy v^T, dS = softmax's gradient, dq = scale dS kt^T,
+/// dkt = scale q^T dS; the score-sized buffers in the workspace.
+void attentionGradKernel(KernelContext &ctx, const OpInfo &op,
+                         const Inputs &in, Outputs &out) {
+  require(attentionGradCheck, ctx, op, in, out);
+  CudaDevice &d = dev(ctx);
+  const Shape &qs = in[1]->shape(), &ks = in[2]->shape(), &vs = in[3]->shape();
+  std::size_t r = qs.size();
+  int64_t batch = 1;
+  for (std::size_t i = 0; i + 2 < r; ++i)
+    batch *= qs[i];
+  int64_t t = qs[r - 2], dd = qs[r - 1], sk = ks[r - 1], e = vs[r - 1];
+  Shape scoreShape(qs.begin(), qs.end() - 1);
+  scoreShape.push_back(sk);
+  int64_t scoreElems = batch * t * sk;
+  if (scoreElems == 0)
+    return; // (outputs already zero: KernelWrites::Partial)
+  std::size_t scoreBytes = (scoreElems * 4 + 255) / 256 * 256;
+  int64_t nq = in[1]->numElements(), nk = in[2]->numElements(),
+          nv = in[3]->numElements(), ny = in[0]->numElements();
+  std::size_t half = std::max({halfScratchBytes(nq, nk),
+                               halfScratchBytes(scoreElems, ny),
+                               halfScratchBytes(ny, nv),
+                               halfScratchBytes(scoreElems, nk),
+                               halfScratchBytes(nq, scoreElems)});
+  char *base = static_cast<char *>(d.workspace(3 * scoreBytes + half));
+  float *scores = reinterpret_cast<float *>(base);
+  float *probs = reinterpret_cast<float *>(base + scoreBytes);
+  float *dscores = reinterpret_cast<float *>(base + 2 * scoreBytes);
+  char *scratch = base + 3 * scoreBytes;
+  const float scale = op.attrs.scale;
+  const void *dy = in[0]->rawData(), *q = in[1]->rawData(),
+             *kt = in[2]->rawData(), *v = in[3]->rawData();
+  MatmulShape s1{t, sk, dd, batch, t * dd, dd * sk, false};
+  gemm(d, q, kt, scores, false, false, scale, s1, nq, nk, scratch);
+  if (in.size() > 4 && in[4])
+    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape,
+           in[4]->rawData(), in[4]->shape(), scores, scoreShape, d.stream());
+  softmax(scores, probs, scoreShape,
+          static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
+  // dv [sk, e] = P^T [sk, t] dy [t, e].
+  MatmulShape sv{sk, e, t, batch, t * sk, t * e, false};
+  gemm(d, probs, dy, out[2].rawData(), true, false, 1.0f, sv, scoreElems, ny,
+       scratch);
+  // dP [t, sk] = dy [t, e] v^T [e, sk].
+  MatmulShape sp{t, sk, e, batch, t * e, sk * e, false};
+  gemm(d, dy, v, dscores, false, true, 1.0f, sp, ny, nv, scratch);
+  softmaxGradRows(probs, dscores, dscores, batch * t, sk, d.stream());
+  // dq [t, dd] = scale dS [t, sk] kt^T [sk, dd].
+  MatmulShape sq{t, dd, sk, batch, t * sk, dd * sk, false};
+  gemm(d, dscores, kt, out[0].rawData(), false, true, scale, sq, scoreElems,
+       nk, scratch);
+  // dkt [dd, sk] = scale q^T [dd, t] dS [t, sk].
+  MatmulShape sk2{dd, sk, t, batch, t * dd, t * sk, false};
+  gemm(d, q, dscores, out[1].rawData(), true, false, scale, sk2, nq,
+       scoreElems, scratch);
+}
+
 } // namespace
 
 void shoal::rt::registerCudaKernels() {
@@ -580,6 +713,11 @@ void shoal::rt::registerCudaKernels() {
   all(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel,
       crossEntropyCheck);
   all(OpKind::LayerNormalizationGrad, layerNormGradKernel, layerNormGradCheck);
+  all(OpKind::GatherGrad, gatherGradKernel, gatherGradCheck);
+  all(OpKind::SoftmaxGrad, softmaxGradKernel, softmaxGradCheck);
+  // (Writes dq, dkt and dv whole; an empty one stays as the executor left
+  // it: zero.)
+  reg(OpKind::AttentionGrad, attentionGradKernel, attentionGradCheck);
   all(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel,
       layerNormGradCheck);
   reg(OpKind::Gelu, geluKernel, geluCheck<1, 0>);

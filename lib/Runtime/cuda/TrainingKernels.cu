@@ -17,6 +17,7 @@
 #include "cuda/Kernels.h"
 
 #include <cub/block/block_reduce.cuh>
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda/std/functional>
 #include <cuda_runtime.h>
 
@@ -138,6 +139,24 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+/// Softmax's gradient along rows of n: dx = y * (dy - sum(y * dy)).
+__global__ void __launch_bounds__(kRowThreads)
+    softmaxGradKernel(const float *y, const float *dy, float *dx, int64_t rows,
+                      int64_t n) {
+  __shared__ FloatReduce::TempStorage tmp;
+  __shared__ float shared;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *yr = y + r * n, *dr = dy + r * n;
+    float *out = dx + r * n;
+    float part = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads)
+      part += yr[j] * dr[j];
+    float dot = blockSum(part, tmp, shared);
+    for (int64_t j = threadIdx.x; j < n; j += kRowThreads)
+      out[j] = softmaxGradElement(yr[j], dr[j], dot);
+  }
+}
+
 /// Mean and 1 / sqrt(var + epsilon) of row[0..n) in float, as the CPU's
 /// vector loop (meanInvStd): two passes.
 __device__ void rowMeanInv(const float *row, int64_t n, float epsilon,
@@ -234,7 +253,122 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+/// GatherGrad, first pass: each index normalized (negative ones count from
+/// the end) into a sort key, its position the value; one out of range sets
+/// the flag and sorts last (key `rows`), where no run reads it.
+template <typename IndexT>
+__global__ void __launch_bounds__(kRowThreads)
+    gatherGradKeysKernel(const IndexT *indices, int64_t n, int64_t rows,
+                         int32_t *keys, int32_t *positions, int *flag) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t v = static_cast<int64_t>(indices[i]);
+    int64_t norm = v < 0 ? v + rows : v;
+    if (norm < 0 || norm >= rows) {
+      if (flag)
+        *flag = 1;
+      norm = rows;
+    }
+    keys[i] = static_cast<int32_t>(norm);
+    positions[i] = static_cast<int32_t>(i);
+  }
+}
+
+/// GatherGrad, second pass: block b starts at sorted entry b; when that is
+/// the first of its row's run, the block's threads sum dy over the run's
+/// positions (ascending: the sort is stable), one column each, in double,
+/// as the CPU kernel does, and write the row. Rows no index hits stay 0.
+__global__ void __launch_bounds__(kRowThreads)
+    gatherGradRowsKernel(const int32_t *keys, const int32_t *positions,
+                         int64_t n, int64_t rows, const float *dy, int64_t h,
+                         float *out) {
+  for (int64_t b = blockIdx.x; b < n; b += gridDim.x) {
+    int32_t row = keys[b];
+    if (row >= rows || (b > 0 && keys[b - 1] == row))
+      continue;
+    for (int64_t j = threadIdx.x; j < h; j += kRowThreads) {
+      double acc = 0;
+      for (int64_t k = b; k < n && keys[k] == row; ++k)
+        acc += dy[static_cast<int64_t>(positions[k]) * h + j];
+      out[static_cast<int64_t>(row) * h + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+/// Bits that hold every key in [0, rows].
+int keyBits(int64_t rows) {
+  int bits = 1;
+  while (bits < 31 && (int64_t(1) << bits) <= rows)
+    ++bits;
+  return bits;
+}
+
+/// CUB's temporary bytes for sorting n pairs.
+std::size_t sortBytes(int64_t n, int bits) {
+  std::size_t temp = 0;
+  check(cub::DeviceRadixSort::SortPairs(
+            nullptr, temp, static_cast<const int32_t *>(nullptr),
+            static_cast<int32_t *>(nullptr),
+            static_cast<const int32_t *>(nullptr),
+            static_cast<int32_t *>(nullptr), static_cast<int>(n), 0, bits),
+        "cub::DeviceRadixSort::SortPairs (size)");
+  return (temp + 255) / 256 * 256;
+}
+
+std::size_t aligned256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 } // namespace
+
+std::size_t gatherGradWorkspace(int64_t numIndices, int64_t rows) {
+  std::size_t n = static_cast<std::size_t>(std::max<int64_t>(numIndices, 1));
+  return 4 * aligned256(n * sizeof(int32_t)) +
+         sortBytes(std::max<int64_t>(numIndices, 1), keyBits(rows));
+}
+
+void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
+                const float *dy, int64_t rows, int64_t h, float *out,
+                void *workspace, int *errorFlag, cudaStream_t stream) {
+  if (rows <= 0 || h <= 0)
+    return;
+  check(cudaMemsetAsync(out, 0, rows * h * sizeof(float), stream),
+        "GatherGrad");
+  if (numIndices <= 0)
+    return;
+  if (numIndices > INT32_MAX || rows >= INT32_MAX ||
+      (indexType != DType::I64 && indexType != DType::I32))
+    throw Error("GatherGrad: " + std::to_string(numIndices) +
+                " indices into " + std::to_string(rows) +
+                " rows is past the kernel's 32-bit sort");
+  const std::size_t slot =
+      aligned256(static_cast<std::size_t>(numIndices) * sizeof(int32_t));
+  char *base = static_cast<char *>(workspace);
+  int32_t *keys = reinterpret_cast<int32_t *>(base);
+  int32_t *positions = reinterpret_cast<int32_t *>(base + slot);
+  int32_t *sortedKeys = reinterpret_cast<int32_t *>(base + 2 * slot);
+  int32_t *sortedPositions = reinterpret_cast<int32_t *>(base + 3 * slot);
+  void *temp = base + 4 * slot;
+  const int bits = keyBits(rows);
+  std::size_t tempBytes = sortBytes(numIndices, bits);
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(
+      (numIndices + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
+  if (indexType == DType::I64)
+    gatherGradKeysKernel<<<blocks, kRowThreads, 0, stream>>>(
+        static_cast<const int64_t *>(indices), numIndices, rows, keys,
+        positions, errorFlag);
+  else
+    gatherGradKeysKernel<<<blocks, kRowThreads, 0, stream>>>(
+        static_cast<const int32_t *>(indices), numIndices, rows, keys,
+        positions, errorFlag);
+  launched("GatherGrad (keys)");
+  check(cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys,
+                                        positions, sortedPositions,
+                                        static_cast<int>(numIndices), 0, bits,
+                                        stream),
+        "GatherGrad (cub::DeviceRadixSort::SortPairs)");
+  gatherGradRowsKernel<<<rowBlocks(numIndices), kRowThreads, 0, stream>>>(
+      sortedKeys, sortedPositions, numIndices, rows, dy, h, out);
+  launched("GatherGrad");
+}
 
 void softmaxCrossEntropy(const float *logits, const int64_t *labels,
                          int64_t rows, int64_t v, int64_t ignoreIndex,
@@ -260,6 +394,15 @@ void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
   crossEntropyGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
       logits, labels, dloss, rows, v, ignoreIndex, dlogits, errorFlag);
   launched("SoftmaxCrossEntropyGrad");
+}
+
+void softmaxGradRows(const float *y, const float *dy, float *dx, int64_t rows,
+                     int64_t n, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0)
+    return;
+  softmaxGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(y, dy, dx,
+                                                                 rows, n);
+  launched("SoftmaxGrad");
 }
 
 void layerNormGrad(const float *x, const float *scale, const float *dy,

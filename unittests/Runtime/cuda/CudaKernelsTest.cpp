@@ -508,6 +508,91 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyMatchesTheCpu) {
   EXPECT_EQ(f, 1);
 }
 
+// The embedding gradient against the CPU kernel: repeated and negative
+// indices, rows no index hits (0), i64 and i32 indices, rows wider than a
+// block; deterministic (two runs give the same bytes); an index out of
+// range sets the error flag.
+TEST_F(CudaKernels, GatherGradMatchesTheCpu) {
+  struct Case {
+    Shape indices;
+    int64_t rows, h;
+  };
+  const Case cases[] = {{{2, 8}, 5, 3},    {{64}, 1000, 16}, {{4, 16}, 96, 300},
+                        {{1}, 1, 1},       {{3, 5}, 7, 1},   {{0}, 4, 8}};
+  for (DType it : {DType::I64, DType::I32})
+    for (const Case &c : cases) {
+      Tensor idx(it, c.indices);
+      std::uniform_int_distribution<int64_t> pick(-c.rows, c.rows - 1);
+      for (int64_t i = 0; i < idx.numElements(); ++i) {
+        int64_t v = i % 4 == 3 ? 0 : pick(rng); // row 0 hit often
+        if (it == DType::I64)
+          idx.data<int64_t>()[i] = v;
+        else
+          idx.data<int32_t>()[i] = static_cast<int32_t>(v);
+      }
+      Shape dyShape = c.indices;
+      dyShape.push_back(c.h);
+      Tensor dy = randomTensor(DType::F32, dyShape, rng);
+      Tensor want(DType::F32, {c.rows, c.h});
+      cpu::gatherGrad(idx, dy, want);
+      int64_t n = idx.numElements();
+      auto di = toDevice(idx), ddy = toDevice(dy);
+      DeviceBuffer got(want.numBytes()), again(want.numBytes());
+      DeviceBuffer work(gpu::gatherGradWorkspace(n, c.rows));
+      for (DeviceBuffer *out : {&got, &again})
+        gpu::gatherGrad(di->get(), it, n, ddy->as<float>(), c.rows, c.h,
+                        out->as<float>(), work.get(), nullptr, stream);
+      sync();
+      std::string what = std::string("gatherGrad ") + dtypeName(it) + " " +
+                         str(c.indices) + " rows " + std::to_string(c.rows);
+      expectClose(fromDevice(got, DType::F32, want.shape()), want, 1e-6, what);
+      expectBytesEqual(fromDevice(again, DType::F32, want.shape()),
+                       fromDevice(got, DType::F32, want.shape()),
+                       what + " (deterministic)");
+    }
+  Tensor idx(DType::I64, {2});
+  idx.data<int64_t>()[0] = 1;
+  idx.data<int64_t>()[1] = 9; // out of [-4, 4)
+  Tensor dy = randomTensor(DType::F32, {2, 3}, rng);
+  auto di = toDevice(idx), ddy = toDevice(dy);
+  DeviceBuffer out(4 * 3 * sizeof(float)), flag(sizeof(int));
+  DeviceBuffer work(gpu::gatherGradWorkspace(2, 4));
+  check(cudaMemset(flag.get(), 0, sizeof(int)), "memset");
+  gpu::gatherGrad(di->get(), DType::I64, 2, ddy->as<float>(), 4, 3,
+                  out.as<float>(), work.get(), flag.as<int>(), stream);
+  sync();
+  int f = 0;
+  check(cudaMemcpy(&f, flag.get(), sizeof(int), cudaMemcpyDeviceToHost),
+        "flag");
+  EXPECT_EQ(f, 1);
+}
+
+// Softmax's gradient along the last axis against the CPU kernel, in place
+// too (the attention gradient writes dS over dP).
+TEST_F(CudaKernels, SoftmaxGradMatchesTheCpu) {
+  for (Shape shape : {Shape{4, 7}, Shape{3, 256}, Shape{2, 3, 1000},
+                      Shape{1, 1}, Shape{0, 5}}) {
+    Tensor x = randomTensor(DType::F32, shape, rng, -3, 3);
+    Tensor y(DType::F32, shape), dy = randomTensor(DType::F32, shape, rng);
+    int64_t axis = static_cast<int64_t>(shape.size()) - 1;
+    cpu::softmax(x, axis, y);
+    Tensor want(DType::F32, shape);
+    cpu::softmaxGrad(y, dy, axis, want);
+    int64_t n = shape.back(), rows = n ? y.numElements() / n : 0;
+    auto dyv = toDevice(y), ddy = toDevice(dy);
+    DeviceBuffer got(want.numBytes());
+    gpu::softmaxGradRows(dyv->as<float>(), ddy->as<float>(), got.as<float>(),
+                         rows, n, stream);
+    gpu::softmaxGradRows(dyv->as<float>(), ddy->as<float>(), ddy->as<float>(),
+                         rows, n, stream);
+    sync();
+    expectClose(fromDevice(got, DType::F32, shape), want, 1e-5,
+                "softmaxGrad " + str(shape));
+    expectClose(fromDevice(*ddy, DType::F32, shape), want, 1e-5,
+                "in-place softmaxGrad " + str(shape));
+  }
+}
+
 // LayerNorm's and RMSNorm's input and scale gradients against the CPU
 // kernels: rows below and above one block's width, an offset mean, several
 // normalized dimensions, one row.
