@@ -633,6 +633,7 @@ struct NormParams {
   NestArg<1> biasNest;
   float epsilon;
   bool simple;
+  bool rms; // RMSNorm: no mean subtracted
 };
 
 template <typename Idx>
@@ -665,7 +666,7 @@ __global__ void __launch_bounds__(kThreads)
       v[k] = j < cols ? xr[j] : 0.f;
       sum += v[k];
     }
-    float mean = warpReduce(sum, SumOp()) / cols;
+    float mean = p.rms ? 0.f : warpReduce(sum, SumOp()) / cols;
     float sq = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -713,7 +714,7 @@ __global__ void __launch_bounds__(kThreads)
     float sum = 0.f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
       sum += xr[j];
-    float mean = blockReduce(sum, SumOp(), 0.f, scratch) / cols;
+    float mean = p.rms ? 0.f : blockReduce(sum, SumOp(), 0.f, scratch) / cols;
     float sq = 0.f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       float d = xr[j] - mean;
@@ -1068,7 +1069,7 @@ void softmax(const float *in, float *out, const Shape &shape, int64_t axis,
 void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
                const float *bias, const Shape &biasShape, float *y,
                const Shape &xShape, int64_t axis, float epsilon,
-               cudaStream_t stream) {
+               cudaStream_t stream, bool rms) {
   checkRank(xShape, "LayerNormalization");
   if (axis < 0 || axis > static_cast<int64_t>(xShape.size()))
     throw Error("LayerNormalization: axis " + std::to_string(axis) +
@@ -1098,6 +1099,7 @@ void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
     p.biasNest =
         nestArg<1>(Nest(normShape, {broadcastStrides(biasShape, rank)}));
   p.simple = p.scaleNest.rank == 1 && (!bias || p.biasNest.rank == 1);
+  p.rms = rms;
   if (cols <= kWarp * 32) {
     unsigned grid = gridFor(rows, kThreads / kWarp);
     int c = static_cast<int>(cols);
@@ -1325,6 +1327,226 @@ void expand(const void *in, std::size_t elemSize, const Shape &inShape,
           src, dst, static_cast<uint64_t>(units), arg);
   });
   checkLaunch("Expand");
+}
+
+namespace {
+/// out[nestOffset(i)] = in[i]: a dense input stored through the strides.
+template <typename U, typename Idx>
+__global__ void __launch_bounds__(kThreads)
+    storeStridedKernel(const U *in, U *out, Idx n, NestArg<1> nest) {
+  Idx step = static_cast<Idx>(gridDim.x) * blockDim.x;
+  for (Idx i = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step)
+    out[nestOffset(nest, i)] = in[i];
+}
+
+/// out[i] = cond[c] ? x[a] : y[b], the three offsets from one nest.
+template <typename U, typename Idx>
+__global__ void __launch_bounds__(kThreads)
+    whereKernel(const uint8_t *cond, const U *x, const U *y, U *out, Idx n,
+                NestArg<3> nest) {
+  Idx step = static_cast<Idx>(gridDim.x) * blockDim.x;
+  for (Idx i = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    Idx off[3];
+    nestOffsets(nest, i, off);
+    out[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
+  }
+}
+} // namespace
+
+void stridedCopy(const void *in, void *out, std::size_t elemSize,
+                 const Shape &shape, const std::vector<int64_t> &strides,
+                 int64_t span, bool store, cudaStream_t stream,
+                 const char *what) {
+  int64_t n = product(shape);
+  if (n == 0 || elemSize == 0)
+    return;
+  if (strides.size() != shape.size())
+    throw Error(std::string(what) + ": internal error: strides do not fit " +
+                shapeString(shape));
+  // Elements wider than the widest unit that divides them and both
+  // addresses become an extra innermost dimension.
+  std::size_t unit = widestUnit({elemSize, addr(in), addr(out)});
+  Shape dims = shape;
+  std::vector<int64_t> st = strides;
+  int64_t k = static_cast<int64_t>(elemSize / unit);
+  if (k > 1) {
+    for (int64_t &v : st)
+      v *= k;
+    dims.push_back(k);
+    st.push_back(1);
+  }
+  Nest nest(dims, {st});
+  int64_t units = n * k;
+  bool small = fits32(std::max(units, span * k));
+  withUnit(unit, [&](auto u) {
+    using U = decltype(u);
+    const U *src = static_cast<const U *>(in);
+    U *dst = static_cast<U *>(out);
+    NestArg<1> arg = nestArg<1>(nest);
+    if (store) {
+      if (small)
+        storeStridedKernel<U, uint32_t><<<gridFor(units), kThreads, 0,
+                                          stream>>>(
+            src, dst, static_cast<uint32_t>(units), arg);
+      else
+        storeStridedKernel<U, uint64_t><<<gridFor(units), kThreads, 0,
+                                          stream>>>(
+            src, dst, static_cast<uint64_t>(units), arg);
+    } else {
+      if (small)
+        permuteKernel<U, uint32_t><<<gridFor(units), kThreads, 0, stream>>>(
+            src, dst, static_cast<uint32_t>(units), arg);
+      else
+        permuteKernel<U, uint64_t><<<gridFor(units), kThreads, 0, stream>>>(
+            src, dst, static_cast<uint64_t>(units), arg);
+    }
+  });
+  checkLaunch(what);
+}
+
+std::vector<int64_t> rowMajorStrides(const Shape &shape) {
+  return denseStrides(shape);
+}
+
+void slice(const void *in, std::size_t elemSize, const Shape &inShape,
+           const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, void *out,
+           const Shape &outShape, cudaStream_t stream) {
+  std::size_t rank = inShape.size();
+  if (starts.size() != rank || steps.size() != rank ||
+      outShape.size() != rank)
+    throw Error("Slice: output " + shapeString(outShape) +
+                " does not fit input " + shapeString(inShape));
+  std::vector<int64_t> strides = denseStrides(inShape);
+  int64_t base = 0;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (outShape[d] == 0)
+      return;
+    int64_t last = starts[d] + (outShape[d] - 1) * steps[d];
+    if (steps[d] <= 0 || starts[d] < 0 || last >= inShape[d])
+      throw Error("Slice: " + std::to_string(outShape[d]) + " elements from " +
+                  std::to_string(starts[d]) + " by " +
+                  std::to_string(steps[d]) + " do not fit dimension " +
+                  std::to_string(d) + " of " + shapeString(inShape));
+    base += starts[d] * strides[d];
+    strides[d] *= steps[d];
+  }
+  stridedCopy(static_cast<const char *>(in) + base * elemSize, out, elemSize,
+              outShape, strides, product(inShape) - base, false, stream,
+              "Slice");
+}
+
+void concat(const std::vector<const void *> &ins,
+            const std::vector<Shape> &shapes, int64_t axis,
+            std::size_t elemSize, void *out, const Shape &outShape,
+            cudaStream_t stream) {
+  std::size_t rank = outShape.size();
+  if (axis < 0 || axis >= static_cast<int64_t>(rank) ||
+      ins.size() != shapes.size())
+    throw Error("Concat: axis " + std::to_string(axis) + " of " +
+                shapeString(outShape));
+  int64_t total = 0;
+  for (const Shape &sh : shapes) {
+    bool fits = sh.size() == rank;
+    for (std::size_t d = 0; fits && d < rank; ++d)
+      fits = static_cast<int64_t>(d) == axis || sh[d] == outShape[d];
+    if (!fits)
+      throw Error("Concat: input " + shapeString(sh) + " does not fit " +
+                  shapeString(outShape) + " along axis " +
+                  std::to_string(axis));
+    total += sh[axis];
+  }
+  if (total != outShape[axis])
+    throw Error("Concat: inputs add up to " + std::to_string(total) +
+                " along axis " + std::to_string(axis) + ", output " +
+                shapeString(outShape));
+  std::vector<int64_t> strides = denseStrides(outShape);
+  int64_t offset = 0, n = product(outShape);
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    int64_t base = offset * strides[axis];
+    offset += shapes[i][axis];
+    stridedCopy(ins[i], static_cast<char *>(out) + base * elemSize, elemSize,
+                shapes[i], strides, n - base, true, stream, "Concat");
+  }
+}
+
+void padConstant(const void *in, const Shape &inShape, std::size_t elemSize,
+                 const std::vector<int64_t> &pads, float value, void *out,
+                 const Shape &outShape, cudaStream_t stream) {
+  std::size_t rank = inShape.size();
+  bool fits = pads.size() == 2 * rank && outShape.size() == rank;
+  for (std::size_t d = 0; fits && d < rank; ++d)
+    fits = pads[d] >= 0 && pads[d + rank] >= 0 &&
+           outShape[d] == inShape[d] + pads[d] + pads[d + rank];
+  if (!fits || (value != 0.f && elemSize != 4))
+    throw Error("Pad: input " + shapeString(inShape) + " padded to " +
+                shapeString(outShape) +
+                " (pads >= 0, a value other than 0 only for f32)");
+  int64_t n = product(outShape);
+  if (n == 0)
+    return;
+  if (value != 0.f)
+    fill(static_cast<float *>(out), value, n, stream);
+  else
+    checkCall(cudaMemsetAsync(out, 0, n * elemSize, stream), "Pad");
+  std::vector<int64_t> strides = denseStrides(outShape);
+  int64_t base = 0;
+  for (std::size_t d = 0; d < rank; ++d)
+    base += pads[d] * strides[d];
+  stridedCopy(in, static_cast<char *>(out) + base * elemSize, elemSize,
+              inShape, strides, n - base, true, stream, "Pad");
+}
+
+void where(const uint8_t *cond, const Shape &condShape, const void *x,
+           const Shape &xShape, const void *y, const Shape &yShape,
+           std::size_t elemSize, void *out, const Shape &outShape,
+           cudaStream_t stream) {
+  checkRank(outShape, "Where");
+  if (!broadcastsTo(condShape, outShape) || !broadcastsTo(xShape, outShape) ||
+      !broadcastsTo(yShape, outShape))
+    throw Error("Where: condition " + shapeString(condShape) + ", X " +
+                shapeString(xShape) + " and Y " + shapeString(yShape) +
+                " do not broadcast to " + shapeString(outShape));
+  int64_t n = product(outShape);
+  if (n == 0)
+    return;
+  std::size_t r = outShape.size();
+  Nest nest(outShape, {broadcastStrides(condShape, r),
+                       broadcastStrides(xShape, r),
+                       broadcastStrides(yShape, r)});
+  NestArg<3> arg = nestArg<3>(nest);
+  bool small = fits32(n);
+  auto run = [&](auto u) {
+    using U = decltype(u);
+    if (small)
+      whereKernel<U, uint32_t><<<gridFor(n), kThreads, 0, stream>>>(
+          cond, static_cast<const U *>(x), static_cast<const U *>(y),
+          static_cast<U *>(out), static_cast<uint32_t>(n), arg);
+    else
+      whereKernel<U, uint64_t><<<gridFor(n), kThreads, 0, stream>>>(
+          cond, static_cast<const U *>(x), static_cast<const U *>(y),
+          static_cast<U *>(out), static_cast<uint64_t>(n), arg);
+  };
+  switch (elemSize) {
+  case 1:
+    run(uint8_t());
+    break;
+  case 2:
+    run(uint16_t());
+    break;
+  case 4:
+    run(uint32_t());
+    break;
+  case 8:
+    run(uint64_t());
+    break;
+  default:
+    throw Error("Where: " + std::to_string(elemSize) +
+                "-byte elements (1, 2, 4 or 8 expected)");
+  }
+  checkLaunch("Where");
 }
 
 void reduce(ReduceOp op, const float *in, const Shape &inShape,

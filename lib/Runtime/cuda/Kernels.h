@@ -60,7 +60,7 @@ void softmax(const float *in, float *out, const Shape &shape, int64_t axis,
 void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
                const float *bias, const Shape &biasShape, float *y,
                const Shape &xShape, int64_t axis, float epsilon,
-               cudaStream_t stream);
+               cudaStream_t stream, bool rms = false);
 
 /// Gather along `axis` with i64 or i32 indices; negative indices count from
 /// the end. An index out of range sets `*errorFlag` (a device int; may be
@@ -121,6 +121,45 @@ std::size_t gatherGradWorkspace(int64_t numIndices, int64_t rows);
 void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
                 const float *dy, int64_t rows, int64_t h, float *out,
                 void *workspace, int *errorFlag, cudaStream_t stream);
+
+/// Copies `shape` elements of `elemSize` bytes between a dense buffer and
+/// a strided view (`strides` in elements, all >= 0): gathers the view of
+/// `in` into dense `out`, or with `store` stores dense `in` through the
+/// view of `out`. `span`: elements of the strided buffer from its pointer
+/// (sizes the index type). Serves Slice, Split, Concat and Pad.
+void stridedCopy(const void *in, void *out, std::size_t elemSize,
+                 const Shape &shape, const std::vector<int64_t> &strides,
+                 int64_t span, bool store, cudaStream_t stream,
+                 const char *what);
+
+/// Row-major strides (in elements) of `shape`.
+std::vector<int64_t> rowMajorStrides(const Shape &shape);
+
+/// Slice with resolved starts and positive steps per dimension (the CPU
+/// kernel's attributes); every element read must lie inside the input.
+void slice(const void *in, std::size_t elemSize, const Shape &inShape,
+           const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, void *out,
+           const Shape &outShape, cudaStream_t stream);
+
+/// Concat of dense inputs along `axis` into `out`.
+void concat(const std::vector<const void *> &ins,
+            const std::vector<Shape> &shapes, int64_t axis,
+            std::size_t elemSize, void *out, const Shape &outShape,
+            cudaStream_t stream);
+
+/// Pad in constant mode: pads (begins, then ends) >= 0; a value other than
+/// 0 only for 4-byte (f32) elements.
+void padConstant(const void *in, const Shape &inShape, std::size_t elemSize,
+                 const std::vector<int64_t> &pads, float value, void *out,
+                 const Shape &outShape, cudaStream_t stream);
+
+/// Where: out = cond ? x : y, each broadcast (numpy rules) to `outShape`;
+/// elements of 1, 2, 4 or 8 bytes; cond bool (one byte each).
+void where(const uint8_t *cond, const Shape &condShape, const void *x,
+           const Shape &xShape, const void *y, const Shape &yShape,
+           std::size_t elemSize, void *out, const Shape &outShape,
+           cudaStream_t stream);
 
 /// Broadcasts `in` (numpy rules) to `outShape`, elements of `elemSize`
 /// bytes: every output element written.

@@ -256,8 +256,6 @@ std::string layerNormCheck(const OpInfo &op, const Descs &in, const Descs &out,
   for (std::size_t i = 1; i < out.size(); ++i)
     if (out[i].present)
       return "LayerNormalization's Mean or InvStdDev output";
-  if (op.attrs.rms) // no CUDA RMSNorm yet: the CPU kernel on host copies
-    return "LayerNormalization with rms = 1 (RMSNorm)";
   return "";
 }
 
@@ -267,7 +265,7 @@ void layerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   bool hasBias = in.size() > 2 && in[2];
   layerNorm(f(in[0]), f(in[1]), in[1]->shape(), hasBias ? f(in[2]) : nullptr,
             hasBias ? in[2]->shape() : Shape{}, f(out[0]), out[0].shape(),
-            op.attrs.axis, op.attrs.epsilon, dev(ctx).stream());
+            op.attrs.axis, op.attrs.epsilon, dev(ctx).stream(), op.attrs.rms);
 }
 
 /// Rows and their length of a [..., V] operand (0 rows when it has none).
@@ -446,6 +444,134 @@ void expandKernel(KernelContext &ctx, const OpInfo &, const Inputs &in,
                   Outputs &out) {
   expand(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
          out[0].shape(), out[0].rawData(), dev(ctx).stream());
+}
+
+/// Slice: resolved starts and positive steps per dimension (a negative step
+/// stays on the CPU), every element read inside the input.
+std::string sliceCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                       bool) {
+  const Shape &x = in[0].shape, &o = out[0].shape;
+  const std::vector<int64_t> &first = op.attrs.starts, &step = op.attrs.steps;
+  if (first.size() != x.size() || step.size() != x.size() ||
+      o.size() != x.size())
+    return op.kindName + " whose starts and steps do not fit its input";
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    if (o[d] == 0)
+      continue;
+    if (step[d] <= 0)
+      return op.kindName + " with a negative step";
+    int64_t last = first[d] + (o[d] - 1) * step[d];
+    if (first[d] < 0 || last >= x[d])
+      return op.kindName + " reading outside its input";
+  }
+  return "";
+}
+
+void sliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                 Outputs &out) {
+  require(sliceCheck, ctx, op, in, out);
+  slice(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
+        op.attrs.starts, op.attrs.steps, out[0].rawData(), out[0].shape(),
+        dev(ctx).stream());
+}
+
+/// Split along `axis` into the sizes of the attribute (outputs may be
+/// absent).
+std::string splitCheck(const OpInfo &op, const Descs &in, const Descs &,
+                       bool) {
+  const Shape &x = in[0].shape;
+  int64_t axis = op.attrs.axis, total = 0;
+  for (int64_t v : op.attrs.split)
+    total += v;
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size()) || total != x[axis])
+    return op.kindName + " whose sizes do not fit its input";
+  return "";
+}
+
+void splitKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                 Outputs &out) {
+  require(splitCheck, ctx, op, in, out);
+  const Shape &x = in[0]->shape();
+  std::vector<int64_t> starts(x.size(), 0), steps(x.size(), 1);
+  for (std::size_t i = 0; i < op.attrs.split.size(); ++i) {
+    if (i < out.size() && out[i].defined())
+      slice(in[0]->rawData(), dtypeSize(in[0]->dtype()), x, starts, steps,
+            out[i].rawData(), out[i].shape(), dev(ctx).stream());
+    starts[op.attrs.axis] += op.attrs.split[i];
+  }
+}
+
+/// Concat along `axis`: inputs of one dtype.
+std::string concatCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                        bool) {
+  int64_t axis = op.attrs.axis, total = 0;
+  const Shape &o = out[0].shape;
+  if (axis < 0 || axis >= static_cast<int64_t>(o.size()))
+    return op.kindName + " whose axis does not fit its output";
+  for (const OperandDesc &t : in) {
+    if (!t.present || t.dtype != out[0].dtype || t.shape.size() != o.size())
+      return op.kindName + " with inputs unlike its output";
+    total += t.shape[axis];
+  }
+  return total == o[axis] ? "" : op.kindName + " whose inputs do not fit";
+}
+
+void concatKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                  Outputs &out) {
+  require(concatCheck, ctx, op, in, out);
+  std::vector<const void *> parts;
+  std::vector<Shape> shapes;
+  for (const Tensor *t : in) {
+    parts.push_back(t->rawData());
+    shapes.push_back(t->shape());
+  }
+  concat(parts, shapes, op.attrs.axis, dtypeSize(out[0].dtype()),
+         out[0].rawData(), out[0].shape(), dev(ctx).stream());
+}
+
+/// Pad: constant mode, pads >= 0 (no crop), an f32 value or 0.
+std::string padCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                     bool) {
+  const OpAttrs &a = op.attrs;
+  if (a.padMode != PadMode::Constant)
+    return op.kindName + " in reflect or edge mode";
+  if (a.pads.size() != 2 * in[0].shape.size() ||
+      std::any_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p < 0; }))
+    return op.kindName + " with negative pads";
+  if (a.padValue != 0 && out[0].dtype != DType::F32)
+    return fmt::format("{} of {} with a value other than 0", op.kindName,
+                       dtypeName(out[0].dtype));
+  return "";
+}
+
+void padKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+               Outputs &out) {
+  require(padCheck, ctx, op, in, out);
+  padConstant(in[0]->rawData(), in[0]->shape(), dtypeSize(out[0].dtype()),
+              op.attrs.pads, static_cast<float>(op.attrs.padValue),
+              out[0].rawData(), out[0].shape(), dev(ctx).stream());
+}
+
+/// Where: a bool condition, X and Y of one dtype of 1, 2, 4 or 8 bytes.
+std::string whereCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                       bool) {
+  if (in[0].dtype != DType::Bool || in[1].dtype != in[2].dtype ||
+      out[0].dtype != in[1].dtype)
+    return op.kindName + " with a condition that is not bool or X, Y and its "
+                         "result of different dtypes";
+  std::size_t e = dtypeSize(out[0].dtype);
+  if (e != 1 && e != 2 && e != 4 && e != 8)
+    return fmt::format("{} on {}", op.kindName, dtypeName(out[0].dtype));
+  return "";
+}
+
+void whereKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                 Outputs &out) {
+  require(whereCheck, ctx, op, in, out);
+  where(static_cast<const uint8_t *>(in[0]->rawData()), in[0]->shape(),
+        in[1]->rawData(), in[1]->shape(), in[2]->rawData(), in[2]->shape(),
+        dtypeSize(out[0].dtype()), out[0].rawData(), out[0].shape(),
+        dev(ctx).stream());
 }
 
 void localSliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
@@ -715,6 +841,12 @@ void shoal::rt::registerCudaKernels() {
   all(OpKind::LayerNormalizationGrad, layerNormGradKernel, layerNormGradCheck);
   all(OpKind::GatherGrad, gatherGradKernel, gatherGradCheck);
   all(OpKind::SoftmaxGrad, softmaxGradKernel, softmaxGradCheck);
+  all(OpKind::Slice, sliceKernel, sliceCheck);
+  all(OpKind::Concat, concatKernel, concatCheck);
+  all(OpKind::Pad, padKernel, padCheck);
+  all(OpKind::Where, whereKernel, whereCheck);
+  // (An absent output of Split is skipped: the others written whole.)
+  all(OpKind::Split, splitKernel, splitCheck);
   // (Writes dq, dkt and dv whole; an empty one stays as the executor left
   // it: zero.)
   reg(OpKind::AttentionGrad, attentionGradKernel, attentionGradCheck);

@@ -836,6 +836,128 @@ TEST_F(CudaKernels, ExpandMatchesTheCpu) {
   EXPECT_THROW(gpu::expand(nullptr, 4, {2, 3}, {3}, nullptr, stream), Error);
 }
 
+// Slice (starts and positive steps), Concat and constant Pad against the
+// CPU kernels, on several element sizes and misaligned buffers.
+TEST_F(CudaKernels, SliceConcatPadMatchTheCpu) {
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::BF16})
+    for (std::size_t offset : {0, 2}) {
+      std::string tag = std::string(dtypeName(dtype)) + " offset " +
+                        std::to_string(offset);
+      // Slice: a middle block, every other row, a single element.
+      struct SliceCase {
+        Shape in, out;
+        std::vector<int64_t> first, step;
+      };
+      const SliceCase slices[] = {
+          {{4, 6, 8}, {2, 3, 8}, {1, 2, 0}, {1, 1, 1}},
+          {{5, 7}, {3, 4}, {0, 1}, {2, 2}},
+          {{3, 4}, {1, 1}, {2, 3}, {1, 1}},
+          {{2, 16, 33}, {2, 8, 32}, {0, 1, 1}, {1, 2, 1}},
+      };
+      for (const SliceCase &c : slices) {
+        Tensor x = randomBits(dtype, c.in, rng), want(dtype, c.out);
+        cpu::slice(x, c.first, c.step, want);
+        auto dx = toDevice(x, offset);
+        DeviceBuffer got(want.numBytes(), offset);
+        gpu::slice(dx->get(), dtypeSize(dtype), c.in, c.first, c.step,
+                   got.get(), c.out, stream);
+        sync();
+        expectBytesEqual(fromDevice(got, dtype, c.out), want,
+                         "slice " + str(c.in) + " to " + str(c.out) + " " +
+                             tag);
+      }
+      // Concat along the first, a middle and the last axis.
+      for (int64_t axis : {0, 1, 2}) {
+        Shape a = {2, 3, 5}, b = a;
+        b[axis] = 4;
+        Tensor ta = randomBits(dtype, a, rng), tb = randomBits(dtype, b, rng);
+        Shape os = a;
+        os[axis] += b[axis];
+        Tensor want(dtype, os);
+        cpu::concat({&ta, &tb}, axis, want);
+        auto da = toDevice(ta, offset), db = toDevice(tb, offset);
+        DeviceBuffer got(want.numBytes(), offset);
+        gpu::concat({da->get(), db->get()}, {a, b}, axis, dtypeSize(dtype),
+                    got.get(), os, stream);
+        sync();
+        expectBytesEqual(fromDevice(got, dtype, os), want,
+                         "concat axis " + std::to_string(axis) + " " + tag);
+      }
+      // Pad with zeros, and rows before and after.
+      Shape in = {3, 5};
+      std::vector<int64_t> pads = {1, 0, 2, 3};
+      Shape os = {6, 8};
+      Tensor x = randomBits(dtype, in, rng), want(dtype, os);
+      cpu::pad(x, pads, PadMode::Constant, 0.0, want);
+      auto dx = toDevice(x, offset);
+      DeviceBuffer got(want.numBytes(), offset);
+      gpu::padConstant(dx->get(), in, dtypeSize(dtype), pads, 0.f, got.get(),
+                       os, stream);
+      sync();
+      expectBytesEqual(fromDevice(got, dtype, os), want, "pad " + tag);
+    }
+  // An f32 pad value.
+  Tensor x = randomTensor(DType::F32, {2, 3}, rng), want(DType::F32, {4, 4});
+  std::vector<int64_t> pads = {1, 0, 1, 1};
+  cpu::pad(x, pads, PadMode::Constant, -2.5, want);
+  auto dx = toDevice(x);
+  DeviceBuffer got(want.numBytes());
+  gpu::padConstant(dx->get(), {2, 3}, 4, pads, -2.5f, got.get(), {4, 4},
+                   stream);
+  sync();
+  expectBytesEqual(fromDevice(got, DType::F32, {4, 4}), want, "pad -2.5");
+  EXPECT_THROW(gpu::slice(nullptr, 4, {3}, {0}, {-1}, nullptr, {2}, stream),
+               Error);
+}
+
+// Where with the condition, X and Y each broadcast, against the CPU.
+TEST_F(CudaKernels, WhereMatchesTheCpu) {
+  struct Case {
+    Shape c, x, y;
+  };
+  const Case cases[] = {{{4, 5}, {4, 5}, {4, 5}},
+                        {{1, 1, 3, 3}, {2, 4, 3, 3}, {}},
+                        {{3, 1}, {1, 7}, {3, 7}},
+                        {{0, 2}, {0, 2}, {1}}};
+  for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::BF16})
+    for (const Case &c : cases) {
+      Tensor cond(DType::Bool, c.c);
+      for (int64_t i = 0; i < cond.numElements(); ++i)
+        cond.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 2);
+      Tensor x = randomBits(dtype, c.x, rng), y = randomBits(dtype, c.y, rng);
+      Shape os = cpu::broadcastShape(cpu::broadcastShape(c.c, c.x), c.y);
+      Tensor want(dtype, os);
+      cpu::where(cond, x, y, want);
+      auto dc = toDevice(cond), dx = toDevice(x), dy = toDevice(y);
+      DeviceBuffer got(want.numBytes());
+      gpu::where(dc->as<uint8_t>(), c.c, dx->get(), c.x, dy->get(), c.y,
+                 dtypeSize(dtype), got.get(), os, stream);
+      sync();
+      expectBytesEqual(fromDevice(got, dtype, os), want,
+                       std::string("where ") + dtypeName(dtype) + " " +
+                           str(c.c) + " " + str(c.x) + " " + str(c.y));
+    }
+}
+
+// RMSNorm's forward (LayerNormalization with rms) against the CPU: warp
+// and block rows.
+TEST_F(CudaKernels, RmsNormMatchesTheCpu) {
+  for (Shape shape : {Shape{4, 16}, Shape{3, 1000}, Shape{2, 3000}}) {
+    Shape norm = {shape.back()};
+    Tensor x = randomTensor(DType::F32, shape, rng, -2, 2);
+    Tensor scale = randomTensor(DType::F32, norm, rng, 0.5, 1.5);
+    Tensor want(DType::F32, shape);
+    cpu::layerNorm(x, scale, nullptr, 1, 1e-6f, want, nullptr, nullptr, true);
+    auto dx = toDevice(x), ds = toDevice(scale);
+    DeviceBuffer got(x.numBytes());
+    gpu::layerNorm(dx->as<float>(), ds->as<float>(), norm, nullptr, {},
+                   got.as<float>(), shape, 1, 1e-6f, stream, true);
+    sync();
+    expectClose(fromDevice(got, DType::F32, shape), want, 1e-4,
+                "rmsNorm " + str(shape));
+  }
+}
+
 TEST_F(CudaKernels, Reduce) {
   struct Case {
     Shape shape;
