@@ -736,7 +736,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename U, typename IndexT, typename Idx>
 __global__ void __launch_bounds__(kThreads)
     gatherKernel(const U *data, const IndexT *indices, U *out, Idx total,
-                 Idx chunk, Idx numIdx, int64_t axisLen, int *errorFlag) {
+                 Idx chunk, Idx numIdx, int64_t axisLen, int64_t whole,
+                 int64_t offset, int *errorFlag) {
   Idx step = static_cast<Idx>(gridDim.x) * blockDim.x;
   for (Idx i = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < total; i += step) {
@@ -744,12 +745,19 @@ __global__ void __launch_bounds__(kThreads)
     Idx c = i - row * chunk;
     Idx o = row / numIdx;
     Idx k = row - o * numIdx;
+    // Indices count in the whole table (`whole` rows); this data holds
+    // rows [offset, offset + axisLen) of it (a vocabulary-parallel block).
     int64_t v = static_cast<int64_t>(indices[k]);
     if (v < 0)
-      v += axisLen;
-    if (v < 0 || v >= axisLen) {
+      v += whole;
+    if (v < 0 || v >= whole) {
       if (errorFlag)
         *errorFlag = 1;
+      out[i] = U();
+      continue;
+    }
+    v -= offset;
+    if (v < 0 || v >= axisLen) { // another rank's row
       out[i] = U();
       continue;
     }
@@ -1132,7 +1140,8 @@ void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
 
 void gather(const void *data, DType dtype, const Shape &dataShape,
             const void *indices, DType indexType, const Shape &indicesShape,
-            int64_t axis, void *out, int *errorFlag, cudaStream_t stream) {
+            int64_t axis, void *out, int *errorFlag, cudaStream_t stream,
+            int64_t whole, int64_t offset) {
   checkRank(dataShape, "Gather");
   checkRank(indicesShape, "Gather");
   if (indexType != DType::I64 && indexType != DType::I32)
@@ -1164,7 +1173,7 @@ void gather(const void *data, DType dtype, const Shape &dataShape,
           static_cast<const U *>(data), static_cast<const IndexT *>(indices),
           static_cast<U *>(out), static_cast<Idx>(total),
           static_cast<Idx>(chunk), static_cast<Idx>(numIdx), axisLen,
-          errorFlag);
+          whole < 0 ? axisLen : whole, offset, errorFlag);
     };
     if (indexType == DType::I64)
       small ? run(int64_t(), uint32_t()) : run(int64_t(), uint64_t());
@@ -1330,6 +1339,63 @@ void expand(const void *in, std::size_t elemSize, const Shape &inShape,
 }
 
 namespace {
+/// ONNX Cast between f32, i64, i32 and bool, as the CPU's convertElem
+/// (cpu/DTypes.h): to bool is v != 0 (NaN is true); float to integer
+/// truncates toward zero, NaN gives 0 and values out of range saturate;
+/// integer to a narrower integer wraps; to float rounds to nearest.
+template <typename T> struct IntBounds;
+template <> struct IntBounds<int64_t> {
+  static constexpr int64_t max = INT64_MAX, min = INT64_MIN;
+};
+template <> struct IntBounds<int32_t> {
+  static constexpr int32_t max = INT32_MAX, min = INT32_MIN;
+};
+
+template <typename To> struct CastF {
+  template <typename From> __device__ To operator()(From v) const {
+    if constexpr (std::is_same<To, uint8_t>::value) { // bool
+      return static_cast<uint8_t>(v != From(0));
+    } else if constexpr (std::is_floating_point<To>::value) {
+      return static_cast<To>(v);
+    } else if constexpr (std::is_floating_point<From>::value) {
+      // The bounds are powers of two, exact in every float type.
+      const From hi = From(IntBounds<To>::max) + From(1);
+      const From lo = From(IntBounds<To>::min);
+      if (isnan(v))
+        return 0;
+      if (v >= hi)
+        return IntBounds<To>::max;
+      if (v < lo)
+        return IntBounds<To>::min;
+      return static_cast<To>(v);
+    } else {
+      return static_cast<To>(
+          static_cast<typename std::make_unsigned<To>::type>(v));
+    }
+  }
+};
+
+/// Calls body(T{}) with the element type of `dtype` (f32, i64, i32, bool
+/// as uint8_t); false for another dtype.
+template <typename Body> bool withCastType(DType dtype, Body body) {
+  switch (dtype) {
+  case DType::F32:
+    body(float());
+    return true;
+  case DType::I64:
+    body(int64_t());
+    return true;
+  case DType::I32:
+    body(int32_t());
+    return true;
+  case DType::Bool:
+    body(uint8_t());
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// out[nestOffset(i)] = in[i]: a dense input stored through the strides.
 template <typename U, typename Idx>
 __global__ void __launch_bounds__(kThreads)
@@ -1408,6 +1474,46 @@ void stridedCopy(const void *in, void *out, std::size_t elemSize,
 
 std::vector<int64_t> rowMajorStrides(const Shape &shape) {
   return denseStrides(shape);
+}
+
+bool castSupported(DType from, DType to) {
+  auto plain = [](DType t) {
+    return t == DType::F32 || t == DType::I64 || t == DType::I32 ||
+           t == DType::Bool;
+  };
+  auto half = [](DType t) { return t == DType::BF16 || t == DType::F16; };
+  return (plain(from) && plain(to)) || (from == DType::F32 && half(to)) ||
+         (half(from) && to == DType::F32) || from == to;
+}
+
+void cast(const void *in, DType from, void *out, DType to, int64_t n,
+          cudaStream_t stream) {
+  if (!castSupported(from, to))
+    throw Error(std::string("Cast: ") + dtypeName(from) + " to " +
+                dtypeName(to) + " has no CUDA kernel");
+  if (n <= 0)
+    return;
+  if (from == to) {
+    checkCall(cudaMemcpyAsync(out, in, n * dtypeSize(from),
+                              cudaMemcpyDeviceToDevice, stream),
+              "Cast");
+    return;
+  }
+  auto half = [](DType t) {
+    return t == DType::BF16 ? DType16::BF16 : DType16::F16;
+  };
+  if (to == DType::BF16 || to == DType::F16)
+    return castF32To(half(to), static_cast<const float *>(in), out, n, stream);
+  if (from == DType::BF16 || from == DType::F16)
+    return castToF32(half(from), in, static_cast<float *>(out), n, stream);
+  withCastType(from, [&](auto f) {
+    using From = decltype(f);
+    withCastType(to, [&](auto t) {
+      using To = decltype(t);
+      launchMap(static_cast<const From *>(in), static_cast<To *>(out), n,
+                CastF<To>(), stream, "Cast");
+    });
+  });
 }
 
 void slice(const void *in, std::size_t elemSize, const Shape &inShape,

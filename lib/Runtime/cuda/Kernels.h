@@ -66,9 +66,13 @@ void layerNorm(const float *x, const float *scale, const Shape &scaleShape,
 /// the end. An index out of range sets `*errorFlag` (a device int; may be
 /// null) to 1 and writes zero bytes to its output elements; the flag is
 /// never cleared here.
+/// A vocabulary-parallel block: indices count in a table of `whole` rows
+/// (-1: the data's own) of which the data holds rows [offset, offset +
+/// rows); another rank's rows give zeros.
 void gather(const void *data, DType dtype, const Shape &dataShape,
             const void *indices, DType indexType, const Shape &indicesShape,
-            int64_t axis, void *out, int *errorFlag, cudaStream_t stream);
+            int64_t axis, void *out, int *errorFlag, cudaStream_t stream,
+            int64_t whole = -1, int64_t offset = 0);
 
 /// Permutes the dimensions of `in`, whose elements are `elemSize` bytes.
 void transpose(const void *in, std::size_t elemSize, const Shape &inShape,
@@ -117,10 +121,14 @@ std::size_t gatherGradWorkspace(int64_t numIndices, int64_t rows);
 /// sum of dy [numIndices, h] over the positions whose index (i64 or i32;
 /// negative ones count from the end) is that row, in position order, in
 /// double: deterministic, as the CPU kernel. Rows no index hits are 0; an
-/// index out of range sets `*errorFlag` (may be null) and is left out.
+/// index out of range sets `*errorFlag` (may be null) and is left out. A
+/// vocabulary-parallel block: indices count in `whole` rows (-1: `rows`),
+/// this output holds rows [offset, offset + rows) and the others' indices
+/// are left out.
 void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
                 const float *dy, int64_t rows, int64_t h, float *out,
-                void *workspace, int *errorFlag, cudaStream_t stream);
+                void *workspace, int *errorFlag, cudaStream_t stream,
+                int64_t whole = -1, int64_t offset = 0);
 
 /// Copies `shape` elements of `elemSize` bytes between a dense buffer and
 /// a strided view (`strides` in elements, all >= 0): gathers the view of
@@ -134,6 +142,15 @@ void stridedCopy(const void *in, void *out, std::size_t elemSize,
 
 /// Row-major strides (in elements) of `shape`.
 std::vector<int64_t> rowMajorStrides(const Shape &shape);
+
+/// Whether cast() converts `from` to `to`: among f32, i64, i32 and bool,
+/// f32 to and from bf16/f16, or a copy.
+bool castSupported(DType from, DType to);
+
+/// ONNX Cast of n elements, with the CPU's semantics (cpu/DTypes.h
+/// convertElem).
+void cast(const void *in, DType from, void *out, DType to, int64_t n,
+          cudaStream_t stream);
 
 /// Slice with resolved starts and positive steps per dimension (the CPU
 /// kernel's attributes); every element read must lie inside the input.

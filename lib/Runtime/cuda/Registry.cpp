@@ -365,15 +365,13 @@ void layerNormScaleGradKernel(KernelContext &ctx, const OpInfo &op,
 }
 
 /// GatherGrad: i64/i32 indices, f32 dy of [indices..., row...] and an f32
-/// output [rows, row...]; not the vocabulary-parallel block (CPU).
+/// output [rows, row...] (a vocabulary-parallel block's rows too).
 std::string gatherGradCheck(const OpInfo &op, const Descs &in,
                             const Descs &out, bool addInto) {
   if (std::string why = f32Why(op, in, out); !why.empty())
     return why;
   if (addInto)
     return op.kindName + " adding into its output";
-  if (op.attrs.shardSize > 0)
-    return "a vocabulary-parallel GatherGrad";
   if (!has(in, 0) || !has(in, 1) || out.empty() || !out[0].present ||
       out[0].shape.empty())
     return op.kindName + " without its operands";
@@ -394,22 +392,32 @@ void gatherGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   int64_t rows = os[0], h = rows ? out[0].numElements() / rows : 0;
   int64_t n = in[0]->numElements();
   CudaDevice &d = dev(ctx);
+  // A vocabulary-parallel block (the CPU kernel's VocabBlock).
+  bool vocab = op.attrs.shardSize > 0;
   gatherGrad(in[0]->rawData(), in[0]->dtype(), n, f(in[1]), rows, h,
              f(out[0]), d.workspace(gatherGradWorkspace(n, rows)),
-             d.errorFlag(), d.stream());
+             d.errorFlag(), d.stream(), vocab ? op.attrs.shardSize : -1,
+             vocab ? ctx.groupIndex * rows : 0);
 }
 
 std::string gatherCheck(const OpInfo &op, const Descs &, const Descs &, bool) {
-  // Vocabulary-parallel lookups run the CPU kernel (no CUDA kernel yet).
-  return op.attrs.shardSize > 0 ? "a vocabulary-parallel Gather" : "";
+  // A vocabulary-parallel lookup takes rows of its block along axis 0.
+  return op.attrs.shardSize > 0 && op.attrs.axis != 0
+             ? "a vocabulary-parallel Gather along an axis but 0"
+             : "";
 }
 
 void gatherKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                   Outputs &out) {
   require(gatherCheck, ctx, op, in, out);
+  // This rank's block of a vocabulary-parallel table (the CPU kernel's
+  // VocabBlock): rows [groupIndex * local, ...) of shardSize.
+  bool vocab = op.attrs.shardSize > 0;
+  int64_t local = in[0]->shape().empty() ? 0 : in[0]->shape()[0];
   gather(in[0]->rawData(), in[0]->dtype(), in[0]->shape(), in[1]->rawData(),
          in[1]->dtype(), in[1]->shape(), op.attrs.axis, out[0].rawData(),
-         dev(ctx).errorFlag(), dev(ctx).stream());
+         dev(ctx).errorFlag(), dev(ctx).stream(),
+         vocab ? op.attrs.shardSize : -1, vocab ? ctx.groupIndex * local : 0);
 }
 
 void aliasKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
@@ -550,6 +558,21 @@ void padKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   padConstant(in[0]->rawData(), in[0]->shape(), dtypeSize(out[0].dtype()),
               op.attrs.pads, static_cast<float>(op.attrs.padValue),
               out[0].rawData(), out[0].shape(), dev(ctx).stream());
+}
+
+std::string castCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                      bool) {
+  return castSupported(in[0].dtype, out[0].dtype)
+             ? ""
+             : fmt::format("{} from {} to {}", op.kindName,
+                           dtypeName(in[0].dtype), dtypeName(out[0].dtype));
+}
+
+void castKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                Outputs &out) {
+  require(castCheck, ctx, op, in, out);
+  cast(in[0]->rawData(), in[0]->dtype(), out[0].rawData(), out[0].dtype(),
+       out[0].numElements(), dev(ctx).stream());
 }
 
 /// Where: a bool condition, X and Y of one dtype of 1, 2, 4 or 8 bytes.
@@ -845,6 +868,7 @@ void shoal::rt::registerCudaKernels() {
   all(OpKind::Concat, concatKernel, concatCheck);
   all(OpKind::Pad, padKernel, padCheck);
   all(OpKind::Where, whereKernel, whereCheck);
+  all(OpKind::Cast, castKernel, castCheck);
   // (An absent output of Split is skipped: the others written whole.)
   all(OpKind::Split, splitKernel, splitCheck);
   // (Writes dq, dkt and dv whole; an empty one stays as the executor left

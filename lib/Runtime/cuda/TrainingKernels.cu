@@ -259,15 +259,20 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename IndexT>
 __global__ void __launch_bounds__(kRowThreads)
     gatherGradKeysKernel(const IndexT *indices, int64_t n, int64_t rows,
-                         int32_t *keys, int32_t *positions, int *flag) {
+                         int64_t whole, int64_t offset, int32_t *keys,
+                         int32_t *positions, int *flag) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t v = static_cast<int64_t>(indices[i]);
-    int64_t norm = v < 0 ? v + rows : v;
-    if (norm < 0 || norm >= rows) {
+    int64_t norm = v < 0 ? v + whole : v;
+    if (norm < 0 || norm >= whole) {
       if (flag)
         *flag = 1;
       norm = rows;
+    } else {
+      norm -= offset; // another rank's row sorts last, unread
+      if (norm < 0 || norm >= rows)
+        norm = rows;
     }
     keys[i] = static_cast<int32_t>(norm);
     positions[i] = static_cast<int32_t>(i);
@@ -327,7 +332,10 @@ std::size_t gatherGradWorkspace(int64_t numIndices, int64_t rows) {
 
 void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
                 const float *dy, int64_t rows, int64_t h, float *out,
-                void *workspace, int *errorFlag, cudaStream_t stream) {
+                void *workspace, int *errorFlag, cudaStream_t stream,
+                int64_t whole, int64_t offset) {
+  if (whole < 0)
+    whole = rows;
   if (rows <= 0 || h <= 0)
     return;
   check(cudaMemsetAsync(out, 0, rows * h * sizeof(float), stream),
@@ -353,12 +361,12 @@ void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
       (numIndices + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
   if (indexType == DType::I64)
     gatherGradKeysKernel<<<blocks, kRowThreads, 0, stream>>>(
-        static_cast<const int64_t *>(indices), numIndices, rows, keys,
-        positions, errorFlag);
+        static_cast<const int64_t *>(indices), numIndices, rows, whole, offset,
+        keys, positions, errorFlag);
   else
     gatherGradKeysKernel<<<blocks, kRowThreads, 0, stream>>>(
-        static_cast<const int32_t *>(indices), numIndices, rows, keys,
-        positions, errorFlag);
+        static_cast<const int32_t *>(indices), numIndices, rows, whole, offset,
+        keys, positions, errorFlag);
   launched("GatherGrad (keys)");
   check(cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys,
                                         positions, sortedPositions,

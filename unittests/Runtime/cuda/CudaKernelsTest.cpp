@@ -550,6 +550,34 @@ TEST_F(CudaKernels, GatherGradMatchesTheCpu) {
                        fromDevice(got, DType::F32, want.shape()),
                        what + " (deterministic)");
     }
+  // A vocabulary-parallel block: rows [6, 10) of 16; the other ranks'
+  // indices are left out, and the lookup gives them zeros.
+  {
+    Tensor idx(DType::I64, {3, 7});
+    std::uniform_int_distribution<int64_t> pick(-16, 15);
+    for (int64_t i = 0; i < idx.numElements(); ++i)
+      idx.data<int64_t>()[i] = pick(rng);
+    Tensor dy = randomTensor(DType::F32, {3, 7, 5}, rng);
+    cpu::VocabBlock block{16, 6};
+    Tensor want(DType::F32, {4, 5});
+    cpu::gatherGrad(idx, dy, want, &block);
+    auto di = toDevice(idx), ddy = toDevice(dy);
+    DeviceBuffer got(want.numBytes()), work(gpu::gatherGradWorkspace(21, 4));
+    gpu::gatherGrad(di->get(), DType::I64, 21, ddy->as<float>(), 4, 5,
+                    got.as<float>(), work.get(), nullptr, stream, 16, 6);
+    Tensor table = randomTensor(DType::F32, {4, 5}, rng);
+    Tensor wantRows(DType::F32, {3, 7, 5});
+    cpu::gather(table, idx, 0, wantRows, &block);
+    auto dt = toDevice(table);
+    DeviceBuffer rowsOut(wantRows.numBytes());
+    gpu::gather(dt->get(), DType::F32, {4, 5}, di->get(), DType::I64, {3, 7},
+                0, rowsOut.get(), nullptr, stream, 16, 6);
+    sync();
+    expectClose(fromDevice(got, DType::F32, {4, 5}), want, 1e-6,
+                "vocabulary-parallel gatherGrad");
+    expectBytesEqual(fromDevice(rowsOut, DType::F32, {3, 7, 5}), wantRows,
+                     "vocabulary-parallel gather");
+  }
   Tensor idx(DType::I64, {2});
   idx.data<int64_t>()[0] = 1;
   idx.data<int64_t>()[1] = 9; // out of [-4, 4)
@@ -908,6 +936,36 @@ TEST_F(CudaKernels, SliceConcatPadMatchTheCpu) {
   expectBytesEqual(fromDevice(got, DType::F32, {4, 4}), want, "pad -2.5");
   EXPECT_THROW(gpu::slice(nullptr, 4, {3}, {0}, {-1}, nullptr, {2}, stream),
                Error);
+}
+
+// Cast among f32, i64, i32 and bool against the CPU kernel, with NaN,
+// infinities, values past the integer ranges and negative integers.
+TEST_F(CudaKernels, CastMatchesTheCpu) {
+  const float specials[] = {0.f,     -0.f,   1.5f,   -1.5f,  2.5e9f,
+                            -2.5e9f, 1e20f,  -1e20f, NAN,    INFINITY,
+                            -INFINITY, 7.f, -7.9f, 65536.f, 3.f, 0.25f};
+  const DType types[] = {DType::F32, DType::I64, DType::I32, DType::Bool};
+  for (DType from : types) {
+    Tensor f32(DType::F32, {16});
+    std::memcpy(f32.rawData(), specials, sizeof specials);
+    Tensor x(from, {16});
+    cpu::cast(f32, x); // the CPU's own conversion makes the inputs
+    if (from == DType::I64)
+      x.data<int64_t>()[3] = int64_t(1) << 40; // wraps into i32
+    for (DType to : types) {
+      Tensor want(to, {16});
+      cpu::cast(x, want);
+      auto dx = toDevice(x);
+      DeviceBuffer got(want.numBytes());
+      ASSERT_TRUE(gpu::castSupported(from, to));
+      gpu::cast(dx->get(), from, got.get(), to, 16, stream);
+      sync();
+      expectBytesEqual(fromDevice(got, to, {16}), want,
+                       std::string("cast ") + dtypeName(from) + " to " +
+                           dtypeName(to));
+    }
+  }
+  EXPECT_FALSE(gpu::castSupported(DType::BF16, DType::I64));
 }
 
 // Where with the condition, X and Y each broadcast, against the CPU.
