@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The per-element arithmetic of the softmax cross-entropy, its gradient,
-// softmax's gradient and the LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
+// The per-element arithmetic of the softmax cross-entropy (whole and
+// vocabulary-parallel), its gradient, softmax's gradient and the LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
 // (cpu/VectorImpl.cpp) and the CUDA kernels (cuda/TrainingKernels.cu) both
 // call, so that the CPU tests check the GPU's arithmetic too. The row
 // reductions around them (max, sums) are each side's own: vector loops on
@@ -18,6 +18,7 @@
 
 #include "HostDevice.h"
 
+#include <cmath>
 #include <cstdint>
 
 namespace shoal {
@@ -41,6 +42,26 @@ SHOAL_HOST_DEVICE static inline float crossEntropyGradAway(float e,
 SHOAL_HOST_DEVICE static inline float crossEntropyGradAtLabel(float p,
                                                               float dloss) {
   return (p - 1.f) * dloss;
+}
+
+/// The vocabulary-parallel loss of one row from the statistics summed over
+/// the ranks: log(sum exp(x - max)) + max - x[label], in double.
+SHOAL_HOST_DEVICE static inline float vocabLoss(double sum, double max,
+                                                double atLabel) {
+  return static_cast<float>(log(sum) + max - atLabel);
+}
+
+/// Its gradient at one element of this rank's block: exp(x - max) * scale,
+/// scale = dloss / sum (the label's then less dloss), in double.
+SHOAL_HOST_DEVICE static inline float vocabGradAway(float x, float max,
+                                                    double scale) {
+  return static_cast<float>(exp(double(x) - double(max)) * scale);
+}
+
+/// At the label: the element's value less dloss.
+SHOAL_HOST_DEVICE static inline float vocabGradAtLabel(float away,
+                                                       float dloss) {
+  return static_cast<float>(double(away) - double(dloss));
 }
 
 /// Softmax's input gradient at one element of a row: y * (dy - dot), dot

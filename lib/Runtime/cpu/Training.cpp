@@ -527,8 +527,7 @@ void shoal::rt::cpu::vocabCrossEntropy(const Tensor &max, const Tensor &stats,
   for (int64_t r = 0, rows = max.numElements(); r < rows; ++r)
     po[r] = pl[r] == ignoreIndex
                 ? 0.f
-                : static_cast<float>(std::log(double(ps[2 * r])) +
-                                     double(pm[r]) - double(ps[2 * r + 1]));
+                : vocabLoss(ps[2 * r], pm[r], ps[2 * r + 1]);
 }
 
 void shoal::rt::cpu::vocabCrossEntropyGrad(
@@ -559,11 +558,9 @@ void shoal::rt::cpu::vocabCrossEntropyGrad(
       const float *row = logitsRow(logits, r, c, valid, buf);
       double scale = double(pd[r]) / double(ps[2 * r]);
       for (int64_t j = 0; j < valid; ++j)
-        orow[j] = static_cast<float>(std::exp(double(row[j]) - double(pm[r])) *
-                                     scale);
+        orow[j] = vocabGradAway(row[j], pm[r], scale);
       if (local[r] >= 0)
-        orow[local[r]] =
-            static_cast<float>(double(orow[local[r]]) - double(pd[r]));
+        orow[local[r]] = vocabGradAtLabel(orow[local[r]], pd[r]);
     }
     if (!half)
       continue;

@@ -94,6 +94,29 @@ void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
                              int64_t ignoreIndex, float *dlogits,
                              int *errorFlag, cudaStream_t stream);
 
+/// The vocabulary-parallel cross-entropy (the CPU kernels' Vocab* ops) on
+/// f32 logits [rows, c], this rank's block of classes [offset, offset + c)
+/// of `size` (the columns past `size` padding): each row's max over the
+/// block; its sum of exp(x - max) in double and the label's logit (0 when
+/// another rank holds it) as stats [rows, 2]; the loss from the max and
+/// stats summed over the ranks; and the block's gradient. A label out of
+/// range sets `*errorFlag` (may be null).
+void vocabMax(const float *logits, int64_t rows, int64_t c, int64_t size,
+              int64_t offset, float *out, cudaStream_t stream);
+void vocabStats(const float *logits, const int64_t *labels, const float *max,
+                int64_t rows, int64_t c, int64_t size, int64_t offset,
+                int64_t ignoreIndex, float *stats, int *errorFlag,
+                cudaStream_t stream);
+void vocabCrossEntropy(const float *max, const float *stats,
+                       const int64_t *labels, int64_t rows,
+                       int64_t ignoreIndex, float *loss, cudaStream_t stream);
+void vocabCrossEntropyGrad(const float *logits, const int64_t *labels,
+                           const float *dloss, const float *max,
+                           const float *stats, int64_t rows, int64_t c,
+                           int64_t size, int64_t offset, int64_t ignoreIndex,
+                           float *dlogits, int *errorFlag,
+                           cudaStream_t stream);
+
 /// Softmax's gradient along rows of n f32 elements: dx = y * (dy - sum(y *
 /// dy)); dx may be dy.
 void softmaxGradRows(const float *y, const float *dy, float *dx, int64_t rows,

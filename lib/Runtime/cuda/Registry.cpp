@@ -575,6 +575,70 @@ void castKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
        out[0].numElements(), dev(ctx).stream());
 }
 
+/// The vocabulary-parallel loss ops: f32 logits [..., C] (first input but
+/// for VocabCrossEntropy), i64 labels, f32 statistics.
+std::string vocabCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                       bool addInto) {
+  if (std::string why = f32Why(op, in, out); !why.empty())
+    return why;
+  if (addInto)
+    return op.kindName + " adding into its output";
+  if (op.kind != OpKind::VocabCrossEntropy &&
+      (!has(in, 0) || in[0].shape.empty() || op.attrs.shardSize <= 0))
+    return op.kindName + " without [..., C] logits of a vocabulary block";
+  for (const OperandDesc &t : in)
+    if (t.present && t.dtype == DType::I32)
+      return op.kindName + " with i32 labels";
+  return "";
+}
+
+/// This rank's rows and its block's columns and offset.
+struct VocabArgs {
+  int64_t rows, c, offset;
+};
+VocabArgs vocabArgs(const KernelContext &ctx, const Shape &logits) {
+  auto [rows, c] = rowsOf(logits);
+  return {rows, c, ctx.groupIndex * c};
+}
+
+const int64_t *i64(const Tensor *t) {
+  return static_cast<const int64_t *>(t->rawData());
+}
+
+void vocabMaxKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                    Outputs &out) {
+  require(vocabCheck, ctx, op, in, out);
+  VocabArgs a = vocabArgs(ctx, in[0]->shape());
+  vocabMax(f(in[0]), a.rows, a.c, op.attrs.shardSize, a.offset, f(out[0]),
+           dev(ctx).stream());
+}
+
+void vocabStatsKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                      Outputs &out) {
+  require(vocabCheck, ctx, op, in, out);
+  VocabArgs a = vocabArgs(ctx, in[0]->shape());
+  vocabStats(f(in[0]), i64(in[1]), f(in[2]), a.rows, a.c, op.attrs.shardSize,
+             a.offset, op.attrs.ignoreIndex, f(out[0]), dev(ctx).errorFlag(),
+             dev(ctx).stream());
+}
+
+void vocabCrossEntropyKernel(KernelContext &ctx, const OpInfo &op,
+                             const Inputs &in, Outputs &out) {
+  require(vocabCheck, ctx, op, in, out);
+  vocabCrossEntropy(f(in[0]), f(in[1]), i64(in[2]), in[0]->numElements(),
+                    op.attrs.ignoreIndex, f(out[0]), dev(ctx).stream());
+}
+
+void vocabCrossEntropyGradKernel(KernelContext &ctx, const OpInfo &op,
+                                 const Inputs &in, Outputs &out) {
+  require(vocabCheck, ctx, op, in, out);
+  VocabArgs a = vocabArgs(ctx, in[0]->shape());
+  vocabCrossEntropyGrad(f(in[0]), i64(in[1]), f(in[2]), f(in[3]), f(in[4]),
+                        a.rows, a.c, op.attrs.shardSize, a.offset,
+                        op.attrs.ignoreIndex, f(out[0]), dev(ctx).errorFlag(),
+                        dev(ctx).stream());
+}
+
 /// Where: a bool condition, X and Y of one dtype of 1, 2, 4 or 8 bytes.
 std::string whereCheck(const OpInfo &op, const Descs &in, const Descs &out,
                        bool) {
@@ -869,6 +933,10 @@ void shoal::rt::registerCudaKernels() {
   all(OpKind::Pad, padKernel, padCheck);
   all(OpKind::Where, whereKernel, whereCheck);
   all(OpKind::Cast, castKernel, castCheck);
+  all(OpKind::VocabMax, vocabMaxKernel, vocabCheck);
+  all(OpKind::VocabStats, vocabStatsKernel, vocabCheck);
+  all(OpKind::VocabCrossEntropy, vocabCrossEntropyKernel, vocabCheck);
+  all(OpKind::VocabCrossEntropyGrad, vocabCrossEntropyGradKernel, vocabCheck);
   // (An absent output of Split is skipped: the others written whole.)
   all(OpKind::Split, splitKernel, splitCheck);
   // (Writes dq, dkt and dv whole; an empty one stays as the executor left

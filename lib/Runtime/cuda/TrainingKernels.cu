@@ -157,6 +157,94 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+/// The local class of `label` in a block holding classes [offset, offset
+/// + c) of `size` (-1: ignored or another rank's); an out-of-range label
+/// sets the flag.
+__device__ int64_t localClass(int64_t label, int64_t size, int64_t offset,
+                              int64_t c, int64_t ignore, int *flag) {
+  if (label == ignore)
+    return -1;
+  if (label < 0 || label >= size) {
+    if (flag)
+      *flag = 1;
+    return -1;
+  }
+  int64_t local = label - offset;
+  return local >= 0 && local < c ? local : -1;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabMaxKernel(const float *x, int64_t rows, int64_t c, int64_t valid,
+                   float *out) {
+  __shared__ FloatReduce::TempStorage tmp;
+  __shared__ float shared;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * c;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < valid; j += kRowThreads)
+      m = fmaxf(m, row[j]);
+    m = blockAll(m, MaxOf(), tmp, shared);
+    if (threadIdx.x == 0)
+      out[r] = m;
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabStatsKernel(const float *x, const int64_t *labels, const float *max,
+                     int64_t rows, int64_t c, int64_t valid, int64_t size,
+                     int64_t offset, int64_t ignore, float *out, int *flag) {
+  __shared__ DoubleReduce::TempStorage tmp;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * c;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < valid; j += kRowThreads)
+      s += exp(double(row[j]) - double(max[r]));
+    double sum = DoubleReduce(tmp).Sum(s);
+    if (threadIdx.x == 0) {
+      int64_t local = localClass(labels[r], size, offset, c, ignore, flag);
+      out[2 * r] = static_cast<float>(sum);
+      out[2 * r + 1] = local >= 0 ? row[local] : 0.f;
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabCrossEntropyKernel(const float *max, const float *stats,
+                            const int64_t *labels, int64_t rows,
+                            int64_t ignore, float *loss) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       r < rows; r += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    loss[r] = labels[r] == ignore
+                  ? 0.f
+                  : vocabLoss(stats[2 * r], max[r], stats[2 * r + 1]);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabCrossEntropyGradKernel(const float *x, const int64_t *labels,
+                                const float *dloss, const float *max,
+                                const float *stats, int64_t rows, int64_t c,
+                                int64_t valid, int64_t size, int64_t offset,
+                                int64_t ignore, float *dx, int *flag) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * c;
+    float *out = dx + r * c;
+    int64_t label = labels[r];
+    if (label == ignore) {
+      for (int64_t j = threadIdx.x; j < c; j += kRowThreads)
+        out[j] = 0.f;
+      continue;
+    }
+    int64_t local = localClass(label, size, offset, c, ignore,
+                               threadIdx.x == 0 ? flag : nullptr);
+    double scale = double(dloss[r]) / double(stats[2 * r]);
+    for (int64_t j = threadIdx.x; j < c; j += kRowThreads) {
+      float v = j < valid ? vocabGradAway(row[j], max[r], scale) : 0.f;
+      out[j] = j == local ? vocabGradAtLabel(v, dloss[r]) : v;
+    }
+  }
+}
+
 /// Mean and 1 / sqrt(var + epsilon) of row[0..n) in float, as the CPU's
 /// vector loop (meanInvStd): two passes.
 __device__ void rowMeanInv(const float *row, int64_t n, float epsilon,
@@ -376,6 +464,59 @@ void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
   gatherGradRowsKernel<<<rowBlocks(numIndices), kRowThreads, 0, stream>>>(
       sortedKeys, sortedPositions, numIndices, rows, dy, h, out);
   launched("GatherGrad");
+}
+
+/// The classes of the block that exist: [0, valid) of its c columns.
+int64_t validClasses(int64_t size, int64_t offset, int64_t c) {
+  return std::clamp<int64_t>(size - offset, 0, c);
+}
+
+void vocabMax(const float *logits, int64_t rows, int64_t c, int64_t size,
+              int64_t offset, float *out, cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  vocabMaxKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      logits, rows, c, validClasses(size, offset, c), out);
+  launched("VocabMax");
+}
+
+void vocabStats(const float *logits, const int64_t *labels, const float *max,
+                int64_t rows, int64_t c, int64_t size, int64_t offset,
+                int64_t ignoreIndex, float *stats, int *errorFlag,
+                cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  vocabStatsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      logits, labels, max, rows, c, validClasses(size, offset, c), size,
+      offset, ignoreIndex, stats, errorFlag);
+  launched("VocabStats");
+}
+
+void vocabCrossEntropy(const float *max, const float *stats,
+                       const int64_t *labels, int64_t rows,
+                       int64_t ignoreIndex, float *loss, cudaStream_t stream) {
+  if (rows <= 0)
+    return;
+  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(
+      (rows + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
+  vocabCrossEntropyKernel<<<blocks, kRowThreads, 0, stream>>>(
+      max, stats, labels, rows, ignoreIndex, loss);
+  launched("VocabCrossEntropy");
+}
+
+void vocabCrossEntropyGrad(const float *logits, const int64_t *labels,
+                           const float *dloss, const float *max,
+                           const float *stats, int64_t rows, int64_t c,
+                           int64_t size, int64_t offset, int64_t ignoreIndex,
+                           float *dlogits, int *errorFlag,
+                           cudaStream_t stream) {
+  if (rows <= 0 || c <= 0)
+    return;
+  vocabCrossEntropyGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      logits, labels, dloss, max, stats, rows, c,
+      validClasses(size, offset, c), size, offset, ignoreIndex, dlogits,
+      errorFlag);
+  launched("VocabCrossEntropyGrad");
 }
 
 void softmaxCrossEntropy(const float *logits, const int64_t *labels,

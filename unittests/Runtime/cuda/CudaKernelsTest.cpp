@@ -595,6 +595,53 @@ TEST_F(CudaKernels, GatherGradMatchesTheCpu) {
   EXPECT_EQ(f, 1);
 }
 
+// The vocabulary-parallel loss ops against the CPU kernels, for the
+// first block (all classes real) and the last (padding past the
+// vocabulary): labels held here, held elsewhere and ignored.
+TEST_F(CudaKernels, VocabLossMatchesTheCpu) {
+  const int64_t size = 13, c = 7, ignore = -100;
+  Tensor labels = Tensor(DType::I64, {2, 3});
+  const int64_t values[] = {0, 9, -100, 12, 7, 6};
+  std::memcpy(labels.rawData(), values, sizeof values);
+  for (int64_t offset : {int64_t(0), int64_t(7)}) {
+    cpu::VocabBlock block{size, offset};
+    Tensor x = randomTensor(DType::F32, {2, 3, c}, rng, -3, 3);
+    Tensor mx(DType::F32, {2, 3}), stats(DType::F32, {2, 3, 2}),
+        loss(DType::F32, {2, 3}), grad(DType::F32, {2, 3, c});
+    Tensor dloss = randomTensor(DType::F32, {2, 3}, rng, 0.5, 1.5);
+    cpu::vocabMax(x, block, mx);
+    cpu::vocabStats(x, labels, mx, block, ignore, stats);
+    cpu::vocabCrossEntropy(mx, stats, labels, ignore, loss);
+    cpu::vocabCrossEntropyGrad(x, labels, dloss, mx, stats, block, ignore,
+                               grad);
+    auto dx = toDevice(x), dl = toDevice(labels), dd = toDevice(dloss);
+    auto dmx = toDevice(mx), dst = toDevice(stats);
+    DeviceBuffer gMax(mx.numBytes()), gStats(stats.numBytes()),
+        gLoss(loss.numBytes()), gGrad(grad.numBytes());
+    gpu::vocabMax(dx->as<float>(), 6, c, size, offset, gMax.as<float>(),
+                  stream);
+    gpu::vocabStats(dx->as<float>(), dl->as<int64_t>(), dmx->as<float>(), 6,
+                    c, size, offset, ignore, gStats.as<float>(), nullptr,
+                    stream);
+    gpu::vocabCrossEntropy(dmx->as<float>(), dst->as<float>(),
+                           dl->as<int64_t>(), 6, ignore, gLoss.as<float>(),
+                           stream);
+    gpu::vocabCrossEntropyGrad(dx->as<float>(), dl->as<int64_t>(),
+                               dd->as<float>(), dmx->as<float>(),
+                               dst->as<float>(), 6, c, size, offset, ignore,
+                               gGrad.as<float>(), nullptr, stream);
+    sync();
+    std::string at = " offset " + std::to_string(offset);
+    expectBytesEqual(fromDevice(gMax, DType::F32, {2, 3}), mx, "vocabMax" + at);
+    expectClose(fromDevice(gStats, DType::F32, {2, 3, 2}), stats, 1e-6,
+                "vocabStats" + at);
+    expectClose(fromDevice(gLoss, DType::F32, {2, 3}), loss, 1e-6,
+                "vocabCrossEntropy" + at);
+    expectClose(fromDevice(gGrad, DType::F32, {2, 3, c}), grad, 1e-6,
+                "vocabCrossEntropyGrad" + at, 1e-6);
+  }
+}
+
 // Softmax's gradient along the last axis against the CPU kernel, in place
 // too (the attention gradient writes dS over dP).
 TEST_F(CudaKernels, SoftmaxGradMatchesTheCpu) {
