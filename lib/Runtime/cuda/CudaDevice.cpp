@@ -87,6 +87,22 @@ Tensor CudaDevice::allocate(const TensorType &type) {
   return t;
 }
 
+Tensor CudaDevice::temporary(const TensorType &type) {
+  std::size_t bytes = std::max<std::size_t>(type.numBytes(), 256);
+  void *p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc (a kernel's temporary)");
+  allocated += bytes;
+  peak = std::max(peak, allocated);
+  std::shared_ptr<uint8_t> buffer(static_cast<uint8_t *>(p),
+                                  [this, bytes](uint8_t *q) {
+                                    cudaFree(q);
+                                    allocated -= bytes;
+                                  });
+  Tensor t = Tensor::view(type, std::move(buffer), MemoryKind::Cuda);
+  check(cudaMemsetAsync(t.rawData(), 0, bytes, compute), "cudaMemsetAsync");
+  return t;
+}
+
 void CudaDevice::reserveArena(std::size_t bytes) {
   if (arena && bytes <= arenaSize)
     return;

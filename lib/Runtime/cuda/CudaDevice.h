@@ -37,6 +37,10 @@ public:
   const DeviceSpec *spec() const override { return catalogEntry; }
 
   Tensor allocate(const TensorType &type) override;
+  /// A zeroed device tensor for one kernel's temporaries: counted while it
+  /// lives (bytesAllocated, peakBytes), released when the last handle goes
+  /// (cudaFree, which waits for the work reading it).
+  Tensor temporary(const TensorType &type);
   void reserveArena(std::size_t bytes) override;
   Tensor arenaView(const TensorType &type, std::size_t offset) override;
   std::size_t bytesAllocated() const override { return allocated + arenaSize; }

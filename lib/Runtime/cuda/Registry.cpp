@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 using namespace shoal::rt;
 using namespace shoal::rt::cuda;
@@ -875,6 +876,87 @@ void attentionGradKernel(KernelContext &ctx, const OpInfo &op,
        scoreElems, scratch);
 }
 
+//===----------------------------------------------------------------------===//
+// 16-bit operands: widened on the device
+//===----------------------------------------------------------------------===//
+
+/// The f32 kernel and check of each kind registered through `widened`.
+struct F32Kernel {
+  KernelFn fn = nullptr;
+  KernelCheckFn check = nullptr;
+};
+std::unordered_map<int, F32Kernel> &f32Kernels() {
+  static std::unordered_map<int, F32Kernel> kernels;
+  return kernels;
+}
+
+bool isSixteenBits(DType t) { return t == DType::BF16 || t == DType::F16; }
+DType16 sixteen(DType t) {
+  return t == DType::BF16 ? DType16::BF16 : DType16::F16;
+}
+
+Descs widen(Descs d) {
+  for (OperandDesc &t : d)
+    if (t.present && isSixteenBits(t.dtype))
+      t.dtype = DType::F32;
+  return d;
+}
+
+bool anySixteenBits(const Descs &d) {
+  return std::any_of(d.begin(), d.end(), [](const OperandDesc &t) {
+    return t.present && isSixteenBits(t.dtype);
+  });
+}
+
+/// The f32 kernel's check on the operands widened to f32; a 16-bit result
+/// that a product would add into stays on the CPU.
+std::string widenedCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                         bool addInto) {
+  const F32Kernel &k = f32Kernels().at(static_cast<int>(op.kind));
+  if (addInto && anySixteenBits(out))
+    return op.kindName + " adding into a 16-bit result";
+  return k.check ? k.check(op, widen(in), widen(out), addInto) : "";
+}
+
+/// Runs the f32 kernel of `op.kind` with f16/bf16 operands as the CPU
+/// kernels compute them: each 16-bit input widened to f32 (exactly), the
+/// f32 kernel, each 16-bit result rounded once from its f32 value; all on
+/// the device, in temporaries that live for the call.
+void widenedKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                   Outputs &out) {
+  const F32Kernel &k = f32Kernels().at(static_cast<int>(op.kind));
+  bool half = false;
+  for (const Tensor *t : in)
+    half |= t && isSixteenBits(t->dtype());
+  for (const Tensor &t : out)
+    half |= t.defined() && isSixteenBits(t.dtype());
+  if (!half)
+    return k.fn(ctx, op, in, out);
+  require(widenedCheck, ctx, op, in, out);
+  CudaDevice &d = dev(ctx);
+  std::vector<Tensor> wide;
+  wide.reserve(in.size());
+  Inputs in32(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    in32[i] = in[i];
+    if (!in[i] || !isSixteenBits(in[i]->dtype()))
+      continue;
+    wide.push_back(d.temporary({DType::F32, in[i]->shape()}));
+    castToF32(sixteen(in[i]->dtype()), in[i]->rawData(), f(wide.back()),
+              in[i]->numElements(), d.stream());
+    in32[i] = &wide.back();
+  }
+  Outputs out32 = out;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].defined() && isSixteenBits(out[i].dtype()))
+      out32[i] = d.temporary({DType::F32, out[i].shape()}); // zeroed
+  k.fn(ctx, op, in32, out32);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].defined() && isSixteenBits(out[i].dtype()))
+      castF32To(sixteen(out[i].dtype()), f(out32[i]), out[i].rawData(),
+                out[i].numElements(), d.stream());
+}
+
 } // namespace
 
 void shoal::rt::registerCudaKernels() {
@@ -887,32 +969,51 @@ void shoal::rt::registerCudaKernels() {
   auto reg = [](OpKind k, KernelFn fn, KernelCheckFn check = nullptr) {
     registerKernel(k, BackendKind::CUDA, fn, KernelWrites::Partial, check);
   };
-  reg(OpKind::MatMul, matmulKernel, matmulCheck);
-  reg(OpKind::Gemm, gemmKernel, gemmCheck);
-  reg(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
-      binaryCheck<arith::BinaryOp::Add>);
-  reg(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>,
-      binaryCheck<arith::BinaryOp::Sub>);
-  reg(OpKind::Mul, binaryKernel<arith::BinaryOp::Mul>,
-      binaryCheck<arith::BinaryOp::Mul>);
-  reg(OpKind::Div, binaryKernel<arith::BinaryOp::Div>,
-      binaryCheck<arith::BinaryOp::Div>);
-  reg(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>,
-      binaryCheck<arith::BinaryOp::Pow>);
-  reg(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>, unaryCheck);
-  reg(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>, unaryCheck);
-  reg(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>, unaryCheck);
-  reg(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>, unaryCheck);
-  reg(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>, unaryCheck);
-  reg(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>, unaryCheck);
-  reg(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>, unaryCheck);
-  reg(OpKind::Softmax, softmaxKernel, f32Check);
-  reg(OpKind::LayerNormalization, layerNormKernel, layerNormCheck);
+  // An f32 kernel that also takes f16/bf16 operands, widened on the device
+  // (widenedKernel): `writes` as the f32 kernel's.
+  auto widened = [](OpKind k, KernelFn fn, KernelCheckFn check,
+                    KernelWrites writes) {
+    f32Kernels()[static_cast<int>(k)] = {fn, check};
+    registerKernel(k, BackendKind::CUDA, widenedKernel, writes, widenedCheck);
+  };
+  const KernelWrites partial = KernelWrites::Partial,
+                     every = KernelWrites::All;
+  widened(OpKind::MatMul, matmulKernel, matmulCheck, partial);
+  widened(OpKind::Gemm, gemmKernel, gemmCheck, partial);
+  widened(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
+          binaryCheck<arith::BinaryOp::Add>, partial);
+  widened(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>,
+          binaryCheck<arith::BinaryOp::Sub>, partial);
+  widened(OpKind::Mul, binaryKernel<arith::BinaryOp::Mul>,
+          binaryCheck<arith::BinaryOp::Mul>, partial);
+  widened(OpKind::Div, binaryKernel<arith::BinaryOp::Div>,
+          binaryCheck<arith::BinaryOp::Div>, partial);
+  widened(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>,
+          binaryCheck<arith::BinaryOp::Pow>, partial);
+  widened(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>, unaryCheck,
+          partial);
+  widened(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>, unaryCheck,
+          partial);
+  widened(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>, unaryCheck,
+          partial);
+  widened(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>, unaryCheck,
+          partial);
+  widened(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>, unaryCheck,
+          partial);
+  widened(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>, unaryCheck,
+          partial);
+  widened(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>, unaryCheck,
+          partial);
+  widened(OpKind::Softmax, softmaxKernel, f32Check, partial);
+  widened(OpKind::LayerNormalization, layerNormKernel, layerNormCheck,
+          partial);
   reg(OpKind::Gather, gatherKernel, gatherCheck);
   reg(OpKind::Reshape, aliasKernel);
   reg(OpKind::Transpose, transposeKernel);
-  reg(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>, reduceCheck);
-  reg(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>, reduceCheck);
+  widened(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>,
+          reduceCheck, partial);
+  widened(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>, reduceCheck,
+          partial);
   reg(OpKind::LocalSlice, localSliceKernel);
   // (Writes every element of its output: nothing to zero first.)
   registerKernel(OpKind::Expand, BackendKind::CUDA, expandKernel,
@@ -922,32 +1023,38 @@ void shoal::rt::registerCudaKernels() {
   auto all = [](OpKind k, KernelFn fn, KernelCheckFn check) {
     registerKernel(k, BackendKind::CUDA, fn, KernelWrites::All, check);
   };
-  all(OpKind::SoftmaxCrossEntropy, crossEntropyKernel, crossEntropyCheck);
-  all(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel,
-      crossEntropyCheck);
-  all(OpKind::LayerNormalizationGrad, layerNormGradKernel, layerNormGradCheck);
-  all(OpKind::GatherGrad, gatherGradKernel, gatherGradCheck);
-  all(OpKind::SoftmaxGrad, softmaxGradKernel, softmaxGradCheck);
+  widened(OpKind::SoftmaxCrossEntropy, crossEntropyKernel, crossEntropyCheck,
+          every);
+  widened(OpKind::SoftmaxCrossEntropyGrad, crossEntropyGradKernel,
+          crossEntropyCheck, every);
+  widened(OpKind::LayerNormalizationGrad, layerNormGradKernel,
+          layerNormGradCheck, every);
+  widened(OpKind::GatherGrad, gatherGradKernel, gatherGradCheck, every);
+  widened(OpKind::SoftmaxGrad, softmaxGradKernel, softmaxGradCheck, every);
   all(OpKind::Slice, sliceKernel, sliceCheck);
   all(OpKind::Concat, concatKernel, concatCheck);
   all(OpKind::Pad, padKernel, padCheck);
   all(OpKind::Where, whereKernel, whereCheck);
   all(OpKind::Cast, castKernel, castCheck);
-  all(OpKind::VocabMax, vocabMaxKernel, vocabCheck);
-  all(OpKind::VocabStats, vocabStatsKernel, vocabCheck);
-  all(OpKind::VocabCrossEntropy, vocabCrossEntropyKernel, vocabCheck);
-  all(OpKind::VocabCrossEntropyGrad, vocabCrossEntropyGradKernel, vocabCheck);
+  widened(OpKind::VocabMax, vocabMaxKernel, vocabCheck, every);
+  widened(OpKind::VocabStats, vocabStatsKernel, vocabCheck, every);
+  widened(OpKind::VocabCrossEntropy, vocabCrossEntropyKernel, vocabCheck,
+          every);
+  widened(OpKind::VocabCrossEntropyGrad, vocabCrossEntropyGradKernel,
+          vocabCheck, every);
   // (An absent output of Split is skipped: the others written whole.)
   all(OpKind::Split, splitKernel, splitCheck);
   // (Writes dq, dkt and dv whole; an empty one stays as the executor left
   // it: zero.)
-  reg(OpKind::AttentionGrad, attentionGradKernel, attentionGradCheck);
-  all(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel,
-      layerNormGradCheck);
-  reg(OpKind::Gelu, geluKernel, geluCheck<1, 0>);
-  reg(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>);
-  reg(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck);
-  reg(OpKind::Attention, attentionKernel, f32Check);
+  widened(OpKind::AttentionGrad, attentionGradKernel, attentionGradCheck,
+          partial);
+  widened(OpKind::LayerNormalizationScaleGrad, layerNormScaleGradKernel,
+          layerNormGradCheck, every);
+  widened(OpKind::Gelu, geluKernel, geluCheck<1, 0>, partial);
+  widened(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>, partial);
+  widened(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck,
+          partial);
+  widened(OpKind::Attention, attentionKernel, f32Check, partial);
   // The optimizer updates and the clipping norm, on the device.
   UpdateKernels updates;
   updates.adamw = [](Device &device, const OptimizerParams &p, int64_t step,
