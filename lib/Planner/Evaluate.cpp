@@ -762,8 +762,7 @@ void shoal::planner::evaluate(Layout &l, const ModelProfile &profile,
   // replicas and sliced. (A ring's time is linear in its bytes: n of them
   // of B bytes in all take n times one of B / n.)
   enum class Zero { Gather, Scatter };
-  auto zeroCollectives = [&](int k, const Collectives &c, double b,
-                             Zero kind) {
+  auto zeroCollectives = [&](int k, const Collectives &c, double b, Zero kind) {
     const StagePlan &s = l.stages[k];
     const bool sliced =
         kind == Zero::Scatter && s.split.front() && !s.sequenceParallel;

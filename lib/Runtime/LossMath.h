@@ -1,11 +1,13 @@
-//===- LossMath.h - Loss and normalization gradients, CPU and GPU -*- C++ -*-===//
+//===- LossMath.h - Loss and normalization gradients, CPU and GPU -*- C++
+//-*-===//
 //
 // Part of the shoal project.
 //
 //===----------------------------------------------------------------------===//
 //
 // The per-element arithmetic of the softmax cross-entropy (whole and
-// vocabulary-parallel), its gradient, softmax's gradient and the LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
+// vocabulary-parallel), its gradient, softmax's gradient and the
+// LayerNorm/RMSNorm input gradient, as functions that the CPU kernels
 // (cpu/VectorImpl.cpp) and the CUDA kernels (cuda/TrainingKernels.cu) both
 // call, so that the CPU tests check the GPU's arithmetic too. The row
 // reductions around them (max, sums) are each side's own: vector loops on
@@ -72,18 +74,15 @@ SHOAL_HOST_DEVICE static inline float softmaxGradElement(float y, float dy,
 }
 
 /// The normalized input (x - mu) * inv (mu = 0 for RMSNorm).
-SHOAL_HOST_DEVICE static inline float normalized(float x, float mu,
-                                                 float inv) {
+SHOAL_HOST_DEVICE static inline float normalized(float x, float mu, float inv) {
   return (x - mu) * inv;
 }
 
 /// LayerNorm's input gradient at one element: (dy * g - mean(dy * g) -
 /// xhat * mean(dy * g * xhat)) * inv, with meanG = 0 for RMSNorm.
-SHOAL_HOST_DEVICE static inline float layerNormGradElement(float dy, float g,
-                                                           float xhat,
-                                                           float meanG,
-                                                           float meanGX,
-                                                           float inv) {
+SHOAL_HOST_DEVICE static inline float
+layerNormGradElement(float dy, float g, float xhat, float meanG, float meanGX,
+                     float inv) {
   return (dy * g - meanG - xhat * meanGX) * inv;
 }
 

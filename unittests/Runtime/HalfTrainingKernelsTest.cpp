@@ -1055,13 +1055,13 @@ TEST(HalfTraining, CudaKernelsWidenHalfOperandsOnTheDevice) {
     OpInfo info = c.info();
     std::vector<OperandDesc> in, out;
     for (int v : info.inputs)
-      in.push_back(v >= 0 ? OperandDesc{true, c.types[v].dtype,
-                                        c.types[v].shape}
-                          : OperandDesc{});
+      in.push_back(v >= 0
+                       ? OperandDesc{true, c.types[v].dtype, c.types[v].shape}
+                       : OperandDesc{});
     for (int v : info.outputs)
-      out.push_back(v >= 0 ? OperandDesc{true, c.types[v].dtype,
-                                         c.types[v].shape}
-                           : OperandDesc{});
+      out.push_back(v >= 0
+                        ? OperandDesc{true, c.types[v].dtype, c.types[v].shape}
+                        : OperandDesc{});
     EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, in, out, false), "")
         << c.op.kind();
   }

@@ -136,7 +136,8 @@ void shoal::rt::cpu::softmaxCrossEntropy(const Tensor &logits,
   parallelFor(rows, 20 * v, [&](int64_t r0, int64_t r1) {
     vk.logSumExp(px, po, v, r0, r1);
     for (int64_t r = r0; r < r1; ++r)
-      po[r] = crossEntropyLoss(po[r], pl[r] == ignoreIndex ? 0.f : px[r * v + pl[r]],
+      po[r] = crossEntropyLoss(po[r],
+                               pl[r] == ignoreIndex ? 0.f : px[r * v + pl[r]],
                                pl[r] == ignoreIndex);
   });
 }
@@ -525,9 +526,8 @@ void shoal::rt::cpu::vocabCrossEntropy(const Tensor &max, const Tensor &stats,
   const int64_t *pl = labels.data<int64_t>();
   float *po = loss.data<float>();
   for (int64_t r = 0, rows = max.numElements(); r < rows; ++r)
-    po[r] = pl[r] == ignoreIndex
-                ? 0.f
-                : vocabLoss(ps[2 * r], pm[r], ps[2 * r + 1]);
+    po[r] =
+        pl[r] == ignoreIndex ? 0.f : vocabLoss(ps[2 * r], pm[r], ps[2 * r + 1]);
 }
 
 void shoal::rt::cpu::vocabCrossEntropyGrad(

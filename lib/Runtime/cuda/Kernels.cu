@@ -1453,13 +1453,13 @@ void stridedCopy(const void *in, void *out, std::size_t elemSize,
     NestArg<1> arg = nestArg<1>(nest);
     if (store) {
       if (small)
-        storeStridedKernel<U, uint32_t><<<gridFor(units), kThreads, 0,
-                                          stream>>>(
-            src, dst, static_cast<uint32_t>(units), arg);
+        storeStridedKernel<U, uint32_t>
+            <<<gridFor(units), kThreads, 0, stream>>>(
+                src, dst, static_cast<uint32_t>(units), arg);
       else
-        storeStridedKernel<U, uint64_t><<<gridFor(units), kThreads, 0,
-                                          stream>>>(
-            src, dst, static_cast<uint64_t>(units), arg);
+        storeStridedKernel<U, uint64_t>
+            <<<gridFor(units), kThreads, 0, stream>>>(
+                src, dst, static_cast<uint64_t>(units), arg);
     } else {
       if (small)
         permuteKernel<U, uint32_t><<<gridFor(units), kThreads, 0, stream>>>(
@@ -1518,11 +1518,10 @@ void cast(const void *in, DType from, void *out, DType to, int64_t n,
 
 void slice(const void *in, std::size_t elemSize, const Shape &inShape,
            const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &steps, void *out,
-           const Shape &outShape, cudaStream_t stream) {
+           const std::vector<int64_t> &steps, void *out, const Shape &outShape,
+           cudaStream_t stream) {
   std::size_t rank = inShape.size();
-  if (starts.size() != rank || steps.size() != rank ||
-      outShape.size() != rank)
+  if (starts.size() != rank || steps.size() != rank || outShape.size() != rank)
     throw Error("Slice: output " + shapeString(outShape) +
                 " does not fit input " + shapeString(inShape));
   std::vector<int64_t> strides = denseStrides(inShape);
@@ -1601,8 +1600,8 @@ void padConstant(const void *in, const Shape &inShape, std::size_t elemSize,
   int64_t base = 0;
   for (std::size_t d = 0; d < rank; ++d)
     base += pads[d] * strides[d];
-  stridedCopy(in, static_cast<char *>(out) + base * elemSize, elemSize,
-              inShape, strides, n - base, true, stream, "Pad");
+  stridedCopy(in, static_cast<char *>(out) + base * elemSize, elemSize, inShape,
+              strides, n - base, true, stream, "Pad");
 }
 
 void where(const uint8_t *cond, const Shape &condShape, const void *x,
@@ -1619,9 +1618,9 @@ void where(const uint8_t *cond, const Shape &condShape, const void *x,
   if (n == 0)
     return;
   std::size_t r = outShape.size();
-  Nest nest(outShape, {broadcastStrides(condShape, r),
-                       broadcastStrides(xShape, r),
-                       broadcastStrides(yShape, r)});
+  Nest nest(outShape,
+            {broadcastStrides(condShape, r), broadcastStrides(xShape, r),
+             broadcastStrides(yShape, r)});
   NestArg<3> arg = nestArg<3>(nest);
   bool small = fits32(n);
   auto run = [&](auto u) {

@@ -108,14 +108,13 @@ void vocabStats(const float *logits, const int64_t *labels, const float *max,
                 int64_t ignoreIndex, float *stats, int *errorFlag,
                 cudaStream_t stream);
 void vocabCrossEntropy(const float *max, const float *stats,
-                       const int64_t *labels, int64_t rows,
-                       int64_t ignoreIndex, float *loss, cudaStream_t stream);
+                       const int64_t *labels, int64_t rows, int64_t ignoreIndex,
+                       float *loss, cudaStream_t stream);
 void vocabCrossEntropyGrad(const float *logits, const int64_t *labels,
                            const float *dloss, const float *max,
                            const float *stats, int64_t rows, int64_t c,
                            int64_t size, int64_t offset, int64_t ignoreIndex,
-                           float *dlogits, int *errorFlag,
-                           cudaStream_t stream);
+                           float *dlogits, int *errorFlag, cudaStream_t stream);
 
 /// Softmax's gradient along rows of n f32 elements: dx = y * (dy - sum(y *
 /// dy)); dx may be dy.
@@ -179,8 +178,8 @@ void cast(const void *in, DType from, void *out, DType to, int64_t n,
 /// kernel's attributes); every element read must lie inside the input.
 void slice(const void *in, std::size_t elemSize, const Shape &inShape,
            const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &steps, void *out,
-           const Shape &outShape, cudaStream_t stream);
+           const std::vector<int64_t> &steps, void *out, const Shape &outShape,
+           cudaStream_t stream);
 
 /// Concat of dense inputs along `axis` into `out`.
 void concat(const std::vector<const void *> &ins,

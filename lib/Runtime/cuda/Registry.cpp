@@ -310,10 +310,10 @@ void crossEntropyGradKernel(KernelContext &ctx, const OpInfo &op,
                             const Inputs &in, Outputs &out) {
   require(crossEntropyCheck, ctx, op, in, out);
   auto [rows, v] = rowsOf(in[0]->shape());
-  softmaxCrossEntropyGrad(
-      f(in[0]), static_cast<const int64_t *>(in[1]->rawData()), f(in[2]), rows,
-      v, op.attrs.ignoreIndex, f(out[0]), dev(ctx).errorFlag(),
-      dev(ctx).stream());
+  softmaxCrossEntropyGrad(f(in[0]),
+                          static_cast<const int64_t *>(in[1]->rawData()),
+                          f(in[2]), rows, v, op.attrs.ignoreIndex, f(out[0]),
+                          dev(ctx).errorFlag(), dev(ctx).stream());
 }
 
 /// LayerNormalizationGrad (x, scale, dy) and LayerNormalizationScaleGrad
@@ -331,8 +331,7 @@ std::string layerNormGradCheck(const OpInfo &op, const Descs &in,
     return op.kindName + " without its operands";
   const Shape &x = in[0].shape;
   int64_t axis = op.attrs.axis;
-  if (axis < 0 || axis >= static_cast<int64_t>(x.size()) ||
-      in[dyAt].shape != x)
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size()) || in[dyAt].shape != x)
     return op.kindName + " with dy or axis not fitting x";
   Shape norm(x.begin() + axis, x.end());
   if (scaled && numElements(in[1].shape) != numElements(norm))
@@ -346,8 +345,8 @@ std::pair<int64_t, int64_t> normRows(const Shape &x, int64_t axis) {
   return {n ? numElements(x) / n : 0, n};
 }
 
-void layerNormGradKernel(KernelContext &ctx, const OpInfo &op,
-                         const Inputs &in, Outputs &out) {
+void layerNormGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                         Outputs &out) {
   require(layerNormGradCheck, ctx, op, in, out);
   auto [rows, n] = normRows(in[0]->shape(), op.attrs.axis);
   layerNormGrad(f(in[0]), f(in[1]), f(in[2]), rows, n, op.attrs.epsilon,
@@ -359,16 +358,15 @@ void layerNormScaleGradKernel(KernelContext &ctx, const OpInfo &op,
   require(layerNormGradCheck, ctx, op, in, out);
   auto [rows, n] = normRows(in[0]->shape(), op.attrs.axis);
   CudaDevice &d = dev(ctx);
-  layerNormScaleGrad(f(in[0]), f(in[1]), rows, n, op.attrs.epsilon,
-                     op.attrs.rms, f(out[0]),
-                     d.workspace(layerNormScaleGradWorkspace(rows)),
-                     d.stream());
+  layerNormScaleGrad(
+      f(in[0]), f(in[1]), rows, n, op.attrs.epsilon, op.attrs.rms, f(out[0]),
+      d.workspace(layerNormScaleGradWorkspace(rows)), d.stream());
 }
 
 /// GatherGrad: i64/i32 indices, f32 dy of [indices..., row...] and an f32
 /// output [rows, row...] (a vocabulary-parallel block's rows too).
-std::string gatherGradCheck(const OpInfo &op, const Descs &in,
-                            const Descs &out, bool addInto) {
+std::string gatherGradCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                            bool addInto) {
   if (std::string why = f32Why(op, in, out); !why.empty())
     return why;
   if (addInto)
@@ -395,9 +393,9 @@ void gatherGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   CudaDevice &d = dev(ctx);
   // A vocabulary-parallel block (the CPU kernel's VocabBlock).
   bool vocab = op.attrs.shardSize > 0;
-  gatherGrad(in[0]->rawData(), in[0]->dtype(), n, f(in[1]), rows, h,
-             f(out[0]), d.workspace(gatherGradWorkspace(n, rows)),
-             d.errorFlag(), d.stream(), vocab ? op.attrs.shardSize : -1,
+  gatherGrad(in[0]->rawData(), in[0]->dtype(), n, f(in[1]), rows, h, f(out[0]),
+             d.workspace(gatherGradWorkspace(n, rows)), d.errorFlag(),
+             d.stream(), vocab ? op.attrs.shardSize : -1,
              vocab ? ctx.groupIndex * rows : 0);
 }
 
@@ -486,8 +484,7 @@ void sliceKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 
 /// Split along `axis` into the sizes of the attribute (outputs may be
 /// absent).
-std::string splitCheck(const OpInfo &op, const Descs &in, const Descs &,
-                       bool) {
+std::string splitCheck(const OpInfo &op, const Descs &in, const Descs &, bool) {
   const Shape &x = in[0].shape;
   int64_t axis = op.attrs.axis, total = 0;
   for (int64_t v : op.attrs.split)
@@ -545,7 +542,8 @@ std::string padCheck(const OpInfo &op, const Descs &in, const Descs &out,
   if (a.padMode != PadMode::Constant)
     return op.kindName + " in reflect or edge mode";
   if (a.pads.size() != 2 * in[0].shape.size() ||
-      std::any_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p < 0; }))
+      std::any_of(a.pads.begin(), a.pads.end(),
+                  [](int64_t p) { return p < 0; }))
     return op.kindName + " with negative pads";
   if (a.padValue != 0 && out[0].dtype != DType::F32)
     return fmt::format("{} of {} with a value other than 0", op.kindName,
@@ -820,8 +818,8 @@ void softmaxGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 /// forward kernel makes them (cuBLAS, the mask added, softmax), then
 /// dv = P^T dy, dP = dy v^T, dS = softmax's gradient, dq = scale dS kt^T,
 /// dkt = scale q^T dS; the score-sized buffers in the workspace.
-void attentionGradKernel(KernelContext &ctx, const OpInfo &op,
-                         const Inputs &in, Outputs &out) {
+void attentionGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                         Outputs &out) {
   require(attentionGradCheck, ctx, op, in, out);
   CudaDevice &d = dev(ctx);
   const Shape &qs = in[1]->shape(), &ks = in[2]->shape(), &vs = in[3]->shape();
@@ -838,11 +836,10 @@ void attentionGradKernel(KernelContext &ctx, const OpInfo &op,
   std::size_t scoreBytes = (scoreElems * 4 + 255) / 256 * 256;
   int64_t nq = in[1]->numElements(), nk = in[2]->numElements(),
           nv = in[3]->numElements(), ny = in[0]->numElements();
-  std::size_t half = std::max({halfScratchBytes(nq, nk),
-                               halfScratchBytes(scoreElems, ny),
-                               halfScratchBytes(ny, nv),
-                               halfScratchBytes(scoreElems, nk),
-                               halfScratchBytes(nq, scoreElems)});
+  std::size_t half =
+      std::max({halfScratchBytes(nq, nk), halfScratchBytes(scoreElems, ny),
+                halfScratchBytes(ny, nv), halfScratchBytes(scoreElems, nk),
+                halfScratchBytes(nq, scoreElems)});
   char *base = static_cast<char *>(d.workspace(3 * scoreBytes + half));
   float *scores = reinterpret_cast<float *>(base);
   float *probs = reinterpret_cast<float *>(base + scoreBytes);
@@ -868,12 +865,12 @@ void attentionGradKernel(KernelContext &ctx, const OpInfo &op,
   softmaxGradRows(probs, dscores, dscores, batch * t, sk, d.stream());
   // dq [t, dd] = scale dS [t, sk] kt^T [sk, dd].
   MatmulShape sq{t, dd, sk, batch, t * sk, dd * sk, false};
-  gemm(d, dscores, kt, out[0].rawData(), false, true, scale, sq, scoreElems,
-       nk, scratch);
+  gemm(d, dscores, kt, out[0].rawData(), false, true, scale, sq, scoreElems, nk,
+       scratch);
   // dkt [dd, sk] = scale q^T [dd, t] dS [t, sk].
   MatmulShape sk2{dd, sk, t, batch, t * dd, t * sk, false};
-  gemm(d, q, dscores, out[1].rawData(), true, false, scale, sk2, nq,
-       scoreElems, scratch);
+  gemm(d, q, dscores, out[1].rawData(), true, false, scale, sk2, nq, scoreElems,
+       scratch);
 }
 
 //===----------------------------------------------------------------------===//
@@ -976,8 +973,7 @@ void shoal::rt::registerCudaKernels() {
     f32Kernels()[static_cast<int>(k)] = {fn, check};
     registerKernel(k, BackendKind::CUDA, widenedKernel, writes, widenedCheck);
   };
-  const KernelWrites partial = KernelWrites::Partial,
-                     every = KernelWrites::All;
+  const KernelWrites partial = KernelWrites::Partial, every = KernelWrites::All;
   widened(OpKind::MatMul, matmulKernel, matmulCheck, partial);
   widened(OpKind::Gemm, gemmKernel, gemmCheck, partial);
   widened(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
@@ -990,28 +986,21 @@ void shoal::rt::registerCudaKernels() {
           binaryCheck<arith::BinaryOp::Div>, partial);
   widened(OpKind::Pow, binaryKernel<arith::BinaryOp::Pow>,
           binaryCheck<arith::BinaryOp::Pow>, partial);
-  widened(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>, unaryCheck,
-          partial);
-  widened(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>, unaryCheck,
-          partial);
-  widened(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>, unaryCheck,
-          partial);
-  widened(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>, unaryCheck,
-          partial);
-  widened(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>, unaryCheck,
-          partial);
-  widened(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>, unaryCheck,
-          partial);
+  widened(OpKind::Erf, unaryKernel<arith::UnaryOp::Erf>, unaryCheck, partial);
+  widened(OpKind::Tanh, unaryKernel<arith::UnaryOp::Tanh>, unaryCheck, partial);
+  widened(OpKind::Relu, unaryKernel<arith::UnaryOp::Relu>, unaryCheck, partial);
+  widened(OpKind::Sqrt, unaryKernel<arith::UnaryOp::Sqrt>, unaryCheck, partial);
+  widened(OpKind::Exp, unaryKernel<arith::UnaryOp::Exp>, unaryCheck, partial);
+  widened(OpKind::Neg, unaryKernel<arith::UnaryOp::Neg>, unaryCheck, partial);
   widened(OpKind::Sigmoid, unaryKernel<arith::UnaryOp::Sigmoid>, unaryCheck,
           partial);
   widened(OpKind::Softmax, softmaxKernel, f32Check, partial);
-  widened(OpKind::LayerNormalization, layerNormKernel, layerNormCheck,
-          partial);
+  widened(OpKind::LayerNormalization, layerNormKernel, layerNormCheck, partial);
   reg(OpKind::Gather, gatherKernel, gatherCheck);
   reg(OpKind::Reshape, aliasKernel);
   reg(OpKind::Transpose, transposeKernel);
-  widened(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>,
-          reduceCheck, partial);
+  widened(OpKind::ReduceMean, reduceKernel<arith::ReduceOp::Mean>, reduceCheck,
+          partial);
   widened(OpKind::ReduceSum, reduceKernel<arith::ReduceOp::Sum>, reduceCheck,
           partial);
   reg(OpKind::LocalSlice, localSliceKernel);
@@ -1052,8 +1041,7 @@ void shoal::rt::registerCudaKernels() {
           layerNormGradCheck, every);
   widened(OpKind::Gelu, geluKernel, geluCheck<1, 0>, partial);
   widened(OpKind::GeluGrad, geluGradKernel, geluCheck<2, 1>, partial);
-  widened(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck,
-          partial);
+  widened(OpKind::AddLayerNorm, addLayerNormKernel, addLayerNormCheck, partial);
   widened(OpKind::Attention, attentionKernel, f32Check, partial);
   // The optimizer updates and the clipping norm, on the device.
   UpdateKernels updates;

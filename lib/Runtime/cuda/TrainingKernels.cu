@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(kRowThreads)
           *flag = 1;
         loss[r] = 0.f;
       } else {
-        loss[r] = crossEntropyLoss(mx + logf(sum), ignored ? 0.f : row[l],
-                                   ignored);
+        loss[r] =
+            crossEntropyLoss(mx + logf(sum), ignored ? 0.f : row[l], ignored);
       }
     }
   }
@@ -211,8 +211,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void __launch_bounds__(kRowThreads)
     vocabCrossEntropyKernel(const float *max, const float *stats,
-                            const int64_t *labels, int64_t rows,
-                            int64_t ignore, float *loss) {
+                            const int64_t *labels, int64_t rows, int64_t ignore,
+                            float *loss) {
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        r < rows; r += static_cast<int64_t>(gridDim.x) * blockDim.x)
     loss[r] = labels[r] == ignore
@@ -247,9 +247,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 /// Mean and 1 / sqrt(var + epsilon) of row[0..n) in float, as the CPU's
 /// vector loop (meanInvStd): two passes.
-__device__ void rowMeanInv(const float *row, int64_t n, float epsilon,
-                           bool rms, FloatReduce::TempStorage &tmp,
-                           float &shared, float &mu, float &inv) {
+__device__ void rowMeanInv(const float *row, int64_t n, float epsilon, bool rms,
+                           FloatReduce::TempStorage &tmp, float &shared,
+                           float &mu, float &inv) {
   mu = 0.f;
   if (!rms) {
     float s = 0.f;
@@ -432,8 +432,8 @@ void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
     return;
   if (numIndices > INT32_MAX || rows >= INT32_MAX ||
       (indexType != DType::I64 && indexType != DType::I32))
-    throw Error("GatherGrad: " + std::to_string(numIndices) +
-                " indices into " + std::to_string(rows) +
+    throw Error("GatherGrad: " + std::to_string(numIndices) + " indices into " +
+                std::to_string(rows) +
                 " rows is past the kernel's 32-bit sort");
   const std::size_t slot =
       aligned256(static_cast<std::size_t>(numIndices) * sizeof(int32_t));
@@ -456,10 +456,9 @@ void gatherGrad(const void *indices, DType indexType, int64_t numIndices,
         static_cast<const int32_t *>(indices), numIndices, rows, whole, offset,
         keys, positions, errorFlag);
   launched("GatherGrad (keys)");
-  check(cub::DeviceRadixSort::SortPairs(temp, tempBytes, keys, sortedKeys,
-                                        positions, sortedPositions,
-                                        static_cast<int>(numIndices), 0, bits,
-                                        stream),
+  check(cub::DeviceRadixSort::SortPairs(
+            temp, tempBytes, keys, sortedKeys, positions, sortedPositions,
+            static_cast<int>(numIndices), 0, bits, stream),
         "GatherGrad (cub::DeviceRadixSort::SortPairs)");
   gatherGradRowsKernel<<<rowBlocks(numIndices), kRowThreads, 0, stream>>>(
       sortedKeys, sortedPositions, numIndices, rows, dy, h, out);
@@ -487,18 +486,18 @@ void vocabStats(const float *logits, const int64_t *labels, const float *max,
   if (rows <= 0)
     return;
   vocabStatsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
-      logits, labels, max, rows, c, validClasses(size, offset, c), size,
-      offset, ignoreIndex, stats, errorFlag);
+      logits, labels, max, rows, c, validClasses(size, offset, c), size, offset,
+      ignoreIndex, stats, errorFlag);
   launched("VocabStats");
 }
 
 void vocabCrossEntropy(const float *max, const float *stats,
-                       const int64_t *labels, int64_t rows,
-                       int64_t ignoreIndex, float *loss, cudaStream_t stream) {
+                       const int64_t *labels, int64_t rows, int64_t ignoreIndex,
+                       float *loss, cudaStream_t stream) {
   if (rows <= 0)
     return;
-  unsigned blocks = static_cast<unsigned>(std::min<int64_t>(
-      (rows + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
+  unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>((rows + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));
   vocabCrossEntropyKernel<<<blocks, kRowThreads, 0, stream>>>(
       max, stats, labels, rows, ignoreIndex, loss);
   launched("VocabCrossEntropy");
@@ -513,9 +512,8 @@ void vocabCrossEntropyGrad(const float *logits, const int64_t *labels,
   if (rows <= 0 || c <= 0)
     return;
   vocabCrossEntropyGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
-      logits, labels, dloss, max, stats, rows, c,
-      validClasses(size, offset, c), size, offset, ignoreIndex, dlogits,
-      errorFlag);
+      logits, labels, dloss, max, stats, rows, c, validClasses(size, offset, c),
+      size, offset, ignoreIndex, dlogits, errorFlag);
   launched("VocabCrossEntropyGrad");
 }
 
@@ -580,9 +578,8 @@ void layerNormScaleGrad(const float *x, const float *dy, int64_t rows,
     return;
   }
   double *stats = static_cast<double *>(workspace);
-  rowStatsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(x, rows, n,
-                                                              epsilon, rms,
-                                                              stats);
+  rowStatsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
+      x, rows, n, epsilon, rms, stats);
   launched("LayerNormalizationScaleGrad (row statistics)");
   unsigned blocks = static_cast<unsigned>(
       std::min<int64_t>((n + kRowThreads - 1) / kRowThreads, kMaxRowBlocks));

@@ -517,8 +517,8 @@ TEST_F(CudaKernels, GatherGradMatchesTheCpu) {
     Shape indices;
     int64_t rows, h;
   };
-  const Case cases[] = {{{2, 8}, 5, 3},    {{64}, 1000, 16}, {{4, 16}, 96, 300},
-                        {{1}, 1, 1},       {{3, 5}, 7, 1},   {{0}, 4, 8}};
+  const Case cases[] = {{{2, 8}, 5, 3}, {{64}, 1000, 16}, {{4, 16}, 96, 300},
+                        {{1}, 1, 1},    {{3, 5}, 7, 1},   {{0}, 4, 8}};
   for (DType it : {DType::I64, DType::I32})
     for (const Case &c : cases) {
       Tensor idx(it, c.indices);
@@ -570,8 +570,8 @@ TEST_F(CudaKernels, GatherGradMatchesTheCpu) {
     cpu::gather(table, idx, 0, wantRows, &block);
     auto dt = toDevice(table);
     DeviceBuffer rowsOut(wantRows.numBytes());
-    gpu::gather(dt->get(), DType::F32, {4, 5}, di->get(), DType::I64, {3, 7},
-                0, rowsOut.get(), nullptr, stream, 16, 6);
+    gpu::gather(dt->get(), DType::F32, {4, 5}, di->get(), DType::I64, {3, 7}, 0,
+                rowsOut.get(), nullptr, stream, 16, 6);
     sync();
     expectClose(fromDevice(got, DType::F32, {4, 5}), want, 1e-6,
                 "vocabulary-parallel gatherGrad");
@@ -620,9 +620,8 @@ TEST_F(CudaKernels, VocabLossMatchesTheCpu) {
         gLoss(loss.numBytes()), gGrad(grad.numBytes());
     gpu::vocabMax(dx->as<float>(), 6, c, size, offset, gMax.as<float>(),
                   stream);
-    gpu::vocabStats(dx->as<float>(), dl->as<int64_t>(), dmx->as<float>(), 6,
-                    c, size, offset, ignore, gStats.as<float>(), nullptr,
-                    stream);
+    gpu::vocabStats(dx->as<float>(), dl->as<int64_t>(), dmx->as<float>(), 6, c,
+                    size, offset, ignore, gStats.as<float>(), nullptr, stream);
     gpu::vocabCrossEntropy(dmx->as<float>(), dst->as<float>(),
                            dl->as<int64_t>(), 6, ignore, gLoss.as<float>(),
                            stream);
@@ -676,8 +675,8 @@ TEST_F(CudaKernels, LayerNormGradsMatchTheCpu) {
     Shape x;
     int64_t axis;
   };
-  const Case cases[] = {{{4, 16}, 1},    {{3, 5, 8}, 1},  {{3, 5, 8}, 2},
-                        {{2, 3000}, 1},  {{1, 64}, 1},    {{7, 33}, 1},
+  const Case cases[] = {{{4, 16}, 1},   {{3, 5, 8}, 1}, {{3, 5, 8}, 2},
+                        {{2, 3000}, 1}, {{1, 64}, 1},   {{7, 33}, 1},
                         {{300, 24}, 1}};
   for (bool rms : {false, true})
     for (const Case &c : cases) {
@@ -694,9 +693,8 @@ TEST_F(CudaKernels, LayerNormGradsMatchTheCpu) {
       DeviceBuffer work(gpu::layerNormScaleGradWorkspace(rows));
       gpu::layerNormGrad(dx->as<float>(), ds->as<float>(), ddy->as<float>(),
                          rows, n, 1e-5f, rms, gotDx.as<float>(), stream);
-      gpu::layerNormScaleGrad(dx->as<float>(), ddy->as<float>(), rows, n,
-                              1e-5f, rms, gotDs.as<float>(), work.get(),
-                              stream);
+      gpu::layerNormScaleGrad(dx->as<float>(), ddy->as<float>(), rows, n, 1e-5f,
+                              rms, gotDs.as<float>(), work.get(), stream);
       sync();
       std::string what = str(c.x) + " axis " + std::to_string(c.axis) +
                          (rms ? " (RMSNorm)" : "");
@@ -886,10 +884,17 @@ TEST_F(CudaKernels, ExpandMatchesTheCpu) {
     Shape in, out;
   };
   std::vector<Case> cases = {
-      {{3}, {4, 3}},          {{4, 1}, {4, 5}},      {{1, 3, 1}, {2, 3, 4}},
-      {{2, 1, 4}, {2, 3, 4}}, {{5}, {5}},            {{}, {2, 2}},
-      {{1}, {7}},             {{1, 1}, {0, 3}},      {{2, 1, 1, 3}, {2, 4, 5, 3}},
-      {{16}, {3, 16}},        {{1, 16, 1}, {2, 16, 33}},
+      {{3}, {4, 3}},
+      {{4, 1}, {4, 5}},
+      {{1, 3, 1}, {2, 3, 4}},
+      {{2, 1, 4}, {2, 3, 4}},
+      {{5}, {5}},
+      {{}, {2, 2}},
+      {{1}, {7}},
+      {{1, 1}, {0, 3}},
+      {{2, 1, 1, 3}, {2, 4, 5, 3}},
+      {{16}, {3, 16}},
+      {{1, 16, 1}, {2, 16, 33}},
   };
   for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::BF16})
     for (const Case &c : cases)
@@ -916,8 +921,8 @@ TEST_F(CudaKernels, ExpandMatchesTheCpu) {
 TEST_F(CudaKernels, SliceConcatPadMatchTheCpu) {
   for (DType dtype : {DType::F32, DType::I64, DType::Bool, DType::BF16})
     for (std::size_t offset : {0, 2}) {
-      std::string tag = std::string(dtypeName(dtype)) + " offset " +
-                        std::to_string(offset);
+      std::string tag =
+          std::string(dtypeName(dtype)) + " offset " + std::to_string(offset);
       // Slice: a middle block, every other row, a single element.
       struct SliceCase {
         Shape in, out;
@@ -988,9 +993,9 @@ TEST_F(CudaKernels, SliceConcatPadMatchTheCpu) {
 // Cast among f32, i64, i32 and bool against the CPU kernel, with NaN,
 // infinities, values past the integer ranges and negative integers.
 TEST_F(CudaKernels, CastMatchesTheCpu) {
-  const float specials[] = {0.f,     -0.f,   1.5f,   -1.5f,  2.5e9f,
-                            -2.5e9f, 1e20f,  -1e20f, NAN,    INFINITY,
-                            -INFINITY, 7.f, -7.9f, 65536.f, 3.f, 0.25f};
+  const float specials[] = {0.f,   -0.f,    1.5f, -1.5f,    2.5e9f,    -2.5e9f,
+                            1e20f, -1e20f,  NAN,  INFINITY, -INFINITY, 7.f,
+                            -7.9f, 65536.f, 3.f,  0.25f};
   const DType types[] = {DType::F32, DType::I64, DType::I32, DType::Bool};
   for (DType from : types) {
     Tensor f32(DType::F32, {16});
