@@ -59,10 +59,16 @@ void shoal::rt::auditProgram(const LoadedPlan &plan, BackendKind backend,
         ++out.hostFallbacks;
       }
       // ZeRO-1/2: the updated block is gathered into the whole weight
-      // (Executor::gatherZeroWeight, on host tensors).
+      // (Executor::gatherZeroWeight: device buffers under NCCL, else host
+      // tensors).
       if (!op.attrs.zeroAxes.empty() && !host) {
-        ++out.ops[{"ZeRO weight gather", "host-staged: gathered on the host"}];
-        ++out.hostStaged;
+        if (deviceComm) {
+          ++out.ops[{"ZeRO weight gather", "device collective"}];
+        } else {
+          ++out.ops[{"ZeRO weight gather",
+                     "host-staged: gathered on the host"}];
+          ++out.hostStaged;
+        }
       }
       continue;
     }
@@ -77,7 +83,14 @@ void shoal::rt::auditProgram(const LoadedPlan &plan, BackendKind backend,
     if (op.has(kCommunicates) || op.kind == OpKind::ReduceScatter) {
       if (host) {
         add(op, "host communicator");
-      } else if (op.kind == OpKind::AllReduce && deviceComm) {
+      } else if (deviceComm &&
+                 (op.kind == OpKind::AllReduce ||
+                  op.kind == OpKind::ReduceScatter ||
+                  op.kind == OpKind::AllToAll ||
+                  (op.kind == OpKind::AllGather &&
+                   op.attrs.gatherBlocks.empty()))) {
+        // (Executor::collective and reduceScatter: device buffers, blocks
+        // packed and reordered on the device.)
         add(op, "device collective");
       } else if (op.kind == OpKind::AllReduce) {
         staged(op, "a host communicator");

@@ -7,9 +7,11 @@
 #include "Device.h"
 
 #include "Half.h"
+#include "Sharding.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -83,6 +85,33 @@ void Device::addInto(Tensor &acc, const Tensor &x) {
       throw Error(fmt::format("cannot accumulate {} tensors over "
                               "micro-batches",
                               dtypeName(acc.dtype())));
+    }
+  });
+}
+
+void Device::concatBlocks(const Tensor &blocks, int64_t n, int64_t dim,
+                          Tensor &out) {
+  runOnHostCopies(*this, {&out}, {&blocks},
+                  [&] { rt::concatBlocks(blocks.bytes(), n, dim, out); });
+}
+
+void Device::packBlocks(const Tensor &in, int64_t n, int64_t dim,
+                        Tensor &packed) {
+  runOnHostCopies(*this, {&packed}, {&in}, [&] {
+    const Shape &s = in.shape();
+    int64_t size = s[dim], block = (size + n - 1) / n, outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= s[d];
+    for (std::size_t d = dim + 1; d < s.size(); ++d)
+      inner *= s[d];
+    std::size_t elem = dtypeSize(in.dtype());
+    std::memset(packed.rawData(), 0, packed.numBytes());
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rows = std::min(block, size - j * block);
+      for (int64_t o = 0; rows > 0 && o < outer; ++o)
+        std::memcpy(packed.bytes() + ((j * outer + o) * block * inner) * elem,
+                    in.bytes() + ((o * size + j * block) * inner) * elem,
+                    static_cast<std::size_t>(rows * inner) * elem);
     }
   });
 }

@@ -83,6 +83,22 @@ public:
   // stages device tensors through the host.
   /// acc += x (same type).
   virtual void addInto(Tensor &acc, const Tensor &x);
+
+  // Data movement around the collectives that take device buffers (NCCL):
+  // the defaults stage through the host.
+  /// A tensor for one operation's temporaries, released with its last
+  /// handle (the default: allocate).
+  virtual Tensor temporary(const TensorType &type) { return allocate(type); }
+  /// out = the n dense blocks stored one after the other in `blocks` (each
+  /// of out's shape with dimension `dim` divided by n) side by side along
+  /// `dim`: the reordering after an all-gather.
+  virtual void concatBlocks(const Tensor &blocks, int64_t n, int64_t dim,
+                            Tensor &out);
+  /// packed = `in` cut along `dim` into n blocks of ceil(size / n) entries
+  /// (the last ones zero-padded), each dense, one after the other: a
+  /// reduce-scatter's operand.
+  virtual void packBlocks(const Tensor &in, int64_t n, int64_t dim,
+                          Tensor &packed);
 };
 
 /// Runs `f` on host copies of `device`'s tensors `written` and `read`

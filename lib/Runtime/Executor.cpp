@@ -637,8 +637,67 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     waitFor(op.outputs[0]);
     return;
   }
-  // AllGather and AllToAll run synchronously, on host tensors.
+  // AllGather and AllToAll run synchronously. An AllGather of even blocks
+  // over a communicator of device buffers (NCCL) gathers device tensors,
+  // and the blocks are reordered on the device; the others stage through
+  // host tensors.
   auto start = Clock::now();
+  if (op.kind == OpKind::AllGather && a.gatherBlocks.empty() &&
+      device.memory() != MemoryKind::Host &&
+      comm.group(a.meshAxes).deviceMemory()) {
+    Tensor in = input(op, 0);
+    Tensor out = resultBuffer(op.outputs[0]);
+    Communicator &group = comm.group(a.meshAxes);
+    int64_t n = comm.mesh().numBlocks(a.meshAxes);
+    // Blocks arrive one after the other in group order: already out's
+    // layout when every dimension before `dim` has size 1.
+    bool direct = true;
+    for (int64_t d = 0; d < a.dim; ++d)
+      direct &= out.shape()[d] == 1;
+    device.synchronize(); // the input is written on the compute stream
+    if (direct) {
+      group.allGather(in.rawData(), out.rawData(), in.numBytes())->wait();
+    } else {
+      Tensor blocks = device.temporary({in.dtype(), {n * in.numElements()}});
+      group.allGather(in.rawData(), blocks.rawData(), in.numBytes())->wait();
+      device.concatBlocks(blocks, n, a.dim, out);
+    }
+    values[op.outputs[0]] = out;
+    commEvent(
+        fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
+        start, Clock::now(),
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
+                    out.numBytes()));
+    return;
+  }
+  if (op.kind == OpKind::AllToAll && device.memory() != MemoryKind::Host &&
+      comm.group(a.meshAxes).deviceMemory()) {
+    // Device buffers (NCCL): block j of the split dimension packed densely
+    // for member j, exchanged, and the received blocks placed side by side
+    // along the concatenated dimension, all on the device.
+    Tensor in = input(op, 0);
+    Tensor out = resultBuffer(op.outputs[0]);
+    int64_t n = comm.mesh().numBlocks(a.meshAxes);
+    if (a.dim < 0 || a.dim >= in.rank() || in.shape()[a.dim] % n != 0)
+      throw Error(fmt::format("AllToAll: cannot split dimension {} of {} into "
+                              "{} blocks",
+                              a.dim, in.type().str(), n));
+    Tensor send = device.temporary({in.dtype(), {in.numElements()}});
+    Tensor recv = device.temporary({in.dtype(), {in.numElements()}});
+    device.packBlocks(in, n, a.dim, send);
+    device.synchronize();
+    comm.group(a.meshAxes)
+        .allToAll(send.rawData(), recv.rawData(), in.numBytes() / n)
+        ->wait();
+    device.concatBlocks(recv, n, a.concatDim, out);
+    values[op.outputs[0]] = out;
+    commEvent(
+        fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
+        start, Clock::now(),
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
+                    out.numBytes()));
+    return;
+  }
   Tensor in = device.toHost(input(op, 0));
   Tensor out = resultBuffer(op.outputs[0]);
   Tensor hostOut = device.memory() == MemoryKind::Host
@@ -864,13 +923,32 @@ void Executor::reduceScatter(const OpInfo &op, Comm &comm) {
   }
   auto start = Clock::now();
   Tensor out = resultBuffer(op.outputs[0]);
-  Tensor hostIn = device.toHost(in);
-  Tensor hostOut = device.memory() == MemoryKind::Host
-                       ? out
-                       : Tensor::uninitialized(out.type());
-  comm.reduceScatter(hostIn, hostOut, op.attrs.dim, axes);
-  if (device.memory() != MemoryKind::Host)
-    device.copyFromHost(hostOut, out);
+  if (device.memory() != MemoryKind::Host && comm.group(axes).deviceMemory()) {
+    // Device buffers (NCCL): the blocks packed on the device when they are
+    // not already consecutive (dim 0 and even), then scattered.
+    int64_t n = comm.mesh().numBlocks(axes), dim = op.attrs.dim;
+    int64_t size = in.shape()[dim], block = (size + n - 1) / n, outer = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= in.shape()[d];
+    Tensor src = in;
+    if (block * n != size || (outer > 1 && n > 1)) {
+      src = device.temporary({in.dtype(), {n * out.numElements()}});
+      device.packBlocks(in, n, dim, src);
+    }
+    device.synchronize(); // the operand is written on the compute stream
+    comm.group(axes)
+        .reduceScatter(src.rawData(), out.rawData(), out.numElements(),
+                       in.dtype())
+        ->wait();
+  } else {
+    Tensor hostIn = device.toHost(in);
+    Tensor hostOut = device.memory() == MemoryKind::Host
+                         ? out
+                         : Tensor::uninitialized(out.type());
+    comm.reduceScatter(hostIn, hostOut, op.attrs.dim, axes);
+    if (device.memory() != MemoryKind::Host)
+      device.copyFromHost(hostOut, out);
+  }
   values[op.outputs[0]] = out;
   if (micro) {
     scatterAccumBytes -= accumulators[op.index].sum.numBytes();
@@ -1027,6 +1105,44 @@ void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
   int64_t rows = w.shape()[0];
   int64_t n = op.attrs.zeroGroupSize;
   auto [first, count] = zeroRows(op, w, block, comm);
+  if (device.memory() != MemoryKind::Host &&
+      comm.group(op.attrs.zeroAxes).deviceMemory()) {
+    // Device buffers (NCCL): this rank's rows (zero-padded to a block)
+    // gathered from every rank, then the weight's rows copied back.
+    std::size_t rowBytes = rows ? w.numBytes() / rows : 0;
+    Shape blockShape = w.shape();
+    blockShape[0] = block;
+    Shape allShape = w.shape();
+    allShape[0] = block * n;
+    Tensor mine = device.temporary({w.dtype(), blockShape});
+    Tensor all = device.temporary({w.dtype(), allShape});
+    auto rowsOf = [&](const Tensor &t, int64_t from, int64_t count) {
+      Shape shape = w.shape();
+      shape[0] = count;
+      return Tensor::view({w.dtype(), shape},
+                          std::shared_ptr<uint8_t>(t.storageHandle(),
+                                                   const_cast<uint8_t *>(t.bytes()) +
+                                                       from * rowBytes),
+                          t.memory());
+    };
+    if (count > 0) {
+      Tensor part = rowsOf(mine, 0, count);
+      device.copy(rowsOf(w, first, count), part);
+    }
+    device.synchronize();
+    comm.group(op.attrs.zeroAxes)
+        .allGather(mine.rawData(), all.rawData(), mine.numBytes())
+        ->wait();
+    Tensor target = w;
+    device.copy(rowsOf(all, 0, rows), target);
+    commEvent(
+        fmt::format("AllGather over {} (ZeRO weight)",
+                    axesName(plan.mesh, op.attrs.zeroAxes)),
+        start, Clock::now(),
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
+                    all.numBytes()));
+    return;
+  }
   Tensor host = device.toHost(w);
   std::size_t rowBytes = rows ? host.numBytes() / rows : 0;
   Shape blockShape = w.shape();

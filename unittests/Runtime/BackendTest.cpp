@@ -98,6 +98,34 @@ TEST(MemoryPlan, ReusesMemoryAndAliasesReshapes) {
   EXPECT_LE(mp.arenaBytes, 4u * 512u);
 }
 
+// The data movement around device-buffer collectives (Executor, under
+// NCCL): packBlocks cuts along a dimension into ceil-sized dense blocks,
+// the last zero-padded, as Comm::reduceScatter packs; concatBlocks puts
+// gathered blocks side by side. The host defaults, on the CPU device.
+TEST(Device, PacksAndConcatenatesBlocksAsTheCollectivesDo) {
+  registerAllBackends();
+  std::unique_ptr<Device> cpu = makeDevice(BackendKind::CPU, 0, Precision::FP32);
+  // [2, 5] along dim 1 into 2 blocks of 3: [[0 1 2][5 6 7]] then
+  // [[3 4 0][8 9 0]].
+  Tensor in(DType::F32, {2, 5});
+  for (int i = 0; i < 10; ++i)
+    in.data<float>()[i] = float(i);
+  Tensor packed(DType::F32, {12});
+  cpu->packBlocks(in, 2, 1, packed);
+  const float want[] = {0, 1, 2, 5, 6, 7, 3, 4, 0, 8, 9, 0};
+  for (int i = 0; i < 12; ++i)
+    EXPECT_EQ(packed.data<float>()[i], want[i]) << i;
+  // Two gathered [2, 2] blocks placed along dim 1 of [2, 4].
+  Tensor blocks(DType::F32, {8});
+  for (int i = 0; i < 8; ++i)
+    blocks.data<float>()[i] = float(i);
+  Tensor out(DType::F32, {2, 4});
+  cpu->concatBlocks(blocks, 2, 1, out);
+  const float cat[] = {0, 1, 4, 5, 2, 3, 6, 7};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(out.data<float>()[i], cat[i]) << i;
+}
+
 TEST(Backend, ParsesNamesAndPrecisions) {
   BackendKind k;
   EXPECT_TRUE(parseBackend("cuda", k));

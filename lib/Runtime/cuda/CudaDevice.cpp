@@ -103,6 +103,56 @@ Tensor CudaDevice::temporary(const TensorType &type) {
   return t;
 }
 
+void CudaDevice::concatBlocks(const Tensor &blocks, int64_t n, int64_t dim,
+                              Tensor &out) {
+  Shape block = out.shape();
+  if (n <= 0 || dim < 0 || dim >= static_cast<int64_t>(block.size()) ||
+      block[dim] % n != 0 || blocks.numBytes() != out.numBytes())
+    throw Error(fmt::format("internal error: {} blocks of {} along {}", n,
+                            out.type().str(), dim));
+  block[dim] /= n;
+  std::size_t bytes = out.numBytes() / static_cast<std::size_t>(n);
+  std::vector<const void *> parts;
+  for (int64_t j = 0; j < n; ++j)
+    parts.push_back(blocks.bytes() + j * bytes);
+  cuda::concat(parts, std::vector<Shape>(n, block), dim, dtypeSize(out.dtype()),
+               out.rawData(), out.shape(), compute);
+}
+
+void CudaDevice::packBlocks(const Tensor &in, int64_t n, int64_t dim,
+                            Tensor &packed) {
+  const Shape &s = in.shape();
+  int64_t size = s[dim], block = (size + n - 1) / n;
+  Shape blockShape = s;
+  blockShape[dim] = block;
+  std::size_t elem = dtypeSize(in.dtype());
+  std::size_t blockBytes = static_cast<std::size_t>(numElements(blockShape)) * elem;
+  check(cudaMemsetAsync(packed.rawData(), 0, packed.numBytes(), compute),
+        "cudaMemsetAsync");
+  std::vector<int64_t> starts(s.size(), 0), steps(s.size(), 1);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t rows = std::min(block, size - j * block);
+    if (rows <= 0)
+      continue;
+    starts[dim] = j * block;
+    uint8_t *region = packed.bytes() + j * blockBytes;
+    Shape part = s;
+    part[dim] = rows;
+    if (rows == block) { // the block is dense in the packed buffer
+      cuda::slice(in.rawData(), elem, s, starts, steps, region, part, compute);
+      continue;
+    }
+    // A short last block: its rows, then stored with the full block's
+    // strides (the padding stays zero).
+    Tensor rowsOnly = temporary({in.dtype(), part});
+    cuda::slice(in.rawData(), elem, s, starts, steps, rowsOnly.rawData(), part,
+                compute);
+    cuda::stridedCopy(rowsOnly.rawData(), region, elem, part,
+                      cuda::rowMajorStrides(blockShape),
+                      numElements(blockShape), true, compute, "ReduceScatter");
+  }
+}
+
 void CudaDevice::reserveArena(std::size_t bytes) {
   if (arena && bytes <= arenaSize)
     return;

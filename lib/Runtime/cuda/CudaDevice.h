@@ -40,7 +40,11 @@ public:
   /// A zeroed device tensor for one kernel's temporaries: counted while it
   /// lives (bytesAllocated, peakBytes), released when the last handle goes
   /// (cudaFree, which waits for the work reading it).
-  Tensor temporary(const TensorType &type);
+  Tensor temporary(const TensorType &type) override;
+  void concatBlocks(const Tensor &blocks, int64_t n, int64_t dim,
+                    Tensor &out) override;
+  void packBlocks(const Tensor &in, int64_t n, int64_t dim,
+                  Tensor &packed) override;
   void reserveArena(std::size_t bytes) override;
   Tensor arenaView(const TensorType &type, std::size_t offset) override;
   std::size_t bytesAllocated() const override { return allocated + arenaSize; }

@@ -16,6 +16,9 @@
 
 #include "cpu/Kernels.h"
 #include "cpu/Optimizers.h"
+#include "Device.h"
+#include "cpu/Backend.h"
+#include "cuda/Backend.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
 
@@ -1066,6 +1069,50 @@ TEST_F(CudaKernels, RmsNormMatchesTheCpu) {
     expectClose(fromDevice(got, DType::F32, shape), want, 1e-4,
                 "rmsNorm " + str(shape));
   }
+}
+
+// The data movement of the device-buffer collectives (the Executor under
+// NCCL) against the host versions on the CPU device: packBlocks for a
+// reduce-scatter (even, uneven with a short zero-padded last block, along
+// the first, a middle and the last dimension) and concatBlocks after an
+// all-gather.
+TEST_F(CudaKernels, CollectiveBlocksMatchTheHost) {
+  std::unique_ptr<Device> cuda = makeCudaDevice(0, Precision::FP32);
+  std::unique_ptr<Device> host = makeCpuDevice();
+  struct Case {
+    Shape shape;
+    int64_t n, dim;
+  };
+  const Case cases[] = {{{8, 3}, 2, 0}, {{7, 3}, 2, 0}, {{2, 5, 3}, 2, 1},
+                        {{2, 9}, 4, 1}, {{3, 4, 6}, 3, 2}};
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : cases) {
+      std::string what = std::string(dtypeName(dtype)) + " " + str(c.shape) +
+                         " n " + std::to_string(c.n) + " dim " +
+                         std::to_string(c.dim);
+      Tensor in = randomBits(dtype, c.shape, rng);
+      int64_t block = (c.shape[c.dim] + c.n - 1) / c.n;
+      Shape blockShape = c.shape;
+      blockShape[c.dim] = block;
+      int64_t packedElems =
+          c.n * std::accumulate(blockShape.begin(), blockShape.end(),
+                                int64_t(1), std::multiplies<int64_t>());
+      Tensor want(dtype, {packedElems});
+      host->packBlocks(in, c.n, c.dim, want);
+      Tensor din = cuda->fromHost(in);
+      Tensor got = cuda->allocate({dtype, {packedElems}});
+      cuda->packBlocks(din, c.n, c.dim, got);
+      expectBytesEqual(cuda->toHost(got), want, "packBlocks " + what);
+      if (c.shape[c.dim] % c.n != 0)
+        continue;
+      Tensor blocks = randomBits(dtype, {in.numElements()}, rng);
+      Tensor wantOut(dtype, c.shape);
+      host->concatBlocks(blocks, c.n, c.dim, wantOut);
+      Tensor dblocks = cuda->fromHost(blocks);
+      Tensor out = cuda->allocate({dtype, c.shape});
+      cuda->concatBlocks(dblocks, c.n, c.dim, out);
+      expectBytesEqual(cuda->toHost(out), wantOut, "concatBlocks " + what);
+    }
 }
 
 TEST_F(CudaKernels, Reduce) {
