@@ -1353,6 +1353,8 @@ template <> struct IntBounds<int32_t> {
 
 template <typename To> struct CastF {
   template <typename From> __device__ To operator()(From v) const {
+    if constexpr (std::is_same<From, uint8_t>::value) // bool: any nonzero is 1
+      v = v != 0;
     if constexpr (std::is_same<To, uint8_t>::value) { // bool
       return static_cast<uint8_t>(v != From(0));
     } else if constexpr (std::is_floating_point<To>::value) {
@@ -1372,6 +1374,24 @@ template <typename To> struct CastF {
       return static_cast<To>(
           static_cast<typename std::make_unsigned<To>::type>(v));
     }
+  }
+};
+
+/// An integer (or bool) to f16/bf16 as the CPU's convertElem: the integer
+/// to double, then to float rounding to odd (cpu/DTypes.h roundToOddFloat),
+/// then to the 16-bit type rounding to nearest even: one correct rounding.
+template <typename To16> struct IntTo16F {
+  template <typename From> __device__ To16 operator()(From v) const {
+    double d = std::is_same<From, uint8_t>::value // bool: any nonzero is 1
+                   ? (v != 0 ? 1.0 : 0.0)
+                   : static_cast<double>(v);
+    float f = __double2float_rz(d); // toward zero
+    if (static_cast<double>(f) != d)
+      f = __uint_as_float(__float_as_uint(f) | 1u);
+    if constexpr (std::is_same<To16, __nv_bfloat16>::value)
+      return __float2bfloat16_rn(f);
+    else
+      return __float2half_rn(f);
   }
 };
 
@@ -1482,7 +1502,7 @@ bool castSupported(DType from, DType to) {
            t == DType::Bool;
   };
   auto half = [](DType t) { return t == DType::BF16 || t == DType::F16; };
-  return (plain(from) && plain(to)) || (from == DType::F32 && half(to)) ||
+  return (plain(from) && plain(to)) || (plain(from) && half(to)) ||
          (half(from) && to == DType::F32) || from == to;
 }
 
@@ -1502,8 +1522,21 @@ void cast(const void *in, DType from, void *out, DType to, int64_t n,
   auto half = [](DType t) {
     return t == DType::BF16 ? DType16::BF16 : DType16::F16;
   };
-  if (to == DType::BF16 || to == DType::F16)
+  if ((to == DType::BF16 || to == DType::F16) && from == DType::F32)
     return castF32To(half(to), static_cast<const float *>(in), out, n, stream);
+  if (to == DType::BF16 || to == DType::F16) { // from an integer or bool
+    withCastType(from, [&](auto f) {
+      using From = decltype(f);
+      if (to == DType::BF16)
+        launchMap(static_cast<const From *>(in),
+                  static_cast<__nv_bfloat16 *>(out), n,
+                  IntTo16F<__nv_bfloat16>(), stream, "Cast");
+      else
+        launchMap(static_cast<const From *>(in), static_cast<__half *>(out), n,
+                  IntTo16F<__half>(), stream, "Cast");
+    });
+    return;
+  }
   if (from == DType::BF16 || from == DType::F16)
     return castToF32(half(from), in, static_cast<float *>(out), n, stream);
   withCastType(from, [&](auto f) {

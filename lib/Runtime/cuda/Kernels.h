@@ -166,7 +166,7 @@ void stridedCopy(const void *in, void *out, std::size_t elemSize,
 std::vector<int64_t> rowMajorStrides(const Shape &shape);
 
 /// Whether cast() converts `from` to `to`: among f32, i64, i32 and bool,
-/// f32 to and from bf16/f16, or a copy.
+/// any of those to bf16/f16, bf16/f16 to f32, or a copy.
 bool castSupported(DType from, DType to);
 
 /// ONNX Cast of n elements, with the CPU's semantics (cpu/DTypes.h

@@ -1020,6 +1020,30 @@ TEST_F(CudaKernels, CastMatchesTheCpu) {
                            dtypeName(to));
     }
   }
+  // Integers and bool to bf16 and f16 (one correct rounding, as the CPU's
+  // round-to-odd float then nearest-even 16 bits).
+  for (DType from : {DType::I64, DType::I32, DType::Bool})
+    for (DType to : {DType::BF16, DType::F16}) {
+      Tensor x(from, {6});
+      const int64_t ints[] = {0, 1, -3, 257, 16777217, (int64_t(1) << 40) + 3};
+      for (int i = 0; i < 6; ++i) {
+        if (from == DType::I64)
+          x.data<int64_t>()[i] = ints[i];
+        else if (from == DType::I32)
+          x.data<int32_t>()[i] = static_cast<int32_t>(ints[i] % 100000000);
+        else
+          x.data<uint8_t>()[i] = static_cast<uint8_t>(i % 2 ? 0 : 0x80 + i);
+      }
+      Tensor want(to, {6});
+      cpu::cast(x, want);
+      auto dx = toDevice(x);
+      DeviceBuffer got(want.numBytes());
+      gpu::cast(dx->get(), from, got.get(), to, 6, stream);
+      sync();
+      expectBytesEqual(fromDevice(got, to, {6}), want,
+                       std::string("cast ") + dtypeName(from) + " to " +
+                           dtypeName(to));
+    }
   EXPECT_FALSE(gpu::castSupported(DType::BF16, DType::I64));
 }
 
