@@ -88,14 +88,19 @@ Tensor CudaDevice::allocate(const TensorType &type) {
 }
 
 Tensor CudaDevice::temporary(const TensorType &type) {
+  // Stream-ordered on the compute stream (the driver's pool): no device
+  // synchronization per call. A temporary that another stream reads (a
+  // collective's) is released only after the host has waited for it.
   std::size_t bytes = std::max<std::size_t>(type.numBytes(), 256);
   void *p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc (a kernel's temporary)");
+  check(cudaMallocAsync(&p, bytes, compute),
+        "cudaMallocAsync (a kernel's temporary)");
   allocated += bytes;
   peak = std::max(peak, allocated);
+  cudaStream_t stream = compute;
   std::shared_ptr<uint8_t> buffer(static_cast<uint8_t *>(p),
-                                  [this, bytes](uint8_t *q) {
-                                    cudaFree(q);
+                                  [this, bytes, stream](uint8_t *q) {
+                                    cudaFreeAsync(q, stream);
                                     allocated -= bytes;
                                   });
   Tensor t = Tensor::view(type, std::move(buffer), MemoryKind::Cuda);

@@ -16,6 +16,7 @@
 #include "KernelRegistry.h"
 
 #include "PlanLoader.h"
+#include "MemoryPlan.h"
 #include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"
@@ -922,6 +923,9 @@ std::string widenedCheck(const OpInfo &op, const Descs &in, const Descs &out,
 void widenedKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                    Outputs &out) {
   const F32Kernel &k = f32Kernels().at(static_cast<int>(op.kind));
+  // A view of its input (an identity reduction): whatever the type.
+  if (aliasesInput(op))
+    return k.fn(ctx, op, in, out);
   bool half = false;
   for (const Tensor *t : in)
     half |= t && isSixteenBits(t->dtype());
@@ -947,7 +951,24 @@ void widenedKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   for (std::size_t i = 0; i < out.size(); ++i)
     if (out[i].defined() && isSixteenBits(out[i].dtype()))
       out32[i] = d.temporary({DType::F32, out[i].shape()}); // zeroed
-  k.fn(ctx, op, in32, out32);
+  if (op.kind == OpKind::AddLayerNorm && isSixteenBits(out[0].dtype())) {
+    // As the CPU: the sum rounded to 16 bits first, then normalized.
+    Tensor &sum = out32[0];
+    binary(arith::BinaryOp::Add, DType::F32, in32[0]->rawData(),
+           in32[0]->shape(), in32[1]->rawData(), in32[1]->shape(),
+           sum.rawData(), sum.shape(), d.stream());
+    castF32To(sixteen(out[0].dtype()), f(sum), out[0].rawData(),
+              out[0].numElements(), d.stream());
+    castToF32(sixteen(out[0].dtype()), out[0].rawData(), f(sum),
+              out[0].numElements(), d.stream());
+    bool hasBias = in32.size() > 3 && in32[3];
+    layerNorm(f(sum), f(in32[2]), in32[2]->shape(),
+              hasBias ? f(in32[3]) : nullptr,
+              hasBias ? in32[3]->shape() : Shape{}, f(out32[1]), sum.shape(),
+              op.attrs.axis, op.attrs.epsilon, d.stream());
+  } else {
+    k.fn(ctx, op, in32, out32);
+  }
   for (std::size_t i = 0; i < out.size(); ++i)
     if (out[i].defined() && isSixteenBits(out[i].dtype()))
       castF32To(sixteen(out[i].dtype()), f(out32[i]), out[i].rawData(),

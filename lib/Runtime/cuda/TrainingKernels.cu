@@ -522,11 +522,8 @@ void softmaxCrossEntropy(const float *logits, const int64_t *labels,
                          float *loss, int *errorFlag, cudaStream_t stream) {
   if (rows <= 0)
     return;
-  if (v <= 0) { // only ignored rows (the CPU kernel's check)
-    check(cudaMemsetAsync(loss, 0, rows * sizeof(float), stream),
-          "SoftmaxCrossEntropy");
-    return;
-  }
+  // (With v = 0 every row's loss is 0 and a label not ignored sets the
+  // flag, as the CPU kernel's check refuses it.)
   crossEntropyKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
       logits, labels, rows, v, ignoreIndex, loss, errorFlag);
   launched("SoftmaxCrossEntropy");
@@ -536,7 +533,7 @@ void softmaxCrossEntropyGrad(const float *logits, const int64_t *labels,
                              const float *dloss, int64_t rows, int64_t v,
                              int64_t ignoreIndex, float *dlogits,
                              int *errorFlag, cudaStream_t stream) {
-  if (rows <= 0 || v <= 0)
+  if (rows <= 0)
     return;
   crossEntropyGradKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
       logits, labels, dloss, rows, v, ignoreIndex, dlogits, errorFlag);
