@@ -83,12 +83,11 @@ void shoal::rt::auditProgram(const LoadedPlan &plan, BackendKind backend,
     if (op.has(kCommunicates) || op.kind == OpKind::ReduceScatter) {
       if (host) {
         add(op, "host communicator");
-      } else if (deviceComm &&
-                 (op.kind == OpKind::AllReduce ||
-                  op.kind == OpKind::ReduceScatter ||
-                  op.kind == OpKind::AllToAll ||
-                  (op.kind == OpKind::AllGather &&
-                   op.attrs.gatherBlocks.empty()))) {
+      } else if (deviceComm && (op.kind == OpKind::AllReduce ||
+                                op.kind == OpKind::ReduceScatter ||
+                                op.kind == OpKind::AllToAll ||
+                                (op.kind == OpKind::AllGather &&
+                                 op.attrs.gatherBlocks.empty()))) {
         // (Executor::collective and reduceScatter: device buffers, blocks
         // packed and reordered on the device.)
         add(op, "device collective");

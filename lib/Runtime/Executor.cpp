@@ -666,8 +666,7 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     commEvent(
         fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
         start, Clock::now(),
-        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
-                    out.numBytes()));
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, out.numBytes()));
     return;
   }
   if (op.kind == OpKind::AllToAll && device.memory() != MemoryKind::Host &&
@@ -694,8 +693,7 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     commEvent(
         fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
         start, Clock::now(),
-        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
-                    out.numBytes()));
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, out.numBytes()));
     return;
   }
   Tensor in = device.toHost(input(op, 0));
@@ -1119,11 +1117,12 @@ void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
     auto rowsOf = [&](const Tensor &t, int64_t from, int64_t count) {
       Shape shape = w.shape();
       shape[0] = count;
-      return Tensor::view({w.dtype(), shape},
-                          std::shared_ptr<uint8_t>(t.storageHandle(),
-                                                   const_cast<uint8_t *>(t.bytes()) +
-                                                       from * rowBytes),
-                          t.memory());
+      return Tensor::view(
+          {w.dtype(), shape},
+          std::shared_ptr<uint8_t>(t.storageHandle(),
+                                   const_cast<uint8_t *>(t.bytes()) +
+                                       from * rowBytes),
+          t.memory());
     };
     if (count > 0) {
       Tensor part = rowsOf(mine, 0, count);
@@ -1139,8 +1138,7 @@ void Executor::gatherZeroWeight(const OpInfo &op, const Tensor &w,
         fmt::format("AllGather over {} (ZeRO weight)",
                     axesName(plan.mesh, op.attrs.zeroAxes)),
         start, Clock::now(),
-        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index,
-                    all.numBytes()));
+        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, all.numBytes()));
     return;
   }
   Tensor host = device.toHost(w);

@@ -104,7 +104,8 @@ TEST(MemoryPlan, ReusesMemoryAndAliasesReshapes) {
 // gathered blocks side by side. The host defaults, on the CPU device.
 TEST(Device, PacksAndConcatenatesBlocksAsTheCollectivesDo) {
   registerAllBackends();
-  std::unique_ptr<Device> cpu = makeDevice(BackendKind::CPU, 0, Precision::FP32);
+  std::unique_ptr<Device> cpu =
+      makeDevice(BackendKind::CPU, 0, Precision::FP32);
   // [2, 5] along dim 1 into 2 blocks of 3: [[0 1 2][5 6 7]] then
   // [[3 4 0][8 9 0]].
   Tensor in(DType::F32, {2, 5});

@@ -131,7 +131,8 @@ void CudaDevice::packBlocks(const Tensor &in, int64_t n, int64_t dim,
   Shape blockShape = s;
   blockShape[dim] = block;
   std::size_t elem = dtypeSize(in.dtype());
-  std::size_t blockBytes = static_cast<std::size_t>(numElements(blockShape)) * elem;
+  std::size_t blockBytes =
+      static_cast<std::size_t>(numElements(blockShape)) * elem;
   check(cudaMemsetAsync(packed.rawData(), 0, packed.numBytes(), compute),
         "cudaMemsetAsync");
   std::vector<int64_t> starts(s.size(), 0), steps(s.size(), 1);

@@ -15,8 +15,8 @@
 
 #include "KernelRegistry.h"
 
-#include "PlanLoader.h"
 #include "MemoryPlan.h"
+#include "PlanLoader.h"
 #include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"

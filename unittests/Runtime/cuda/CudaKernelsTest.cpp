@@ -14,10 +14,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/Kernels.h"
-#include "cpu/Optimizers.h"
 #include "Device.h"
 #include "cpu/Backend.h"
+#include "cpu/Kernels.h"
+#include "cpu/Optimizers.h"
 #include "cuda/Backend.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
@@ -1107,8 +1107,11 @@ TEST_F(CudaKernels, CollectiveBlocksMatchTheHost) {
     Shape shape;
     int64_t n, dim;
   };
-  const Case cases[] = {{{8, 3}, 2, 0}, {{7, 3}, 2, 0}, {{2, 5, 3}, 2, 1},
-                        {{2, 9}, 4, 1}, {{3, 4, 6}, 3, 2}};
+  const Case cases[] = {{{8, 3}, 2, 0},
+                        {{7, 3}, 2, 0},
+                        {{2, 5, 3}, 2, 1},
+                        {{2, 9}, 4, 1},
+                        {{3, 4, 6}, 3, 2}};
   for (DType dtype : {DType::F32, DType::BF16})
     for (const Case &c : cases) {
       std::string what = std::string(dtypeName(dtype)) + " " + str(c.shape) +
