@@ -345,6 +345,15 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
   std::map<std::vector<int>,
            std::shared_ptr<const std::vector<std::vector<int>>>>
       groupsByAxes;
+  // The mesh groups over `axes` (mesh axis indices), made once per set.
+  auto groupsOf = [&](const std::vector<int> &axes)
+      -> const std::shared_ptr<const std::vector<std::vector<int>>> & {
+    auto &groups = groupsByAxes[axes];
+    if (!groups)
+      groups = std::make_shared<const std::vector<std::vector<int>>>(
+          placed.groupsOver(axes));
+    return groups;
+  };
   // Values only optimizers read (the executor's gradientOnly).
   std::vector<char> optimizerRead(prog.values_size(), 0),
       otherRead(prog.values_size(), 0);
@@ -427,10 +436,7 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
           if (i >= 0 && i != placed.mbAxis)
             axes.push_back(i);
         }
-      auto &groups = groupsByAxes[axes];
-      if (!groups)
-        groups = std::make_shared<const std::vector<std::vector<int>>>(
-            placed.groupsOver(axes));
+      const auto &groups = groupsOf(axes);
       double in = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
       double outBytes = op.outputs_size() ? bytesOf(op.outputs(0)) : 0;
       bool scatter = is(op, rt::OpKind::ReduceScatter) && overMb;
@@ -522,13 +528,9 @@ std::vector<double> opTimes(const shoal::plan::Program &prog,
         for (const std::string &a : z->second.strings().values())
           if (int i = placed.axis(a); i >= 0 && i != placed.mbAxis)
             axes.push_back(i);
-        auto &groups = groupsByAxes[axes];
-        if (!groups)
-          groups = std::make_shared<const std::vector<std::vector<int>>>(
-              placed.groupsOver(axes));
         double weight = op.inputs_size() ? bytesOf(op.inputs(0)) : 0;
         double gather = 0;
-        for (const std::vector<int> &group : *groups)
+        for (const std::vector<int> &group : *groupsOf(axes))
           gather = std::max(gather, cost.allGatherSeconds(group, weight));
         t += gather;
       }

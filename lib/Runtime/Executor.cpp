@@ -637,76 +637,59 @@ void Executor::collective(const OpInfo &op, Comm &comm) {
     waitFor(op.outputs[0]);
     return;
   }
-  // AllGather and AllToAll run synchronously. An AllGather of even blocks
-  // over a communicator of device buffers (NCCL) gathers device tensors,
-  // and the blocks are reordered on the device; the others stage through
-  // host tensors.
+  // AllGather and AllToAll run synchronously. Over a communicator of
+  // device buffers (NCCL), an AllGather of even blocks and an AllToAll
+  // exchange device tensors and their blocks are packed and reordered on
+  // the device; the others stage through host tensors.
   auto start = Clock::now();
-  if (op.kind == OpKind::AllGather && a.gatherBlocks.empty() &&
-      device.memory() != MemoryKind::Host &&
-      comm.group(a.meshAxes).deviceMemory()) {
+  Tensor out = resultBuffer(op.outputs[0]);
+  bool onDevice = device.memory() != MemoryKind::Host &&
+                  comm.group(a.meshAxes).deviceMemory() &&
+                  (op.kind == OpKind::AllToAll || a.gatherBlocks.empty());
+  if (onDevice) {
     Tensor in = input(op, 0);
-    Tensor out = resultBuffer(op.outputs[0]);
     Communicator &group = comm.group(a.meshAxes);
     int64_t n = comm.mesh().numBlocks(a.meshAxes);
-    // Blocks arrive one after the other in group order: already out's
-    // layout when every dimension before `dim` has size 1.
-    bool direct = true;
-    for (int64_t d = 0; d < a.dim; ++d)
-      direct &= out.shape()[d] == 1;
-    device.synchronize(); // the input is written on the compute stream
-    if (direct) {
-      group.allGather(in.rawData(), out.rawData(), in.numBytes())->wait();
+    if (op.kind == OpKind::AllGather) {
+      // Blocks arrive one after the other in group order: already out's
+      // layout when every dimension before `dim` has size 1.
+      bool direct = true;
+      for (int64_t d = 0; d < a.dim; ++d)
+        direct &= out.shape()[d] == 1;
+      device.synchronize(); // the input is written on the compute stream
+      if (direct) {
+        group.allGather(in.rawData(), out.rawData(), in.numBytes())->wait();
+      } else {
+        Tensor blocks = device.temporary({in.dtype(), {n * in.numElements()}});
+        group.allGather(in.rawData(), blocks.rawData(), in.numBytes())->wait();
+        device.concatBlocks(blocks, n, a.dim, out);
+      }
     } else {
-      Tensor blocks = device.temporary({in.dtype(), {n * in.numElements()}});
-      group.allGather(in.rawData(), blocks.rawData(), in.numBytes())->wait();
-      device.concatBlocks(blocks, n, a.dim, out);
+      // Block j of the split dimension packed densely for member j, the
+      // received blocks placed side by side along the concatenated one.
+      if (a.dim < 0 || a.dim >= in.rank() || in.shape()[a.dim] % n != 0)
+        throw Error(fmt::format("AllToAll: cannot split dimension {} of {} "
+                                "into {} blocks",
+                                a.dim, in.type().str(), n));
+      Tensor send = device.temporary({in.dtype(), {in.numElements()}});
+      Tensor recv = device.temporary({in.dtype(), {in.numElements()}});
+      device.packBlocks(in, n, a.dim, send);
+      device.synchronize();
+      group.allToAll(send.rawData(), recv.rawData(), in.numBytes() / n)->wait();
+      device.concatBlocks(recv, n, a.concatDim, out);
     }
-    values[op.outputs[0]] = out;
-    commEvent(
-        fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
-        start, Clock::now(),
-        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, out.numBytes()));
-    return;
+  } else {
+    Tensor in = device.toHost(input(op, 0));
+    Tensor hostOut = device.memory() == MemoryKind::Host
+                         ? out
+                         : Tensor::uninitialized(out.type());
+    if (op.kind == OpKind::AllGather)
+      comm.allGather(in, hostOut, a.dim, a.meshAxes, a.gatherBlocks);
+    else
+      comm.allToAll(in, hostOut, a.dim, a.concatDim, a.meshAxes);
+    if (device.memory() != MemoryKind::Host)
+      device.copyFromHost(hostOut, out);
   }
-  if (op.kind == OpKind::AllToAll && device.memory() != MemoryKind::Host &&
-      comm.group(a.meshAxes).deviceMemory()) {
-    // Device buffers (NCCL): block j of the split dimension packed densely
-    // for member j, exchanged, and the received blocks placed side by side
-    // along the concatenated dimension, all on the device.
-    Tensor in = input(op, 0);
-    Tensor out = resultBuffer(op.outputs[0]);
-    int64_t n = comm.mesh().numBlocks(a.meshAxes);
-    if (a.dim < 0 || a.dim >= in.rank() || in.shape()[a.dim] % n != 0)
-      throw Error(fmt::format("AllToAll: cannot split dimension {} of {} into "
-                              "{} blocks",
-                              a.dim, in.type().str(), n));
-    Tensor send = device.temporary({in.dtype(), {in.numElements()}});
-    Tensor recv = device.temporary({in.dtype(), {in.numElements()}});
-    device.packBlocks(in, n, a.dim, send);
-    device.synchronize();
-    comm.group(a.meshAxes)
-        .allToAll(send.rawData(), recv.rawData(), in.numBytes() / n)
-        ->wait();
-    device.concatBlocks(recv, n, a.concatDim, out);
-    values[op.outputs[0]] = out;
-    commEvent(
-        fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),
-        start, Clock::now(),
-        fmt::format("{{\"op\": {}, \"bytes\": {}}}", op.index, out.numBytes()));
-    return;
-  }
-  Tensor in = device.toHost(input(op, 0));
-  Tensor out = resultBuffer(op.outputs[0]);
-  Tensor hostOut = device.memory() == MemoryKind::Host
-                       ? out
-                       : Tensor::uninitialized(out.type());
-  if (op.kind == OpKind::AllGather)
-    comm.allGather(in, hostOut, a.dim, a.meshAxes, a.gatherBlocks);
-  else
-    comm.allToAll(in, hostOut, a.dim, a.concatDim, a.meshAxes);
-  if (device.memory() != MemoryKind::Host)
-    device.copyFromHost(hostOut, out);
   values[op.outputs[0]] = out;
   commEvent(
       fmt::format("{} over {}", op.kindName, axesName(plan.mesh, a.meshAxes)),

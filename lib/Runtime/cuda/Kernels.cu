@@ -1299,43 +1299,11 @@ void expand(const void *in, std::size_t elemSize, const Shape &inShape,
   if (elemSize == 0 || !broadcastsTo(inShape, outShape))
     throw Error("Expand: input " + shapeString(inShape) +
                 " does not broadcast to the output " + shapeString(outShape));
-  int64_t n = product(outShape);
-  if (n == 0)
-    return;
-  // The gather of the output's dense order from the input's strides (0
-  // along the broadcast dimensions); elements wider than the widest unit
-  // that divides them become an extra innermost dimension.
-  std::size_t unit = widestUnit({elemSize, addr(in), addr(out)});
-  Shape shape = outShape;
-  std::vector<int64_t> strides = broadcastStrides(inShape, outShape.size());
-  if (elemSize > unit) {
-    int64_t k = static_cast<int64_t>(elemSize / unit);
-    for (int64_t &st : strides)
-      st *= k;
-    shape.push_back(k);
-    strides.push_back(1);
-  }
-  Nest nest(shape, {strides});
-  int64_t units = n * static_cast<int64_t>(elemSize / unit);
-  if (nest.rank() == 1 && nest.strides[0][0] == 1) { // nothing broadcast
-    checkCall(cudaMemcpyAsync(out, in, units * unit, cudaMemcpyDeviceToDevice,
-                              stream),
-              "Expand");
-    return;
-  }
-  withUnit(unit, [&](auto u) {
-    using U = decltype(u);
-    const U *src = static_cast<const U *>(in);
-    U *dst = static_cast<U *>(out);
-    NestArg<1> arg = nestArg<1>(nest);
-    if (fits32(units))
-      permuteKernel<U, uint32_t><<<gridFor(units), kThreads, 0, stream>>>(
-          src, dst, static_cast<uint32_t>(units), arg);
-    else
-      permuteKernel<U, uint64_t><<<gridFor(units), kThreads, 0, stream>>>(
-          src, dst, static_cast<uint64_t>(units), arg);
-  });
-  checkLaunch("Expand");
+  // The output's dense order gathered through the input's strides (0
+  // along the broadcast dimensions).
+  stridedCopy(in, out, elemSize, outShape,
+              broadcastStrides(inShape, outShape.size()), product(inShape),
+              false, stream, "Expand");
 }
 
 namespace {
@@ -1465,6 +1433,12 @@ void stridedCopy(const void *in, void *out, std::size_t elemSize,
   }
   Nest nest(dims, {st});
   int64_t units = n * k;
+  if (nest.rank() == 1 && nest.strides[0][0] == 1) { // dense on both sides
+    checkCall(cudaMemcpyAsync(out, in, units * unit, cudaMemcpyDeviceToDevice,
+                              stream),
+              what);
+    return;
+  }
   bool small = fits32(std::max(units, span * k));
   withUnit(unit, [&](auto u) {
     using U = decltype(u);

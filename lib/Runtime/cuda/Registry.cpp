@@ -740,41 +740,68 @@ void addLayerNormKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                dev(ctx).stream());
 }
 
+/// Attention's dimensions from q [batch..., t, dd], kt [batch..., dd, sk]
+/// and v [batch..., sk, e]: the batch is the dimensions before the last two.
+struct AttentionDims {
+  int64_t batch = 1, t = 0, dd = 0, sk = 0, e = 0;
+  Shape scoreShape; // [batch..., t, sk]
+  int64_t scoreElems() const { return batch * t * sk; }
+  std::size_t scoreBytes() const {
+    return (static_cast<std::size_t>(scoreElems()) * 4 + 255) / 256 * 256;
+  }
+};
+AttentionDims attentionDims(const Shape &qs, const Shape &ks, const Shape &vs) {
+  AttentionDims a;
+  std::size_t r = qs.size();
+  for (std::size_t i = 0; i + 2 < r; ++i)
+    a.batch *= qs[i];
+  a.t = qs[r - 2];
+  a.dd = qs[r - 1];
+  a.sk = ks[r - 1];
+  a.e = vs[r - 1];
+  a.scoreShape.assign(qs.begin(), qs.end() - 1);
+  a.scoreShape.push_back(a.sk);
+  return a;
+}
+
+/// The probabilities softmax(q kt * scale + mask) into `probs`, the scores
+/// in `scores` (both score-sized), cuBLAS's 16-bit copies in `scratch`:
+/// the forward kernel's, and what its gradient recomputes.
+void attentionProbs(CudaDevice &d, const AttentionDims &a, const Tensor &q,
+                    const Tensor &kt, const Tensor *mask, float scale,
+                    float *scores, float *probs, char *scratch) {
+  MatmulShape s{a.t, a.sk, a.dd, a.batch, a.t * a.dd, a.dd * a.sk, false};
+  gemm(d, q.rawData(), kt.rawData(), scores, false, false, scale, s,
+       q.numElements(), kt.numElements(), scratch);
+  if (mask)
+    binary(arith::BinaryOp::Add, DType::F32, scores, a.scoreShape,
+           mask->rawData(), mask->shape(), scores, a.scoreShape, d.stream());
+  softmax(scores, probs, a.scoreShape,
+          static_cast<int64_t>(a.scoreShape.size()) - 1, d.stream());
+}
+
 /// softmax(q kt * scale + mask) v with cuBLAS for the two products and the
 /// scores in the workspace (not yet a flash-attention kernel).
 void attentionKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                      Outputs &out) {
   require(f32Check, ctx, op, in, out);
   CudaDevice &d = dev(ctx);
-  const Shape &qs = in[0]->shape(), &ks = in[1]->shape(), &vs = in[2]->shape();
-  std::size_t r = qs.size();
-  int64_t batch = 1;
-  for (std::size_t i = 0; i + 2 < r; ++i)
-    batch *= qs[i];
-  int64_t t = qs[r - 2], dd = qs[r - 1], sk = ks[r - 1], e = vs[r - 1];
-  Shape scoreShape(qs.begin(), qs.end() - 1);
-  scoreShape.push_back(sk);
-  std::size_t scoreBytes = (batch * t * sk * 4 + 255) / 256 * 256;
+  AttentionDims a =
+      attentionDims(in[0]->shape(), in[1]->shape(), in[2]->shape());
+  const std::size_t scoreBytes = a.scoreBytes();
   // Scores, probabilities and the 16-bit copies in the workspace.
-  int64_t scoreElems = batch * t * sk;
   std::size_t half =
       std::max(halfScratchBytes(in[0]->numElements(), in[1]->numElements()),
-               halfScratchBytes(scoreElems, in[2]->numElements()));
+               halfScratchBytes(a.scoreElems(), in[2]->numElements()));
   char *base = static_cast<char *>(d.workspace(2 * scoreBytes + half));
   float *scores = reinterpret_cast<float *>(base);
   float *probs = reinterpret_cast<float *>(base + scoreBytes);
   char *scratch = base + 2 * scoreBytes;
-  MatmulShape s1{t, sk, dd, batch, t * dd, dd * sk, false};
-  gemm(d, in[0]->rawData(), in[1]->rawData(), scores, false, false,
-       op.attrs.scale, s1, in[0]->numElements(), in[1]->numElements(), scratch);
-  if (in.size() > 3 && in[3])
-    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape,
-           in[3]->rawData(), in[3]->shape(), scores, scoreShape, d.stream());
-  softmax(scores, probs, scoreShape,
-          static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
-  MatmulShape s2{t, e, sk, batch, t * sk, sk * e, false};
+  attentionProbs(d, a, *in[0], *in[1], in.size() > 3 ? in[3] : nullptr,
+                 op.attrs.scale, scores, probs, scratch);
+  MatmulShape s2{a.t, a.e, a.sk, a.batch, a.t * a.sk, a.sk * a.e, false};
   gemm(d, probs, in[2]->rawData(), out[0].rawData(), false, false, 1.0f, s2,
-       scoreElems, in[2]->numElements(), scratch);
+       a.scoreElems(), in[2]->numElements(), scratch);
 }
 
 /// Attention's batch (the dimensions before the last two), alike for q,
@@ -823,18 +850,13 @@ void attentionGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                          Outputs &out) {
   require(attentionGradCheck, ctx, op, in, out);
   CudaDevice &d = dev(ctx);
-  const Shape &qs = in[1]->shape(), &ks = in[2]->shape(), &vs = in[3]->shape();
-  std::size_t r = qs.size();
-  int64_t batch = 1;
-  for (std::size_t i = 0; i + 2 < r; ++i)
-    batch *= qs[i];
-  int64_t t = qs[r - 2], dd = qs[r - 1], sk = ks[r - 1], e = vs[r - 1];
-  Shape scoreShape(qs.begin(), qs.end() - 1);
-  scoreShape.push_back(sk);
-  int64_t scoreElems = batch * t * sk;
+  AttentionDims a =
+      attentionDims(in[1]->shape(), in[2]->shape(), in[3]->shape());
+  const int64_t t = a.t, dd = a.dd, sk = a.sk, e = a.e, batch = a.batch;
+  const int64_t scoreElems = a.scoreElems();
   if (scoreElems == 0)
     return; // (outputs already zero: KernelWrites::Partial)
-  std::size_t scoreBytes = (scoreElems * 4 + 255) / 256 * 256;
+  const std::size_t scoreBytes = a.scoreBytes();
   int64_t nq = in[1]->numElements(), nk = in[2]->numElements(),
           nv = in[3]->numElements(), ny = in[0]->numElements();
   std::size_t half =
@@ -849,13 +871,8 @@ void attentionGradKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
   const float scale = op.attrs.scale;
   const void *dy = in[0]->rawData(), *q = in[1]->rawData(),
              *kt = in[2]->rawData(), *v = in[3]->rawData();
-  MatmulShape s1{t, sk, dd, batch, t * dd, dd * sk, false};
-  gemm(d, q, kt, scores, false, false, scale, s1, nq, nk, scratch);
-  if (in.size() > 4 && in[4])
-    binary(arith::BinaryOp::Add, DType::F32, scores, scoreShape,
-           in[4]->rawData(), in[4]->shape(), scores, scoreShape, d.stream());
-  softmax(scores, probs, scoreShape,
-          static_cast<int64_t>(scoreShape.size()) - 1, d.stream());
+  attentionProbs(d, a, *in[1], *in[2], in.size() > 4 ? in[4] : nullptr, scale,
+                 scores, probs, scratch);
   // dv [sk, e] = P^T [sk, t] dy [t, e].
   MatmulShape sv{sk, e, t, batch, t * sk, t * e, false};
   gemm(d, probs, dy, out[2].rawData(), true, false, 1.0f, sv, scoreElems, ny,
