@@ -38,6 +38,7 @@ Writes, in OUT:
   index.json           {"weights": {initializer: file}, "state": {...},
                         "params": {parameter: [initializer, transposed]},
                         "losses": [...], "grad_norms": [...], "lrs": [...],
+                        "eval": [[step, loss], ...] (--eval-at),
                         "steps": K, "dtype": ...}
   losses.npy           float64 [K]: loss of each step (before its update)
   logits.npy           with --logits: the trained model's output on the
@@ -211,6 +212,14 @@ def main(argv=None):
                     help="run the forward under torch.autocast (CPU: bfloat16), the "
                     "reference of a `precision: bf16` run's loss curve; the loss and "
                     "the weights stay float32")
+    ap.add_argument("--eval-data", default=None,
+                    help="token rows [N, T+1] (.npy) evaluated as shoal-run --eval-data does: "
+                    "the mean over the first --eval-steps batches (rows (k*B + i) mod N) of "
+                    "the loss of a forward pass (no update)")
+    ap.add_argument("--eval-steps", type=int, default=1)
+    ap.add_argument("--eval-at", default="",
+                    help="comma-separated steps after which to evaluate (0: before the "
+                    "first); written to index.json as \"eval\": [[step, loss], ...]")
     ap.add_argument("--logits", action="store_true",
                     help="also write OUT/logits.npy: the trained model's output on the "
                     "first batch's input_ids")
@@ -258,11 +267,10 @@ def main(argv=None):
     clip = float(opt_cfg["clip_norm"])
     losses, norms, lrs = [], [], []
     data = batches(args, B, T)
-    for s in range(args.steps):
-        ids, labels = next(data)
+
+    def step_loss(ids, labels):
         ids_t = torch.from_numpy(np.ascontiguousarray(ids))
         lab_t = torch.from_numpy(np.ascontiguousarray(labels)).view(-1)
-        opt.zero_grad(set_to_none=True)
         if args.autocast:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 logits = model(ids_t)
@@ -271,10 +279,28 @@ def main(argv=None):
             logits = model(ids_t)
         if (lab_t == ignore).any():
             # docs/Training.md: divide by every position, not the valid ones.
-            loss = F.cross_entropy(logits.view(-1, V), lab_t, ignore_index=ignore,
+            return F.cross_entropy(logits.view(-1, V), lab_t, ignore_index=ignore,
                                    reduction="sum") / lab_t.numel()
-        else:
-            loss = F.cross_entropy(logits.view(-1, V), lab_t)
+        return F.cross_entropy(logits.view(-1, V), lab_t)
+
+    eval_at = {int(x) for x in args.eval_at.split(",") if x.strip()}
+    evals = []
+
+    def evaluate(step):
+        if step not in eval_at:
+            return
+        if not args.eval_data:
+            raise SystemExit("error: --eval-at needs --eval-data")
+        ev = batches(argparse.Namespace(data=args.eval_data, inputs=None), B, T)
+        with torch.no_grad():
+            total = sum(float(step_loss(*next(ev))) for _ in range(args.eval_steps))
+        evals.append([step, total / args.eval_steps])
+
+    evaluate(0)
+    for s in range(args.steps):
+        ids, labels = next(data)
+        opt.zero_grad(set_to_none=True)
+        loss = step_loss(ids, labels)
         loss.backward()
         if clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
@@ -290,6 +316,7 @@ def main(argv=None):
         if not args.quiet:
             print("step %d/%d loss %.6f grad_norm %.6f lr %.6g"
                   % (s + 1, args.steps, float(loss), norm, lr))
+        evaluate(s + 1)
 
     wdir = os.path.join(args.out, "weights")
     sdir = os.path.join(args.out, "state")
@@ -303,7 +330,7 @@ def main(argv=None):
 
     index = {"weights": {}, "state": {}, "losses": losses, "grad_norms": norms,
              "lrs": lrs, "steps": args.steps, "dtype": args.dtype,
-             "optimizer": opt_cfg["kind"],
+             "optimizer": opt_cfg["kind"], "eval": evals,
              "params": {p: [i, bool(t)] for p, (i, t) in mapping.items()}}
     for pname, p in model.named_parameters():
         iname = mapping[pname][0]

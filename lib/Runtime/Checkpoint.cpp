@@ -585,7 +585,8 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
       for (const auto &e : fs::directory_iterator(dir, ec)) {
         std::string name = e.path().filename().string();
         if (name.rfind(".tmp-step-", 0) == 0 ||
-            name.rfind(".old-step-", 0) == 0)
+            name.rfind(".old-step-", 0) == 0 ||
+            name.rfind(".pruned-step-", 0) == 0)
           fs::remove_all(e.path(), ec);
       }
     fs::remove_all(tmp, ec);
@@ -675,14 +676,24 @@ Checkpoint Checkpoint::open(const std::string &folder) {
   return c;
 }
 
-Checkpoint Checkpoint::openLatest(const std::string &dir) {
+namespace {
+
+/// The step of a step folder's name (`step-<digits>`), or -1.
+int64_t stepOfFolderName(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() <= 5 ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos)
+    return -1;
+  // A name of more digits than any step has is not a step folder.
+  errno = 0;
+  long long step = std::strtoll(name.c_str() + 5, nullptr, 10);
+  if (errno == ERANGE || step > kMaxCheckpointStep)
+    return -1;
+  return step;
+}
+
+/// The newest complete checkpoint folder of `dir`, or "" if it has none.
+std::string latestFolder(const std::string &dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec))
-    throw Error(fmt::format("checkpoint folder {} not found (--resume DIR "
-                            "names the folder given to --save)",
-                            dir));
-  if (!fs::is_directory(dir, ec))
-    throw Error(fmt::format("checkpoint folder {} is not a folder", dir));
   fs::path root(dir);
   // `latest` names the newest complete checkpoint.
   fs::path latest = root / "latest";
@@ -694,34 +705,83 @@ Checkpoint Checkpoint::openLatest(const std::string &dir) {
     bool plain = !name.empty() && name.find('/') == std::string::npos &&
                  name != "." && name != "..";
     if (plain && fs::is_regular_file(root / name / "manifest.json", ec))
-      return open((root / name).string());
+      return (root / name).string();
   }
   // No usable `latest`: the complete step folder with the highest step.
   int64_t best = -1;
   fs::path bestPath;
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || name.size() <= 5 ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos)
-      continue;
-    if (!fs::is_regular_file(e.path() / "manifest.json", ec))
-      continue;
-    // A name of more digits than any step has is not a step folder.
-    errno = 0;
-    long long step = std::strtoll(name.c_str() + 5, nullptr, 10);
-    if (errno == ERANGE || step > kMaxCheckpointStep)
+    int64_t step = stepOfFolderName(e.path().filename().string());
+    if (step < 0 || !fs::is_regular_file(e.path() / "manifest.json", ec))
       continue;
     if (step > best) {
       best = step;
       bestPath = e.path();
     }
   }
-  if (best < 0)
+  return best < 0 ? std::string() : bestPath.string();
+}
+
+} // namespace
+
+bool shoal::rt::hasCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && !latestFolder(dir).empty();
+}
+
+std::vector<std::string> shoal::rt::pruneCheckpoints(const std::string &dir,
+                                                     int keep) {
+  std::vector<std::string> removed;
+  if (keep <= 0)
+    return removed;
+  std::error_code ec;
+  // Complete step folders, newest first; the one `latest` names stays
+  // whatever its step.
+  std::string latest = latestFolder(dir);
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    int64_t step = stepOfFolderName(e.path().filename().string());
+    if (step >= 0 && fs::is_regular_file(e.path() / "manifest.json", ec))
+      steps.push_back({step, e.path()});
+  }
+  std::sort(steps.begin(), steps.end(),
+            [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (std::size_t i = static_cast<std::size_t>(keep); i < steps.size(); ++i) {
+    if (steps[i].second.string() == latest)
+      continue;
+    // Renamed aside first, so that a kill in the middle leaves no step
+    // folder without its manifest (a `.pruned-` leftover goes with the next
+    // save's).
+    fs::path aside =
+        fs::path(dir) / (".pruned-" + steps[i].second.filename().string());
+    std::error_code rm;
+    fs::remove_all(aside, rm);
+    fs::rename(steps[i].second, aside, rm);
+    if (!rm)
+      fs::remove_all(aside, rm);
+    if (rm)
+      throw Error(fmt::format("--keep-last: cannot remove {}: {}",
+                              steps[i].second.string(), rm.message()));
+    removed.push_back(steps[i].second.filename().string());
+  }
+  return removed;
+}
+
+Checkpoint Checkpoint::openLatest(const std::string &dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw Error(fmt::format("checkpoint folder {} not found (--resume DIR "
+                            "names the folder given to --save)",
+                            dir));
+  if (!fs::is_directory(dir, ec))
+    throw Error(fmt::format("checkpoint folder {} is not a folder", dir));
+  std::string folder = latestFolder(dir);
+  if (folder.empty())
     throw Error(fmt::format("no checkpoint in {} (no 'latest' naming a step "
                             "folder and no step-* folder with a "
                             "manifest.json)",
                             dir));
-  return open(bestPath.string());
+  return open(folder);
 }
 
 Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,

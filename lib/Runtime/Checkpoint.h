@@ -105,6 +105,15 @@ void saveCheckpoint(const std::string &dir, int64_t step,
                     const std::vector<CheckpointTensor> &tensors,
                     Communicator &world);
 
+/// `dir` is a folder holding a complete checkpoint (what
+/// Checkpoint::openLatest would open).
+bool hasCheckpoint(const std::string &dir);
+
+/// --keep-last: removes the complete step folders of `dir` but the `keep`
+/// newest (never the one `latest` names); returns the names removed.
+/// Throws Error naming a folder it cannot remove.
+std::vector<std::string> pruneCheckpoints(const std::string &dir, int keep);
+
 /// A checkpoint opened for reading.
 class Checkpoint {
 public:

@@ -186,6 +186,84 @@ void Executor::commEvent(const std::string &name, Clock::time_point start,
 }
 
 void Executor::run(Comm &comm, bool verbose) {
+  runSchedule(comm, verbose, /*forwardOnly=*/false);
+}
+
+void Executor::evaluate(Comm &comm) {
+  if (!plan.training.present)
+    throw Error("internal error: evaluate() runs the forward of a training "
+                "plan");
+  planForward();
+  runSchedule(comm, /*verbose=*/false, /*forwardOnly=*/true);
+}
+
+void Executor::planForward() {
+  if (!forwardEntries.empty())
+    return;
+  forwardOps.assign(plan.ops.size(), 0);
+  forwardEntries.assign(plan.schedule.size(), 0);
+  auto isUpdate = [&](const TaskInfo &t) {
+    return t.name.size() > 4 &&
+           t.name.compare(t.name.size() - 4, 4, ".opt") == 0;
+  };
+  bool scheduled =
+      std::any_of(plan.schedule.begin(), plan.schedule.end(),
+                  [](const ScheduleEntry &e) { return e.backward; });
+  if (scheduled) {
+    // A pipeline's schedule: its forward tasks (TaskGraphs of the forward
+    // phase) hold the forward, their Sends and Recvs included; backward
+    // and optimizer TaskGraphs are skipped.
+    for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+      const ScheduleEntry &e = plan.schedule[i];
+      const TaskInfo &task = plan.tasks[e.task];
+      if (e.backward || isUpdate(task))
+        continue;
+      forwardEntries[i] = 1;
+      for (int k = task.begin; k < task.end; ++k)
+        forwardOps[k] = 1;
+    }
+    return;
+  }
+  // One task of forward, backward and update: the ops the outputs depend
+  // on. Every rank of the program has the same ops, so its collectives
+  // among them match; a transfer would need its peer program's ops too.
+  std::vector<int> producer(plan.values.size(), -1);
+  for (const OpInfo &op : plan.ops) {
+    if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
+      throw Error(fmt::format("evaluation runs the forward of a training "
+                              "plan; {} has transfers ({}) but no pipeline "
+                              "schedule to tell its forward from its "
+                              "backward",
+                              plan.path, op.describe()));
+    for (int v : op.outputs)
+      if (v >= 0)
+        producer[v] = op.index;
+  }
+  std::vector<int> work;
+  for (const PortInfo &port : plan.outputs)
+    if (producer[port.value] >= 0)
+      work.push_back(producer[port.value]);
+  while (!work.empty()) {
+    int i = work.back();
+    work.pop_back();
+    if (forwardOps[i])
+      continue;
+    forwardOps[i] = 1;
+    for (int v : plan.ops[i].inputs)
+      if (v >= 0 && producer[v] >= 0 && !forwardOps[producer[v]])
+        work.push_back(producer[v]);
+  }
+  // Tasks with none of those ops are skipped (they may import values that
+  // only skipped ops make).
+  for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
+    const TaskInfo &task = plan.tasks[plan.schedule[i].task];
+    forwardEntries[i] =
+        std::any_of(forwardOps.begin() + task.begin,
+                    forwardOps.begin() + task.end, [](char c) { return c; });
+  }
+}
+
+void Executor::runSchedule(Comm &comm, bool verbose, bool forwardOnly) {
   // Transfers name world ranks; comm is the program's.
   worldRank = global ? global->rank() : comm.rank();
   bool print = verbose && worldRank == 0;
@@ -202,7 +280,7 @@ void Executor::run(Comm &comm, bool verbose) {
   deferred.clear();
   accumulators.clear();
   // The backward of a loss-scaled plan starts from the current scale.
-  if (scaler.active && seededScale != scaler.scale) {
+  if (!forwardOnly && scaler.active && seededScale != scaler.scale) {
     Tensor host(TensorType{DType::F32, {}});
     host.data<float>()[0] = static_cast<float>(scaler.scale);
     for (int v : lossScaleSeeds) {
@@ -221,11 +299,14 @@ void Executor::run(Comm &comm, bool verbose) {
   }
   for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
     const ScheduleEntry &e = plan.schedule[i];
+    if (forwardOnly && !forwardEntries[i])
+      continue;
     auto start = Clock::now();
     const TaskInfo &task = plan.tasks[e.task];
     std::string name =
         task.name.empty() ? fmt::format("task{}", e.task) : task.name;
-    runTask(e.task, e.microBatch, comm, print);
+    runTask(e.task, e.microBatch, comm, print,
+            forwardOnly ? &forwardOps : nullptr);
     auto end = Clock::now();
     taskSeconds += secondsBetween(start, end);
     stepProfile.events.push_back(
@@ -247,7 +328,7 @@ void Executor::run(Comm &comm, bool verbose) {
   progressSends(true);
   selfMessages.clear();
   accumulators.clear();
-  if (plan.training.present) {
+  if (plan.training.present && !forwardOnly) {
     auto start = Clock::now();
     applyOptimizers(comm);
     taskSeconds += secondsBetween(start, Clock::now());
@@ -322,7 +403,8 @@ void Executor::releaseKept(int v, int microBatch) {
   kept.erase(it);
 }
 
-void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
+void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print,
+                       const std::vector<char> *only) {
   const TaskInfo &task = plan.tasks[taskIndex];
   currentMicroBatch = microBatch;
   comm.setMicroBatch(microBatch);
@@ -338,6 +420,8 @@ void Executor::runTask(int taskIndex, int microBatch, Comm &comm, bool print) {
     values[v] = it->second;
   }
   for (int i = task.begin; i < task.end; ++i) {
+    if (only && !(*only)[i])
+      continue;
     const OpInfo &op = plan.ops[i];
     auto start = Clock::now();
     noteOp(op);
@@ -975,6 +1059,7 @@ void Executor::applyOptimizers(Comm &comm) {
   // the run before any update is applied, see lastGradNorm()). Every rank
   // joins, with or without optimizer ops of its own.
   gradNorm = 0;
+  lastLr = std::numeric_limits<double>::quiet_NaN();
   {
     double local = 0;
     for (const DeferredUpdate &d : deferred) {
@@ -1022,6 +1107,8 @@ void Executor::applyOptimizers(Comm &comm) {
   int64_t step = completedSteps + 1 - scaler.skippedSteps;
   for (DeferredUpdate &d : deferred) {
     const OpInfo &op = *d.op;
+    if (op.kind != OpKind::Assign && std::isnan(lastLr))
+      lastLr = learningRate(op.attrs.optimizer, step);
     try {
       const OptimizerParams &params = op.attrs.optimizer;
       float scale = static_cast<float>(clipScale(params, gradNorm) / lossScale);

@@ -17,6 +17,7 @@
 #include "shoal/Runtime/MemoryReport.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -95,6 +96,9 @@ public:
   /// unscaled gradients under loss scaling). When it is NaN or Inf the step
   /// applied no update.
   double lastGradNorm() const { return gradNorm; }
+  /// The learning rate of the last step's updates (the schedule at that
+  /// step); NaN when this rank has no optimizer op or applied no update.
+  double lastLearningRate() const { return lastLr; }
 
   /// fp16's dynamic loss scaler (Plan.training.loss_scale): the scale the
   /// next step's backward starts from, the clean steps since the last
@@ -114,6 +118,12 @@ public:
   /// Runs one step: the schedule. With `verbose`, world rank 0 prints one
   /// timing line per op to stderr. Errors are thrown as Error naming the op.
   void run(Comm &comm, bool verbose) override;
+  /// Training plans: runs the forward of one step and nothing else (no
+  /// backward, no optimizer; the step count stays), for evaluation: the
+  /// forward tasks of a pipeline's schedule, or the ops the outputs depend
+  /// on in a plan of one task. The outputs (the loss) are then fetched as
+  /// after run(). Every rank of the run must call it at the same time.
+  void evaluate(Comm &comm);
   /// A host copy of value `id`.
   Tensor fetch(int id) override;
   Tensor fetchOutput(int id, int microBatch) override;
@@ -141,7 +151,14 @@ private:
   struct Pending;
   struct Bucket;
 
-  void runTask(int task, int microBatch, Comm &comm, bool print);
+  /// run() and evaluate(): the schedule, with `forwardOnly` its forward.
+  void runSchedule(Comm &comm, bool verbose, bool forwardOnly);
+  /// Runs the ops of `task` for `microBatch` (with `only`, those it marks).
+  void runTask(int task, int microBatch, Comm &comm, bool print,
+               const std::vector<char> *only = nullptr);
+  /// evaluate()'s ops (forwardOps) and schedule entries (forwardEntries),
+  /// computed on first use.
+  void planForward();
   void runOp(const OpInfo &op, Comm &comm);
   void runKernel(const OpInfo &op, Comm &comm);
   /// The buffer op results of value `v` go to for the current micro-batch.
@@ -270,8 +287,11 @@ private:
   std::map<int, const WeightInfo *> weightOfValue;
   /// Per value: only optimizer ops read it (a gradient).
   std::vector<bool> gradientOnly;
+  /// evaluate(): per op, it runs; per schedule entry, it runs.
+  std::vector<char> forwardOps, forwardEntries;
   int64_t completedSteps = 0;
   double gradNorm = 0;
+  double lastLr = std::numeric_limits<double>::quiet_NaN();
   LossScalerState scaler;
   /// The loss-scale seeds (Constant.loss_scale) and the scale they hold.
   std::vector<int> lossScaleSeeds;

@@ -89,6 +89,7 @@ Exit status: 0 pass, 1 fail, 2 usage error, 77 skip.
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -1133,6 +1134,168 @@ def mode_resume(ctx, spec):
     return ok
 
 
+def shoal_run_cmd(ctx, world, argv):
+    """argv of shoal-run on `world` ranks (mpirun, or torchrun-style)."""
+    if world > 1 and ctx.args.launch == "env":
+        return common.launch_env_cmd(world, ctx.args.timeout, argv), None
+    if world > 1:
+        return common.mpirun_cmd(ctx.args.mpirun, world, argv), common.MPI_ENV
+    return argv, None
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def mode_job(ctx, spec):
+    """--job-check: a training job as users run one (docs/Training.md,
+    "Training jobs"), under SPEC on N ranks:
+      (a) --total-steps K with --eval-data/--eval-every 2/--eval-steps 2 and
+          --metrics: every step's loss, learning rate and gradient norm, and
+          each evaluation's loss (after steps 2, 4, ... and the last), equal
+          PyTorch's (train_reference.py --eval-at) within --rtol; the JSONL
+          holds one training record per progress line (loss the mean over
+          the logging interval) and one evaluation record per evaluation;
+          `--eval` of the model before training equals PyTorch's step-0
+          evaluation;
+      (b) kill and rerun: `--total-steps J --save D --save-every 2
+          --keep-last 2 --resume auto` (J = max(2K, 100), so that the run
+          is still going when the test reacts), SIGKILLed once its progress
+          line of step K+1 is out, then the same command again: it resumes
+          from the last checkpoint the killed run committed, ends at step J,
+          and its checkpoint is bit-identical to an uninterrupted run's; D
+          keeps only the 2 newest step folders; a third run of the same
+          command has nothing left to train."""
+    import signal
+    import subprocess
+    a = ctx.args
+    w = ctx.work
+    K = a.steps
+    world = a.world_size
+    tokens = write_tokens(ctx, os.path.join(w, "tokens.npy"))
+    val = write_tokens(ctx, os.path.join(w, "val.npy"), rows=16, period=7, seed=11)
+    plan = ctx.compile_plan(spec, world, os.path.join(w, "par.plan"))
+    if ctx.phase == "prepare":
+        raise Prepared()
+    ok = True
+    eval_at = sorted({s for s in range(2, K + 1, 2)} | {K})
+    ref = os.path.join(w, "reference_job")
+    _, _, idx = ctx.reference(K, ref, data=tokens,
+                              extra=["--eval-data", val, "--eval-steps", "2",
+                                     "--eval-at", ",".join(str(x) for x in [0] + eval_at)])
+    ref_eval = {int(s): l for s, l in idx["eval"]}
+
+    print("-- (a) --total-steps %d, evaluation every 2 steps, metrics" % K)
+    metrics = os.path.join(w, "metrics.jsonl")
+    argv = [ctx.run, plan, "--total-steps", K, "--data", tokens, "--eval-data", val,
+            "--eval-every", "2", "--eval-steps", "2", "--metrics", metrics] + a.run_arg
+    cmd, env = shoal_run_cmd(ctx, world, argv)
+    out = common.run_cmd(cmd, env_extra=env, timeout=a.timeout + 30).stdout
+    for ln in out.splitlines():
+        print("  | " + ln)
+    rows = compare_losses("job", step_losses(out), idx["losses"], a.rtol)
+    recs = read_metrics(metrics)
+    train_recs = [r for r in recs if "loss" in r]
+    eval_recs = [r for r in recs if "eval_loss" in r]
+    if [r["step"] for r in train_recs] != list(range(1, K + 1)):
+        rows.append(("job", "metrics", None, "training records of steps %s, expected 1..%d"
+                     % ([r["step"] for r in train_recs], K)))
+    for r in train_recs:
+        s = r["step"] - 1
+        if not 0 <= s < K:
+            continue
+        for key, want in (("loss", idx["losses"][s]), ("lr", idx["lrs"][s]),
+                          ("grad_norm", idx["grad_norms"][s])):
+            got = r.get(key)
+            err = abs(got - want) / max(abs(want), 1e-12) if got is not None else float("inf")
+            rows.append(("job", "metrics %s step %d" % (key, r["step"]), err,
+                         None if err <= a.rtol else "%r vs %r" % (got, want)))
+        for key in ("step_ms", "tokens_per_s", "memory_peak_mib", "elapsed_s"):
+            if not isinstance(r.get(key), (int, float)) or r[key] <= 0:
+                rows.append(("job", "metrics %s step %d" % (key, r["step"]), None,
+                             "missing or not positive: %r" % r.get(key)))
+    if [r["step"] for r in eval_recs] != eval_at:
+        rows.append(("job", "eval", None, "evaluations after steps %s, expected %s"
+                     % ([r["step"] for r in eval_recs], eval_at)))
+    for r in eval_recs:
+        want = ref_eval.get(r["step"])
+        if want is None:
+            continue
+        err = abs(r["eval_loss"] - want) / max(abs(want), 1e-12)
+        rows.append(("job", "eval loss step %d" % r["step"], err,
+                     None if err <= a.rtol else "%.6f vs %.6f" % (r["eval_loss"], want)))
+        perr = abs(r["eval_ppl"] - math.exp(want)) / math.exp(want)
+        rows.append(("job", "eval ppl step %d" % r["step"], perr,
+                     None if perr <= a.rtol else "%.6g vs %.6g" % (r["eval_ppl"], math.exp(want))))
+    argv = [ctx.run, plan, "--eval", "--eval-data", val, "--eval-steps", "2"] + a.run_arg
+    cmd, env = shoal_run_cmd(ctx, world, argv)
+    out0 = common.run_cmd(cmd, env_extra=env, timeout=a.timeout + 30).stdout
+    m = re.search(r"^eval step 0: loss (\S+) ppl", out0, re.M)
+    if not m:
+        rows.append(("job", "--eval", None, "no 'eval step 0' line in:\n" + out0))
+    else:
+        err = abs(float(m.group(1)) - ref_eval[0]) / abs(ref_eval[0])
+        rows.append(("job", "--eval step 0", err,
+                     None if err <= a.rtol else "%s vs %.6f" % (m.group(1), ref_eval[0])))
+    ok = print_worst(rows, a.rtol, a.show) and ok
+
+    J = max(2 * K, 100)
+    print("-- (b) --total-steps %d: kill after step %d and rerun the same command" % (J, K + 1))
+
+    def job_argv(ckpt):
+        return [ctx.run, plan, "--total-steps", J, "--data", tokens, "--save", ckpt,
+                "--save-every", "2", "--keep-last", "2", "--resume", "auto"] + a.run_arg
+    straight = os.path.join(w, "ckpt_job_straight")
+    cmd, env = shoal_run_cmd(ctx, world, job_argv(straight))
+    common.run_cmd(cmd, env_extra=env, timeout=a.timeout + 30, echo=False)
+    killed = os.path.join(w, "ckpt_job_killed")
+    cmd, env = shoal_run_cmd(ctx, world, [str(x) for x in job_argv(killed)])
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=full_env, start_new_session=True)
+    seen = []
+    for ln in proc.stdout:
+        seen.append(ln.rstrip())
+        if re.match(r"^step %d/" % (K + 1), ln):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    print("  | (killed after) " + (seen[-1] if seen else "no output"))
+    if not any(re.match(r"^step %d/" % (K + 1), ln) for ln in seen):
+        print("FAIL: the run to kill ended before step %d: %s" % (K + 1, seen[-3:]))
+        return False
+    cmd, env = shoal_run_cmd(ctx, world, job_argv(killed))
+    out = common.run_cmd(cmd, env_extra=env, timeout=a.timeout + 30).stdout
+    for ln in out.splitlines()[:2] + out.splitlines()[-1:]:
+        print("  | " + ln)
+    m = re.search(r"resumed from \S+ at step (\d+)", out)
+    if not m or not K <= int(m.group(1)) < J:
+        print("FAIL: the rerun did not resume from a step in [%d, %d):\n%s" % (K, J, out))
+        ok = False
+    _, ta = read_checkpoint(straight, J, world)
+    _, tb = read_checkpoint(killed, J, world)
+    diff = [n for n in sorted(set(ta) | set(tb))
+            if n not in ta or n not in tb or ta[n].dtype != tb[n].dtype
+            or not np.array_equal(ta[n], tb[n])]
+    print("bit-identical to the uninterrupted run: %d of %d tensors"
+          % (len(set(ta) | set(tb)) - len(diff), len(set(ta) | set(tb))))
+    if diff:
+        print("FAIL: tensors differ: %s" % diff[:10])
+        ok = False
+    for ckpt in (straight, killed):
+        kept = sorted(f for f in os.listdir(ckpt) if f.startswith("step-"))
+        want = ["step-%08d" % (J - 2), "step-%08d" % J]
+        if kept != want:
+            print("FAIL: --keep-last 2 left %s in %s, expected %s" % (kept, ckpt, want))
+            ok = False
+    out = common.run_cmd(cmd, env_extra=env, timeout=a.timeout + 30).stdout
+    if "nothing to train" not in out:
+        print("FAIL: a third run of the finished job trained again:\n%s" % out)
+        ok = False
+    return ok
+
+
 def mode_reshard(ctx, spec):
     a = ctx.args
     w = ctx.work
@@ -1343,6 +1506,9 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--loss-drop", type=float, metavar="FACTOR", default=None,
                       help="final loss must be <= initial / FACTOR")
+    mode.add_argument("--job-check", action="store_true",
+                      help="a training job: --total-steps, evaluation, metrics, --eval, "
+                      "kill and rerun with --resume auto and --keep-last (mode_job)")
     mode.add_argument("--resume-check", action="store_true",
                       help="2K straight steps vs K + save + resume + K: bit-identical")
     mode.add_argument("--reshard", metavar="SPEC2", default=None,
@@ -1425,7 +1591,8 @@ def main(argv=None):
     if args.overflow_check and (args.precision != "fp16" or args.loss_scale_initial is None):
         ap.error("--overflow-check needs --precision fp16 and --loss-scale-initial")
     if args.steps is None:
-        args.steps = (100 if args.loss_drop is not None else 10 if args.resume_check
+        args.steps = (100 if args.loss_drop is not None
+                      else 10 if args.resume_check or args.job_check
                       else 2 if args.reshard or args.export_check else 1)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
@@ -1456,6 +1623,8 @@ def main(argv=None):
         what = "loss drop x%g, %d steps" % (args.loss_drop, args.steps)
     elif args.resume_check:
         what = "resume, %d + %d steps" % (args.steps, args.steps)
+    elif args.job_check:
+        what = "training job, %d + %d steps" % (args.steps, args.steps)
     elif args.export_check:
         what = "export after %d steps" % args.steps
     elif args.overflow_check:
@@ -1493,6 +1662,8 @@ def main(argv=None):
             ok = mode_loss_drop(ctx, spec)
         elif args.resume_check:
             ok = mode_resume(ctx, spec)
+        elif args.job_check:
+            ok = mode_job(ctx, spec)
         elif args.reshard:
             ok = mode_reshard(ctx, spec)
         elif args.export_check:

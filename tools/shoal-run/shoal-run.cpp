@@ -90,12 +90,25 @@ const char kUsage[] =
     "                 dtype the input has): step s feeds rows\n"
     "                 (s * B + i) mod N of every file, i < B. Without --data,\n"
     "                 --inputs DIR gives one batch used at every step\n"
+    "  --total-steps N  train until step N, counted from step 0 (a resumed\n"
+    "                 run ends at the same step; instead of --steps)\n"
     "  --log-every K  a progress line every K steps (default 1): step,\n"
-    "                 loss, step time, tokens/s and MFU\n"
+    "                 loss (the mean over the K steps), step time, tokens/s,\n"
+    "                 MFU, learning rate, gradient norm and time left\n"
+    "  --metrics FILE append one JSON line per progress line and evaluation\n"
+    "                 (step, loss, lr, grad_norm, step_ms, tokens_per_s, mfu,\n"
+    "                 memory_peak_mib, eval_loss, ...; docs/Training.md)\n"
+    "  --eval-data D  evaluation data (as --data): after the last step, and\n"
+    "                 every N steps with --eval-every N, run --eval-steps K\n"
+    "                 (default 1) forward-only steps over its first K\n"
+    "                 batches and print the mean loss and perplexity\n"
+    "  --eval         train nothing: evaluate the model (or the --resume\n"
+    "                 checkpoint) over --eval-data and exit\n"
     "  --save DIR     write a checkpoint at the end (and every K steps with\n"
-    "                 --save-every K)\n"
+    "                 --save-every K; --keep-last K keeps the K newest)\n"
     "  --resume DIR   start from the newest checkpoint in DIR, under this\n"
-    "                 plan's layout\n"
+    "                 plan's layout; --resume auto: from the newest in\n"
+    "                 --save DIR if it has one, else from step 0\n"
     "  --export-onnx FILE  at the end, write the source ONNX model with the\n"
     "                 trained weights (initializers of 1 KiB or more in\n"
     "                 FILE.data, ONNX external data)\n"
@@ -112,6 +125,7 @@ const char kUsage[] =
 std::string parseArgs(int argc, char **argv, RunOptions &opts,
                       TrainingOptions &train, bool &help) {
   help = false;
+  bool stepsGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *flag, std::string &dst) -> std::string {
@@ -185,6 +199,7 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
                            opts.precision);
     } else if (is("--steps") || is("--warmup")) {
       bool steps = is("--steps");
+      stepsGiven |= steps;
       double n = 0;
       if (std::string e = number(steps ? "--steps" : "--warmup", n); !e.empty())
         return e;
@@ -194,16 +209,41 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
                            steps ? "--steps" : "--warmup", steps ? 1 : 0,
                            INT_MAX);
       (steps ? opts.steps : opts.warmup) = static_cast<int>(n);
-    } else if (is("--log-every") || is("--save-every")) {
-      bool log = is("--log-every");
-      const char *flag = log ? "--log-every" : "--save-every";
+    } else if (is("--log-every") || is("--save-every") || is("--keep-last") ||
+               is("--eval-every") || is("--eval-steps") ||
+               is("--total-steps")) {
+      std::string flag = arg.substr(0, arg.find('='));
+      int *dst = flag == "--log-every"    ? &train.logEvery
+                 : flag == "--save-every" ? &train.saveEvery
+                 : flag == "--keep-last"  ? &train.keepLast
+                 : flag == "--eval-every" ? &train.evalEvery
+                 : flag == "--eval-steps" ? &train.evalSteps
+                                          : nullptr;
       double n = 0;
-      if (std::string e = number(flag, n); !e.empty())
+      if (std::string e = number(flag.c_str(), n); !e.empty())
         return e;
       if (n > INT_MAX || n != static_cast<int>(n) || n < 1)
         return fmt::format("{} needs a whole number from 1 to {}", flag,
                            INT_MAX);
-      (log ? train.logEvery : train.saveEvery) = static_cast<int>(n);
+      if (dst)
+        *dst = static_cast<int>(n);
+      else
+        train.totalSteps = static_cast<int64_t>(n);
+    } else if (arg == "--eval") {
+      train.evalOnly = true;
+    } else if (is("--eval-data")) {
+      if (std::string e = value("--eval-data", train.evalDataPath); !e.empty())
+        return "--eval-data needs a .npy file, a folder or a dataset";
+    } else if (is("--metrics")) {
+      if (std::string e = value("--metrics", train.metricsPath); !e.empty())
+        return "--metrics needs a file";
+    } else if (is("--data-seed")) {
+      double n = 0;
+      if (std::string e = number("--data-seed", n); !e.empty())
+        return e;
+      if (n > 9007199254740992.0 || n != std::floor(n))
+        return "--data-seed needs a whole number from 0 to 2^53";
+      train.dataSeed = static_cast<int64_t>(n);
     } else if (is("--data")) {
       if (std::string e = value("--data", train.dataPath); !e.empty())
         return "--data needs a .npy file or a folder";
@@ -213,6 +253,10 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
     } else if (is("--resume")) {
       if (std::string e = value("--resume", train.resumeDir); !e.empty())
         return e;
+      // `--resume ./auto` names a folder called auto.
+      train.resumeAuto = train.resumeDir == "auto";
+      if (train.resumeAuto)
+        train.resumeDir.clear();
     } else if (is("--export-onnx")) {
       if (std::string e = value("--export-onnx", train.exportOnnx); !e.empty())
         return "--export-onnx needs a file";
@@ -255,6 +299,23 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
     return "--audit runs nothing: it takes no --inputs";
   if (train.saveEvery > 0 && train.saveDir.empty())
     return "--save-every needs --save DIR";
+  if (train.keepLast > 0 && train.saveDir.empty())
+    return "--keep-last needs --save DIR";
+  if (train.resumeAuto && train.saveDir.empty())
+    return "--resume auto needs --save DIR (the folder it resumes from when "
+           "it holds a checkpoint)";
+  if (stepsGiven && train.totalSteps > 0)
+    return "give --steps N (steps to run) or --total-steps N (the step to "
+           "end at), not both";
+  if ((train.evalEvery > 0 || train.evalOnly) && train.evalDataPath.empty())
+    return fmt::format("{} needs --eval-data",
+                       train.evalOnly ? "--eval" : "--eval-every");
+  if (train.evalOnly &&
+      (stepsGiven || train.totalSteps > 0 || !train.saveDir.empty() ||
+       !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty() ||
+       !train.dataPath.empty()))
+    return "--eval trains nothing: it takes no --steps, --total-steps, "
+           "--data, --save or export";
   // --inputs and --outputs: forward plans need them (checked once the plan
   // is loaded); training plans may take --data and skip the outputs.
   return "";

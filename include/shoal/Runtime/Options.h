@@ -12,6 +12,7 @@
 #ifndef SHOAL_RUNTIME_OPTIONS_H
 #define SHOAL_RUNTIME_OPTIONS_H
 
+#include <cstdint>
 #include <string>
 
 namespace shoal {
@@ -87,6 +88,26 @@ struct TrainingOptions {
   /// --export-onnx FILE and --export-safetensors DIR: the trained model at
   /// the end of the run (docs/Training.md, "Exporting the trained model").
   std::string exportOnnx, exportSafetensorsDir;
+  /// --data-seed: the seed of the sample order of indexed datasets
+  /// (docs/Data.md); Megatron's default.
+  int64_t dataSeed = 1234;
+  /// --resume auto: resume from the newest checkpoint of --save DIR when
+  /// there is one, else start fresh.
+  bool resumeAuto = false;
+  /// --total-steps N: train until step N (a rerun of the same command after
+  /// a crash ends at the same step); 0: --steps more steps.
+  int64_t totalSteps = 0;
+  /// --keep-last K: after each checkpoint, keep only the K newest; 0: all.
+  int keepLast = 0;
+  /// --metrics FILE: one JSON line per logged step and evaluation.
+  std::string metricsPath;
+  /// --eval-data, --eval-every N, --eval-steps K: every N steps (and at the
+  /// end), K forward-only steps over the evaluation data.
+  std::string evalDataPath;
+  int evalEvery = 0;
+  int evalSteps = 1;
+  /// --eval: run no training step, only the evaluation (over --eval-data).
+  bool evalOnly = false;
 };
 
 } // namespace rt

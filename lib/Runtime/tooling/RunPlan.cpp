@@ -157,11 +157,20 @@ void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
           {"--save", &train.saveDir},
           {"--resume", &train.resumeDir},
           {"--export-onnx", &train.exportOnnx},
-          {"--export-safetensors", &train.exportSafetensorsDir}})
+          {"--export-safetensors", &train.exportSafetensorsDir},
+          {"--eval-data", &train.evalDataPath},
+          {"--metrics", &train.metricsPath}})
       if (!value->empty())
         throw Error(fmt::format("{} needs a training plan (shoal-compile "
                                 "--train); {} is a forward plan",
                                 flag, options.planPath));
+    if (train.resumeAuto || train.totalSteps > 0 || train.evalOnly)
+      throw Error(fmt::format("{} needs a training plan (shoal-compile "
+                              "--train); {} is a forward plan",
+                              train.evalOnly         ? "--eval"
+                              : train.totalSteps > 0 ? "--total-steps"
+                                                     : "--resume auto",
+                              options.planPath));
     if (!plan.inputs.empty() && options.inputsDir.empty())
       throw Error("missing --inputs DIR");
     if (options.outputsDir.empty())
@@ -328,6 +337,68 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
   agree(error, world);
 }
 
+/// "12s", "3m05s", "2h07m": the time left at the pace of the last steps.
+std::string formatEta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0)
+    return "n/a";
+  long long s = std::llround(seconds);
+  if (s < 60)
+    return fmt::format("{}s", s);
+  if (s < 3600)
+    return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+}
+
+/// A JSON number, or null when it is not finite (JSON has no NaN).
+std::string jsonNumber(double x, const char *format = "{:.9g}") {
+  return std::isfinite(x) ? fmt::format(fmt::runtime(format), x)
+                          : std::string("null");
+}
+
+/// --metrics FILE: one JSON object per line, appended (a resumed run goes
+/// on in the same file), written and flushed by world rank 0.
+class MetricsLog {
+public:
+  void open(const std::string &path) {
+    checkOutputFile(path, "metrics file", "--metrics");
+    file = std::fopen(path.c_str(), "a");
+    if (!file)
+      throw Error(fmt::format("cannot open the metrics file {} (--metrics): "
+                              "{}",
+                              path, std::strerror(errno)));
+    this->path = path;
+  }
+  ~MetricsLog() {
+    if (file)
+      std::fclose(file);
+  }
+  /// Writes `{fields}` (a list of `"key": value` pairs) as one line.
+  void write(const std::vector<std::string> &fields) {
+    if (!file)
+      return;
+    std::string line = fmt::format("{{{}}}\n", fmt::join(fields, ", "));
+    if (std::fputs(line.c_str(), file) < 0 || std::fflush(file) != 0)
+      throw Error(fmt::format("cannot write the metrics file {}: {}", path,
+                              std::strerror(errno)));
+  }
+
+private:
+  std::FILE *file = nullptr;
+  std::string path;
+};
+
+/// The loss of the last run of `exec` on every rank: it comes from rank
+/// `owner`, whose program outputs it (value `lossValue`).
+float broadcastLoss(const LoadedPlan &plan, ProgramRunner &exec, int lossValue,
+                    int owner, Communicator &world) {
+  float loss = std::nanf("");
+  if (world.rank() == owner)
+    loss =
+        exec.fetchOutput(lossValue, plan.numMicroBatches - 1).data<float>()[0];
+  world.broadcast(&loss, sizeof loss, owner)->wait();
+  return loss;
+}
+
 } // namespace
 
 RunSummary shoal::rt::runPlan(const RunOptions &options) {
@@ -351,7 +422,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   std::unique_ptr<LoadedPlan> plan;
   std::unique_ptr<Device> device;
   std::unique_ptr<Executor> exec;
-  std::unique_ptr<StepData> data;
+  std::unique_ptr<StepData> data, evalData;
+  MetricsLog metrics;
   std::vector<int64_t> coords;
   int64_t resumedStep = -1;
   std::string error;
@@ -403,9 +475,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
                                 world.name(), world.maxTag()));
     }
     std::unique_ptr<Checkpoint> checkpoint;
-    if (!train.resumeDir.empty()) {
+    // --resume auto: the newest checkpoint of --save DIR, if it has one.
+    std::string resumeDir = train.resumeDir;
+    if (train.resumeAuto && hasCheckpoint(train.saveDir))
+      resumeDir = train.saveDir;
+    if (!resumeDir.empty()) {
       checkpoint =
-          std::make_unique<Checkpoint>(Checkpoint::openLatest(train.resumeDir));
+          std::make_unique<Checkpoint>(Checkpoint::openLatest(resumeDir));
       resumedStep = checkpoint->manifest().step;
       static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
     }
@@ -432,9 +508,14 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     }
     loadConstants(*plan, *exec);
     if (!train.dataPath.empty())
-      data = openData(train.dataPath, plan->training);
-    else
+      data = openData(train.dataPath, plan->training, train);
+    else if (!train.evalOnly)
       loadInputs(*plan, options.inputsDir, coords, *exec);
+    if (!train.evalDataPath.empty())
+      evalData =
+          openData(train.evalDataPath, plan->training, train, "--eval-data");
+    if (rank == 0 && !train.metricsPath.empty())
+      metrics.open(train.metricsPath);
     if (plan->meshRank == 0 && !plan->outputs.empty() &&
         !options.outputsDir.empty()) {
       std::error_code ec;
@@ -490,8 +571,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         plan->mesh.str().c_str(), plan->values.size(), plan->weights.size(),
         plan->ops.size(), exec->deviceName().c_str(), summary.loadSeconds);
   if (rank == 0 && resumedStep >= 0)
-    std::printf("shoal-run: resumed from %s at step %lld\n",
-                train.resumeDir.c_str(), static_cast<long long>(resumedStep));
+    std::printf(
+        "shoal-run: resumed from %s at step %lld\n",
+        (train.resumeDir.empty() ? train.saveDir : train.resumeDir).c_str(),
+        static_cast<long long>(resumedStep));
+  else if (rank == 0 && train.resumeAuto)
+    std::printf("shoal-run: no checkpoint in %s yet: starting at step 0\n",
+                train.saveDir.c_str());
   if (std::vector<std::string> extra =
           data ? data->extraFiles() : std::vector<std::string>();
       rank == 0 && !extra.empty())
@@ -533,7 +619,13 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     if (plan->training.present) {
       const TrainingInfo &training = plan->training;
       auto &trainer = static_cast<Executor &>(*exec);
-      int64_t last = trainer.stepsCompleted() + options.steps;
+      // --total-steps: the step the run ends at, wherever it resumed from.
+      int64_t first = trainer.stepsCompleted();
+      int64_t last =
+          train.totalSteps > 0 ? train.totalSteps : first + options.steps;
+      if (train.evalOnly)
+        last = first;
+      int64_t toRun = std::max<int64_t>(0, last - first);
       // The loss comes from the lowest rank whose program outputs it.
       int lossValue = -1;
       for (const PortInfo &port : plan->outputs)
@@ -557,10 +649,68 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         perStep = double(training.labelsType.shape[0]);
         unit = "samples/s";
       }
+      // Evaluation (--eval-data): K forward-only steps over the first K
+      // batches of the evaluation data, the mean of their losses (each the
+      // mean over its batch).
+      auto evaluateAt = [&](int64_t step) {
+        auto evalStart = Clock::now();
+        double sum = 0;
+        for (int k = 0; k < train.evalSteps; ++k) {
+          noteStep(step);
+          notePhase("evaluating");
+          feedData(*plan, *evalData, k, coords, *exec);
+          world.barrier();
+          trainer.evaluate(comm);
+          sum += broadcastLoss(*plan, *exec, lossValue, owner, world);
+        }
+        double loss = sum / train.evalSteps;
+        double seconds = secondsSince(evalStart);
+        // The training batch of --inputs is set again (--data sets every
+        // step's).
+        if (!data && !train.evalOnly)
+          loadInputs(*plan, options.inputsDir, coords, *exec);
+        if (rank == 0) {
+          std::printf("eval step %lld: loss %.6f ppl %.6g (%d batch%s, %.1f "
+                      "ms)\n",
+                      static_cast<long long>(step), loss, std::exp(loss),
+                      train.evalSteps, train.evalSteps == 1 ? "" : "es",
+                      seconds * 1e3);
+          std::fflush(stdout);
+          metrics.write(
+              {fmt::format("\"step\": {}", step),
+               "\"eval_loss\": " + jsonNumber(loss),
+               "\"eval_ppl\": " + jsonNumber(std::exp(loss)),
+               fmt::format("\"eval_batches\": {}", train.evalSteps),
+               "\"eval_ms\": " + jsonNumber(seconds * 1e3, "{:.3f}")});
+        }
+        return loss;
+      };
+      // A checkpoint of `step`; with --keep-last, the older ones go.
+      auto saveAt = [&](int64_t step) {
+        notePhase("saving a checkpoint");
+        saveCheckpoint(train.saveDir, step, training.optimizer, plan->mesh,
+                       coords, checkpointTensors(*plan, *exec), world);
+        if (rank == 0 && train.keepLast > 0) {
+          // A folder that cannot be removed costs disk, not the run.
+          try {
+            pruneCheckpoints(train.saveDir, train.keepLast);
+          } catch (const Error &e) {
+            std::fprintf(stderr, "shoal-run: warning: %s\n", e.what());
+          }
+        }
+      };
+      if (train.evalOnly) {
+        evaluateAt(first);
+      } else if (toRun == 0 && rank == 0) {
+        std::printf("shoal-run: step %lld of --total-steps %lld is reached "
+                    "already: nothing to train\n",
+                    static_cast<long long>(first),
+                    static_cast<long long>(last));
+      }
       int64_t lastSaved = -1;
-      double sinceLog = 0;
+      double sinceLog = 0, lossSinceLog = 0, runSeconds = 0;
       int stepsSinceLog = 0;
-      for (int i = 0; i < options.steps; ++i) {
+      for (int64_t i = 0; i < toRun; ++i) {
         int64_t step = trainer.stepsCompleted();
         noteStep(step);
         if (data)
@@ -572,28 +722,37 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         double slowest = world.max(secondsSince(stepStart));
         record(slowest);
         sinceLog += slowest;
+        runSeconds += slowest;
         ++stepsSinceLog;
         int64_t done = trainer.stepsCompleted();
         // Every step's loss reaches every rank, so that a NaN or Inf one
         // stops them all at the same step (after its progress line, and
         // before any checkpoint of the weights it came from is written).
-        float loss = std::nanf("");
-        if (rank == owner)
-          loss = exec->fetchOutput(lossValue, plan->numMicroBatches - 1)
-                     .data<float>()[0];
-        world.broadcast(&loss, sizeof loss, owner)->wait();
-        const Executor::LossScalerState &scaler =
-            static_cast<Executor &>(*exec).lossScaler();
+        float loss = broadcastLoss(*plan, *exec, lossValue, owner, world);
+        lossSinceLog += loss;
+        const Executor::LossScalerState &scaler = trainer.lossScaler();
         // Under loss scaling an overflow skips the step instead (a NaN or
         // Inf loss makes NaN gradients, so the scaler skipped it too).
         bool finite = std::isfinite(loss) || scaler.lastSkipped;
-        if (done % train.logEvery == 0 || i + 1 == options.steps || !finite) {
+        if (done % train.logEvery == 0 || i + 1 == toRun || !finite) {
+          // The schedule's rate is the same on every rank; a rank without
+          // optimizer ops has none.
+          double lr = trainer.lastLearningRate();
+          lr = world.max(std::isnan(lr) ? -1.0 : lr);
+          double peakMiB = 0;
+          if (!train.metricsPath.empty())
+            peakMiB = world.max(double(exec->memoryReport().peak) / (1 << 20));
           if (rank == 0) {
             double seconds = sinceLog / stepsSinceLog;
-            std::string mfu =
-                peak > 0 ? fmt::format("{:.2f}%", 100 * allFlops / seconds /
-                                                      (size * peak * 1e12))
-                         : std::string("n/a");
+            double meanLoss = lossSinceLog / stepsSinceLog;
+            double mfu = peak > 0 ? allFlops / seconds / (size * peak * 1e12)
+                                  : std::nan("");
+            std::string mfuText =
+                peak > 0 ? fmt::format("{:.2f}%", 100 * mfu) : "n/a";
+            double norm = exec->lastGradNorm();
+            std::string lrText = lr >= 0 ? fmt::format("{:.4e}", lr) : "n/a";
+            // The pace of the steps since the last line.
+            double eta = double(last - done) * seconds;
             // fp16: the scale the next step starts from, and the steps
             // skipped so far (overflows).
             std::string scaled;
@@ -601,13 +760,36 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               scaled = fmt::format(" loss_scale {:g} skipped {}", scaler.scale,
                                    scaler.skippedSteps);
             std::printf("step %lld/%lld loss %.6f time %.1f ms %s %.0f mfu "
-                        "%s%s\n",
+                        "%s lr %s grad_norm %.4g eta %s%s\n",
                         static_cast<long long>(done),
-                        static_cast<long long>(last), loss, seconds * 1e3, unit,
-                        perStep / seconds, mfu.c_str(), scaled.c_str());
+                        static_cast<long long>(last), meanLoss, seconds * 1e3,
+                        unit, perStep / seconds, mfuText.c_str(),
+                        lrText.c_str(), norm, formatEta(eta).c_str(),
+                        scaled.c_str());
             std::fflush(stdout);
+            std::vector<std::string> fields = {
+                fmt::format("\"step\": {}", done),
+                "\"loss\": " + jsonNumber(meanLoss),
+                fmt::format("\"steps_averaged\": {}", stepsSinceLog),
+                "\"lr\": " + jsonNumber(lr >= 0 ? lr : std::nan("")),
+                "\"grad_norm\": " + jsonNumber(norm),
+                "\"step_ms\": " + jsonNumber(seconds * 1e3, "{:.4f}"),
+                fmt::format("\"{}\": ", perStep > 0 && unit[0] == 't'
+                                            ? "tokens_per_s"
+                                            : "samples_per_s") +
+                    jsonNumber(perStep / seconds, "{:.2f}"),
+                "\"mfu\": " + jsonNumber(mfu, "{:.6f}"),
+                "\"memory_peak_mib\": " + jsonNumber(peakMiB, "{:.3f}"),
+                "\"elapsed_s\": " + jsonNumber(runSeconds, "{:.3f}")};
+            if (scaler.active) {
+              fields.push_back("\"loss_scale\": " + jsonNumber(scaler.scale));
+              fields.push_back(
+                  fmt::format("\"skipped_steps\": {}", scaler.skippedSteps));
+            }
+            metrics.write(fields);
           }
           sinceLog = 0;
+          lossSinceLog = 0;
           stepsSinceLog = 0;
         }
         if (!finite) {
@@ -644,24 +826,26 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               "0, or an overflow in the backward). Check the model and "
               "inputs, or lower the learning rate",
               done, loss, std::isnan(norm) ? "NaN" : "Inf"));
+        if (evalData && train.evalEvery > 0 && done % train.evalEvery == 0 &&
+            i + 1 < toRun)
+          evaluateAt(done);
         if (!train.saveDir.empty() && train.saveEvery > 0 &&
             done % train.saveEvery == 0) {
-          notePhase("saving a checkpoint");
-          saveCheckpoint(train.saveDir, done, training.optimizer, plan->mesh,
-                         coords, checkpointTensors(*plan, *exec), world);
+          saveAt(done);
           lastSaved = done;
         }
       }
-      if (!train.saveDir.empty() && lastSaved != trainer.stepsCompleted()) {
-        notePhase("saving a checkpoint");
-        saveCheckpoint(train.saveDir, trainer.stepsCompleted(),
-                       training.optimizer, plan->mesh, coords,
-                       checkpointTensors(*plan, *exec), world);
+      if (evalData && toRun > 0)
+        evaluateAt(trainer.stepsCompleted());
+      if (!train.saveDir.empty() && !train.evalOnly &&
+          lastSaved != trainer.stepsCompleted() &&
+          (toRun > 0 || resumedStep < 0)) {
+        saveAt(trainer.stepsCompleted());
       }
       if (exports(train))
         exportModel(*plan, *exec, train, coords, trainer.stepsCompleted(),
                     world);
-      summary.stepSeconds = timed / options.steps;
+      summary.stepSeconds = toRun > 0 ? timed / double(toRun) : 0;
     } else {
       for (int step = 0; step < options.warmup + options.steps; ++step) {
         noteStep(step);

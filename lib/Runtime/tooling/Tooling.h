@@ -51,9 +51,13 @@ public:
   virtual std::vector<std::string> extraFiles() const { return {}; }
 };
 
-/// --data FILE (token rows) or --data DIR (one .npy per input).
+/// --data FILE (token rows), --data DIR (one .npy per input) or an indexed
+/// dataset (docs/Data.md); `flag` names the option in errors (--data or
+/// --eval-data).
 std::unique_ptr<StepData> openData(const std::string &path,
-                                   const TrainingInfo &training);
+                                   const TrainingInfo &training,
+                                   const TrainingOptions &options,
+                                   const char *flag = "--data");
 
 /// Sets this rank's blocks of every input for step `step`.
 void feedData(const LoadedPlan &plan, const StepData &data, int64_t step,
