@@ -30,6 +30,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libgloo-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-yaml python3-venv
+  python3-matplotlib
   graphviz
 )
 missing=()

@@ -24,6 +24,21 @@ if config.mpiexec and os.path.exists(config.mpiexec):
     config.substitutions.append(
         ("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
 
+# The test venv of scripts/install-deps.sh (transformers, onnxruntime,
+# tensorboardX), for the tests of the scripts that use it.
+venv_py = os.path.join(os.environ.get("SHOAL_VENV", os.path.expanduser("~/.cache/shoal-venv")),
+                       "bin", "python")
+import subprocess
+if os.path.exists(venv_py) and subprocess.run(
+        [venv_py, "-c", "import tensorboardX"], capture_output=True).returncode == 0:
+    config.available_features.add("tensorboardx")
+    config.substitutions.append(("%venvpy", venv_py))
+if subprocess.run([config.python_torch, "-c", "import matplotlib"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("matplotlib")
+config.substitutions.append(("%scripts", os.path.join(os.path.dirname(config.test_source_root),
+                                                      "scripts")))
+
 # A usable NVIDIA GPU (the CUDA backend's tests need one; elsewhere they are
 # unsupported, never failed).
 import shutil, subprocess
