@@ -54,13 +54,35 @@ void ReportBuilder::printText(raw_ostream &os) {
                             [&](StringRef n) { os << "'" << n << "'"; });
       os << "\n";
     }
+  // What a training import restored of an eval-mode export, and what it
+  // could not tell (docs/Importer.md, "Training imports").
+  if (auto restored =
+          module->getAttrOfType<DictionaryAttr>(ShoalDialect::kRestoredAttr)) {
+    auto list = [&](StringRef key) {
+      auto a = restored.getAs<ArrayAttr>(key);
+      return a ? a : ArrayAttr::get(module.getContext(), {});
+    };
+    os << "restored parameters: " << list("copies").size()
+       << " read through Identity nodes, " << list("ties").size()
+       << " tied weights folded into copies";
+    for (StringRef tie : list("ties").getAsValueRange<StringAttr>())
+      os << "; " << tie;
+    os << "\n";
+  }
+  SmallVector<StringRef> importWarnings;
+  if (auto warnings =
+          module->getAttrOfType<ArrayAttr>(ShoalDialect::kImportWarningsAttr))
+    for (StringRef w : warnings.getAsValueRange<StringAttr>()) {
+      os << "warning: import: " << w << "\n";
+      importWarnings.push_back(w);
+    }
   if (graphs.empty()) {
     os << "no TaskGraphs: run shoal-form-taskgraphs and shoal-partition "
           "first\n";
     return;
   }
 
-  int64_t totalWarnings = 0;
+  int64_t totalWarnings = importWarnings.size();
   llvm::StringMap<int64_t> totals;
   for (TaskGraphInfo &info : graphs) {
     TaskGraphOp tg = info.tg;

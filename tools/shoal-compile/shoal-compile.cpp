@@ -129,9 +129,32 @@ int main(int argc, char **argv) {
       return fail(modelPath + ": " + err);
     module = parseSourceFile<ModuleOp>(modelPath, &ctx);
   } else {
+    // A training import restores the parameters an eval-mode export merged
+    // into a copy of the model next to the plan (docs/Importer.md), from
+    // which the plan's weights are then read.
+    std::string restoredModel;
+    if (options.trainConfig && outputPath != "-")
+      restoredModel = outputPath + ".source/" +
+                      llvm::sys::path::stem(modelPath).str() + ".onnx";
     module = shoal::importONNX(modelPath, shapes, &ctx,
                                /*foldFloatInitializers=*/!options.trainConfig,
-                               microBatches);
+                               microBatches, restoredModel);
+    if (module)
+      if (auto restored = (*module)->getAttrOfType<DictionaryAttr>(
+              shoal::ShoalDialect::kRestoredAttr)) {
+        auto count = [&](StringRef key) {
+          auto list = restored.getAs<ArrayAttr>(key);
+          return list ? list.size() : 0;
+        };
+        llvm::errs() << "shoal-compile: " << modelPath << ": restored "
+                     << count("copies")
+                     << " parameters the export read through Identity nodes "
+                        "and "
+                     << count("ties")
+                     << " tied weights it had folded into copies; the plan "
+                        "reads its weights from "
+                     << restoredModel << "\n";
+      }
   }
   if (!module)
     return 1;

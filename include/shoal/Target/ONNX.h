@@ -34,10 +34,14 @@ std::string parseInputShape(llvm::StringRef text, InputShape &out);
 /// BatchNormalization compute its statistics per group of N / groups
 /// consecutive samples, as a pipeline running those micro-batches one after
 /// another does (GPipe, torch.distributed.pipelining).
+/// A training import (`foldFloatInitializers` false) given a
+/// `restoredModelPath` restores the parameters an eval-mode export merged
+/// (docs/Importer.md, "Training imports"): when that changes anything, the
+/// restored model is written there and becomes the module's `shoal.source`.
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
            mlir::MLIRContext *ctx, bool foldFloatInitializers = true,
-           int64_t batchNormGroups = 1);
+           int64_t batchNormGroups = 1, llvm::StringRef restoredModelPath = "");
 
 /// Like `importONNX`, but reads the model from `bytes` (the contents of
 /// `path`) instead of from the file; `path` still decides the format, names
@@ -45,8 +49,8 @@ importONNX(llvm::StringRef path, llvm::ArrayRef<InputShape> inputShapes,
 mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
                  llvm::ArrayRef<InputShape> inputShapes, mlir::MLIRContext *ctx,
-                 bool foldFloatInitializers = true,
-                 int64_t batchNormGroups = 1);
+                 bool foldFloatInitializers = true, int64_t batchNormGroups = 1,
+                 llvm::StringRef restoredModelPath = "");
 
 } // namespace shoal
 

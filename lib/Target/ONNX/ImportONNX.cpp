@@ -318,7 +318,8 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
                                               ArrayRef<InputShape> inputShapes,
                                               MLIRContext *ctx,
                                               bool foldFloatInitializers,
-                                              int64_t batchNormGroups) {
+                                              int64_t batchNormGroups,
+                                              StringRef restoredModelPath) {
   ctx->loadDialect<ShoalDialect, func::FuncDialect>();
 
   // External data and `shoal.source` are relative to the model's folder.
@@ -338,6 +339,43 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   if (std::optional<std::string> error = onnx_import::validateModel(model)) {
     fileError(ctx, path) << "not a valid ONNX model: " << *error;
     return {};
+  }
+  // A training import trains one tensor per parameter of the source model:
+  // undo the merges of an eval-mode export (RestoreParameters.cpp) in a copy
+  // of the model that the plan then reads its weights from.
+  onnx_import::RestoredParameters restored;
+  std::string exportedSource;
+  if (!foldFloatInitializers) {
+    onnx::ModelProto rewritten = model;
+    restored = onnx_import::restoreParameters(rewritten, modelDir);
+    for (const std::string &w : restored.warnings)
+      emitWarning(UnknownLoc::get(ctx)) << path << ": " << w;
+    if (restored.changed() && restoredModelPath.empty()) {
+      emitWarning(UnknownLoc::get(ctx))
+          << path << ": " << restored.copies.size()
+          << " parameters are read through Identity nodes and "
+          << restored.ties.size()
+          << " initializers are folded copies of tied weights (an eval-mode "
+             "export); they are trained as the merged tensors, as no file "
+             "was given for the restored model";
+      restored.copies.clear();
+      restored.ties.clear();
+    } else if (restored.changed()) {
+      SmallString<256> out(restoredModelPath);
+      llvm::sys::fs::make_absolute(out);
+      llvm::sys::path::remove_dots(out, /*remove_dot_dot=*/true);
+      if (std::string err =
+              onnx_import::writeRestoredModel(rewritten, modelDir, out);
+          !err.empty()) {
+        fileError(ctx, path) << "cannot write the restored model: " << err;
+        return {};
+      }
+      exportedSource = source.str().str();
+      model = std::move(rewritten);
+      source = out;
+      modelDir = llvm::sys::path::parent_path(source);
+      modelDir += llvm::sys::path::get_separator();
+    }
   }
   FailureOr<int64_t> opset = getOpset(ctx, path, model);
   if (failed(opset))
@@ -361,14 +399,41 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   onnx_import::Importer importer(ctx, path, source, model);
   importer.foldFloatInitializers = foldFloatInitializers;
   importer.batchNormGroups = batchNormGroups;
-  return importer.run();
+  OwningOpRef<ModuleOp> module = importer.run();
+  if (!module)
+    return module;
+  Builder b(ctx);
+  if (restored.changed()) {
+    SmallVector<std::string> copies, ties;
+    for (auto &[param, from] : restored.copies)
+      copies.push_back(param);
+    for (auto &t : restored.ties)
+      ties.push_back(t.copy + " -> " + t.parameter +
+                     (t.transposed ? " (transposed)" : ""));
+    auto strings = [&](ArrayRef<std::string> list) {
+      SmallVector<StringRef> refs(list.begin(), list.end());
+      return b.getStrArrayAttr(refs);
+    };
+    (*module)->setAttr(
+        ShoalDialect::kRestoredAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("model", b.getStringAttr(exportedSource)),
+             b.getNamedAttr("copies", strings(copies)),
+             b.getNamedAttr("ties", strings(ties))}));
+  }
+  if (!restored.warnings.empty()) {
+    SmallVector<StringRef> refs(restored.warnings.begin(),
+                                restored.warnings.end());
+    (*module)->setAttr(ShoalDialect::kImportWarningsAttr,
+                       b.getStrArrayAttr(refs));
+  }
+  return module;
 }
 
-OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
-                                        ArrayRef<InputShape> inputShapes,
-                                        MLIRContext *ctx,
-                                        bool foldFloatInitializers,
-                                        int64_t batchNormGroups) {
+OwningOpRef<ModuleOp>
+shoal::importONNX(StringRef path, ArrayRef<InputShape> inputShapes,
+                  MLIRContext *ctx, bool foldFloatInitializers,
+                  int64_t batchNormGroups, StringRef restoredModelPath) {
   // A FIFO or a device (/dev/zero) would block or never end.
   if (std::string e = checkRegularFile(path.str()); !e.empty()) {
     emitError(UnknownLoc::get(ctx)) << path << ": " << e;
@@ -382,5 +447,6 @@ OwningOpRef<ModuleOp> shoal::importONNX(StringRef path,
     return {};
   }
   return importONNXBuffer(path, (*buffer)->getBuffer(), inputShapes, ctx,
-                          foldFloatInitializers, batchNormGroups);
+                          foldFloatInitializers, batchNormGroups,
+                          restoredModelPath);
 }

@@ -252,6 +252,45 @@ foldNode(const onnx::NodeProto &node,
 int foldModelConstants(onnx::GraphProto &graph,
                        bool foldFloatInitializers = true);
 
+/// What restoreParameters changed in a model (docs/Importer.md, "Training
+/// imports").
+struct RestoredParameters {
+  /// An Identity output made an initializer of its own: {parameter, the
+  /// initializer whose value it copies}.
+  std::vector<std::pair<std::string, std::string>> copies;
+  /// A folded copy of a tied weight replaced by a read of the weight.
+  struct Tie {
+    std::string copy, parameter;
+    bool transposed = false;
+  };
+  std::vector<Tie> ties;
+  /// Initializers of equal value that may or may not be one parameter.
+  std::vector<std::string> warnings;
+  bool changed() const { return !copies.empty() || !ties.empty(); }
+};
+
+/// Rewrites an exported model into one initializer per parameter of the
+/// source model, for training: each `Identity` of an initializer whose
+/// output has a parameter's name (not a generated one) becomes an
+/// initializer of that name holding a copy of the value; a float
+/// initializer with a generated name (`onnx::MatMul_12`) whose value equals
+/// exactly one named initializer, or its transpose, bit for bit, and is not
+/// one value repeated, is removed and read from that initializer (through a
+/// Transpose). Other equal values are reported in `warnings`. `modelDir`
+/// (with its trailing separator) is where external data lies.
+RestoredParameters restoreParameters(onnx::ModelProto &model,
+                                     llvm::StringRef modelDir);
+
+/// A name PyTorch's exporter generates (`onnx::MatMul_12`, `/h.0/Add_1`
+/// outputs): not a parameter's.
+bool isGeneratedName(llvm::StringRef name);
+
+/// Writes `model` to `path` (its folder created), its external data files
+/// (relative to `modelDir`) hard-linked or copied next to it; returns an
+/// error message.
+std::string writeRestoredModel(const onnx::ModelProto &model,
+                               llvm::StringRef modelDir, llvm::StringRef path);
+
 } // namespace onnx_import
 } // namespace shoal
 

@@ -84,6 +84,15 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorShardingAttr =
         "shoal.factor_sharding";
     static constexpr ::llvm::StringLiteral kSourceAttr = "shoal.source";
+    /// A training import's restored parameters (docs/Importer.md,
+    /// "Training imports"): module attribute {model = the exported file,
+    /// copies = [parameters restored from Identity nodes], ties = ["copy ->
+    /// parameter", ...]}; `shoal.source` is then the restored model.
+    static constexpr ::llvm::StringLiteral kRestoredAttr = "shoal.restored";
+    /// Module attribute: the importer's warnings (strings), which the
+    /// parallelism report repeats.
+    static constexpr ::llvm::StringLiteral kImportWarningsAttr =
+        "shoal.import_warnings";
     /// On a collective: why it is there, when the pass that inserted it
     /// wrote one (shoal-partition, shoal-zero); the parallelism report
     /// (shoal-report) derives one from the IR otherwise.
