@@ -1,10 +1,10 @@
-//===- Data.cpp - Feeding inputs to a run --------------------------*- C++
-//-*-===//
+//===- Data.cpp - Feeding inputs to a run -----------------------*- C++ -*-===//
 //
 // Part of the shoal project.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tooling/IndexedData.h"
 #include "tooling/Tooling.h"
 
 #include "Backend.h"
@@ -16,8 +16,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 
 using namespace shoal::rt;
@@ -58,65 +64,153 @@ int64_t dataRow(int64_t step, int64_t batch, int64_t i, int64_t rows) {
       (static_cast<unsigned __int128>(step) * batch + i) % rows);
 }
 
-/// --data FILE: token rows [N, T + 1] feeding a training plan's token input
-/// (row[:T]) and labels (row[1:]); step s takes rows (s * B + i) mod N.
+/// A .npy of unsigned token rows (uint16, uint32), which Npy.h does not
+/// read: its element size, type text for messages, shape and data offset.
+struct UnsignedRows {
+  int elemBytes = 0;
+  Shape shape;
+  std::size_t dataOffset = 0;
+  std::string str() const {
+    return fmt::format("u{}{}", elemBytes * 8, formatShape(shape));
+  }
+};
+
+/// `data[0, size)` as a C-order little-endian uint16 or uint32 .npy, or
+/// nullopt if its dtype is another (parseNpyHeader's errors then apply).
+std::optional<UnsignedRows> parseUnsignedRows(const uint8_t *data,
+                                              std::size_t size,
+                                              const std::string &path) {
+  if (size < 12 || std::memcmp(data, "\x93NUMPY", 6) != 0)
+    return std::nullopt;
+  std::size_t length = 0, start = 0;
+  if (data[6] == 1) {
+    length = data[8] | (std::size_t(data[9]) << 8);
+    start = 10;
+  } else if (data[6] == 2 || data[6] == 3) {
+    length = data[8] | (std::size_t(data[9]) << 8) |
+             (std::size_t(data[10]) << 16) | (std::size_t(data[11]) << 24);
+    start = 12;
+  } else {
+    return std::nullopt;
+  }
+  if (length > size - start)
+    return std::nullopt;
+  std::string text(reinterpret_cast<const char *>(data + start), length);
+  std::smatch m;
+  static const std::regex descr(R"('descr'\s*:\s*'[<|=]u([24])')");
+  static const std::regex fortran(R"('fortran_order'\s*:\s*False)");
+  static const std::regex shape(R"('shape'\s*:\s*\(([0-9,\s]*)\))");
+  if (!std::regex_search(text, m, descr))
+    return std::nullopt;
+  UnsignedRows rows;
+  rows.elemBytes = m[1] == "2" ? 2 : 4;
+  if (!std::regex_search(text, fortran))
+    throw Error(fmt::format("{}: Fortran-order arrays are not supported; "
+                            "save a C-order array (numpy.ascontiguousarray)",
+                            path));
+  if (!std::regex_search(text, m, shape))
+    throw Error(fmt::format("{}: malformed .npy header: {}", path, text));
+  std::string dims = m[1];
+  for (std::size_t i = 0; i < dims.size();) {
+    std::size_t j = dims.find(',', i);
+    std::string d = dims.substr(i, j == std::string::npos ? j : j - i);
+    d.erase(std::remove_if(d.begin(), d.end(), ::isspace), d.end());
+    if (!d.empty()) {
+      if (d.size() > 15)
+        throw Error(fmt::format("{}: shape ({}) is too large", path, dims));
+      rows.shape.push_back(std::stoll(d));
+    }
+    if (j == std::string::npos)
+      break;
+    i = j + 1;
+  }
+  rows.dataOffset = start + length;
+  uint64_t bytes = 0;
+  // The byte size of the shape in elements of the same size (f16, i32).
+  if (!checkedByteSize(rows.elemBytes == 2 ? DType::F16 : DType::I32,
+                       rows.shape, bytes))
+    throw Error(fmt::format("{}: shape {} is too large", path,
+                            formatShape(rows.shape)));
+  if (size - rows.dataOffset != bytes)
+    throw Error(fmt::format("{}: a {} array needs {} data bytes, the file has "
+                            "{}",
+                            path, rows.str(), bytes, size - rows.dataOffset));
+  return rows;
+}
+
+/// --data FILE: token rows [N, T + 1] (int32, int64, uint16 or uint32)
+/// feeding a training plan's token input (row[:T]) and labels (row[1:]);
+/// step s takes rows (s * B + i) mod N.
 class TokenData final : public StepData {
 public:
-  TokenData(const std::string &path, const TrainingInfo &training)
-      : path(path) {
-    if (training.otherInputs.size() != 1)
-      throw Error(fmt::format(
-          "--data {}: the training plan has {} inputs besides the labels "
-          "'{}'{}; --data FILE feeds exactly one token input (use --data "
-          "DIR, one .npy per input, or --inputs DIR instead)",
-          path, training.otherInputs.size(), training.labels,
-          training.otherInputs.empty()
-              ? std::string()
-              : fmt::format(" ({})", fmt::join(training.otherInputs, ", "))));
-    tokenName = training.otherInputs[0];
-    labelsName = training.labels;
-    tokenType = training.otherInputTypes[0];
-    labelsType = training.labelsType;
-    auto integer = [](const TensorType &t) {
-      return (t.dtype == DType::I64 || t.dtype == DType::I32) &&
-             t.shape.size() == 2;
-    };
-    if (!integer(tokenType) || !integer(labelsType) ||
-        tokenType.shape != labelsType.shape)
-      throw Error(fmt::format("--data {}: the token input '{}' is {} and the "
-                              "labels '{}' are {}; --data FILE needs both to "
-                              "be integer [B, T] (use --data DIR, one .npy "
-                              "per input)",
-                              path, tokenName, tokenType.str(), labelsName,
-                              labelsType.str()));
-    batch = tokenType.shape[0];
-    seq = tokenType.shape[1];
+  TokenData(const std::string &path, const TrainingInfo &training,
+            const char *flag)
+      : path(path), flag(flag),
+        ports(tokenPorts(path, training, flag, "FILE")) {
+    batch = ports.batch;
+    seq = ports.seq;
     file = std::make_unique<MappedFile>(path, "data file");
-    NpyHeader header = parseNpyHeader(file->data(), file->size(), path);
-    const TensorType &t = header.type;
-    if ((t.dtype != DType::I64 && t.dtype != DType::I32) ||
-        t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] != seq + 1)
-      throw Error(fmt::format("--data {} is {}; expected an int32 or int64 "
-                              "array [N, {}] of token rows (N >= 1; the token "
+    std::optional<UnsignedRows> unsignedRows =
+        parseUnsignedRows(file->data(), file->size(), path);
+    Shape shape;
+    std::string type;
+    std::size_t offset = 0;
+    if (unsignedRows) {
+      shape = unsignedRows->shape;
+      type = unsignedRows->str();
+      offset = unsignedRows->dataOffset;
+      elemBytes = unsignedRows->elemBytes;
+      isUnsigned = true;
+    } else {
+      NpyHeader header = parseNpyHeader(file->data(), file->size(), path);
+      const TensorType &t = header.type;
+      shape = t.shape;
+      type = t.str();
+      offset = header.dataOffset;
+      if (t.dtype == DType::I64 || t.dtype == DType::I32)
+        elemBytes = static_cast<int>(dtypeSize(t.dtype));
+    }
+    if (!elemBytes || shape.size() != 2 || shape[0] < 1 || shape[1] != seq + 1)
+      throw Error(fmt::format("{} {} is {}; expected an int32 or int64 array "
+                              "[N, {}] of token rows (N >= 1; the token "
                               "input '{}' is {}, so each row holds {} + 1 "
-                              "tokens)",
-                              path, t.str(), seq + 1, tokenName,
-                              tokenType.str(), seq));
-    rows = t.shape[0];
-    dtype = t.dtype;
-    data = file->data() + header.dataOffset;
+                              "tokens); uint16 and uint32 are read too",
+                              flag, path, type, seq + 1, ports.tokens,
+                              ports.tokenType.str(), seq));
+    rows = shape[0];
+    if (rows < batch)
+      throw Error(fmt::format(
+          "{} {} holds N = {} token rows, fewer than the batch B = {} of the "
+          "token input '{}' ({}): every step would repeat rows; give at "
+          "least {} rows",
+          flag, path, rows, batch, ports.tokens, ports.tokenType.str(), batch));
+    data = file->data() + offset;
   }
 
   Tensor make(int64_t step, const std::string &name) const override {
-    bool isLabels = name == labelsName;
-    if (!isLabels && name != tokenName)
-      throw Error(fmt::format("internal error: --data {} has no input '{}'",
+    bool isLabels = name == ports.labels;
+    if (!isLabels && name != ports.tokens)
+      throw Error(fmt::format("internal error: {} {} has no input '{}'", flag,
                               path, name));
-    Tensor out(isLabels ? labelsType : tokenType);
+    Tensor out(isLabels ? ports.labelsType : ports.tokenType);
+    bool narrow = out.dtype() == DType::I32;
     for (int64_t i = 0; i < batch; ++i) {
       int64_t row = dataRow(step, batch, i, rows);
-      for (int64_t t = 0; t < seq; ++t)
-        put(out, i * seq + t, at(row, t + (isLabels ? 1 : 0)));
+      for (int64_t t = 0; t < seq; ++t) {
+        int64_t col = t + (isLabels ? 1 : 0);
+        int64_t v = at(row, col);
+        if (!narrow) {
+          out.data<int64_t>()[i * seq + t] = v;
+        } else if (v >= INT32_MIN && v <= INT32_MAX) {
+          out.data<int32_t>()[i * seq + t] = static_cast<int32_t>(v);
+        } else {
+          throw Error(fmt::format("{} {}: token {} at row {}, column {} does "
+                                  "not fit the {} '{}' ({})",
+                                  flag, path, v, row, col,
+                                  isLabels ? "labels" : "token input", name,
+                                  out.type().str()));
+        }
+      }
     }
     return out;
   }
@@ -124,26 +218,33 @@ public:
 private:
   int64_t at(int64_t row, int64_t col) const {
     std::size_t k = static_cast<std::size_t>(row * (seq + 1) + col);
-    if (dtype == DType::I64) {
+    const uint8_t *p = data + k * elemBytes;
+    if (elemBytes == 8) {
       int64_t v;
-      std::memcpy(&v, data + k * 8, 8);
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    if (elemBytes == 2) {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    if (isUnsigned) {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
       return v;
     }
     int32_t v;
-    std::memcpy(&v, data + k * 4, 4);
+    std::memcpy(&v, p, 4);
     return v;
   }
-  static void put(Tensor &t, int64_t k, int64_t v) {
-    if (t.dtype() == DType::I64)
-      t.data<int64_t>()[k] = v;
-    else
-      t.data<int32_t>()[k] = static_cast<int32_t>(v);
-  }
 
-  std::string path, tokenName, labelsName;
-  TensorType tokenType, labelsType;
+  std::string path;
+  const char *flag;
+  TokenPorts ports;
   int64_t batch = 0, seq = 0, rows = 0;
-  DType dtype = DType::I64;
+  int elemBytes = 0;
+  bool isUnsigned = false;
   std::unique_ptr<MappedFile> file;
   const uint8_t *data = nullptr;
 };
@@ -153,7 +254,9 @@ private:
 /// 0; step s feeds rows (s * B + i) mod N, i < B, of every file.
 class FolderData final : public StepData {
 public:
-  FolderData(const std::string &dir, const TrainingInfo &training) : dir(dir) {
+  FolderData(const std::string &dir, const TrainingInfo &training,
+             const char *flag)
+      : dir(dir) {
     std::vector<std::pair<std::string, TensorType>> inputs;
     for (std::size_t i = 0; i < training.otherInputs.size(); ++i)
       inputs.push_back({training.otherInputs[i], training.otherInputTypes[i]});
@@ -162,20 +265,21 @@ public:
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       const auto &[name, type] = inputs[k];
       if (type.shape.empty())
-        throw Error(fmt::format("--data {}: the input '{}' is {}, a scalar; "
+        throw Error(fmt::format("{} {}: the input '{}' is {}, a scalar; "
                                 "--data DIR takes the samples of every input "
                                 "along its dimension 0, the batch (use "
                                 "--inputs DIR)",
-                                dir, name, type.str()));
+                                flag, dir, name, type.str()));
       if (k == 0)
         batch = type.shape[0];
       else if (type.shape[0] != batch)
         throw Error(fmt::format(
-            "--data {}: the inputs '{}' ({}) and '{}' ({}) differ in "
+            "{} {}: the inputs '{}' ({}) and '{}' ({}) differ in "
             "dimension 0; --data DIR takes the samples of every input along "
             "dimension 0, the batch, so it must be the same in all (use "
             "--inputs DIR)",
-            dir, inputs[0].first, inputs[0].second.str(), name, type.str()));
+            flag, dir, inputs[0].first, inputs[0].second.str(), name,
+            type.str()));
       Shape sample(type.shape.begin() + 1, type.shape.end());
       std::string expected =
           fmt::format("{}[N{}{}]", dtypeName(type.dtype),
@@ -183,10 +287,11 @@ public:
       std::string path =
           (fs::path(dir) / (sanitizeName(name) + ".npy")).string();
       if (!fs::exists(path))
-        throw Error(fmt::format("--data {}: no file {} for the input '{}' "
+        throw Error(fmt::format("{} {}: no file {} for the input '{}' "
                                 "({}); expected {}: N >= 1 samples of the "
                                 "input's shape after the batch dimension {}",
-                                dir, path, name, type.str(), expected, batch));
+                                flag, dir, path, name, type.str(), expected,
+                                batch));
       Source src;
       src.file = std::make_unique<MappedFile>(path, "data file");
       NpyHeader header =
@@ -197,19 +302,25 @@ public:
       if (!step.shape.empty())
         step.shape[0] = batch;
       if (t.shape.empty() || t.shape[0] < 1 || !npyFeeds(step, type))
-        throw Error(fmt::format("--data {} is {}; expected {} with N >= 1 "
+        throw Error(fmt::format("{} {} is {}; expected {} with N >= 1 "
                                 "(the input '{}' is {}: N samples of its "
                                 "shape after the batch dimension {})",
-                                path, t.str(), expected, name, type.str(),
+                                flag, path, t.str(), expected, name, type.str(),
                                 batch));
       if (k == 0) {
         rows = t.shape[0];
         firstPath = path;
+        if (rows < batch)
+          throw Error(fmt::format(
+              "{} {}: {} holds N = {} samples, fewer than the batch B = {} "
+              "of the input '{}' ({}): every step would repeat samples; give "
+              "at least {}",
+              flag, dir, path, rows, batch, name, type.str(), batch));
       } else if (t.shape[0] != rows) {
         throw Error(fmt::format(
-            "--data {} holds {} samples and {} {}; every file of --data DIR "
+            "{} {} holds {} samples and {} {}; every file of --data DIR "
             "holds the same N samples (row i of each is one sample)",
-            path, t.shape[0], firstPath, rows));
+            flag, path, t.shape[0], firstPath, rows));
       }
       src.fileType = step;
       src.want = type.dtype;
@@ -268,12 +379,18 @@ private:
 
 } // namespace
 
-/// --data FILE (token rows) or --data DIR (one .npy per input).
+/// --data FILE (token rows), --data DIR (one .npy per input) or indexed
+/// data (a prefix, or a blend of weight-prefix pairs).
 std::unique_ptr<StepData> shoal::rt::openData(const std::string &path,
-                                              const TrainingInfo &training) {
-  if (fs::is_directory(path))
-    return std::make_unique<FolderData>(path, training);
-  return std::make_unique<TokenData>(path, training);
+                                              const TrainingInfo &training,
+                                              const TrainingOptions &options,
+                                              const char *flag) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return std::make_unique<FolderData>(path, training, flag);
+  if (IndexedData::matches(path))
+    return openIndexedData(path, training, options, flag);
+  return std::make_unique<TokenData>(path, training, flag);
 }
 
 /// Sets this rank's blocks of every input for step `step`.
