@@ -21,8 +21,10 @@ It then runs K optimizer steps as docs/Training.md specifies:
   clip    torch.nn.utils.clip_grad_norm_(params, clip_norm) when > 0
   lr      warmup / cosine schedule of docs/Training.md, set on the
           parameter group before each step
-  update  torch.optim.AdamW or torch.optim.SGD, one group, every trained
-          weight (weight decay on all of them, biases and norms included)
+  update  torch.optim.AdamW or torch.optim.SGD, every trained weight, in
+          two groups: weight decay on the weights of two or more dimensions
+          not named *bias, none on biases and norms (the config's no_decay
+          list replaces that rule)
 --autocast bf16 runs the forward under torch.autocast("cpu", bfloat16) (the
 reference curve of `precision: bf16`; the loss is computed in float32).
 Data: --inputs DIR (input_ids.npy, labels.npy) is the batch of every step;
@@ -85,6 +87,8 @@ def load_config(path):
     opt.setdefault("warmup_steps", 0)
     opt.setdefault("total_steps", 0)
     opt.setdefault("min_lr", 0.0)
+    opt.setdefault("lr_schedule", "cosine")
+    opt.setdefault("no_decay", "default")
     if opt["kind"] not in ("adamw", "sgd"):
         raise SystemExit("error: optimizer kind %r" % opt["kind"])
     frozen = list(cfg.get("frozen") or [])
@@ -98,11 +102,25 @@ def lr_at(opt, t):
     s = t - 1
     if s < warm:
         return lr * (s + 1) / warm
-    if total > warm:
+    if total > warm and opt.get("lr_schedule", "cosine") != "constant":
         if s >= total:
             return min_lr
-        return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * (s - warm) / (total - warm)))
+        progress = (s - warm) / (total - warm)
+        if opt.get("lr_schedule") == "linear":
+            return lr + (min_lr - lr) * progress
+        return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
     return lr
+
+
+def decays(opt, name, ndim):
+    """Weight decay applies to the initializer `name` of `ndim` dimensions
+    (docs/Training.md, "no_decay"): by default not to biases and norms (one
+    dimension, or a name ending in bias); a no_decay list names the weights
+    without it instead."""
+    nd = opt.get("no_decay", "default")
+    if nd == "default":
+        return ndim > 1 and not name.endswith("bias")
+    return not any(fnmatch.fnmatchcase(name, p) for p in nd)
 
 
 def is_frozen(name, patterns):
@@ -251,16 +269,21 @@ def main(argv=None):
     model = model.to(dtype)
     model.train()  # no dropout in this model; train() for form's sake
     params = [p for _, p in model.named_parameters()]
+    # Two groups, as Megatron-LM and the Hugging Face Trainer make them.
+    wd = float(opt_cfg["weight_decay"])
+    groups = [{"params": [], "weight_decay": wd}, {"params": [], "weight_decay": 0.0}]
+    for pname, p in model.named_parameters():
+        iname = mapping[pname][0]
+        groups[0 if decays(opt_cfg, iname, inits[iname].ndim) else 1]["params"].append(p)
+    groups = [g for g in groups if g["params"]]
 
     if opt_cfg["kind"] == "adamw":
-        opt = torch.optim.AdamW(params, lr=float(opt_cfg["lr"]),
+        opt = torch.optim.AdamW(groups, lr=float(opt_cfg["lr"]),
                                 betas=tuple(float(b) for b in opt_cfg["betas"]),
-                                eps=float(opt_cfg["eps"]),
-                                weight_decay=float(opt_cfg["weight_decay"]))
+                                eps=float(opt_cfg["eps"]))
     else:
-        opt = torch.optim.SGD(params, lr=float(opt_cfg["lr"]),
-                              momentum=float(opt_cfg["momentum"]),
-                              weight_decay=float(opt_cfg["weight_decay"]))
+        opt = torch.optim.SGD(groups, lr=float(opt_cfg["lr"]),
+                              momentum=float(opt_cfg["momentum"]))
 
     B, T, V = make_model.BATCH, make_model.SEQ, make_model.VOCAB
     ignore = int(loss_cfg["ignore_index"])

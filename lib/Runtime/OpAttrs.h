@@ -68,9 +68,13 @@ struct OptimizerParams {
   double weightDecay = 0.01; ///< `weight_decay`; SGD's default is 0.
   /// Global gradient-norm clipping threshold (`clip_norm`); 0 is off.
   double clipNorm = 0;
-  double minLr = 0;        ///< End of the cosine decay (`min_lr`).
+  double minLr = 0;        ///< End of the decay (`min_lr`).
   int64_t warmupSteps = 0; ///< Linear warmup steps (`warmup_steps`).
-  int64_t totalSteps = 0;  ///< Cosine decay ends here; 0: none.
+  int64_t totalSteps = 0;  ///< The decay ends here; 0: none.
+  /// After the warmup (`lr_schedule`): cosine or linear decay from lr to
+  /// min_lr at total_steps, or lr throughout.
+  enum Schedule { Cosine, Linear, Constant };
+  Schedule schedule = Cosine;
   /// A pipeline stage's copy of a weight that an earlier stage also
   /// updates (`mirror`, tied embeddings): its gradient is counted once,
   /// there, in the clipping norm.
@@ -83,7 +87,7 @@ struct OpAttrs {
   /// Softmax, LayerNormalization, Gather; SoftmaxGrad,
   /// LayerNormalization(Scale)Grad and GatherGrad (always 0).
   int64_t axis = 0;
-  float epsilon = 1e-5f;         ///< LayerNormalization and its gradients.
+  float epsilon = 1e-5f; ///< LayerNormalization and its gradients.
   /// LayerNormalization and its gradients: `rms` = 1, RMSNorm (no mean).
   bool rms = false;
   float alpha = 1.f, beta = 1.f; ///< Gemm; HardSigmoid, HardSwish.
@@ -105,7 +109,7 @@ struct OpAttrs {
   /// Collectives: mesh axis indices; vocabulary-parallel ops (Gather,
   /// GatherGrad, Vocab*): those of `shard_axes`.
   std::vector<int> meshAxes;
-  int64_t groupSize = 1;  ///< Ranks per group over meshAxes.
+  int64_t groupSize = 1; ///< Ranks per group over meshAxes.
   /// AllGather of a value with uneven blocks (Program.value_layouts): each
   /// group member's block along `dim`, in group order; empty: even. Set by
   /// the plan loader, never read from a plan.

@@ -33,12 +33,14 @@ double shoal::rt::learningRate(const OptimizerParams &p, int64_t step) {
   if (s < p.warmupSteps)
     return p.lr * static_cast<double>(s + 1) /
            static_cast<double>(p.warmupSteps);
-  if (p.totalSteps > p.warmupSteps) {
+  if (p.schedule != OptimizerParams::Constant && p.totalSteps > p.warmupSteps) {
     if (s >= p.totalSteps)
       return p.minLr;
     const double pi = 3.14159265358979323846;
     double progress = static_cast<double>(s - p.warmupSteps) /
                       static_cast<double>(p.totalSteps - p.warmupSteps);
+    if (p.schedule == OptimizerParams::Linear)
+      return p.lr + (p.minLr - p.lr) * progress;
     return p.minLr + 0.5 * (p.lr - p.minLr) * (1.0 + std::cos(pi * progress));
   }
   return p.lr;

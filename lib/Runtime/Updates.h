@@ -34,7 +34,8 @@ OptimizerParams optimizerParams(const OpInfo &op);
 
 /// The learning rate of 1-based step `step` (docs/Training.md): with
 /// s = step - 1, `lr * (s + 1) / warmup` while s < warmup; then, if
-/// total > warmup, cosine decay from lr to min_lr over [warmup, total) and
+/// total > warmup and the schedule is not constant, cosine (or linear)
+/// decay from lr to min_lr over [warmup, total) and
 /// min_lr from total on; else lr.
 double learningRate(const OptimizerParams &p, int64_t step);
 

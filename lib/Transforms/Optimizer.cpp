@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace shoal {
 #define GEN_PASS_DEF_OPTIMIZERPASS
@@ -28,6 +29,8 @@ namespace {
 
 struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
   using OptimizerPassBase::OptimizerPassBase;
+
+  SmallVector<llvm::GlobPattern> noDecayPatterns;
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
@@ -58,6 +61,21 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
         !positive("warmup-steps", warmupSteps, false) ||
         !positive("total-steps", totalSteps, false))
       return signalPassFailure();
+    if (lrSchedule != "cosine" && lrSchedule != "linear" &&
+        lrSchedule != "constant") {
+      module.emitError() << "unknown learning-rate schedule '" << lrSchedule
+                         << "' (expected cosine, linear or constant)";
+      return signalPassFailure();
+    }
+    for (const std::string &p : noDecay) {
+      auto glob = llvm::GlobPattern::create(p);
+      if (!glob) {
+        module.emitError() << "no-decay pattern '" << p
+                           << "': " << llvm::toString(glob.takeError());
+        return signalPassFailure();
+      }
+      noDecayPatterns.push_back(std::move(*glob));
+    }
     if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
       module.emitError() << "AdamW betas must be in [0, 1), got " << beta1
                          << " and " << beta2;
@@ -88,9 +106,27 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     }
   }
 
+  /// Weight decay applies to `w`: not to biases and norms (a weight of one
+  /// dimension in the source model, or named *bias) unless decayAll, and
+  /// not to a weight a no-decay pattern matches.
+  bool decays(WeightOp w) const {
+    StringRef name = w.getName();
+    for (const llvm::GlobPattern &p : noDecayPatterns)
+      if (p.match(name))
+        return false;
+    if (decayAll)
+      return true;
+    int64_t rank = cast<RankedTensorType>(w.getType()).getRank();
+    if (auto source =
+            w->getAttrOfType<DenseI64ArrayAttr>(ShoalDialect::kSourceShapeAttr))
+      rank = static_cast<int64_t>(source.size());
+    return rank > 1 && !name.ends_with("bias");
+  }
+
   /// The optimizer's update of `w` by its gradient `g`, with state weights
   /// of its own.
   Operation *createUpdate(OpBuilder &b, WeightOp w, Value g) {
+    double weightDecay = decays(w) ? this->weightDecay : 0.0;
     auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     auto state = [&](StringRef prefix) {
@@ -102,15 +138,15 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
     if (optimizer == "adamw") {
       Value m = state("adam.m");
       Value v = state("adam.v");
-      return b.create<AdamWOp>(w.getLoc(), w.getResult(), g, m, v, f64(lr),
-                               f64(beta1), f64(beta2), f64(eps),
-                               f64(weightDecay), f64(clipNorm),
-                               i64(warmupSteps), i64(totalSteps), f64(minLr));
+      return b.create<AdamWOp>(
+          w.getLoc(), w.getResult(), g, m, v, f64(lr), f64(beta1), f64(beta2),
+          f64(eps), f64(weightDecay), f64(clipNorm), i64(warmupSteps),
+          i64(totalSteps), f64(minLr), b.getStringAttr(lrSchedule));
     }
     return b.create<SGDOp>(w.getLoc(), w.getResult(), g, state("sgd.momentum"),
                            f64(lr), f64(momentum), f64(weightDecay),
                            f64(clipNorm), i64(warmupSteps), i64(totalSteps),
-                           f64(minLr));
+                           f64(minLr), b.getStringAttr(lrSchedule));
   }
 
   void addUpdates(func::FuncOp func) {

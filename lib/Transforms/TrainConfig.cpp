@@ -9,6 +9,8 @@
 #include "shoal/Support/Yaml.h"
 #include "shoal/Transforms/Passes.h"
 
+#include "llvm/Support/GlobPattern.h"
+
 #include <cmath>
 #include <optional>
 #include <yaml-cpp/yaml.h>
@@ -189,7 +191,8 @@ void Reader::read(const std::string &text, TrainConfig &out) const {
   if (YAML::Node opt = root["optimizer"]) {
     checkKeys(opt, "optimizer",
               {"kind", "lr", "betas", "eps", "momentum", "weight_decay",
-               "clip_norm", "warmup_steps", "total_steps", "min_lr"});
+               "clip_norm", "warmup_steps", "total_steps", "min_lr",
+               "lr_schedule", "no_decay"});
     get(opt, "kind", o.optimizer, "a string");
     get(opt, "lr", o.lr, "a number");
     get(opt, "eps", o.eps, "a number");
@@ -199,6 +202,38 @@ void Reader::read(const std::string &text, TrainConfig &out) const {
     get(opt, "warmup_steps", o.warmupSteps, "an integer");
     get(opt, "total_steps", o.totalSteps, "an integer");
     get(opt, "min_lr", o.minLr, "a number");
+    if (YAML::Node s = opt["lr_schedule"]) {
+      get(opt, "lr_schedule", o.lrSchedule, "a string");
+      if (o.lrSchedule != "cosine" && o.lrSchedule != "linear" &&
+          o.lrSchedule != "constant")
+        fail(s, "'lr_schedule' must be cosine, linear or constant, got '" +
+                    o.lrSchedule + "'");
+    }
+    // no_decay: `default` (biases and norms get no weight decay), or a list
+    // of patterns that replaces the default: the weights it names get none,
+    // every other one does ([]: every weight decays).
+    if (YAML::Node nd = opt["no_decay"]) {
+      if (nd.IsScalar() && nd.Scalar() == "default") {
+        o.decayAll = false;
+      } else if (nd.IsSequence()) {
+        o.decayAll = true;
+        std::vector<std::string> patterns;
+        for (const YAML::Node &p : nd) {
+          if (!p.IsScalar())
+            fail(p, "each 'no_decay' entry must be an initializer name "
+                    "pattern (a string)");
+          if (auto glob = llvm::GlobPattern::create(p.Scalar()); !glob)
+            fail(p, "'no_decay' pattern '" + p.Scalar() +
+                        "': " + llvm::toString(glob.takeError()));
+          patterns.push_back(p.Scalar());
+        }
+        o.noDecay = patterns;
+      } else {
+        fail(nd, "'no_decay' must be 'default' (biases and norms) or a list "
+                 "of initializer name patterns (the weights without weight "
+                 "decay; [] decays every weight)");
+      }
+    }
     if (YAML::Node betas = opt["betas"]) {
       std::vector<double> b;
       get(opt, "betas", b, "a list of two numbers");

@@ -578,6 +578,29 @@ TEST(Optimizers, LearningRateWarmsUpThenDecays) {
   EXPECT_DOUBLE_EQ(learningRate(p, 1), 1.0);
 }
 
+// lr_schedule linear: from lr to min_lr over [warmup, total), as
+// Megatron-LM's linear decay; constant: lr after the warmup whatever
+// total_steps says.
+TEST(Optimizers, LinearAndConstantSchedules) {
+  OptimizerParams p;
+  p.lr = 1.0;
+  p.minLr = 0.2;
+  p.warmupSteps = 2;
+  p.totalSteps = 6;
+  p.schedule = OptimizerParams::Linear;
+  EXPECT_DOUBLE_EQ(learningRate(p, 1), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(p, 3), 1.0); // s = 2: progress 0
+  EXPECT_DOUBLE_EQ(learningRate(p, 4), 0.8); // progress 1/4
+  EXPECT_DOUBLE_EQ(learningRate(p, 5), 0.6); // halfway
+  EXPECT_DOUBLE_EQ(learningRate(p, 6), 0.4); // progress 3/4
+  EXPECT_DOUBLE_EQ(learningRate(p, 7), 0.2); // s = total
+  EXPECT_DOUBLE_EQ(learningRate(p, 99), 0.2);
+  p.schedule = OptimizerParams::Constant;
+  EXPECT_DOUBLE_EQ(learningRate(p, 1), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(p, 5), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(p, 99), 1.0);
+}
+
 TEST(Optimizers, ClipScaleAndSumOfSquares) {
   Tensor g = makeTensor<float>({2, 2}, {3, 4, 0, 12});
   EXPECT_EQ(sumOfSquares(g), 169.0);
@@ -897,6 +920,13 @@ TEST(TrainOps, OptimizerTypesAndAttributes) {
     c.f("lr", -1);
     EXPECT_CONTAINS(c.error(), "attribute 'lr' must be >= 0, got -1");
     c.op.mutable_attrs()->at("lr").set_f(1e-3);
+    EXPECT_EQ(optimizerParams(c.info()).schedule, OptimizerParams::Cosine);
+    c.s("lr_schedule", "linear");
+    EXPECT_EQ(optimizerParams(c.info()).schedule, OptimizerParams::Linear);
+    c.op.mutable_attrs()->at("lr_schedule").set_s("step");
+    EXPECT_CONTAINS(c.error(), "attribute 'lr_schedule' must be cosine, "
+                               "linear or constant, got 'step'");
+    c.op.mutable_attrs()->erase("lr_schedule");
     c.f("momentum", 0.9);
     EXPECT_CONTAINS(c.error(), "unknown attribute 'momentum'");
 

@@ -105,7 +105,18 @@ def OptimizerPass : Pass<"shoal-optimizer", "::mlir::ModuleOp"> {
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
            "cosine decay ends here (0: constant after warmup)">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
-           "learning rate at the end of the cosine decay">,
+           "learning rate at the end of the decay">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"cosine\"",
+           "after the warmup: cosine or linear decay from lr to min-lr at "
+           "total-steps, or constant">,
+    Option<"decayAll", "decay-all", "bool", /*default=*/"false",
+           "weight decay on every weight; by default biases and norms get "
+           "none (weights of one dimension in the source model, or named "
+           "*bias), as in Megatron-LM">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "more weights without weight decay: initializer name "
+               "patterns (* and ?)">,
     Option<"gradBucketMb", "grad-bucket-mb", "double", /*default=*/"25.0",
            "gradient all-reduces packed into buckets of this many MiB "
            "(0: one per gradient); recorded in the plan for shoal-run">,

@@ -223,6 +223,17 @@ void shoal::rt::optimizerRule(TypeRuleContext &ctx) {
   p.warmupSteps = ctx.attrs.getInt("warmup_steps", 0);
   p.totalSteps = ctx.attrs.getInt("total_steps", 0);
   p.mirror = ctx.attrs.getInt("mirror", 0) != 0;
+  std::string schedule = ctx.attrs.getString("lr_schedule", "cosine");
+  if (schedule == "cosine")
+    p.schedule = OptimizerParams::Cosine;
+  else if (schedule == "linear")
+    p.schedule = OptimizerParams::Linear;
+  else if (schedule == "constant")
+    p.schedule = OptimizerParams::Constant;
+  else
+    throw Error(fmt::format("attribute 'lr_schedule' must be cosine, linear "
+                            "or constant, got '{}'",
+                            schedule));
   auto nonNegative = [](const char *name, double v) {
     if (!(v >= 0)) // also NaN
       throw Error(fmt::format("attribute '{}' must be >= 0, got {}", name, v));

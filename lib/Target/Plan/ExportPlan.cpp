@@ -892,6 +892,8 @@ private:
       setI(PLAN_ATTR(K, Int, "warmup_steps"), update.getWarmupSteps());
       setI(PLAN_ATTR(K, Int, "total_steps"), update.getTotalSteps());
       setF(PLAN_ATTR(K, Float, "min_lr"), update.getMinLr().convertToDouble());
+      if (update.getLrSchedule() != "cosine")
+        setS(PLAN_ATTR(K, String, "lr_schedule"), update.getLrSchedule());
       if (update->hasAttr(ShoalDialect::kMirrorAttr))
         setI(PLAN_ATTR(K, Int, "mirror"), 1);
       if (auto z = update->template getAttrOfType<ArrayAttr>(

@@ -686,7 +686,8 @@ def Shoal_AdamWOp : Shoal_OptimizerOp<"adamw"> {
     Made by `shoal-optimizer`. Updates the weight `w` and its moments `m`
     and `v` (zero-initialized weights) from the gradient `g`, as PyTorch's
     `torch.optim.AdamW`, at the runtime's step count; the learning rate
-    follows the warmup and cosine schedule; `clip_norm > 0` scales every
+    follows the warmup and `lr_schedule` (cosine, linear or constant);
+    `clip_norm > 0` scales every
     gradient of the step by the global-norm factor first (docs/Training.md).
 
     ```mlir
@@ -698,7 +699,8 @@ def Shoal_AdamWOp : Shoal_OptimizerOp<"adamw"> {
                    F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                    F64Attr:$weight_decay, F64Attr:$clip_norm,
                    I64Attr:$warmup_steps, I64Attr:$total_steps,
-                   F64Attr:$min_lr);
+                   F64Attr:$min_lr,
+                   DefaultValuedStrAttr<StrAttr, "cosine">:$lr_schedule);
 }
 
 def Shoal_SGDOp : Shoal_OptimizerOp<"sgd"> {
@@ -715,7 +717,8 @@ def Shoal_SGDOp : Shoal_OptimizerOp<"sgd"> {
                    AnyRankedTensor:$momentum_buffer, F64Attr:$lr,
                    F64Attr:$momentum, F64Attr:$weight_decay, F64Attr:$clip_norm,
                    I64Attr:$warmup_steps, I64Attr:$total_steps,
-                   F64Attr:$min_lr);
+                   F64Attr:$min_lr,
+                   DefaultValuedStrAttr<StrAttr, "cosine">:$lr_schedule);
 }
 
 def Shoal_AssignOp : Shoal_OptimizerOp<"assign"> {
