@@ -29,11 +29,11 @@ using namespace shoal;
 
 namespace {
 
-/// A weight view (shoal-fused-weight-views): a reshape of a weight. It is
+/// A weight view (a reshape or transpose of a weight, isWeightView). It is
 /// laid out by its user, like the weight.
-ReshapeOp getWeightView(Value v) {
-  auto r = v.getDefiningOp<ReshapeOp>();
-  return isWeightView(r) ? r : ReshapeOp();
+Operation *getWeightView(Value v) {
+  Operation *def = v.getDefiningOp();
+  return isWeightView(def) ? def : nullptr;
 }
 
 bool isWeightLike(Value v) {
@@ -75,9 +75,9 @@ std::pair<int, int64_t> findSplitFactor(const ShardingRule &rule,
 /// Lays out weight view `view` so that its result has `want` (as far as a
 /// block split of the weight gives it) and its weight the matching block
 /// split.
-void decideView(ReshapeOp view, ShardingAttr want) {
-  MLIRContext *ctx = view.getContext();
-  ShardingRule rule = view.getShardingRule();
+void decideView(Operation *view, ShardingAttr want) {
+  MLIRContext *ctx = view->getContext();
+  ShardingRule rule = cast<ShardingRuleOpInterface>(view).getShardingRule();
   FactorAxes axes(rule.getNumFactors());
   FactorOuter outer(rule.getNumFactors(), 1);
   for (auto [d, df] : llvm::enumerate(rule.results[0])) {
@@ -107,8 +107,8 @@ void decideView(ReshapeOp view, ShardingAttr want) {
   view->setAttr(ShoalDialect::kShardingAttr,
                 b.getArrayAttr({shardingFromFactors(ctx, rule, rule.results[0],
                                                     axes, outer)}));
-  view.getInput().getDefiningOp()->setAttr(ShoalDialect::kShardingAttr,
-                                           b.getArrayAttr({weight}));
+  view->getOperand(0).getDefiningOp()->setAttr(ShoalDialect::kShardingAttr,
+                                               b.getArrayAttr({weight}));
 }
 
 /// Removes `axis` from every dimension of `s`.
@@ -321,8 +321,8 @@ bool hasStackedExperts(TaskGraphOp tg) {
 
 /// The initializer name of a weight or weight view.
 StringRef weightName(Value v) {
-  if (ReshapeOp view = getWeightView(v))
-    v = view.getInput();
+  if (Operation *view = getWeightView(v))
+    v = view->getOperand(0);
   return cast<WeightOp>(v.getDefiningOp()).getName();
 }
 
@@ -596,10 +596,18 @@ struct PropagateShardingPass
         continue;
       // A weight view is laid out by its user, unless its weight already
       // has a layout (from the forward TaskGraph, in training).
-      if (auto view = dyn_cast<ReshapeOp>(op);
-          view && getWeightView(view.getResult()) &&
-          !hasDecidedLayout(view.getInput()))
+      if (isWeightView(&op) && !hasDecidedLayout(op.getOperand(0)))
         continue;
+      // A view skipped above whose weight another user has laid out since
+      // (a tied embedding read by a Gather and, transposed, by the LM head)
+      // takes the weight's layout, as any op its operand's.
+      for (Value v : op.getOperands())
+        if (Operation *view = getWeightView(v);
+            view && !view->hasAttr(ShoalDialect::kShardingAttr) &&
+            hasDecidedLayout(view->getOperand(0)) &&
+            failed(decide(tg, cast<ShardingRuleOpInterface>(view), mesh,
+                          isSplit ? tpSize : 1, experts ? tpSize : 1)))
+          return failure();
       auto iface = dyn_cast<ShardingRuleOpInterface>(op);
       if (!iface)
         return op.emitError()
@@ -610,11 +618,13 @@ struct PropagateShardingPass
     }
 
     // Weight views no user laid out stay whole.
-    for (auto view : tg.getBody().front().getOps<ReshapeOp>())
-      if (getWeightView(view.getResult()) &&
-          !view->hasAttr(ShoalDialect::kShardingAttr))
-        decideView(view,
-                   ShardingAttr::getReplicated(ctx, view.getType().getRank()));
+    for (Operation &view : tg.getBody().front())
+      if (isWeightView(&view) && !view.hasAttr(ShoalDialect::kShardingAttr))
+        decideView(
+            &view,
+            ShardingAttr::getReplicated(
+                ctx,
+                cast<RankedTensorType>(view.getResult(0).getType()).getRank()));
 
     // Outputs of a split TaskGraph are gathered over tp, except those read
     // only by other device sets: a bridge moves their blocks directly.
@@ -856,7 +866,7 @@ struct PropagateShardingPass
       int64_t bestOuter = 1;
       Value bestWeight;
       for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-        ReshapeOp view = getWeightView(v);
+        Operation *view = getWeightView(v);
         if (!isWeightLike(v) || !(isa<WeightOp>(v.getDefiningOp()) || view))
           continue;
         for (auto [d, df] : llvm::enumerate(rule.operands[k])) {
@@ -872,9 +882,9 @@ struct PropagateShardingPass
             bestWeight = v;
             // A view cuts this dimension in pieces: split each piece.
             bestOuter = 1;
-            if (view) {
-              auto in = cast<RankedTensorType>(view.getInput().getType());
-              auto out = cast<RankedTensorType>(view.getType());
+            if (auto r = dyn_cast_or_null<ReshapeOp>(view)) {
+              auto in = cast<RankedTensorType>(r.getInput().getType());
+              auto out = cast<RankedTensorType>(r.getType());
               for (int64_t i = 0; i < out.getRank(); ++i)
                 if (in.getDimSize(i) != out.getDimSize(i)) {
                   if (i == (int64_t)d)
@@ -987,7 +997,7 @@ struct PropagateShardingPass
     }
     // Weights are loaded already split the way their user needs them.
     for (auto [k, v] : llvm::enumerate(op->getOperands()))
-      if (ReshapeOp view = getWeightView(v); view && !hasDecidedLayout(v))
+      if (Operation *view = getWeightView(v); view && !hasDecidedLayout(v))
         decideView(view, shardingFromFactors(ctx, rule, rule.operands[k], axes,
                                              outer));
       else if (auto w = v.getDefiningOp<WeightOp>(); w && !hasDecidedLayout(v))

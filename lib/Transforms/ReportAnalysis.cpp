@@ -20,6 +20,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace shoal;
 using namespace shoal::report;
@@ -122,7 +124,43 @@ std::string shoal::report::formatMesh(MeshAttr mesh) {
   return s;
 }
 
+std::string shoal::report::formatMesh(TaskGraphOp tg) {
+  MeshAttr mesh = tg.getMeshAttr();
+  if (tg.getStrategy() != Strategy::replicate)
+    return formatMesh(mesh);
+  // Every device axis of a replicate TaskGraph splits the batch: data
+  // parallelism over all of them.
+  std::string s;
+  int64_t replicas = 1;
+  for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getShape())) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    if (name == ShoalDialect::kMicroBatchAxis)
+      s += (s.empty() ? "" : " x ") + name.str() + "=" + std::to_string(size);
+    else
+      replicas *= size;
+  }
+  return s + (s.empty() ? "" : " x ") + "dp=" + std::to_string(replicas);
+}
+
+std::string shoal::report::displayAxis(StringRef axis, TaskGraphOp tg) {
+  if (tg && tg.getStrategy() == Strategy::replicate &&
+      axis != ShoalDialect::kMicroBatchAxis)
+    return "dp";
+  return axis.str();
+}
+
 namespace {
+
+/// `tp` or `dp,tp`; in a replicate TaskGraph `tg` every device axis is `dp`.
+std::string formatAxes(ArrayAttr axes, TaskGraphOp tg) {
+  SmallVector<std::string> names;
+  for (Attribute a : axes) {
+    std::string n = displayAxis(cast<StringAttr>(a).getValue(), tg);
+    if (!llvm::is_contained(names, n))
+      names.push_back(n);
+  }
+  return llvm::join(names, ",");
+}
 
 /// `tp` or `dp,tp`.
 std::string formatAxes(ArrayAttr axes) {
@@ -379,6 +417,12 @@ int64_t getGlobalBatch(func::FuncOp func) {
 void ReportBuilder::buildFunc(func::FuncOp func) {
   Block &entry = func.getBody().front();
   for (auto tg : entry.getOps<TaskGraphOp>()) {
+    // A TaskGraph with nothing in it (a scope whose ops all moved to
+    // another, as the backward of a `"*"` scope's unclaimed ops) is left
+    // out.
+    if (llvm::all_of(tg.getBody().front(),
+                     [](Operation &op) { return isa<YieldOp>(op); }))
+      continue;
     index[tg] = graphs.size();
     TaskGraphInfo info;
     info.tg = tg;
@@ -543,7 +587,7 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
   c.op = op;
   c.kind = op->getName().stripDialect().str();
   ArrayAttr axes = getCollectiveAxes(op);
-  c.axes = formatAxes(axes);
+  c.axes = formatAxes(axes, info.tg);
   Value input = op->getOperand(0);
   Value result = op->getResult(0);
   c.shapes = formatType(input.getType());
@@ -701,7 +745,9 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
   // Gathers whose whole-batch regions overlap make one warning.
   struct Gathered {
     SmallVector<std::string> nodes;
-    llvm::SetVector<StringRef> axes;
+    llvm::SetVector<std::string, SmallVector<std::string>,
+                    std::set<std::string>>
+        axes;
     llvm::SetVector<Operation *> ops;
   };
   SmallVector<Gathered> groups;
@@ -712,7 +758,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
     Gathered g;
     for (Attribute a : gather.getAxes())
       if (isBatchAxis(cast<StringAttr>(a).getValue(), tg))
-        g.axes.insert(cast<StringAttr>(a).getValue());
+        g.axes.insert(displayAxis(cast<StringAttr>(a).getValue(), tg));
     if (g.axes.empty())
       continue;
     SmallVector<Operation *> work{&op};
@@ -832,11 +878,16 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           factors = factors.drop_back();
         if (auto a = dyn_cast<AttentionGradOp>(op); a && a.getMask())
           factors = factors.drop_back();
-        for (Value v : factors)
+        for (Value v : factors) {
+          // Through a weight view: an nn.Linear exported in training mode
+          // reads Transpose(W).
+          if (Operation *def = v.getDefiningOp(); isWeightView(def))
+            v = def->getOperand(0);
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");
           }
+        }
         if (weighted && !split)
           whole.push_back(&op);
       }

@@ -75,7 +75,7 @@ void ReportBuilder::printDot(raw_ostream &os) {
       if (auto s = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr))
         label += ", stage " + std::to_string(s.getInt());
       if (MeshAttr mesh = tg.getMeshAttr())
-        label += "\\nmesh " + formatMesh(mesh);
+        label += "\\nmesh " + formatMesh(tg);
       label += "\\nranks " + formatRanks(info->ranks);
       for (StringRef kind :
            {"all_reduce", "all_gather", "all_to_all", "local_slice"}) {

@@ -30,6 +30,12 @@ std::string formatBytes(int64_t bytes);
 std::string formatRanks(llvm::ArrayRef<int64_t> ranks);
 /// `mb=2 x dp=2 x tp=2`.
 std::string formatMesh(MeshAttr mesh);
+/// The mesh of `tg` as the report shows it: a replicate TaskGraph's device
+/// axes all split the batch and show as one `dp` (`mb=2 x dp=4`).
+std::string formatMesh(TaskGraphOp tg);
+/// `axis` as the report names it in `tg`: `dp` for every device axis of a
+/// replicate TaskGraph.
+std::string displayAxis(llvm::StringRef axis, TaskGraphOp tg);
 /// The size of the mesh's micro-batch axis (1 without one).
 int64_t getMicroBatches(MeshAttr mesh);
 

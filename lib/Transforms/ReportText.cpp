@@ -92,7 +92,7 @@ void ReportBuilder::printText(raw_ostream &os) {
     if (auto s = tg->getAttrOfType<IntegerAttr>(ShoalDialect::kStageAttr))
       os << ", stage " << s.getInt();
     if (MeshAttr mesh = tg.getMeshAttr())
-      os << ", mesh " << formatMesh(mesh);
+      os << ", mesh " << formatMesh(tg);
     os << ", ranks " << formatRanks(info.ranks) << "\n";
     if (!info.inputs.empty())
       os << "  inputs: " << info.inputs << "\n";

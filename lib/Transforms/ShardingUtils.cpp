@@ -69,8 +69,13 @@ StringRef shoal::onnxNodeName(Operation *op) {
 }
 
 bool shoal::isWeightView(Operation *op) {
-  auto r = dyn_cast_or_null<ReshapeOp>(op);
-  return r && r.getInput().getDefiningOp<WeightOp>();
+  if (isa_and_nonnull<ReshapeOp>(op))
+    return op->getOperand(0).getDefiningOp<WeightOp>();
+  // A transpose of the model's (the forward's): shoal-autodiff's transposes
+  // of weights are computations of the backward.
+  return isa_and_nonnull<TransposeOp>(op) &&
+         !op->hasAttr(ShoalDialect::kPhaseAttr) &&
+         op->getOperand(0).getDefiningOp<WeightOp>();
 }
 
 bool shoal::isStaged(ModuleOp module) {

@@ -78,9 +78,11 @@ bool isZeroPaddedWeight(mlir::Value v);
 /// The layout a TaskGraph's values have: its mesh and ranks with `sharding`.
 LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
 
-/// A weight view (shoal-fused-weight-views): a reshape of a weight. Like
-/// weights it is cloned into every TaskGraph that reads it and laid out by
-/// its users.
+/// A weight view: a reshape of a weight (shoal-fused-weight-views) or a
+/// transpose of one (an `nn.Linear` exported in training mode reads
+/// `Transpose(W)`). Like weights it is cloned into every TaskGraph that
+/// reads it and laid out by its users, the weight taking the matching
+/// block split.
 bool isWeightView(mlir::Operation *op);
 
 /// The ONNX node name of an op (the name of its NameLoc, as the importer

@@ -58,16 +58,17 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 // -----
 
 // Replicated work. "gather" gathers the batch (split over tp in a
-// replicate scope) for /g/MatMul; "whole" reads the whole batch and
+// replicate scope, which the report calls dp: a replicate scope is data
+// parallel over all its devices) for /g/MatMul; "whole" reads the whole batch and
 // computes on it on both devices; "nosplit" is split(2) but splits no
 // weight over tp.
 
 // CHECK-LABEL: shoal parallelism report: 3 TaskGraphs on 2 ranks
-// CHECK: TaskGraph "gather": replicate(2), mesh dp=1 x tp=2, ranks 0,1
-// CHECK: all_gather dim 0 over tp at /g/MatMul: 'shoal.matmul' needs the batch whole over tp
-// CHECK: warning: TaskGraph "gather": all_gather over tp at /g/MatMul gathers the batch: each rank computes the whole batch in 2 ops, /g/MatMul to /g/Relu (replicated work)
+// CHECK: TaskGraph "gather": replicate(2), mesh dp=2, ranks 0,1
+// CHECK: all_gather dim 0 over dp at /g/MatMul: 'shoal.matmul' needs the batch whole over dp
+// CHECK: warning: TaskGraph "gather": all_gather over dp at /g/MatMul gathers the batch: each rank computes the whole batch in 2 ops, /g/MatMul to /g/Relu (replicated work)
 // CHECK-NOT: warning: TaskGraph "gather"
-// CHECK: TaskGraph "whole": replicate(2), mesh dp=1 x tp=2, ranks 0,1
+// CHECK: TaskGraph "whole": replicate(2), mesh dp=2, ranks 0,1
 // CHECK-NEXT: inputs: "gather" output 0
 // CHECK-NEXT: summary: no communication
 // CHECK-NEXT: warning: TaskGraph "whole": each of its 2 devices computes the whole batch (4 on dim 0) in /w/Relu (replicated work)
@@ -76,7 +77,7 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 // CHECK: total: 2 all_gather, 1 local_slice; 3 warnings
 
 // DOT-LABEL: digraph shoal {
-// DOT: tg0 [label="gather\nreplicate(2)\nmesh dp=1 x tp=2\nranks 0,1\n2 all_gather (256 B)\n1 local_slice\n1 warning", color=orange, penwidth=2];
+// DOT: tg0 [label="gather\nreplicate(2)\nmesh dp=2\nranks 0,1\n2 all_gather (256 B)\n1 local_slice\n1 warning", color=orange, penwidth=2];
 // DOT: tg0 -> tg1 [label="4x8xf32"];
 // DOT: tg1 -> tg2 [label="4x8xf32"];
 
@@ -113,8 +114,8 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 // weights are all whole is replicated work.
 
 // CHECK-LABEL: shoal parallelism report: 2 TaskGraphs on 2 ranks
-// CHECK: TaskGraph "two": replicate(2), mesh dp=1 x tp=2, ranks 0,1
-// CHECK: warning: TaskGraph "two": 2 all_gathers over tp at /t/Add and /t/Add gather the batch: each rank computes the whole batch in 2 ops, /t/Add to /t/Relu (replicated work)
+// CHECK: TaskGraph "two": replicate(2), mesh dp=2, ranks 0,1
+// CHECK: warning: TaskGraph "two": 2 all_gathers over dp at /t/Add and /t/Add gather the batch: each rank computes the whole batch in 2 ops, /t/Add to /t/Relu (replicated work)
 // CHECK-NOT: warning: TaskGraph "two"
 // CHECK: TaskGraph "partly": split(2), mesh dp=1 x tp=2, ranks 0,1
 // CHECK: warning: TaskGraph "partly": /p/fc2/MatMul splits no weight over tp: the 2 ranks of a tp group all compute it whole (replicated work)
@@ -154,7 +155,7 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 // A pipeline after shoal-pipeline: a send/recv pair between stages.
 
 // CHECK-LABEL: shoal parallelism report: 2 TaskGraphs on 3 ranks; pipeline of 2 stages, 2 micro-batches, gpipe schedule
-// CHECK: TaskGraph "s0": replicate(1), stage 0, mesh mb=2 x dp=1 x tp=1, ranks 0
+// CHECK: TaskGraph "s0": replicate(1), stage 0, mesh mb=2 x dp=1, ranks 0
 // CHECK: send 0 to "s1" at /s0/Relu: 2x8xf32, 64 B per rank, [mb, -] on ranks 0 -> [mb, -] on ranks 1,2
 // CHECK-NEXT: summary: 1 send (64 B); 64 B per rank per micro-batch
 // CHECK: TaskGraph "s1": split(2), stage 1, mesh mb=2 x dp=1 x tp=2, ranks 1,2
@@ -199,7 +200,7 @@ func.func @main(%x: tensor<2x8xf32> {shoal.name = "x", shoal.sharding = #shoal.s
 // gets its input whole and splits nothing.
 
 // CHECK-LABEL: shoal parallelism report: 2 TaskGraphs on 3 ranks; pipeline of 2 stages, 1 micro-batch
-// CHECK: TaskGraph "s0": replicate(1), stage 0, mesh dp=1 x tp=1, ranks 0
+// CHECK: TaskGraph "s0": replicate(1), stage 0, mesh dp=1, ranks 0
 // CHECK-NEXT: inputs: graph input '#0'
 // CHECK: TaskGraph "s1": split(2), stage 1, mesh dp=1 x tp=2, ranks 1,2
 // CHECK-NEXT: inputs: a bridge
@@ -225,6 +226,55 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
     shoal.yield %r : tensor<4x8xf32>
   }
   return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Empty TaskGraphs (nothing but their yield) are left out.
+
+// CHECK-LABEL: shoal parallelism report: 1 TaskGraph on 2 ranks
+// CHECK-NOT: TaskGraph "default"
+// CHECK: TaskGraph "model": replicate(2), mesh dp=2, ranks 0,1
+// CHECK-NOT: TaskGraph "model.1"
+// CHECK: total: no communication; 1 warning
+
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  shoal.task_graph "default" replicate(1) mesh <["dp", "tp"], [1, 1]> {
+    shoal.yield
+  }
+  %0 = shoal.task_graph "model" replicate(2) mesh <["dp", "tp"], [1, 2]>(%x : tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %r = shoal.relu %a : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("/m/Relu")
+    shoal.yield %r : tensor<4x8xf32>
+  }
+  shoal.task_graph "model.1" replicate(2) mesh <["dp", "tp"], [1, 2]> {
+    shoal.yield
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A weight read through a Transpose (an nn.Linear exported in training
+// mode) counts as that product's weight: a split scope that splits some
+// weights (here /b/up/MatMul's) but leaves /b/fc/MatMul's whole is warned
+// about.
+
+// CHECK-LABEL: shoal parallelism report: 1 TaskGraph on 2 ranks
+// CHECK: warning: TaskGraph "b": /b/fc/MatMul splits no weight over tp: the 2 ranks of a tp group all compute it whole (replicated work)
+
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = shoal.task_graph "b" split(2) mesh <["dp", "tp"], [1, 2]>(%x : tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %u = shoal.weight "up.weight" {shoal.sharding = [#shoal.sharding<[[], ["tp"]]>]} : tensor<8x4xf32>
+    %h = shoal.matmul %a, %u : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32> loc("/b/up/MatMul")
+    %g = shoal.all_gather %h dim 1 over ["tp"] : (tensor<4x4xf32>) -> tensor<4x8xf32>
+    %w = shoal.weight "fc.weight" {shoal.sharding = [#shoal.sharding<[[], []]>]} : tensor<8x8xf32>
+    %t = shoal.transpose %w {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    %y = shoal.matmul %g, %t : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("/b/fc/MatMul")
+    shoal.yield %y : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
 }
 
 // -----

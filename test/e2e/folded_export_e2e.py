@@ -25,10 +25,13 @@
     onnx.checker and hold every parameter PyTorch's model has under its
     name, with PyTorch's trained value (the Linear weights of an eval
     export stay the exporter's transposed onnx::MatMul_* initializers).
---expect-all-reduces N: the N-rank training plan's forward holds N
-all_reduce ops over tp (Megatron: 2 per layer) and its backward N more;
---report-check: the N-rank plan's --report has no "split no weight" or
-"no weight or input is split" warning.
+--expect-all-reduces F,B: the N-rank training plan's forward holds F
+all_reduce ops over tp and its backward B, besides the vocabulary-parallel
+embedding's and loss's (Megatron: 2 per layer forward, 2 per layer and the
+LM head's input gradient backward);
+--report-check: every block weight (h.*.attn/mlp.*.weight) of the N-rank
+plan is split over tp, and its --report has no "split no weight" or "no
+weight or input is split" warning.
 --no-restore compiles with the plan on stdout (-o -), where the importer
 cannot write a restored model: the check that the test fails without it.
 Exit status 0 on a match, 1 otherwise.
@@ -113,7 +116,7 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--export-check", action="store_true")
-    ap.add_argument("--expect-all-reduces", type=int, default=None)
+    ap.add_argument("--expect-all-reduces", default=None, help="FWD,BWD")
     ap.add_argument("--report-check", action="store_true")
     ap.add_argument("--no-restore", action="store_true")
     ap.add_argument("--timeout", type=int, default=600)
@@ -179,27 +182,45 @@ def main(argv=None):
         par, par_mlir, par_res = compile_plan(spec, a.world_size, "par", ["--report"])
         report = par_res.stdout if not a.no_restore else ""
         if a.report_check:
+            with open(par_mlir) as f:
+                ir = f.read()
+            blocks = set(re.findall(
+                r'shoal\.weight "(h\.\d+\.(?:attn|mlp)\.\w+\.weight)" \{[^}]*sharding<([^>]*)>', ir))
+            whole = sorted(n for n, sh in blocks if '"tp"' not in sh)
+            print("block weights: %d, split over tp: %d" % (
+                len({n for n, _ in blocks}), len({n for n, _ in blocks}) - len(whole)))
+            if whole or not blocks:
+                failures.append("block weights left whole: %s" % whole[:6])
             for line in report.splitlines():
                 if "warning" in line:
                     print("  report: " + line.strip())
                 if "split no weight" in line or "no weight or input is split" in line:
                     failures.append("report: " + line.strip())
     if a.expect_all_reduces is not None:
+        # The partitioned program in order: the all_reduces after the loss's
+        # are the backward's. The vocabulary-parallel embedding's and loss's
+        # (shoal.reason "vocabulary-parallel ...") are not counted.
         with open(par_mlir) as f:
             ir = f.read()
         fwd = bwd = 0
+        backward = False
         for line in ir.splitlines():
             if "shoal.all_reduce" not in line or '"tp"' not in line:
                 continue
-            if 'shoal.phase = "backward"' in line:
+            if "vocabulary-parallel cross-entropy" in line:
+                backward = True
+            if "vocabulary-parallel" in line:
+                continue
+            if backward:
                 bwd += 1
-            elif "shoal.phase" not in line:
+            else:
                 fwd += 1
-        print("all_reduce over tp: %d forward, %d backward (expected %d each)"
-              % (fwd, bwd, a.expect_all_reduces))
-        if fwd != a.expect_all_reduces or bwd != a.expect_all_reduces:
-            failures.append("all_reduce over tp: %d forward, %d backward, expected %d each"
-                            % (fwd, bwd, a.expect_all_reduces))
+        want = [int(x) for x in a.expect_all_reduces.split(",")]
+        print("all_reduce over tp: %d forward, %d backward (expected %d, %d)"
+              % (fwd, bwd, want[0], want[1]))
+        if [fwd, bwd] != want:
+            failures.append("all_reduce over tp: %d forward, %d backward, expected %d, %d"
+                            % (fwd, bwd, want[0], want[1]))
 
     ref = torch_losses(build_model(a.layers), torch.from_numpy(ids),
                        torch.from_numpy(labels), a.steps, a.lr)
