@@ -94,6 +94,7 @@ import os
 import re
 import shutil
 import sys
+import time
 
 import numpy as np
 
@@ -1143,6 +1144,22 @@ def shoal_run_cmd(ctx, world, argv):
     return argv, None
 
 
+def job_processes(marker):
+    """Pids of the processes whose command line holds `marker`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            pids.append(int(entry))
+    return pids
+
+
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(ln) for ln in f if ln.strip()]
@@ -1261,6 +1278,23 @@ def mode_job(ctx, spec):
             os.killpg(proc.pid, signal.SIGKILL)
             break
     proc.wait(timeout=60)
+    # mpirun's ranks may sit in process groups of their own: kill every
+    # process of the job (a scheduler's kill does the same), so that no rank
+    # of the killed job still writes into the folder when the rerun starts.
+    deadline = time.time() + 30
+    while True:
+        left = job_processes(killed)
+        if not left:
+            break
+        if time.time() > deadline:
+            print("FAIL: processes of the killed job survive: %s" % left)
+            return False
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
     print("  | (killed after) " + (seen[-1] if seen else "no output"))
     if not any(re.match(r"^step %d/" % (K + 1), ln) for ln in seen):
         print("FAIL: the run to kill ended before step %d: %s" % (K + 1, seen[-3:]))
