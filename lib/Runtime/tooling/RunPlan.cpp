@@ -634,9 +634,14 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       int owner = static_cast<int>(world.min(lossValue >= 0 ? rank : INT_MAX));
       double allFlops = world.sum(scheduledFlops(*plan));
       summary.stepFlops = allFlops;
+      // MFU against the peak of the precision the plan's matrix products
+      // run in (Megatron's and PaLM's convention).
       double peak = options.peakTflops;
       if (peak == 0 && exec->deviceSpec())
-        peak = peakTflops(*exec->deviceSpec(), Precision::FP32);
+        peak = peakTflops(*exec->deviceSpec(),
+                          training.precision == "bf16"   ? Precision::BF16
+                          : training.precision == "fp16" ? Precision::FP16
+                                                         : Precision::FP32);
       // Tokens per step: B * T of a [B, T] integer token input, else the
       // labels' leading dimension (samples).
       double perStep = 0;
