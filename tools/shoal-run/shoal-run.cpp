@@ -20,6 +20,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 using namespace shoal::rt;
@@ -91,7 +92,8 @@ const char kUsage[] =
     "                 (s * B + i) mod N of every file, i < B. Without --data,\n"
     "                 --inputs DIR gives one batch used at every step\n"
     "  --data PREFIX  a Megatron indexed dataset (PREFIX.bin and PREFIX.idx,\n"
-    "                 or either path), or a blend \"W1 PREFIX1 W2 PREFIX2 ...\":\n"
+    "                 or either path), or a blend \"W1 PREFIX1 W2 PREFIX2 "
+    "...\":\n"
     "                 samples of T + 1 tokens, shuffled per epoch\n"
     "                 (docs/Data.md; scripts/preprocess_data.py makes them)\n"
     "  --data-seed N  the sample order of indexed datasets (default 1234)\n"
@@ -119,6 +121,19 @@ const char kUsage[] =
     "                 FILE.data, ONNX external data)\n"
     "  --export-safetensors DIR  at the end, write the trained weights to\n"
     "                 DIR/model.safetensors under their initializer names\n"
+    "  --init-from PATH  start from the weights of a safetensors file or a\n"
+    "                 Hugging Face save_pretrained folder (model.safetensors\n"
+    "                 or a sharded set) instead of the ONNX model's, matched\n"
+    "                 by name (docs/HuggingFace.md); not with --resume DIR\n"
+    "  --init-from-partial  weights the file lacks keep the ONNX values\n"
+    "                 (else an error lists them)\n"
+    "  --export-hf DIR  at the end, write DIR/model.safetensors under Hugging\n"
+    "                 Face's names, and the config and tokenizer files of\n"
+    "                 --hf-config DIR (else of the --init-from folder), for\n"
+    "                 from_pretrained(DIR)\n"
+    "  --hf-prefix P  the prefix of the ONNX names over Hugging Face's (a\n"
+    "                 wrapper module's, e.g. hf.); default: found by matching\n"
+    "                 the names of --init-from or of --hf-config's weights\n"
     "  --outputs DIR  optional: writes the last step's loss.npy\n"
     "\n"
     "  --help         print this help\n"
@@ -270,6 +285,26 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
               value("--export-safetensors", train.exportSafetensorsDir);
           !e.empty())
         return e;
+    } else if (arg == "--init-from-partial") {
+      train.initFromPartial = true;
+    } else if (is("--init-from")) {
+      if (std::string e = value("--init-from", train.initFrom); !e.empty())
+        return "--init-from needs a .safetensors file or a folder";
+    } else if (is("--export-hf")) {
+      if (std::string e = value("--export-hf", train.exportHfDir); !e.empty())
+        return e;
+    } else if (is("--hf-config")) {
+      if (std::string e = value("--hf-config", train.hfConfigDir); !e.empty())
+        return e;
+    } else if (arg.rfind("--hf-prefix=", 0) == 0) {
+      // `--hf-prefix=` says the names are Hugging Face's as they are.
+      train.hfPrefix = arg.substr(std::strlen("--hf-prefix="));
+      train.hfPrefixSet = true;
+    } else if (arg == "--hf-prefix") {
+      if (i + 1 >= argc)
+        return "--hf-prefix needs a prefix";
+      train.hfPrefix = argv[++i];
+      train.hfPrefixSet = true;
     } else if (is("--trace")) {
       if (std::string e = value("--trace", opts.tracePath); !e.empty())
         return "--trace needs a file";
@@ -312,13 +347,24 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
   if (stepsGiven && train.totalSteps > 0)
     return "give --steps N (steps to run) or --total-steps N (the step to "
            "end at), not both";
+  if (!train.initFrom.empty() && !train.resumeDir.empty())
+    return "give --init-from PATH (the weights a new run starts from) or "
+           "--resume DIR (a checkpoint to go on from), not both (with "
+           "--resume auto, --init-from applies while --save DIR holds no "
+           "checkpoint)";
+  if (train.initFromPartial && train.initFrom.empty())
+    return "--init-from-partial needs --init-from PATH";
+  if (!train.hfConfigDir.empty() && train.exportHfDir.empty())
+    return "--hf-config needs --export-hf DIR";
+  if (train.hfPrefixSet && train.exportHfDir.empty() && train.initFrom.empty())
+    return "--hf-prefix needs --init-from or --export-hf";
   if ((train.evalEvery > 0 || train.evalOnly) && train.evalDataPath.empty())
     return fmt::format("{} needs --eval-data",
                        train.evalOnly ? "--eval" : "--eval-every");
   if (train.evalOnly &&
       (stepsGiven || train.totalSteps > 0 || !train.saveDir.empty() ||
        !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty() ||
-       !train.dataPath.empty()))
+       !train.exportHfDir.empty() || !train.dataPath.empty()))
     return "--eval trains nothing: it takes no --steps, --total-steps, "
            "--data, --save or export";
   // --inputs and --outputs: forward plans need them (checked once the plan

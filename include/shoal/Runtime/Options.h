@@ -108,6 +108,20 @@ struct TrainingOptions {
   int evalSteps = 1;
   /// --eval: run no training step, only the evaluation (over --eval-data).
   bool evalOnly = false;
+  /// --init-from PATH: the model's weights from a safetensors file or a
+  /// Hugging Face save_pretrained folder instead of the ONNX source
+  /// (docs/HuggingFace.md); --init-from-partial: weights it lacks keep their
+  /// ONNX values instead of being an error.
+  std::string initFrom;
+  bool initFromPartial = false;
+  /// --export-hf DIR: DIR/model.safetensors under Hugging Face's names, with
+  /// the config and tokenizer files of --hf-config DIR (else of the
+  /// --init-from folder).
+  std::string exportHfDir, hfConfigDir;
+  /// --hf-prefix P (hfPrefixSet): the prefix the initializer names have over
+  /// the Hugging Face names; unset: found by matching the names.
+  std::string hfPrefix;
+  bool hfPrefixSet = false;
 };
 
 } // namespace rt

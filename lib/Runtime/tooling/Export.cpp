@@ -10,6 +10,7 @@
 
 #include "Executor.h"
 #include "MappedFile.h"
+#include "Safetensors.h"
 
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
@@ -65,30 +66,6 @@ private:
   shoal::AtomicFile file;
   const char *what;
 };
-
-const char *safetensorsDType(DType d) {
-  switch (d) {
-  case DType::F32:
-    return "F32";
-  case DType::F16:
-    return "F16";
-  case DType::BF16:
-    return "BF16";
-  case DType::F64:
-    return "F64";
-  case DType::I64:
-    return "I64";
-  case DType::I32:
-    return "I32";
-  case DType::I8:
-    return "I8";
-  case DType::U8:
-    return "U8";
-  case DType::Bool:
-    return "BOOL";
-  }
-  return "?";
-}
 
 /// Replaces the data of initializer `t` by `value`: raw_data below
 /// kExternalDataThreshold bytes, else appended to `data` (at `location`,
@@ -188,6 +165,16 @@ Tensor TrainedModel::read(const std::string &name) const {
 ExportSummary shoal::rt::writeSafetensors(
     const std::string &path, const TrainedModel &model,
     const std::map<std::string, std::string> &metadata) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const std::string &name : model.names())
+    entries.emplace_back(name, name);
+  return writeSafetensors(path, model, metadata, entries);
+}
+
+ExportSummary shoal::rt::writeSafetensors(
+    const std::string &path, const TrainedModel &model,
+    const std::map<std::string, std::string> &metadata,
+    const std::vector<std::pair<std::string, std::string>> &tensors) {
   ExportSummary summary;
   summary.path = path;
   std::vector<std::string> entries;
@@ -199,12 +186,12 @@ ExportSummary shoal::rt::writeSafetensors(
         fmt::format("\"__metadata__\":{{{}}}", fmt::join(items, ",")));
   }
   uint64_t offset = 0;
-  for (const std::string &name : model.names()) {
-    TensorType type = model.typeOf(name);
+  for (const auto &[name, weight] : tensors) {
+    TensorType type = model.typeOf(weight);
     uint64_t end = offset + type.numBytes();
     entries.push_back(fmt::format(
         "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-        jsonString(name), safetensorsDType(type.dtype),
+        jsonString(name), safetensorsDTypeName(type.dtype),
         fmt::join(type.shape, ","), offset, end));
     offset = end;
   }
@@ -216,8 +203,8 @@ ExportSummary shoal::rt::writeSafetensors(
   OutputFile out(path, "safetensors file");
   out.write(length, sizeof length);
   out.write(header.data(), header.size());
-  for (const std::string &name : model.names()) {
-    Tensor value = model.read(name);
+  for (const auto &entry : tensors) {
+    Tensor value = model.read(entry.second);
     out.write(value.bytes(), value.numBytes());
     ++summary.tensors;
   }

@@ -15,7 +15,8 @@
 //               with every trained initializer's data replaced;
 //   FILE.data   its external data: initializers of kExternalDataThreshold
 //               bytes or more (ONNX's external data convention);
-//   DIR/model.safetensors  the weights under their initializer names.
+//   DIR/model.safetensors  the weights under their initializer names
+//               (--export-hf: under Hugging Face's, docs/HuggingFace.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +93,13 @@ struct ExportSummary {
 ExportSummary
 writeSafetensors(const std::string &path, const TrainedModel &model,
                  const std::map<std::string, std::string> &metadata);
+/// The same with each weight `entries[i].second` of `model` written under
+/// the name `entries[i].first`, in that order (--export-hf: Hugging Face's
+/// names); a weight in no entry is not written.
+ExportSummary writeSafetensors(
+    const std::string &path, const TrainedModel &model,
+    const std::map<std::string, std::string> &metadata,
+    const std::vector<std::pair<std::string, std::string>> &entries);
 
 /// Writes the source model of `model` to `path` with each of its weights'
 /// initializers holding the trained value: inline below

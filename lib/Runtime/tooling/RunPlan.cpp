@@ -23,6 +23,7 @@
 #include "MappedFile.h"
 #include "Npy.h"
 #include "PlanLoader.h"
+#include "Safetensors.h"
 #include "Sharding.h"
 #include "Watchdog.h"
 #include "WeightLoader.h"
@@ -71,12 +72,110 @@ void agree(const std::string &error, Communicator &world) {
   throw AgreedError(msg);
 }
 
+/// The model's weights of a training plan (over every program), sorted.
+std::vector<std::string> modelWeightNames(const LoadedPlan &plan) {
+  std::vector<std::string> names;
+  for (const auto &[name, source] : plan.training.modelWeights)
+    names.push_back(name);
+  return names;
+}
+
+/// "'a', 'b', ... (N more)": at most 10 names of a list for a message.
+std::string someNames(const std::vector<std::string> &names) {
+  std::vector<std::string> quoted;
+  for (std::size_t i = 0; i < names.size() && i < 10; ++i)
+    quoted.push_back("'" + names[i] + "'");
+  std::string more = names.size() > 10
+                         ? fmt::format(" ({} more)", names.size() - 10)
+                         : std::string();
+  return fmt::format("{}{}", fmt::join(quoted, ", "), more);
+}
+
+/// --init-from: which of the model's weights come from `file`, and under
+/// which names; throws Error when none does, or when some do not and
+/// --init-from-partial is not given.
+WeightNameMatch matchInitFrom(const LoadedPlan &plan,
+                              const TrainingOptions &train,
+                              const SafetensorsWeights &file) {
+  std::vector<std::string> names = modelWeightNames(plan);
+  WeightNameMatch match = matchWeightNames(
+      names, file.names(), train.hfPrefixSet ? &train.hfPrefix : nullptr,
+      file.path());
+  std::string prefix =
+      match.prefix.empty()
+          ? std::string()
+          : fmt::format(" (less the prefix '{}')", match.prefix);
+  if (match.matched.empty()) {
+    std::vector<std::string> tensors = file.names();
+    throw Error(fmt::format(
+        "--init-from {}: none of its {} tensors is a weight of the model{} "
+        "(the model's weights are named like {}, the file's tensors like {}); "
+        "give the prefix the ONNX names have with --hf-prefix",
+        file.path(), file.numTensors(), prefix,
+        someNames({names.begin(),
+                   names.begin() + std::min<std::size_t>(3, names.size())}),
+        someNames(
+            {tensors.begin(),
+             tensors.begin() + std::min<std::size_t>(3, tensors.size())})));
+  }
+  if (!match.missing.empty() && !train.initFromPartial)
+    throw Error(fmt::format(
+        "--init-from {} has no tensor for {} of the model's {} weights{}: "
+        "{}; give --init-from-partial to keep their values from the ONNX "
+        "model",
+        file.path(), match.missing.size(), names.size(), prefix,
+        someNames(match.missing)));
+  return match;
+}
+
 /// Loads this rank's slice of every weight, opening each source once (or
-/// reading it from `checkpoint` when resuming). Weights with the same
-/// initializer, type and sharding share one buffer, so that an optimizer's
-/// in-place update is seen by every value of the initializer.
+/// reading it from `checkpoint` when resuming, or from the --init-from file
+/// when it has the weight). Weights with the same initializer, type and
+/// sharding share one buffer, so that an optimizer's in-place update is seen
+/// by every value of the initializer. `report`: print what --init-from gave.
 void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
-                 ProgramRunner &exec, const Checkpoint *checkpoint) {
+                 ProgramRunner &exec, const Checkpoint *checkpoint,
+                 const TrainingOptions &train, bool report) {
+  std::unique_ptr<SafetensorsWeights> init;
+  WeightNameMatch initNames;
+  if (!train.initFrom.empty() && !train.resumeDir.empty())
+    throw Error("give --init-from or --resume DIR, not both");
+  if (!train.initFrom.empty() && checkpoint) {
+    // --resume auto found a checkpoint: the run goes on from it.
+    if (report)
+      std::printf("shoal-run: resuming from a checkpoint: --init-from %s is "
+                  "not used\n",
+                  train.initFrom.c_str());
+  } else if (!train.initFrom.empty()) {
+    init = std::make_unique<SafetensorsWeights>(train.initFrom);
+    initNames = matchInitFrom(plan, train, *init);
+    if (report) {
+      std::printf("shoal-run: --init-from %s: %zu of the model's %zu weights "
+                  "from its tensors%s\n",
+                  train.initFrom.c_str(), initNames.matched.size(),
+                  plan.training.modelWeights.size(),
+                  initNames.prefix.empty()
+                      ? ""
+                      : fmt::format(" (the weights' names less the prefix "
+                                    "'{}')",
+                                    initNames.prefix)
+                            .c_str());
+      if (!initNames.missing.empty())
+        std::fprintf(stderr,
+                     "shoal-run: warning: --init-from %s: %zu weights have "
+                     "no tensor there and keep the ONNX model's values "
+                     "(--init-from-partial): %s\n",
+                     train.initFrom.c_str(), initNames.missing.size(),
+                     someNames(initNames.missing).c_str());
+      if (!initNames.unused.empty())
+        std::fprintf(stderr,
+                     "shoal-run: warning: --init-from %s: %zu tensors are no "
+                     "weight of the model (ignored): %s\n",
+                     train.initFrom.c_str(), initNames.unused.size(),
+                     someNames(initNames.unused).c_str());
+      std::fflush(stdout);
+    }
+  }
   std::map<int, std::unique_ptr<OnnxWeightFile>> files;
   std::map<std::string, Tensor> loaded;
   std::set<std::string> fingerprinted; // initializers already checked
@@ -91,10 +190,21 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
         blockOffsets(w.globalType.shape, w.sharding, plan.mesh, coords);
     const Shape &local = plan.values[w.value].shape;
     Tensor t;
+    auto fromInit =
+        init ? initNames.matched.find(w.initializer) : initNames.matched.end();
     if (checkpoint) {
       t = checkpoint->readBlock(w.initializer, w.globalType, offsets, local);
     } else if (w.zeroInit) {
       t = Tensor(plan.values[w.value]);
+    } else if (fromInit != initNames.matched.end()) {
+      // The ONNX model's fingerprint says nothing of these.
+      try {
+        t = init->loadBlock(fromInit->second, w.globalType, offsets, local,
+                            w.sourceShape);
+      } catch (const Error &e) {
+        throw Error(fmt::format("--init-from: weight '{}': {}", w.initializer,
+                                e.what()));
+      }
     } else {
       std::unique_ptr<OnnxWeightFile> &file = files[w.source];
       if (!file)
@@ -158,6 +268,8 @@ void checkOptionsForPlan(const LoadedPlan &plan, const RunOptions &options,
           {"--resume", &train.resumeDir},
           {"--export-onnx", &train.exportOnnx},
           {"--export-safetensors", &train.exportSafetensorsDir},
+          {"--init-from", &train.initFrom},
+          {"--export-hf", &train.exportHfDir},
           {"--eval-data", &train.evalDataPath},
           {"--metrics", &train.metricsPath}})
       if (!value->empty())
@@ -226,7 +338,8 @@ std::vector<CheckpointTensor> checkpointTensors(const LoadedPlan &plan,
 }
 
 bool exports(const TrainingOptions &train) {
-  return !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty();
+  return !train.exportOnnx.empty() || !train.exportSafetensorsDir.empty() ||
+         !train.exportHfDir.empty();
 }
 
 /// The source model of the plan's weights, which --export-onnx rewrites;
@@ -243,6 +356,66 @@ const std::string &exportSource(const LoadedPlan &plan) {
                             plan.path, sources.size(),
                             plan.sourcePaths.size()));
   return plan.sourcePaths[*sources.begin()];
+}
+
+/// The files of a Hugging Face model folder that --export-hf copies next to
+/// the weights: the config and the tokenizer's.
+constexpr const char *kHfFiles[] = {"config.json",
+                                    "generation_config.json",
+                                    "tokenizer.json",
+                                    "tokenizer_config.json",
+                                    "vocab.json",
+                                    "merges.txt",
+                                    "special_tokens_map.json",
+                                    "added_tokens.json",
+                                    "tokenizer.model"};
+
+/// The folder --export-hf copies kHfFiles from: --hf-config, else the
+/// --init-from folder; "" when neither.
+std::string hfConfigSource(const TrainingOptions &train) {
+  std::error_code ec;
+  if (!train.hfConfigDir.empty())
+    return train.hfConfigDir;
+  if (!train.initFrom.empty() && fs::is_directory(train.initFrom, ec))
+    return train.initFrom;
+  return "";
+}
+
+/// --export-hf: (name in model.safetensors, initializer) of every model
+/// weight, sorted by name. The name is the initializer's less --hf-prefix,
+/// else less the prefix under which the initializer names match the
+/// tensors of --init-from (or of --hf-config's weights, if it has some);
+/// without either, the initializer's own. A weight the ONNX export shares
+/// between two parameters (tied) is one initializer: written once.
+std::vector<std::pair<std::string, std::string>>
+hfWeightNames(const LoadedPlan &plan, const TrainingOptions &train) {
+  std::vector<std::string> names = modelWeightNames(plan);
+  WeightNameMatch match;
+  std::error_code ec;
+  std::string reference = train.initFrom;
+  if (reference.empty() && !train.hfConfigDir.empty() &&
+      (fs::exists(fs::path(train.hfConfigDir) / "model.safetensors", ec) ||
+       fs::exists(fs::path(train.hfConfigDir) / "model.safetensors.index.json",
+                  ec)))
+    reference = train.hfConfigDir;
+  if (train.hfPrefixSet)
+    match.prefix = train.hfPrefix;
+  else if (!reference.empty())
+    match = matchWeightNames(names, SafetensorsWeights(reference).names(),
+                             nullptr, reference);
+  std::map<std::string, std::string> taken;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string &name : names) {
+    std::string hf = strippedName(match, name);
+    auto [it, fresh] = taken.emplace(hf, name);
+    if (!fresh)
+      throw Error(fmt::format("--export-hf: weights '{}' and '{}' would both "
+                              "be written as '{}' (less the prefix '{}')",
+                              it->second, name, hf, match.prefix));
+    out.emplace_back(hf, name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 /// Checks the export's paths before training starts (rank 0 creates their
@@ -267,6 +440,34 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
                               "--export-safetensors{}",
                               dir, ec ? ": " + ec.message() : std::string()));
   }
+  if (!train.exportHfDir.empty()) {
+    const std::string &dir = train.exportHfDir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir))
+      throw Error(fmt::format("cannot create the folder {} of --export-hf{}",
+                              dir, ec ? ": " + ec.message() : std::string()));
+    for (const std::string &from : {train.initFrom, train.hfConfigDir})
+      if (!from.empty() && fs::equivalent(dir, from, ec))
+        throw Error(fmt::format("--export-hf {} is the folder the run reads "
+                                "from; write the trained model to another "
+                                "folder",
+                                dir));
+    std::string config = hfConfigSource(train);
+    if (!train.hfConfigDir.empty() &&
+        !fs::is_regular_file(fs::path(config) / "config.json", ec))
+      throw Error(fmt::format("--hf-config {} holds no config.json (give the "
+                              "folder that save_pretrained wrote)",
+                              config));
+    if (config.empty())
+      std::fprintf(stderr,
+                   "shoal-run: warning: --export-hf %s: without --hf-config "
+                   "DIR (or an --init-from folder) only model.safetensors "
+                   "is written; from_pretrained also needs the model's "
+                   "config.json\n",
+                   dir.c_str());
+    hfWeightNames(plan, train);
+  }
 }
 
 /// --export-onnx and --export-safetensors after the last step, collective
@@ -281,10 +482,12 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
                  Communicator &world) {
   std::string root = train.saveDir, scratch;
   if (root.empty()) {
+    const std::string &folder = !train.exportSafetensorsDir.empty()
+                                    ? train.exportSafetensorsDir
+                                    : train.exportHfDir;
     scratch = root =
-        !train.exportSafetensorsDir.empty()
-            ? (fs::path(train.exportSafetensorsDir) / ".shoal-export-shards")
-                  .string()
+        !folder.empty()
+            ? (fs::path(folder) / ".shoal-export-shards").string()
             : (fs::path(train.exportOnnx).parent_path() /
                ("." + fs::path(train.exportOnnx).filename().string() +
                 ".shards"))
@@ -297,10 +500,8 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
     try {
       Checkpoint checkpoint = Checkpoint::open(
           (fs::path(root) / checkpointFolderName(step)).string());
-      std::vector<std::string> names;
-      for (const auto &[name, source] : plan.training.modelWeights)
-        names.push_back(name);
-      TrainedModel model(checkpoint, exportSource(plan), names);
+      TrainedModel model(checkpoint, exportSource(plan),
+                         modelWeightNames(plan));
       std::string steps = std::to_string(step);
       auto mib = [](uint64_t bytes) { return double(bytes) / (1 << 20); };
       if (!train.exportOnnx.empty()) {
@@ -325,6 +526,36 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
                     "tensors, %.3f MiB\n",
                     static_cast<long long>(step), s.path.c_str(), s.tensors,
                     mib(s.bytes));
+      }
+      if (!train.exportHfDir.empty()) {
+        const fs::path dir(train.exportHfDir);
+        ExportSummary s =
+            writeSafetensors((dir / "model.safetensors").string(), model,
+                             {{"format", "pt"}, {"shoal.trained_steps", steps}},
+                             hfWeightNames(plan, train));
+        std::vector<std::string> copied;
+        if (std::string from = hfConfigSource(train); !from.empty())
+          for (const char *file : kHfFiles) {
+            std::error_code ec;
+            fs::path src = fs::path(from) / file;
+            if (!fs::is_regular_file(src, ec))
+              continue;
+            fs::copy_file(src, dir / file, fs::copy_options::overwrite_existing,
+                          ec);
+            if (ec)
+              throw Error(fmt::format("--export-hf: cannot copy {} to {}: {}",
+                                      src.string(), dir.string(),
+                                      ec.message()));
+            copied.push_back(file);
+          }
+        std::printf("shoal-run: exported the model of step %lld for Hugging "
+                    "Face to %s: model.safetensors (%zu tensors, %.3f "
+                    "MiB)%s\n",
+                    static_cast<long long>(step), dir.string().c_str(),
+                    s.tensors, mib(s.bytes),
+                    copied.empty()
+                        ? ""
+                        : fmt::format(", {}", fmt::join(copied, ", ")).c_str());
       }
       std::fflush(stdout);
     } catch (const std::exception &e) {
@@ -485,7 +716,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       resumedStep = checkpoint->manifest().step;
       static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
     }
-    loadWeights(*plan, coords, *exec, checkpoint.get());
+    loadWeights(*plan, coords, *exec, checkpoint.get(), train, rank == 0);
     // The loss scaler goes on where it was (a checkpoint of a run without
     // one starts it afresh).
     if (checkpoint && plan->training.lossScale.present &&
