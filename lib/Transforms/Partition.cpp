@@ -975,7 +975,29 @@ struct TaskGraphPartitioner {
     // An in-place update (AdamW, SGD, assign) writes its weight operand:
     // that one keeps its layout (a reshard would write a copy), and the
     // gradient, state and value are brought to it.
+    // The state is written in place too: it must already be stored as the
+    // weight is (shoal-propagate-sharding lays it out so), never resharded
+    // into a temporary that the update would write.
     bool inPlace = isa<AdamWOp, SGDOp, AssignOp>(op);
+    if (inPlace)
+      for (unsigned i : ArrayRef(getInPlaceOperands(op)).drop_front()) {
+        Value state = op->getOperand(i);
+        ShardingAttr have = layoutOf(state), want = layoutOf(op->getOperand(0));
+        if (have == want)
+          continue;
+        auto name = [](Value v) -> std::string {
+          if (auto w = v.getDefiningOp<WeightOp>())
+            return "'" + w.getName().str() + "'";
+          return "operand";
+        };
+        return op->emitOpError()
+               << "updates weight " << name(op->getOperand(0))
+               << " in place, laid out as " << want << ", but its state "
+               << name(state) << " (operand " << i << ") is laid out as "
+               << have
+               << ": resharding it would update a temporary copy and leave "
+                  "the stored state as it was";
+      }
     for (OpOperand &use : op->getOpOperands()) {
       ShardingAttr need =
           inPlace ? layoutOf(op->getOperand(0))

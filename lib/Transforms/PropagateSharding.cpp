@@ -753,6 +753,17 @@ struct PropagateShardingPass
       return false;
     };
 
+    // An in-place update (AdamW, SGD, assign) whose weight has a layout
+    // takes that layout alone: its state weights, laid out below from the
+    // update's factors, are then stored as the weight is, and shoal-partition
+    // brings the gradient (or value) to it. Were the gradient to lay out the
+    // update (it can arrive split while the weight is whole: a weight read
+    // by two layers sums gradients of different layouts), the state would
+    // be stored split and gathered into temporaries, which the update would
+    // write while the stored state stayed zero.
+    bool followsWeight = isa<AdamWOp, SGDOp, AssignOp>(op) &&
+                         hasDecidedLayout(op->getOperand(0));
+
     // Activations bring their shardings; the first operand wins conflicts
     // (the others are resharded by shoal-partition). A sequence split over
     // tp (sequence parallelism) is weak: it is claimed only after every
@@ -761,6 +772,8 @@ struct PropagateShardingPass
     auto claim = [&](bool weakPass) {
       for (auto [k, v] : llvm::enumerate(op->getOperands())) {
         if (isWeightLike(v) && !hasDecidedLayout(v))
+          continue;
+        if (followsWeight && k != 0)
           continue;
         ShardingAttr s = getValueSharding(v);
         auto sliced = sequenceSliced.find(v);

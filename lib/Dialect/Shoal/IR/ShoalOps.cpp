@@ -691,7 +691,81 @@ LogicalResult GatherGradOp::verify() {
   return success();
 }
 
+SmallVector<unsigned, 3> shoal::getInPlaceOperands(Operation *op) {
+  if (isa<AdamWOp>(op))
+    return {0, 2, 3};
+  if (isa<SGDOp>(op))
+    return {0, 2};
+  if (isa<AssignOp>(op))
+    return {0};
+  return {};
+}
+
+/// In-place updates keep their state with their weight: every operand an
+/// update writes is a stored weight (a value another op made, or a
+/// TaskGraph's input, is a temporary that the update would write while the
+/// stored weight stayed as it was), and its state has the weight's layout.
+static LogicalResult verifyInPlaceOperands(Operation *op) {
+  static constexpr StringLiteral kNames[] = {"weight", "grad", "exp_avg",
+                                             "exp_avg_sq"};
+  auto operandName = [&](unsigned i) -> StringRef {
+    if (isa<SGDOp>(op) && i == 2)
+      return "momentum_buffer";
+    return kNames[i];
+  };
+  auto weight = op->getOperand(0).getDefiningOp<WeightOp>();
+  auto updates = [&](InFlightDiagnostic d) {
+    if (weight)
+      d << "updates weight '" << weight.getName() << "' in place";
+    else
+      d << "updates its operand 0 in place";
+    return d;
+  };
+  for (unsigned i : getInPlaceOperands(op)) {
+    Value v = op->getOperand(i);
+    Operation *def = v.getDefiningOp();
+    StringRef what;
+    if (def && !isa<WeightOp>(def))
+      what = def->getName().getStringRef();
+    else if (auto arg = dyn_cast<BlockArgument>(v);
+             arg && isa<TaskGraphOp>(arg.getOwner()->getParentOp()))
+      what = "an input of its TaskGraph";
+    if (what.empty())
+      continue;
+    InFlightDiagnostic d = updates(op->emitOpError());
+    d << ", but its " << operandName(i) << " (operand " << i << ") is ";
+    if (def)
+      d << "the result of '" << what << "'";
+    else
+      d << what;
+    d << ", not the stored " << (i == 0 ? "weight" : "state weight")
+      << ": the update would write a temporary copy";
+    return d;
+  }
+  // The state is stored as its weight is (ZeRO 1/2, `zero_axes`, store
+  // blocks of it over more axes; verified above).
+  if (!weight || op->hasAttr(ShoalDialect::kZeroAxesAttr))
+    return success();
+  auto layout = weight->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr);
+  for (unsigned i : ArrayRef(getInPlaceOperands(op)).drop_front()) {
+    auto state = op->getOperand(i).getDefiningOp<WeightOp>();
+    auto stateLayout =
+        state ? state->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr)
+              : ArrayAttr();
+    if (!layout || !stateLayout || layout == stateLayout)
+      continue;
+    return updates(op->emitOpError())
+           << ", but its " << operandName(i) << " '" << state.getName()
+           << "' is laid out as " << stateLayout << " and the weight as "
+           << layout
+           << ": a weight's optimizer state must have the weight's layout";
+  }
+  return success();
+}
+
 LogicalResult shoal::verifyOptimizerOp(Operation *op) {
+  if (failed(verifyInPlaceOperands(op)))
+    return failure();
   Type t = op->getOperand(0).getType();
   if (auto axes = op->getAttr(ShoalDialect::kZeroAxesAttr)) {
     // ZeRO 1/2: the gradient and state are a block of dimension 0.

@@ -29,6 +29,10 @@ ShardingRule getOptimizerShardingRule(mlir::Operation *op);
 /// made by shoal-partition): positions parallel, the class axis whole.
 ShardingRule getVocabShardingRule(mlir::Operation *op);
 mlir::LogicalResult verifyOptimizerOp(mlir::Operation *op);
+/// The operands an in-place update (AdamW, SGD, assign) writes: its weight
+/// (operand 0) and its optimizer state (AdamW's moments, SGD's momentum
+/// buffer). Each must be the stored weight itself, never a copy of it.
+llvm::SmallVector<unsigned, 3> getInPlaceOperands(mlir::Operation *op);
 mlir::LogicalResult verifyReduceOp(mlir::Operation *op,
                                    llvm::ArrayRef<int64_t> axes, bool keepdims);
 /// The gradient rule of `op` (GradientOpInterface): builds the gradients of
