@@ -35,215 +35,6 @@ namespace {
 /// far from int64's overflow when counted on).
 constexpr int64_t kMaxCheckpointStep = int64_t(1) << 53;
 
-//===----------------------------------------------------------------------===//
-// A small JSON reader (the manifest and the shard lists ranks send rank 0).
-//===----------------------------------------------------------------------===//
-
-struct Json {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  bool boolean = false;
-  /// Numbers keep their text, so that integers convert exactly.
-  std::string text;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-
-  const Json *find(const std::string &key) const {
-    for (const auto &m : members)
-      if (m.first == key)
-        return &m.second;
-    return nullptr;
-  }
-};
-
-class JsonParser {
-public:
-  JsonParser(const std::string &text, const std::string &what)
-      : text(text), what(what) {}
-
-  Json parse() {
-    Json v = value(0);
-    space();
-    if (pos != text.size())
-      fail("unexpected text after the JSON value");
-    return v;
-  }
-
-private:
-  [[noreturn]] void fail(const std::string &why) const {
-    throw Error(
-        fmt::format("{} is not valid JSON: {} at byte {}", what, why, pos));
-  }
-  void space() {
-    while (pos < text.size() && std::strchr(" \t\r\n", text[pos]))
-      ++pos;
-  }
-  bool literal(const char *word) {
-    std::size_t n = std::strlen(word);
-    if (text.compare(pos, n, word) != 0)
-      return false;
-    pos += n;
-    return true;
-  }
-  Json value(int depth) {
-    if (depth > 64)
-      fail("nesting too deep");
-    space();
-    if (pos >= text.size())
-      fail("unexpected end");
-    Json v;
-    char c = text[pos];
-    if (c == '{') {
-      v.kind = Json::Object;
-      ++pos;
-      space();
-      if (pos < text.size() && text[pos] == '}') {
-        ++pos;
-        return v;
-      }
-      while (true) {
-        space();
-        std::string key = string();
-        space();
-        if (pos >= text.size() || text[pos] != ':')
-          fail("expected ':'");
-        ++pos;
-        v.members.emplace_back(std::move(key), value(depth + 1));
-        space();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == '}') {
-          ++pos;
-          return v;
-        }
-        fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      v.kind = Json::Array;
-      ++pos;
-      space();
-      if (pos < text.size() && text[pos] == ']') {
-        ++pos;
-        return v;
-      }
-      while (true) {
-        v.items.push_back(value(depth + 1));
-        space();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == ']') {
-          ++pos;
-          return v;
-        }
-        fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      v.kind = Json::String;
-      v.text = string();
-      return v;
-    }
-    if (literal("true")) {
-      v.kind = Json::Bool;
-      v.boolean = true;
-      return v;
-    }
-    if (literal("false")) {
-      v.kind = Json::Bool;
-      return v;
-    }
-    if (literal("null"))
-      return v;
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      std::size_t start = pos;
-      ++pos;
-      while (pos < text.size() && std::strchr("0123456789.eE+-", text[pos]))
-        ++pos;
-      v.kind = Json::Number;
-      v.text = text.substr(start, pos - start);
-      return v;
-    }
-    fail(fmt::format("unexpected character '{}'", c));
-  }
-  std::string string() {
-    if (pos >= text.size() || text[pos] != '"')
-      fail("expected a string");
-    ++pos;
-    std::string out;
-    while (true) {
-      if (pos >= text.size())
-        fail("unterminated string");
-      char c = text[pos++];
-      if (c == '"')
-        return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos >= text.size())
-        fail("unterminated string");
-      char e = text[pos++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        // Exactly four hex digits (std::stoul would take "+1", " 1" or
-        // throw its own exception on "zz").
-        unsigned code = 0;
-        for (int i = 0; i < 4; ++i, ++pos) {
-          char h = pos < text.size() ? text[pos] : '\0';
-          if (!std::isxdigit(static_cast<unsigned char>(h)))
-            fail("bad \\u escape (expected four hex digits)");
-          code = code * 16 + (std::isdigit(static_cast<unsigned char>(h))
-                                  ? h - '0'
-                                  : std::tolower(h) - 'a' + 10);
-        }
-        // Names are ASCII in practice; encode the code point as UTF-8.
-        if (code < 0x80) {
-          out += static_cast<char>(code);
-        } else if (code < 0x800) {
-          out += static_cast<char>(0xc0 | (code >> 6));
-          out += static_cast<char>(0x80 | (code & 0x3f));
-        } else {
-          out += static_cast<char>(0xe0 | (code >> 12));
-          out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-          out += static_cast<char>(0x80 | (code & 0x3f));
-        }
-        break;
-      }
-      default:
-        fail(fmt::format("bad escape '\\{}'", e));
-      }
-    }
-  }
-
-  const std::string &text;
-  std::string what;
-  std::size_t pos = 0;
-};
-
 const char *dtypeJsonName(DType d) {
   switch (d) {
   case DType::F32:
@@ -300,17 +91,18 @@ public:
   [[noreturn]] void fail(const std::string &why) const {
     throw Error(fmt::format("{}: {}", what, why));
   }
-  const Json &member(const Json &obj, const char *key, Json::Kind kind,
-                     const std::string &where) const {
-    const Json *v = obj.find(key);
+  const JsonValue &member(const JsonValue &obj, const char *key,
+                          JsonValue::Kind kind,
+                          const std::string &where) const {
+    const JsonValue *v = obj.find(key);
     if (!v)
       fail(fmt::format("{} has no \"{}\"", where, key));
     if (v->kind != kind)
       fail(fmt::format("{}: \"{}\" has the wrong JSON type", where, key));
     return *v;
   }
-  int64_t integer(const Json &v, const std::string &where) const {
-    if (v.kind != Json::Number)
+  int64_t integer(const JsonValue &v, const std::string &where) const {
+    if (v.kind != JsonValue::Number)
       fail(fmt::format("{} is not a number", where));
     char *end = nullptr;
     errno = 0;
@@ -319,11 +111,11 @@ public:
       fail(fmt::format("{} is not an integer ({})", where, v.text));
     return n;
   }
-  Shape ints(const Json &v, const std::string &where) const {
-    if (v.kind != Json::Array)
+  Shape ints(const JsonValue &v, const std::string &where) const {
+    if (v.kind != JsonValue::Array)
       fail(fmt::format("{} is not a list", where));
     Shape out;
-    for (const Json &item : v.items) {
+    for (const JsonValue &item : v.items) {
       int64_t n = integer(item, where);
       if (n < 0)
         fail(fmt::format("{} has a negative entry", where));
@@ -332,34 +124,37 @@ public:
     return out;
   }
   /// {"dtype", "shape", "shards": [{"file", "offset"[, "shape"]}]}.
-  CheckpointEntry entry(const Json &t, const std::string &name) const {
+  CheckpointEntry entry(const JsonValue &t, const std::string &name) const {
     std::string where = fmt::format("tensor '{}'", name);
-    if (t.kind != Json::Object)
+    if (t.kind != JsonValue::Object)
       fail(fmt::format("{} is not an object", where));
     CheckpointEntry e;
-    const std::string &dtype = member(t, "dtype", Json::String, where).text;
+    const std::string &dtype =
+        member(t, "dtype", JsonValue::String, where).text;
     if (!parseDtypeName(dtype, e.globalType.dtype))
       fail(fmt::format("{} has dtype '{}' (expected float32, int64, int32 or "
                        "bool)",
                        where, dtype));
     e.globalType.shape =
-        ints(member(t, "shape", Json::Array, where), where + " shape");
+        ints(member(t, "shape", JsonValue::Array, where), where + " shape");
     uint64_t bytes = 0;
     if (!checkedByteSize(e.globalType.dtype, e.globalType.shape, bytes))
       fail(fmt::format("{} has shape {}, which is too large", where,
                        formatShape(e.globalType.shape)));
-    for (const Json &s : member(t, "shards", Json::Array, where).items) {
-      if (s.kind != Json::Object)
+    for (const JsonValue &s :
+         member(t, "shards", JsonValue::Array, where).items) {
+      if (s.kind != JsonValue::Object)
         fail(fmt::format("{} has a shard that is not an object", where));
       CheckpointShard shard;
-      shard.file = member(s, "file", Json::String, where + " shard").text;
+      shard.file = member(s, "file", JsonValue::String, where + " shard").text;
       if (shard.file.empty() || shard.file.find('/') != std::string::npos ||
           shard.file == "." || shard.file == "..")
         fail(fmt::format("{} has a shard file '{}' that is not a plain file "
                          "name",
                          where, shard.file));
-      shard.offset = ints(member(s, "offset", Json::Array, where + " shard"),
-                          where + " shard offset");
+      shard.offset =
+          ints(member(s, "offset", JsonValue::Array, where + " shard"),
+               where + " shard offset");
       if (shard.offset.size() != e.globalType.shape.size())
         fail(fmt::format("{}: shard {} has an offset of rank {}, the tensor "
                          "has rank {}",
@@ -371,7 +166,7 @@ public:
                            "shape {}",
                            where, shard.file, formatShape(shard.offset),
                            formatShape(e.globalType.shape)));
-      if (const Json *shape = s.find("shape")) {
+      if (const JsonValue *shape = s.find("shape")) {
         shard.shape = ints(*shape, where + " shard shape");
         if (shard.shape.size() != e.globalType.shape.size() ||
             !checkedByteSize(e.globalType.dtype, shard.shape, bytes))
@@ -413,9 +208,9 @@ std::string tensorsJson(const std::map<std::string, CheckpointEntry> &tensors,
   return fmt::format("{{{}{}}}", sep, fmt::join(parts, std::string(",") + sep));
 }
 
-std::map<std::string, CheckpointEntry> parseTensors(const Json &obj,
+std::map<std::string, CheckpointEntry> parseTensors(const JsonValue &obj,
                                                     const ManifestReader &r) {
-  if (obj.kind != Json::Object)
+  if (obj.kind != JsonValue::Object)
     r.fail("\"tensors\" is not an object");
   std::map<std::string, CheckpointEntry> out;
   for (const auto &[name, t] : obj.members)
@@ -608,9 +403,9 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
     manifest.optimizer = optimizer;
     for (int r = 0; r < size; ++r) {
       ManifestReader reader(fmt::format("the checkpoint list of rank {}", r));
-      Json parsed =
-          JsonParser(all[r], fmt::format("the checkpoint list of rank {}", r))
-              .parse();
+      JsonValue parsed = parseJson(
+          all[r].data(), all[r].size(),
+          fmt::format("the checkpoint list of rank {} is not valid JSON", r));
       for (auto &[name, e] : parseTensors(parsed, reader)) {
         auto [it, fresh] = manifest.tensors.emplace(name, e);
         if (fresh)
@@ -647,32 +442,36 @@ Checkpoint Checkpoint::open(const std::string &folder) {
     throw Error(fmt::format("checkpoint {} has no manifest ({} not found)",
                             folder, path));
   std::string text = readText(path, "checkpoint manifest");
-  Json root = JsonParser(text, "checkpoint manifest " + path).parse();
+  JsonValue root =
+      parseJson(text.data(), text.size(),
+                "checkpoint manifest " + path + " is not valid JSON");
   ManifestReader r("checkpoint manifest " + path);
-  if (root.kind != Json::Object)
+  if (root.kind != JsonValue::Object)
     r.fail("the manifest is not a JSON object");
-  if (r.member(root, "format", Json::String, "the manifest").text !=
+  if (r.member(root, "format", JsonValue::String, "the manifest").text !=
       "shoal.checkpoint")
     r.fail("\"format\" is not \"shoal.checkpoint\"");
-  int64_t version = r.integer(
-      r.member(root, "version", Json::Number, "the manifest"), "\"version\"");
+  int64_t version =
+      r.integer(r.member(root, "version", JsonValue::Number, "the manifest"),
+                "\"version\"");
   if (version != 1)
     r.fail(fmt::format("version {} is not supported (this runtime reads "
                        "version 1)",
                        version));
-  c.info.step =
-      r.integer(r.member(root, "step", Json::Number, "the manifest"), "step");
+  c.info.step = r.integer(
+      r.member(root, "step", JsonValue::Number, "the manifest"), "step");
   // Steps are counted on from here (step + 1 must not overflow); no run
   // takes 2^53 steps.
   if (c.info.step < 0 || c.info.step > kMaxCheckpointStep)
     r.fail(fmt::format("\"step\" is {}, expected 0 to {}", c.info.step,
                        kMaxCheckpointStep));
-  if (const Json *w = root.find("world_size"))
+  if (const JsonValue *w = root.find("world_size"))
     c.info.worldSize = r.integer(*w, "\"world_size\"");
-  if (const Json *o = root.find("optimizer"); o && o->kind == Json::String)
+  if (const JsonValue *o = root.find("optimizer");
+      o && o->kind == JsonValue::String)
     c.info.optimizer = o->text;
-  c.info.tensors =
-      parseTensors(r.member(root, "tensors", Json::Object, "the manifest"), r);
+  c.info.tensors = parseTensors(
+      r.member(root, "tensors", JsonValue::Object, "the manifest"), r);
   return c;
 }
 

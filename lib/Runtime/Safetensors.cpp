@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Safetensors.h"
+
 #include "Half.h"
+#include "Json.h"
 #include "Sharding.h"
 
 #include <fmt/format.h>
@@ -28,169 +30,6 @@ constexpr uint64_t kMaxHeader = 100'000'000;
 const char *kConvertHint = "a torch.save'd state dict (pytorch_model.bin, "
                            ".pt) is converted by "
                            "scripts/torch_to_safetensors.py";
-
-//===----------------------------------------------------------------------===//
-// The JSON of a header or an index: objects, arrays, strings, integers.
-//===----------------------------------------------------------------------===//
-
-struct JsonValue {
-  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
-  std::string text; // a string's value, a number's text
-  std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
-
-  const JsonValue *find(const std::string &key) const {
-    for (const auto &m : members)
-      if (m.first == key)
-        return &m.second;
-    return nullptr;
-  }
-};
-
-class JsonReader {
-public:
-  JsonReader(const char *data, std::size_t size, std::string what)
-      : data(data), size(size), what(std::move(what)) {}
-
-  JsonValue parse() {
-    JsonValue v = value(0);
-    space();
-    if (pos != size)
-      fail("text after the JSON object");
-    return v;
-  }
-
-private:
-  [[noreturn]] void fail(const std::string &why) const {
-    throw Error(fmt::format("{}: {} at byte {}", what, why, pos));
-  }
-  void space() {
-    while (pos < size && std::strchr(" \t\r\n", data[pos]) && data[pos])
-      ++pos;
-  }
-  bool literal(const char *word) {
-    std::size_t n = std::strlen(word);
-    if (size - pos < n || std::memcmp(data + pos, word, n) != 0)
-      return false;
-    pos += n;
-    return true;
-  }
-  JsonValue value(int depth) {
-    if (depth > 32)
-      fail("nesting too deep");
-    space();
-    if (pos >= size)
-      fail("unexpected end");
-    JsonValue v;
-    char c = data[pos];
-    if (c == '{' || c == '[') {
-      bool object = c == '{';
-      v.kind = object ? JsonValue::Object : JsonValue::Array;
-      char close = object ? '}' : ']';
-      ++pos;
-      space();
-      if (pos < size && data[pos] == close) {
-        ++pos;
-        return v;
-      }
-      while (true) {
-        if (object) {
-          space();
-          std::string key = string();
-          space();
-          if (pos >= size || data[pos] != ':')
-            fail("expected ':'");
-          ++pos;
-          v.members.emplace_back(std::move(key), value(depth + 1));
-        } else {
-          v.items.push_back(value(depth + 1));
-        }
-        space();
-        if (pos < size && data[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < size && data[pos] == close) {
-          ++pos;
-          return v;
-        }
-        fail(fmt::format("expected ',' or '{}'", close));
-      }
-    }
-    if (c == '"') {
-      v.kind = JsonValue::String;
-      v.text = string();
-      return v;
-    }
-    if (literal("true") || literal("false")) {
-      v.kind = JsonValue::Bool;
-      return v;
-    }
-    if (literal("null"))
-      return v;
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      std::size_t start = pos++;
-      while (pos < size && data[pos] &&
-             std::strchr("0123456789.eE+-", data[pos]))
-        ++pos;
-      v.kind = JsonValue::Number;
-      v.text.assign(data + start, pos - start);
-      return v;
-    }
-    fail(fmt::format("unexpected character '{}'", c));
-  }
-  std::string string() {
-    if (pos >= size || data[pos] != '"')
-      fail("expected a string");
-    ++pos;
-    std::string out;
-    while (true) {
-      if (pos >= size)
-        fail("unterminated string");
-      char c = data[pos++];
-      if (c == '"')
-        return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos >= size)
-        fail("unterminated string");
-      char e = data[pos++];
-      const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
-      if (const char *p = e ? std::strchr(from, e) : nullptr) {
-        out += to[p - from];
-        continue;
-      }
-      if (e != 'u' || size - pos < 4)
-        fail("bad escape in a string");
-      unsigned code = 0;
-      for (int i = 0; i < 4; ++i) {
-        char h = data[pos++];
-        if (!std::isxdigit(static_cast<unsigned char>(h)))
-          fail("bad \\u escape");
-        code = code * 16 + (std::isdigit(static_cast<unsigned char>(h))
-                                ? h - '0'
-                                : std::tolower(h) - 'a' + 10);
-      }
-      if (code < 0x80) {
-        out += static_cast<char>(code);
-      } else if (code < 0x800) {
-        out += static_cast<char>(0xc0 | (code >> 6));
-        out += static_cast<char>(0x80 | (code & 0x3f));
-      } else {
-        out += static_cast<char>(0xe0 | (code >> 12));
-        out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (code & 0x3f));
-      }
-    }
-  }
-
-  const char *data;
-  std::size_t size;
-  std::string what;
-  std::size_t pos = 0;
-};
 
 /// A non-negative integer of a header (shape entries, offsets).
 bool jsonCount(const JsonValue &v, uint64_t &out) {
@@ -304,7 +143,7 @@ SafetensorsWeights::SafetensorsWeights(const std::string &path) : root(path) {
     text = ss.str();
   }
   std::string what = fmt::format("{} is not a valid index", indexPath.string());
-  JsonValue root = JsonReader(text.data(), text.size(), what).parse();
+  JsonValue root = parseJson(text.data(), text.size(), what);
   const JsonValue *map = root.find("weight_map");
   if (root.kind != JsonValue::Object || !map || map->kind != JsonValue::Object)
     throw Error(fmt::format("{} (no \"weight_map\" object)", what));
@@ -362,11 +201,9 @@ void SafetensorsWeights::indexFile(const std::string &path) {
   if (header[0] != '{')
     throw bad(
         fmt::format("its header does not start with '{{'; {}", kConvertHint));
-  JsonValue h =
-      JsonReader(
-          header, n,
-          fmt::format("{} is not a valid safetensors file: its header", path))
-          .parse();
+  JsonValue h = parseJson(
+      header, n,
+      fmt::format("{} is not a valid safetensors file: its header", path));
   if (h.kind != JsonValue::Object)
     throw bad("its header is not a JSON object");
   uint64_t dataStart = 8 + n, dataSize = f.size() - dataStart;
