@@ -190,11 +190,15 @@ void Executor::run(Comm &comm, bool verbose) {
 }
 
 void Executor::evaluate(Comm &comm) {
+  prepareEvaluation();
+  runSchedule(comm, /*verbose=*/false, /*forwardOnly=*/true);
+}
+
+void Executor::prepareEvaluation() {
   if (!plan.training.present)
     throw Error("internal error: evaluate() runs the forward of a training "
                 "plan");
   planForward();
-  runSchedule(comm, /*verbose=*/false, /*forwardOnly=*/true);
 }
 
 void Executor::planForward() {
@@ -299,8 +303,15 @@ void Executor::runSchedule(Comm &comm, bool verbose, bool forwardOnly) {
   }
   for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
     const ScheduleEntry &e = plan.schedule[i];
-    if (forwardOnly && !forwardEntries[i])
+    if (forwardOnly && !forwardEntries[i]) {
+      // What the skipped (backward) entry would have freed goes back to the
+      // pools here too: no later entry of its micro-batch reads it, and a
+      // pipeline's forward would otherwise hold every micro-batch's saved
+      // activations at once, and keep them for the training steps after.
+      for (int v : releases[i])
+        releaseKept(v, e.microBatch);
       continue;
+    }
     auto start = Clock::now();
     const TaskInfo &task = plan.tasks[e.task];
     std::string name =

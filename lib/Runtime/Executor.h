@@ -124,6 +124,10 @@ public:
   /// on in a plan of one task. The outputs (the loss) are then fetched as
   /// after run(). Every rank of the run must call it at the same time.
   void evaluate(Comm &comm);
+  /// Decides what evaluate() runs; throws Error when the plan's forward
+  /// cannot be told from its backward (call it before the first step, so
+  /// that the ranks agree on the error before training).
+  void prepareEvaluation();
   /// A host copy of value `id`.
   Tensor fetch(int id) override;
   Tensor fetchOutput(int id, int microBatch) override;

@@ -422,6 +422,23 @@ hfWeightNames(const LoadedPlan &plan, const TrainingOptions &train) {
 /// folders), so that a typo does not cost the run.
 void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
   const std::string &source = exportSource(plan);
+  // An export folder's model.safetensors must not replace the weights the
+  // run starts from (a rerun would then start from the trained ones).
+  auto checkNotInitFrom = [&](const std::string &dir, const char *flag) {
+    std::error_code ec;
+    if (train.initFrom.empty())
+      return;
+    fs::path written = fs::path(dir) / "model.safetensors";
+    bool same = fs::is_directory(train.initFrom, ec)
+                    ? fs::equivalent(dir, train.initFrom, ec)
+                    : fs::exists(written, ec) &&
+                          fs::equivalent(written, train.initFrom, ec);
+    if (same)
+      throw Error(fmt::format("{} {} would overwrite the weights of "
+                              "--init-from {}; write the trained model to "
+                              "another folder",
+                              flag, dir, train.initFrom));
+  };
   if (!train.exportOnnx.empty()) {
     checkOutputFile(train.exportOnnx, "exported model", "--export-onnx");
     std::error_code ec;
@@ -439,6 +456,7 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
       throw Error(fmt::format("cannot create the folder {} of "
                               "--export-safetensors{}",
                               dir, ec ? ": " + ec.message() : std::string()));
+    checkNotInitFrom(dir, "--export-safetensors");
   }
   if (!train.exportHfDir.empty()) {
     const std::string &dir = train.exportHfDir;
@@ -453,6 +471,7 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
                                 "from; write the trained model to another "
                                 "folder",
                                 dir));
+    checkNotInitFrom(dir, "--export-hf");
     std::string config = hfConfigSource(train);
     if (!train.hfConfigDir.empty() &&
         !fs::is_regular_file(fs::path(config) / "config.json", ec))
@@ -742,9 +761,11 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       data = openData(train.dataPath, plan->training, train);
     else if (!train.evalOnly)
       loadInputs(*plan, options.inputsDir, coords, *exec);
-    if (!train.evalDataPath.empty())
+    if (!train.evalDataPath.empty()) {
       evalData =
           openData(train.evalDataPath, plan->training, train, "--eval-data");
+      exec->prepareEvaluation();
+    }
     if (rank == 0 && !train.metricsPath.empty())
       metrics.open(train.metricsPath);
     if (plan->meshRank == 0 && !plan->outputs.empty() &&
@@ -1062,17 +1083,16 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
               "0, or an overflow in the backward). Check the model and "
               "inputs, or lower the learning rate",
               done, loss, std::isnan(norm) ? "NaN" : "Inf"));
-        if (evalData && train.evalEvery > 0 && done % train.evalEvery == 0 &&
-            i + 1 < toRun)
-          evaluateAt(done);
+        // The checkpoint first: an evaluation that fails does not cost it.
         if (!train.saveDir.empty() && train.saveEvery > 0 &&
             done % train.saveEvery == 0) {
           saveAt(done);
           lastSaved = done;
         }
+        if (evalData && train.evalEvery > 0 && done % train.evalEvery == 0 &&
+            i + 1 < toRun)
+          evaluateAt(done);
       }
-      if (evalData && toRun > 0)
-        evaluateAt(trainer.stepsCompleted());
       if (!train.saveDir.empty() && !train.evalOnly &&
           lastSaved != trainer.stepsCompleted() &&
           (toRun > 0 || resumedStep < 0)) {
@@ -1081,6 +1101,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       if (exports(train))
         exportModel(*plan, *exec, train, coords, trainer.stepsCompleted(),
                     world);
+      if (evalData && toRun > 0)
+        evaluateAt(trainer.stepsCompleted());
       summary.stepSeconds = toRun > 0 ? timed / double(toRun) : 0;
     } else {
       for (int step = 0; step < options.warmup + options.steps; ++step) {

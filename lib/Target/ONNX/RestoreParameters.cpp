@@ -66,6 +66,25 @@ std::string formatDims(const onnx::TensorProto &t) {
   return s + "]";
 }
 
+/// An external data location inside the model's folder: relative, and not
+/// climbing out of it through `..` (the runtime refuses the others too,
+/// WeightLoader.cpp).
+bool isInsideModelFolder(const std::string &location) {
+  if (location.empty() || llvm::sys::path::is_absolute(location))
+    return false;
+  int depth = 0;
+  for (StringRef part : llvm::make_range(llvm::sys::path::begin(location),
+                                         llvm::sys::path::end(location))) {
+    if (part == "..")
+      --depth;
+    else if (part != ".")
+      ++depth;
+    if (depth < 0)
+      return false;
+  }
+  return true;
+}
+
 /// The little-endian bytes of a float initializer, wherever they are stored
 /// (raw_data, the typed fields, an external file next to the model);
 /// nullopt when they cannot be read.
@@ -84,7 +103,7 @@ std::optional<std::string> readBytes(const onnx::TensorProto &t,
       else if (e.key() == "length")
         length = std::atoll(e.value().c_str());
     }
-    if (location.empty())
+    if (!isInsideModelFolder(location))
       return std::nullopt;
     auto file = llvm::MemoryBuffer::getFileSlice(
         (modelDir + location).str(), length >= 0 ? length : n * size, offset,
@@ -372,9 +391,15 @@ shoal::onnx_import::writeRestoredModel(const onnx::ModelProto &model,
           locations.insert(e.value());
   llvm::SmallString<256> absDir(dir);
   llvm::sys::fs::make_absolute(absDir);
-  for (const std::string &loc : locations)
+  for (const std::string &loc : locations) {
+    // Linking it next to the restored model would write outside that
+    // folder (and remove what is there).
+    if (!isInsideModelFolder(loc))
+      return "the external data location '" + loc +
+             "' is not a relative path inside the model's folder";
     if (std::string err = linkExternalFile(modelDir, absDir, loc); !err.empty())
       return err;
+  }
   std::string bytes;
   if (!model.SerializeToString(&bytes))
     return "cannot write " + path.str() + ": its protobuf would exceed 2 GiB";
