@@ -13,8 +13,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "shoal/Support/Files.h"
+
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/Endian.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 using namespace mlir;
 using namespace shoal;
@@ -663,4 +667,45 @@ OwningOpRef<ModuleOp> Importer::run() {
     return {};
   }
   return module;
+}
+
+bool shoal::onnx_import::isInsideModelFolder(const std::string &location) {
+  if (location.empty() || llvm::sys::path::is_absolute(location))
+    return false;
+  int depth = 0;
+  for (llvm::StringRef part : llvm::make_range(
+           llvm::sys::path::begin(location), llvm::sys::path::end(location))) {
+    if (part == "..")
+      --depth;
+    else if (part != ".")
+      ++depth;
+    if (depth < 0)
+      return false;
+  }
+  return true;
+}
+
+std::optional<std::string>
+shoal::onnx_import::readExternalData(const onnx::TensorProto &t,
+                                     llvm::StringRef modelDir, int64_t bytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &e : t.external_data()) {
+    if (e.key() == "location")
+      location = e.value();
+    else if (e.key() == "offset")
+      offset = std::strtoll(e.value().c_str(), nullptr, 10);
+    else if (e.key() == "length")
+      length = std::strtoll(e.value().c_str(), nullptr, 10);
+  }
+  std::string path = (modelDir + location).str();
+  if (!isInsideModelFolder(location) || offset < 0 || bytes < 0 ||
+      (length >= 0 && length != bytes) ||
+      !shoal::checkRegularFile(path).empty())
+    return std::nullopt;
+  auto file = llvm::MemoryBuffer::getFileSlice(path, bytes, offset,
+                                               /*IsVolatile=*/false);
+  if (!file || static_cast<int64_t>((*file)->getBufferSize()) != bytes)
+    return std::nullopt;
+  return (*file)->getBuffer().str();
 }

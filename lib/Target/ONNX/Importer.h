@@ -201,6 +201,20 @@ std::optional<std::string> downgradeToOpset17(onnx::ModelProto &model,
                                               int64_t opset,
                                               llvm::StringRef modelDir = "");
 
+/// An external data location inside the model's folder: relative, and not
+/// climbing out of it through `..` (the runtime refuses the others too,
+/// WeightLoader.cpp).
+bool isInsideModelFolder(const std::string &location);
+
+/// The `bytes` bytes of initializer `t`, stored as ONNX external data in a
+/// regular file next to the model (`modelDir`, with its trailing separator,
+/// or empty); nullopt when its location is missing or leaves the model's
+/// folder, its offset is negative, its length is given and is not `bytes`,
+/// or the file cannot be read.
+std::optional<std::string> readExternalData(const onnx::TensorProto &t,
+                                            llvm::StringRef modelDir,
+                                            int64_t bytes);
+
 /// Formats an ONNX shape as `[N, 128]` (`?` for an unknown dimension).
 std::string formatShape(const onnx::TensorShapeProto &shape);
 

@@ -21,7 +21,6 @@
 
 #include "Importer.h"
 #include "Validate.h"
-#include "shoal/Support/Files.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -31,7 +30,6 @@
 
 #include <cmath>
 #include <deque>
-#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -591,32 +589,17 @@ void Downgrader::inlineSmallExternalInts() {
     std::optional<int64_t> n = checkedElementCount(t.dims(), 4096);
     if (!n)
       continue;
-    int64_t count = *n;
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &e : t.external_data()) {
-      if (e.key() == "location")
-        location = e.value();
-      else if (e.key() == "offset")
-        offset = std::strtoll(e.value().c_str(), nullptr, 10);
-      else if (e.key() == "length")
-        length = std::strtoll(e.value().c_str(), nullptr, 10);
-    }
-    int64_t bytes = count * (type == onnx::TensorProto::INT64   ? 8
-                             : type == onnx::TensorProto::INT32 ? 4
-                                                                : 1);
-    if (location.empty() || (length >= 0 && length != bytes) || offset < 0 ||
-        !shoal::checkRegularFile(modelDir + location).empty())
-      continue;
+    int64_t bytes = *n * (type == onnx::TensorProto::INT64   ? 8
+                          : type == onnx::TensorProto::INT32 ? 4
+                                                             : 1);
     // The data stays external (ONNX's checker, the runtime) if it cannot
     // be read here; those who need the values then say so.
-    std::ifstream file(modelDir + location, std::ios::binary);
-    std::string raw(bytes, '\0');
-    if (!file || !file.seekg(offset) || !file.read(raw.data(), bytes))
+    std::optional<std::string> raw = readExternalData(t, modelDir, bytes);
+    if (!raw)
       continue;
     t.clear_external_data();
     t.set_data_location(onnx::TensorProto::DEFAULT);
-    t.set_raw_data(raw);
+    t.set_raw_data(std::move(*raw));
   }
 }
 

@@ -21,7 +21,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cstring>
@@ -66,25 +65,6 @@ std::string formatDims(const onnx::TensorProto &t) {
   return s + "]";
 }
 
-/// An external data location inside the model's folder: relative, and not
-/// climbing out of it through `..` (the runtime refuses the others too,
-/// WeightLoader.cpp).
-bool isInsideModelFolder(const std::string &location) {
-  if (location.empty() || llvm::sys::path::is_absolute(location))
-    return false;
-  int depth = 0;
-  for (StringRef part : llvm::make_range(llvm::sys::path::begin(location),
-                                         llvm::sys::path::end(location))) {
-    if (part == "..")
-      --depth;
-    else if (part != ".")
-      ++depth;
-    if (depth < 0)
-      return false;
-  }
-  return true;
-}
-
 /// The little-endian bytes of a float initializer, wherever they are stored
 /// (raw_data, the typed fields, an external file next to the model);
 /// nullopt when they cannot be read.
@@ -93,24 +73,10 @@ std::optional<std::string> readBytes(const onnx::TensorProto &t,
   int64_t n = numElements(t), size = elementBytes(t.data_type());
   std::string out;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &e : t.external_data()) {
-      if (e.key() == "location")
-        location = e.value();
-      else if (e.key() == "offset")
-        offset = std::atoll(e.value().c_str());
-      else if (e.key() == "length")
-        length = std::atoll(e.value().c_str());
-    }
-    if (!isInsideModelFolder(location))
+    std::optional<std::string> bytes = readExternalData(t, modelDir, n * size);
+    if (!bytes)
       return std::nullopt;
-    auto file = llvm::MemoryBuffer::getFileSlice(
-        (modelDir + location).str(), length >= 0 ? length : n * size, offset,
-        /*IsVolatile=*/false);
-    if (!file)
-      return std::nullopt;
-    out = (*file)->getBuffer().str();
+    out = std::move(*bytes);
   } else if (t.has_raw_data()) {
     out = t.raw_data();
   } else if (t.data_type() == onnx::TensorProto::FLOAT) {
