@@ -57,6 +57,25 @@ def fmt_cmd(cmd, env_extra=None):
     return prefix + " ".join(shlex.quote(str(c)) for c in cmd)
 
 
+def missing_modules(names):
+    """The modules of `names` this interpreter cannot import (an ImportError,
+    or a broken install)."""
+    import importlib
+    out = []
+    for n in names:
+        try:
+            importlib.import_module(n)
+        except Exception:
+            out.append(n)
+    return out
+
+
+def venv_python():
+    """The python of scripts/install-deps.sh's virtual environment."""
+    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
+    return os.path.join(venv, "bin", "python")
+
+
 def run_cmd(cmd, env_extra=None, timeout=None, check=True, echo=True,
             cwd=None, log=None):
     """Run `cmd` (a list), capturing stdout/stderr.

@@ -74,22 +74,6 @@ def check(ok, what):
         FAILURES.append(what)
 
 
-def missing_modules():
-    import importlib
-    out = []
-    for n in MODULES:
-        try:
-            importlib.import_module(n)
-        except Exception:  # ImportError, or a broken install
-            out.append(n)
-    return out
-
-
-def venv_python():
-    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
-    return os.path.join(venv, "bin", "python")
-
-
 def make_config(transformers, model):
     if model == "gpt2":
         return transformers.GPT2Config(
@@ -239,8 +223,8 @@ def main():
     ap.add_argument("--mpirun", default="mpirun")
     args = ap.parse_args()
 
-    missing = missing_modules()
-    vpy = venv_python()
+    missing = common.missing_modules(MODULES)
+    vpy = common.venv_python()
     in_venv = os.path.realpath(sys.prefix) == os.path.realpath(
         os.path.dirname(os.path.dirname(vpy)))
     if missing and os.path.isfile(vpy) and not in_venv:

@@ -1369,23 +1369,6 @@ def mode_reshard(ctx, spec):
 EXPORT_MODULES = ("onnxruntime", "safetensors")
 
 
-def missing_modules(names):
-    import importlib
-    out = []
-    for n in names:
-        try:
-            importlib.import_module(n)
-        except ImportError:
-            out.append(n)
-    return out
-
-
-def venv_python():
-    """The python of scripts/install-deps.sh's virtual environment."""
-    venv = os.environ.get("SHOAL_VENV") or os.path.expanduser("~/.cache/shoal-venv")
-    return os.path.join(venv, "bin", "python")
-
-
 def mode_export(ctx, spec):
     import onnx
     import onnxruntime as ort
@@ -1642,8 +1625,8 @@ def main(argv=None):
         return 1
 
     if args.export_check:
-        missing = missing_modules(EXPORT_MODULES)
-        vpy = venv_python()
+        missing = common.missing_modules(EXPORT_MODULES)
+        vpy = common.venv_python()
         in_venv = os.path.realpath(sys.prefix) == os.path.realpath(
             os.path.dirname(os.path.dirname(vpy)))
         if missing and os.path.isfile(vpy) and not in_venv:

@@ -191,17 +191,6 @@ def venv_python(torch2=False):
     return os.path.join(venv, "bin", "python")
 
 
-def missing_modules(names):
-    import importlib
-    out = []
-    for n in names:
-        try:
-            importlib.import_module(n)
-        except Exception:  # ImportError, or a broken install
-            out.append(n)
-    return out
-
-
 def first_error_line(text):
     """The first line of a tool's output that says what went wrong."""
     lines = [l.strip() for l in text.splitlines() if l.strip()]
@@ -840,7 +829,7 @@ def main(argv=None):
     needs = sorted({n for m in names for n in zoo.BY_NAME[m].needs} | {"onnxruntime"})
     if args.exporter == "dynamo":
         needs.append("onnxscript")
-    missing = missing_modules(["torch", "onnx"] + needs)
+    missing = common.missing_modules(["torch", "onnx"] + needs)
     vpy = venv_python(args.torch2)
     venv = os.path.dirname(os.path.dirname(vpy))
     in_venv = os.path.realpath(sys.prefix) == os.path.realpath(venv)
