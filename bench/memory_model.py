@@ -154,7 +154,7 @@ def zoo_model(name, out):
     token labels, the zoo's specs and its cross-entropy config."""
     sys.path.insert(0, os.path.join(REPO, "test", "zoo"))
     import run_zoo
-    missing = run_zoo.missing_modules(["torch", "onnx", "transformers"])
+    missing = common.missing_modules(["torch", "onnx", "transformers"])
     vpy = run_zoo.venv_python()
     if missing and os.path.isfile(vpy) and not os.environ.get("SHOAL_ZOO_REEXEC"):
         # The test-reference environment has transformers.
