@@ -101,6 +101,8 @@ struct OpAttrs {
   std::vector<int64_t> axes;     ///< Reduce*: sorted, unique.
   bool keepdims = true;          ///< Reduce*, ArgMax, ArgMin.
   bool selectLastIndex = false;  ///< ArgMax, ArgMin: ties give the last.
+  /// CumSum: each element left out of its own sum; summed from the end.
+  bool exclusive = false, reverse = false;
   bool fmod = false;             ///< Mod: C's fmod (else Python's %).
   bool reduceIsIdentity = false; ///< Reduce* with no axes and noop set.
   Shape shape;                   ///< Reshape (the attribute as written).

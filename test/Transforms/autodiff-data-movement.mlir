@@ -1,9 +1,11 @@
 // shoal-autodiff: gradient rules of the ONNX data-movement ops (shoal.onnx):
 // Concat gives each input a Slice of the result's gradient; Split
 // concatenates its parts' gradients, zeros for a part nothing reads; Slice
-// (unit steps) pads the gradient with zeros back to the input's shape.
+// pads the gradient with zeros back to the input's shape, after reversing
+// it for a negative step and interleaving zeros for a step above 1.
 // RUN: shoal-opt %s --shoal-autodiff="loss=mse" | FileCheck %s
-// RUN: not shoal-opt %s --shoal-autodiff="loss=mse output=s2" 2>&1 | FileCheck %s --check-prefix=ESTEP
+// RUN: shoal-opt %s --shoal-autodiff="loss=mse output=s2" | FileCheck %s --check-prefix=STEP
+// RUN: shoal-opt %s --shoal-autodiff="loss=mse output=r" | FileCheck %s --check-prefix=REV
 
 // The Slice's gradient: rows 1:3 and columns 2:5 of a 3x6 input.
 // CHECK: shoal.onnx "Pad"(%{{.*}}) {mode = "constant", pads = array<i64: 1, 2, 0, 1>} {{.*}}: (tensor<2x3xf32>) -> tensor<3x6xf32>
@@ -14,10 +16,21 @@
 // CHECK-DAG: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: 6>, starts = array<i64: 0>} {{.*}}: (tensor<3x12xf32>) -> tensor<3x6xf32>
 // CHECK-DAG: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: 12>, starts = array<i64: 6>} {{.*}}: (tensor<3x12xf32>) -> tensor<3x6xf32>
 
-// ESTEP: gradient of a Slice with step 2 is not supported yet (only step 1)
+// Step 2 (x[:, ::2] of 3x5, GPT-J's rotate_every_two): the gradient
+// [3, 3] becomes [3, 3, 1], padded to [3, 3, 2], [3, 6], cropped to 5.
+// STEP: %[[R:.*]] = shoal.reshape %{{.*}}: (tensor<3x3xf32>) -> tensor<3x3x1xf32>
+// STEP: %[[P:.*]] = shoal.onnx "Pad"(%[[R]]) {mode = "constant", pads = array<i64: 0, 0, 0, 0, 0, 1>} {{.*}}-> tensor<3x3x2xf32>
+// STEP: %[[M:.*]] = shoal.reshape %[[P]] {{.*}}: (tensor<3x3x2xf32>) -> tensor<3x6xf32>
+// STEP: shoal.onnx "Pad"(%[[M]]) {mode = "constant", pads = array<i64: 0, 0, 0, -1>} {{.*}}: (tensor<3x6xf32>) -> tensor<3x5xf32>
+
+// Step -2 from index 4 (elements 4, 2, 0 of 5; x[:, ::-2]): reversed,
+// spread to 6 and cropped from the start 0.
+// REV: %[[V:.*]] = shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: -9223372036854775808>, starts = array<i64: 2>, steps = array<i64: -1>} {{.*}}: (tensor<3x3xf32>) -> tensor<3x3xf32>
+// REV: shoal.reshape %[[V]] {{.*}}: (tensor<3x3xf32>) -> tensor<3x3x1xf32>
+// REV: shoal.onnx "Pad"(%{{.*}}) {mode = "constant", pads = array<i64: 0, 0, 0, -1>} {{.*}}: (tensor<3x6xf32>) -> tensor<3x5xf32>
 
 module attributes {shoal.source = "/models/moves.onnx"} {
-  func.func @main(%x: tensor<3x6xf32> {shoal.name = "x"}) -> (tensor<2x3xf32> {shoal.name = "y"}, tensor<3x2xf32> {shoal.name = "s2"}) {
+  func.func @main(%x: tensor<3x6xf32> {shoal.name = "x"}) -> (tensor<2x3xf32> {shoal.name = "y"}, tensor<3x3xf32> {shoal.name = "s2"}, tensor<3x3xf32> {shoal.name = "r"}) {
     %a = shoal.weight "a" : tensor<3x6xf32>
     %b = shoal.weight "b" : tensor<3x6xf32>
     %c = shoal.onnx "Concat"(%a, %b) {axis = 1 : i64} : (tensor<3x6xf32>, tensor<3x6xf32>) -> tensor<3x12xf32>
@@ -25,8 +38,9 @@ module attributes {shoal.source = "/models/moves.onnx"} {
     %m = shoal.mul %p0, %x : (tensor<3x6xf32>, tensor<3x6xf32>) -> tensor<3x6xf32>
     %q0, %q1 = shoal.onnx "Split"(%m) {axis = 1 : i64, split = array<i64: 2, 4>} : (tensor<3x6xf32>) -> (tensor<3x2xf32>, tensor<3x4xf32>)
     %s = shoal.onnx "Slice"(%m) {starts = array<i64: 1, -4>, ends = array<i64: 3, 5>, axes = array<i64: 0, 1>} : (tensor<3x6xf32>) -> tensor<2x3xf32>
-    %s2 = shoal.onnx "Slice"(%q0) {starts = array<i64: 0>, ends = array<i64: 2>, axes = array<i64: 1>, steps = array<i64: 2>} : (tensor<3x2xf32>) -> tensor<3x1xf32>
-    %t = shoal.onnx "Concat"(%s2, %s2) {axis = 1 : i64} : (tensor<3x1xf32>, tensor<3x1xf32>) -> tensor<3x2xf32>
-    return %s, %t : tensor<2x3xf32>, tensor<3x2xf32>
+    %q5 = shoal.onnx "Slice"(%m) {starts = array<i64: 0>, ends = array<i64: 5>, axes = array<i64: 1>} : (tensor<3x6xf32>) -> tensor<3x5xf32>
+    %s2 = shoal.onnx "Slice"(%q5) {starts = array<i64: 0>, ends = array<i64: 9223372036854775807>, axes = array<i64: 1>, steps = array<i64: 2>} : (tensor<3x5xf32>) -> tensor<3x3xf32>
+    %r = shoal.onnx "Slice"(%q5) {starts = array<i64: -1>, ends = array<i64: -9223372036854775808>, axes = array<i64: 1>, steps = array<i64: -2>} : (tensor<3x5xf32>) -> tensor<3x3xf32>
+    return %s, %s2, %r : tensor<2x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
   }
 }

@@ -380,7 +380,7 @@ COMPILE_TIME_INPUTS = {
     "Reshape": {1}, "ReduceSum": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
     "Trilu": {1}, "Expand": {1}, "TopK": {1}, "Unsqueeze": {1},
     "Squeeze": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 2, 3},
-    "Tile": {1}, "OneHot": {1},
+    "Tile": {1}, "OneHot": {1}, "CumSum": {1},
     # Resize's roi, scales and sizes (Upsample's scales) give the output
     # shape and the coordinate transform.
     "Resize": {1, 2, 3}, "Upsample": {1},

@@ -307,6 +307,47 @@ def _t5(t):
         dropout_rate=0.0, initializer_factor=1.0, tie_word_embeddings=False))
 
 
+def _opt(t):
+    return t.OPTForCausalLM(t.OPTConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, ffn_dim=128, num_hidden_layers=2,
+        num_attention_heads=HEADS, max_position_embeddings=32, word_embed_proj_dim=HIDDEN,
+        dropout=0.0, attention_dropout=0.0, init_std=0.1, tie_word_embeddings=False))
+
+
+def _bloom(t):
+    return t.BloomForCausalLM(t.BloomConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=2, n_head=HEADS,
+        hidden_dropout=0.0, attention_dropout=0.0, initializer_range=0.1,
+        tie_word_embeddings=False))
+
+
+def _roberta(t):
+    return t.RobertaForMaskedLM(t.RobertaConfig(**_small(
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1,
+        max_position_embeddings=SEQ + 2)))
+
+
+def _gptj(t):
+    return t.GPTJForCausalLM(t.GPTJConfig(
+        vocab_size=VOCAB, n_positions=32, n_embd=HIDDEN, n_layer=2, n_head=HEADS,
+        rotary_dim=8, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        initializer_range=0.1, tie_word_embeddings=False))
+
+
+def _neox(t):
+    return t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**_small(
+        rotary_pct=0.5, use_parallel_residual=True, hidden_dropout=0.0,
+        attention_dropout=0.0)))
+
+
+def _albert(t):
+    return t.AlbertForMaskedLM(t.AlbertConfig(
+        vocab_size=VOCAB, embedding_size=32, hidden_size=HIDDEN, num_hidden_layers=2,
+        num_attention_heads=HEADS, intermediate_size=128, max_position_embeddings=32,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.1,
+        classifier_dropout_prob=0.0))
+
+
 HF = ("transformers",)
 MODELS += [
     Model("gpt2", "transformers", _hf(_gpt2, ["input_ids"]), HF,
@@ -324,6 +365,27 @@ MODELS += [
                                               "attention_mask"]), HF,
           layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True, lm=True,
           notes="BertForMaskedLM, one padded sequence"),
+    Model("opt", "transformers", _hf(_opt, ["input_ids", "attention_mask"]), HF,
+          layers=r"^(/hf/model/decoder/layers\.\d+/)", train=True, lm=True,
+          notes="OPTForCausalLM, learned positions from cumsum(attention_mask), "
+                "one padded sequence"),
+    Model("bloom", "transformers", _hf(_bloom, ["input_ids", "attention_mask"]), HF,
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
+          notes="BloomForCausalLM, ALiBi from cumsum(attention_mask), fused QKV, "
+                "one padded sequence"),
+    Model("roberta", "transformers", _hf(_roberta, ["input_ids"]), HF,
+          layers=r"^(/hf/roberta/encoder/layer\.\d+/)", train=True, lm=True,
+          notes="RobertaForMaskedLM, position ids from cumsum(input_ids != pad)"),
+    Model("gptj", "transformers", _hf(_gptj, ["input_ids"]), HF,
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
+          notes="GPTJForCausalLM, rotary on 8 of 16 dims (rotate_every_two: x[..., ::2])"),
+    Model("gpt_neox", "transformers", _hf(_neox, ["input_ids"]), HF,
+          layers=r"^(/hf/gpt_neox/layers\.\d+/)", train=True, lm=True,
+          notes="GPTNeoXForCausalLM, parallel residual, rotary on half the dims"),
+    Model("albert", "transformers", _hf(_albert, ["input_ids"]), HF,
+          layers=None, train=True, lm=True,
+          notes="AlbertForMaskedLM, one layer's weights shared by both layers, "
+                "embedding 32 projected to 64 (no PP2: the layers are one module)"),
     Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,
           layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True, lm=True,
           notes="T5ForConditionalGeneration"),

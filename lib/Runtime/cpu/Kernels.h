@@ -195,6 +195,12 @@ void reduce(ReduceOp op, const Tensor &x, const std::vector<int64_t> &axes,
 void argReduce(bool max, const Tensor &x, int64_t axis, bool selectLast,
                Tensor &out);
 
+/// ONNX CumSum of any numeric `x` along `axis` into `out` (x's type and
+/// shape): integers summed in their own type (wrapping as ONNX Runtime's),
+/// floats in double, each result rounded once (f16/bf16 through f32 reads).
+void cumSum(const Tensor &x, int64_t axis, bool exclusive, bool reverse,
+            Tensor &out);
+
 //===----------------------------------------------------------------------===//
 // Shapes and data movement (Shape.cpp)
 //===----------------------------------------------------------------------===//

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The CPU kernels of the reduction family of Ops.def (Kernels.h):
-// ReduceSum, ReduceMean, ArgMax and ArgMin, then their registration per op.
+// ReduceSum, ReduceMean, ArgMax, ArgMin and CumSum, then their registration per
+// op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -150,6 +151,77 @@ void shoal::rt::cpu::argReduce(bool max, const Tensor &x, int64_t axis,
   });
 }
 
+void shoal::rt::cpu::cumSum(const Tensor &x, int64_t axis, bool exclusive,
+                            bool reverse, Tensor &out) {
+  if (axis < 0 || axis >= x.rank())
+    throw Error(fmt::format("CumSum: axis {} is out of range for {}", axis,
+                            x.type().str()));
+  checkOutput(out, x.dtype(), x.shape(), "CumSum");
+  const Shape &s = x.shape();
+  int64_t outer = 1, n = s[axis], inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+  // Visits the n elements of one line in summation order: (position of the
+  // element, position of the sum it ends).
+  auto line = [&](auto &&visit) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t base = o * n * inner + i;
+        visit(base, [&](int64_t j) {
+          return base + (reverse ? n - 1 - j : j) * inner;
+        });
+      }
+  };
+  if (isHalfDType(x.dtype()) || x.dtype() == DType::F32 ||
+      x.dtype() == DType::F64) {
+    Tensor xs = stage(x);
+    std::vector<double> sums(x.numElements());
+    auto read = [&](int64_t k) {
+      return xs.dtype() == DType::F64 ? xs.data<double>()[k]
+                                      : double(xs.data<float>()[k]);
+    };
+    line([&](int64_t, auto at) {
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t k = at(j);
+        double v = read(k);
+        if (!exclusive)
+          acc += v;
+        sums[k] = acc;
+        if (exclusive)
+          acc += v;
+      }
+    });
+    if (x.dtype() == DType::F64)
+      std::copy(sums.begin(), sums.end(), out.data<double>());
+    else
+      storeRounded(out, 0, x.numElements(), [&](int64_t k) { return sums[k]; });
+    return;
+  }
+  byNumericType(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral<T>::value) {
+      using U = std::make_unsigned_t<T>; // wraps rather than overflows
+      const T *px = x.data<T>();
+      T *po = out.data<T>();
+      line([&](int64_t, auto at) {
+        U acc = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t k = at(j);
+          U v = static_cast<U>(px[k]);
+          if (!exclusive)
+            acc += v;
+          po[k] = static_cast<T>(acc);
+          if (exclusive)
+            acc += v;
+        }
+      });
+    }
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
@@ -169,6 +241,11 @@ template <bool Max> SHOAL_CPU_KERNEL(argReduceKernel) {
   argReduce(Max, input(in, 0), op.attrs.axis, op.attrs.selectLastIndex, out[0]);
 }
 
+SHOAL_CPU_KERNEL(cumSumKernel) {
+  cumSum(input(in, 0), op.attrs.axis, op.attrs.exclusive, op.attrs.reverse,
+         out[0]);
+}
+
 } // namespace
 
 void shoal::rt::cpu::registerReductionKernels() {
@@ -178,4 +255,5 @@ void shoal::rt::cpu::registerReductionKernels() {
                     KernelWrites::All);
   registerCpuKernel(OpKind::ArgMax, argReduceKernel<true>);
   registerCpuKernel(OpKind::ArgMin, argReduceKernel<false>);
+  registerCpuKernel(OpKind::CumSum, cumSumKernel, KernelWrites::All);
 }

@@ -58,3 +58,19 @@ void shoal::rt::argReduceRule(TypeRuleContext &ctx) {
   ctx.expected.push_back(
       {DType::I64, reduceShape(x.shape, {a.axis}, a.keepdims)});
 }
+
+/// CumSum: the input's type and shape.
+void shoal::rt::cumSumRule(TypeRuleContext &ctx) {
+  const TensorType &x = ctx.x();
+  OpAttrs &a = ctx.a();
+  if (!isNumeric(x.dtype) && x.dtype != DType::F16 && x.dtype != DType::BF16)
+    throw Error(fmt::format("CumSum is not supported on {} tensors",
+                            dtypeName(x.dtype)));
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0)
+    throw Error("input must have rank >= 1");
+  a.axis = normalizeAxis(ctx.attrs.getInt("axis", 0), rank, "axis");
+  a.exclusive = ctx.attrs.getBool("exclusive", false);
+  a.reverse = ctx.attrs.getBool("reverse", false);
+  ctx.expected.push_back(x);
+}

@@ -703,6 +703,34 @@ std::vector<Lit> evaluate(const onnx::NodeProto &node,
     }
     return {gatherIndices(x, idx)};
   }
+  if (op == "CumSum") {
+    const Lit &x = input(0);
+    std::vector<int64_t> axisInput = ints(input(1));
+    int64_t rank = static_cast<int64_t>(x.dims.size());
+    if (axisInput.size() != 1 || rank == 0)
+      notFoldable("CumSum needs one axis and a ranked input");
+    int64_t axis = normAxis(axisInput[0], rank);
+    bool exclusive = getIntAttr(node, "exclusive", 0) != 0;
+    bool reverse = getIntAttr(node, "reverse", 0) != 0;
+    int64_t n = x.dims[axis], inner = 1;
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= x.dims[d];
+    Lit out = x;
+    int64_t lines = n == 0 ? 0 : x.size() / n;
+    for (int64_t l = 0; l < lines; ++l) {
+      int64_t base = l / inner * n * inner + l % inner;
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t k = base + (reverse ? n - 1 - j : j) * inner;
+        if (!exclusive)
+          acc += x.v[k];
+        out.v[k] = acc;
+        if (exclusive)
+          acc += x.v[k];
+      }
+    }
+    return {out};
+  }
   if (op == "ScatterND") {
     const Lit &data = input(0), &indices = input(1), &updates = input(2);
     std::string reduction = "none";
@@ -790,7 +818,7 @@ bool shoal::onnx_import::isFoldableOp(llvm::StringRef opType) {
       "Cast",      "Reshape", "Unsqueeze", "Squeeze",    "Concat",
       "Gather",    "Slice",   "Transpose", "Expand",     "ConstantOfShape",
       "Range",     "Trilu",   "Einsum",    "Split",      "Tile",
-      "ScatterND", "OneHot",  "Mod"};
+      "ScatterND", "OneHot",  "Mod",       "CumSum"};
   return llvm::is_contained(ops, opType);
 }
 

@@ -503,6 +503,8 @@ SmallVector<std::pair<int, StringRef>> foldedInputs(StringRef opType) {
     return {{1, ""}}; // the result type holds the shape
   if (opType == "Tile")
     return {{1, "repeats"}};
+  if (opType == "CumSum")
+    return {{1, "axis"}}; // a scalar
   return {};
 }
 
@@ -602,12 +604,17 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
       auto ints = im.getConstantInts(node, i, it->second);
       if (failed(ints))
         return failure();
-      if (it->second == "k")
-        attrs.push_back(
-            b.getNamedAttr("k", b.getI64IntegerAttr(ints->front())));
-      else
+      if (it->second == "k" || it->second == "axis") {
+        if (ints->size() != 1)
+          return im.nodeError() << "input " << i << " ('" << it->second
+                                << "') must hold one integer, not "
+                                << ints->size();
+        attrs.push_back(b.getNamedAttr(it->second,
+                                       b.getI64IntegerAttr(ints->front())));
+      } else {
         attrs.push_back(
             b.getNamedAttr(it->second, b.getDenseI64ArrayAttr(*ints)));
+      }
       continue;
     }
     if (!Importer::hasInput(node, i))
@@ -913,7 +920,7 @@ ConvertFn onnx_import::lookupConverter(StringRef opType) {
       .Case("Pad", convertPad)
       .Case("Clip", convertClip)
       .Case("Dropout", convertDropout)
-      .Cases("HardSigmoid", "HardSwish", "Mod", "ArgMax", "ArgMin",
+      .Cases("HardSigmoid", "HardSwish", "Mod", "ArgMax", "ArgMin", "CumSum",
              convertGeneric)
       .Case("Squeeze", convertReshapeLike)
       .Case("Unsqueeze", convertReshapeLike)

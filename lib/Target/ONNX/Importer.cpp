@@ -406,19 +406,23 @@ Importer::getConstantInts(const onnx::NodeProto &node, int i, StringRef what) {
     return nodeError() << what << " '" << name
                        << "' must be a Constant or an initializer: shoal "
                           "needs it at compile time";
-  if (tensor->data_type() != onnx::TensorProto::INT64)
-    return nodeError() << what << " '" << name << "' must be int64, got "
+  // int32 too: ONNX allows it for CumSum's axis, and exporters write it.
+  bool i32 = tensor->data_type() == onnx::TensorProto::INT32;
+  if (tensor->data_type() != onnx::TensorProto::INT64 && !i32)
+    return nodeError() << what << " '" << name
+                       << "' must be int64 or int32, got "
                        << dataTypeName(tensor->data_type());
   if (isExternal(*tensor))
     return nodeError() << what << " '" << name
                        << "' is stored outside the model; store it inline";
   std::string error;
-  auto bits = readBits(*tensor, getNumElements(*tensor), 8, error);
+  auto bits = readBits(*tensor, getNumElements(*tensor), i32 ? 4 : 8, error);
   if (failed(bits))
     return nodeError() << what << " '" << name << "' " << error;
   SmallVector<int64_t> ints;
   for (uint64_t v : *bits)
-    ints.push_back(static_cast<int64_t>(v));
+    ints.push_back(i32 ? static_cast<int64_t>(static_cast<int32_t>(v))
+                       : static_cast<int64_t>(v));
   return ints;
 }
 

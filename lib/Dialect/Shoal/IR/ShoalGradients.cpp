@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace shoal;
@@ -194,8 +195,9 @@ Value sliceAlong(OpBuilder &b, Location loc, Value x, int64_t axis,
 
 /// Gradients of the ONNX ops that shoal carries as shoal.onnx: Concat
 /// (slices of the result's gradient), Split (the concatenation of the
-/// results' gradients, zeros for unused results), Slice with unit steps (the
-/// gradient padded with zeros back to the input's shape), Pad, the hard
+/// results' gradients, zeros for unused results), Slice (the gradient
+/// spread back to the input's shape with zeros), CumSum (the running sum
+/// the other way), Pad, the hard
 /// activations, Conv and the pools (dedicated *Grad ONNX-style ops that the
 /// runtime implements, docs/Training.md).
 LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -257,6 +259,27 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
         b.getDenseI64ArrayAttr(axes), b.getBoolAttr(false));
     return success();
   }
+  if (type == "CumSum" && op.getInputs().size() == 1) {
+    // Every input element adds to the sums after it (before it with
+    // `reverse`): the gradient is the running sum the other way, with the
+    // same `exclusive`.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    DictionaryAttr attrs = op.getOnnxAttrs();
+    auto flag = [&](StringRef name) {
+      auto a = attrs.getAs<IntegerAttr>(name);
+      return a && a.getInt() != 0;
+    };
+    SmallVector<NamedAttribute> out{
+        b.getNamedAttr("axis", b.getI64IntegerAttr(getOnnxAxis(
+                                   op, shapeOf(x).size(), 0))),
+        b.getNamedAttr("exclusive", b.getI64IntegerAttr(flag("exclusive"))),
+        b.getNamedAttr("reverse", b.getI64IntegerAttr(!flag("reverse")))};
+    operandGrads[0] = onnxOp(b, loc, x.getType(), "CumSum", out, {g});
+    return success();
+  }
   if (type == "Resize" && op.getInputs().size() == 1) {
     // Every output element is a weighted sum of input elements: the
     // gradient adds its share back to each (ResizeGrad, with the forward's
@@ -290,11 +313,17 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     return success();
   }
   if (type == "Slice") {
+    // Output element i of a sliced axis is input element first + step * i.
+    // The gradient is spread back: a negative step reverses the axis
+    // (a Slice with step -1), a step s > 1 interleaves s - 1 zeros after
+    // every element (Reshape to [.., n, 1, ..], Pad to [.., n, s, ..],
+    // Reshape to [.., n * s, ..]), and a final Pad places the lot at its
+    // first index (negative pads crop what runs past the end).
     Value g = resultGrads.empty() ? Value() : resultGrads[0];
     Value x = op.getInputs()[0];
     if (!g || !isFloat(x))
       return success();
-    ArrayRef<int64_t> in = shapeOf(x), out = shapeOf(g);
+    ArrayRef<int64_t> in = shapeOf(x);
     int64_t rank = in.size();
     DictionaryAttr attrs = op.getOnnxAttrs();
     auto ints = [&](StringRef name) {
@@ -308,22 +337,67 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     if (axes.empty())
       for (int64_t d = 0; d < static_cast<int64_t>(starts.size()); ++d)
         axes.push_back(d);
-    // Each dimension keeps [begin, begin + out) of the input.
-    SmallVector<int64_t> begin(rank, 0);
+    if (starts.size() != axes.size() ||
+        (!steps.empty() && steps.size() != axes.size()))
+      return op.emitError() << "starts, axes and steps differ in length";
+    auto elementType = cast<RankedTensorType>(x.getType()).getElementType();
+    if (llvm::is_contained(shapeOf(g), 0)) {
+      operandGrads[0] = zeros(b, loc, cast<RankedTensorType>(x.getType()));
+      return success();
+    }
+    GradBuilder gb{b, loc};
+    SmallVector<int64_t> begin(rank, 0), span(shapeOf(g));
     for (auto [k, a] : llvm::enumerate(axes)) {
       int64_t d = a < 0 ? a + rank : a;
-      if (k < steps.size() && steps[k] != 1)
-        return op.emitError() << "gradient of a Slice with step " << steps[k]
-                              << " is not supported yet (only step 1)";
-      int64_t s = starts[k];
+      if (d < 0 || d >= rank)
+        return op.emitError() << "axis " << a << " is out of range";
+      int64_t step = k < steps.size() ? steps[k] : 1;
+      if (step == 0)
+        return op.emitError() << "step 0 on axis " << a;
+      int64_t n = span[d], s = starts[k];
       if (s < 0)
         s += in[d];
-      begin[d] = std::clamp<int64_t>(s, 0, in[d]);
+      // ONNX clamps the start to [0, dim] (positive steps) or
+      // [0, dim - 1] (negative ones).
+      int64_t first =
+          std::clamp<int64_t>(s, 0, step > 0 ? in[d] : in[d] - 1);
+      if (step < 0) {
+        ArrayRef<int64_t> gs = shapeOf(g);
+        g = onnxOp(
+            b, loc, g.getType(), "Slice",
+            {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({gs[d] - 1})),
+             b.getNamedAttr("ends", b.getDenseI64ArrayAttr(
+                                        {std::numeric_limits<int64_t>::min()})),
+             b.getNamedAttr("axes", b.getDenseI64ArrayAttr({d})),
+             b.getNamedAttr("steps", b.getDenseI64ArrayAttr({-1}))},
+            {g});
+        step = -step;
+        first -= step * (n - 1);
+      }
+      if (step > 1) {
+        SmallVector<int64_t> shape(shapeOf(g));
+        SmallVector<int64_t> split(shape.begin(), shape.begin() + d + 1);
+        split.push_back(1);
+        split.append(shape.begin() + d + 1, shape.end());
+        SmallVector<int64_t> pads(2 * (rank + 1), 0);
+        pads[rank + 1 + d + 1] = step - 1;
+        SmallVector<int64_t> padded(split);
+        padded[d + 1] = step;
+        Value spread = onnxOp(
+            b, loc, RankedTensorType::get(padded, elementType), "Pad",
+            {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+             b.getNamedAttr("mode", b.getStringAttr("constant"))},
+            {gb.reshape(g, split)});
+        shape[d] = n * step;
+        g = gb.reshape(spread, shape);
+      }
+      begin[d] = first;
+      span[d] = shapeOf(g)[d];
     }
     SmallVector<int64_t> pads(2 * rank, 0);
     for (int64_t d = 0; d < rank; ++d) {
       pads[d] = begin[d];
-      pads[rank + d] = in[d] - begin[d] - out[d];
+      pads[rank + d] = in[d] - begin[d] - span[d];
     }
     operandGrads[0] =
         onnxOp(b, loc, x.getType(), "Pad",

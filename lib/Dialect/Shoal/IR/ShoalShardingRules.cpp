@@ -685,9 +685,11 @@ ShardingRule OnnxOp::getShardingRule() {
       }
     }
   }
-  if (llvm::is_contained(
-          {"Concat", "Split", "TopK", "GatherElements", "ScatterElements"},
-          type)) {
+  if (llvm::is_contained({"Concat", "Split", "TopK", "GatherElements",
+                          "ScatterElements", "CumSum"},
+                         type)) {
+    // The axis is whole (a running sum reads every earlier element); the
+    // other dimensions pass through.
     rule.operands.clear();
     rule.results.clear();
     shareOutsideAxis(rule, op,
