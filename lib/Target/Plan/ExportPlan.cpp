@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -37,6 +38,36 @@ constexpr llvm::StringLiteral kShapesOnlyAttr = "shoal.shapes_only";
 StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
 
 /// The types of Ops.def's SHOAL_OP_ATTR rows.
+/// `text` for a plan's string fields, which must be UTF-8: as it is when it
+/// is, else with every byte outside a valid UTF-8 sequence written `\xNN`
+/// (and `\` as `\\`). ONNX names are bytes; the op names and task graph
+/// names this writes are for errors, traces and reports, while the names
+/// that are keys (ports, initializers) are `bytes` fields and kept exact.
+static std::string planText(StringRef text) {
+  const auto *begin = reinterpret_cast<const llvm::UTF8 *>(text.data());
+  const auto *end = begin + text.size();
+  const llvm::UTF8 *probe = begin;
+  if (llvm::isLegalUTF8String(&probe, end))
+    return text.str();
+  std::string out;
+  for (const llvm::UTF8 *p = begin; p < end;) {
+    unsigned n = llvm::getUTF8SequenceSize(p, end);
+    if (n > 0 && *p != '\\') {
+      out.append(reinterpret_cast<const char *>(p), n);
+      p += n;
+      continue;
+    }
+    if (*p == '\\')
+      out += "\\\\";
+    else {
+      const char *hex = "0123456789ABCDEF";
+      out += {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+    }
+    ++p;
+  }
+  return out;
+}
+
 enum class AttrType { Int, Float, String, Ints, Floats, Strings };
 
 /// One SHOAL_OP_ATTR row: an attribute op kind `kind` takes (the runtime
@@ -867,10 +898,10 @@ private:
     auto setStrs = [&](StringRef n, ArrayAttr v) {
       auto *strs = (*attrs)[n.str()].mutable_strings();
       for (auto s : v.getAsValueRange<StringAttr>())
-        strs->add_values(s.str());
+        strs->add_values(planText(s));
     };
     auto setS = [&](StringRef n, StringRef v) {
-      (*attrs)[n.str()].set_s(v.str());
+      (*attrs)[n.str()].set_s(planText(v));
     };
     // A vocabulary-parallel op's block (Ops.def "shard_axes").
     auto setShard = [&](auto kind, ArrayAttr axes,
@@ -1172,8 +1203,8 @@ private:
     for (Value v : op->getResults())
       out->add_outputs(idOf(v));
     if (auto loc = dyn_cast<NameLoc>(op->getLoc()))
-      out->set_name(loc.getName().getValue().str());
-    out->set_task_graph(taskGraph.str());
+      out->set_name(planText(loc.getName().getValue()));
+    out->set_task_graph(planText(taskGraph));
     if (auto cost = dyn_cast<CostOpInterface>(op)) {
       out->set_flops(cost.getFlops());
       out->set_bytes(cost.getBytes());
