@@ -127,13 +127,15 @@ ShardingAttr dropAxis(ShardingAttr s, StringRef axis) {
 /// arrives split over only some of them on dimension 0 (after a split
 /// TaskGraph, which keeps its outputs whole over tp) is sliced further, at
 /// no communication cost, instead of being computed redundantly.
+/// With `wholeIsBatch`, a dimension 0 that arrives whole is the batch too.
 ShardingAttr splitBatchFurther(ShardingAttr s, Value v,
-                               ArrayRef<StringRef> batchAxes, MeshAttr mesh) {
+                               ArrayRef<StringRef> batchAxes, MeshAttr mesh,
+                               bool wholeIsBatch = false) {
   auto type = cast<RankedTensorType>(v.getType());
   if (type.getRank() == 0 || batchAxes.empty())
     return s;
   SmallVector<StringRef> dim0 = s.getDimAxes(0);
-  if (dim0.empty() || dim0.size() >= batchAxes.size() ||
+  if ((dim0.empty() && !wholeIsBatch) || dim0.size() >= batchAxes.size() ||
       !llvm::equal(dim0, batchAxes.take_front(dim0.size())))
     return s;
   for (unsigned d = 1; d < s.getDims().size(); ++d)
@@ -317,6 +319,53 @@ bool hasStackedExperts(TaskGraphOp tg) {
       if (expertFactor(&op, iface.getShardingRule()) >= 0)
         return true;
   return false;
+}
+
+/// The first op that would need dimension `dim` of `v` whole if `v` were
+/// split along it over tp (in `outer` runs: a fused projection's pieces
+/// each split), or null: the walk follows the split through the ops that
+/// carry it as a parallel factor of their results and stops where one
+/// contracts or sums it (a row-parallel product: partial sums, no gather)
+/// or where the value leaves the TaskGraph; a blocked factor (a LayerNorm
+/// over the hidden states, a softmax over the split dimension) needs it
+/// whole. At most `budget` uses are visited; past that, null.
+Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
+                             unsigned &budget) {
+  for (OpOperand &use : v.getUses()) {
+    if (budget == 0)
+      return nullptr;
+    --budget;
+    Operation *user = use.getOwner();
+    auto iface = dyn_cast<ShardingRuleOpInterface>(user);
+    if (!iface)
+      continue;
+    ShardingRule rule = iface.getShardingRule();
+    unsigned k = use.getOperandNumber();
+    if (k >= rule.operands.size() ||
+        dim >= static_cast<int64_t>(rule.operands[k].size()))
+      continue;
+    auto [f, fo] = findSplitFactor(rule, rule.operands[k][dim], outer);
+    if (f < 0)
+      continue;
+    if (rule.factorKinds[f] == FactorKind::Blocked)
+      return user;
+    if (rule.factorKinds[f] != FactorKind::Parallel)
+      continue;
+    for (auto [r, tf] : llvm::enumerate(rule.results))
+      for (auto [e, df] : llvm::enumerate(tf)) {
+        int64_t before = 1;
+        for (int g : df) {
+          if (g == f) {
+            if (Operation *whole = firstNeedingWhole(
+                    user->getResult(r), e, before * fo, budget))
+              return whole;
+            break;
+          }
+          before *= rule.factorSizes[g];
+        }
+      }
+  }
+  return nullptr;
 }
 
 /// The initializer name of a weight or weight view.
@@ -558,10 +607,26 @@ struct PropagateShardingPass
                            s && batchDim < type.getRank() &&
                            type.getDimSize(batchDim) == batchSize &&
                            llvm::is_contained(s.getDimAxes(batchDim), "tp");
+        // And the other way: a replicate TaskGraph after a split one on the
+        // same devices (the replicate default after the blocks: the final
+        // norm and the LM head) slices the batch the split TaskGraph gives
+        // whole over tp, at no communication cost, rather than computing
+        // the whole batch on each of its devices.
+        bool batchAfterSplit =
+            !isSplit && owner && owner.getStrategy() == Strategy::split &&
+            type && s && batchDim < type.getRank() &&
+            type.getDimSize(batchDim) == batchSize &&
+            !llvm::is_contained(s.getDimAxes(batchDim), "tp");
         if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
-            !batchOverTp) {
+            !batchOverTp && !batchAfterSplit) {
           inShardings.push_back(s);
           argShardings.push_back(s);
+          continue;
+        }
+        if (batchAfterSplit && batchDim == 0) {
+          inShardings.push_back(s);
+          argShardings.push_back(
+              splitBatchFurther(s, in, batchAxes, mesh, /*wholeIsBatch=*/true));
           continue;
         }
       }
@@ -732,11 +797,14 @@ struct PropagateShardingPass
     FactorOuter outer(rule.getNumFactors(), 1);
     // A factor split in a dimension where it is not the major factor (or
     // split in strided runs) gives strided layouts. Weights are only ever
-    // loaded in blocks, so no weight may hold such a factor; and a
-    // dimension carries one split factor at most.
+    // loaded in blocks, so no weight may hold such a factor (a constant
+    // may: shoal-partition slices it into runs like any whole value, as the
+    // zeros of a baddbmm over merged batch and heads); and a dimension
+    // carries one split factor at most.
     auto inWeight = [&](int f) {
       for (auto [k, v] : llvm::enumerate(op->getOperands()))
-        if (isWeightLike(v) && !getWeightView(v))
+        if (isWeightLike(v) && !getWeightView(v) &&
+            !v.getDefiningOp<ConstantOp>())
           for (const DimFactors &df : rule.operands[k])
             if (llvm::is_contained(df, f))
               return true;
@@ -908,6 +976,39 @@ struct PropagateShardingPass
           }
         }
       }
+      // Megatron pairs a column-parallel product with a row-parallel one
+      // that contracts its split. A product whose split would reach an op
+      // that needs it whole first (a lone projection at a scope's edge: a
+      // patch convolution or an embedding projection before the residual
+      // stream's LayerNorm, an MLM head's dense) is kept whole instead of
+      // gathering after it; the report says so.
+      if (best >= 0) {
+        for (auto [r, tf] : llvm::enumerate(rule.results))
+          for (auto [e, df] : llvm::enumerate(tf)) {
+            if (best < 0 || !llvm::is_contained(df, best))
+              continue;
+            // The split's runs in this dimension: the factors before it,
+            // and a view's pieces.
+            int64_t runs = bestOuter > 1 && rule.factorSizes[best] %
+                                                    (bestOuter * tpSize) ==
+                                                0
+                               ? bestOuter
+                               : 1;
+            for (int g : df) {
+              if (g == best)
+                break;
+              runs *= rule.factorSizes[g];
+            }
+            unsigned budget = 512;
+            if (Operation *whole =
+                    firstNeedingWhole(op->getResult(r), e, runs, budget)) {
+              OpBuilder b(op);
+              op->setAttr(kTpKeptWholeAttr,
+                          b.getStringAttr(describe(whole)));
+              best = -1;
+            }
+          }
+      }
       if (best >= 0) {
         if (rule.factorSizes[best] < tpSize)
           return op->emitError()
@@ -942,8 +1043,11 @@ struct PropagateShardingPass
             type && sequenceDim(type) >= 0 &&
             !rule.results.front()[sequenceDim(type)].empty()) {
           int f = rule.results.front()[sequenceDim(type)].front();
+          // A dimension of size 1 there is a broadcast (BLOOM's ALiBi
+          // bias, [batch * heads, 1, keys]), not a sequence.
           if (rule.factorKinds[f] == FactorKind::Parallel &&
-              !rule.isMinorSomewhere(f) && axes[f].empty()) {
+              !rule.isMinorSomewhere(f) && axes[f].empty() &&
+              rule.factorSizes[f] > 1) {
             if (rule.factorSizes[f] % tpSize != 0)
               return op->emitError()
                      << "sequence_parallel in TaskGraph '" << tg.getSymName()

@@ -156,6 +156,10 @@ inline constexpr llvm::StringLiteral kSequenceParallelAttr =
 /// TaskGraph, the block arguments that are.
 inline constexpr llvm::StringLiteral kSequenceSplitAttr =
     "shoal.sequence_split";
+/// From shoal-propagate-sharding to the report: on a contraction of a split
+/// TaskGraph whose weight stays whole over tp because its split would be
+/// needed whole by the op this names before any product contracts it.
+inline constexpr llvm::StringLiteral kTpKeptWholeAttr = "shoal.tp_kept_whole";
 
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.

@@ -249,6 +249,14 @@ def _hf(make, input_names):
                 return self.hf(**kw)[0]
 
         inputs = _ids([n for n in input_names if n != "attention_mask"])
+        # No token is the padding id: PyTorch never trains an nn.Embedding's
+        # padding_idx row, and an ONNX export does not say which row that is
+        # (a Gather), so shoal trains it like any other (docs/Importer.md).
+        pad = getattr(inner.config, "pad_token_id", None)
+        if pad is not None:
+            for n, a in inputs.items():
+                if n.endswith("input_ids"):
+                    a[a == pad] = (pad + 1) % VOCAB
         if "token_type_ids" in inputs:
             inputs["token_type_ids"] = (inputs["token_type_ids"] % 2).astype(np.int64)
         if "attention_mask" in input_names:
@@ -366,7 +374,7 @@ MODELS += [
           layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True, lm=True,
           notes="BertForMaskedLM, one padded sequence"),
     Model("opt", "transformers", _hf(_opt, ["input_ids", "attention_mask"]), HF,
-          layers=r"^(/hf/model/decoder/layers\.\d+/)", train=True, lm=True,
+          layers=r"^(/hf/decoder/layers\.\d+/)", train=True, lm=True,
           notes="OPTForCausalLM, learned positions from cumsum(attention_mask), "
                 "one padded sequence"),
     Model("bloom", "transformers", _hf(_bloom, ["input_ids", "attention_mask"]), HF,

@@ -50,6 +50,15 @@ For every model (test/zoo/models.py):
       train-bf16*/train-fp16* layout also compiles its float32 twin and
       requires the activations of its ops (shoal-sim's, less the inputs
       and constants; the program with the most) at most 0.55x the twin's.
+      train-rep-split (models with repeated layers): the README's pattern,
+      `default: replicate` and one `split: 2` scope over the repeated
+      layers on the same 2 ranks; the report must warn of no replicated
+      work and show the layers' tensor-parallel all_reduce.
+  (d) every layout on 2 ranks writes the parallelism report
+      (--report-file); its all_gather lines are counted: a data-parallel
+      layout (dp2, train-dp2) fails on any, a tensor-parallel one (tp2,
+      train-tp2) on any at a node of a repeated layer (models.py's layer
+      pattern), naming the first.
 
 Each (model, layout) is pass, fail (with the first line of the error) or
 n/a. The results go to WORK/results.json and a markdown table (--report,
@@ -110,7 +119,7 @@ TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
                  "train-zero1-mb2", "train-zero3-mb2",
                  "train-rc-full", "train-rc-selective", "train-bf16", "train-fp16",
                  "train-tp2-ce", "train-pp2-interleaved", "train-tp2-sp",
-                 "train-bf16-tp2-sp", "train-bf16-pp2"]
+                 "train-bf16-tp2-sp", "train-bf16-pp2", "train-rep-split"]
 # train-bf16, train-fp16: train-dp2 with `precision: P` (mixed precision),
 # its losses against PyTorch float32 within PRECISION_RTOL; train-bf16-L:
 # layout train-L with `precision: bf16`.
@@ -283,6 +292,15 @@ def make_spec(model, layout, node_names):
                   "scopes:"]
         lines += ["  - {replicate: 1, name: c%d, nodes: [%s]}" % (i, c)
                   for i, c in enumerate(chunks)]
+    elif kind == "rep-split":
+        # The README's pattern: a replicate default, one split scope over
+        # the repeated layers, on the same devices.
+        pre = layer_prefixes(model, node_names)
+        if not pre:
+            raise ValueError("no repeated layers for a split scope")
+        lines += ["default: replicate", "scopes:",
+                  "  - {split: 2, name: layers, nodes: [%s]}"
+                  % ", ".join('"%s*"' % p for p in pre)]
     elif kind == "pp2":
         pre = layer_prefixes(model, node_names)
         if len(pre) < 2:
@@ -475,8 +493,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
         compile_ += ["--annotate", os.path.join(d, "spec.yaml")]
     training = layout.startswith("train-")
     ce = layout == "train-tp2-ce"
-    if ce:
-        # The parallelism report shows the loss's collectives.
+    if world > 1:
+        # The parallelism report: the loss's collectives, the gathers.
         compile_ += ["--report-file", os.path.join(d, "report.txt")]
     sp = layout.endswith("train-tp2-sp") or layout.endswith("-tp2-sp")
     if sp:
@@ -534,6 +552,7 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
     finally:
         log.close()
     r["time"] = round(time.time() - t0, 1)
+    gather_problem = world > 1 and check_gathers(model, layout, d, r)
     if training:
         got = [float(v) for v in re.findall(r"^step \d+/\d+ loss (\S+)", res.stdout, re.M)]
         if len(got) != len(train_ref):
@@ -567,6 +586,16 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
             if ratio_problem:
                 r["status"] = "fail"
                 r["reason"] = ratio_problem
+        if layout == "train-rep-split" and r["status"] == "pass":
+            with open(os.path.join(d, "report.txt")) as f:
+                report = f.read()
+            warned = [ln.strip() for ln in report.splitlines() if "replicated work" in ln]
+            if warned or "all_reduce over tp" not in report:
+                r["status"] = "fail"
+                r["reason"] = "README pattern: %s" % (
+                    warned[0] if warned else "no tensor-parallel all_reduce in the report")
+        if gather_problem and r["status"] == "pass":
+            r["status"], r["reason"] = "fail", gather_problem
         if sp and r["status"] == "pass":
             # Sequence parallel: reduce_scatter + all_gather, not all_reduce.
             with open(os.path.join(d, "partitioned.mlir")) as f:
@@ -591,9 +620,36 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                                        else "onnxruntime", row[3]) for row in rows if row[3]]
     if problems:
         r["reason"] = problems[0]
+    elif gather_problem:
+        r["reason"] = gather_problem
     else:
         r["status"] = "pass"
     return r
+
+
+def check_gathers(model, layout, d, r):
+    """Counts the all_gathers of the layout's parallelism report (in
+    r["all_gathers"], r["layer_gathers"]); returns why the layout fails
+    (a data-parallel plan that gathers, a tensor-parallel one that gathers
+    inside a repeated layer), or None."""
+    path = os.path.join(d, "report.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        gathers = [ln.strip() for ln in f if ln.strip().startswith("all_gather")]
+    r["all_gathers"] = len(gathers)
+    kind = layout.replace("train-", "")
+    layer = re.compile(model.layers) if model.layers else None
+    def where(line):  # "all_gather dim D over A at NODE[ (backward)]: why"
+        m = re.search(r" at (\S+?)(?: \(\w+\))?:", line)
+        return m.group(1) if m else ""
+    inside = [g for g in gathers if layer and layer.match(where(g))]
+    r["layer_gathers"] = len(inside)
+    if kind == "dp2" and gathers:
+        return "data-parallel plan gathers: %s" % gathers[0]
+    if kind == "tp2" and inside:
+        return "tensor-parallel plan gathers inside a layer: %s" % inside[0]
+    return None
 
 
 def worker(args):

@@ -648,6 +648,33 @@ ShardingRule OnnxOp::getShardingRule() {
       return rule;
     }
   }
+  if (type == "Concat" && op->getNumOperands() > 1) {
+    // Equal pieces, Split's rule the other way (the gradient of a fused
+    // q/k/v projection's Split): each input's axis is the factor P, the
+    // result's [pieces, P], so inputs split alike give the result a
+    // strided split.
+    int64_t axis = getOnnxAxis(*this, rank, 0);
+    int64_t piece = rank > axis && axis >= 0
+                        ? shapeOf(op->getOperand(0))[axis]
+                        : int64_t(-1);
+    int64_t n = op->getNumOperands();
+    bool equal =
+        piece > 0 && piece * n == shapeOf(op->getResult(0))[axis] &&
+        llvm::all_of(op->getOperands(), [&](Value v) {
+          return rankOf(v) == rank && shapeOf(v)[axis] == piece;
+        });
+    if (equal) {
+      rule.operands.clear();
+      rule.results.clear();
+      shareOutsideAxis(rule, op, axis);
+      int pieces = rule.addFactor(n, FactorKind::Blocked);
+      int p = rule.addFactor(piece);
+      for (TensorFactors &tf : rule.operands)
+        tf[axis] = {p};
+      rule.results[0][axis] = {pieces, p};
+      return rule;
+    }
+  }
   if (type == "Slice" && op->getNumOperands() == 1) {
     // One piece of equal pieces along one axis, unit steps: the axis is
     // [pieces, P] and the result's axis is P, as for Split.
