@@ -19,6 +19,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <deque>
+
 namespace shoal {
 #define GEN_PASS_DEF_PROPAGATESHARDINGPASS
 #include "shoal/Transforms/Passes.h.inc"
@@ -321,49 +323,58 @@ bool hasStackedExperts(TaskGraphOp tg) {
   return false;
 }
 
-/// The first op that would need dimension `dim` of `v` whole if `v` were
-/// split along it over tp (in `outer` runs: a fused projection's pieces
-/// each split), or null: the walk follows the split through the ops that
-/// carry it as a parallel factor of their results and stops where one
-/// contracts or sums it (a row-parallel product: partial sums, no gather)
-/// or where the value leaves the TaskGraph; a blocked factor (a LayerNorm
-/// over the hidden states, a softmax over the split dimension) needs it
-/// whole. At most `budget` uses are visited; past that, null.
+/// The nearest op that would need dimension `dim` of `v` whole if `v`
+/// were split along it over tp (in `outer` runs: a fused projection's
+/// pieces each split), or null: the walk follows the split, breadth first,
+/// through the ops that carry it as a parallel factor of their results and
+/// stops where one contracts or sums it (a row-parallel product: partial
+/// sums, no gather) or where the value leaves the TaskGraph; a blocked
+/// factor (a LayerNorm over the hidden states, a softmax over the split
+/// dimension) needs it whole. At most `budget` uses are visited; past
+/// that, null.
 Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
-                             unsigned &budget) {
-  for (OpOperand &use : v.getUses()) {
-    if (budget == 0)
-      return nullptr;
-    --budget;
-    Operation *user = use.getOwner();
-    auto iface = dyn_cast<ShardingRuleOpInterface>(user);
-    if (!iface)
-      continue;
-    ShardingRule rule = iface.getShardingRule();
-    unsigned k = use.getOperandNumber();
-    if (k >= rule.operands.size() ||
-        dim >= static_cast<int64_t>(rule.operands[k].size()))
-      continue;
-    auto [f, fo] = findSplitFactor(rule, rule.operands[k][dim], outer);
-    if (f < 0)
-      continue;
-    if (rule.factorKinds[f] == FactorKind::Blocked)
-      return user;
-    if (rule.factorKinds[f] != FactorKind::Parallel)
-      continue;
-    for (auto [r, tf] : llvm::enumerate(rule.results))
-      for (auto [e, df] : llvm::enumerate(tf)) {
-        int64_t before = 1;
-        for (int g : df) {
-          if (g == f) {
-            if (Operation *whole = firstNeedingWhole(
-                    user->getResult(r), e, before * fo, budget))
-              return whole;
-            break;
+                             unsigned budget) {
+  struct Split {
+    Value value;
+    int64_t dim, outer;
+  };
+  std::deque<Split> work{{v, dim, outer}};
+  while (!work.empty()) {
+    Split at = work.front();
+    work.pop_front();
+    for (OpOperand &use : at.value.getUses()) {
+      if (budget == 0)
+        return nullptr;
+      --budget;
+      Operation *user = use.getOwner();
+      auto iface = dyn_cast<ShardingRuleOpInterface>(user);
+      if (!iface)
+        continue;
+      ShardingRule rule = iface.getShardingRule();
+      unsigned k = use.getOperandNumber();
+      if (k >= rule.operands.size() ||
+          at.dim >= static_cast<int64_t>(rule.operands[k].size()))
+        continue;
+      auto [f, fo] = findSplitFactor(rule, rule.operands[k][at.dim], at.outer);
+      if (f < 0)
+        continue;
+      if (rule.factorKinds[f] == FactorKind::Blocked)
+        return user;
+      if (rule.factorKinds[f] != FactorKind::Parallel)
+        continue;
+      for (auto [r, tf] : llvm::enumerate(rule.results))
+        for (auto [e, df] : llvm::enumerate(tf)) {
+          int64_t before = 1;
+          for (int g : df) {
+            if (g == f) {
+              work.push_back({user->getResult(r), static_cast<int64_t>(e),
+                              before * fo});
+              break;
+            }
+            before *= rule.factorSizes[g];
           }
-          before *= rule.factorSizes[g];
         }
-      }
+    }
   }
   return nullptr;
 }
@@ -999,9 +1010,8 @@ struct PropagateShardingPass
                 break;
               runs *= rule.factorSizes[g];
             }
-            unsigned budget = 512;
             if (Operation *whole =
-                    firstNeedingWhole(op->getResult(r), e, runs, budget)) {
+                    firstNeedingWhole(op->getResult(r), e, runs, 512)) {
               OpBuilder b(op);
               op->setAttr(kTpKeptWholeAttr,
                           b.getStringAttr(describe(whole)));

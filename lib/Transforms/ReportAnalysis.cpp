@@ -891,6 +891,23 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         if (weighted && !split)
           whole.push_back(&op);
       }
+      // Those shoal-propagate-sharding kept whole on purpose: their split
+      // would have been gathered at once (a lone projection at a scope's
+      // edge); say why.
+      llvm::erase_if(whole, [&](Operation *op) {
+        auto why = op->getAttrOfType<StringAttr>(kTpKeptWholeAttr);
+        if (!why)
+          return false;
+        info.warnings.push_back(
+            llvm::formatv("{0} splits no weight over tp: a column split "
+                          "would be gathered at once, as {1} needs its "
+                          "output whole before any product contracts it; "
+                          "the {2} ranks of a tp group all compute it whole "
+                          "(replicated work)",
+                          getNodeName(op), why.getValue(), tp)
+                .str());
+        return true;
+      });
       if (whole.size() == 1)
         info.warnings.push_back(
             llvm::formatv("{0} splits no weight over tp: the {1} ranks of a "

@@ -58,6 +58,13 @@ func.func @onnx_axis_ops(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>, %x: tensor<4x
   // factors of the whole axis, j to m, are left unused).
   // CHECK: shoal.onnx "Split"{{.*}}shoal.sharding_rule = "([i, no]) -> ([i, o], [i, o], [i, o]) {i=4, j=12, k=4, l=4, m=4, n=3, o=4} blocked={j, k, l, m, n}"
   %s:3 = shoal.onnx "Split"(%x) {axis = 1 : i64} : (tensor<4x12xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  // Concat of equal pieces, Split's rule the other way (a fused q/k/v
+  // projection's gradient): each input's axis P, the result's [pieces, P].
+  // CHECK: shoal.onnx "Concat"{{.*}}shoal.sharding_rule = "([i, o], [i, o], [i, o]) -> ([i, no]) {i=4, j=4, k=4, l=4, m=12, n=3, o=4} blocked={j, k, l, m, n}"
+  %c3 = shoal.onnx "Concat"(%s#0, %s#1, %s#2) {axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x12xf32>
+  // CumSum: its axis stays whole, the others are shared.
+  // CHECK: shoal.onnx "CumSum"{{.*}}shoal.sharding_rule = "([i, j]) -> ([i, k]) {i=4, j=8, k=8} blocked={j, k}"
+  %cs = shoal.onnx "CumSum"(%d) {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   // Unequal pieces: the axis stays whole.
   // CHECK: shoal.onnx "Split"{{.*}}shoal.sharding_rule = "([i, j]) -> ([i, k], [i, l]) {i=4, j=12, k=4, l=8} blocked={j, k, l}"
   %u:2 = shoal.onnx "Split"(%x) {axis = 1 : i64, split = array<i64: 4, 8>} : (tensor<4x12xf32>) -> (tensor<4x4xf32>, tensor<4x8xf32>)
