@@ -356,6 +356,64 @@ def _albert(t):
         classifier_dropout_prob=0.0))
 
 
+def _falcon(t):
+    return t.FalconForCausalLM(t.FalconConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=HEADS,
+        multi_query=True, new_decoder_architecture=False, parallel_attn=True, bias=False,
+        alibi=False, hidden_dropout=0.0, attention_dropout=0.0, initializer_range=0.1,
+        tie_word_embeddings=False))
+
+
+def _bigcode(t):
+    return t.GPTBigCodeForCausalLM(t.GPTBigCodeConfig(
+        vocab_size=VOCAB, n_positions=32, n_embd=HIDDEN, n_layer=2, n_head=HEADS,
+        multi_query=True, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        initializer_range=0.1, tie_word_embeddings=False))
+
+
+def _bart(t):
+    return t.BartForConditionalGeneration(t.BartConfig(
+        vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=128,
+        decoder_ffn_dim=128, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, init_std=0.1, tie_word_embeddings=False,
+        scale_embedding=True))
+
+
+def _clip_text(t):
+    return t.CLIPTextModelWithProjection(t.CLIPTextConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, projection_dim=32,
+        num_hidden_layers=2, num_attention_heads=HEADS, max_position_embeddings=32,
+        dropout=0.0, attention_dropout=0.0, initializer_range=0.1))
+
+
+def _hf_vit(t):
+    return t.ViTForImageClassification(t.ViTConfig(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=2,
+        num_attention_heads=HEADS, intermediate_size=128, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, num_labels=10, initializer_range=0.1))
+
+
+def _hf_image(make, size):
+    """As _hf, for a vision model of pixel_values [BATCH, 3, size, size]."""
+    def build(torch):
+        import transformers
+        torch.manual_seed(0)
+        inner = make(transformers)
+        _redraw(torch, inner)
+
+        class Wrapper(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.hf = inner
+
+            def forward(self, x):
+                return self.hf(pixel_values=x, return_dict=False)[0]
+
+        return Wrapper().eval(), _image(size), ["logits"]
+    return build
+
+
 HF = ("transformers",)
 MODELS += [
     Model("gpt2", "transformers", _hf(_gpt2, ["input_ids"]), HF,
@@ -391,9 +449,27 @@ MODELS += [
           layers=r"^(/hf/gpt_neox/layers\.\d+/)", train=True, lm=True,
           notes="GPTNeoXForCausalLM, parallel residual, rotary on half the dims"),
     Model("albert", "transformers", _hf(_albert, ["input_ids"]), HF,
-          layers=None, train=True, lm=True,
-          notes="AlbertForMaskedLM, one layer's weights shared by both layers, "
-                "embedding 32 projected to 64 (no PP2: the layers are one module)"),
+          layers=r"^(/hf/albert/encoder/albert_layer_groups\.0/albert_layers\.0(?:_\d+)?/)",
+          train=True, lm=True,
+          notes="AlbertForMaskedLM, one layer's weights shared by both layers (the "
+                "exporter names the second call albert_layers.0_1), embedding 32 "
+                "projected to 64"),
+    Model("falcon", "transformers", _hf(_falcon, ["input_ids"]), HF,
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
+          notes="FalconForCausalLM, multi-query attention (fused QKV), parallel attention"),
+    Model("gpt_bigcode", "transformers", _hf(_bigcode, ["input_ids"]), HF,
+          layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
+          notes="GPTBigCodeForCausalLM, multi-query attention (fused QKV)"),
+    Model("bart", "transformers", _hf(_bart, ["input_ids", "decoder_input_ids"]), HF,
+          layers=r"^(/hf/model/(?:encoder|decoder)/layers\.\d+/)", train=True, lm=True,
+          notes="BartForConditionalGeneration, encoder-decoder"),
+    Model("clip_text", "transformers", _hf(_clip_text, ["input_ids"]), HF,
+          layers=r"^(/hf/text_model/encoder/layers\.\d+/)", train=True,
+          notes="CLIPTextModelWithProjection, pooled at each sequence's argmax id "
+                "(a gather that mixes the batch)"),
+    Model("hf_vit", "transformers", _hf_image(_hf_vit, 32), HF,
+          layers=r"^(/hf/vit/encoder/layer\.\d+/)", train=True,
+          notes="ViTForImageClassification, 32x32, patch 8"),
     Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,
           layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True, lm=True,
           notes="T5ForConditionalGeneration"),

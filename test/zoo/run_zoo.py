@@ -449,6 +449,28 @@ def export(model, work, torch, exporter="torchscript", opset=None):
     return copy.deepcopy(module), inputs, out_names, info
 
 
+def float_buffers(module, path):
+    """The ONNX initializers that hold a float buffer of `module` (BART's
+    final_logits_bias) and no parameter: PyTorch does not train them, and
+    an export does not say so, so the zoo's training configs list them as
+    `frozen` (as a user would, docs/Training.md)."""
+    import onnx
+    from onnx import numpy_helper
+    params = [p.detach().numpy() for p in module.parameters()]
+    buffers = [b.detach().numpy() for b in module.buffers() if b.is_floating_point()]
+
+    def holds(arrays, a):
+        return any(x.shape == a.shape and np.array_equal(x, a) or
+                   x.ndim == 2 and x.T.shape == a.shape and np.array_equal(x.T, a)
+                   for x in arrays)
+    frozen = []
+    for t in onnx.load(path).graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype.kind == "f" and a.size > 1 and holds(buffers, a) and not holds(params, a):
+            frozen.append(t.name)
+    return frozen
+
+
 def torch_train_losses(torch, module, inputs, labels, steps, cross_entropy=False):
     """The loss of each of `steps` AdamW steps in PyTorch: MSE, or with
     cross_entropy shoal's cross_entropy (the token losses of the labels that
@@ -502,6 +524,8 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
     if training:
         with open(os.path.join(d, "train.yaml"), "w") as f:
             f.write((TRAIN_CONFIG_CE if ce else TRAIN_CONFIG) % out_names[0])
+            if getattr(model, "frozen", None):
+                f.write("frozen: [%s]\n" % ", ".join(json.dumps(n) for n in model.frozen))
             if layout.startswith("train-zero"):
                 f.write("zero: %s\n" % layout[len("train-zero")])
             if layout.startswith("train-rc-"):
@@ -674,6 +698,9 @@ def worker(args):
         result["export_error"] = reason
         return result
     node_names = info.pop("node_names")
+    model.frozen = float_buffers(module, os.path.join(work, "model.onnx"))
+    if model.frozen:
+        info["frozen"] = model.frozen
     result["export"] = info
     result["export"]["time"] = round(time.time() - t0, 1)
     train_ref = None

@@ -160,6 +160,44 @@ LogicalResult convertLayerNorm(Importer &im, const onnx::NodeProto &node) {
 // Gather
 //===----------------------------------------------------------------------===//
 
+/// PyTorch's `x[torch.arange(B), idx]` (CLIP's pooler, a classifier
+/// reading each sequence's last token): the exporter flattens x [B, T, ...]
+/// to [B * T, ...] and gathers the rows idx + arange(B) * T, a gather that
+/// mixes the batch. Returns (x, idx) when `data` and `indices` are that, or
+/// nulls.
+std::pair<Value, Value> matchBatchRowGather(Value data, Value indices,
+                                            int64_t axis) {
+  auto reshape = data.getDefiningOp<ReshapeOp>();
+  auto add = indices.getDefiningOp<AddOp>();
+  if (axis != 0 || !reshape || !add)
+    return {};
+  Value x = reshape.getInput();
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(indices.getType());
+  if (xt.getRank() < 2 || dt.getRank() < 1 || it.getRank() != 1 ||
+      !xt.hasStaticShape() || !isa<FloatType>(xt.getElementType()))
+    return {};
+  int64_t batch = xt.getDimSize(0), rows = xt.getDimSize(1);
+  if (dt.getDimSize(0) != batch * rows || it.getDimSize(0) != batch)
+    return {};
+  for (int k = 0; k < 2; ++k) {
+    Value idx = add->getOperand(k);
+    auto c = add->getOperand(1 - k).getDefiningOp<ConstantOp>();
+    auto values = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+    if (!values || values.getNumElements() != batch ||
+        cast<RankedTensorType>(idx.getType()) != it)
+      continue;
+    int64_t b = 0;
+    bool offsets = true;
+    for (const APInt &v : values.getValues<APInt>())
+      offsets &= v.getSExtValue() == rows * b++;
+    if (offsets)
+      return {x, idx};
+  }
+  return {};
+}
+
 LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
   auto data = im.getInput(node, 0);
   auto indices = im.getInput(node, 1);
@@ -167,6 +205,45 @@ LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
   if (failed(data) || failed(indices) || failed(type))
     return failure();
   OpBuilder &b = im.builder();
+  if (auto [x, idx] =
+          matchBatchRowGather(*data, *indices, getIntAttr(node, "axis", 0));
+      x) {
+    // Each sample's row as a product with its one-hot row selector,
+    // [B, 1, T] x [B, T, R]: the batch is a dimension of its own again, so
+    // data parallelism and micro-batches split it like any other, and the
+    // gradient is the product's.
+    auto xt = cast<RankedTensorType>(x.getType());
+    Type elem = xt.getElementType();
+    int64_t batch = xt.getDimSize(0), rows = xt.getDimSize(1);
+    int64_t rest = xt.getNumElements() / (batch * rows);
+    Location loc = im.loc();
+    auto valuesType = RankedTensorType::get({2}, elem);
+    Value values = b.create<ConstantOp>(
+        loc, valuesType,
+        DenseElementsAttr::get(valuesType, ArrayRef<Attribute>{
+                                               b.getFloatAttr(elem, 0.0),
+                                               b.getFloatAttr(elem, 1.0)}));
+    Value oneHot =
+        b.create<OnnxOp>(
+             loc, TypeRange{RankedTensorType::get({batch, rows}, elem)},
+             b.getStringAttr("OneHot"),
+             b.getDictionaryAttr(
+                 {b.getNamedAttr("depth", b.getI64IntegerAttr(rows)),
+                  b.getNamedAttr("axis", b.getI64IntegerAttr(-1))}),
+             ValueRange{idx, values})
+            ->getResult(0);
+    Value selector = b.create<ReshapeOp>(
+        loc, RankedTensorType::get({batch, 1, rows}, elem), oneHot);
+    Value x3 =
+        xt.getRank() == 3
+            ? x
+            : b.create<ReshapeOp>(
+                  loc, RankedTensorType::get({batch, rows, rest}, elem), x);
+    Value picked = b.create<MatMulOp>(
+        loc, RankedTensorType::get({batch, 1, rest}, elem), selector, x3);
+    im.setResult(node, 0, b.create<ReshapeOp>(loc, *type, picked));
+    return success();
+  }
   im.setResult(
       node, 0,
       b.create<GatherOp>(im.loc(), *type, *data, *indices,
