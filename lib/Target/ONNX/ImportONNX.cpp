@@ -29,6 +29,8 @@
 #include "onnx/version_converter/convert.h"
 
 #include <climits>
+#include <map>
+#include <optional>
 #include <exception>
 
 namespace ONNX_NAMESPACE {
@@ -278,6 +280,141 @@ LogicalResult applyInputShapes(MLIRContext *ctx, StringRef path,
   return success();
 }
 
+/// The static shape of Einsum `equation` on operands of static shapes
+/// `in`, or nothing (a malformed equation: the import reports it).
+std::optional<std::vector<int64_t>>
+einsumShape(llvm::StringRef equation, llvm::ArrayRef<std::vector<int64_t>> in) {
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ')
+      eq.push_back(c);
+  auto [lhs, rhs] = llvm::StringRef(eq).split("->");
+  bool explicitOutput = llvm::StringRef(eq).contains("->");
+  llvm::SmallVector<llvm::StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != in.size())
+    return std::nullopt;
+  std::map<char, int64_t> sizes;
+  std::map<char, int> counts;
+  std::vector<int64_t> ellipsis; // right-aligned, broadcast
+  for (auto [term, shape] : llvm::zip(terms, in)) {
+    size_t dots = term.find("...");
+    int64_t letters = static_cast<int64_t>(term.size()) -
+                      (dots == llvm::StringRef::npos ? 0 : 3);
+    int64_t extra = static_cast<int64_t>(shape.size()) - letters;
+    if (extra < 0 || (dots == llvm::StringRef::npos && extra != 0))
+      return std::nullopt;
+    int64_t d = 0;
+    for (size_t i = 0; i < term.size();) {
+      if (term[i] == '.') {
+        std::vector<int64_t> dims(shape.begin() + d, shape.begin() + d + extra);
+        if (dims.size() > ellipsis.size())
+          ellipsis.insert(ellipsis.begin(), dims.size() - ellipsis.size(), 1);
+        for (size_t k = 0; k < dims.size(); ++k) {
+          int64_t &e = ellipsis[ellipsis.size() - dims.size() + k];
+          e = e == 1 ? dims[k] : e;
+        }
+        d += extra;
+        i += 3;
+        continue;
+      }
+      int64_t size = shape[d++];
+      auto [it, fresh] = sizes.emplace(term[i], size);
+      if (!fresh && it->second == 1)
+        it->second = size;
+      ++counts[term[i]];
+      ++i;
+    }
+  }
+  std::vector<int64_t> out;
+  if (!explicitOutput) {
+    out = ellipsis;
+    for (auto [label, count] : counts)
+      if (count == 1)
+        out.push_back(sizes[label]);
+    return out;
+  }
+  for (size_t i = 0; i < rhs.size();) {
+    if (rhs[i] == '.') {
+      out.insert(out.end(), ellipsis.begin(), ellipsis.end());
+      i += 3;
+      continue;
+    }
+    auto it = sizes.find(rhs[i++]);
+    if (it == sizes.end())
+      return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+/// ONNX 1.12's shape inference gives an Einsum between activations
+/// (maxvit's attention) its rank but no dimensions, and so nothing after
+/// it. Fills in the output shape of every Einsum whose operands have static
+/// shapes; returns how many it filled.
+int inferEinsumShapes(onnx::GraphProto &graph) {
+  std::map<std::string, std::vector<int64_t>> known;
+  auto record = [&](const onnx::ValueInfoProto &v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape())
+      return;
+    std::vector<int64_t> dims;
+    for (const auto &d : v.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value())
+        return;
+      dims.push_back(d.dim_value());
+    }
+    known[v.name()] = dims;
+  };
+  for (const auto &v : graph.input())
+    record(v);
+  for (const auto &v : graph.value_info())
+    record(v);
+  for (const auto &t : graph.initializer())
+    known[t.name()] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+  int filled = 0;
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.op_type() != "Einsum" || node.output_size() != 1 ||
+        known.count(node.output(0)))
+      continue;
+    const onnx::AttributeProto *eq = onnx_import::findAttr(node, "equation");
+    std::vector<std::vector<int64_t>> in;
+    for (const std::string &name : node.input()) {
+      auto it = known.find(name);
+      if (it == known.end())
+        break;
+      in.push_back(it->second);
+    }
+    if (!eq || in.size() != static_cast<size_t>(node.input_size()))
+      continue;
+    std::optional<std::vector<int64_t>> shape = einsumShape(eq->s(), in);
+    if (!shape)
+      continue;
+    onnx::ValueInfoProto *info = nullptr;
+    for (auto &v : *graph.mutable_value_info())
+      if (v.name() == node.output(0))
+        info = &v;
+    if (!info) {
+      info = graph.add_value_info();
+      info->set_name(node.output(0));
+    }
+    int32_t elem = 0;
+    for (const std::string &name : node.input())
+      for (const auto *list : {&graph.input(), &graph.value_info()})
+        for (const auto &v : *list)
+          if (!elem && v.name() == name && v.type().has_tensor_type())
+            elem = v.type().tensor_type().elem_type();
+    onnx::TypeProto_Tensor *tensor = info->mutable_type()->mutable_tensor_type();
+    if (!tensor->elem_type() && elem)
+      tensor->set_elem_type(elem);
+    tensor->mutable_shape()->clear_dim();
+    for (int64_t d : *shape)
+      tensor->mutable_shape()->add_dim()->set_dim_value(d);
+    known[node.output(0)] = *shape;
+    ++filled;
+  }
+  return filled;
+}
+
 /// Runs ONNX's checker and strict shape inference, turning their exceptions
 /// into errors.
 LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
@@ -306,6 +443,12 @@ LogicalResult checkAndInferShapes(MLIRContext *ctx, StringRef path,
       onnx::shape_inference::InferShapes(
           model, onnx::OpSchemaRegistry::Instance(), options);
     }
+    // Einsums ONNX gives no dimensions (and what follows them): shoal's
+    // shapes, then inference again, until nothing changes.
+    for (int round = 0;
+         round < 64 && inferEinsumShapes(*model.mutable_graph()) > 0; ++round)
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception &e) {
     return fileError(ctx, path) << "ONNX shape inference failed: " << e.what();
   }
