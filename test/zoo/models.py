@@ -115,6 +115,17 @@ def _swin(tvm):
                                stochastic_depth_prob=0.0, num_classes=10)
 
 
+def _maxvit(tvm):
+    from torchvision.models.maxvit import MaxVit
+    return MaxVit(input_size=(32, 32), stem_channels=16, partition_size=4,
+                  block_channels=[32, 64], block_layers=[1, 1], head_dim=8,
+                  stochastic_depth_prob=0.0, num_classes=10)
+
+
+def _googlenet(tvm):
+    return tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True)
+
+
 def _vit(tvm):
     import torch
     model = tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
@@ -149,6 +160,13 @@ MODELS = [
           notes="ConvNeXt(32-64 channels, 2+2 blocks), 64x64"),
     Model("swin", "torchvision", _tv(_swin, 64), TV, layers=FEATURES,
           notes="SwinTransformer(embed 32, depths 2-2, window 4), 64x64"),
+    Model("maxvit", "torchvision", _tv(_maxvit, 32), TV,
+          layers=r"^(/blocks\.\d+/)",
+          notes="MaxVit(stem 16, blocks 32-64, partition 4), 32x32: Einsum "
+                "between activations in its attention"),
+    Model("googlenet", "torchvision", _tv(_googlenet, 64), TV,
+          layers=r"^(/inception\d[a-e]/)",
+          notes="googlenet, 64x64: Concat of four channel branches"),
     Model("vit", "torchvision", _tv(_vit, 32), TV,
           layers=r"^(/encoder/layers/encoder_layer_\d+/)",
           notes="VisionTransformer(32x32, patch 8, 2 layers, hidden 64)"),
