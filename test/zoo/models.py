@@ -30,7 +30,7 @@ HEADS = 4
 
 class Model:
     def __init__(self, name, group, build, needs=(), layers=None, batch_dims=None,
-                 train=False, lm=False, notes=""):
+                 train=False, lm=False, notes="", pipeline=True):
         self.name = name
         self.group = group              # torchvision | torch.nn | transformers
         self.build = build              # build(torch) -> (module, inputs, output names)
@@ -40,6 +40,7 @@ class Model:
         self.train = train
         self.lm = lm                    # output [..., VOCAB] logits (train-tp2-ce)
         self.notes = notes
+        self.pipeline = pipeline        # False: the layer names cannot cut stages
 
 
 def _rng(salt):
@@ -468,10 +469,10 @@ MODELS += [
           notes="GPTNeoXForCausalLM, parallel residual, rotary on half the dims"),
     Model("albert", "transformers", _hf(_albert, ["input_ids"]), HF,
           layers=r"^(/hf/albert/encoder/albert_layer_groups\.0/albert_layers\.0(?:_\d+)?/)",
-          train=True, lm=True,
-          notes="AlbertForMaskedLM, one layer's weights shared by both layers (the "
-                "exporter names the second call albert_layers.0_1), embedding 32 "
-                "projected to 64"),
+          train=True, lm=True, pipeline=False,
+          notes="AlbertForMaskedLM, one layer's weights shared by both layers, "
+                "embedding 32 projected to 64 (no PP2: the exporter names most "
+                "nodes of the second call as the first's)"),
     Model("falcon", "transformers", _hf(_falcon, ["input_ids"]), HF,
           layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
           notes="FalconForCausalLM, multi-query attention (fused QKV), parallel attention"),
