@@ -352,6 +352,8 @@ struct TaskGraphPartitioner {
                         b.getNamedAttr("axes", b.getDenseI64ArrayAttr({d}))}),
                    ValueRange{out})
                   .getResult(0);
+      if (gathered != localOf())
+        out.getDefiningOp()->setAttr(kUnpadAttr, b.getUnitAttr());
     }
     for (unsigned d = 0; d < rank; ++d) {
       SmallVector<StringRef> target = to.getDimAxes(d);

@@ -288,8 +288,10 @@ Operation *getConsumer(Value v) {
   Operation *first = nullptr;
   for (Operation *user : v.getUsers()) {
     Operation *op = user;
-    // Through further collectives and shoal-mixed-precision's casts.
-    if (isCollective(op) || op->hasAttr(kPrecisionCastAttr))
+    // Through further collectives, shoal-mixed-precision's casts and the
+    // Slices that drop an uneven gather's padding.
+    if (isCollective(op) || op->hasAttr(kPrecisionCastAttr) ||
+        op->hasAttr(kUnpadAttr))
       if (Operation *next = getConsumer(op->getResult(0)))
         op = next;
     if (!first ||
@@ -651,7 +653,7 @@ void ReportBuilder::describeCollective(TaskGraphInfo &info, Operation *op) {
       while (!v.hasOneUse() || !isa<YieldOp>(*v.getUsers().begin())) {
         Operation *next = nullptr;
         for (Operation *u : v.getUsers())
-          if (isCollective(u))
+          if (isCollective(u) || u->hasAttr(kUnpadAttr))
             next = u;
         if (!next)
           break;

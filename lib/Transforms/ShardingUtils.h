@@ -160,6 +160,9 @@ inline constexpr llvm::StringLiteral kSequenceSplitAttr =
 /// TaskGraph whose weight stays whole over tp because its split would be
 /// needed whole by the op this names before any product contracts it.
 inline constexpr llvm::StringLiteral kTpKeptWholeAttr = "shoal.tp_kept_whole";
+/// From shoal-partition to the report: on the Slice that drops the zero
+/// padding after an all_gather of uneven blocks (part of that gather).
+inline constexpr llvm::StringLiteral kUnpadAttr = "shoal.unpad";
 
 /// Name of the TaskGraph attribute holding the shardings its inputs arrive
 /// with, and the one holding the shardings its body uses for them.

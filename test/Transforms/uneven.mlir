@@ -4,6 +4,10 @@
 // rows of fc2's weight in the row-parallel product, so it never shows.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_split3.yaml world-size=3 fuse=0" | FileCheck %s
 // RUN: shoal-opt %inputs/recip_mlp.mlir --shoal-parallelize="spec=%inputs/spec_split3.yaml world-size=3 fuse=0" | FileCheck %s --check-prefix=RECIP
+// The report names the product an uneven gather (with the Slice that drops
+// its padding) comes from, and why: fc3's 24 outputs over 5 ranks.
+// RUN: shoal-opt %inputs/mlp.mlir --shoal-parallelize="spec=%inputs/spec_split5.yaml world-size=5" --shoal-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// REPORT: all_gather dim 1 over tp at /fc3/Gemm: output 0 of the TaskGraph is whole over tp
 // Gathering an uneven dimension drops the padding.
 // RUN: shoal-opt %inputs/mlp.mlir --shoal-annotate="spec=%inputs/spec_split3.yaml" --shoal-form-taskgraphs="world-size=3" --shoal-propagate-sharding | FileCheck %s --check-prefix=PROP
 
@@ -23,5 +27,5 @@
 // next product): the uneven split is gathered before it, padding dropped.
 // RECIP: shoal.gemm {{.*}} -> tensor<8x43xf32>
 // RECIP-NEXT: shoal.all_gather %{{.*}} dim 1 over ["tp"] : (tensor<8x43xf32>) -> tensor<8x129xf32>
-// RECIP-NEXT: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: 128>, starts = array<i64: 0>} : (tensor<8x129xf32>) -> tensor<8x128xf32>
+// RECIP-NEXT: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: 1>, ends = array<i64: 128>, starts = array<i64: 0>} {shoal.unpad} : (tensor<8x129xf32>) -> tensor<8x128xf32>
 // RECIP-NEXT: shoal.reciprocal %{{.*}} : (tensor<8x128xf32>) -> tensor<8x128xf32>
