@@ -2,7 +2,8 @@
 //
 // A fused projection computes several outputs with one weight and cuts the
 // result in equal pieces: GPT-2's c_attn (x @ W[E, 3E] + b, then Split into
-// q, k, v) and nn.MultiheadAttention's in_proj (three Slices). Tensor
+// q, k, v), nn.MultiheadAttention's in_proj (three Slices) and swin's qkv
+// (a reshape to [.., 3, H, d]). Tensor
 // parallelism must give every rank its heads of each piece (Megatron-LM's
 // layout), which is not a block of W's columns but a block of each third.
 // This pass views such a weight with the cut dimension made two, [.., n,
@@ -43,6 +44,18 @@ int64_t equalCut(Value v) {
     return 0;
   int64_t size = type.getDimSize(rank - 1);
   int64_t pieces = 0, piece = 0;
+  // A reshape of the last dimension into [n, heads, head size] (swin's and
+  // timm's qkv: [.., 3, H, d], indexed after a permute): n pieces. Two
+  // parts, [H, d], are the heads of one projection, not pieces.
+  if (v.hasOneUse())
+    if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin())) {
+      ArrayRef<int64_t> out = reshape.getType().getShape();
+      if (static_cast<int64_t>(out.size()) == rank + 2 &&
+          out.take_front(rank - 1) == type.getShape().take_front(rank - 1) &&
+          out[rank - 1] >= 2 &&
+          out[rank - 1] * out[rank] * out[rank + 1] == size)
+        return out[rank - 1];
+    }
   for (Operation *user : v.getUsers()) {
     auto onnx = dyn_cast<OnnxOp>(user);
     if (!onnx || onnx->getNumOperands() != 1)
