@@ -277,7 +277,7 @@ def make_spec(model, layout, node_names):
         for p in pre:
             children = []
             for n in node_names:
-                if n.startswith(p):
+                if n.startswith(p) and n not in getattr(model, "constant_nodes", ()):
                     rest = n[len(p):]
                     child = rest.split("/")[0]
                     leaf = "/" not in rest
@@ -443,6 +443,10 @@ def export(model, work, torch, exporter="torchscript", opset=None):
             "external_data": sorted({e.value for t in m.graph.initializer
                                      for e in t.external_data if e.key == "location"}),
             "node_names": scoped_node_names(m)}
+    # Constant nodes fold into their users' attributes or types and are no
+    # op of their own: chunk patterns leave them out.
+    info["constant_nodes"] = [name for name, n in zip(info["node_names"], m.graph.node)
+                              if n.op_type == "Constant"]
     try:
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -707,6 +711,7 @@ def worker(args):
         result["export_error"] = reason
         return result
     node_names = info.pop("node_names")
+    model.constant_nodes = set(info.pop("constant_nodes"))
     model.frozen = float_buffers(module, os.path.join(work, "model.onnx"))
     if model.frozen:
         info["frozen"] = model.frozen
