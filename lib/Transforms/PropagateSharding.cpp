@@ -126,30 +126,31 @@ ShardingAttr dropAxis(ShardingAttr s, StringRef axis) {
 }
 
 /// A replicate TaskGraph splits the batch over all its axes. A value that
-/// arrives split over only some of them on dimension 0 (after a split
-/// TaskGraph, which keeps its outputs whole over tp) is sliced further, at
-/// no communication cost, instead of being computed redundantly.
-/// With `wholeIsBatch`, a dimension 0 that arrives whole is the batch too.
+/// arrives split over only some of them on its batch dimension `bd` (0,
+/// or 1 for sequence-first models; after a split TaskGraph, which keeps its
+/// outputs whole over tp) is sliced further, at no communication cost,
+/// instead of being computed redundantly. With `wholeIsBatch`, a batch
+/// dimension that arrives whole is sliced too.
 ShardingAttr splitBatchFurther(ShardingAttr s, Value v,
                                ArrayRef<StringRef> batchAxes, MeshAttr mesh,
-                               bool wholeIsBatch = false) {
+                               bool wholeIsBatch = false, unsigned bd = 0) {
   auto type = cast<RankedTensorType>(v.getType());
-  if (type.getRank() == 0 || batchAxes.empty())
+  if (type.getRank() <= bd || batchAxes.empty())
     return s;
-  SmallVector<StringRef> dim0 = s.getDimAxes(0);
-  if ((dim0.empty() && !wholeIsBatch) || dim0.size() >= batchAxes.size() ||
-      !llvm::equal(dim0, batchAxes.take_front(dim0.size())))
+  SmallVector<StringRef> cur = s.getDimAxes(bd);
+  if ((cur.empty() && !wholeIsBatch) || cur.size() >= batchAxes.size() ||
+      !llvm::equal(cur, batchAxes.take_front(cur.size())))
     return s;
-  for (unsigned d = 1; d < s.getDims().size(); ++d)
+  for (unsigned d = 0; d < s.getDims().size(); ++d)
     for (StringRef a : s.getDimAxes(d))
-      if (llvm::is_contained(batchAxes, a))
+      if (d != bd && llvm::is_contained(batchAxes, a))
         return s;
-  if (type.getDimSize(0) % getAxesSize(mesh, batchAxes) != 0)
+  if (type.getDimSize(bd) % getAxesSize(mesh, batchAxes) != 0)
     return s;
   SmallVector<SmallVector<StringRef>> dims;
   for (unsigned d = 0; d < s.getDims().size(); ++d)
-    dims.push_back(d == 0 ? SmallVector<StringRef>(batchAxes)
-                          : s.getDimAxes(d));
+    dims.push_back(d == bd ? SmallVector<StringRef>(batchAxes)
+                           : s.getDimAxes(d));
   return ShardingAttr::get(s.getContext(), dims);
 }
 
@@ -634,10 +635,10 @@ struct PropagateShardingPass
           argShardings.push_back(s);
           continue;
         }
-        if (batchAfterSplit && batchDim == 0) {
+        if (batchAfterSplit) {
           inShardings.push_back(s);
-          argShardings.push_back(
-              splitBatchFurther(s, in, batchAxes, mesh, /*wholeIsBatch=*/true));
+          argShardings.push_back(splitBatchFurther(
+              s, in, batchAxes, mesh, /*wholeIsBatch=*/true, batchDim));
           continue;
         }
       }

@@ -383,14 +383,26 @@ std::string argName(func::FuncOp func, unsigned i, bool result) {
   return "#" + std::to_string(i);
 }
 
-/// The global batch: dim 0 of the first graph input, times the sizes of
-/// the axes it is split over in the first TaskGraph that reads it.
+/// The batch dimension of the graph inputs: 0, or the spec's `batch_dim`
+/// (1 for sequence-first models).
+unsigned getBatchDim(func::FuncOp func) {
+  for (BlockArgument arg : func.getArguments())
+    if (auto bd = func.getArgAttrOfType<IntegerAttr>(
+            arg.getArgNumber(), ShoalDialect::kBatchDimAttr))
+      return bd.getInt();
+  return 0;
+}
+
+/// The global batch: the batch dimension of the first graph input, times
+/// the sizes of the axes it is split over in the first TaskGraph that reads
+/// it.
 int64_t getGlobalBatch(func::FuncOp func) {
+  unsigned bd = getBatchDim(func);
   for (BlockArgument arg : func.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || type.getRank() == 0 || !type.hasStaticShape())
+    if (!type || type.getRank() <= bd || !type.hasStaticShape())
       continue;
-    int64_t batch = type.getDimSize(0);
+    int64_t batch = type.getDimSize(bd);
     auto sharding = func.getArgAttrOfType<ShardingAttr>(
         arg.getArgNumber(), ShoalDialect::kShardingAttr);
     TaskGraphOp reader;
@@ -404,10 +416,10 @@ int64_t getGlobalBatch(func::FuncOp func) {
       if (reader)
         break;
     }
-    if (!sharding || sharding.getDims().empty() || !reader ||
+    if (!sharding || sharding.getDims().size() <= bd || !reader ||
         !reader.getMeshAttr())
       return batch;
-    for (StringRef axis : sharding.getDimAxes(0))
+    for (StringRef axis : sharding.getDimAxes(bd))
       batch *= std::max<int64_t>(1, reader.getMeshAttr().getAxisSize(axis));
     return batch;
   }
@@ -817,6 +829,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
   // (a) A replicate TaskGraph on several devices whose ops compute on the
   // whole batch.
   int64_t whole = globalBatch / getMicroBatches(mesh);
+  unsigned bd = getBatchDim(info.tg->getParentOfType<func::FuncOp>());
   if (tg.getStrategy() == Strategy::replicate && devices > 1 && whole > 1) {
     SmallVector<Operation *> ops;
     for (Operation &op : body) {
@@ -824,15 +837,15 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         continue;
       if (llvm::any_of(op.getResultTypes(), [&](Type t) {
             auto rt = dyn_cast<RankedTensorType>(t);
-            return rt && rt.getRank() >= 1 && rt.getDimSize(0) == whole;
+            return rt && rt.getRank() > bd && rt.getDimSize(bd) == whole;
           }))
         ops.push_back(&op);
     }
     if (!ops.empty())
       info.warnings.push_back(
           llvm::formatv("each of its {0} devices computes the whole batch "
-                        "({1} on dim 0) in {2} (replicated work)",
-                        devices, whole, formatSpan(ops))
+                        "({1} on dim {2}) in {3} (replicated work)",
+                        devices, whole, bd, formatSpan(ops))
               .str());
   }
 
