@@ -12,6 +12,9 @@
 // CHECK: shoal.task_graph "blocks" split(2) {{.*}}shoal.arg_shardings = [#shoal.sharding<{{\[}}[], []]>]
 // CHECK: shoal.weight "fc1.weight" {shoal.sharding = [#shoal.sharding<{{\[}}["tp"], []]>]}
 // CHECK: shoal.weight "fc2.weight" {shoal.sharding = [#shoal.sharding<{{\[}}[], ["tp"]]>]}
+// The replicate TaskGraph after the blocks (the final norm and head of the
+// README's pattern) slices the batch the blocks hand over whole over tp.
+// CHECK: shoal.task_graph "default.1" replicate(2) {{.*}}shoal.arg_shardings = [#shoal.sharding<{{\[}}["tp"], []]>], shoal.in_shardings = [#shoal.sharding<{{\[}}[], []]>]
 
 module attributes {shoal.training} {
   func.func @main(%x: tensor<8x32xf32> {shoal.name = "x"}) -> (tensor<8x32xf32> {shoal.name = "y"}) {
@@ -21,6 +24,7 @@ module attributes {shoal.training} {
     %g = shoal.erf %h : (tensor<8x128xf32>) -> tensor<8x128xf32> loc("/blk/act/Erf")
     %w2 = shoal.weight "fc2.weight" : tensor<32x128xf32> loc("fc2.weight")
     %o = shoal.gemm %g, %w2 {transB = true} : (tensor<8x128xf32>, tensor<32x128xf32>) -> tensor<8x32xf32> loc("/blk/fc2/Gemm")
-    return %o : tensor<8x32xf32>
+    %p = shoal.relu %o : (tensor<8x32xf32>) -> tensor<8x32xf32> loc("/post/Relu")
+    return %p : tensor<8x32xf32>
   }
 }
