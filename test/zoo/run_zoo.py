@@ -25,10 +25,10 @@ For every model (test/zoo/models.py):
   (c) transformer families: training layouts train-1 (one rank),
       train-dp2, train-tp2, train-pp2 (specs as above): `shoal-compile
       --train` (MSE loss on the output against random labels, AdamW lr
-      1e-3) and `shoal-run --steps 2` against the same 2 steps in PyTorch
-      (torch.optim.AdamW); the loss of each step within --rtol. The loss of
-      step 2 depends on every weight after one update, so it checks the
-      gradients and the optimizer too. train-zero1, train-zero2,
+      1e-3) and `shoal-run --steps 3` against the same 3 steps in PyTorch
+      (torch.optim.AdamW); the loss of each step within --rtol. The losses
+      of steps 2 and 3 depend on every weight after the updates, so they
+      check the gradients and the optimizer too. train-zero1, train-zero2,
       train-zero3: train-dp2 with `zero: N` in the config (ZeRO stage N);
       train-zero1-mb2, train-zero3-mb2: with 2 micro-batches of gradient
       accumulation too.
@@ -132,7 +132,7 @@ ACTIVATION_RATIO = 0.55
 CLUSTER = os.path.join(REPO, "test", "Inputs", "cluster_slow_cpu2.yaml")
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
 DOC = os.path.join(REPO, "docs", "ModelFamilies.md")
-TRAIN_STEPS = 2
+TRAIN_STEPS = 3
 TRAIN_CONFIG = """version: 1
 loss: {kind: mse, output: %s, labels: labels}
 optimizer: {kind: adamw, lr: 1.0e-3, eps: 1.0e-8, weight_decay: 0.0}
