@@ -243,9 +243,10 @@ MODELS += [
 # --------------------------------------------------------------------------
 # Hugging Face transformers (configs, random weights)
 
-def _hf(make, input_names):
+def _hf(make, input_names, image=None):
     """make(transformers) -> model; the wrapper returns the first output
-    (the logits)."""
+    (the logits). `image`: a vision model of pixel_values [BATCH, 3, image,
+    image] (input_names ["pixel_values"])."""
     def build(torch):
         import inspect
         import transformers
@@ -267,6 +268,8 @@ def _hf(make, input_names):
                     kw["use_cache"] = False
                 return self.hf(**kw)[0]
 
+        if image:
+            return Wrapper().eval(), _image(image), ["logits"]
         inputs = _ids([n for n in input_names if n != "attention_mask"])
         # No token is the padding id: PyTorch never trains an nn.Embedding's
         # padding_idx row, and an ONNX export does not say which row that is
@@ -413,26 +416,6 @@ def _hf_vit(t):
         attention_probs_dropout_prob=0.0, num_labels=10, initializer_range=0.1))
 
 
-def _hf_image(make, size):
-    """As _hf, for a vision model of pixel_values [BATCH, 3, size, size]."""
-    def build(torch):
-        import transformers
-        torch.manual_seed(0)
-        inner = make(transformers)
-        _redraw(torch, inner)
-
-        class Wrapper(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.hf = inner
-
-            def forward(self, x):
-                return self.hf(pixel_values=x, return_dict=False)[0]
-
-        return Wrapper().eval(), _image(size), ["logits"]
-    return build
-
-
 HF = ("transformers",)
 MODELS += [
     Model("gpt2", "transformers", _hf(_gpt2, ["input_ids"]), HF,
@@ -486,7 +469,7 @@ MODELS += [
           layers=r"^(/hf/text_model/encoder/layers\.\d+/)", train=True,
           notes="CLIPTextModelWithProjection, pooled at each sequence's argmax id "
                 "(a gather that mixes the batch)"),
-    Model("hf_vit", "transformers", _hf_image(_hf_vit, 32), HF,
+    Model("hf_vit", "transformers", _hf(_hf_vit, ["pixel_values"], image=32), HF,
           layers=r"^(/hf/vit/encoder/layer\.\d+/)", train=True,
           notes="ViTForImageClassification, 32x32, patch 8"),
     Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,

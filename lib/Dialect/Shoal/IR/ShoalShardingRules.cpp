@@ -553,6 +553,40 @@ LogicalResult getChannelShardingRule(OnnxOp onnx, ShardingRule &rule) {
 }
 } // namespace
 
+/// Split's rule (`wholeIsOperand`: one operand cut into equal results) or
+/// Concat's (equal operands joined into one result) along `axis`: the whole
+/// tensor's axis is [pieces, P] and each piece's axis P, so that a split of
+/// P in every piece (a fused q/k/v projection split by heads) is a strided
+/// split of the whole. Fails, leaving `rule` as it was, when the pieces are
+/// not equal.
+static LogicalResult equalPiecesRule(ShardingRule &rule, Operation *op,
+                                     int64_t axis, bool wholeIsOperand) {
+  Value whole = wholeIsOperand ? op->getOperand(0) : op->getResult(0);
+  ValueRange pieces = wholeIsOperand ? ValueRange(op->getResults())
+                                     : ValueRange(op->getOperands());
+  int64_t rank = rankOf(whole);
+  if (axis < 0 || axis >= rank)
+    return failure();
+  int64_t piece = shapeOf(pieces.front())[axis];
+  int64_t n = pieces.size();
+  if (piece <= 0 || piece * n != shapeOf(whole)[axis] ||
+      llvm::any_of(pieces, [&](Value v) {
+        return rankOf(v) != rank || shapeOf(v)[axis] != piece;
+      }))
+    return failure();
+  rule.operands.clear();
+  rule.results.clear();
+  shareOutsideAxis(rule, op, axis);
+  int count = rule.addFactor(n, FactorKind::Blocked);
+  int p = rule.addFactor(piece);
+  auto &wholeTf = wholeIsOperand ? rule.operands : rule.results;
+  auto &pieceTf = wholeIsOperand ? rule.results : rule.operands;
+  wholeTf[0][axis] = {count, p};
+  for (TensorFactors &tf : pieceTf)
+    tf[axis] = {p};
+  return success();
+}
+
 /// A rule for a one-operand op of the result's rank whose dimensions
 /// either pass through unchanged (`same(d)`: one factor for both sides)
 /// or are rewritten whole (Tile's repeats, Resize's scaled dimensions).
@@ -623,58 +657,15 @@ ShardingRule OnnxOp::getShardingRule() {
     }
     return rule;
   }
-  if (type == "Split" && op->getNumOperands() == 1 && op->getNumResults() > 1) {
-    // Equal pieces: the split axis is [pieces, P], each result's axis the
-    // factor P, so a split of P in every piece (a strided split with
-    // `pieces` runs, as a fused q/k/v projection split by heads has) gives
-    // every result a plain split.
-    int64_t axis = getOnnxAxis(*this, rank, 0);
-    int64_t size = shapeOf(op->getOperand(0))[axis];
-    int64_t piece = shapeOf(op->getResult(0))[axis];
-    int64_t n = op->getNumResults();
-    bool equal =
-        piece * n == size && llvm::all_of(op->getResults(), [&](Value r) {
-          return rankOf(r) == rank && shapeOf(r)[axis] == piece;
-        });
-    if (equal) {
-      rule.operands.clear();
-      rule.results.clear();
-      shareOutsideAxis(rule, op, axis);
-      int pieces = rule.addFactor(n, FactorKind::Blocked);
-      int p = rule.addFactor(piece);
-      rule.operands[0][axis] = {pieces, p};
-      for (TensorFactors &tf : rule.results)
-        tf[axis] = {p};
-      return rule;
-    }
-  }
-  if (type == "Concat" && op->getNumOperands() > 1) {
-    // Equal pieces, Split's rule the other way (the gradient of a fused
-    // q/k/v projection's Split): each input's axis is the factor P, the
-    // result's [pieces, P], so inputs split alike give the result a
-    // strided split.
-    int64_t axis = getOnnxAxis(*this, rank, 0);
-    int64_t piece = rank > axis && axis >= 0
-                        ? shapeOf(op->getOperand(0))[axis]
-                        : int64_t(-1);
-    int64_t n = op->getNumOperands();
-    bool equal =
-        piece > 0 && piece * n == shapeOf(op->getResult(0))[axis] &&
-        llvm::all_of(op->getOperands(), [&](Value v) {
-          return rankOf(v) == rank && shapeOf(v)[axis] == piece;
-        });
-    if (equal) {
-      rule.operands.clear();
-      rule.results.clear();
-      shareOutsideAxis(rule, op, axis);
-      int pieces = rule.addFactor(n, FactorKind::Blocked);
-      int p = rule.addFactor(piece);
-      for (TensorFactors &tf : rule.operands)
-        tf[axis] = {p};
-      rule.results[0][axis] = {pieces, p};
-      return rule;
-    }
-  }
+  if (type == "Split" && op->getNumOperands() == 1 && op->getNumResults() > 1 &&
+      succeeded(equalPiecesRule(rule, op, getOnnxAxis(*this, rank, 0),
+                                /*wholeIsOperand=*/true)))
+    return rule;
+  // Concat the other way (the gradient of a fused q/k/v projection's Split).
+  if (type == "Concat" && op->getNumOperands() > 1 &&
+      succeeded(equalPiecesRule(rule, op, getOnnxAxis(*this, rank, 0),
+                                /*wholeIsOperand=*/false)))
+    return rule;
   if (type == "Slice" && op->getNumOperands() == 1) {
     // One piece of equal pieces along one axis, unit steps: the axis is
     // [pieces, P] and the result's axis is P, as for Split.
