@@ -153,9 +153,29 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     });
     if (!ok)
       return failure();
+    // Nodes the importer folded away (Constants, shape computations) left
+    // no op to place: a pattern naming only those is no typo.
+    auto folded =
+        module->getAttrOfType<ArrayAttr>(ShoalDialect::kFoldedNodesAttr);
+    auto foldedMatch = [&](const SpecPattern &p) -> StringRef {
+      if (folded)
+        for (auto name : folded.getAsValueRange<StringAttr>())
+          if (p.glob.match(name))
+            return name;
+      return {};
+    };
     for (const SpecScope &scope : spec.scopes)
       for (const SpecPattern &p : scope.patterns)
         if (!matched.contains(&p)) {
+          if (StringRef name = foldedMatch(p); !name.empty()) {
+            emitWarning(module.getLoc())
+                << specPath << ":" << p.line + 1 << ": pattern '" << p.text
+                << "' of scope '" << scope.name
+                << "' matches only nodes the importer folded into "
+                   "constants, shapes or attributes (such as '"
+                << name << "'): it places nothing";
+            continue;
+          }
           InFlightDiagnostic d = emitError(module.getLoc())
                                  << specPath << ":" << p.line + 1
                                  << ": pattern '" << p.text << "' of scope '"

@@ -15,6 +15,7 @@
 #include "mlir/IR/Verifier.h"
 #include "shoal/Support/Files.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -665,6 +666,20 @@ OwningOpRef<ModuleOp> Importer::run() {
     if (op->use_empty())
       op->erase();
   });
+
+  // The nodes that left no op, by name: an annotation pattern may name
+  // them (a spec written from the ONNX graph) without being a typo.
+  llvm::StringSet<> placed;
+  func.walk([&](Operation *op) {
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      placed.insert(name.getName().getValue());
+  });
+  SmallVector<Attribute> folded;
+  for (const std::string &name : nodeNames)
+    if (!name.empty() && !placed.contains(name))
+      folded.push_back(b.getStringAttr(name));
+  if (!folded.empty())
+    (*module)->setAttr(ShoalDialect::kFoldedNodesAttr, b.getArrayAttr(folded));
 
   if (failed(verify(*module))) {
     fileError() << "the imported module does not verify (see above)";

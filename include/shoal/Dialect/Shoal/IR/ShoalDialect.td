@@ -84,6 +84,12 @@ def Shoal_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kFactorShardingAttr =
         "shoal.factor_sharding";
     static constexpr ::llvm::StringLiteral kSourceAttr = "shoal.source";
+    /// Module: names of the ONNX nodes the importer left no op for
+    /// (Constants, shape computations folded into types and attributes,
+    /// Identity); an annotation pattern that names only such nodes places
+    /// nothing and is not an error (shoal-annotate).
+    static constexpr ::llvm::StringLiteral kFoldedNodesAttr =
+        "shoal.folded_nodes";
     /// A training import's restored parameters (docs/Importer.md,
     /// "Training imports"): module attribute {model = the exported file,
     /// copies = [parameters restored from Identity nodes], ties = ["copy ->
