@@ -835,9 +835,18 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
     for (Operation &op : body) {
       if (!activation.contains(&op) || !isCompute(&op) || covered.contains(&op))
         continue;
-      if (llvm::any_of(op.getResultTypes(), [&](Type t) {
-            auto rt = dyn_cast<RankedTensorType>(t);
-            return rt && rt.getRank() > bd && rt.getDimSize(bd) == whole;
+      // A weight's gradient has the weight's shape, whatever the batch (a
+      // token-type table of 2 rows when the batch is 2 is no batch), also
+      // before the all_reduce that sums it over the replicas.
+      auto isWeightGradient = [](Value r) {
+        while (r.hasOneUse() && isCollective(*r.getUsers().begin()))
+          r = r.getUsers().begin()->getResult(0);
+        return !getGradientOf(r).empty();
+      };
+      if (llvm::any_of(op.getResults(), [&](Value r) {
+            auto rt = dyn_cast<RankedTensorType>(r.getType());
+            return rt && rt.getRank() > bd && rt.getDimSize(bd) == whole &&
+                   !isWeightGradient(r);
           }))
         ops.push_back(&op);
     }
