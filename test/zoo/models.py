@@ -30,7 +30,7 @@ HEADS = 4
 
 class Model:
     def __init__(self, name, group, build, needs=(), layers=None, batch_dims=None,
-                 train=False, lm=False, notes="", pipeline=True):
+                 train=False, lm=False, notes="", pipeline=True, opset=None):
         self.name = name
         self.group = group              # torchvision | torch.nn | transformers
         self.build = build              # build(torch) -> (module, inputs, output names)
@@ -41,6 +41,7 @@ class Model:
         self.lm = lm                    # output [..., VOCAB] logits (train-tp2-ce)
         self.notes = notes
         self.pipeline = pipeline        # False: the layer names cannot cut stages
+        self.opset = opset              # the export's opset (None: the runner's)
 
 
 def _rng(salt):
@@ -230,6 +231,10 @@ MODELS += [
           lambda torch: _nn_encoder(torch, batch_first=False),
           layers=r"^(/layers\.\d+/)", train=True, batch_dims={"src": 1},
           notes="as nn.TransformerEncoder, sequence-first (batch_first=False)"),
+    Model("nn.TransformerEncoder-opset11", "torch.nn", _nn_encoder,
+          layers=r"^(/layers\.\d+/)", train=True, opset=11,
+          notes="as nn.TransformerEncoder, exported at opset 11: LayerNorm as "
+                "ReduceMean, Sub, Pow, Sqrt, Div"),
     Model("nn.TransformerDecoder", "torch.nn", _nn_decoder,
           layers=r"^(/decoder/layers\.\d+/)", train=True,
           notes="2 pre-norm GELU layers, batch_first, causal tgt_mask"),

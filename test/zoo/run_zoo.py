@@ -432,7 +432,10 @@ def export(model, work, torch, exporter="torchscript", opset=None):
         np.save(os.path.join(work, "reference", n + ".npy"), a)
 
     path = os.path.join(work, "model.onnx")
-    onnx_export(torch, module, xs, path, list(inputs), out_names, exporter, opset)
+    # A model may pin its opset (an old one: LayerNorm decomposed into
+    # ReduceMean, Sub, Pow, ...), unless --opset asks for another.
+    onnx_export(torch, module, xs, path, list(inputs), out_names, exporter,
+                opset or model.opset)
     import onnx
     m = onnx.load(path, load_external_data=False)
     info = {"nodes": len(m.graph.node),
