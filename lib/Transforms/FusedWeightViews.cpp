@@ -35,6 +35,46 @@ using namespace shoal;
 
 namespace {
 
+/// Whether every use of `v` (through transposes) takes dimension `dim`
+/// apart into single elements: a Gather along it with a scalar index, a
+/// Slice of one element along it, or a Split of it into ones.
+bool takenOneByOne(Value v, int64_t dim) {
+  if (v.use_empty())
+    return false;
+  for (Operation *user : v.getUsers()) {
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      auto it = llvm::find(t.getPerm(), dim);
+      if (it == t.getPerm().end() ||
+          !takenOneByOne(t.getResult(), it - t.getPerm().begin()))
+        return false;
+      continue;
+    }
+    if (auto g = dyn_cast<GatherOp>(user)) {
+      auto indices = cast<RankedTensorType>(g.getIndices().getType());
+      if (g.getData() != v || g.getAxis() != dim || indices.getRank() != 0)
+        return false;
+      continue;
+    }
+    auto onnx = dyn_cast<OnnxOp>(user);
+    if (!onnx || onnx->getNumOperands() != 1)
+      return false;
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    auto one = [&](Value r) {
+      return cast<RankedTensorType>(r.getType()).getDimSize(dim) == 1;
+    };
+    if (onnx.getOpType() == "Split" && getOnnxAxis(onnx, rank, 0) == dim &&
+        llvm::all_of(onnx->getResults(), one))
+      continue;
+    auto axes = onnx.getOnnxAttrs().getAs<DenseI64ArrayAttr>("axes");
+    if (onnx.getOpType() == "Slice" && axes && axes.size() == 1 &&
+        (axes[0] < 0 ? axes[0] + rank : axes[0]) == dim &&
+        one(onnx->getResult(0)))
+      continue;
+    return false;
+  }
+  return true;
+}
+
 /// The number of equal pieces all users of `v` cut its last dimension
 /// into (one Split into equal parts, or Slices each taking one piece), or 0.
 int64_t equalCut(Value v) {
@@ -44,16 +84,19 @@ int64_t equalCut(Value v) {
     return 0;
   int64_t size = type.getDimSize(rank - 1);
   int64_t pieces = 0, piece = 0;
-  // A reshape of the last dimension into [n, heads, head size] (swin's and
-  // timm's qkv: [.., 3, H, d], indexed after a permute): n pieces. Two
-  // parts, [H, d], are the heads of one projection, not pieces.
+  // A reshape of the last dimension into [n, heads, head size] whose n
+  // pieces are then taken one by one (swin's and timm's qkv: [.., 3, H, d],
+  // indexed after a permute): n pieces. Where another part is taken apart
+  // (BLOOM's [.., H, 3, d]: q, k, v inside each head), the heads are the
+  // major part already and nothing needs viewing.
   if (v.hasOneUse())
     if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin())) {
       ArrayRef<int64_t> out = reshape.getType().getShape();
       if (static_cast<int64_t>(out.size()) == rank + 2 &&
           out.take_front(rank - 1) == type.getShape().take_front(rank - 1) &&
           out[rank - 1] >= 2 &&
-          out[rank - 1] * out[rank] * out[rank + 1] == size)
+          out[rank - 1] * out[rank] * out[rank + 1] == size &&
+          takenOneByOne(reshape.getResult(), rank - 1))
         return out[rank - 1];
     }
   for (Operation *user : v.getUsers()) {

@@ -368,8 +368,8 @@ Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
           int64_t before = 1;
           for (int g : df) {
             if (g == f) {
-              work.push_back({user->getResult(r), static_cast<int64_t>(e),
-                              before * fo});
+              work.push_back(
+                  {user->getResult(r), static_cast<int64_t>(e), before * fo});
               break;
             }
             before *= rule.factorSizes[g];
@@ -1001,11 +1001,11 @@ struct PropagateShardingPass
               continue;
             // The split's runs in this dimension: the factors before it,
             // and a view's pieces.
-            int64_t runs = bestOuter > 1 && rule.factorSizes[best] %
-                                                    (bestOuter * tpSize) ==
-                                                0
-                               ? bestOuter
-                               : 1;
+            int64_t runs =
+                bestOuter > 1 &&
+                        rule.factorSizes[best] % (bestOuter * tpSize) == 0
+                    ? bestOuter
+                    : 1;
             for (int g : df) {
               if (g == best)
                 break;
@@ -1014,8 +1014,7 @@ struct PropagateShardingPass
             if (Operation *whole =
                     firstNeedingWhole(op->getResult(r), e, runs, 512)) {
               OpBuilder b(op);
-              op->setAttr(kTpKeptWholeAttr,
-                          b.getStringAttr(describe(whole)));
+              op->setAttr(kTpKeptWholeAttr, b.getStringAttr(describe(whole)));
               best = -1;
             }
           }

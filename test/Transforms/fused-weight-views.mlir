@@ -21,11 +21,14 @@
 // CHECK: shoal.weight "in_proj.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK-LABEL: func.func @unequal
 // CHECK: shoal.weight "qkv.weight" : tensor<8x16xf32>
-// A reshape of the product into [.., 3, H, d] (swin's qkv) cuts 3 pieces;
-// one into [.., H, d] (a single projection's heads) cuts none.
+// A reshape of the product into [.., 3, H, d] whose 3 pieces are taken one
+// by one (swin's qkv, after a permute) cuts 3 pieces; one into [.., H, d]
+// (a single projection's heads) cuts none, nor one into [.., H, 3, d]
+// taken apart inside each head (BLOOM's: the heads are major already).
 // CHECK-LABEL: func.func @reshape_pieces
 // CHECK: shoal.weight "qkv.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK: shoal.weight "q.weight" : tensor<8x8xf32>
+// CHECK: shoal.weight "heads_qkv.weight" : tensor<8x24xf32>
 // CHECK-LABEL: func.func @conv1d
 // CHECK: shoal.weight "h.0.attn.c_attn.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK: shoal.weight "h.0.attn.c_attn.bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
@@ -92,15 +95,20 @@ module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
     %q:3 = shoal.onnx "Split"(%p) {axis = 2 : i64, split = array<i64: 8, 4, 4>} {shoal.scope = "attn"} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
     return %q#0, %q#1, %q#2 : tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
   }
-  func.func @reshape_pieces(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<3x2x2x4x4xf32> {shoal.name = "qkv"}, tensor<2x4x2x4xf32> {shoal.name = "q"}) {
+  func.func @reshape_pieces(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<1x2x2x4x4xf32> {shoal.name = "q"}, tensor<2x4x2x4xf32> {shoal.name = "q2"}, tensor<2x4x2x1x4xf32> {shoal.name = "k3"}) {
     %w = shoal.weight "qkv.weight" : tensor<8x24xf32>
     %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
     %r = shoal.reshape %p {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x3x2x4xf32>
     %t = shoal.transpose %r {perm = array<i64: 2, 0, 3, 1, 4>, shoal.scope = "attn"} : (tensor<2x4x3x2x4xf32>) -> tensor<3x2x2x4x4xf32>
+    %q:3 = shoal.onnx "Split"(%t) {axis = 0 : i64, split = array<i64: 1, 1, 1>} {shoal.scope = "attn"} : (tensor<3x2x2x4x4xf32>) -> (tensor<1x2x2x4x4xf32>, tensor<1x2x2x4x4xf32>, tensor<1x2x2x4x4xf32>)
     %wq = shoal.weight "q.weight" : tensor<8x8xf32>
     %pq = shoal.matmul %x, %wq {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
     %rq = shoal.reshape %pq {shoal.scope = "attn"} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
-    return %t, %rq : tensor<3x2x2x4x4xf32>, tensor<2x4x2x4xf32>
+    %wh = shoal.weight "heads_qkv.weight" : tensor<8x24xf32>
+    %ph = shoal.matmul %x, %wh {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x24xf32>) -> tensor<2x4x24xf32>
+    %rh = shoal.reshape %ph {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x2x3x4xf32>
+    %k = shoal.onnx "Slice"(%rh) {starts = array<i64: 1>, ends = array<i64: 2>, axes = array<i64: 3>} {shoal.scope = "attn"} : (tensor<2x4x2x3x4xf32>) -> tensor<2x4x2x1x4xf32>
+    return %q#0, %rq, %k : tensor<1x2x2x4x4xf32>, tensor<2x4x2x4xf32>, tensor<2x4x2x1x4xf32>
   }
   func.func @conv1d(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
     %w = shoal.weight "h.0.attn.c_attn.weight" : tensor<8x24xf32>

@@ -29,9 +29,9 @@
 #include "onnx/version_converter/convert.h"
 
 #include <climits>
+#include <exception>
 #include <map>
 #include <optional>
-#include <exception>
 
 namespace ONNX_NAMESPACE {
 namespace checker {
@@ -403,7 +403,8 @@ int inferEinsumShapes(onnx::GraphProto &graph) {
         for (const auto &v : *list)
           if (!elem && v.name() == name && v.type().has_tensor_type())
             elem = v.type().tensor_type().elem_type();
-    onnx::TypeProto_Tensor *tensor = info->mutable_type()->mutable_tensor_type();
+    onnx::TypeProto_Tensor *tensor =
+        info->mutable_type()->mutable_tensor_type();
     if (!tensor->elem_type() && elem)
       tensor->set_elem_type(elem);
     tensor->mutable_shape()->clear_dim();

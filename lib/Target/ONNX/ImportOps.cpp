@@ -220,9 +220,9 @@ LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
     auto valuesType = RankedTensorType::get({2}, elem);
     Value values = b.create<ConstantOp>(
         loc, valuesType,
-        DenseElementsAttr::get(valuesType, ArrayRef<Attribute>{
-                                               b.getFloatAttr(elem, 0.0),
-                                               b.getFloatAttr(elem, 1.0)}));
+        DenseElementsAttr::get(valuesType,
+                               ArrayRef<Attribute>{b.getFloatAttr(elem, 0.0),
+                                                   b.getFloatAttr(elem, 1.0)}));
     Value oneHot =
         b.create<OnnxOp>(
              loc, TypeRange{RankedTensorType::get({batch, rows}, elem)},
@@ -683,11 +683,11 @@ LogicalResult convertGeneric(Importer &im, const onnx::NodeProto &node) {
         return failure();
       if (it->second == "k" || it->second == "axis") {
         if (ints->size() != 1)
-          return im.nodeError() << "input " << i << " ('" << it->second
-                                << "') must hold one integer, not "
-                                << ints->size();
-        attrs.push_back(b.getNamedAttr(it->second,
-                                       b.getI64IntegerAttr(ints->front())));
+          return im.nodeError()
+                 << "input " << i << " ('" << it->second
+                 << "') must hold one integer, not " << ints->size();
+        attrs.push_back(
+            b.getNamedAttr(it->second, b.getI64IntegerAttr(ints->front())));
       } else {
         attrs.push_back(
             b.getNamedAttr(it->second, b.getDenseI64ArrayAttr(*ints)));

@@ -273,8 +273,8 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
       return a && a.getInt() != 0;
     };
     SmallVector<NamedAttribute> out{
-        b.getNamedAttr("axis", b.getI64IntegerAttr(getOnnxAxis(
-                                   op, shapeOf(x).size(), 0))),
+        b.getNamedAttr(
+            "axis", b.getI64IntegerAttr(getOnnxAxis(op, shapeOf(x).size(), 0))),
         b.getNamedAttr("exclusive", b.getI64IntegerAttr(flag("exclusive"))),
         b.getNamedAttr("reverse", b.getI64IntegerAttr(!flag("reverse")))};
     operandGrads[0] = onnxOp(b, loc, x.getType(), "CumSum", out, {g});
@@ -359,8 +359,7 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
         s += in[d];
       // ONNX clamps the start to [0, dim] (positive steps) or
       // [0, dim - 1] (negative ones).
-      int64_t first =
-          std::clamp<int64_t>(s, 0, step > 0 ? in[d] : in[d] - 1);
+      int64_t first = std::clamp<int64_t>(s, 0, step > 0 ? in[d] : in[d] - 1);
       if (step < 0) {
         ArrayRef<int64_t> gs = shapeOf(g);
         g = onnxOp(
@@ -383,11 +382,11 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
         pads[rank + 1 + d + 1] = step - 1;
         SmallVector<int64_t> padded(split);
         padded[d + 1] = step;
-        Value spread = onnxOp(
-            b, loc, RankedTensorType::get(padded, elementType), "Pad",
-            {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
-             b.getNamedAttr("mode", b.getStringAttr("constant"))},
-            {gb.reshape(g, split)});
+        Value spread =
+            onnxOp(b, loc, RankedTensorType::get(padded, elementType), "Pad",
+                   {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+                    b.getNamedAttr("mode", b.getStringAttr("constant"))},
+                   {gb.reshape(g, split)});
         shape[d] = n * step;
         g = gb.reshape(spread, shape);
       }
