@@ -223,6 +223,40 @@ def _nn_transformer(torch):
         tgt=r.standard_normal((8, BATCH, HIDDEN)).astype(np.float32)), ["out"]
 
 
+def _strided_ops(torch):
+    """Small layers around the ops whose gradients are new: a float CumSum,
+    flip (a Slice of step -1) and x[..., ::2] (a Slice of step 2)."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(HIDDEN, HIDDEN)
+            self.out = nn.Linear(HIDDEN, HIDDEN)
+
+        def forward(self, x):
+            h = torch.tanh(self.inp(x))
+            a = torch.cumsum(h, dim=1) * 0.1
+            b = h.flip(-1)
+            c = h[..., ::2]
+            return x + self.out(a + b + torch.cat([c, c.flip(-1)], dim=-1))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model = Model()
+    _redraw(torch, model)
+    x = _rng(3).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
+    return model, collections.OrderedDict(x=x), ["out"]
+
+
 MODELS += [
     Model("nn.TransformerEncoder", "torch.nn", _nn_encoder,
           layers=r"^(/layers\.\d+/)", train=True,
@@ -231,6 +265,10 @@ MODELS += [
           lambda torch: _nn_encoder(torch, batch_first=False),
           layers=r"^(/layers\.\d+/)", train=True, batch_dims={"src": 1},
           notes="as nn.TransformerEncoder, sequence-first (batch_first=False)"),
+    Model("strided_ops", "torch.nn", _strided_ops,
+          layers=r"^(/layers\.\d+/)", train=True,
+          notes="2 blocks of a float cumsum over the sequence, flip (Slice step "
+                "-1) and x[..., ::2] (Slice step 2): their gradients"),
     Model("nn.TransformerEncoder-opset11", "torch.nn", _nn_encoder,
           layers=r"^(/layers\.\d+/)", train=True, opset=11,
           notes="as nn.TransformerEncoder, exported at opset 11: LayerNorm as "
