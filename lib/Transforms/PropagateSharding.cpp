@@ -625,7 +625,9 @@ struct PropagateShardingPass
         // whole over tp, at no communication cost, rather than computing
         // the whole batch on each of its devices.
         bool batchAfterSplit =
-            !isSplit && owner && owner.getStrategy() == Strategy::split &&
+            !isSplit && owner && owner != tg &&
+            owner.getStrategy() == Strategy::split &&
+            owner.getMeshAttr() == mesh &&
             type && s && batchDim < type.getRank() &&
             type.getDimSize(batchDim) == batchSize &&
             !llvm::is_contained(s.getDimAxes(batchDim), "tp");

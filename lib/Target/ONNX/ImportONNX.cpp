@@ -28,6 +28,7 @@
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
 
+#include <cctype>
 #include <climits>
 #include <exception>
 #include <map>
@@ -297,6 +298,19 @@ einsumShape(llvm::StringRef equation, llvm::ArrayRef<std::vector<int64_t>> in) {
   std::map<char, int64_t> sizes;
   std::map<char, int> counts;
   std::vector<int64_t> ellipsis; // right-aligned, broadcast
+  // At most one "..." per term, letters otherwise (ImportEinsum reports a
+  // malformed equation).
+  auto wellFormed = [](llvm::StringRef term) {
+    size_t dots = term.find("...");
+    std::string rest = term.str();
+    if (dots != llvm::StringRef::npos)
+      rest.erase(dots, 3);
+    return llvm::all_of(rest, [](char c) {
+      return std::isalpha(static_cast<unsigned char>(c));
+    });
+  };
+  if (!wellFormed(rhs) || !llvm::all_of(terms, wellFormed))
+    return std::nullopt;
   for (auto [term, shape] : llvm::zip(terms, in)) {
     size_t dots = term.find("...");
     int64_t letters = static_cast<int64_t>(term.size()) -

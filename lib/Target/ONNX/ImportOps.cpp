@@ -164,7 +164,9 @@ LogicalResult convertLayerNorm(Importer &im, const onnx::NodeProto &node) {
 /// reading each sequence's last token): the exporter flattens x [B, T, ...]
 /// to [B * T, ...] and gathers the rows idx + arange(B) * T, a gather that
 /// mixes the batch. Returns (x, idx) when `data` and `indices` are that, or
-/// nulls.
+/// nulls. The rewrite assumes each idx is a row of its own sample, in
+/// [0, T) (an argmax, a length - 1), as the idiom means: an index outside
+/// gives a zero row where the Gather would read a neighbour's.
 std::pair<Value, Value> matchBatchRowGather(Value data, Value indices,
                                             int64_t axis) {
   auto reshape = data.getDefiningOp<ReshapeOp>();
@@ -179,7 +181,8 @@ std::pair<Value, Value> matchBatchRowGather(Value data, Value indices,
       !xt.hasStaticShape() || !isa<FloatType>(xt.getElementType()))
     return {};
   int64_t batch = xt.getDimSize(0), rows = xt.getDimSize(1);
-  if (dt.getDimSize(0) != batch * rows || it.getDimSize(0) != batch)
+  if (batch * rows == 0 || dt.getDimSize(0) != batch * rows ||
+      it.getDimSize(0) != batch)
     return {};
   for (int k = 0; k < 2; ++k) {
     Value idx = add->getOperand(k);

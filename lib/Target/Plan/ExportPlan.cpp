@@ -37,7 +37,6 @@ constexpr llvm::StringLiteral kShapesOnlyAttr = "shoal.shapes_only";
 /// runtime parses plans with).
 StringRef planKind(rt::OpKind kind) { return rt::opKindName(kind); }
 
-/// The types of Ops.def's SHOAL_OP_ATTR rows.
 /// `text` for a plan's string fields, which must be UTF-8: as it is when it
 /// is, else with every byte outside a valid UTF-8 sequence written `\xNN`
 /// (and `\` as `\\`). ONNX names are bytes; the op names and task graph
@@ -68,6 +67,7 @@ static std::string planText(StringRef text) {
   return out;
 }
 
+/// The types of Ops.def's SHOAL_OP_ATTR rows.
 enum class AttrType { Int, Float, String, Ints, Floats, Strings };
 
 /// One SHOAL_OP_ATTR row: an attribute op kind `kind` takes (the runtime
@@ -435,7 +435,7 @@ private:
                                    "rest of pipeline stage "
                                 << g;
         taskIndex[tg.getSymName()] = prog->tasks_size();
-        prog->add_tasks(tg.getSymName().str());
+        prog->add_tasks(planText(tg.getSymName()));
       }
       // Graph inputs this stage reads.
       for (BlockArgument arg : entry.getArguments()) {

@@ -355,6 +355,9 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
       if (step == 0)
         return op.emitError() << "step 0 on axis " << a;
       int64_t n = span[d], s = starts[k];
+      // One element taken: its step does not matter (and may be huge).
+      if (n == 1)
+        step = step > 0 ? 1 : -1;
       if (s < 0)
         s += in[d];
       // ONNX clamps the start to [0, dim] (positive steps) or
