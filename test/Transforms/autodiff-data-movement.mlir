@@ -6,6 +6,7 @@
 // RUN: shoal-opt %s --shoal-autodiff="loss=mse" | FileCheck %s
 // RUN: shoal-opt %s --shoal-autodiff="loss=mse output=s2" | FileCheck %s --check-prefix=STEP
 // RUN: shoal-opt %s --shoal-autodiff="loss=mse output=r" | FileCheck %s --check-prefix=REV
+// RUN: shoal-opt %s --shoal-autodiff="loss=mse output=one" | FileCheck %s --check-prefix=ONE
 
 // The Slice's gradient: rows 1:3 and columns 2:5 of a 3x6 input.
 // CHECK: shoal.onnx "Pad"(%{{.*}}) {mode = "constant", pads = array<i64: 1, 2, 0, 1>} {{.*}}: (tensor<2x3xf32>) -> tensor<3x6xf32>
@@ -29,8 +30,13 @@
 // REV: shoal.reshape %[[V]] {{.*}}: (tensor<3x3xf32>) -> tensor<3x3x1xf32>
 // REV: shoal.onnx "Pad"(%{{.*}}) {mode = "constant", pads = array<i64: 0, 0, 0, -1>} {{.*}}: (tensor<3x6xf32>) -> tensor<3x5xf32>
 
+// One element taken with a huge step (x[:, 1::2**63-1]): the step does not
+// matter, the gradient is padded into place.
+// ONE-NOT: tensor<3x1x1xf32>
+// ONE: shoal.onnx "Pad"(%{{.*}}) {mode = "constant", pads = array<i64: 0, 1, 0, 3>} {{.*}}: (tensor<3x1xf32>) -> tensor<3x5xf32>
+
 module attributes {shoal.source = "/models/moves.onnx"} {
-  func.func @main(%x: tensor<3x6xf32> {shoal.name = "x"}) -> (tensor<2x3xf32> {shoal.name = "y"}, tensor<3x3xf32> {shoal.name = "s2"}, tensor<3x3xf32> {shoal.name = "r"}) {
+  func.func @main(%x: tensor<3x6xf32> {shoal.name = "x"}) -> (tensor<2x3xf32> {shoal.name = "y"}, tensor<3x3xf32> {shoal.name = "s2"}, tensor<3x3xf32> {shoal.name = "r"}, tensor<3x1xf32> {shoal.name = "one"}) {
     %a = shoal.weight "a" : tensor<3x6xf32>
     %b = shoal.weight "b" : tensor<3x6xf32>
     %c = shoal.onnx "Concat"(%a, %b) {axis = 1 : i64} : (tensor<3x6xf32>, tensor<3x6xf32>) -> tensor<3x12xf32>
@@ -41,6 +47,7 @@ module attributes {shoal.source = "/models/moves.onnx"} {
     %q5 = shoal.onnx "Slice"(%m) {starts = array<i64: 0>, ends = array<i64: 5>, axes = array<i64: 1>} : (tensor<3x6xf32>) -> tensor<3x5xf32>
     %s2 = shoal.onnx "Slice"(%q5) {starts = array<i64: 0>, ends = array<i64: 9223372036854775807>, axes = array<i64: 1>, steps = array<i64: 2>} : (tensor<3x5xf32>) -> tensor<3x3xf32>
     %r = shoal.onnx "Slice"(%q5) {starts = array<i64: -1>, ends = array<i64: -9223372036854775808>, axes = array<i64: 1>, steps = array<i64: -2>} : (tensor<3x5xf32>) -> tensor<3x3xf32>
-    return %s, %s2, %r : tensor<2x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
+    %one = shoal.onnx "Slice"(%q5) {starts = array<i64: 1>, ends = array<i64: 9223372036854775807>, axes = array<i64: 1>, steps = array<i64: 9223372036854775807>} : (tensor<3x5xf32>) -> tensor<3x1xf32>
+    return %s, %s2, %r, %one : tensor<2x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x1xf32>
   }
 }
