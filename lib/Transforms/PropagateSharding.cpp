@@ -458,25 +458,6 @@ struct PropagateShardingPass
     }
   }
 
-  /// The batch dimension of graph input `i`: 0 unless the spec's
-  /// `inputs:` gave another (`shoal.batch_dim`).
-  static int64_t getBatchDim(func::FuncOp func, unsigned i) {
-    if (auto a =
-            func.getArgAttrOfType<IntegerAttr>(i, ShoalDialect::kBatchDimAttr))
-      return a.getInt();
-    return 0;
-  }
-
-  /// The batch: the batch dimension of the first graph input of rank >= 1
-  /// and its size ({0, -1} if there is none).
-  static std::pair<int64_t, int64_t> getBatch(func::FuncOp func) {
-    for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-      if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
-        int64_t d = getBatchDim(func, i);
-        return {d, d < rt.getRank() ? rt.getDimSize(d) : -1};
-      }
-    return {0, -1};
-  }
   static int64_t getBatchSize(func::FuncOp func) {
     return getBatch(func).second;
   }
@@ -627,20 +608,20 @@ struct PropagateShardingPass
         bool batchAfterSplit =
             !isSplit && owner && owner != tg &&
             owner.getStrategy() == Strategy::split &&
-            owner.getMeshAttr() == mesh &&
-            type && s && batchDim < type.getRank() &&
+            owner.getMeshAttr() == mesh && type && s &&
+            batchDim < type.getRank() &&
             type.getDimSize(batchDim) == batchSize &&
             !llvm::is_contained(s.getDimAxes(batchDim), "tp");
-        if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
-            !batchOverTp && !batchAfterSplit) {
-          inShardings.push_back(s);
-          argShardings.push_back(s);
-          continue;
-        }
         if (batchAfterSplit) {
           inShardings.push_back(s);
           argShardings.push_back(splitBatchFurther(
               s, in, batchAxes, mesh, /*wholeIsBatch=*/true, batchDim));
+          continue;
+        }
+        if (owner && owner != tg && training && owner.getMeshAttr() == mesh &&
+            !batchOverTp) {
+          inShardings.push_back(s);
+          argShardings.push_back(s);
           continue;
         }
       }
@@ -996,6 +977,11 @@ struct PropagateShardingPass
       // patch convolution or an embedding projection before the residual
       // stream's LayerNorm, an MLM head's dense) is kept whole instead of
       // gathering after it; the report says so.
+      // A view cut in pieces splits each piece where they divide evenly.
+      if (best >= 0 &&
+          (bestOuter <= 1 ||
+           rule.factorSizes[best] % (bestOuter * tpSize) != 0))
+        bestOuter = 1;
       if (best >= 0) {
         for (auto [r, tf] : llvm::enumerate(rule.results))
           for (auto [e, df] : llvm::enumerate(tf)) {
@@ -1003,11 +989,7 @@ struct PropagateShardingPass
               continue;
             // The split's runs in this dimension: the factors before it,
             // and a view's pieces.
-            int64_t runs =
-                bestOuter > 1 &&
-                        rule.factorSizes[best] % (bestOuter * tpSize) == 0
-                    ? bestOuter
-                    : 1;
+            int64_t runs = bestOuter;
             for (int g : df) {
               if (g == best)
                 break;
@@ -1031,7 +1013,7 @@ struct PropagateShardingPass
                  << " devices, more devices than it has rows";
         // Uneven splits get ceil-sized, zero-padded shards.
         axes[best] = {"tp"};
-        if (bestOuter > 1 && rule.factorSizes[best] % (bestOuter * tpSize) == 0)
+        if (bestOuter > 1)
           outer[best] = bestOuter;
       }
     }

@@ -383,21 +383,11 @@ std::string argName(func::FuncOp func, unsigned i, bool result) {
   return "#" + std::to_string(i);
 }
 
-/// The batch dimension of the graph inputs: 0, or the spec's `batch_dim`
-/// (1 for sequence-first models).
-unsigned getBatchDim(func::FuncOp func) {
-  for (BlockArgument arg : func.getArguments())
-    if (auto bd = func.getArgAttrOfType<IntegerAttr>(
-            arg.getArgNumber(), ShoalDialect::kBatchDimAttr))
-      return bd.getInt();
-  return 0;
-}
-
 /// The global batch: the batch dimension of the first graph input, times
 /// the sizes of the axes it is split over in the first TaskGraph that reads
 /// it.
 int64_t getGlobalBatch(func::FuncOp func) {
-  unsigned bd = getBatchDim(func);
+  unsigned bd = getBatch(func).first;
   for (BlockArgument arg : func.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type || type.getRank() <= bd || !type.hasStaticShape())
@@ -829,7 +819,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
   // (a) A replicate TaskGraph on several devices whose ops compute on the
   // whole batch.
   int64_t whole = globalBatch / getMicroBatches(mesh);
-  unsigned bd = getBatchDim(info.tg->getParentOfType<func::FuncOp>());
+  unsigned bd = getBatch(info.tg->getParentOfType<func::FuncOp>()).first;
   if (tg.getStrategy() == Strategy::replicate && devices > 1 && whole > 1) {
     SmallVector<Operation *> ops;
     for (Operation &op : body) {

@@ -2,6 +2,7 @@
 
 #include "ShardingUtils.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
@@ -232,4 +233,20 @@ std::string shoal::specLocation(mlir::Operation *op, llvm::StringRef key) {
   auto where = module->getAttrOfType<mlir::DictionaryAttr>(kSpecLocationsAttr);
   auto at = where ? where.getAs<mlir::StringAttr>(key) : mlir::StringAttr();
   return at ? " (" + at.getValue().str() + ")" : "";
+}
+
+int64_t shoal::getBatchDim(func::FuncOp func, unsigned i) {
+  if (auto a =
+          func.getArgAttrOfType<IntegerAttr>(i, ShoalDialect::kBatchDimAttr))
+    return a.getInt();
+  return 0;
+}
+
+std::pair<int64_t, int64_t> shoal::getBatch(func::FuncOp func) {
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.getRank() > 0) {
+      int64_t d = getBatchDim(func, i);
+      return {d, d < rt.getRank() ? rt.getDimSize(d) : -1};
+    }
+  return {0, -1};
 }

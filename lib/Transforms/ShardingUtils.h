@@ -7,6 +7,9 @@
 
 namespace mlir {
 class ModuleOp;
+namespace func {
+class FuncOp;
+} // namespace func
 } // namespace mlir
 
 namespace shoal {
@@ -88,6 +91,14 @@ bool isWeightView(mlir::Operation *op);
 /// The ONNX node name of an op (the name of its NameLoc, as the importer
 /// writes it), or empty: what spec patterns and recompute layers match.
 llvm::StringRef onnxNodeName(mlir::Operation *op);
+
+/// The batch dimension of graph input `i`: 0 unless the spec's `inputs:`
+/// gave another (`shoal.batch_dim`).
+int64_t getBatchDim(mlir::func::FuncOp func, unsigned i);
+
+/// The batch: the batch dimension of the first graph input of rank >= 1
+/// and its size ({0, -1} if there is none).
+std::pair<int64_t, int64_t> getBatch(mlir::func::FuncOp func);
 
 /// Module attribute (shoal-annotate): where the spec wrote each scope
 /// ("scope:<name>") and the micro-batch count ("num_micro_batch"), as

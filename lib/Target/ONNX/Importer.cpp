@@ -661,11 +661,12 @@ OwningOpRef<ModuleOp> Importer::run() {
     func.setResultAttr(i, kNameAttr, b.getStringAttr(output.name()));
 
   // Constants read only as compile-time operands (a Reshape's shape) are
-  // dead once folded into types and attributes.
-  func.walk([](ConstantOp op) {
-    if (op->use_empty())
-      op->erase();
-  });
+  // dead once folded into types and attributes, as is a reshape an import
+  // rewrite left unread (the flattened rows of x[arange(B), idx]); last
+  // first, so that what a dead reshape read dies too.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isa<ConstantOp, ReshapeOp>(op) && op.use_empty())
+      op.erase();
 
   // The nodes that left no op, by name: an annotation pattern may name
   // them (a spec written from the ONNX graph) without being a typo.
