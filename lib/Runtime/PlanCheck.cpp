@@ -114,8 +114,21 @@ void PlanChecker::checkTraining() {
     }
     for (const plan::Weight &w : p.weights()) {
       info.initializerProgram.emplace(w.initializer(), i);
-      if (!w.zero_init())
+      if (w.zero_init())
+        continue;
+      if (!w.has_range()) {
         info.modelWeights.emplace(w.initializer(), w.source());
+        continue;
+      }
+      info.modelWeights.emplace(w.range().name(), w.source());
+      std::vector<WeightBlock> &blocks = info.blocks[w.range().name()];
+      int axis = w.range().axis();
+      if (std::none_of(blocks.begin(), blocks.end(), [&](const auto &b) {
+            return b.name == w.initializer();
+          }) &&
+          axis >= 0 && axis < w.global_type().shape_size())
+        blocks.push_back({w.initializer(), axis, w.range().start(),
+                          w.global_type().shape(axis)});
     }
     for (const plan::Op &op : p.ops()) {
       if (!opKindHas(op.kind(), kOptimizer))
@@ -400,6 +413,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
     info.source = w.source();
     info.zeroInit = w.zero_init();
     info.digest = w.digest();
+    info.sourceName = w.initializer();
     info.globalType =
         convertType(w.global_type(), fmt::format("{}: {}", where, who));
     info.sharding = convertSharding(w.sharding(), info.globalType.shape,
@@ -426,6 +440,30 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                          "weight is {}",
                          where, who, formatShape(info.sourceShape), n,
                          info.globalType.str()));
+    }
+    if (w.has_range()) {
+      const plan::WeightRange &r = w.range();
+      if (w.source_shape_size() > 0)
+        fail(fmt::format("{}: {} has both a range and a source_shape", where,
+                         who));
+      if (r.name().empty())
+        fail(fmt::format("{}: {}: its range names no initializer", where,
+                         who));
+      info.sourceName = r.name();
+      info.rangeAxis = r.axis();
+      info.rangeStart = r.start();
+      info.rangeShape.assign(r.shape().begin(), r.shape().end());
+      const Shape &g = info.globalType.shape;
+      bool ok = info.rangeShape.size() == g.size() && r.axis() >= 0 &&
+                r.axis() < static_cast<int>(g.size()) && r.start() >= 0 &&
+                r.start() + g[r.axis()] <= info.rangeShape[r.axis()];
+      for (std::size_t d = 0; ok && d < g.size(); ++d)
+        ok = static_cast<int>(d) == r.axis() || info.rangeShape[d] == g[d];
+      if (!ok)
+        fail(fmt::format("{}: {} ({}) is no block of initializer '{}' of "
+                         "shape {} starting at {} along axis {}",
+                         where, who, info.globalType.str(), r.name(),
+                         formatShape(info.rangeShape), r.start(), r.axis()));
     }
     // In a training plan the values of one initializer are one buffer (an
     // optimizer's in-place update is seen by every reader), so they must

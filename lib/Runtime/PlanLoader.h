@@ -51,6 +51,23 @@ struct WeightInfo {
   bool zeroInit = false;
   /// The initializer's fingerprint when compiled (tensorDigest); 0: none.
   uint64_t digest = 0;
+  /// The initializer the weight is read from: `initializer` itself, or, for
+  /// a block (Weight.range), the initializer it is a block of.
+  std::string sourceName;
+  /// A block: the source initializer's shape, and where along `rangeAxis`
+  /// the block starts (rangeAxis -1: not a block).
+  Shape rangeShape;
+  int rangeAxis = -1;
+  int64_t rangeStart = 0;
+};
+
+/// A block of an initializer (WeightInfo::rangeAxis >= 0), by the block's
+/// name, for the export that puts blocks together again.
+struct WeightBlock {
+  std::string name;
+  int axis = 0;
+  int64_t start = 0;
+  int64_t size = 0;
 };
 
 /// Weights with the same key (initializer, type and sharding) share one
@@ -140,8 +157,11 @@ struct TrainingInfo {
   /// The model's weights over every program (the weights that are not
   /// zero_init: trained, frozen and assigned ones, not optimizer state), each
   /// with the index of its source (Plan.sources). What shoal-run
-  /// --export-onnx and --export-safetensors write.
+  /// --export-onnx and --export-safetensors write. Keyed by the source
+  /// initializer's name (a block's: the initializer it is cut from).
   std::map<std::string, int> modelWeights;
+  /// The blocks of each initializer that the plan reads in blocks.
+  std::map<std::string, std::vector<WeightBlock>> blocks;
 };
 
 /// A validated plan, reduced to what this rank executes: the one program

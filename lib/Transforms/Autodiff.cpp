@@ -312,7 +312,7 @@ struct AutodiffPass : public ::shoal::impl::AutodiffPassBase<AutodiffPass> {
       if (auto w = dyn_cast<WeightOp>(op)) {
         bool isFrozen = false;
         for (auto [i, p] : llvm::enumerate(frozenPatterns))
-          if (p.match(w.getName()))
+          if (p.match(getSourceName(w)))
             isFrozen = matched[i] = true;
         if (!isFrozen && isFloatTensor(w.getResult())) {
           active.insert(w.getResult());

@@ -24,6 +24,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace shoal {
 #define GEN_PASS_DEF_FUSEDWEIGHTVIEWSPASS
@@ -140,6 +142,167 @@ int64_t equalCut(Value v) {
   return pieces >= 2 ? pieces : 0;
 }
 
+/// One piece a user takes of a fused product's last dimension: `value`
+/// holds its columns [start, end).
+struct Take {
+  Value value;
+  int64_t start, end;
+};
+
+/// The pieces the users of `v` take of its last dimension (of size `size`),
+/// `unit` columns per element of the cut dimension `dim`: Splits and
+/// Slices (step 1) along `dim`, and Gathers of one element along it.
+/// False when some user does anything else.
+bool takesAlong(Value v, int64_t dim, int64_t unit,
+                SmallVectorImpl<Take> &takes) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t rank = type.getRank(), n = type.getDimSize(dim);
+  for (Operation *user : v.getUsers()) {
+    if (auto g = dyn_cast<GatherOp>(user)) {
+      auto c = g.getIndices().getDefiningOp<ConstantOp>();
+      auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+      if (g.getData() != v || g.getAxis() != dim || !dense ||
+          dense.getNumElements() != 1)
+        return false;
+      int64_t k = (*dense.getValues<APInt>().begin()).getSExtValue();
+      if (k < 0)
+        k += n;
+      if (k < 0 || k >= n)
+        return false;
+      takes.push_back({g.getResult(), k * unit, (k + 1) * unit});
+      continue;
+    }
+    auto onnx = dyn_cast<OnnxOp>(user);
+    if (!onnx || onnx->getNumOperands() != 1)
+      return false;
+    if (onnx.getOpType() == "Split") {
+      if (getOnnxAxis(onnx, rank, 0) != dim)
+        return false;
+      int64_t at = 0;
+      for (Value r : onnx->getResults()) {
+        int64_t p = cast<RankedTensorType>(r.getType()).getDimSize(dim);
+        takes.push_back({r, at * unit, (at + p) * unit});
+        at += p;
+      }
+      if (at != n)
+        return false;
+      continue;
+    }
+    if (onnx.getOpType() != "Slice")
+      return false;
+    DictionaryAttr attrs = onnx.getOnnxAttrs();
+    auto starts = attrs.getAs<DenseI64ArrayAttr>("starts");
+    auto ends = attrs.getAs<DenseI64ArrayAttr>("ends");
+    auto axes = attrs.getAs<DenseI64ArrayAttr>("axes");
+    auto steps = attrs.getAs<DenseI64ArrayAttr>("steps");
+    if (!starts || !ends || !axes || starts.size() != 1 || ends.size() != 1 ||
+        axes.size() != 1 || (steps && (steps.size() != 1 || steps[0] != 1)))
+      return false;
+    int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
+    int64_t s = starts[0] < 0 ? std::max<int64_t>(starts[0] + n, 0)
+                              : std::min(starts[0], n);
+    int64_t e = ends[0] < 0 ? std::max<int64_t>(ends[0] + n, 0)
+                            : std::min(ends[0], n);
+    if (axis != dim || e <= s)
+      return false;
+    takes.push_back({onnx->getResult(0), s * unit, e * unit});
+  }
+  return !takes.empty();
+}
+
+/// The pieces of unequal sizes all users of `v` cut its last dimension
+/// into: GPTBigCode's multi-query c_attn (a Split into q [.., H d] and the
+/// one key/value head [.., 2 d]) or Falcon's query_key_value (a reshape to
+/// [.., H + 2, d], then a Slice of the H query heads and a Gather of each
+/// of the last two). Every take must be one of the pieces, which do not
+/// overlap and cover the dimension. Empty when `v` is not cut so.
+SmallVector<std::pair<int64_t, int64_t>>
+unequalCut(Value v, SmallVectorImpl<Take> &takes) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t rank = type.getRank();
+  if (rank == 0 || v.use_empty())
+    return {};
+  int64_t size = type.getDimSize(rank - 1);
+  bool ok = false;
+  if (v.hasOneUse())
+    if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin())) {
+      ArrayRef<int64_t> out = reshape.getType().getShape();
+      if (static_cast<int64_t>(out.size()) == rank + 1 &&
+          out.take_front(rank - 1) == type.getShape().take_front(rank - 1) &&
+          out[rank - 1] * out[rank] == size)
+        ok = takesAlong(reshape.getResult(), rank - 1, out[rank], takes);
+    }
+  if (!ok) {
+    takes.clear();
+    if (!takesAlong(v, rank - 1, 1, takes))
+      return {};
+  }
+  SmallVector<std::pair<int64_t, int64_t>> pieces;
+  for (const Take &t : takes)
+    pieces.push_back({t.start, t.end});
+  llvm::sort(pieces);
+  pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+  int64_t at = 0;
+  for (auto [s, e] : pieces) {
+    if (s != at)
+      return {};
+    at = e;
+  }
+  if (at != size || pieces.size() < 2 ||
+      llvm::all_of(pieces, [&](auto p) {
+        return p.second - p.first == pieces[0].second - pieces[0].first;
+      }))
+    return {};
+  return pieces;
+}
+
+/// `type` with dimension `dim` of size `size`.
+RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The block [start, end) along `dim` of weight `w` as a weight of its own,
+/// named after the block ("c_attn.weight[:, 0:64]").
+Value weightBlock(OpBuilder &b, WeightOp w, int64_t dim, int64_t start,
+                  int64_t end) {
+  std::string name = w.getName().str() + "[";
+  for (int64_t d = 0; d < dim; ++d)
+    name += ":, ";
+  name += std::to_string(start) + ":" + std::to_string(end) + "]";
+  auto block = b.create<WeightOp>(
+      w.getLoc(), withDim(w.getType(), dim, end - start), name);
+  block->setAttrs(w->getAttrs());
+  block->setAttr("name", b.getStringAttr(name));
+  block->setAttr(
+      ShoalDialect::kSourceRangeAttr,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("initializer", w.getNameAttr()),
+           b.getNamedAttr("shape", b.getDenseI64ArrayAttr(
+                                       w.getType().getShape())),
+           b.getNamedAttr("axis", b.getI64IntegerAttr(dim)),
+           b.getNamedAttr("start", b.getI64IntegerAttr(start))}));
+  return block.getResult();
+}
+
+/// `op` (a node) renamed with `suffix`, so that the report tells pieces
+/// apart.
+Location suffixed(Location loc, StringRef suffix) {
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return NameLoc::get(
+        StringAttr::get(loc.getContext(), named.getName().str() + suffix.str()),
+        named.getChildLoc());
+  return loc;
+}
+
+/// A new op standing for `from`: its shoal attributes (scope, stage) too.
+void copyShoalAttrs(Operation *from, Operation *to) {
+  for (NamedAttribute a : from->getAttrs())
+    if (a.getName().getValue().starts_with("shoal."))
+      to->setAttr(a.getName(), a.getValue());
+}
+
 /// Replaces weight `w` by a view with dimension `dim` made [n, size / n]
 /// and a reshape back to its type.
 void viewWeight(WeightOp w, unsigned dim, int64_t n) {
@@ -164,13 +327,139 @@ void viewWeight(WeightOp w, unsigned dim, int64_t n) {
   w.erase();
 }
 
+/// How many weight ops of each function name each initializer (more than
+/// one: a weight the model uses twice, tied).
+using WeightUses =
+    llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
+
+/// Computes `op` (a product whose last result dimension is cut in the
+/// unequal `pieces`; `chain`: its bias Add and the reshapes that keep the
+/// last dimension, in order) piece by piece, each with its block of the
+/// weight and the bias, and gives every take its piece. False (nothing
+/// changed) when a weight is shared, viewed already or not an initializer.
+bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
+                     ArrayRef<std::pair<int64_t, int64_t>> pieces,
+                     ArrayRef<Take> takes, const WeightUses &names) {
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  int64_t rank = outType.getRank();
+  auto iface = cast<ShardingRuleOpInterface>(op);
+  ShardingRule rule = iface.getShardingRule();
+  const DimFactors &last = rule.results[0][rank - 1];
+  if (last.size() != 1)
+    return false;
+  // (operand, weight, dimension) of every weight cut with the result.
+  SmallVector<std::tuple<unsigned, WeightOp, int64_t>> cuts;
+  auto usable = [&](WeightOp w) {
+    return w && w->hasOneUse() &&
+           names.lookup({w->getParentOfType<func::FuncOp>(),
+                         w.getNameAttr()}) == 1 &&
+           !w->hasAttr(ShoalDialect::kSourceShapeAttr) &&
+           !w->hasAttr(ShoalDialect::kSourceRangeAttr);
+  };
+  for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    auto w = v.getDefiningOp<WeightOp>();
+    if (w && w == bias)
+      continue;
+    for (auto [d, df] : llvm::enumerate(rule.operands[k]))
+      if (df.size() == 1 && df[0] == last[0]) {
+        if (!usable(w))
+          return false;
+        cuts.push_back({static_cast<unsigned>(k), w, static_cast<int64_t>(d)});
+      }
+  }
+  if (cuts.empty() || (bias && !usable(bias)))
+    return false;
+  for (Operation *c : chain)
+    if (isa<AddOp>(c) && !bias)
+      return false;
+  OpBuilder b(op);
+  SmallVector<Value> pieceValues;
+  for (auto [s, e] : pieces) {
+    std::string suffix = "[" + std::to_string(s) + ":" + std::to_string(e) + "]";
+    SmallVector<Value> blocks;
+    for (auto [k, w, d] : cuts)
+      blocks.push_back(weightBlock(b, w, d, s, e));
+    Value biasBlock;
+    if (bias)
+      biasBlock = weightBlock(b, bias, bias.getType().getRank() - 1, s, e);
+    Operation *p = b.clone(*op);
+    p->setLoc(suffixed(op->getLoc(), suffix));
+    for (auto [i, c] : llvm::enumerate(cuts))
+      p->setOperand(std::get<0>(c), blocks[i]);
+    for (OpOperand &o : p->getOpOperands())
+      if (bias && o.get() == bias.getResult())
+        o.set(biasBlock);
+    p->getResult(0).setType(withDim(outType, rank - 1, e - s));
+    Value cur = p->getResult(0);
+    for (Operation *c : chain) {
+      auto type = cast<RankedTensorType>(c->getResult(0).getType());
+      if (isa<ReshapeOp>(c)) {
+        auto r = b.create<ReshapeOp>(suffixed(c->getLoc(), suffix),
+                                     withDim(type, type.getRank() - 1, e - s),
+                                     cur);
+        copyShoalAttrs(c, r);
+        cur = r.getResult();
+        continue;
+      }
+      Operation *a = b.clone(*c);
+      a->setLoc(suffixed(c->getLoc(), suffix));
+      for (OpOperand &o : a->getOpOperands())
+        o.set(o.get() == bias.getResult() ? biasBlock : cur);
+      a->getResult(0).setType(withDim(type, type.getRank() - 1, e - s));
+      cur = a->getResult(0);
+    }
+    pieceValues.push_back(cur);
+  }
+  SetVector<Operation *> users;
+  for (const Take &t : takes) {
+    auto it = llvm::find(pieces, std::make_pair(t.start, t.end));
+    Value piece = pieceValues[it - pieces.begin()];
+    Operation *user = t.value.getDefiningOp();
+    users.insert(user);
+    if (piece.getType() != t.value.getType()) {
+      OpBuilder ub(user);
+      auto r = ub.create<ReshapeOp>(user->getLoc(), t.value.getType(), piece);
+      copyShoalAttrs(user, r);
+      piece = r.getResult();
+    }
+    Value(t.value).replaceAllUsesWith(piece);
+  }
+  // What computed the whole product, from its users up: the users, the
+  // constants they read (Gather indices), the reshape to [.., n, d] before
+  // them, the chain, the product and its weights.
+  SmallVector<Operation *> dead(users.begin(), users.end());
+  for (Operation *user : users)
+    for (Value v : user->getOperands())
+      if (auto c = v.getDefiningOp<ConstantOp>();
+          c && !llvm::is_contained(dead, c.getOperation()))
+        dead.push_back(c);
+  Value whole = chain.empty() ? op->getResult(0) : chain.back()->getResult(0);
+  for (Operation *user : whole.getUsers())
+    if (isa<ReshapeOp>(user) && !users.contains(user))
+      dead.push_back(user);
+  for (Operation *c : llvm::reverse(chain))
+    dead.push_back(c);
+  dead.push_back(op);
+  for (auto [k, w, d] : cuts)
+    dead.push_back(w);
+  if (bias)
+    dead.push_back(bias);
+  for (Operation *d : dead)
+    if (d->use_empty())
+      d->erase();
+  return true;
+}
+
 struct FusedWeightViewsPass
     : public ::shoal::impl::FusedWeightViewsPassBase<FusedWeightViewsPass> {
   void runOnOperation() final {
     SmallVector<Operation *> projections;
+    WeightUses names;
     getOperation().walk([&](Operation *op) {
       if (isa<MatMulOp, GemmOp>(op))
         projections.push_back(op);
+      if (auto w = dyn_cast<WeightOp>(op))
+        ++names[{w->getParentOfType<func::FuncOp>(), w.getNameAttr()}];
     });
     for (Operation *op : projections) {
       Value out = op->getResult(0);
@@ -181,6 +470,7 @@ struct FusedWeightViewsPass
       // A bias added after the product is cut with it.
       WeightOp bias;
       Value cut = out;
+      SmallVector<Operation *> chain;
       if (out.hasOneUse())
         if (auto add = dyn_cast<AddOp>(*out.getUsers().begin())) {
           Value other =
@@ -193,6 +483,7 @@ struct FusedWeightViewsPass
                            [](int64_t d) { return d == 1; })) {
             bias = other.getDefiningOp<WeightOp>();
             cut = add.getResult();
+            chain.push_back(add);
           }
         }
       if (auto gemm = dyn_cast<GemmOp>(op))
@@ -204,13 +495,20 @@ struct FusedWeightViewsPass
         if (auto reshape = dyn_cast<ReshapeOp>(*cut.getUsers().begin());
             reshape && reshape.getType().getRank() >= 1 &&
             reshape.getType().getDimSize(reshape.getType().getRank() - 1) ==
-                outType.getDimSize(rank - 1))
+                outType.getDimSize(rank - 1)) {
           cut = reshape.getResult();
-        else
+          chain.push_back(reshape);
+        } else {
           break;
+        }
       int64_t n = equalCut(cut);
-      if (n == 0)
+      if (n == 0) {
+        SmallVector<Take> takes;
+        auto pieces = unequalCut(cut, takes);
+        if (!pieces.empty())
+          computeByPieces(op, bias, chain, pieces, takes, names);
         continue;
+      }
       // The weight dimension that is the result's last (its own factor).
       auto iface = cast<ShardingRuleOpInterface>(op);
       ShardingRule rule = iface.getShardingRule();

@@ -110,7 +110,9 @@ struct OptimizerPass : public ::shoal::impl::OptimizerPassBase<OptimizerPass> {
   /// dimension in the source model, or named *bias) unless decayAll, and
   /// not to a weight a no-decay pattern matches.
   bool decays(WeightOp w) const {
-    StringRef name = w.getName();
+    // A block of an initializer (a fused projection computed by pieces) is
+    // matched by its initializer's name.
+    StringRef name = getSourceName(w);
     for (const llvm::GlobPattern &p : noDecayPatterns)
       if (p.match(name))
         return false;

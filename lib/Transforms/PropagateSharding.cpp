@@ -331,15 +331,24 @@ bool hasStackedExperts(TaskGraphOp tg) {
 /// stops where one contracts or sums it (a row-parallel product: partial
 /// sums, no gather) or where the value leaves the TaskGraph; a blocked
 /// factor (a LayerNorm over the hidden states, a softmax over the split
-/// dimension) needs it whole. At most `budget` uses are visited; past
-/// that, null.
-Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
-                             unsigned budget) {
+/// dimension) needs it whole. So does a product of two activations that
+/// contracts it (the scores of a key split along its head size would be
+/// partial sums), and an op whose result `planned` (the splits of the
+/// products decided before) has split along another dimension: a
+/// multi-query value head split along its head size meets the query's
+/// heads in the attention's second product. At most `budget` uses are
+/// visited; past that, null. `reached`: the values and dimensions the split
+/// would reach.
+Operation *
+firstNeedingWhole(Value v, int64_t dim, int64_t outer, unsigned budget,
+                  const llvm::DenseMap<Value, int64_t> &planned,
+                  SmallVectorImpl<std::pair<Value, int64_t>> &reached) {
   struct Split {
     Value value;
     int64_t dim, outer;
   };
   std::deque<Split> work{{v, dim, outer}};
+  reached.push_back({v, dim});
   while (!work.empty()) {
     Split at = work.front();
     work.pop_front();
@@ -361,6 +370,11 @@ Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
         continue;
       if (rule.factorKinds[f] == FactorKind::Blocked)
         return user;
+      if (rule.factorKinds[f] == FactorKind::Reduction &&
+          llvm::count_if(user->getOperands(), [](Value o) {
+            return !isWeightLike(o);
+          }) >= 2)
+        return user;
       if (rule.factorKinds[f] != FactorKind::Parallel)
         continue;
       for (auto [r, tf] : llvm::enumerate(rule.results))
@@ -368,8 +382,12 @@ Operation *firstNeedingWhole(Value v, int64_t dim, int64_t outer,
           int64_t before = 1;
           for (int g : df) {
             if (g == f) {
-              work.push_back(
-                  {user->getResult(r), static_cast<int64_t>(e), before * fo});
+              Value res = user->getResult(r);
+              auto it = planned.find(res);
+              if (it != planned.end() && it->second != (int64_t)e)
+                return user;
+              work.push_back({res, static_cast<int64_t>(e), before * fo});
+              reached.push_back({res, static_cast<int64_t>(e)});
               break;
             }
             before *= rule.factorSizes[g];
@@ -412,6 +430,9 @@ struct PropagateShardingPass
   int64_t spBatch = -1, spBatchDim = 0;
   /// Ops of the current TaskGraph split along the sequence.
   int64_t sequenceSplitOps = 0;
+  /// The values, and dimensions, that the column splits of products decided
+  /// so far reach (firstNeedingWhole).
+  llvm::DenseMap<Value, int64_t> plannedTp;
 
   void runOnOperation() final {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
@@ -501,6 +522,7 @@ struct PropagateShardingPass
     // (or [sequence, batch, hidden] when the inputs' batch dimension is 1).
     spBatch = -1;
     sequenceSplitOps = 0;
+    plannedTp.clear();
     if (isSplit && tpSize > 1 && tg->hasAttr(kSequenceParallelAttr)) {
       auto [dim, size] = getBatch(func);
       spBatch = size;
@@ -983,6 +1005,7 @@ struct PropagateShardingPass
            rule.factorSizes[best] % (bestOuter * tpSize) != 0))
         bestOuter = 1;
       if (best >= 0) {
+        SmallVector<std::pair<Value, int64_t>> reached;
         for (auto [r, tf] : llvm::enumerate(rule.results))
           for (auto [e, df] : llvm::enumerate(tf)) {
             if (best < 0 || !llvm::is_contained(df, best))
@@ -995,13 +1018,16 @@ struct PropagateShardingPass
                 break;
               runs *= rule.factorSizes[g];
             }
-            if (Operation *whole =
-                    firstNeedingWhole(op->getResult(r), e, runs, 512)) {
+            if (Operation *whole = firstNeedingWhole(
+                    op->getResult(r), e, runs, 512, plannedTp, reached)) {
               OpBuilder b(op);
               op->setAttr(kTpKeptWholeAttr, b.getStringAttr(describe(whole)));
               best = -1;
             }
           }
+        if (best >= 0)
+          for (auto [value, d] : reached)
+            plannedTp.try_emplace(value, d);
       }
       if (best >= 0) {
         if (rule.factorSizes[best] < tpSize)

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -880,11 +881,18 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
                 .str());
     } else {
       // Some weights are split, but these products use only whole ones.
-      SmallVector<Operation *> whole;
+      SmallVector<Operation *> whole, replicatedBlocks;
+      // Initializers of which some block (shoal.source_range) is split
+      // over tp in the module.
+      llvm::StringSet<> splitSiblings;
+      tg->getParentOfType<ModuleOp>().walk([&](WeightOp w) {
+        if (w->hasAttr(ShoalDialect::kSourceRangeAttr) && isSplitOver(w, "tp"))
+          splitSiblings.insert(getSourceName(w));
+      });
       for (Operation &op : body) {
         if (!isContraction(&op) && !isConvolution(&op))
           continue;
-        bool weighted = false, split = false;
+        bool weighted = false, split = false, block = true;
         // An attention's mask (a causal buffer) is not a factor of its
         // products.
         OperandRange factors = op.getOperands();
@@ -900,11 +908,40 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");
+            block &= splitSiblings.contains(getSourceName(w)) &&
+                     w->hasAttr(ShoalDialect::kSourceRangeAttr);
           }
         }
-        if (weighted && !split)
+        if (weighted && !split && block)
+          replicatedBlocks.push_back(&op);
+        else if (weighted && !split)
           whole.push_back(&op);
       }
+      // A block of a fused projection whose other blocks are split (a
+      // multi-query key/value head beside the query heads): replicated as
+      // Megatron-LM and vLLM replicate key/value heads when a tp group has
+      // more ranks than there are of them. Said, not warned.
+      if (replicatedBlocks.size() == 1)
+        info.notes.push_back(
+            llvm::formatv("{0} computes its block of a fused projection "
+                          "whole, while the projection's other blocks are "
+                          "split: the {1} ranks of a tp group all compute "
+                          "it (replicated work, by design: a key/value head "
+                          "beside split query heads)",
+                          getNodeName(replicatedBlocks.front()), tp)
+                .str());
+      else if (!replicatedBlocks.empty())
+        info.notes.push_back(
+            llvm::formatv("{0} matrix products, {1} to {2}, compute their "
+                          "blocks of fused projections whole, while the "
+                          "projections' other blocks are split: the {3} "
+                          "ranks of a tp group all compute them (replicated "
+                          "work, by design: key/value heads beside split "
+                          "query heads)",
+                          replicatedBlocks.size(),
+                          getNodeName(replicatedBlocks.front()),
+                          getNodeName(replicatedBlocks.back()), tp)
+                .str());
       // Those shoal-propagate-sharding kept whole on purpose: their split
       // would have been gathered at once (a lone projection at a scope's
       // edge); say why.

@@ -67,6 +67,8 @@ struct TaskGraphInfo {
   llvm::SmallVector<CollectiveInfo> collectives;
   llvm::SmallVector<TransferInfo> sends, recvs;
   llvm::SmallVector<std::string> warnings;
+  /// Replicated work that is so by design (not counted as warnings).
+  llvm::SmallVector<std::string> notes;
 };
 
 /// A value between TaskGraphs for the picture: graph input -> TaskGraph,

@@ -158,6 +158,8 @@ void ReportBuilder::printText(raw_ostream &os) {
     os << "\n";
     for (std::string &w : info.warnings)
       os << "  warning: TaskGraph \"" << tg.getSymName() << "\": " << w << "\n";
+    for (std::string &n : info.notes)
+      os << "  note: TaskGraph \"" << tg.getSymName() << "\": " << n << "\n";
     totalWarnings += info.warnings.size();
   }
 

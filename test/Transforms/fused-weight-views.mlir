@@ -3,8 +3,9 @@
 // GPT-2's c_attn (one Split into q, k, v) and nn.MultiheadAttention's
 // in_proj (three Slices), also through reshapes that keep the last
 // dimension (Hugging Face's Conv1D: the batch flattened for a Gemm with its
-// bias, restored before the Split). A cut in unequal pieces keeps the
-// weight as it is.
+// bias, restored before the Split). A cut in unequal pieces is computed
+// piece by piece, each with its block of the weight
+// (fused-weight-blocks.mlir).
 // Then, under split(2), shoal-propagate-sharding splits each piece by heads
 // (the view's last part over tp: a strided split of the product with 3
 // runs), the cut gives every piece a plain split, and nothing is gathered.
@@ -20,7 +21,7 @@
 // CHECK-LABEL: func.func @slices
 // CHECK: shoal.weight "in_proj.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK-LABEL: func.func @unequal
-// CHECK: shoal.weight "qkv.weight" : tensor<8x16xf32>
+// CHECK: shoal.weight "qkv.weight[:, 0:8]" {shoal.source_range = {{.*}}} : tensor<8x8xf32>
 // A reshape of the product into [.., 3, H, d] whose 3 pieces are taken one
 // by one (swin's qkv, after a permute) cuts 3 pieces; one into [.., H, d]
 // (a single projection's heads) cuts none, nor one into [.., H, 3, d]

@@ -230,4 +230,51 @@ TEST_F(ExportFixture, ReportsErrorsNamingThePath) {
   EXPECT_FALSE(fs::exists(dir + "/missing"));
 }
 
+TEST_F(ExportFixture, PutsBlocksTogether) {
+  // A weight read in blocks (a multi-query projection: the query columns
+  // split over y, the key/value columns whole): the export puts w [6, 4]
+  // together from "w[:, 0:3]" and "w[:, 3:4]".
+  std::string ck = dir + "/blocks";
+  Mesh mesh({"x", "y"}, {1, 3});
+  Tensor q(DType::F32, {6, 3}), kv(DType::F32, {6, 1});
+  for (int64_t i = 0; i < 18; ++i)
+    q.data<float>()[i] = float(100 + i);
+  for (int64_t i = 0; i < 6; ++i)
+    kv.data<float>()[i] = float(-i);
+  saveAsMesh(ck, 1, mesh,
+             {{"w[:, 0:3]", q, {{}, {"y"}}}, {"w[:, 3:4]", kv, {}}});
+  Checkpoint ckpt = Checkpoint::openLatest(ck);
+  std::map<std::string, std::vector<WeightBlock>> blocks{
+      {"w", {{"w[:, 3:4]", 1, 3, 1}, {"w[:, 0:3]", 1, 0, 3}}}};
+  TrainedModel model(ckpt, source, {"w"}, blocks);
+  EXPECT_EQ(model.typeOf("w").str(), "f32[6, 4]");
+  std::vector<float> expected;
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t c = 0; c < 3; ++c)
+      expected.push_back(float(100 + r * 3 + c));
+    expected.push_back(float(-r));
+  }
+  EXPECT_EQ(floatsOf(model.read("w")), expected);
+
+  // Blocks that leave columns out, or do not fit the initializer.
+  EXPECT_HAS(errorOf([&] {
+               TrainedModel(ckpt, source, {"w"},
+                            {{"w", {{"w[:, 0:3]", 1, 0, 3}}}});
+             }),
+             "the plan reads initializer 'w' (f32[6, 4]) in blocks that do "
+             "not cover it");
+  EXPECT_HAS(errorOf([&] {
+               TrainedModel(ckpt, source, {"w"},
+                            {{"w", {{"w[:, 0:3]", 1, 0, 2},
+                                    {"w[:, 3:4]", 1, 2, 2}}}});
+             }),
+             "weight 'w[:, 0:3]' is f32[6, 3] in checkpoint");
+  EXPECT_HAS(errorOf([&] {
+               TrainedModel(ckpt, source, {"w"},
+                            {{"w", {{"w[:, 0:3]", 1, 0, 3},
+                                    {"w[:, 3:5]", 1, 3, 1}}}});
+             }),
+             "has no tensor 'w[:, 3:5]'");
+}
+
 } // namespace

@@ -177,6 +177,40 @@ TEST(PlanLoader, ChecksWeightSourceShapes) {
                   "but the weight is f32[8, 3, 8]");
 }
 
+TEST(PlanLoader, ChecksWeightRanges) {
+  // A block of an initializer (one piece of a fused projection): columns
+  // [8, 12) of qkv [8, 16].
+  std::string dir = makeTempDir();
+  writeFile(dir + "/m.onnx", "");
+  auto make = [&](Shape shape, int axis, int64_t start, bool view) {
+    PlanBuilder b = validPlan();
+    int w = b.value({8, 4});
+    b.weight("qkv[:, 8:12]", w, b.source(dir + "/m.onnx"), {8, 4});
+    plan::WeightRange *r = b.prog->mutable_weights(0)->mutable_range();
+    r->set_name("qkv");
+    for (int64_t d : shape)
+      r->add_shape(d);
+    r->set_axis(axis);
+    r->set_start(start);
+    if (view)
+      for (int64_t d : {32})
+        b.prog->mutable_weights(0)->add_source_shape(d);
+    return b;
+  };
+  EXPECT_EQ(errorOf(make({8, 16}, 1, 8, false)), "");
+  EXPECT_ERROR(make({8, 16}, 1, 14, false),
+               "weight 'qkv[:, 8:12]' (f32[8, 4]) is no block of initializer "
+               "'qkv' of shape [8, 16] starting at 14 along axis 1");
+  EXPECT_ERROR(make({4, 16}, 1, 8, false),
+               "weight 'qkv[:, 8:12]' (f32[8, 4]) is no block of initializer "
+               "'qkv' of shape [4, 16] starting at 8 along axis 1");
+  EXPECT_ERROR(make({8, 16}, 2, 8, false),
+               "is no block of initializer 'qkv' of shape [8, 16] starting at "
+               "8 along axis 2");
+  EXPECT_ERROR(make({8, 16}, 1, 8, true),
+               "weight 'qkv[:, 8:12]' has both a range and a source_shape");
+}
+
 TEST(PlanLoader, ChecksCollectives) {
   PlanBuilder b({{"x", 2}, {"y", 2}});
   int x = b.value({4, 2});

@@ -110,7 +110,9 @@ void setInitializerData(onnx::TensorProto &t, const Tensor &value,
 
 TrainedModel::TrainedModel(const Checkpoint &checkpoint,
                            const std::string &sourcePath,
-                           std::vector<std::string> names)
+                           std::vector<std::string> names,
+                           std::map<std::string, std::vector<WeightBlock>>
+                               blockMap)
     : ckpt(checkpoint), model([&] {
         std::error_code ec;
         if (!fs::is_regular_file(sourcePath, ec))
@@ -120,10 +122,11 @@ TrainedModel::TrainedModel(const Checkpoint &checkpoint,
                                   sourcePath));
         return OnnxWeightFile(sourcePath);
       }()),
-      weights(std::move(names)) {
+      weights(std::move(names)), blocks(std::move(blockMap)) {
   std::sort(weights.begin(), weights.end());
   const auto &tensors = ckpt.manifest().tensors;
   for (const std::string &name : weights) {
+    auto split = blocks.find(name);
     const InitializerInfo *info = model.find(name);
     if (!info)
       throw Error(fmt::format("the source model {} has no initializer '{}', "
@@ -135,6 +138,40 @@ TrainedModel::TrainedModel(const Checkpoint &checkpoint,
                               "({}), which shoal does not write",
                               name, sourcePath, info->dataType,
                               onnxTypeName(info->dataType)));
+    if (split != blocks.end()) {
+      // Read in blocks: each block is a tensor of the checkpoint, and
+      // together they cover the initializer along their axis.
+      std::vector<WeightBlock> &parts = split->second;
+      std::sort(parts.begin(), parts.end(),
+                [](const WeightBlock &a, const WeightBlock &b) {
+                  return a.start < b.start;
+                });
+      int64_t at = 0;
+      for (const WeightBlock &b : parts) {
+        auto it = tensors.find(b.name);
+        if (it == tensors.end())
+          throw Error(fmt::format("checkpoint {} has no tensor '{}'",
+                                  ckpt.manifestPath(), b.name));
+        Shape shape = type.shape;
+        bool fits = b.axis >= 0 && b.axis < static_cast<int>(shape.size()) &&
+                    b.start == at;
+        if (fits)
+          shape[b.axis] = b.size;
+        if (!fits || it->second.globalType != TensorType{type.dtype, shape})
+          throw Error(fmt::format(
+              "weight '{}' is {} in checkpoint {}, which is not the block "
+              "of initializer '{}' ({}) that starts at {} along axis {}",
+              b.name, it->second.globalType.str(), ckpt.manifestPath(), name,
+              type.str(), b.start, b.axis));
+        at += b.size;
+      }
+      if (parts.empty() || at != type.shape[parts.front().axis])
+        throw Error(fmt::format("the plan reads initializer '{}' ({}) in "
+                                "blocks that do not cover it",
+                                name, type.str()));
+      types.emplace(name, type);
+      continue;
+    }
     auto it = tensors.find(name);
     if (it == tensors.end())
       throw Error(fmt::format("checkpoint {} has no tensor '{}'",
@@ -159,7 +196,27 @@ TensorType TrainedModel::typeOf(const std::string &name) const {
 }
 
 Tensor TrainedModel::read(const std::string &name) const {
-  return Tensor::alias(ckpt.readTensor(name), types.at(name).shape);
+  auto split = blocks.find(name);
+  if (split == blocks.end())
+    return Tensor::alias(ckpt.readTensor(name), types.at(name).shape);
+  // Put the blocks together: each fills its rows of every outer index.
+  const TensorType &type = types.at(name);
+  Tensor whole(type);
+  int axis = split->second.front().axis;
+  int64_t outer = 1, inner = static_cast<int64_t>(dtypeSize(type.dtype));
+  for (int d = 0; d < axis; ++d)
+    outer *= type.shape[d];
+  for (std::size_t d = axis + 1; d < type.shape.size(); ++d)
+    inner *= type.shape[d];
+  auto *out = static_cast<char *>(whole.rawData());
+  for (const WeightBlock &b : split->second) {
+    Tensor part = ckpt.readTensor(b.name);
+    const auto *in = static_cast<const char *>(part.rawData());
+    for (int64_t i = 0; i < outer; ++i)
+      std::memcpy(out + (i * type.shape[axis] + b.start) * inner,
+                  in + i * b.size * inner, b.size * inner);
+  }
+  return whole;
 }
 
 ExportSummary shoal::rt::writeSafetensors(

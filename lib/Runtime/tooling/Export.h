@@ -24,6 +24,7 @@
 #define SHOAL_RUNTIME_EXPORT_H
 
 #include "Checkpoint.h"
+#include "PlanLoader.h"
 #include "WeightLoader.h"
 
 #include <cstdint>
@@ -52,8 +53,11 @@ public:
   /// naming the path when the source no longer exists or is not an ONNX
   /// model, and naming the weight when one is missing from either or has
   /// another element type or count there.
+  /// `blocks`: the initializers the plan reads in blocks
+  /// (TrainingInfo::blocks), put together again from the blocks' tensors.
   TrainedModel(const Checkpoint &checkpoint, const std::string &sourcePath,
-               std::vector<std::string> names);
+               std::vector<std::string> names,
+               std::map<std::string, std::vector<WeightBlock>> blocks = {});
 
   const std::vector<std::string> &names() const { return weights; }
   bool contains(const std::string &name) const;
@@ -72,6 +76,7 @@ private:
   OnnxWeightFile model;
   std::vector<std::string> weights;
   std::map<std::string, TensorType> types;
+  std::map<std::string, std::vector<WeightBlock>> blocks;
 };
 
 /// What an export wrote, for shoal-run's summary line.

@@ -189,9 +189,17 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     Shape offsets =
         blockOffsets(w.globalType.shape, w.sharding, plan.mesh, coords);
     const Shape &local = plan.values[w.value].shape;
+    // A block of an initializer (Weight.range) is read from the whole
+    // initializer, its offsets moved to the block.
+    TensorType sourceType = w.globalType;
+    Shape sourceOffsets = offsets;
+    if (w.rangeAxis >= 0) {
+      sourceType.shape = w.rangeShape;
+      sourceOffsets[w.rangeAxis] += w.rangeStart;
+    }
     Tensor t;
     auto fromInit =
-        init ? initNames.matched.find(w.initializer) : initNames.matched.end();
+        init ? initNames.matched.find(w.sourceName) : initNames.matched.end();
     if (checkpoint) {
       t = checkpoint->readBlock(w.initializer, w.globalType, offsets, local);
     } else if (w.zeroInit) {
@@ -199,8 +207,8 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     } else if (fromInit != initNames.matched.end()) {
       // The ONNX model's fingerprint says nothing of these.
       try {
-        t = init->loadBlock(fromInit->second, w.globalType, offsets, local,
-                            w.sourceShape);
+        t = init->loadBlock(fromInit->second, sourceType, sourceOffsets,
+                            local, w.sourceShape);
       } catch (const Error &e) {
         throw Error(fmt::format("--init-from: weight '{}': {}", w.initializer,
                                 e.what()));
@@ -212,15 +220,15 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
       // The weights the plan was compiled with, wherever they are stored
       // now (a re-export with new weights and the same shapes would run and
       // compute garbage).
-      if (w.digest && fingerprinted.insert(w.initializer).second &&
-          file->digest(w.initializer) != w.digest)
+      if (w.digest && fingerprinted.insert(w.sourceName).second &&
+          file->digest(w.sourceName) != w.digest)
         throw Error(fmt::format(
             "weight '{}' in {} is not the one the plan was compiled with "
             "(its fingerprint differs: the model was re-exported or its "
             "weights changed); compile the plan again",
-            w.initializer, file->path()));
+            w.sourceName, file->path()));
       try {
-        t = file->loadBlock(w.initializer, w.globalType, offsets, local,
+        t = file->loadBlock(w.sourceName, sourceType, sourceOffsets, local,
                             w.sourceShape);
       } catch (const Error &e) {
         throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
@@ -520,7 +528,7 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
       Checkpoint checkpoint = Checkpoint::open(
           (fs::path(root) / checkpointFolderName(step)).string());
       TrainedModel model(checkpoint, exportSource(plan),
-                         modelWeightNames(plan));
+                         modelWeightNames(plan), plan.training.blocks);
       std::string steps = std::to_string(step);
       auto mib = [](uint64_t bytes) { return double(bytes) / (1 << 20); };
       if (!train.exportOnnx.empty()) {

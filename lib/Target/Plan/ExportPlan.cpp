@@ -733,7 +733,17 @@ private:
         weight->set_source(0);
         weight->set_zero_init(zeros);
         if (!zeros)
-          weight->set_digest(weightDigest(w.getName().str()));
+          weight->set_digest(weightDigest(getSourceName(w).str()));
+        if (auto range = w->getAttrOfType<DictionaryAttr>(
+                ShoalDialect::kSourceRangeAttr)) {
+          plan::WeightRange *r = weight->mutable_range();
+          r->set_name(getSourceName(w).str());
+          for (int64_t d :
+               range.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+            r->add_shape(d);
+          r->set_axis(range.getAs<IntegerAttr>("axis").getInt());
+          r->set_start(range.getAs<IntegerAttr>("start").getInt());
+        }
         ShardingAttr s;
         if (auto list =
                 w->getAttrOfType<ArrayAttr>(ShoalDialect::kShardingAttr))

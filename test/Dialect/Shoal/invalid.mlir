@@ -257,6 +257,30 @@ func.func @weight_view_elements() -> tensor<8x3x4xf32> {
 
 // -----
 
+func.func @weight_block_outside() -> tensor<8x8xf32> {
+  // expected-error @+1 {{'shoal.weight' op weight 'w[:, 12:20]' of shape [8, 8] is no block of initializer 'w' of shape [8, 16] starting at 12 along axis 1}}
+  %w = shoal.weight "w[:, 12:20]" {shoal.source_range = {axis = 1 : i64, initializer = "w", shape = array<i64: 8, 16>, start = 12 : i64}} : tensor<8x8xf32>
+  return %w : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @weight_block_other_dims() -> tensor<4x8xf32> {
+  // expected-error @+1 {{'shoal.weight' op weight 'w[:, 0:8]' of shape [4, 8] is no block of initializer 'w' of shape [8, 16] starting at 0 along axis 1}}
+  %w = shoal.weight "w[:, 0:8]" {shoal.source_range = {axis = 1 : i64, initializer = "w", shape = array<i64: 8, 16>, start = 0 : i64}} : tensor<4x8xf32>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @weight_block_fields() -> tensor<8x8xf32> {
+  // expected-error @+1 {{'shoal.weight' op weight 'w[:, 0:8]': shoal.source_range needs initializer, shape, axis and start}}
+  %w = shoal.weight "w[:, 0:8]" {shoal.source_range = {axis = 1 : i64, shape = array<i64: 8, 16>, start = 0 : i64}} : tensor<8x8xf32>
+  return %w : tensor<8x8xf32>
+}
+
+// -----
+
 func.func @assign_type_mismatch(%v: tensor<4xf32>) {
   %w = shoal.weight "bn.running_mean" : tensor<8xf32>
   // expected-error @+1 {{'shoal.assign' op every operand must have the weight's type 'tensor<8xf32>', got 'tensor<4xf32>'}}

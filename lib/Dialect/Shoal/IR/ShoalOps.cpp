@@ -146,7 +146,47 @@ LogicalResult WeightOp::verify() {
                            << fmtShape(shape)
                            << ", which has another number of elements";
   }
+  if (auto range = (*this)->getAttrOfType<DictionaryAttr>(
+          ShoalDialect::kSourceRangeAttr)) {
+    auto name = range.getAs<StringAttr>("initializer");
+    auto shape = range.getAs<DenseI64ArrayAttr>("shape");
+    auto axis = range.getAs<IntegerAttr>("axis");
+    auto start = range.getAs<IntegerAttr>("start");
+    if (!name || name.getValue().empty() || !shape || !axis || !start)
+      return emitOpError() << "weight '" << getName()
+                           << "': shoal.source_range needs initializer, "
+                              "shape, axis and start";
+    if ((*this)->hasAttr(ShoalDialect::kSourceShapeAttr))
+      return emitOpError() << "weight '" << getName()
+                           << "' has both shoal.source_range and "
+                              "shoal.source_shape";
+    SmallVector<int64_t> own(getType().getShape());
+    if (auto g =
+            (*this)->getAttrOfType<DenseI64ArrayAttr>("shoal.global_shape"))
+      own.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    int64_t a = axis.getInt(), s = start.getInt();
+    ArrayRef<int64_t> src = shape.asArrayRef();
+    bool ok = src.size() == own.size() && a >= 0 &&
+              a < static_cast<int64_t>(own.size()) && s >= 0 &&
+              s + own[a] <= src[a];
+    for (size_t d = 0; ok && d < own.size(); ++d)
+      ok = static_cast<int64_t>(d) == a || src[d] == own[d];
+    if (!ok)
+      return emitOpError() << "weight '" << getName() << "' of shape "
+                           << fmtShape(own) << " is no block of initializer '"
+                           << name.getValue() << "' of shape "
+                           << fmtShape(src) << " starting at " << s
+                           << " along axis " << a;
+  }
   return success();
+}
+
+StringRef shoal::getSourceName(WeightOp w) {
+  if (auto range =
+          w->getAttrOfType<DictionaryAttr>(ShoalDialect::kSourceRangeAttr))
+    if (auto name = range.getAs<StringAttr>("initializer"))
+      return name.getValue();
+  return w.getName();
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }

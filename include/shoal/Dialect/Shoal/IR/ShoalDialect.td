@@ -31,6 +31,12 @@ def Shoal_Dialect : Dialect {
     /// initializer's shape.
     static constexpr ::llvm::StringLiteral kSourceShapeAttr =
         "shoal.source_shape";
+    /// On a weight that is a block of an initializer (one piece of a fused
+    /// projection cut in unequal pieces): {initializer, shape, axis, start},
+    /// the initializer's name and shape and where along `axis` the block
+    /// starts. The weight's own name then names the block.
+    static constexpr ::llvm::StringLiteral kSourceRangeAttr =
+        "shoal.source_range";
     /// On a graph input: its batch dimension (0 when absent).
     static constexpr ::llvm::StringLiteral kBatchDimAttr = "shoal.batch_dim";
     /// Training: "backward" or "optimizer" on ops and TaskGraphs (absent:

@@ -52,6 +52,11 @@ namespace shoal {
 /// The `axis` attribute of an ONNX op (`dflt` if absent), normalized into
 /// [0, rank); -1 if it is out of range.
 int64_t getOnnxAxis(OnnxOp op, int64_t rank, int64_t dflt);
+
+/// The name of the initializer weight `w` reads: its own, or that of the
+/// initializer it is a block of (`shoal.source_range`). Training configs'
+/// weight patterns (frozen, no weight decay) match this name.
+llvm::StringRef getSourceName(WeightOp w);
 } // namespace shoal
 
 #endif // SHOAL_DIALECT_SHOAL_IR_SHOALOPS_H
