@@ -30,7 +30,8 @@ HEADS = 4
 
 class Model:
     def __init__(self, name, group, build, needs=(), layers=None, batch_dims=None,
-                 train=False, lm=False, notes="", pipeline=True, opset=None):
+                 train=False, lm=False, notes="", pipeline=True, opset=None,
+                 tensor_parallel_layers=None):
         self.name = name
         self.group = group              # torchvision | torch.nn | transformers
         self.build = build              # build(torch) -> (module, inputs, output names)
@@ -42,6 +43,9 @@ class Model:
         self.notes = notes
         self.pipeline = pipeline        # False: the layer names cannot cut stages
         self.opset = opset              # the export's opset (None: the runner's)
+        # None, or why the layers have no tensor-parallel layout that
+        # computes no replicated work (train-rep-split is then n/a).
+        self.tensor_parallel_layers = tensor_parallel_layers
 
 
 def _rng(salt):
@@ -267,6 +271,8 @@ MODELS += [
           notes="as nn.TransformerEncoder, sequence-first (batch_first=False)"),
     Model("strided_ops", "torch.nn", _strided_ops,
           layers=r"^(/layers\.\d+/)", train=True,
+          tensor_parallel_layers="its layers flip and stride the hidden dimension of "
+                                 "their first product, which must then stay whole",
           notes="2 blocks of a float cumsum over the sequence, flip (Slice step "
                 "-1) and x[..., ::2] (Slice step 2): their gradients"),
     Model("nn.TransformerEncoder-opset11", "torch.nn", _nn_encoder,
@@ -454,7 +460,7 @@ def _clip_text(t):
 
 def _hf_vit(t):
     return t.ViTForImageClassification(t.ViTConfig(
-        image_size=32, patch_size=8, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=2,
+        image_size=24, patch_size=8, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=2,
         num_attention_heads=HEADS, intermediate_size=128, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, num_labels=10, initializer_range=0.1))
 
@@ -512,9 +518,11 @@ MODELS += [
           layers=r"^(/hf/text_model/encoder/layers\.\d+/)", train=True,
           notes="CLIPTextModelWithProjection, pooled at each sequence's argmax id "
                 "(a gather that mixes the batch)"),
-    Model("hf_vit", "transformers", _hf(_hf_vit, ["pixel_values"], image=32), HF,
+    Model("hf_vit", "transformers", _hf(_hf_vit, ["pixel_values"], image=24), HF,
           layers=r"^(/hf/vit/encoder/layer\.\d+/)", train=True,
-          notes="ViTForImageClassification, 32x32, patch 8"),
+          notes="ViTForImageClassification, 24x24, patch 8: 9 patches and the class "
+                "token, 10 positions that sequence parallelism splits over tp=2 (an "
+                "odd count is refused, as Megatron-LM refuses it)"),
     Model("t5", "transformers", _hf(_t5, ["input_ids", "decoder_input_ids"]), HF,
           layers=r"^(/hf/(?:encoder|decoder)/block\.\d+/)", train=True, lm=True,
           notes="T5ForConditionalGeneration"),
