@@ -51,6 +51,20 @@ if smi:
     except Exception:
         pass
 
+# Runs a command as a user whom file permissions bind (root ignores them):
+# as nobody when the tests run as root and may switch user, else as is.
+if os.getuid() != 0:
+    config.available_features.add("unprivileged")
+    config.substitutions.append(("%unprivileged", ""))
+else:
+    setpriv = shutil.which("setpriv")
+    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else None
+    if drop and subprocess.run(drop + ["true"], capture_output=True).returncode == 0:
+        config.available_features.add("unprivileged")
+        # Open MPI's session folder goes under TMPDIR, which lit makes
+        # private to root.
+        config.substitutions.append(("%unprivileged", "env TMPDIR=/tmp " + " ".join(drop)))
+
 # Graphviz, to check that --report-dot writes a picture dot can read.
 if shutil.which("dot"):
     config.available_features.add("graphviz")

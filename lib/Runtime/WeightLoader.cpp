@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 using namespace shoal::rt;
 using google::protobuf::internal::WireFormatLite;
@@ -671,4 +672,19 @@ uint64_t shoal::rt::OnnxWeightDigests::digest(const std::string &name) {
   if (!impl)
     impl = std::make_unique<Impl>(path);
   return impl->file.digest(name);
+}
+
+std::vector<std::string> OnnxWeightFile::externalLocations() const {
+  namespace fs = std::filesystem;
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  fs::path folder = fs::path(path()).parent_path();
+  for (const auto &[name, info] : index)
+    if (info.external && !info.externalLocation.empty()) {
+      std::string p = (folder / info.externalLocation).lexically_normal().string();
+      if (seen.insert(p).second)
+        out.push_back(p);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
 }

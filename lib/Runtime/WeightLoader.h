@@ -99,6 +99,10 @@ public:
   /// wherever it is stored), as recorded in a plan's Weight.digest.
   uint64_t digest(const std::string &name) const;
 
+  /// The external data files the model's initializers name (their
+  /// `location`s resolved against the model's folder), each once.
+  std::vector<std::string> externalLocations() const;
+
   /// How many distinct external data files have been mapped so far.
   std::size_t numExternalFiles() const { return externalFiles.size(); }
 

@@ -19,8 +19,13 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;
@@ -150,8 +155,27 @@ void shoal::rt::writeTrace(const std::string &path, const LoadedPlan &plan,
     throw Error(fmt::format("cannot write the trace {}", e));
 }
 
+void shoal::rt::checkWritableFolder(const std::string &dir,
+                                    const std::string &what) {
+  // A probe file of this process: permissions, read-only mounts, a full
+  // inode table all show up here, before the first step.
+  fs::path probe = fs::path(dir.empty() ? "." : dir) /
+                   fmt::format(".shoal-write-check.{}", ::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    ::unlink(probe.c_str());
+    fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0)
+    throw Error(fmt::format("cannot write into the folder {} of the {}: {}",
+                            dir.empty() ? "." : dir, what,
+                            std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 /// Creates the folder of the file `path` (if any) that `flag` names and
-/// checks that `path` is not a folder.
+/// checks that `path` is not a folder and that the folder takes new files.
 void shoal::rt::checkOutputFile(const std::string &path, const char *what,
                                 const char *flag) {
   if (path.empty())
@@ -166,4 +190,6 @@ void shoal::rt::checkOutputFile(const std::string &path, const char *what,
   if (fs::is_directory(path))
     throw Error(fmt::format("the {} {} is a folder; {} needs a file", what,
                             path, flag));
+  checkWritableFolder(folder.string(), fmt::format("{} {} ({})", what, path,
+                                                   flag));
 }

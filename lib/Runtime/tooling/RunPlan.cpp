@@ -455,6 +455,21 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
       throw Error(fmt::format("--export-onnx {} is the plan's source model; "
                               "write the trained model to another file",
                               train.exportOnnx));
+    // The export writes FILE and FILE.data: neither may be a file the run
+    // reads (the source model's external data, the plan).
+    std::vector<std::string> read = OnnxWeightFile(source).externalLocations();
+    read.push_back(plan.path);
+    for (const std::string &written :
+         {train.exportOnnx, train.exportOnnx + ".data"})
+      for (const std::string &r : read)
+        if (fs::exists(written, ec) && fs::exists(r, ec) &&
+            fs::equivalent(written, r, ec))
+          throw Error(fmt::format(
+              "--export-onnx {} would write {}, which the run reads ({}); "
+              "write the trained model to another file",
+              train.exportOnnx, written,
+              r == plan.path ? "the plan"
+                             : "external data of the source model " + source));
   }
   if (!train.exportSafetensorsDir.empty()) {
     const std::string &dir = train.exportSafetensorsDir;
@@ -464,6 +479,7 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
       throw Error(fmt::format("cannot create the folder {} of "
                               "--export-safetensors{}",
                               dir, ec ? ": " + ec.message() : std::string()));
+    checkWritableFolder(dir, "exported weights (--export-safetensors)");
     checkNotInitFrom(dir, "--export-safetensors");
   }
   if (!train.exportHfDir.empty()) {
@@ -473,6 +489,7 @@ void checkExportPaths(const LoadedPlan &plan, const TrainingOptions &train) {
     if (!fs::is_directory(dir))
       throw Error(fmt::format("cannot create the folder {} of --export-hf{}",
                               dir, ec ? ": " + ec.message() : std::string()));
+    checkWritableFolder(dir, "exported model (--export-hf)");
     for (const std::string &from : {train.initFrom, train.hfConfigDir})
       if (!from.empty() && fs::equivalent(dir, from, ec))
         throw Error(fmt::format("--export-hf {} is the folder the run reads "
@@ -784,6 +801,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         throw Error(fmt::format("cannot create the outputs folder {}{}",
                                 options.outputsDir,
                                 ec ? ": " + ec.message() : std::string()));
+      checkWritableFolder(options.outputsDir, "outputs (--outputs)");
     }
     if (rank == 0 && !train.saveDir.empty()) {
       std::error_code ec;
@@ -792,6 +810,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
         throw Error(fmt::format("cannot create the checkpoint folder {}{}",
                                 train.saveDir,
                                 ec ? ": " + ec.message() : std::string()));
+      checkWritableFolder(train.saveDir, "checkpoints (--save)");
     }
     if (exports(train)) {
       exportSource(*plan);

@@ -86,6 +86,10 @@ void writeTrace(const std::string &path, const LoadedPlan &plan,
 /// checks that `path` is not a folder.
 void checkOutputFile(const std::string &path, const char *what,
                      const char *flag);
+/// Checks that a new file can be written into the folder `dir` ("" is the
+/// current folder), by writing and removing one; throws Error naming `what`
+/// and the system's reason.
+void checkWritableFolder(const std::string &dir, const std::string &what);
 
 //===----------------------------------------------------------------------===//
 // Reports (Reports.cpp)
