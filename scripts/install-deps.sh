@@ -26,7 +26,7 @@ packages=(
   cmake ninja-build g++ ccache lld
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libonnx-dev python3-onnx libonnx-testdata libprotobuf-dev protobuf-compiler
-  libfmt-dev libgtest-dev libyaml-cpp-dev libssl-dev
+  libfmt-dev libgtest-dev libyaml-cpp-dev libssl-dev zlib1g-dev
   clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libgloo-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-yaml python3-venv

@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -166,6 +168,14 @@ public:
                            "shape {}",
                            where, shard.file, formatShape(shard.offset),
                            formatShape(e.globalType.shape)));
+      if (const JsonValue *crc = s.find("crc32")) {
+        int64_t c = integer(*crc, where + " shard crc32");
+        if (c < 0 || c > 0xffffffffLL)
+          fail(fmt::format("{}: shard {} has crc32 {}, expected 0 to {}",
+                           where, shard.file, c, 0xffffffffLL));
+        shard.hasCrc = true;
+        shard.crc = static_cast<uint32_t>(c);
+      }
       if (const JsonValue *shape = s.find("shape")) {
         shard.shape = ints(*shape, where + " shard shape");
         if (shard.shape.size() != e.globalType.shape.size() ||
@@ -191,10 +201,10 @@ std::string shapeJson(const Shape &s) {
 std::string entryJson(const CheckpointEntry &e) {
   std::vector<std::string> shards;
   for (const CheckpointShard &s : e.shards)
-    shards.push_back(fmt::format("{{\"file\": {}, \"offset\": {}, \"shape\": "
-                                 "{}}}",
-                                 jsonString(s.file), shapeJson(s.offset),
-                                 shapeJson(s.shape)));
+    shards.push_back(fmt::format(
+        "{{\"file\": {}, \"offset\": {}, \"shape\": {}{}}}",
+        jsonString(s.file), shapeJson(s.offset), shapeJson(s.shape),
+        s.hasCrc ? fmt::format(", \"crc32\": {}", s.crc) : std::string()));
   return fmt::format("{{\"dtype\": \"{}\", \"shape\": {}, \"shards\": [{}]}}",
                      dtypeJsonName(e.globalType.dtype),
                      shapeJson(e.globalType.shape), fmt::join(shards, ", "));
@@ -316,7 +326,7 @@ shoal::rt::writeCheckpointShards(const std::string &folder, const Mesh &mesh,
     syncPath(path, false);
     CheckpointEntry &e = written[t.name];
     e.globalType = t.globalType;
-    e.shards.push_back({file, offsets, clipped});
+    e.shards.push_back({file, offsets, clipped, true, fileCrc32(path)});
   }
   return written;
 }
@@ -324,9 +334,9 @@ shoal::rt::writeCheckpointShards(const std::string &folder, const Mesh &mesh,
 std::string shoal::rt::manifestJson(const CheckpointManifest &m) {
   return fmt::format("{{\"format\": \"shoal.checkpoint\", \"version\": 1, "
                      "\"step\": {}, \"world_size\": {},\n \"optimizer\": {},\n "
-                     "\"tensors\": {}}}\n",
+                     "\"run_id\": {},\n \"tensors\": {}}}\n",
                      m.step, m.worldSize, jsonString(m.optimizer),
-                     tensorsJson(m.tensors, "\n  "));
+                     jsonString(m.runId), tensorsJson(m.tensors, "\n  "));
 }
 
 void shoal::rt::commitCheckpoint(const std::string &dir,
@@ -369,7 +379,7 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
                                const std::string &optimizer, const Mesh &mesh,
                                const std::vector<int64_t> &coords,
                                const std::vector<CheckpointTensor> &tensors,
-                               Communicator &world) {
+                               Communicator &world, const std::string &runId) {
   int rank = world.rank(), size = world.size();
   std::string tmp =
       (fs::path(dir) / (".tmp-" + checkpointFolderName(step))).string();
@@ -401,6 +411,7 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
     manifest.step = step;
     manifest.worldSize = size;
     manifest.optimizer = optimizer;
+    manifest.runId = runId;
     for (int r = 0; r < size; ++r) {
       ManifestReader reader(fmt::format("the checkpoint list of rank {}", r));
       JsonValue parsed = parseJson(
@@ -441,6 +452,10 @@ Checkpoint Checkpoint::open(const std::string &folder) {
   if (!fs::is_regular_file(path, ec))
     throw Error(fmt::format("checkpoint {} has no manifest ({} not found)",
                             folder, path));
+  if (fs::is_symlink(path, ec))
+    throw Error(fmt::format("checkpoint manifest {} is a symbolic link; a "
+                            "checkpoint's files must be files of its folder",
+                            path));
   std::string text = readText(path, "checkpoint manifest");
   JsonValue root =
       parseJson(text.data(), text.size(),
@@ -470,6 +485,9 @@ Checkpoint Checkpoint::open(const std::string &folder) {
   if (const JsonValue *o = root.find("optimizer");
       o && o->kind == JsonValue::String)
     c.info.optimizer = o->text;
+  if (const JsonValue *id = root.find("run_id");
+      id && id->kind == JsonValue::String)
+    c.info.runId = id->text;
   c.info.tensors = parseTensors(
       r.member(root, "tensors", JsonValue::Object, "the manifest"), r);
   return c;
@@ -574,6 +592,9 @@ Checkpoint Checkpoint::openLatest(const std::string &dir) {
                             dir));
   if (!fs::is_directory(dir, ec))
     throw Error(fmt::format("checkpoint folder {} is not a folder", dir));
+  // A step folder: that step.
+  if (fs::is_regular_file(fs::path(dir) / "manifest.json", ec))
+    return open(dir);
   std::string folder = latestFolder(dir);
   if (folder.empty())
     throw Error(fmt::format("no checkpoint in {} (no 'latest' naming a step "
@@ -615,6 +636,12 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
       if (!overlaps && numElements(region) > 0)
         continue;
     }
+    // Like external data, a shard must be a file of the step folder, not a
+    // link to one anywhere.
+    std::error_code lec;
+    if (fs::is_symlink(path, lec))
+      throw corrupt("is a symbolic link; a checkpoint's shards must be files "
+                    "of its folder");
     MappedFile file = [&] {
       try {
         return MappedFile(path, "checkpoint shard");
@@ -629,6 +656,19 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
     } catch (const Error &err) {
       throw Error(fmt::format("checkpoint {}: tensor '{}': {}", manifestPath(),
                               name, err.what()));
+    }
+    if (verify && s.hasCrc && !verified.count(path)) {
+      uint32_t crc = static_cast<uint32_t>(
+          crc32_z(0L, reinterpret_cast<const Bytef *>(file.data()),
+                  file.size()));
+      if (crc != s.crc)
+        throw corrupt(fmt::format(
+            "has CRC-32 {:08x}, but the manifest says {:08x}: it changed "
+            "after the save (a damaged file, or a shard of another "
+            "checkpoint); restore it or resume from another step (--resume "
+            "DIR/step-N; --no-verify skips the check)",
+            crc, s.crc));
+      verified.insert(path);
     }
     const Shape &shape = header.type.shape;
     // bf16 shards are written as float32 (writeNpy); convert them back.
@@ -692,4 +732,103 @@ Tensor Checkpoint::readTensor(const std::string &name) const {
         fmt::format("checkpoint {} has no tensor '{}'", manifestPath(), name));
   const TensorType &type = it->second.globalType;
   return readBlock(name, type, Shape(type.shape.size(), 0), type.shape);
+}
+
+uint32_t shoal::rt::fileCrc32(const std::string &path) {
+  MappedFile file(path, "checkpoint shard");
+  return static_cast<uint32_t>(
+      crc32_z(0L, reinterpret_cast<const Bytef *>(file.data()), file.size()));
+}
+
+namespace {
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0)
+    return "?";
+  return buf;
+}
+
+/// Creates `path` exclusively with `text`; false if it exists.
+bool createExclusive(const std::string &path, const std::string &text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      return false;
+    throw Error(fmt::format("cannot create the checkpoint lock {}: {}", path,
+                            std::strerror(errno)));
+  }
+  bool ok = ::write(fd, text.data(), text.size()) ==
+            static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok)
+    throw Error(fmt::format("cannot write the checkpoint lock {}", path));
+  return true;
+}
+
+} // namespace
+
+CheckpointLock::CheckpointLock(const std::string &dir,
+                               const std::string &runId)
+    : path((fs::path(dir) / ".lock").string()) {
+  std::string host = hostName();
+  owner = fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
+                      host, ::getpid());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (createExclusive(path, owner))
+      return;
+    std::string held;
+    std::error_code ec;
+    if (fs::is_symlink(path, ec) ||
+        !shoal::readRegularFile(path, held, 4096).empty())
+      held.clear();
+    // "run R host H pid P": a process of this host that is gone left it.
+    char r[128] = {0}, h[256] = {0};
+    long pid = 0;
+    bool parsed =
+        std::sscanf(held.c_str(), "run %127s host %255s pid %ld", r, h,
+                    &pid) == 3;
+    bool stale = parsed && host == h && pid > 0 &&
+                 ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if (!stale) {
+      while (!held.empty() && (held.back() == '\n' || held.back() == '\r'))
+        held.pop_back();
+      path.clear();
+      throw Error(fmt::format(
+          "checkpoint folder {} is in use by another job ({}): two jobs "
+          "saving to one folder would mix their checkpoints; give each job "
+          "its own --save folder, or remove {}/.lock if that job is gone",
+          dir, held.empty() ? "its .lock cannot be read" : held, dir));
+    }
+    ::unlink(path.c_str());
+  }
+  path.clear();
+  throw Error(fmt::format("cannot take the checkpoint lock {}/.lock", dir));
+}
+
+CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
+    : path(std::move(other.path)), owner(std::move(other.owner)) {
+  other.path.clear();
+}
+
+CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
+  if (this != &other) {
+    release();
+    path = std::move(other.path);
+    owner = std::move(other.owner);
+    other.path.clear();
+  }
+  return *this;
+}
+
+CheckpointLock::~CheckpointLock() { release(); }
+
+void CheckpointLock::release() {
+  if (path.empty())
+    return;
+  // Only our own lock: never one another job took over meanwhile.
+  std::string held;
+  if (shoal::readRegularFile(path, held, 4096).empty() && held == owner)
+    ::unlink(path.c_str());
+  path.clear();
 }

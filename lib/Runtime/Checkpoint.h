@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct CheckpointShard {
   Shape offset;
   /// The block's shape (from the file's header when loading).
   Shape shape;
+  /// CRC-32 (zlib's) of the whole file; checkpoints written before
+  /// checksums have none.
+  bool hasCrc = false;
+  uint32_t crc = 0;
 };
 
 struct CheckpointEntry {
@@ -68,6 +73,8 @@ struct CheckpointManifest {
   int64_t step = 0;
   int64_t worldSize = 0;
   std::string optimizer;
+  /// The run that wrote it (RunId), "" in checkpoints written before.
+  std::string runId;
   std::map<std::string, CheckpointEntry> tensors;
 };
 
@@ -103,7 +110,29 @@ void saveCheckpoint(const std::string &dir, int64_t step,
                     const std::string &optimizer, const Mesh &mesh,
                     const std::vector<int64_t> &coords,
                     const std::vector<CheckpointTensor> &tensors,
-                    Communicator &world);
+                    Communicator &world, const std::string &runId = "");
+
+/// The CRC-32 of a file's bytes (zlib's crc32), or throws Error naming it.
+uint32_t fileCrc32(const std::string &path);
+
+/// A lock on a checkpoint folder, held by the one job that saves there:
+/// `DIR/.lock` (created exclusively) names the job's run id, host and
+/// process. A second job that asks for it is refused, naming the holder,
+/// unless the holder is a process of this host that no longer exists (a
+/// killed run): its lock is taken over. Released when destroyed.
+class CheckpointLock {
+public:
+  CheckpointLock() = default;
+  /// Throws Error when another live job holds `dir`.
+  CheckpointLock(const std::string &dir, const std::string &runId);
+  CheckpointLock(CheckpointLock &&other) noexcept;
+  CheckpointLock &operator=(CheckpointLock &&other) noexcept;
+  ~CheckpointLock();
+
+private:
+  void release();
+  std::string path, owner;
+};
 
 /// `dir` is a folder holding a complete checkpoint (what
 /// Checkpoint::openLatest would open).
@@ -122,8 +151,9 @@ public:
   /// Opens the newest complete checkpoint under `dir`: the one `latest`
   /// names or, when `latest` is missing or names no complete folder, the
   /// step folder with a manifest and the highest step (leftover .tmp-step
-  /// folders and folders without a manifest are ignored). Throws Error when
-  /// there is none.
+  /// folders and folders without a manifest are ignored); `dir` itself when
+  /// it is a step folder (`--resume DIR/step-00000002`: that step). Throws
+  /// Error when there is none.
   static Checkpoint openLatest(const std::string &dir);
 
   const std::string &folder() const { return dir; }
@@ -143,9 +173,16 @@ public:
   /// every rank wrote a part of.
   Tensor readTensor(const std::string &name) const;
 
+  /// Whether reads check each shard's CRC-32 against the manifest (the
+  /// default; shoal-run --no-verify turns it off).
+  void setVerify(bool on) { verify = on; }
+
 private:
   std::string dir;
   CheckpointManifest info;
+  bool verify = true;
+  /// Shard files whose checksum was checked already.
+  mutable std::set<std::string> verified;
 };
 
 } // namespace rt

@@ -113,9 +113,13 @@ const char kUsage[] =
     "                 checkpoint) over --eval-data and exit\n"
     "  --save DIR     write a checkpoint at the end (and every K steps with\n"
     "                 --save-every K; --keep-last K keeps the K newest)\n"
-    "  --resume DIR   start from the newest checkpoint in DIR, under this\n"
-    "                 plan's layout; --resume auto: from the newest in\n"
-    "                 --save DIR if it has one, else from step 0\n"
+    "  --resume DIR   start from the newest checkpoint in DIR (or from the\n"
+    "                 step folder DIR/step-N), under this plan's layout;\n"
+    "                 --resume auto: from the newest in --save DIR if it\n"
+    "                 has one, else from step 0. Every shard's CRC-32 is\n"
+    "                 checked (--no-verify: not); --save DIR is locked for\n"
+    "                 the run (DIR/.lock): a second job saving there is\n"
+    "                 refused\n"
     "  --export-onnx FILE  at the end, write the source ONNX model with the\n"
     "                 trained weights (initializers of 1 KiB or more in\n"
     "                 FILE.data, ONNX external data)\n"
@@ -285,6 +289,8 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
               value("--export-safetensors", train.exportSafetensorsDir);
           !e.empty())
         return e;
+    } else if (arg == "--no-verify") {
+      train.noVerify = true;
     } else if (arg == "--init-from-partial") {
       train.initFromPartial = true;
     } else if (is("--init-from")) {

@@ -24,6 +24,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 using namespace shoal;
 using namespace shoal::rt;
 using namespace shoal::rt::test;
@@ -141,6 +144,99 @@ TEST(Checkpoint, IgnoresLeftoversOfCrashedSaves) {
   EXPECT_EQ(Checkpoint::openLatest(dir).manifest().step, 6);
   writeFile(dir + "/latest", "step-00000005");
   EXPECT_EQ(Checkpoint::openLatest(dir).manifest().step, 5);
+}
+
+TEST(Checkpoint, ChecksShardsAgainstTheirChecksums) {
+  std::string dir = makeTempDir() + "/c";
+  std::vector<GlobalTensor> tensors = sampleTensors();
+  Mesh mesh({"x", "y"}, {2, 2});
+  saveAsMesh(dir, 3, mesh, tensors);
+  std::string step = dir + "/step-00000003";
+  Checkpoint c = Checkpoint::openLatest(dir);
+  for (const auto &[name, e] : c.manifest().tensors)
+    for (const CheckpointShard &s : e.shards) {
+      EXPECT_TRUE(s.hasCrc) << s.file;
+      EXPECT_EQ(s.crc, fileCrc32(step + "/" + s.file)) << s.file;
+    }
+  expectLoadsAsMesh(c, mesh, tensors);
+
+  // A flipped bit in the data of a shard: refused, naming the file.
+  std::string shard = step + "/h.0.attn.weight.3.npy";
+  std::string bytes = readFile(shard);
+  std::string flipped = bytes;
+  flipped.back() ^= 0x10;
+  writeFile(shard, flipped);
+  TensorType wt{DType::F32, {4, 6}};
+  Checkpoint fresh = Checkpoint::openLatest(dir);
+  std::string msg = errorOf([&] {
+    fresh.readTensor("h.0.attn.weight");
+  });
+  EXPECT_HAS(msg, shard);
+  EXPECT_HAS(msg, "but the manifest says");
+  EXPECT_HAS(msg, "it changed after the save");
+  // --no-verify reads it as it is.
+  Checkpoint unchecked = Checkpoint::openLatest(dir);
+  unchecked.setVerify(false);
+  EXPECT_EQ(errorOf([&] { unchecked.readTensor("h.0.attn.weight"); }), "");
+  // A shard of another checkpoint (the same shape, other values).
+  std::string other = makeTempDir() + "/o";
+  std::vector<GlobalTensor> changed = sampleTensors();
+  changed[0].value.data<float>()[0] += 1.0f;
+  saveAsMesh(other, 3, mesh, changed);
+  fs::copy_file(other + "/step-00000003/h.0.attn.weight.0.npy",
+                step + "/h.0.attn.weight.0.npy",
+                fs::copy_options::overwrite_existing);
+  writeFile(shard, bytes);
+  EXPECT_HAS(errorOf([&] {
+               Checkpoint::openLatest(dir).readTensor("h.0.attn.weight");
+             }),
+             "h.0.attn.weight.0.npy has CRC-32");
+
+  // A shard that is a link to a file elsewhere.
+  fs::remove(step + "/ln.scale.0.npy");
+  fs::create_symlink(other + "/step-00000003/ln.scale.0.npy",
+                     step + "/ln.scale.0.npy");
+  EXPECT_HAS(errorOf([&] {
+               Checkpoint::openLatest(dir).readTensor("ln.scale");
+             }),
+             "ln.scale.0.npy is a symbolic link; a checkpoint's shards must "
+             "be files of its folder");
+}
+
+TEST(Checkpoint, OpensAStepFolder) {
+  std::string dir = makeTempDir();
+  std::vector<GlobalTensor> tensors = sampleTensors();
+  Mesh mesh({"x", "y"}, {1, 1});
+  saveAsMesh(dir, 2, mesh, tensors);
+  saveAsMesh(dir, 4, mesh, tensors);
+  EXPECT_EQ(Checkpoint::openLatest(dir).manifest().step, 4);
+  EXPECT_EQ(Checkpoint::openLatest(dir + "/step-00000002").manifest().step, 2);
+}
+
+TEST(Checkpoint, LocksTheFolderForOneJob) {
+  std::string dir = makeTempDir();
+  {
+    CheckpointLock a(dir, "run-a");
+    EXPECT_TRUE(fs::exists(dir + "/.lock"));
+    std::string msg = errorOf([&] { CheckpointLock b(dir, "run-b"); });
+    EXPECT_HAS(msg, "checkpoint folder " + dir +
+                        " is in use by another job (run run-a host ");
+    EXPECT_HAS(msg, "give each job its own --save folder, or remove " + dir +
+                        "/.lock if that job is gone");
+  }
+  // Released with its holder.
+  EXPECT_FALSE(fs::exists(dir + "/.lock"));
+  // A lock left by a process of this host that is gone: taken over.
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  writeFile(dir + "/.lock",
+            fmt::format("run old host {} pid {}\n", host, 999999999));
+  EXPECT_EQ(errorOf([&] { CheckpointLock c(dir, "run-c"); }), "");
+  EXPECT_FALSE(fs::exists(dir + "/.lock"));
+  // One of another host cannot be checked: refused.
+  writeFile(dir + "/.lock", "run far host elsewhere.example pid 1\n");
+  EXPECT_HAS(errorOf([&] { CheckpointLock d(dir, "run-d"); }),
+             "in use by another job (run far host elsewhere.example pid 1)");
 }
 
 TEST(Checkpoint, ReportsErrorsWithTheFileAndTensor) {

@@ -94,6 +94,8 @@ struct TrainingOptions {
   /// --resume auto: resume from the newest checkpoint of --save DIR when
   /// there is one, else start fresh.
   bool resumeAuto = false;
+  /// --no-verify: read checkpoint shards without checking their CRC-32.
+  bool noVerify = false;
   /// --total-steps N: train until step N (a rerun of the same command after
   /// a crash ends at the same step); 0: --steps more steps.
   int64_t totalSteps = 0;

@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <map>
 #include <memory>
 #include <set>
@@ -70,6 +71,20 @@ void agree(const std::string &error, Communicator &world) {
   if (first != 0)
     msg = fmt::format("rank {}: {}", first, msg);
   throw AgreedError(msg);
+}
+
+/// This run's id, written into its checkpoints and its --save folder's
+/// lock: SHOAL_RUN_ID, else the launcher's (torchrun's TORCHELASTIC_RUN_ID,
+/// Slurm's SLURM_JOB_ID), else 16 random hex digits.
+std::string makeRunId() {
+  for (const char *var : {"SHOAL_RUN_ID", "TORCHELASTIC_RUN_ID"})
+    if (const char *v = std::getenv(var); v && *v)
+      return v;
+  if (const char *v = std::getenv("SLURM_JOB_ID"); v && *v)
+    return fmt::format("slurm-{}", v);
+  std::random_device rd;
+  uint64_t id = (uint64_t(rd()) << 32) ^ rd();
+  return fmt::format("{:016x}", id);
 }
 
 /// The model's weights of a training plan (over every program), sorted.
@@ -698,6 +713,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   std::unique_ptr<Device> device;
   std::unique_ptr<Executor> exec;
   std::unique_ptr<StepData> data, evalData;
+  // Rank 0's run id (checkpoint manifests, the --save folder's lock).
+  std::string runId = rank == 0 ? makeRunId() : std::string();
+  CheckpointLock saveLock;
   MetricsLog metrics;
   std::vector<int64_t> coords;
   int64_t resumedStep = -1;
@@ -757,6 +775,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
     if (!resumeDir.empty()) {
       checkpoint =
           std::make_unique<Checkpoint>(Checkpoint::openLatest(resumeDir));
+      checkpoint->setVerify(!train.noVerify);
       resumedStep = checkpoint->manifest().step;
       static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
     }
@@ -811,6 +830,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
                                 train.saveDir,
                                 ec ? ": " + ec.message() : std::string()));
       checkWritableFolder(train.saveDir, "checkpoints (--save)");
+      saveLock = CheckpointLock(train.saveDir, runId);
     }
     if (exports(train)) {
       exportSource(*plan);
@@ -973,7 +993,7 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       auto saveAt = [&](int64_t step) {
         notePhase("saving a checkpoint");
         saveCheckpoint(train.saveDir, step, training.optimizer, plan->mesh,
-                       coords, checkpointTensors(*plan, *exec), world);
+                       coords, checkpointTensors(*plan, *exec), world, runId);
         if (rank == 0 && train.keepLast > 0) {
           // A folder that cannot be removed costs disk, not the run.
           try {
