@@ -50,6 +50,8 @@ LoadedPlan PlanChecker::run() {
     fail("its contents do not match the fingerprint shoal-compile recorded "
          "(Plan.content_sha256): it was edited or damaged after it was "
          "compiled; compile it again");
+  out.contentSha256 = plan.content_sha256().empty() ? planContentSha256(plan)
+                                                    : plan.content_sha256();
   out.defaultCuda = plan.default_device() == plan::CUDA;
   worldMesh = convertMesh(plan.mesh(), "", false);
   if (worldMesh.worldSize() != worldSize)

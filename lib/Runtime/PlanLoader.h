@@ -169,6 +169,9 @@ struct TrainingInfo {
 struct LoadedPlan {
   /// The plan file, as given.
   std::string path;
+  /// The plan's content fingerprint (Plan.content_sha256, computed when the
+  /// plan has none): what every rank of a job must hold the same of.
+  std::string contentSha256;
   /// 1 or 2.
   int formatVersion = 1;
   /// The program's mesh (with its micro-batch axis, if any); in format

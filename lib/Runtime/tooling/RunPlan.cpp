@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <map>
 #include <memory>
@@ -71,6 +72,104 @@ void agree(const std::string &error, Communicator &world) {
   if (first != 0)
     msg = fmt::format("rank {}: {}", first, msg);
   throw AgreedError(msg);
+}
+
+/// What every rank of a job must agree on, one "key: value" line each: the
+/// plan (its content fingerprint), the world, the steps, the data (its
+/// size and a digest of its first and last 64 KiB, which a file rewritten
+/// or another file of the same name changes), the checkpoint resumed and
+/// the options that change what the ranks compute.
+std::string jobDescription(const LoadedPlan &plan, const RunOptions &options,
+                           const TrainingOptions &train, int worldSize,
+                           int64_t resumedStep) {
+  auto fileSummary = [](const std::string &path) -> std::string {
+    if (path.empty())
+      return "-";
+    std::error_code ec;
+    uint64_t size = fs::file_size(path, ec);
+    if (ec)
+      return "unreadable";
+    std::string head, tail;
+    std::ifstream in(path, std::ios::binary);
+    head.resize(std::min<uint64_t>(size, 65536));
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    if (size > 65536) {
+      tail.resize(std::min<uint64_t>(size - 65536, 65536));
+      in.seekg(static_cast<std::streamoff>(size - tail.size()));
+      in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    }
+    return fmt::format("{} bytes, {:016x}", size,
+                       std::hash<std::string>()(head + tail));
+  };
+  std::string fingerprint;
+  for (std::size_t i = 0; i < plan.contentSha256.size() && i < 8; ++i)
+    fingerprint += fmt::format(
+        "{:02x}", static_cast<unsigned char>(plan.contentSha256[i]));
+  std::vector<std::pair<std::string, std::string>> items = {
+      {"plan", "fingerprint " + fingerprint},
+      {"world", std::to_string(worldSize)},
+      {"steps", std::to_string(options.steps)},
+      {"total steps", std::to_string(train.totalSteps)},
+      {"warm-up steps", std::to_string(options.warmup)},
+      {"data", fileSummary(train.dataPath)},
+      {"data seed", std::to_string(train.dataSeed)},
+      {"evaluation data", fileSummary(train.evalDataPath)},
+      {"evaluation", fmt::format("every {} steps, {} steps{}", train.evalEvery,
+                                 train.evalSteps,
+                                 train.evalOnly ? ", only" : "")},
+      {"resumed step", std::to_string(resumedStep)},
+      {"--init-from", fileSummary(train.initFrom)},
+      {"checkpoints", fmt::format("every {} steps{}", train.saveEvery,
+                                  train.saveDir.empty() ? ", none" : "")},
+      {"precision", options.precision},
+      {"gradient buckets (MiB)", fmt::format("{}", options.gradBucketMb)},
+      {"backend", options.backend.empty() ? "default" : options.backend},
+  };
+  std::string out;
+  for (const auto &[key, value] : items)
+    out += key + ": " + value + "\n";
+  return out;
+}
+
+/// Rank 0's error when the ranks' job descriptions differ: the ranks that
+/// differ from rank 0 and the first thing each differs in; "" when all
+/// agree.
+std::string jobMismatch(const std::vector<std::string> &all) {
+  auto lines = [](const std::string &text) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t end = text.find('\n', at);
+      out.push_back(text.substr(at, end - at));
+      at = end == std::string::npos ? text.size() : end + 1;
+    }
+    return out;
+  };
+  std::vector<std::string> ours = lines(all.front()), differ;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all.front())
+      continue;
+    std::vector<std::string> theirs = lines(all[r]);
+    std::string what = "its job description";
+    for (std::size_t i = 0; i < ours.size(); ++i)
+      if (i >= theirs.size() || theirs[i] != ours[i]) {
+        std::string key = ours[i].substr(0, ours[i].find(':'));
+        what = fmt::format("{} ('{}' on rank {}, '{}' on rank 0)", key,
+                           i < theirs.size()
+                               ? theirs[i].substr(theirs[i].find(':') + 2)
+                               : std::string("?"),
+                           r, ours[i].substr(ours[i].find(':') + 2));
+        break;
+      }
+    differ.push_back(fmt::format("rank {}: {}", r, what));
+    if (differ.size() == 8)
+      break;
+  }
+  if (differ.empty())
+    return "";
+  return fmt::format("the ranks do not run the same job: {}; start every "
+                     "rank with the same plan, data and options",
+                     fmt::join(differ, "; "));
 }
 
 /// This run's id, written into its checkpoints and its --save folder's
@@ -850,6 +949,14 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       error = "unknown error while loading";
   }
   agree(error, world);
+  // Every rank must run the same job before the first collective that the
+  // plan shapes (docs/Runtime.md, "Ranks that disagree").
+  if (size > 1) {
+    std::vector<std::string> all = gatherText(
+        jobDescription(*plan, options, train, size, resumedStep), world,
+        "job description");
+    agree(rank == 0 ? jobMismatch(all) : std::string(), world);
+  }
   RunSummary summary;
   summary.worldSize = size;
   summary.numOps = plan->ops.size();
