@@ -35,12 +35,26 @@ public:
   std::size_t size() const { return length; }
   const std::string &path() const { return filePath; }
 
+  /// Whether the file at path() is no longer the one mapped: replaced
+  /// (another inode), resized or written since (modification time).
+  bool changedOnDisk() const;
+
+  /// Copies `n` bytes at `offset` of the mapping into `dst`. A file
+  /// truncated under the mapping faults (SIGBUS) when read past its new
+  /// end: that becomes an Error naming `what` and the path instead of
+  /// killing the process.
+  void copyOut(void *dst, std::size_t offset, std::size_t n,
+               const char *what) const;
+
 private:
   void release();
 
   std::string filePath;
   const uint8_t *base = nullptr;
   std::size_t length = 0;
+  /// The mapped file's identity when mapped.
+  uint64_t device = 0, inode = 0;
+  int64_t mtimeNs = 0;
 };
 
 } // namespace rt

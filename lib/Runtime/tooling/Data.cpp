@@ -192,13 +192,39 @@ public:
     if (!isLabels && name != ports.tokens)
       throw Error(fmt::format("internal error: {} {} has no input '{}'", flag,
                               path, name));
+    // The rows this step reads: the file must still be the one mapped (a
+    // rewrite in place changes the rows under the run, a truncation would
+    // kill it with SIGBUS).
+    if (file->changedOnDisk())
+      throw Error(fmt::format(
+          "{} {} changed during the run (rewritten, resized or replaced "
+          "after it was opened): the steps would read other rows than the "
+          "run started with; give each run a file that stays as it is",
+          flag, path));
+    std::size_t rowBytes = static_cast<std::size_t>(seq + 1) * elemBytes;
+    std::vector<uint8_t> buffer(static_cast<std::size_t>(batch) * rowBytes);
+    for (int64_t i = 0; i < batch; ++i) {
+      int64_t row = dataRow(step, batch, i, rows);
+      file->copyOut(buffer.data() + i * rowBytes,
+                    static_cast<std::size_t>(data - file->data()) +
+                        static_cast<std::size_t>(row) * rowBytes,
+                    rowBytes, "the data file");
+    }
     Tensor out(isLabels ? ports.labelsType : ports.tokenType);
     bool narrow = out.dtype() == DType::I32;
     for (int64_t i = 0; i < batch; ++i) {
       int64_t row = dataRow(step, batch, i, rows);
       for (int64_t t = 0; t < seq; ++t) {
         int64_t col = t + (isLabels ? 1 : 0);
-        int64_t v = at(row, col);
+        int64_t v = at(buffer.data() + i * rowBytes, col);
+        // A token id indexes the embedding's rows from 0; ONNX's Gather
+        // would take -1 as the last row. Labels may be negative (an
+        // ignored position, -100), which the loss checks.
+        if (!isLabels && v < 0)
+          throw Error(fmt::format("{} {}: token {} at row {}, column {} is "
+                                  "negative; token ids index the "
+                                  "embedding's rows from 0",
+                                  flag, path, v, row, col));
         if (!narrow) {
           out.data<int64_t>()[i * seq + t] = v;
         } else if (v >= INT32_MIN && v <= INT32_MAX) {
@@ -216,9 +242,9 @@ public:
   }
 
 private:
-  int64_t at(int64_t row, int64_t col) const {
-    std::size_t k = static_cast<std::size_t>(row * (seq + 1) + col);
-    const uint8_t *p = data + k * elemBytes;
+  /// Token `col` of a row copied out of the file.
+  int64_t at(const uint8_t *row, int64_t col) const {
+    const uint8_t *p = row + static_cast<std::size_t>(col) * elemBytes;
     if (elemBytes == 8) {
       int64_t v;
       std::memcpy(&v, p, 8);
@@ -347,12 +373,21 @@ public:
       throw Error(fmt::format("internal error: --data {} has no input '{}'",
                               dir, name));
     const Source &src = it->second;
+    if (src.file->changedOnDisk())
+      throw Error(fmt::format(
+          "--data {}: {} changed during the run (rewritten, resized or "
+          "replaced after it was opened): the steps would read other rows "
+          "than the run started with; give each run files that stay as they "
+          "are",
+          dir, src.file->path()));
     Tensor out(src.fileType);
     for (int64_t i = 0; i < batch; ++i)
       if (src.rowBytes)
-        std::memcpy(out.bytes() + i * src.rowBytes,
-                    src.data + dataRow(step, batch, i, rows) * src.rowBytes,
-                    src.rowBytes);
+        src.file->copyOut(
+            out.bytes() + i * src.rowBytes,
+            static_cast<std::size_t>(src.data - src.file->data()) +
+                dataRow(step, batch, i, rows) * src.rowBytes,
+            src.rowBytes, "the data file");
     // float32 given for bf16, as with --inputs (docs/Runtime.md).
     if (src.fileType.dtype != src.want)
       return convertNpyData(out.bytes(), src.fileType, src.want);
