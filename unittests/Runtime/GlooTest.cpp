@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommunicatorSuite.h"
+#include "comm/TcpStore.h"
 #include "ErrorOf.h"
 #include "Half.h"
 #include "shoal/Runtime/Runtime.h"
@@ -168,6 +169,67 @@ TEST(GlooBootstrap, UnreachableMasterTimesOut) {
             std::string::npos)
       << e;
   EXPECT_LT(seconds, 10);
+}
+
+TEST(GlooBootstrap, StoreRefusesStrangersAndSecondRegistrations) {
+  int port = unusedPort();
+  auto second = std::chrono::seconds(1);
+  TcpStore server("127.0.0.1", port, /*serve=*/true, second, second, "job-a",
+                  0);
+  // A connection that announces a 4 GiB value after its key: dropped, the
+  // store serves on (once rank 0 allocated 4 GiB and died).
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr),
+              0);
+    const unsigned char junk[14] = {'S', 1, 0, 0, 0, 'k', 0, 0,
+                                    0,   0, 1, 0, 0, 0};
+    EXPECT_EQ(send(fd, junk, sizeof junk, 0), 14);
+    char c;
+    EXPECT_LE(recv(fd, &c, 1, 0), 0); // closed without a reply
+    close(fd);
+  }
+  TcpStore rank1("127.0.0.1", port, false, second, second, "job-a", 1);
+  rank1.set("x", {'4', '2'});
+  EXPECT_EQ(server.get("x"), (std::vector<char>{'4', '2'}));
+  // Rank 1 again (a second job on the port), and a rank of another job.
+  EXPECT_EQ(errorOf([&] {
+              TcpStore again("127.0.0.1", port, false, second, second,
+                             "job-a", 1);
+            }),
+            "rendezvous: rank 1 has registered with this job's rendezvous "
+            "store already: another job (or a second launch) uses the same "
+            "MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT "
+            "(store at MASTER_ADDR:MASTER_PORT 127.0.0.1:" +
+                std::to_string(port) + ")");
+  EXPECT_EQ(errorOf([&] {
+              TcpStore other("127.0.0.1", port, false, second, second,
+                             "job-b", 2);
+            }),
+            "rendezvous: the rendezvous store belongs to another job (job "
+            "id 'job-a'; this rank's is 'job-b'): two jobs share "
+            "MASTER_ADDR:MASTER_PORT (store at MASTER_ADDR:MASTER_PORT "
+            "127.0.0.1:" +
+                std::to_string(port) + ")");
+  // The store still serves its own ranks.
+  EXPECT_EQ(rank1.get("x"), (std::vector<char>{'4', '2'}));
+}
+
+TEST(GlooBootstrap, StoreServesOnMasterAddrOnly) {
+  // Rank 0 binds the address MASTER_ADDR names, not every interface: an
+  // address that is not this host's is an error saying so.
+  auto second = std::chrono::seconds(1);
+  std::string e = errorOf([&] {
+    TcpStore bad("192.0.2.1", unusedPort(), true, second, second, "", 0);
+  });
+  EXPECT_NE(e.find("'192.0.2.1' is not an address of this host (MASTER_ADDR "
+                   "must name rank 0's host)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(GlooBootstrap, WorldOfOneNeedsNoMaster) {

@@ -599,9 +599,26 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
     long port =
         envInt("MASTER_PORT", 1, 65535,
                "the TCP port rank 0 serves the rendezvous store on", true, 0);
+    // torchrun's agent holds MASTER_PORT with its own store: shoal's goes
+    // on the next port (SHOAL_STORE_PORT sets another).
+    const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agentStore && std::string(agentStore) == "True" && port < 65535)
+      ++port;
+    if (std::getenv("SHOAL_STORE_PORT"))
+      port = envInt("SHOAL_STORE_PORT", 1, 65535,
+                    "the TCP port of shoal's rendezvous store", true, 0);
+    // The job's id, when the launcher gives one: ranks of another job that
+    // reach this store are refused.
+    std::string jobId;
+    for (const char *var :
+         {"SHOAL_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
+      if (const char *v = std::getenv(var); v && *v) {
+        jobId = v;
+        break;
+      }
     shared->store = std::make_shared<TcpStore>(
         host, static_cast<int>(port), rank == 0, std::chrono::seconds(connectS),
-        std::chrono::seconds(connectS));
+        std::chrono::seconds(connectS), jobId, static_cast<int>(rank));
   } else {
     shared->store = std::make_shared<gloo::rendezvous::HashStore>();
   }

@@ -9,6 +9,11 @@
 // and 'W' (wait) a u64 timeout in milliseconds. The reply is one status
 // byte: 'K' (done), 'V' followed by a u64 length and the value (get), or
 // 'T' (the key did not appear in time). Integers are little-endian.
+// A connection starts with a hello: 'H', the job id as the key, a u64
+// rank; the reply is 'K', or 'X' followed by a u64 length and the reason
+// it is refused (another job, or a rank registered twice). Keys are at
+// most kMaxKey bytes and values kMaxValue: a request past them closes the
+// connection (no allocation on a stranger's say-so).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,12 +35,17 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 using namespace shoal::rt;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+/// Rendezvous keys and values are small (Gloo's addresses, a few KiB).
+constexpr uint32_t kMaxKey = 4096;
+constexpr uint64_t kMaxValue = uint64_t(16) << 20;
 
 bool writeAll(int fd, const void *data, std::size_t n) {
   const char *p = static_cast<const char *>(data);
@@ -90,39 +100,53 @@ namespace rt {
 /// The map and the threads that serve it: one accepting, one per client.
 class TcpStoreServer {
 public:
-  TcpStoreServer(int port, const std::string &where) {
-    listenFd = ::socket(AF_INET6, SOCK_STREAM, 0);
-    bool v6 = listenFd >= 0;
-    if (!v6)
-      listenFd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (listenFd < 0)
+  TcpStoreServer(const std::string &host, int port, const std::string &where,
+                 std::string jobId)
+      : jobId(std::move(jobId)) {
+    // The address MASTER_ADDR names (an IPv4 one first: clients try every
+    // address the name resolves to), not every interface of the host.
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *found = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                           &found);
+    if (rc != 0)
+      throw Error(fmt::format("cannot serve the rendezvous store at {}: "
+                              "cannot resolve '{}': {}",
+                              where, host, gai_strerror(rc)));
+    addrinfo *pick = found;
+    for (addrinfo *a = found; a; a = a->ai_next)
+      if (a->ai_family == AF_INET) {
+        pick = a;
+        break;
+      }
+    listenFd = ::socket(pick->ai_family, pick->ai_socktype, pick->ai_protocol);
+    if (listenFd < 0) {
+      std::string why = std::strerror(errno);
+      ::freeaddrinfo(found);
       throw Error(fmt::format("cannot serve the rendezvous store at {}: "
                               "socket: {}",
-                              where, std::strerror(errno)));
-    int one = 1, zero = 0;
-    ::setsockopt(listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int rc;
-    if (v6) {
-      // Both IPv6 and IPv4 clients.
-      ::setsockopt(listenFd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      sockaddr_in6 addr{};
-      addr.sin6_family = AF_INET6;
-      addr.sin6_addr = in6addr_any;
-      addr.sin6_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listenFd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    } else {
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_ANY);
-      addr.sin_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listenFd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+                              where, why));
     }
+    int one = 1;
+    ::setsockopt(listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    rc = ::bind(listenFd, pick->ai_addr, pick->ai_addrlen);
+    int err = errno;
+    ::freeaddrinfo(found);
     if (rc != 0 || ::listen(listenFd, 128) != 0) {
-      std::string why = std::strerror(errno);
+      if (rc == 0)
+        err = errno;
       ::close(listenFd);
+      if (err == EADDRNOTAVAIL)
+        throw Error(fmt::format("rank 0 cannot serve the rendezvous store at "
+                                "{}: '{}' is not an address of this host "
+                                "(MASTER_ADDR must name rank 0's host)",
+                                where, host));
       throw Error(fmt::format("rank 0 cannot serve the rendezvous store on "
-                              "port {} ({}): {} (is MASTER_PORT free?)",
-                              port, where, why));
+                              "port {} ({}): {} (is MASTER_PORT free? under "
+                              "torchrun, shoal serves it on MASTER_PORT + 1)",
+                              port, where, std::strerror(err)));
     }
     acceptor = std::thread([this] { acceptLoop(); });
   }
@@ -164,12 +188,18 @@ private:
   }
 
   void serve(int fd) {
-    while (handle(fd)) {
+    try {
+      while (handle(fd)) {
+      }
+    } catch (...) {
+      // A request the server cannot hold (out of memory): drop the client,
+      // keep serving the others.
     }
     // Forget the descriptor before closing it, so that shutting down never
     // reaches a socket that reuses its number.
     std::lock_guard<std::mutex> lock(mutex);
     clients.erase(std::find(clients.begin(), clients.end(), fd));
+    greeted.erase(fd);
     ::close(fd);
   }
 
@@ -177,14 +207,22 @@ private:
   bool handle(int fd) {
     char cmd;
     uint32_t keyLen;
-    if (!readAll(fd, &cmd, 1) || !readInt(fd, keyLen) || keyLen > (1u << 20))
+    if (!readAll(fd, &cmd, 1) || !readInt(fd, keyLen) || keyLen > kMaxKey)
       return false;
     std::string key(keyLen, '\0');
     if (!readAll(fd, key.data(), keyLen))
       return false;
+    if (cmd == 'H')
+      return greet(fd, key);
+    // Nothing before the hello.
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!greeted.count(fd))
+        return false;
+    }
     if (cmd == 'S') {
       uint64_t len;
-      if (!readInt(fd, len) || len > (uint64_t(1) << 32))
+      if (!readInt(fd, len) || len > kMaxValue)
         return false;
       std::vector<char> value(len);
       if (!readAll(fd, value.data(), len))
@@ -222,6 +260,45 @@ private:
            writeAll(fd, value.data(), value.size());
   }
 
+  /// The hello: the client's job must be ours and its rank not yet
+  /// registered by another connection.
+  bool greet(int fd, const std::string &theirJob) {
+    uint64_t rank;
+    if (!readInt(fd, rank))
+      return false;
+    std::string refused;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (theirJob != jobId) {
+        refused = fmt::format(
+            "the rendezvous store belongs to another job (job id '{}'; this "
+            "rank's is '{}'): two jobs share MASTER_ADDR:MASTER_PORT",
+            jobId, theirJob);
+      } else if (rank != uint64_t(-1) && ranks.count(rank)) {
+        refused = fmt::format(
+            "rank {} has registered with this job's rendezvous store "
+            "already: another job (or a second launch) uses the same "
+            "MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT",
+            rank);
+      } else {
+        if (rank != uint64_t(-1))
+          ranks.insert(rank);
+        greeted.insert(fd);
+      }
+    }
+    if (refused.empty()) {
+      char ok = 'K';
+      return writeAll(fd, &ok, 1);
+    }
+    char x = 'X';
+    writeAll(fd, &x, 1) && writeInt<uint64_t>(fd, refused.size()) &&
+        writeAll(fd, refused.data(), refused.size());
+    return false;
+  }
+
+  std::string jobId;
+  std::set<uint64_t> ranks;
+  std::set<int> greeted;
   int listenFd = -1;
   std::thread acceptor;
   std::vector<std::thread> workers;
@@ -237,10 +314,11 @@ private:
 
 TcpStore::TcpStore(const std::string &host, int port, bool serve,
                    std::chrono::milliseconds connectTimeout,
-                   std::chrono::milliseconds waitTimeout)
+                   std::chrono::milliseconds waitTimeout,
+                   const std::string &jobId, int rank)
     : host(host), port(port), waitTimeout(waitTimeout) {
   if (serve)
-    server = std::make_unique<TcpStoreServer>(port, where());
+    server = std::make_unique<TcpStoreServer>(host, port, where(), jobId);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -279,6 +357,33 @@ TcpStore::TcpStore(const std::string &host, int port, bool serve,
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  hello(jobId, rank);
+}
+
+void TcpStore::hello(const std::string &jobId, int rank) {
+  std::lock_guard<std::mutex> lock(mutex);
+  char cmd = 'H';
+  bool ok = writeAll(fd, &cmd, 1) &&
+            writeInt<uint32_t>(fd, static_cast<uint32_t>(jobId.size())) &&
+            writeAll(fd, jobId.data(), jobId.size()) &&
+            writeInt<uint64_t>(fd, rank < 0 ? uint64_t(-1) : uint64_t(rank));
+  char status = 0;
+  ok = ok && readAll(fd, &status, 1);
+  if (ok && status == 'K')
+    return;
+  uint64_t len = 0;
+  std::string why;
+  if (ok && status == 'X' && readInt(fd, len) && len <= kMaxKey) {
+    why.resize(len);
+    if (!readAll(fd, why.data(), len))
+      why.clear();
+  }
+  throw Error(fmt::format("{} {}",
+                          why.empty() ? "the rendezvous store refused this "
+                                        "rank (is another program listening "
+                                        "on MASTER_PORT?)"
+                                      : "rendezvous: " + why,
+                          fmt::format("(store at {})", where())));
 }
 
 TcpStore::~TcpStore() {
@@ -307,7 +412,7 @@ char TcpStore::request(char cmd, const std::string &key,
   ok = ok && readAll(fd, &status, 1);
   if (ok && status == 'V') {
     uint64_t len = 0;
-    ok = readInt(fd, len);
+    ok = readInt(fd, len) && len <= kMaxValue;
     if (ok) {
       reply->resize(len);
       ok = readAll(fd, reply->data(), len);

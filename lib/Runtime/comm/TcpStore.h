@@ -33,9 +33,16 @@ public:
   /// if `serve`, first starts serving it on `port` in this process.
   /// `what` names the address in errors (e.g. "MASTER_ADDR:MASTER_PORT").
   /// Throws Error when the store cannot be served or reached in time.
+  /// Every connection starts with a hello naming the job (`jobId`: the
+  /// launcher's run id, or "" when none is known) and the rank: the server
+  /// refuses another job's ranks, and a second registration of one rank
+  /// (two jobs on one MASTER_PORT), with an Error naming both. Rank 0
+  /// serves the store on the address MASTER_ADDR names, not on every
+  /// interface.
   TcpStore(const std::string &host, int port, bool serve,
            std::chrono::milliseconds connectTimeout,
-           std::chrono::milliseconds waitTimeout);
+           std::chrono::milliseconds waitTimeout, const std::string &jobId = "",
+           int rank = -1);
   ~TcpStore() override;
 
   void set(const std::string &key, const std::vector<char> &data) override;
@@ -51,6 +58,8 @@ private:
   char request(char cmd, const std::string &key, const std::vector<char> *value,
                uint64_t timeoutMs, std::vector<char> *reply);
   std::string where() const;
+  /// The hello of this connection; throws Error when refused.
+  void hello(const std::string &jobId, int rank);
 
   std::string host;
   int port;
