@@ -171,8 +171,8 @@ public:
       if (const JsonValue *crc = s.find("crc32")) {
         int64_t c = integer(*crc, where + " shard crc32");
         if (c < 0 || c > 0xffffffffLL)
-          fail(fmt::format("{}: shard {} has crc32 {}, expected 0 to {}",
-                           where, shard.file, c, 0xffffffffLL));
+          fail(fmt::format("{}: shard {} has crc32 {}, expected 0 to {}", where,
+                           shard.file, c, 0xffffffffLL));
         shard.hasCrc = true;
         shard.crc = static_cast<uint32_t>(c);
       }
@@ -202,8 +202,8 @@ std::string entryJson(const CheckpointEntry &e) {
   std::vector<std::string> shards;
   for (const CheckpointShard &s : e.shards)
     shards.push_back(fmt::format(
-        "{{\"file\": {}, \"offset\": {}, \"shape\": {}{}}}",
-        jsonString(s.file), shapeJson(s.offset), shapeJson(s.shape),
+        "{{\"file\": {}, \"offset\": {}, \"shape\": {}{}}}", jsonString(s.file),
+        shapeJson(s.offset), shapeJson(s.shape),
         s.hasCrc ? fmt::format(", \"crc32\": {}", s.crc) : std::string()));
   return fmt::format("{{\"dtype\": \"{}\", \"shape\": {}, \"shards\": [{}]}}",
                      dtypeJsonName(e.globalType.dtype),
@@ -658,9 +658,8 @@ Tensor Checkpoint::readBlock(const std::string &name, const TensorType &global,
                               name, err.what()));
     }
     if (verify && s.hasCrc && !verified.count(path)) {
-      uint32_t crc = static_cast<uint32_t>(
-          crc32_z(0L, reinterpret_cast<const Bytef *>(file.data()),
-                  file.size()));
+      uint32_t crc = static_cast<uint32_t>(crc32_z(
+          0L, reinterpret_cast<const Bytef *>(file.data()), file.size()));
       if (crc != s.crc)
         throw corrupt(fmt::format(
             "has CRC-32 {:08x}, but the manifest says {:08x}: it changed "
@@ -768,8 +767,7 @@ bool createExclusive(const std::string &path, const std::string &text) {
 
 } // namespace
 
-CheckpointLock::CheckpointLock(const std::string &dir,
-                               const std::string &runId)
+CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
     : path((fs::path(dir) / ".lock").string()) {
   std::string host = hostName();
   owner = fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
@@ -785,9 +783,8 @@ CheckpointLock::CheckpointLock(const std::string &dir,
     // "run R host H pid P": a process of this host that is gone left it.
     char r[128] = {0}, h[256] = {0};
     long pid = 0;
-    bool parsed =
-        std::sscanf(held.c_str(), "run %127s host %255s pid %ld", r, h,
-                    &pid) == 3;
+    bool parsed = std::sscanf(held.c_str(), "run %127s host %255s pid %ld", r,
+                              h, &pid) == 3;
     bool stale = parsed && host == h && pid > 0 &&
                  ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     if (!stale) {

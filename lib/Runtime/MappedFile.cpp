@@ -15,8 +15,8 @@
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
-#include <mutex>
 #include <fcntl.h>
+#include <mutex>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>

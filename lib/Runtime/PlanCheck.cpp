@@ -123,9 +123,9 @@ void PlanChecker::checkTraining() {
       info.modelWeights.emplace(w.range().name(), w.source());
       std::vector<WeightBlock> &blocks = info.blocks[w.range().name()];
       int axis = w.range().axis();
-      if (std::none_of(blocks.begin(), blocks.end(), [&](const auto &b) {
-            return b.name == w.initializer();
-          }) &&
+      if (std::none_of(
+              blocks.begin(), blocks.end(),
+              [&](const auto &b) { return b.name == w.initializer(); }) &&
           axis >= 0 && axis < w.global_type().shape_size())
         blocks.push_back({w.initializer(), axis, w.range().start(),
                           w.global_type().shape(axis)});
@@ -447,8 +447,7 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
         fail(fmt::format("{}: {} has both a range and a source_shape", where,
                          who));
       if (r.name().empty())
-        fail(fmt::format("{}: {}: its range names no initializer", where,
-                         who));
+        fail(fmt::format("{}: {}: its range names no initializer", where, who));
       info.sourceName = r.name();
       info.rangeAxis = r.axis();
       info.rangeStart = r.start();

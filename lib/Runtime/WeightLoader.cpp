@@ -681,7 +681,8 @@ std::vector<std::string> OnnxWeightFile::externalLocations() const {
   fs::path folder = fs::path(path()).parent_path();
   for (const auto &[name, info] : index)
     if (info.external && !info.externalLocation.empty()) {
-      std::string p = (folder / info.externalLocation).lexically_normal().string();
+      std::string p =
+          (folder / info.externalLocation).lexically_normal().string();
       if (seen.insert(p).second)
         out.push_back(p);
     }

@@ -24,8 +24,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace shoal {
 #define GEN_PASS_DEF_FUSEDWEIGHTVIEWSPASS
@@ -201,8 +201,8 @@ bool takesAlong(Value v, int64_t dim, int64_t unit,
     int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
     int64_t s = starts[0] < 0 ? std::max<int64_t>(starts[0] + n, 0)
                               : std::min(starts[0], n);
-    int64_t e = ends[0] < 0 ? std::max<int64_t>(ends[0] + n, 0)
-                            : std::min(ends[0], n);
+    int64_t e =
+        ends[0] < 0 ? std::max<int64_t>(ends[0] + n, 0) : std::min(ends[0], n);
     if (axis != dim || e <= s)
       return false;
     takes.push_back({onnx->getResult(0), s * unit, e * unit});
@@ -248,8 +248,7 @@ unequalCut(Value v, SmallVectorImpl<Take> &takes) {
       return {};
     at = e;
   }
-  if (at != size || pieces.size() < 2 ||
-      llvm::all_of(pieces, [&](auto p) {
+  if (at != size || pieces.size() < 2 || llvm::all_of(pieces, [&](auto p) {
         return p.second - p.first == pieces[0].second - pieces[0].first;
       }))
     return {};
@@ -271,18 +270,17 @@ Value weightBlock(OpBuilder &b, WeightOp w, int64_t dim, int64_t start,
   for (int64_t d = 0; d < dim; ++d)
     name += ":, ";
   name += std::to_string(start) + ":" + std::to_string(end) + "]";
-  auto block = b.create<WeightOp>(
-      w.getLoc(), withDim(w.getType(), dim, end - start), name);
+  auto block = b.create<WeightOp>(w.getLoc(),
+                                  withDim(w.getType(), dim, end - start), name);
   block->setAttrs(w->getAttrs());
   block->setAttr("name", b.getStringAttr(name));
-  block->setAttr(
-      ShoalDialect::kSourceRangeAttr,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("initializer", w.getNameAttr()),
-           b.getNamedAttr("shape", b.getDenseI64ArrayAttr(
-                                       w.getType().getShape())),
-           b.getNamedAttr("axis", b.getI64IntegerAttr(dim)),
-           b.getNamedAttr("start", b.getI64IntegerAttr(start))}));
+  block->setAttr(ShoalDialect::kSourceRangeAttr,
+                 b.getDictionaryAttr(
+                     {b.getNamedAttr("initializer", w.getNameAttr()),
+                      b.getNamedAttr("shape", b.getDenseI64ArrayAttr(
+                                                  w.getType().getShape())),
+                      b.getNamedAttr("axis", b.getI64IntegerAttr(dim)),
+                      b.getNamedAttr("start", b.getI64IntegerAttr(start))}));
   return block.getResult();
 }
 
@@ -329,8 +327,7 @@ void viewWeight(WeightOp w, unsigned dim, int64_t n) {
 
 /// How many weight ops of each function name each initializer (more than
 /// one: a weight the model uses twice, tied).
-using WeightUses =
-    llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
+using WeightUses = llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
 
 /// Computes `op` (a product whose last result dimension is cut in the
 /// unequal `pieces`; `chain`: its bias Add and the reshapes that keep the
@@ -351,8 +348,8 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
   SmallVector<std::tuple<unsigned, WeightOp, int64_t>> cuts;
   auto usable = [&](WeightOp w) {
     return w && w->hasOneUse() &&
-           names.lookup({w->getParentOfType<func::FuncOp>(),
-                         w.getNameAttr()}) == 1 &&
+           names.lookup(
+               {w->getParentOfType<func::FuncOp>(), w.getNameAttr()}) == 1 &&
            !w->hasAttr(ShoalDialect::kSourceShapeAttr) &&
            !w->hasAttr(ShoalDialect::kSourceRangeAttr);
   };
@@ -375,7 +372,8 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
   OpBuilder b(op);
   SmallVector<Value> pieceValues;
   for (auto [s, e] : pieces) {
-    std::string suffix = "[" + std::to_string(s) + ":" + std::to_string(e) + "]";
+    std::string suffix =
+        "[" + std::to_string(s) + ":" + std::to_string(e) + "]";
     SmallVector<Value> blocks;
     for (auto [k, w, d] : cuts)
       blocks.push_back(weightBlock(b, w, d, s, e));
@@ -394,9 +392,9 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
     for (Operation *c : chain) {
       auto type = cast<RankedTensorType>(c->getResult(0).getType());
       if (isa<ReshapeOp>(c)) {
-        auto r = b.create<ReshapeOp>(suffixed(c->getLoc(), suffix),
-                                     withDim(type, type.getRank() - 1, e - s),
-                                     cur);
+        auto r =
+            b.create<ReshapeOp>(suffixed(c->getLoc(), suffix),
+                                withDim(type, type.getRank() - 1, e - s), cur);
         copyShoalAttrs(c, r);
         cur = r.getResult();
         continue;

@@ -371,9 +371,8 @@ firstNeedingWhole(Value v, int64_t dim, int64_t outer, unsigned budget,
       if (rule.factorKinds[f] == FactorKind::Blocked)
         return user;
       if (rule.factorKinds[f] == FactorKind::Reduction &&
-          llvm::count_if(user->getOperands(), [](Value o) {
-            return !isWeightLike(o);
-          }) >= 2)
+          llvm::count_if(user->getOperands(),
+                         [](Value o) { return !isWeightLike(o); }) >= 2)
         return user;
       if (rule.factorKinds[f] != FactorKind::Parallel)
         continue;
@@ -1018,8 +1017,8 @@ struct PropagateShardingPass
                 break;
               runs *= rule.factorSizes[g];
             }
-            if (Operation *whole = firstNeedingWhole(
-                    op->getResult(r), e, runs, 512, plannedTp, reached)) {
+            if (Operation *whole = firstNeedingWhole(op->getResult(r), e, runs,
+                                                     512, plannedTp, reached)) {
               OpBuilder b(op);
               op->setAttr(kTpKeptWholeAttr, b.getStringAttr(describe(whole)));
               best = -1;

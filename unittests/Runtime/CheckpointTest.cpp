@@ -168,9 +168,7 @@ TEST(Checkpoint, ChecksShardsAgainstTheirChecksums) {
   writeFile(shard, flipped);
   TensorType wt{DType::F32, {4, 6}};
   Checkpoint fresh = Checkpoint::openLatest(dir);
-  std::string msg = errorOf([&] {
-    fresh.readTensor("h.0.attn.weight");
-  });
+  std::string msg = errorOf([&] { fresh.readTensor("h.0.attn.weight"); });
   EXPECT_HAS(msg, shard);
   EXPECT_HAS(msg, "but the manifest says");
   EXPECT_HAS(msg, "it changed after the save");
@@ -196,11 +194,10 @@ TEST(Checkpoint, ChecksShardsAgainstTheirChecksums) {
   fs::remove(step + "/ln.scale.0.npy");
   fs::create_symlink(other + "/step-00000003/ln.scale.0.npy",
                      step + "/ln.scale.0.npy");
-  EXPECT_HAS(errorOf([&] {
-               Checkpoint::openLatest(dir).readTensor("ln.scale");
-             }),
-             "ln.scale.0.npy is a symbolic link; a checkpoint's shards must "
-             "be files of its folder");
+  EXPECT_HAS(
+      errorOf([&] { Checkpoint::openLatest(dir).readTensor("ln.scale"); }),
+      "ln.scale.0.npy is a symbolic link; a checkpoint's shards must "
+      "be files of its folder");
 }
 
 TEST(Checkpoint, OpensAStepFolder) {

@@ -257,22 +257,22 @@ TEST_F(ExportFixture, PutsBlocksTogether) {
   EXPECT_EQ(floatsOf(model.read("w")), expected);
 
   // Blocks that leave columns out, or do not fit the initializer.
+  EXPECT_HAS(
+      errorOf([&] {
+        TrainedModel(ckpt, source, {"w"}, {{"w", {{"w[:, 0:3]", 1, 0, 3}}}});
+      }),
+      "the plan reads initializer 'w' (f32[6, 4]) in blocks that do "
+      "not cover it");
   EXPECT_HAS(errorOf([&] {
-               TrainedModel(ckpt, source, {"w"},
-                            {{"w", {{"w[:, 0:3]", 1, 0, 3}}}});
-             }),
-             "the plan reads initializer 'w' (f32[6, 4]) in blocks that do "
-             "not cover it");
-  EXPECT_HAS(errorOf([&] {
-               TrainedModel(ckpt, source, {"w"},
-                            {{"w", {{"w[:, 0:3]", 1, 0, 2},
-                                    {"w[:, 3:4]", 1, 2, 2}}}});
+               TrainedModel(
+                   ckpt, source, {"w"},
+                   {{"w", {{"w[:, 0:3]", 1, 0, 2}, {"w[:, 3:4]", 1, 2, 2}}}});
              }),
              "weight 'w[:, 0:3]' is f32[6, 3] in checkpoint");
   EXPECT_HAS(errorOf([&] {
-               TrainedModel(ckpt, source, {"w"},
-                            {{"w", {{"w[:, 0:3]", 1, 0, 3},
-                                    {"w[:, 3:5]", 1, 3, 1}}}});
+               TrainedModel(
+                   ckpt, source, {"w"},
+                   {{"w", {{"w[:, 0:3]", 1, 0, 3}, {"w[:, 3:5]", 1, 3, 1}}}});
              }),
              "has no tensor 'w[:, 3:5]'");
 }

@@ -13,9 +13,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CommunicatorSuite.h"
-#include "comm/TcpStore.h"
 #include "ErrorOf.h"
 #include "Half.h"
+#include "comm/TcpStore.h"
 #include "shoal/Runtime/Runtime.h"
 
 #include <gtest/gtest.h>
@@ -184,10 +184,9 @@ TEST(GlooBootstrap, StoreRefusesStrangersAndSecondRegistrations) {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<uint16_t>(port));
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr),
-              0);
-    const unsigned char junk[14] = {'S', 1, 0, 0, 0, 'k', 0, 0,
-                                    0,   0, 1, 0, 0, 0};
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    const unsigned char junk[14] = {'S', 1, 0, 0, 0, 'k', 0,
+                                    0,   0, 0, 1, 0, 0,   0};
     EXPECT_EQ(send(fd, junk, sizeof junk, 0), 14);
     char c;
     EXPECT_LE(recv(fd, &c, 1, 0), 0); // closed without a reply
@@ -198,8 +197,8 @@ TEST(GlooBootstrap, StoreRefusesStrangersAndSecondRegistrations) {
   EXPECT_EQ(server.get("x"), (std::vector<char>{'4', '2'}));
   // Rank 1 again (a second job on the port), and a rank of another job.
   EXPECT_EQ(errorOf([&] {
-              TcpStore again("127.0.0.1", port, false, second, second,
-                             "job-a", 1);
+              TcpStore again("127.0.0.1", port, false, second, second, "job-a",
+                             1);
             }),
             "rendezvous: rank 1 has registered with this job's rendezvous "
             "store already: another job (or a second launch) uses the same "
@@ -207,8 +206,8 @@ TEST(GlooBootstrap, StoreRefusesStrangersAndSecondRegistrations) {
             "(store at MASTER_ADDR:MASTER_PORT 127.0.0.1:" +
                 std::to_string(port) + ")");
   EXPECT_EQ(errorOf([&] {
-              TcpStore other("127.0.0.1", port, false, second, second,
-                             "job-b", 2);
+              TcpStore other("127.0.0.1", port, false, second, second, "job-b",
+                             2);
             }),
             "rendezvous: the rendezvous store belongs to another job (job "
             "id 'job-a'; this rank's is 'job-b'): two jobs share "

@@ -108,11 +108,10 @@ void setInitializerData(onnx::TensorProto &t, const Tensor &value,
 
 } // namespace
 
-TrainedModel::TrainedModel(const Checkpoint &checkpoint,
-                           const std::string &sourcePath,
-                           std::vector<std::string> names,
-                           std::map<std::string, std::vector<WeightBlock>>
-                               blockMap)
+TrainedModel::TrainedModel(
+    const Checkpoint &checkpoint, const std::string &sourcePath,
+    std::vector<std::string> names,
+    std::map<std::string, std::vector<WeightBlock>> blockMap)
     : ckpt(checkpoint), model([&] {
         std::error_code ec;
         if (!fs::is_regular_file(sourcePath, ec))

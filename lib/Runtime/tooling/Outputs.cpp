@@ -190,6 +190,6 @@ void shoal::rt::checkOutputFile(const std::string &path, const char *what,
   if (fs::is_directory(path))
     throw Error(fmt::format("the {} {} is a folder; {} needs a file", what,
                             path, flag));
-  checkWritableFolder(folder.string(), fmt::format("{} {} ({})", what, path,
-                                                   flag));
+  checkWritableFolder(folder.string(),
+                      fmt::format("{} {} ({})", what, path, flag));
 }

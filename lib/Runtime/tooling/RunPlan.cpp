@@ -43,9 +43,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 
 using namespace shoal::rt;
@@ -114,9 +114,9 @@ std::string jobDescription(const LoadedPlan &plan, const RunOptions &options,
       {"data", fileSummary(train.dataPath)},
       {"data seed", std::to_string(train.dataSeed)},
       {"evaluation data", fileSummary(train.evalDataPath)},
-      {"evaluation", fmt::format("every {} steps, {} steps{}", train.evalEvery,
-                                 train.evalSteps,
-                                 train.evalOnly ? ", only" : "")},
+      {"evaluation",
+       fmt::format("every {} steps, {} steps{}", train.evalEvery,
+                   train.evalSteps, train.evalOnly ? ", only" : "")},
       {"resumed step", std::to_string(resumedStep)},
       {"--init-from", fileSummary(train.initFrom)},
       {"checkpoints", fmt::format("every {} steps{}", train.saveEvery,
@@ -321,8 +321,8 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     } else if (fromInit != initNames.matched.end()) {
       // The ONNX model's fingerprint says nothing of these.
       try {
-        t = init->loadBlock(fromInit->second, sourceType, sourceOffsets,
-                            local, w.sourceShape);
+        t = init->loadBlock(fromInit->second, sourceType, sourceOffsets, local,
+                            w.sourceShape);
       } catch (const Error &e) {
         throw Error(fmt::format("--init-from: weight '{}': {}", w.initializer,
                                 e.what()));
@@ -658,8 +658,8 @@ void exportModel(const LoadedPlan &plan, ProgramRunner &exec,
     try {
       Checkpoint checkpoint = Checkpoint::open(
           (fs::path(root) / checkpointFolderName(step)).string());
-      TrainedModel model(checkpoint, exportSource(plan),
-                         modelWeightNames(plan), plan.training.blocks);
+      TrainedModel model(checkpoint, exportSource(plan), modelWeightNames(plan),
+                         plan.training.blocks);
       std::string steps = std::to_string(step);
       auto mib = [](uint64_t bytes) { return double(bytes) / (1 << 20); };
       if (!train.exportOnnx.empty()) {
@@ -952,9 +952,9 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
   // Every rank must run the same job before the first collective that the
   // plan shapes (docs/Runtime.md, "Ranks that disagree").
   if (size > 1) {
-    std::vector<std::string> all = gatherText(
-        jobDescription(*plan, options, train, size, resumedStep), world,
-        "job description");
+    std::vector<std::string> all =
+        gatherText(jobDescription(*plan, options, train, size, resumedStep),
+                   world, "job description");
     agree(rank == 0 ? jobMismatch(all) : std::string(), world);
   }
   RunSummary summary;

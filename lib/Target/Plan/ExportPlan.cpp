@@ -738,8 +738,7 @@ private:
                 ShoalDialect::kSourceRangeAttr)) {
           plan::WeightRange *r = weight->mutable_range();
           r->set_name(getSourceName(w).str());
-          for (int64_t d :
-               range.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+          for (int64_t d : range.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
             r->add_shape(d);
           r->set_axis(range.getAs<IntegerAttr>("axis").getInt());
           r->set_start(range.getAs<IntegerAttr>("start").getInt());

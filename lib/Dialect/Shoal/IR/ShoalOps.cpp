@@ -174,9 +174,8 @@ LogicalResult WeightOp::verify() {
     if (!ok)
       return emitOpError() << "weight '" << getName() << "' of shape "
                            << fmtShape(own) << " is no block of initializer '"
-                           << name.getValue() << "' of shape "
-                           << fmtShape(src) << " starting at " << s
-                           << " along axis " << a;
+                           << name.getValue() << "' of shape " << fmtShape(src)
+                           << " starting at " << s << " along axis " << a;
   }
   return success();
 }
