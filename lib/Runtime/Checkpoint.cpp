@@ -25,8 +25,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;
@@ -748,6 +750,39 @@ std::string hostName() {
   return buf;
 }
 
+/// Field 22 of /proc/PID/stat (the process's start time, in clock ticks
+/// since boot), and its state (field 3); false when there is no such
+/// process.
+bool processStart(long pid, unsigned long long &start, char &state) {
+  // (/proc files report a size of 0: read them as a stream.)
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!in || !std::getline(in, text))
+    return false;
+  // The command name (field 2) is in parentheses and may hold spaces.
+  std::size_t close = text.rfind(')');
+  if (close == std::string::npos)
+    return false;
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  rest >> state;
+  for (int i = 4; i <= 22 && rest >> field; ++i)
+    if (i == 22)
+      start = std::strtoull(field.c_str(), nullptr, 10);
+  return true;
+}
+
+/// Whether process `pid` of this host that started at `start` (0: not
+/// known) still runs: not when it is gone, a zombie (killed and not yet
+/// reaped) or another process that took its id since.
+bool processAlive(long pid, unsigned long long start) {
+  unsigned long long now = 0;
+  char state = '?';
+  if (!processStart(pid, now, state))
+    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
+  return state != 'Z' && state != 'X' && (start == 0 || now == start);
+}
+
 /// Creates `path` exclusively with `text`; false if it exists.
 bool createExclusive(const std::string &path, const std::string &text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -770,8 +805,11 @@ bool createExclusive(const std::string &path, const std::string &text) {
 CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
     : path((fs::path(dir) / ".lock").string()) {
   std::string host = hostName();
-  owner = fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
-                      host, ::getpid());
+  unsigned long long myStart = 0;
+  char myState = '?';
+  processStart(::getpid(), myStart, myState);
+  owner = fmt::format("run {} host {} pid {} start {}\n",
+                      runId.empty() ? "-" : runId, host, ::getpid(), myStart);
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (createExclusive(path, owner))
       return;
@@ -780,13 +818,16 @@ CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
     if (fs::is_symlink(path, ec) ||
         !shoal::readRegularFile(path, held, 4096).empty())
       held.clear();
-    // "run R host H pid P": a process of this host that is gone left it.
+    // "run R host H pid P start S": a process of this host that is gone
+    // (or a zombie, or whose id another process took since) left it.
     char r[128] = {0}, h[256] = {0};
     long pid = 0;
-    bool parsed = std::sscanf(held.c_str(), "run %127s host %255s pid %ld", r,
-                              h, &pid) == 3;
-    bool stale = parsed && host == h && pid > 0 &&
-                 ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    unsigned long long start = 0;
+    int fields =
+        std::sscanf(held.c_str(), "run %127s host %255s pid %ld start %llu", r,
+                    h, &pid, &start);
+    bool stale = fields >= 3 && host == h && pid > 0 &&
+                 !processAlive(pid, fields == 4 ? start : 0);
     if (!stale) {
       while (!held.empty() && (held.back() == '\n' || held.back() == '\r'))
         held.pop_back();

@@ -27,6 +27,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <optional>
+
 namespace shoal {
 #define GEN_PASS_DEF_FUSEDWEIGHTVIEWSPASS
 #include "shoal/Transforms/Passes.h.inc"
@@ -36,6 +38,35 @@ using namespace mlir;
 using namespace shoal;
 
 namespace {
+
+/// A Slice along one axis with step 1: the axis (normalized into [0,
+/// rank)) and the range [start, end) it takes of that axis (clamped as
+/// ONNX clamps it).
+struct OneAxisSlice {
+  int64_t axis, start, end;
+};
+std::optional<OneAxisSlice> oneAxisSlice(OnnxOp onnx,
+                                         ArrayRef<int64_t> shape) {
+  if (onnx.getOpType() != "Slice")
+    return std::nullopt;
+  DictionaryAttr attrs = onnx.getOnnxAttrs();
+  auto starts = attrs.getAs<DenseI64ArrayAttr>("starts");
+  auto ends = attrs.getAs<DenseI64ArrayAttr>("ends");
+  auto axes = attrs.getAs<DenseI64ArrayAttr>("axes");
+  auto steps = attrs.getAs<DenseI64ArrayAttr>("steps");
+  if (!starts || !ends || !axes || starts.size() != 1 || ends.size() != 1 ||
+      axes.size() != 1 || (steps && (steps.size() != 1 || steps[0] != 1)))
+    return std::nullopt;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
+  if (axis < 0 || axis >= rank)
+    return std::nullopt;
+  int64_t n = shape[axis];
+  auto clamp = [&](int64_t i) {
+    return i < 0 ? std::max<int64_t>(i + n, 0) : std::min(i, n);
+  };
+  return OneAxisSlice{axis, clamp(starts[0]), clamp(ends[0])};
+}
 
 /// Whether every use of `v` (through transposes) takes dimension `dim`
 /// apart into single elements: a Gather along it with a scalar index, a
@@ -119,21 +150,11 @@ int64_t equalCut(Value v) {
       pieces = onnx->getNumResults();
       continue;
     }
-    if (onnx.getOpType() != "Slice")
+    std::optional<OneAxisSlice> slice = oneAxisSlice(onnx, type.getShape());
+    if (!slice)
       return 0;
-    DictionaryAttr attrs = onnx.getOnnxAttrs();
-    auto starts = attrs.getAs<DenseI64ArrayAttr>("starts");
-    auto ends = attrs.getAs<DenseI64ArrayAttr>("ends");
-    auto axes = attrs.getAs<DenseI64ArrayAttr>("axes");
-    auto steps = attrs.getAs<DenseI64ArrayAttr>("steps");
-    if (!starts || !ends || !axes || starts.size() != 1 || ends.size() != 1 ||
-        axes.size() != 1 || (steps && (steps.size() != 1 || steps[0] != 1)))
-      return 0;
-    int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
-    int64_t s = starts[0] < 0 ? starts[0] + size : starts[0];
-    int64_t e = ends[0] < 0 ? ends[0] + size : std::min(ends[0], size);
-    int64_t p = e - s;
-    if (axis != rank - 1 || s < 0 || p <= 0 || s % p != 0 || size % p != 0 ||
+    int64_t s = slice->start, p = slice->end - slice->start;
+    if (slice->axis != rank - 1 || p <= 0 || s % p != 0 || size % p != 0 ||
         (piece && piece != p))
       return 0;
     piece = p;
@@ -188,24 +209,11 @@ bool takesAlong(Value v, int64_t dim, int64_t unit,
         return false;
       continue;
     }
-    if (onnx.getOpType() != "Slice")
+    std::optional<OneAxisSlice> slice = oneAxisSlice(onnx, type.getShape());
+    if (!slice || slice->axis != dim || slice->end <= slice->start)
       return false;
-    DictionaryAttr attrs = onnx.getOnnxAttrs();
-    auto starts = attrs.getAs<DenseI64ArrayAttr>("starts");
-    auto ends = attrs.getAs<DenseI64ArrayAttr>("ends");
-    auto axes = attrs.getAs<DenseI64ArrayAttr>("axes");
-    auto steps = attrs.getAs<DenseI64ArrayAttr>("steps");
-    if (!starts || !ends || !axes || starts.size() != 1 || ends.size() != 1 ||
-        axes.size() != 1 || (steps && (steps.size() != 1 || steps[0] != 1)))
-      return false;
-    int64_t axis = axes[0] < 0 ? axes[0] + rank : axes[0];
-    int64_t s = starts[0] < 0 ? std::max<int64_t>(starts[0] + n, 0)
-                              : std::min(starts[0], n);
-    int64_t e =
-        ends[0] < 0 ? std::max<int64_t>(ends[0] + n, 0) : std::min(ends[0], n);
-    if (axis != dim || e <= s)
-      return false;
-    takes.push_back({onnx->getResult(0), s * unit, e * unit});
+    takes.push_back(
+        {onnx->getResult(0), slice->start * unit, slice->end * unit});
   }
   return !takes.empty();
 }

@@ -25,6 +25,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace shoal;
@@ -230,6 +231,21 @@ TEST(Checkpoint, LocksTheFolderForOneJob) {
             fmt::format("run old host {} pid {}\n", host, 999999999));
   EXPECT_EQ(errorOf([&] { CheckpointLock c(dir, "run-c"); }), "");
   EXPECT_FALSE(fs::exists(dir + "/.lock"));
+  // A killed run's process that nobody reaped yet (a zombie: containers
+  // without an init leave them), and a live process that took the id of
+  // the one that wrote the lock (its start time differs): taken over.
+  pid_t child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  ::usleep(100000);
+  writeFile(dir + "/.lock",
+            fmt::format("run zombie host {} pid {} start 0\n", host, child));
+  EXPECT_EQ(errorOf([&] { CheckpointLock z(dir, "run-z"); }), "");
+  ::waitpid(child, nullptr, 0);
+  writeFile(dir + "/.lock",
+            fmt::format("run reused host {} pid {} start 1\n", host,
+                        ::getpid()));
+  EXPECT_EQ(errorOf([&] { CheckpointLock u(dir, "run-u"); }), "");
   // One of another host cannot be checked: refused.
   writeFile(dir + "/.lock", "run far host elsewhere.example pid 1\n");
   EXPECT_HAS(errorOf([&] { CheckpointLock d(dir, "run-d"); }),
