@@ -45,8 +45,7 @@ namespace {
 struct OneAxisSlice {
   int64_t axis, start, end;
 };
-std::optional<OneAxisSlice> oneAxisSlice(OnnxOp onnx,
-                                         ArrayRef<int64_t> shape) {
+std::optional<OneAxisSlice> oneAxisSlice(OnnxOp onnx, ArrayRef<int64_t> shape) {
   if (onnx.getOpType() != "Slice")
     return std::nullopt;
   DictionaryAttr attrs = onnx.getOnnxAttrs();

@@ -242,9 +242,8 @@ TEST(Checkpoint, LocksTheFolderForOneJob) {
             fmt::format("run zombie host {} pid {} start 0\n", host, child));
   EXPECT_EQ(errorOf([&] { CheckpointLock z(dir, "run-z"); }), "");
   ::waitpid(child, nullptr, 0);
-  writeFile(dir + "/.lock",
-            fmt::format("run reused host {} pid {} start 1\n", host,
-                        ::getpid()));
+  writeFile(dir + "/.lock", fmt::format("run reused host {} pid {} start 1\n",
+                                        host, ::getpid()));
   EXPECT_EQ(errorOf([&] { CheckpointLock u(dir, "run-u"); }), "");
   // One of another host cannot be checked: refused.
   writeFile(dir + "/.lock", "run far host elsewhere.example pid 1\n");
