@@ -999,9 +999,8 @@ struct PropagateShardingPass
       // stream's LayerNorm, an MLM head's dense) is kept whole instead of
       // gathering after it; the report says so.
       // A view cut in pieces splits each piece where they divide evenly.
-      if (best >= 0 &&
-          (bestOuter <= 1 ||
-           rule.factorSizes[best] % (bestOuter * tpSize) != 0))
+      if (best >= 0 && (bestOuter <= 1 ||
+                        rule.factorSizes[best] % (bestOuter * tpSize) != 0))
         bestOuter = 1;
       if (best >= 0) {
         SmallVector<std::pair<Value, int64_t>> reached;
