@@ -369,12 +369,16 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
         if (!usable(w))
           return false;
         cuts.push_back({static_cast<unsigned>(k), w, static_cast<int64_t>(d)});
+        break;
       }
   }
   if (cuts.empty() || (bias && !usable(bias)))
     return false;
+  // The chain's Add adds `bias` (and nothing else) to the product.
   for (Operation *c : chain)
-    if (isa<AddOp>(c) && !bias)
+    if (isa<AddOp>(c) &&
+        (!bias || !llvm::is_contained(c->getOperands(), bias.getResult()) ||
+         c->getOperand(0) == c->getOperand(1)))
       return false;
   OpBuilder b(op);
   SmallVector<Value> pieceValues;
@@ -391,11 +395,9 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
     p->setLoc(suffixed(op->getLoc(), suffix));
     for (auto [i, c] : llvm::enumerate(cuts))
       p->setOperand(std::get<0>(c), blocks[i]);
-    for (OpOperand &o : p->getOpOperands())
-      if (bias && o.get() == bias.getResult())
-        o.set(biasBlock);
     p->getResult(0).setType(withDim(outType, rank - 1, e - s));
     Value cur = p->getResult(0);
+    Value whole = op->getResult(0);
     for (Operation *c : chain) {
       auto type = cast<RankedTensorType>(c->getResult(0).getType());
       if (isa<ReshapeOp>(c)) {
@@ -404,14 +406,18 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
                                 withDim(type, type.getRank() - 1, e - s), cur);
         copyShoalAttrs(c, r);
         cur = r.getResult();
+        whole = c->getResult(0);
         continue;
       }
+      // The bias Add: the chain's value becomes the piece, the bias its
+      // block.
       Operation *a = b.clone(*c);
       a->setLoc(suffixed(c->getLoc(), suffix));
       for (OpOperand &o : a->getOpOperands())
-        o.set(o.get() == bias.getResult() ? biasBlock : cur);
+        o.set(o.get() == whole ? cur : biasBlock);
       a->getResult(0).setType(withDim(type, type.getRank() - 1, e - s));
       cur = a->getResult(0);
+      whole = c->getResult(0);
     }
     pieceValues.push_back(cur);
   }
@@ -491,9 +497,7 @@ struct FusedWeightViewsPass
             chain.push_back(add);
           }
         }
-      if (auto gemm = dyn_cast<GemmOp>(op))
-        if (Value c = gemm.getC())
-          bias = c.getDefiningOp<WeightOp>();
+      // (A Gemm's own C is one of its operands, cut by its sharding rule.)
       // Reshapes that keep the last dimension (Hugging Face's Conv1D
       // flattens the batch for its Gemm and restores it before the Split).
       while (cut.hasOneUse())

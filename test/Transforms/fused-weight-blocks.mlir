@@ -37,6 +37,23 @@
 // CHECK-NOT: "Split"
 // CHECK: return
 
+// A Gemm's own C and a bias added after it are two blocks of two
+// initializers: each piece's Gemm reads its block of C, its Add the piece
+// and its block of the added bias.
+// CHECK-LABEL: func.func @gemm_c_and_add
+// CHECK-DAG: %[[W0:.*]] = shoal.weight "g.weight[:, 0:8]"
+// CHECK-DAG: %[[C0:.*]] = shoal.weight "g.c[0:8]"
+// CHECK-DAG: %[[B0:.*]] = shoal.weight "g.bias[0:8]"
+// CHECK: %[[P0:.*]] = shoal.gemm %{{.*}}, %[[W0]], %[[C0]]
+// CHECK: shoal.add %[[B0]], %[[P0]] {{.*}} -> tensor<8x8xf32>
+// CHECK-DAG: %[[W1:.*]] = shoal.weight "g.weight[:, 8:12]"
+// CHECK-DAG: %[[C1:.*]] = shoal.weight "g.c[8:12]"
+// CHECK-DAG: %[[B1:.*]] = shoal.weight "g.bias[8:12]"
+// CHECK: %[[P1:.*]] = shoal.gemm %{{.*}}, %[[W1]], %[[C1]]
+// CHECK: shoal.add %[[B1]], %[[P1]] {{.*}} -> tensor<8x4xf32>
+// CHECK-NOT: "Split"
+// CHECK: return
+
 // A weight the model reads twice (tied) keeps its one buffer: no blocks.
 // CHECK-LABEL: func.func @tied
 // CHECK: shoal.weight "tied.weight" : tensor<8x12xf32>
@@ -80,6 +97,16 @@ module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
     %p = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<2x4x8xf32>, tensor<8x12xf32>) -> tensor<2x4x12xf32>
     %pb = shoal.add %b, %p {shoal.scope = "attn"} : (tensor<12xf32>, tensor<2x4x12xf32>) -> tensor<2x4x12xf32>
     %q:2 = shoal.onnx "Split"(%pb) {axis = 2 : i64, split = array<i64: 8, 4>} {shoal.scope = "attn"} : (tensor<2x4x12xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+    return %q#0, %q#1 : tensor<2x4x8xf32>, tensor<2x4x4xf32>
+  }
+  func.func @gemm_c_and_add(%x: tensor<8x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x4xf32> {shoal.name = "kv"}) {
+    %w = shoal.weight "g.weight" : tensor<8x12xf32>
+    %c = shoal.weight "g.c" : tensor<12xf32>
+    %b = shoal.weight "g.bias" : tensor<12xf32>
+    %p = shoal.gemm %x, %w, %c {shoal.scope = "attn"} : (tensor<8x8xf32>, tensor<8x12xf32>, tensor<12xf32>) -> tensor<8x12xf32>
+    %pb = shoal.add %b, %p {shoal.scope = "attn"} : (tensor<12xf32>, tensor<8x12xf32>) -> tensor<8x12xf32>
+    %r = shoal.reshape %pb {shoal.scope = "attn"} : (tensor<8x12xf32>) -> tensor<2x4x12xf32>
+    %q:2 = shoal.onnx "Split"(%r) {axis = 2 : i64, split = array<i64: 8, 4>} {shoal.scope = "attn"} : (tensor<2x4x12xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
     return %q#0, %q#1 : tensor<2x4x8xf32>, tensor<2x4x4xf32>
   }
   func.func @tied(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x4xf32> {shoal.name = "kv"}, tensor<2x4x12xf32> {shoal.name = "again"}) {
