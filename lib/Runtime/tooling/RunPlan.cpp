@@ -305,12 +305,30 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     const Shape &local = plan.values[w.value].shape;
     // A block of an initializer (Weight.range) is read from the whole
     // initializer, its offsets moved to the block.
+    // A slice that pads the block (an uneven split) reads only the block's
+    // part and keeps zeros past it, not the next block's elements.
     TensorType sourceType = w.globalType;
     Shape sourceOffsets = offsets;
+    Shape readShape = local;
     if (w.rangeAxis >= 0) {
       sourceType.shape = w.rangeShape;
       sourceOffsets[w.rangeAxis] += w.rangeStart;
+      readShape[w.rangeAxis] =
+          std::clamp<int64_t>(w.globalType.shape[w.rangeAxis] -
+                                  offsets[w.rangeAxis],
+                              0, local[w.rangeAxis]);
     }
+    auto readPadded = [&](auto &&read) {
+      if (readShape == local)
+        return read(local);
+      Tensor padded(plan.values[w.value]);
+      if (readShape[w.rangeAxis] > 0) {
+        Tensor part = read(readShape);
+        insertBlock(part.rawData(), readShape, dtypeSize(part.dtype()),
+                    Shape(local.size(), 0), padded.rawData(), local);
+      }
+      return padded;
+    };
     Tensor t;
     auto fromInit =
         init ? initNames.matched.find(w.sourceName) : initNames.matched.end();
@@ -321,8 +339,10 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     } else if (fromInit != initNames.matched.end()) {
       // The ONNX model's fingerprint says nothing of these.
       try {
-        t = init->loadBlock(fromInit->second, sourceType, sourceOffsets, local,
-                            w.sourceShape);
+        t = readPadded([&](const Shape &shape) {
+          return init->loadBlock(fromInit->second, sourceType, sourceOffsets,
+                                 shape, w.sourceShape);
+        });
       } catch (const Error &e) {
         throw Error(fmt::format("--init-from: weight '{}': {}", w.initializer,
                                 e.what()));
@@ -342,8 +362,10 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
             "weights changed); compile the plan again",
             w.sourceName, file->path()));
       try {
-        t = file->loadBlock(w.sourceName, sourceType, sourceOffsets, local,
-                            w.sourceShape);
+        t = readPadded([&](const Shape &shape) {
+          return file->loadBlock(w.sourceName, sourceType, sourceOffsets,
+                                 shape, w.sourceShape);
+        });
       } catch (const Error &e) {
         throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
       }
