@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -222,13 +223,71 @@ TEST(GlooBootstrap, StoreServesOnMasterAddrOnly) {
   // Rank 0 binds the address MASTER_ADDR names, not every interface: an
   // address that is not this host's is an error saying so.
   auto second = std::chrono::seconds(1);
+  ScopedEnv env({{"SHOAL_STORE_BIND", nullptr}});
   std::string e = errorOf([&] {
     TcpStore bad("192.0.2.1", unusedPort(), true, second, second, "", 0);
   });
   EXPECT_NE(e.find("'192.0.2.1' is not an address of this host (MASTER_ADDR "
-                   "must name rank 0's host)"),
+                   "must name rank 0's host; for a virtual or NATed address "
+                   "of it, set SHOAL_STORE_BIND=0.0.0.0)"),
             std::string::npos)
       << e;
+  // 127.0.0.1 is served there only: 127.0.0.2 (also this host's loopback)
+  // finds no store.
+  int port = unusedPort();
+  TcpStore server("127.0.0.1", port, true, second, second, "", 0);
+  e = errorOf([&] {
+    TcpStore other("127.0.0.2", port, false, std::chrono::milliseconds(300),
+                   second, "", 1);
+  });
+  EXPECT_NE(e.find("cannot reach the rendezvous store"), std::string::npos)
+      << e;
+}
+
+TEST(GlooBootstrap, StoreServesEverywhereWhenAskedOrLoopbackNamed) {
+  auto second = std::chrono::seconds(1);
+  {
+    // SHOAL_STORE_BIND=0.0.0.0: every interface (a virtual MASTER_ADDR).
+    ScopedEnv env(std::map<std::string, const char *>{{"SHOAL_STORE_BIND", "0.0.0.0"}});
+    int port = unusedPort();
+    TcpStore server("127.0.0.1", port, true, second, second, "", 0);
+    TcpStore other("127.0.0.2", port, false, second, second, "", 1);
+    other.set("k", {'v'});
+    EXPECT_EQ(server.get("k"), std::vector<char>{'v'});
+  }
+  {
+    ScopedEnv env(std::map<std::string, const char *>{
+        {"SHOAL_STORE_BIND", "no-such-host.invalid"}});
+    std::string e = errorOf([&] {
+      TcpStore bad("127.0.0.1", unusedPort(), true, second, second, "", 0);
+    });
+    EXPECT_NE(e.find("cannot resolve 'no-such-host.invalid' "
+                     "(SHOAL_STORE_BIND)"),
+              std::string::npos)
+        << e;
+  }
+  // A host name that resolves to a loopback address here (Debian's
+  // /etc/hosts: 127.0.1.1) is the host's real address for the other hosts:
+  // the store listens on every interface.
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  bool loopback =
+      getaddrinfo(name, nullptr, &hints, &found) == 0 && found &&
+      (ntohl(reinterpret_cast<sockaddr_in *>(found->ai_addr)->sin_addr.s_addr) >>
+       24) == 127;
+  if (found)
+    freeaddrinfo(found);
+  if (!loopback || std::string(name) == "localhost")
+    GTEST_SKIP() << "this host's name does not resolve to a loopback address";
+  ScopedEnv env({{"SHOAL_STORE_BIND", nullptr}});
+  int port = unusedPort();
+  TcpStore server(name, port, true, second, second, "", 0);
+  TcpStore other("127.0.0.2", port, false, second, second, "", 1);
+  other.set("k", {'w'});
+  EXPECT_EQ(server.get("k"), std::vector<char>{'w'});
 }
 
 TEST(GlooBootstrap, WorldOfOneNeedsNoMaster) {

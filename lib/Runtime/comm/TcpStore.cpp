@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -92,6 +93,35 @@ template <typename T> bool readInt(int fd, T &v) {
   return true;
 }
 
+/// Whether `addr` is a loopback address (127.0.0.0/8, ::1, or an IPv4
+/// loopback mapped into IPv6).
+bool isLoopback(const sockaddr *addr) {
+  if (addr->sa_family == AF_INET) {
+    uint32_t a = ntohl(reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr);
+    return (a >> 24) == 127;
+  }
+  if (addr->sa_family == AF_INET6) {
+    const in6_addr &a = reinterpret_cast<const sockaddr_in6 *>(addr)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a))
+      return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+/// Whether `host` means this host's loopback everywhere: `localhost` or a
+/// loopback literal (a job that runs on this host only).
+bool isLoopbackName(const std::string &host) {
+  if (host == "localhost" || host.rfind("localhost.", 0) == 0)
+    return true;
+  in_addr a4;
+  in6_addr a6;
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  return ::inet_pton(AF_INET6, host.c_str(), &a6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 } // namespace
 
 namespace shoal {
@@ -104,23 +134,51 @@ public:
                  std::string jobId)
       : jobId(std::move(jobId)) {
     // The address MASTER_ADDR names (an IPv4 one first: clients try every
-    // address the name resolves to), not every interface of the host.
+    // address the name resolves to), not every interface of the host;
+    // SHOAL_STORE_BIND chooses another (0.0.0.0: every interface, for a
+    // MASTER_ADDR that is a virtual or NATed address of this host).
+    const char *bindVar = std::getenv("SHOAL_STORE_BIND");
+    std::string bindHost = bindVar && *bindVar ? bindVar : host;
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo *found = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                           &found);
+    int rc = ::getaddrinfo(bindHost.c_str(), std::to_string(port).c_str(),
+                           &hints, &found);
     if (rc != 0)
       throw Error(fmt::format("cannot serve the rendezvous store at {}: "
-                              "cannot resolve '{}': {}",
-                              where, host, gai_strerror(rc)));
+                              "cannot resolve '{}'{}: {}",
+                              where, bindHost,
+                              bindVar && *bindVar ? " (SHOAL_STORE_BIND)" : "",
+                              gai_strerror(rc)));
     addrinfo *pick = found;
     for (addrinfo *a = found; a; a = a->ai_next)
       if (a->ai_family == AF_INET) {
         pick = a;
         break;
       }
+    // A host name that resolves to a loopback address here (Debian's
+    // /etc/hosts maps the host's own name to 127.0.1.1) is the host's real
+    // address elsewhere: the other hosts could not reach a loopback
+    // listener, so the store listens on every interface.
+    sockaddr_storage wildcard{};
+    socklen_t wildcardLen = 0;
+    if (!(bindVar && *bindVar) && isLoopback(pick->ai_addr) &&
+        !isLoopbackName(host)) {
+      if (pick->ai_family == AF_INET) {
+        auto *in = reinterpret_cast<sockaddr_in *>(&wildcard);
+        in->sin_family = AF_INET;
+        in->sin_port = htons(static_cast<uint16_t>(port));
+        in->sin_addr.s_addr = htonl(INADDR_ANY);
+        wildcardLen = sizeof(sockaddr_in);
+      } else {
+        auto *in6 = reinterpret_cast<sockaddr_in6 *>(&wildcard);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(static_cast<uint16_t>(port));
+        in6->sin6_addr = in6addr_any;
+        wildcardLen = sizeof(sockaddr_in6);
+      }
+    }
     listenFd = ::socket(pick->ai_family, pick->ai_socktype, pick->ai_protocol);
     if (listenFd < 0) {
       std::string why = std::strerror(errno);
@@ -131,7 +189,10 @@ public:
     }
     int one = 1;
     ::setsockopt(listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    rc = ::bind(listenFd, pick->ai_addr, pick->ai_addrlen);
+    rc = wildcardLen ? ::bind(listenFd,
+                              reinterpret_cast<sockaddr *>(&wildcard),
+                              wildcardLen)
+                     : ::bind(listenFd, pick->ai_addr, pick->ai_addrlen);
     int err = errno;
     ::freeaddrinfo(found);
     if (rc != 0 || ::listen(listenFd, 128) != 0) {
@@ -141,8 +202,10 @@ public:
       if (err == EADDRNOTAVAIL)
         throw Error(fmt::format("rank 0 cannot serve the rendezvous store at "
                                 "{}: '{}' is not an address of this host "
-                                "(MASTER_ADDR must name rank 0's host)",
-                                where, host));
+                                "(MASTER_ADDR must name rank 0's host; for "
+                                "a virtual or NATed address of it, set "
+                                "SHOAL_STORE_BIND=0.0.0.0)",
+                                where, bindHost));
       throw Error(fmt::format("rank 0 cannot serve the rendezvous store on "
                               "port {} ({}): {} (is MASTER_PORT free? under "
                               "torchrun, shoal serves it on MASTER_PORT + 1)",

@@ -38,7 +38,8 @@ public:
   /// refuses another job's ranks, and a second registration of one rank
   /// (two jobs on one MASTER_PORT), with an Error naming both. Rank 0
   /// serves the store on the address MASTER_ADDR names, not on every
-  /// interface.
+  /// interface (but on every one for a host name that resolves to a
+  /// loopback address here; SHOAL_STORE_BIND chooses the address).
   TcpStore(const std::string &host, int port, bool serve,
            std::chrono::milliseconds connectTimeout,
            std::chrono::milliseconds waitTimeout, const std::string &jobId = "",
