@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -750,103 +752,68 @@ std::string hostName() {
   return buf;
 }
 
-/// Field 22 of /proc/PID/stat (the process's start time, in clock ticks
-/// since boot), and its state (field 3); false when there is no such
-/// process.
-bool processStart(long pid, unsigned long long &start, char &state) {
-  // (/proc files report a size of 0: read them as a stream.)
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  if (!in || !std::getline(in, text))
-    return false;
-  // The command name (field 2) is in parentheses and may hold spaces.
-  std::size_t close = text.rfind(')');
-  if (close == std::string::npos)
-    return false;
-  std::istringstream rest(text.substr(close + 1));
-  std::string field;
-  rest >> state;
-  for (int i = 4; i <= 22 && rest >> field; ++i)
-    if (i == 22)
-      start = std::strtoull(field.c_str(), nullptr, 10);
-  return true;
-}
-
-/// Whether process `pid` of this host that started at `start` (0: not
-/// known) still runs: not when it is gone, a zombie (killed and not yet
-/// reaped) or another process that took its id since.
-bool processAlive(long pid, unsigned long long start) {
-  unsigned long long now = 0;
-  char state = '?';
-  if (!processStart(pid, now, state))
-    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
-  return state != 'Z' && state != 'X' && (start == 0 || now == start);
-}
-
-/// Creates `path` exclusively with `text`; false if it exists.
-bool createExclusive(const std::string &path, const std::string &text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      return false;
-    throw Error(fmt::format("cannot create the checkpoint lock {}: {}", path,
-                            std::strerror(errno)));
-  }
-  bool ok = ::write(fd, text.data(), text.size()) ==
-            static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!ok)
-    throw Error(fmt::format("cannot write the checkpoint lock {}", path));
-  return true;
-}
-
 } // namespace
 
 CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
     : path((fs::path(dir) / ".lock").string()) {
-  std::string host = hostName();
-  unsigned long long myStart = 0;
-  char myState = '?';
-  processStart(::getpid(), myStart, myState);
-  owner = fmt::format("run {} host {} pid {} start {}\n",
-                      runId.empty() ? "-" : runId, host, ::getpid(), myStart);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (createExclusive(path, owner))
-      return;
-    std::string held;
-    std::error_code ec;
-    if (fs::is_symlink(path, ec) ||
-        !shoal::readRegularFile(path, held, 4096).empty())
-      held.clear();
-    // "run R host H pid P start S": a process of this host that is gone
-    // (or a zombie, or whose id another process took since) left it.
-    char r[128] = {0}, h[256] = {0};
-    long pid = 0;
-    unsigned long long start = 0;
-    int fields =
-        std::sscanf(held.c_str(), "run %127s host %255s pid %ld start %llu", r,
-                    h, &pid, &start);
-    bool stale = fields >= 3 && host == h && pid > 0 &&
-                 !processAlive(pid, fields == 4 ? start : 0);
-    if (!stale) {
+  owner = fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
+                      hostName(), ::getpid());
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    int err = errno;
+    path.clear();
+    throw Error(fmt::format("cannot open the checkpoint lock {}/.lock: {}", dir,
+                            err == ELOOP ? "it is a symbolic link"
+                                         : std::strerror(err)));
+  }
+  // The kernel releases the lock when its holder exits, however it ends
+  // (NFS too: its client maps flock to the server's locks).
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    if (err == EWOULDBLOCK) {
+      std::string held(4096, '\0');
+      ssize_t n = ::pread(fd, held.data(), held.size(), 0);
+      held.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
       while (!held.empty() && (held.back() == '\n' || held.back() == '\r'))
         held.pop_back();
-      path.clear();
+      release();
       throw Error(fmt::format(
           "checkpoint folder {} is in use by another job ({}): two jobs "
           "saving to one folder would mix their checkpoints; give each job "
-          "its own --save folder, or remove {}/.lock if that job is gone",
-          dir, held.empty() ? "its .lock cannot be read" : held, dir));
+          "its own --save folder (the lock is released when that job's rank "
+          "0 exits)",
+          dir, held.empty() ? "it has not named itself yet" : held));
     }
-    ::unlink(path.c_str());
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
+      // A file system without locks (Lustre mounted without -o flock).
+      std::fprintf(stderr,
+                   "shoal-run: warning: %s does not support file locks (%s): "
+                   "a second job saving to this folder is not detected\n",
+                   dir.c_str(), std::strerror(err));
+      ::close(fd);
+      fd = -1;
+      path.clear();
+      return;
+    }
+    release();
+    throw Error(fmt::format("cannot lock the checkpoint folder {}: {}", dir,
+                            std::strerror(err)));
   }
-  path.clear();
-  throw Error(fmt::format("cannot take the checkpoint lock {}/.lock", dir));
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, owner.data(), owner.size(), 0) !=
+          static_cast<ssize_t>(owner.size())) {
+    int err = errno;
+    release();
+    throw Error(fmt::format("cannot write the checkpoint lock {}/.lock: {}",
+                            dir, std::strerror(err)));
+  }
 }
 
 CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
-    : path(std::move(other.path)), owner(std::move(other.owner)) {
+    : path(std::move(other.path)), owner(std::move(other.owner)),
+      fd(other.fd) {
   other.path.clear();
+  other.fd = -1;
 }
 
 CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
@@ -854,7 +821,9 @@ CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
     release();
     path = std::move(other.path);
     owner = std::move(other.owner);
+    fd = other.fd;
     other.path.clear();
+    other.fd = -1;
   }
   return *this;
 }
@@ -862,11 +831,15 @@ CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
 CheckpointLock::~CheckpointLock() { release(); }
 
 void CheckpointLock::release() {
-  if (path.empty())
-    return;
-  // Only our own lock: never one another job took over meanwhile.
-  std::string held;
-  if (shoal::readRegularFile(path, held, 4096).empty() && held == owner)
-    ::unlink(path.c_str());
+  // The file stays (removing a lock file that another job may have opened
+  // already would let two jobs lock two files); emptied, it names nobody.
+  if (fd >= 0) {
+    struct stat st;
+    if (!path.empty() && ::fstat(fd, &st) == 0 && st.st_size > 0 &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      (void)::ftruncate(fd, 0);
+    ::close(fd);
+  }
+  fd = -1;
   path.clear();
 }

@@ -115,11 +115,13 @@ void saveCheckpoint(const std::string &dir, int64_t step,
 /// The CRC-32 of a file's bytes (zlib's crc32), or throws Error naming it.
 uint32_t fileCrc32(const std::string &path);
 
-/// A lock on a checkpoint folder, held by the one job that saves there:
-/// `DIR/.lock` (created exclusively) names the job's run id, host and
-/// process. A second job that asks for it is refused, naming the holder,
-/// unless the holder is a process of this host that no longer exists (a
-/// killed run): its lock is taken over. Released when destroyed.
+/// A lock on a checkpoint folder, held by the one job that saves there: an
+/// exclusive flock on `DIR/.lock`, which names the job's run id, host and
+/// process. A second job that asks for it is refused, naming the holder;
+/// the kernel releases it when the holder exits, however it ends (a killed
+/// run's folder is free again). On a file system without locks, a warning
+/// says that a second job is not detected. Released when destroyed (the
+/// file stays, emptied).
 class CheckpointLock {
 public:
   CheckpointLock() = default;
@@ -132,6 +134,7 @@ public:
 private:
   void release();
   std::string path, owner;
+  int fd = -1;
 };
 
 /// `dir` is a folder holding a complete checkpoint (what

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
@@ -215,40 +216,51 @@ TEST(Checkpoint, LocksTheFolderForOneJob) {
   std::string dir = makeTempDir();
   {
     CheckpointLock a(dir, "run-a");
-    EXPECT_TRUE(fs::exists(dir + "/.lock"));
+    EXPECT_HAS(readFile(dir + "/.lock"), "run run-a host ");
     std::string msg = errorOf([&] { CheckpointLock b(dir, "run-b"); });
     EXPECT_HAS(msg, "checkpoint folder " + dir +
                         " is in use by another job (run run-a host ");
-    EXPECT_HAS(msg, "give each job its own --save folder, or remove " + dir +
-                        "/.lock if that job is gone");
+    EXPECT_HAS(msg, "give each job its own --save folder (the lock is "
+                    "released when that job's rank 0 exits)");
+    // The refused job left the holder's lock as it was.
+    EXPECT_HAS(readFile(dir + "/.lock"), "run run-a host ");
   }
-  // Released with its holder.
-  EXPECT_FALSE(fs::exists(dir + "/.lock"));
-  // A lock left by a process of this host that is gone: taken over.
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  writeFile(dir + "/.lock",
-            fmt::format("run old host {} pid {}\n", host, 999999999));
+  // Released with its holder: the file stays, naming nobody.
+  EXPECT_EQ(readFile(dir + "/.lock"), "");
+  // What a killed run's lock file says does not matter: nobody holds it.
+  writeFile(dir + "/.lock", "run old host elsewhere.example pid 1\n");
   EXPECT_EQ(errorOf([&] { CheckpointLock c(dir, "run-c"); }), "");
-  EXPECT_FALSE(fs::exists(dir + "/.lock"));
-  // A killed run's process that nobody reaped yet (a zombie: containers
-  // without an init leave them), and a live process that took the id of
-  // the one that wrote the lock (its start time differs): taken over.
+  // A holder in another process, killed: the kernel releases its lock
+  // (even while nobody has reaped it).
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
   pid_t child = ::fork();
-  if (child == 0)
+  if (child == 0) {
+    CheckpointLock held(dir, "run-child");
+    char one = 1;
+    (void)!::write(ready[1], &one, 1);
+    ::pause();
     ::_exit(0);
-  ::usleep(100000);
-  writeFile(dir + "/.lock",
-            fmt::format("run zombie host {} pid {} start 0\n", host, child));
-  EXPECT_EQ(errorOf([&] { CheckpointLock z(dir, "run-z"); }), "");
-  ::waitpid(child, nullptr, 0);
-  writeFile(dir + "/.lock", fmt::format("run reused host {} pid {} start 1\n",
-                                        host, ::getpid()));
-  EXPECT_EQ(errorOf([&] { CheckpointLock u(dir, "run-u"); }), "");
-  // One of another host cannot be checked: refused.
-  writeFile(dir + "/.lock", "run far host elsewhere.example pid 1\n");
+  }
+  char got = 0;
+  ASSERT_EQ(::read(ready[0], &got, 1), 1);
   EXPECT_HAS(errorOf([&] { CheckpointLock d(dir, "run-d"); }),
-             "in use by another job (run far host elsewhere.example pid 1)");
+             "in use by another job (run run-child host ");
+  ::kill(child, SIGKILL);
+  ::usleep(100000);
+  EXPECT_EQ(errorOf([&] { CheckpointLock e(dir, "run-e"); }), "");
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // A symbolic link is not followed.
+  std::string other = makeTempDir();
+  fs::remove(other + "/.lock");
+  fs::remove(dir + "/.lock");
+  fs::create_symlink(other + "/target", dir + "/.lock");
+  EXPECT_HAS(errorOf([&] { CheckpointLock f(dir, "run-f"); }),
+             "cannot open the checkpoint lock " + dir +
+                 "/.lock: it is a symbolic link");
+  EXPECT_FALSE(fs::exists(other + "/target"));
 }
 
 TEST(Checkpoint, ReportsErrorsWithTheFileAndTensor) {
