@@ -109,10 +109,26 @@ namespace {
 /// nor move the copy past it).
 thread_local sigjmp_buf *volatile busJump = nullptr;
 
-void onBusError(int sig, siginfo_t *, void *) {
+/// The SIGBUS handler that was installed before ours (a sanitizer's, a
+/// host application's): a SIGBUS outside a guarded copy goes to it.
+struct sigaction previousBus;
+
+void onBusError(int sig, siginfo_t *info, void *context) {
   if (busJump)
     siglongjmp(*busJump, 1);
-  // Not a guarded read: the default action (the process dies of SIGBUS).
+  // Not a guarded read: what would have happened without us.
+  if (previousBus.sa_flags & SA_SIGINFO) {
+    if (previousBus.sa_sigaction) {
+      previousBus.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (previousBus.sa_handler != SIG_DFL &&
+             previousBus.sa_handler != SIG_IGN && previousBus.sa_handler) {
+    previousBus.sa_handler(sig);
+    return;
+  }
+  // The default action: the process dies of SIGBUS (the fault repeats when
+  // the handler returns, now with the default disposition).
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -125,7 +141,7 @@ void installBusHandler() {
     sa.sa_sigaction = onBusError;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGBUS, &sa, nullptr);
+    ::sigaction(SIGBUS, &sa, &previousBus);
   });
 }
 

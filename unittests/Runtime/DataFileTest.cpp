@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include <unistd.h>
@@ -113,4 +114,36 @@ TEST(MappedFile, TruncatedUnderTheMappingIsAnError) {
                file.copyOut(buf, 1 << 16, sizeof(buf), "the data file");
              }),
              "past its 65536 bytes");
+}
+
+namespace {
+void exitSeven(int) { ::_exit(7); }
+} // namespace
+
+TEST(MappedFile, PassesOtherBusErrorsToThePreviousHandler) {
+  // A SIGBUS outside a guarded copy goes to the handler installed before
+  // shoal's (a sanitizer's, a host application's). In a fresh process, so
+  // that shoal's handler is installed after the test's.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::string dir = makeTempDir();
+  std::string path = dir + "/small.bin";
+  writeFile(path, std::string(64, 'x'));
+  EXPECT_EXIT(
+      {
+        ::signal(SIGBUS, exitSeven);
+        MappedFile file(path, "data file");
+        char buf[4];
+        file.copyOut(buf, 0, sizeof(buf), "the data file");
+        ::raise(SIGBUS);
+      },
+      ::testing::ExitedWithCode(7), "");
+  // Without one, the process dies of SIGBUS as it would without shoal.
+  EXPECT_EXIT(
+      {
+        MappedFile file(path, "data file");
+        char buf[4];
+        file.copyOut(buf, 0, sizeof(buf), "the data file");
+        ::raise(SIGBUS);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
