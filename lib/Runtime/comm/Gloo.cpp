@@ -609,9 +609,10 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
                     "the TCP port of shoal's rendezvous store", true, 0);
     // The job's id, when the launcher gives one: ranks of another job that
     // reach this store are refused.
+    // (The same names as the checkpoints' run id, SHOAL_RUN_ID included.)
     std::string jobId;
-    for (const char *var :
-         {"SHOAL_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
+    for (const char *var : {"SHOAL_JOB_ID", "SHOAL_RUN_ID",
+                            "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
       if (const char *v = std::getenv(var); v && *v) {
         jobId = v;
         break;

@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -157,10 +158,16 @@ void shoal::rt::writeTrace(const std::string &path, const LoadedPlan &plan,
 
 void shoal::rt::checkWritableFolder(const std::string &dir,
                                     const std::string &what) {
-  // A probe file of this process: permissions, read-only mounts, a full
-  // inode table all show up here, before the first step.
+  // A probe file of this process (its host, its id and a random number:
+  // ranks of other hosts may share the folder): permissions, read-only
+  // mounts, a full inode table all show up here, before the first step.
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0)
+    host[0] = '\0';
+  std::random_device random;
   fs::path probe = fs::path(dir.empty() ? "." : dir) /
-                   fmt::format(".shoal-write-check.{}", ::getpid());
+                   fmt::format(".shoal-write-check.{}.{}.{:08x}", host,
+                               ::getpid(), random());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
     ::unlink(probe.c_str());

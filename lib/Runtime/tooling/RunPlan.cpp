@@ -33,6 +33,7 @@
 #include "tooling/Profile.h"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -98,8 +99,13 @@ std::string jobDescription(const LoadedPlan &plan, const RunOptions &options,
       in.seekg(static_cast<std::streamoff>(size - tail.size()));
       in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
     }
-    return fmt::format("{} bytes, {:016x}", size,
-                       std::hash<std::string>()(head + tail));
+    // zlib's CRC-32: the same on every rank and build (std::hash is not
+    // specified to be).
+    uLong crc = crc32_z(0L, reinterpret_cast<const Bytef *>(head.data()),
+                        head.size());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef *>(tail.data()),
+                  tail.size());
+    return fmt::format("{} bytes, crc32 {:08x}", size, crc);
   };
   std::string fingerprint;
   for (std::size_t i = 0; i < plan.contentSha256.size() && i < 8; ++i)
