@@ -480,12 +480,51 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
                            other.value, info.sharding.str(out.mesh),
                            info.value));
         if (other.globalType != info.globalType ||
-            other.zeroInit != info.zeroInit || other.source != info.source)
+            other.zeroInit != info.zeroInit || other.source != info.source ||
+            other.sourceName != info.sourceName ||
+            other.rangeAxis != info.rangeAxis ||
+            other.rangeStart != info.rangeStart ||
+            other.rangeShape != info.rangeShape)
           fail(fmt::format("{}: {} appears twice with different global "
-                           "types, sources or zero_init (values {} and {})",
+                           "types, sources, ranges or zero_init (values {} "
+                           "and {})",
                            where, who, other.value, info.value));
       }
     out.weights.push_back(std::move(info));
+  }
+  // A training plan's blocks of one initializer tile it along their axis
+  // (the exports put it together again): no overlap, no gap.
+  if (plan.has_training()) {
+    std::map<std::string, std::map<int64_t, const WeightInfo *>> blocks;
+    for (const WeightInfo &w : out.weights)
+      if (w.rangeAxis >= 0)
+        blocks[w.sourceName].emplace(w.rangeStart, &w);
+    for (const auto &[name, starts] : blocks) {
+      const WeightInfo *first = starts.begin()->second;
+      int64_t end = 0;
+      for (const auto &[start, w] : starts) {
+        if (w->rangeAxis != first->rangeAxis ||
+            w->rangeShape != first->rangeShape)
+          fail(fmt::format("{}: the blocks '{}' and '{}' of initializer '{}' "
+                           "disagree on its shape or their axis",
+                           where, first->initializer, w->initializer, name));
+        if (start != end)
+          fail(fmt::format(
+              "{}: the blocks of initializer '{}' do not tile it along axis "
+              "{}: {} at {} (expected {}: {})",
+              where, name, first->rangeAxis,
+              start < end ? "an overlap" : "a gap", std::min(start, end),
+              end, w->initializer));
+        // Duplicates (one block read twice) have equal starts: counted once.
+        end = start + w->globalType.shape[w->rangeAxis];
+      }
+      if (end != first->rangeShape[first->rangeAxis])
+        fail(fmt::format("{}: the blocks of initializer '{}' end at {} of "
+                         "its {} along axis {}",
+                         where, name, end,
+                         first->rangeShape[first->rangeAxis],
+                         first->rangeAxis));
+    }
   }
 
   for (int i = 0; i < p.constants_size(); ++i) {

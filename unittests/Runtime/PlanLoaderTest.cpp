@@ -209,6 +209,41 @@ TEST(PlanLoader, ChecksWeightRanges) {
                "8 along axis 2");
   EXPECT_ERROR(make({8, 16}, 1, 8, true),
                "weight 'qkv[:, 8:12]' has both a range and a source_shape");
+
+  // In a training plan, the blocks of one initializer tile it (the exports
+  // put it together again).
+  auto blocks = [&](std::vector<std::pair<int64_t, int64_t>> ranges) {
+    PlanBuilder b = validPlan();
+    int source = b.source(dir + "/m.onnx");
+    for (auto [start, end] : ranges) {
+      int w = b.value({8, end - start});
+      std::string name = "qkv[:, " + std::to_string(start) + ":" +
+                         std::to_string(end) + "]";
+      b.weight(name, w, source, {8, end - start});
+      plan::WeightRange *r =
+          b.prog->mutable_weights(b.prog->weights_size() - 1)->mutable_range();
+      r->set_name("qkv");
+      r->add_shape(8);
+      r->add_shape(16);
+      r->set_axis(1);
+      r->set_start(start);
+    }
+    b.plan.mutable_training()->set_optimizer("sgd");
+    return b;
+  };
+  // (This skeleton's training section is incomplete: the checker gets past
+  // the weights to it.)
+  EXPECT_ERROR(blocks({{0, 8}, {8, 12}, {12, 16}}),
+               "the training plan names no loss output");
+  EXPECT_ERROR(blocks({{0, 8}, {12, 16}}),
+               "the blocks of initializer 'qkv' do not tile it along axis 1: "
+               "a gap at 8 (expected 8: qkv[:, 12:16])");
+  EXPECT_ERROR(blocks({{0, 8}, {6, 16}}),
+               "the blocks of initializer 'qkv' do not tile it along axis 1: "
+               "an overlap at 6 (expected 8: qkv[:, 6:16])");
+  EXPECT_ERROR(blocks({{0, 8}, {8, 12}}),
+               "the blocks of initializer 'qkv' end at 12 of its 16 along "
+               "axis 1");
 }
 
 TEST(PlanLoader, ChecksCollectives) {
