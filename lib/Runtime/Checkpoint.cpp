@@ -338,9 +338,11 @@ shoal::rt::writeCheckpointShards(const std::string &folder, const Mesh &mesh,
 std::string shoal::rt::manifestJson(const CheckpointManifest &m) {
   return fmt::format("{{\"format\": \"shoal.checkpoint\", \"version\": 1, "
                      "\"step\": {}, \"world_size\": {},\n \"optimizer\": {},\n "
-                     "\"run_id\": {},\n \"tensors\": {}}}\n",
+                     "\"run_id\": {},\n \"schedule\": {},\n \"tensors\": "
+                     "{}}}\n",
                      m.step, m.worldSize, jsonString(m.optimizer),
-                     jsonString(m.runId), tensorsJson(m.tensors, "\n  "));
+                     jsonString(m.runId), jsonString(m.schedule),
+                     tensorsJson(m.tensors, "\n  "));
 }
 
 void shoal::rt::commitCheckpoint(const std::string &dir,
@@ -383,7 +385,8 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
                                const std::string &optimizer, const Mesh &mesh,
                                const std::vector<int64_t> &coords,
                                const std::vector<CheckpointTensor> &tensors,
-                               Communicator &world, const std::string &runId) {
+                               Communicator &world, const std::string &runId,
+                               const std::string &schedule) {
   int rank = world.rank(), size = world.size();
   std::string tmp =
       (fs::path(dir) / (".tmp-" + checkpointFolderName(step))).string();
@@ -416,6 +419,7 @@ void shoal::rt::saveCheckpoint(const std::string &dir, int64_t step,
     manifest.worldSize = size;
     manifest.optimizer = optimizer;
     manifest.runId = runId;
+    manifest.schedule = schedule;
     for (int r = 0; r < size; ++r) {
       ManifestReader reader(fmt::format("the checkpoint list of rank {}", r));
       JsonValue parsed = parseJson(
@@ -492,6 +496,9 @@ Checkpoint Checkpoint::open(const std::string &folder) {
   if (const JsonValue *id = root.find("run_id");
       id && id->kind == JsonValue::String)
     c.info.runId = id->text;
+  if (const JsonValue *s = root.find("schedule");
+      s && s->kind == JsonValue::String)
+    c.info.schedule = s->text;
   c.info.tensors = parseTensors(
       r.member(root, "tensors", JsonValue::Object, "the manifest"), r);
   return c;

@@ -75,6 +75,10 @@ struct CheckpointManifest {
   std::string optimizer;
   /// The run that wrote it (RunId), "" in checkpoints written before.
   std::string runId;
+  /// The optimizer's settings of the run that wrote it
+  /// (`lr=0.001 lr_schedule=cosine ...`, optimizerSettings); "" in
+  /// checkpoints written before.
+  std::string schedule;
   std::map<std::string, CheckpointEntry> tensors;
 };
 
@@ -110,7 +114,8 @@ void saveCheckpoint(const std::string &dir, int64_t step,
                     const std::string &optimizer, const Mesh &mesh,
                     const std::vector<int64_t> &coords,
                     const std::vector<CheckpointTensor> &tensors,
-                    Communicator &world, const std::string &runId = "");
+                    Communicator &world, const std::string &runId = "",
+                    const std::string &schedule = "");
 
 /// The CRC-32 of a file's bytes (zlib's crc32), or throws Error naming it.
 uint32_t fileCrc32(const std::string &path);

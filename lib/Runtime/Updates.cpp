@@ -15,6 +15,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -142,4 +145,89 @@ void shoal::rt::deviceSgd(Device &device, const OptimizerParams &p,
     return fn(device, p, step, gradScale, w, g, buf);
   runOnHostCopies(device, {&w, &buf}, {&g},
                   [&] { fn(device, p, step, gradScale, w, g, buf); });
+}
+
+std::string shoal::rt::optimizerSettings(const std::vector<OpInfo> &ops) {
+  std::vector<std::pair<std::string, std::set<std::string>>> keys;
+  auto add = [&](const std::string &key, const std::string &value) {
+    auto it = std::find_if(keys.begin(), keys.end(),
+                           [&](const auto &k) { return k.first == key; });
+    if (it == keys.end())
+      keys.push_back({key, {value}});
+    else
+      it->second.insert(value);
+  };
+  auto num = [](double v) { return fmt::format("{:.9g}", v); };
+  double decay = 0;
+  bool any = false;
+  for (const OpInfo &op : ops) {
+    if (op.kind != OpKind::AdamW && op.kind != OpKind::SGD)
+      continue;
+    any = true;
+    const OptimizerParams &p = op.attrs.optimizer;
+    bool adamw = op.kind == OpKind::AdamW;
+    add("optimizer", adamw ? "adamw" : "sgd");
+    add("lr", num(p.lr));
+    add("lr_schedule", p.schedule == OptimizerParams::Cosine   ? "cosine"
+                       : p.schedule == OptimizerParams::Linear ? "linear"
+                                                               : "constant");
+    add("warmup_steps", std::to_string(p.warmupSteps));
+    add("total_steps", std::to_string(p.totalSteps));
+    add("min_lr", num(p.minLr));
+    if (adamw) {
+      add("beta1", num(p.beta1));
+      add("beta2", num(p.beta2));
+      add("eps", num(p.eps));
+    } else {
+      add("momentum", num(p.momentum));
+    }
+    add("clip_norm", num(p.clipNorm));
+    decay = std::max(decay, p.weightDecay);
+  }
+  if (!any)
+    return "";
+  add("weight_decay", num(decay));
+  std::string out;
+  for (const auto &[key, values] : keys) {
+    std::string joined;
+    for (const std::string &v : values)
+      joined += (joined.empty() ? "" : ",") + v;
+    out += (out.empty() ? "" : " ") + key + "=" + joined;
+  }
+  return out;
+}
+
+namespace {
+std::map<std::string, std::string> settingsMap(const std::string &line) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(line);
+  std::string word;
+  while (in >> word)
+    if (std::size_t eq = word.find('='); eq != std::string::npos)
+      out[word.substr(0, eq)] = word.substr(eq + 1);
+  return out;
+}
+} // namespace
+
+std::string shoal::rt::settingsChange(const std::string &saved,
+                                      const std::string &mine) {
+  if (saved.empty() || mine.empty())
+    return "";
+  std::map<std::string, std::string> a = settingsMap(saved),
+                                     b = settingsMap(mine);
+  std::string out;
+  for (const auto &[key, before] : a) {
+    auto it = b.find(key);
+    std::string after = it == b.end() ? "-" : it->second;
+    if (before == after)
+      continue;
+    if (key == "weight_decay" && (before == "0" || after == "0"))
+      continue;
+    out += fmt::format("{}{} {} -> {}", out.empty() ? "" : ", ", key, before,
+                       after);
+  }
+  for (const auto &[key, after] : b)
+    if (!a.count(key))
+      out += fmt::format("{}{} - -> {}", out.empty() ? "" : ", ", key, after);
+  return out;
 }

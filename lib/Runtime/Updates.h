@@ -21,6 +21,8 @@
 #include "Tensor.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace shoal {
 namespace rt {
@@ -43,6 +45,20 @@ double learningRate(const OptimizerParams &p, int64_t step);
 /// global norm: min(1, clip_norm / (norm + 1e-6)), in float32 like PyTorch;
 /// 1 when clipping is off.
 float clipScale(const OptimizerParams &p, double globalNorm);
+
+/// The optimizer settings of the optimizer ops among `ops`, as one line
+/// of `key=value` words (`optimizer=adamw lr=0.001 lr_schedule=cosine
+/// warmup_steps=10 ...`; a setting the ops disagree on lists its values
+/// with commas; weight_decay is the largest, the decayed weights'), or ""
+/// without optimizer ops. A checkpoint records it (`schedule`).
+std::string optimizerSettings(const std::vector<OpInfo> &ops);
+
+/// The settings that differ between `saved` (a checkpoint's) and `mine`
+/// (this plan's), as "lr 0.001 -> 0.002, ..."; "" when they agree or
+/// either is empty (a checkpoint written before they were recorded).
+/// weight_decay counts only where both are non-zero (a pipeline stage
+/// without decayed weights has 0).
+std::string settingsChange(const std::string &saved, const std::string &mine);
 
 /// The sum of the squares of f32 gradient `g` on `device`, in double.
 double deviceSumOfSquares(Device &device, const Tensor &g);

@@ -119,7 +119,9 @@ const char kUsage[] =
     "                 has one, else from step 0. Every shard's CRC-32 is\n"
     "                 checked (--no-verify: not); --save DIR is locked for\n"
     "                 the run (DIR/.lock): a second job saving there is\n"
-    "                 refused\n"
+    "                 refused. A checkpoint saved with other optimizer\n"
+    "                 settings (lr, schedule, betas, ...) is refused\n"
+    "                 unless --override-schedule is given\n"
     "  --export-onnx FILE  at the end, write the source ONNX model with the\n"
     "                 trained weights (initializers of 1 KiB or more in\n"
     "                 FILE.data, ONNX external data)\n"
@@ -291,6 +293,8 @@ std::string parseArgs(int argc, char **argv, RunOptions &opts,
         return e;
     } else if (arg == "--no-verify") {
       train.noVerify = true;
+    } else if (arg == "--override-schedule") {
+      train.overrideSchedule = true;
     } else if (arg == "--init-from-partial") {
       train.initFromPartial = true;
     } else if (is("--init-from")) {

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Ops.h"
+#include "Updates.h"
 #include "cpu/Kernels.h"
 #include "cpu/Optimizers.h"
 
@@ -984,4 +985,41 @@ TEST(TrainOps, OptimizerTypesAndAttributes) {
   m.in(DType::F32, {2, 2}).in(DType::F32, {2, 2}).out(DType::F32, {2, 2});
   EXPECT_EQ(errorOf([&] { optimizerParams(m.info()); }),
             "op #0 (MatMul): is not an optimizer op (AdamW or SGD)");
+}
+
+// What a checkpoint records of the optimizer ops, and what a resume
+// compares: every setting, weight_decay only where both sides decay.
+TEST(Optimizers, SettingsRecordedAndCompared) {
+  OpInfo decayed, plain;
+  decayed.kind = plain.kind = OpKind::AdamW;
+  decayed.attrs.optimizer.lr = plain.attrs.optimizer.lr = 0.001;
+  decayed.attrs.optimizer.weightDecay = 0.1;
+  plain.attrs.optimizer.weightDecay = 0;
+  OpInfo other;
+  other.kind = OpKind::MatMul;
+  std::string line = optimizerSettings({other, decayed, plain});
+  EXPECT_EQ(line, "optimizer=adamw lr=0.001 lr_schedule=cosine "
+                  "warmup_steps=0 total_steps=0 min_lr=0 beta1=0.9 "
+                  "beta2=0.999 eps=1e-08 clip_norm=0 weight_decay=0.1");
+  EXPECT_EQ(optimizerSettings({other}), "");
+  EXPECT_EQ(settingsChange(line, line), "");
+  // A stage without decayed weights (weight_decay 0) is no change.
+  EXPECT_EQ(settingsChange(line, optimizerSettings({plain})), "");
+  OpInfo faster = decayed;
+  faster.attrs.optimizer.lr = 0.002;
+  faster.attrs.optimizer.weightDecay = 0.01;
+  EXPECT_EQ(settingsChange(line, optimizerSettings({faster})),
+            "lr 0.001 -> 0.002, weight_decay 0.1 -> 0.01");
+  // Ops that disagree list every value.
+  EXPECT_NE(optimizerSettings({decayed, faster}).find("lr=0.001,0.002"),
+            std::string::npos);
+  // A checkpoint from before the settings were recorded: nothing to
+  // compare.
+  EXPECT_EQ(settingsChange("", line), "");
+  OpInfo sgd;
+  sgd.kind = OpKind::SGD;
+  sgd.attrs.optimizer.weightDecay = 0;
+  EXPECT_EQ(settingsChange(line, optimizerSettings({sgd})),
+            "beta1 0.9 -> -, beta2 0.999 -> -, eps 1e-08 -> -, optimizer "
+            "adamw -> sgd, momentum - -> 0");
 }

@@ -96,6 +96,9 @@ struct TrainingOptions {
   bool resumeAuto = false;
   /// --no-verify: read checkpoint shards without checking their CRC-32.
   bool noVerify = false;
+  /// --override-schedule: resume a checkpoint saved with other optimizer
+  /// settings (learning rate, schedule, betas, ...) under this plan's.
+  bool overrideSchedule = false;
   /// --total-steps N: train until step N (a rerun of the same command after
   /// a crash ends at the same step); 0: --steps more steps.
   int64_t totalSteps = 0;

@@ -25,6 +25,7 @@
 #include "PlanLoader.h"
 #include "Safetensors.h"
 #include "Sharding.h"
+#include "Updates.h"
 #include "Watchdog.h"
 #include "WeightLoader.h"
 #include "shoal/Schema/DeviceCatalog.h"
@@ -904,6 +905,21 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
           std::make_unique<Checkpoint>(Checkpoint::openLatest(resumeDir));
       checkpoint->setVerify(!train.noVerify);
       resumedStep = checkpoint->manifest().step;
+      // The optimizer settings go on as they were, or the user says not.
+      std::string change = settingsChange(checkpoint->manifest().schedule,
+                                          optimizerSettings(plan->ops));
+      if (!change.empty() && !train.overrideSchedule)
+        throw Error(fmt::format(
+            "{} was saved with other optimizer settings than this plan's "
+            "({}): resuming would switch the run's schedule at step {}; "
+            "compile the plan with the checkpoint's settings, or give "
+            "--override-schedule to go on with this plan's",
+            checkpoint->manifestPath(), change, resumedStep));
+      if (!change.empty() && rank == 0)
+        std::fprintf(stderr,
+                     "shoal-run: note: --override-schedule: the optimizer "
+                     "settings change at step %lld (%s)\n",
+                     static_cast<long long>(resumedStep), change.c_str());
       static_cast<Executor &>(*exec).setStepsCompleted(resumedStep);
     }
     loadWeights(*plan, coords, *exec, checkpoint.get(), train, rank == 0);
@@ -1128,7 +1144,8 @@ RunSummary shoal::rt::runPlan(const RunOptions &options,
       auto saveAt = [&](int64_t step) {
         notePhase("saving a checkpoint");
         saveCheckpoint(train.saveDir, step, training.optimizer, plan->mesh,
-                       coords, checkpointTensors(*plan, *exec), world, runId);
+                       coords, checkpointTensors(*plan, *exec), world, runId,
+                       optimizerSettings(plan->ops));
         if (rank == 0 && train.keepLast > 0) {
           // A folder that cannot be removed costs disk, not the run.
           try {
