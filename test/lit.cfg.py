@@ -65,6 +65,17 @@ else:
         # private to root.
         config.substitutions.append(("%unprivileged", "env TMPDIR=/tmp " + " ".join(drop)))
 
+# torchrun of the torch 2 venv (scripts/install-deps.sh --torch2; Debian's
+# torch 1.13 torchrun fails under Python 3.11), for the launch tests.
+torchrun = os.path.join(os.environ.get("SHOAL_VENV_TORCH2",
+                                       os.path.expanduser("~/.cache/shoal-venv-torch2")),
+                        "bin", "torchrun")
+if os.path.exists(torchrun):
+    config.available_features.add("torchrun")
+    # A free port per run (--master-port 0 is not accepted by every
+    # version): the standalone rendezvous picks one.
+    config.substitutions.append(("%torchrun", torchrun + " --standalone"))
+
 # Graphviz, to check that --report-dot writes a picture dot can read.
 if shutil.which("dot"):
     config.available_features.add("graphviz")
