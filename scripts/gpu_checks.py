@@ -89,6 +89,13 @@ def prepare(args):
             sys.exit("%s is missing: build with CUDA (SHOAL_ENABLE_CUDA=ON)" % src)
         shutil.copy2(src, os.path.join(out, "bin", b))
         libs.update(needed_libs(src))
+    # The CUDA backend is a module that shoal-run loads from ../lib.
+    module = os.path.join(os.path.dirname(os.path.abspath(args.bin)), "lib",
+                          "libshoal_cuda_backend.so")
+    if not os.path.isfile(module):
+        sys.exit("%s is missing: build with CUDA (SHOAL_ENABLE_CUDA=ON)" % module)
+    libs.update(needed_libs(module))
+    libs[os.path.basename(module)] = module
     for name, path in sorted(libs.items()):
         shutil.copy2(path, os.path.join(out, "lib", name))
     sh(["strip", "--strip-unneeded"] + [os.path.join(out, "lib", n) for n in libs]

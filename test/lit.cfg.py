@@ -76,6 +76,10 @@ if os.path.exists(torchrun):
     # version): the standalone rendezvous picks one.
     config.substitutions.append(("%torchrun", torchrun + " --standalone"))
 
+# A build with the CUDA backend (its module; no GPU needed to load it).
+if os.path.exists(os.path.join(config.shoal_obj_root, "lib", "libshoal_cuda_backend.so")):
+    config.available_features.add("cuda-backend")
+
 # Graphviz, to check that --report-dot writes a picture dot can read.
 if shutil.which("dot"):
     config.available_features.add("graphviz")

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 using namespace shoal::rt;
 
 namespace {
@@ -19,7 +21,42 @@ namespace {
 BackendInfo backends[kNumBackends];
 bool registered[kNumBackends] = {};
 
+struct Loader {
+  void (*load)() = nullptr;
+  const char *worldName = nullptr;
+  bool tried = false;
+  std::string error;
+};
+Loader loaders[kNumBackends];
+
+/// Loads backend `i` if it has a loader and is not registered yet; throws
+/// the loader's Error (every time it is asked).
+void ensureLoaded(int i) {
+  Loader &l = loaders[i];
+  if (registered[i] || !l.load)
+    return;
+  if (!l.tried) {
+    l.tried = true;
+    try {
+      l.load();
+    } catch (const Error &e) {
+      l.error = e.what();
+    }
+  }
+  if (!registered[i] && !l.error.empty())
+    throw Error(l.error);
+}
+
 } // namespace
+
+void shoal::rt::registerBackendLoader(BackendKind kind,
+                                      const char *deviceWorldName,
+                                      void (*load)()) {
+  Loader &l = loaders[static_cast<int>(kind)];
+  l = Loader();
+  l.load = load;
+  l.worldName = deviceWorldName;
+}
 
 void shoal::rt::registerBackend(const BackendInfo &info) {
   backends[static_cast<int>(info.kind)] = info;
@@ -28,10 +65,14 @@ void shoal::rt::registerBackend(const BackendInfo &info) {
 
 const BackendInfo *shoal::rt::findBackend(BackendKind kind) {
   int i = static_cast<int>(kind);
+  ensureLoaded(i);
   return registered[i] ? &backends[i] : nullptr;
 }
 
 const BackendInfo *shoal::rt::findBackendWithWorld(const std::string &name) {
+  for (int i = 0; i < kNumBackends; ++i)
+    if (!registered[i] && loaders[i].worldName && name == loaders[i].worldName)
+      ensureLoaded(i);
   for (int i = 0; i < kNumBackends; ++i)
     if (registered[i] && backends[i].makeDeviceWorld &&
         backends[i].deviceWorldName && name == backends[i].deviceWorldName)
@@ -42,8 +83,8 @@ const BackendInfo *shoal::rt::findBackendWithWorld(const std::string &name) {
 std::unique_ptr<Device> shoal::rt::makeDevice(BackendKind kind, int localRank,
                                               Precision matmul) {
   bool any = false;
-  for (bool r : registered)
-    any |= r;
+  for (int i = 0; i < kNumBackends; ++i)
+    any |= registered[i] || loaders[i].load;
   if (!any)
     throw Error("no backend is registered (the tool must call "
                 "registerAllBackends, BackendRegistry.h)");

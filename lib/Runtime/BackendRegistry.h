@@ -59,8 +59,15 @@ struct BackendInfo {
 
 /// Registers (or replaces) a backend.
 void registerBackend(const BackendInfo &info);
+/// Says how to load backend `kind` (whose collective world, if any, is
+/// `deviceWorldName`) when it is first asked for: `load` registers it (a
+/// module the tool dlopens: the CUDA backend) or throws Error saying why
+/// it cannot. Asked for once; its error is the answer from then on.
+void registerBackendLoader(BackendKind kind, const char *deviceWorldName,
+                           void (*load)());
 /// The backend of `kind`, or null when this build (or process) has not
-/// registered it.
+/// registered it (a backend with a loader is loaded first; an Error when
+/// it cannot be).
 const BackendInfo *findBackend(BackendKind kind);
 /// The backend whose `deviceWorldName` is `name`, or null.
 const BackendInfo *findBackendWithWorld(const std::string &name);

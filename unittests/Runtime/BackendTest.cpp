@@ -18,6 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
 using namespace shoal;
 using namespace shoal::rt;
 using namespace shoal::rt::test;
@@ -152,6 +156,51 @@ TEST(Backend, CudaKernelsAreARegistryLookup) {
   EXPECT_EQ(findKernel(OpKind::MatMul, BackendKind::CUDA) != nullptr, cuda);
   EXPECT_EQ(findKernel(OpKind::Add, BackendKind::CUDA) != nullptr, cuda);
   EXPECT_EQ(findKernel(OpKind::Send, BackendKind::CUDA), nullptr);
+}
+
+namespace {
+/// The lines of /proc/self/maps that name one of the CUDA libraries or
+/// shoal's CUDA module.
+std::string cudaMappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, found;
+  while (std::getline(maps, line))
+    for (const char *lib : {"libcudart", "libcublas", "libnccl", "libcuda.",
+                            "libshoal_cuda_backend"})
+      if (line.find(lib) != std::string::npos) {
+        found += line + "\n";
+        break;
+      }
+  return found;
+}
+} // namespace
+
+TEST(Backend, CpuRunsMapNoCudaLibrary) {
+  // In a fresh process: the CPU backend's device and kernels map none of
+  // the CUDA libraries; asking for the CUDA backend loads its module (in a
+  // build with one), which brings them.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        registerAllBackends();
+        std::unique_ptr<Device> cpu =
+            makeDevice(BackendKind::CPU, 0, Precision::FP32);
+        registerBackendKernels(BackendKind::CPU);
+        std::string mapped = cudaMappings();
+        if (!mapped.empty()) {
+          std::fprintf(stderr, "mapped on the CPU:\n%s", mapped.c_str());
+          std::exit(1);
+        }
+        bool cuda = findBackend(BackendKind::CUDA) != nullptr;
+        registerBackendKernels(BackendKind::CUDA);
+        mapped = cudaMappings();
+        bool module = mapped.find("libshoal_cuda_backend") != std::string::npos;
+        std::exit(cuda == module && (!cuda || findKernel(OpKind::MatMul,
+                                                         BackendKind::CUDA))
+                      ? 0
+                      : 2);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(DeviceCatalog, MatchesReportedNames) {
