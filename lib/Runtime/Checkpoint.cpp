@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -806,9 +806,8 @@ CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
     throw Error(fmt::format("cannot lock the checkpoint folder {}: {}", dir,
                             std::strerror(err)));
   }
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, owner.data(), owner.size(), 0) !=
-          static_cast<ssize_t>(owner.size())) {
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, owner.data(), owner.size(), 0) !=
+                                     static_cast<ssize_t>(owner.size())) {
     int err = errno;
     release();
     throw Error(fmt::format("cannot write the checkpoint lock {}/.lock: {}",
@@ -817,8 +816,7 @@ CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
 }
 
 CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
-    : path(std::move(other.path)), owner(std::move(other.owner)),
-      fd(other.fd) {
+    : path(std::move(other.path)), owner(std::move(other.owner)), fd(other.fd) {
   other.path.clear();
   other.fd = -1;
 }

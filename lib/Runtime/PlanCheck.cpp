@@ -513,16 +513,15 @@ void PlanChecker::checkProgram(const plan::Program &p, int index) {
               "{}: the blocks of initializer '{}' do not tile it along axis "
               "{}: {} at {} (expected {}: {})",
               where, name, first->rangeAxis,
-              start < end ? "an overlap" : "a gap", std::min(start, end),
-              end, w->initializer));
+              start < end ? "an overlap" : "a gap", std::min(start, end), end,
+              w->initializer));
         // Duplicates (one block read twice) have equal starts: counted once.
         end = start + w->globalType.shape[w->rangeAxis];
       }
       if (end != first->rangeShape[first->rangeAxis])
         fail(fmt::format("{}: the blocks of initializer '{}' end at {} of "
                          "its {} along axis {}",
-                         where, name, end,
-                         first->rangeShape[first->rangeAxis],
+                         where, name, end, first->rangeShape[first->rangeAxis],
                          first->rangeAxis));
     }
   }

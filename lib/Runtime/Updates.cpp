@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
-#include <cmath>
 #include <utility>
 #include <vector>
 

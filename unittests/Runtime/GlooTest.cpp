@@ -248,7 +248,8 @@ TEST(GlooBootstrap, StoreServesEverywhereWhenAskedOrLoopbackNamed) {
   auto second = std::chrono::seconds(1);
   {
     // SHOAL_STORE_BIND=0.0.0.0: every interface (a virtual MASTER_ADDR).
-    ScopedEnv env(std::map<std::string, const char *>{{"SHOAL_STORE_BIND", "0.0.0.0"}});
+    ScopedEnv env(
+        std::map<std::string, const char *>{{"SHOAL_STORE_BIND", "0.0.0.0"}});
     int port = unusedPort();
     TcpStore server("127.0.0.1", port, true, second, second, "", 0);
     TcpStore other("127.0.0.2", port, false, second, second, "", 1);
@@ -276,7 +277,8 @@ TEST(GlooBootstrap, StoreServesEverywhereWhenAskedOrLoopbackNamed) {
   hints.ai_socktype = SOCK_STREAM;
   bool loopback =
       getaddrinfo(name, nullptr, &hints, &found) == 0 && found &&
-      (ntohl(reinterpret_cast<sockaddr_in *>(found->ai_addr)->sin_addr.s_addr) >>
+      (ntohl(
+           reinterpret_cast<sockaddr_in *>(found->ai_addr)->sin_addr.s_addr) >>
        24) == 127;
   if (found)
     freeaddrinfo(found);

@@ -217,8 +217,8 @@ TEST(PlanLoader, ChecksWeightRanges) {
     int source = b.source(dir + "/m.onnx");
     for (auto [start, end] : ranges) {
       int w = b.value({8, end - start});
-      std::string name = "qkv[:, " + std::to_string(start) + ":" +
-                         std::to_string(end) + "]";
+      std::string name =
+          "qkv[:, " + std::to_string(start) + ":" + std::to_string(end) + "]";
       b.weight(name, w, source, {8, end - start});
       plan::WeightRange *r =
           b.prog->mutable_weights(b.prog->weights_size() - 1)->mutable_range();

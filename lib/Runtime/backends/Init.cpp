@@ -46,7 +46,8 @@ std::string cudaModulePath() {
   if (const char *p = std::getenv("SHOAL_CUDA_BACKEND"); p && *p)
     return p;
   std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path exe =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec)
     return "libshoal_cuda_backend.so";
   return (exe.parent_path().parent_path() / "lib" / "libshoal_cuda_backend.so")
@@ -63,8 +64,8 @@ void loadCudaModule() {
         "module's path; --backend cpu needs none)",
         path, why ? why : "unknown error"));
   }
-  auto entry = reinterpret_cast<void (*)()>(
-      ::dlsym(module, "shoalRegisterCudaBackend"));
+  auto entry =
+      reinterpret_cast<void (*)()>(::dlsym(module, "shoalRegisterCudaBackend"));
   if (!entry)
     throw shoal::rt::Error(fmt::format(
         "{} is no shoal CUDA backend (no shoalRegisterCudaBackend)", path));

@@ -97,7 +97,8 @@ template <typename T> bool readInt(int fd, T &v) {
 /// loopback mapped into IPv6).
 bool isLoopback(const sockaddr *addr) {
   if (addr->sa_family == AF_INET) {
-    uint32_t a = ntohl(reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr);
+    uint32_t a =
+        ntohl(reinterpret_cast<const sockaddr_in *>(addr)->sin_addr.s_addr);
     return (a >> 24) == 127;
   }
   if (addr->sa_family == AF_INET6) {
@@ -189,8 +190,7 @@ public:
     }
     int one = 1;
     ::setsockopt(listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    rc = wildcardLen ? ::bind(listenFd,
-                              reinterpret_cast<sockaddr *>(&wildcard),
+    rc = wildcardLen ? ::bind(listenFd, reinterpret_cast<sockaddr *>(&wildcard),
                               wildcardLen)
                      : ::bind(listenFd, pick->ai_addr, pick->ai_addrlen);
     int err = errno;

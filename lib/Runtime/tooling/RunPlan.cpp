@@ -102,10 +102,10 @@ std::string jobDescription(const LoadedPlan &plan, const RunOptions &options,
     }
     // zlib's CRC-32: the same on every rank and build (std::hash is not
     // specified to be).
-    uLong crc = crc32_z(0L, reinterpret_cast<const Bytef *>(head.data()),
-                        head.size());
-    crc = crc32_z(crc, reinterpret_cast<const Bytef *>(tail.data()),
-                  tail.size());
+    uLong crc =
+        crc32_z(0L, reinterpret_cast<const Bytef *>(head.data()), head.size());
+    crc =
+        crc32_z(crc, reinterpret_cast<const Bytef *>(tail.data()), tail.size());
     return fmt::format("{} bytes, crc32 {:08x}", size, crc);
   };
   std::string fingerprint;
@@ -320,10 +320,9 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
     if (w.rangeAxis >= 0) {
       sourceType.shape = w.rangeShape;
       sourceOffsets[w.rangeAxis] += w.rangeStart;
-      readShape[w.rangeAxis] =
-          std::clamp<int64_t>(w.globalType.shape[w.rangeAxis] -
-                                  offsets[w.rangeAxis],
-                              0, local[w.rangeAxis]);
+      readShape[w.rangeAxis] = std::clamp<int64_t>(
+          w.globalType.shape[w.rangeAxis] - offsets[w.rangeAxis], 0,
+          local[w.rangeAxis]);
     }
     auto readPadded = [&](auto &&read) {
       if (readShape == local)
@@ -370,8 +369,8 @@ void loadWeights(const LoadedPlan &plan, const std::vector<int64_t> &coords,
             w.sourceName, file->path()));
       try {
         t = readPadded([&](const Shape &shape) {
-          return file->loadBlock(w.sourceName, sourceType, sourceOffsets,
-                                 shape, w.sourceShape);
+          return file->loadBlock(w.sourceName, sourceType, sourceOffsets, shape,
+                                 w.sourceShape);
         });
       } catch (const Error &e) {
         throw Error(fmt::format("weight '{}': {}", w.initializer, e.what()));
