@@ -15,9 +15,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -27,10 +25,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
-#include <sstream>
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;
@@ -761,29 +757,31 @@ std::string hostName() {
 
 } // namespace
 
-CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
-    : path((fs::path(dir) / ".lock").string()) {
-  owner = fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
-                      hostName(), ::getpid());
-  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
+CheckpointLock::CheckpointLock(const std::string &dir,
+                               const std::string &runId) {
+  std::string path = (fs::path(dir) / ".lock").string();
+  std::string owner =
+      fmt::format("run {} host {} pid {}\n", runId.empty() ? "-" : runId,
+                  hostName(), ::getpid());
+  int file =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (file < 0) {
     int err = errno;
-    path.clear();
     throw Error(fmt::format("cannot open the checkpoint lock {}/.lock: {}", dir,
                             err == ELOOP ? "it is a symbolic link"
                                          : std::strerror(err)));
   }
   // The kernel releases the lock when its holder exits, however it ends
   // (NFS too: its client maps flock to the server's locks).
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(file, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     if (err == EWOULDBLOCK) {
       std::string held(4096, '\0');
-      ssize_t n = ::pread(fd, held.data(), held.size(), 0);
+      ssize_t n = ::pread(file, held.data(), held.size(), 0);
       held.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
       while (!held.empty() && (held.back() == '\n' || held.back() == '\r'))
         held.pop_back();
-      release();
+      ::close(file);
       throw Error(fmt::format(
           "checkpoint folder {} is in use by another job ({}): two jobs "
           "saving to one folder would mix their checkpoints; give each job "
@@ -791,21 +789,19 @@ CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
           "0 exits)",
           dir, held.empty() ? "it has not named itself yet" : held));
     }
+    ::close(file);
     if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
       // A file system without locks (Lustre mounted without -o flock).
       std::fprintf(stderr,
                    "shoal-run: warning: %s does not support file locks (%s): "
                    "a second job saving to this folder is not detected\n",
                    dir.c_str(), std::strerror(err));
-      ::close(fd);
-      fd = -1;
-      path.clear();
       return;
     }
-    release();
     throw Error(fmt::format("cannot lock the checkpoint folder {}: {}", dir,
                             std::strerror(err)));
   }
+  fd = file;
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, owner.data(), owner.size(), 0) !=
                                      static_cast<ssize_t>(owner.size())) {
     int err = errno;
@@ -815,19 +811,14 @@ CheckpointLock::CheckpointLock(const std::string &dir, const std::string &runId)
   }
 }
 
-CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept
-    : path(std::move(other.path)), owner(std::move(other.owner)), fd(other.fd) {
-  other.path.clear();
+CheckpointLock::CheckpointLock(CheckpointLock &&other) noexcept : fd(other.fd) {
   other.fd = -1;
 }
 
 CheckpointLock &CheckpointLock::operator=(CheckpointLock &&other) noexcept {
   if (this != &other) {
     release();
-    path = std::move(other.path);
-    owner = std::move(other.owner);
     fd = other.fd;
-    other.path.clear();
     other.fd = -1;
   }
   return *this;
@@ -838,13 +829,9 @@ CheckpointLock::~CheckpointLock() { release(); }
 void CheckpointLock::release() {
   // The file stays (removing a lock file that another job may have opened
   // already would let two jobs lock two files); emptied, it names nobody.
-  if (fd >= 0) {
-    struct stat st;
-    if (!path.empty() && ::fstat(fd, &st) == 0 && st.st_size > 0 &&
-        ::flock(fd, LOCK_EX | LOCK_NB) == 0)
-      (void)::ftruncate(fd, 0);
-    ::close(fd);
-  }
+  if (fd < 0)
+    return;
+  (void)::ftruncate(fd, 0);
+  ::close(fd);
   fd = -1;
-  path.clear();
 }

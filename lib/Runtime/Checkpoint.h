@@ -138,7 +138,7 @@ public:
 
 private:
   void release();
-  std::string path, owner;
+  /// The locked `DIR/.lock`; -1: none held.
   int fd = -1;
 };
 
