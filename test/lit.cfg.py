@@ -76,6 +76,17 @@ if os.path.exists(torchrun):
     # version): the standalone rendezvous picks one.
     config.substitutions.append(("%torchrun", torchrun + " --standalone"))
 
+# A Slurm cluster this machine can submit to (scripts/local-slurm.sh starts
+# a one-node one), for the srun tests: an idle node within 5 s.
+if shutil.which("srun") and shutil.which("sinfo"):
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True,
+                                text=True, timeout=5).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        states = []
+    if any(s.startswith(("idle", "mix")) for s in states):
+        config.available_features.add("slurm")
+
 # A build with the CUDA backend (its module; no GPU needed to load it).
 if os.path.exists(os.path.join(config.shoal_obj_root, "lib", "libshoal_cuda_backend.so")):
     config.available_features.add("cuda-backend")

@@ -138,10 +138,23 @@ enum class Bootstrap {
   Env,
 };
 
-/// The world's bootstrap: Env if WORLD_SIZE or RANK is set and no MPI
-/// launcher's variables are (so that a launch missing one of them gets
-/// makeEnvWorld's error naming it), MPI otherwise.
+/// The world's bootstrap: Env if WORLD_SIZE or RANK is set, or this is a
+/// task of a Slurm step (srun without an MPI plugin), and no MPI launcher's
+/// variables are (so that a launch missing one of them gets makeEnvWorld's
+/// error naming it), MPI otherwise.
 Bootstrap detectBootstrap();
+
+/// True in a task that srun started (SLURM_STEP_ID and SLURM_PROCID set);
+/// false in a batch script or salloc's shell, which are no step's tasks.
+bool underSrun();
+/// The first host of a Slurm host list ("gpu[07-12,20],cpu1" -> "gpu07"),
+/// every bracket group replaced by its first element as written (zero
+/// padding kept). Throws Error naming the list if it is malformed.
+std::string slurmFirstHost(const std::string &hostList);
+/// The rendezvous port of a Slurm step when MASTER_PORT is not set: one
+/// per job and step, 20000 + (32 * job + step mod 32) mod 40000, so that the
+/// steps of one job and jobs that share a node (almost always) differ.
+int slurmStorePort(long jobId, long stepId);
 
 /// The MPI world (MPI_COMM_WORLD). MPI must be initialized.
 std::unique_ptr<Communicator> makeMpiWorld();

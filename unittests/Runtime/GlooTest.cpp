@@ -152,6 +152,67 @@ TEST(GlooBootstrap, BadVariablesAreNamed) {
   }
 }
 
+TEST(GlooBootstrap, SlurmStepsStartTheEnvWorld) {
+  // A task of `srun -n 2` without an MPI plugin: Slurm's variables, no
+  // torchrun's and no MPI launcher's.
+  ScopedEnv env({{"RANK", nullptr},
+                 {"WORLD_SIZE", nullptr},
+                 {"MASTER_ADDR", nullptr},
+                 {"MASTER_PORT", nullptr},
+                 {"OMPI_COMM_WORLD_SIZE", nullptr},
+                 {"PMI_SIZE", nullptr},
+                 {"PMIX_RANK", nullptr},
+                 {"MPI_LOCALNRANKS", nullptr},
+                 {"HYDRA_CONTROL_FD", nullptr},
+                 {"SLURM_JOB_ID", "4242"},
+                 {"SLURM_STEP_ID", "0"},
+                 {"SLURM_PROCID", "1"},
+                 {"SLURM_STEP_NUM_TASKS", "2"},
+                 {"SLURM_STEP_NODELIST", "gpu[07-12,20],cpu1"},
+                 {"SHOAL_RENDEZVOUS_TIMEOUT", "1"}});
+  EXPECT_TRUE(underSrun());
+  EXPECT_EQ(detectBootstrap(), Bootstrap::Env);
+  // Rank 1 looks for rank 0 on the step's first node, at the step's port.
+  std::string e = errorOf([] { makeEnvWorld(); });
+  EXPECT_NE(e.find("gpu07:" + std::to_string(slurmStorePort(4242, 0))),
+            std::string::npos)
+      << e;
+  {
+    ScopedEnv badRank({{"SLURM_PROCID", "2"}, {"SLURM_LOCALID", nullptr}});
+    e = errorOf([] { makeEnvWorld(); });
+    EXPECT_NE(e.find("SLURM_PROCID='2' is not valid"), std::string::npos) << e;
+  }
+  {
+    // A batch script (no step): not a task of srun, so MPI's singleton.
+    ScopedEnv batch({{"SLURM_STEP_ID", nullptr}, {"SLURM_LOCALID", nullptr}});
+    EXPECT_FALSE(underSrun());
+    EXPECT_EQ(detectBootstrap(), Bootstrap::MPI);
+  }
+}
+
+TEST(GlooBootstrap, SlurmHostListsAndPorts) {
+  EXPECT_EQ(slurmFirstHost("node1"), "node1");
+  EXPECT_EQ(slurmFirstHost("node1,node2"), "node1");
+  EXPECT_EQ(slurmFirstHost("gpu[007-012,020]"), "gpu007");
+  EXPECT_EQ(slurmFirstHost("rack[2-3]-n[01,04]x,b1"), "rack2-n01x");
+  EXPECT_EQ(slurmFirstHost("[5-6]"), "5");
+  for (const char *bad : {"", "gpu[01", "gpu01]", "gpu[[1]]", "gpu[]", ",a"})
+    EXPECT_NE(errorOf([&] { slurmFirstHost(bad); }).find("is not valid"),
+              std::string::npos)
+        << bad;
+  // One port per step of a job, within 20000 .. 59999.
+  EXPECT_EQ(slurmStorePort(0, 0), 20000);
+  EXPECT_EQ(slurmStorePort(4242, 0), 20000 + 32 * 4242 % 40000);
+  EXPECT_NE(slurmStorePort(4242, 1), slurmStorePort(4242, 0));
+  EXPECT_NE(slurmStorePort(4243, 0), slurmStorePort(4242, 0));
+  for (long job : {1L, 1249L, 1250L, 99999999L, 2147483647L})
+    for (long step : {0L, 31L, 1000L}) {
+      int port = slurmStorePort(job, step);
+      EXPECT_GE(port, 20000);
+      EXPECT_LT(port, 60000);
+    }
+}
+
 TEST(GlooBootstrap, UnreachableMasterTimesOut) {
   std::string port = std::to_string(unusedPort());
   ScopedEnv env({{"RANK", "1"},

@@ -41,9 +41,59 @@ Bootstrap shoal::rt::detectBootstrap() {
   for (const char *var : kMpiLauncherVars)
     if (std::getenv(var))
       return Bootstrap::MPI;
-  if (std::getenv("WORLD_SIZE") || std::getenv("RANK"))
+  // srun without an MPI plugin: MPI_Init would make every task a world of
+  // one, each training alone.
+  if (std::getenv("WORLD_SIZE") || std::getenv("RANK") || underSrun())
     return Bootstrap::Env;
   return Bootstrap::MPI;
+}
+
+bool shoal::rt::underSrun() {
+  const char *step = std::getenv("SLURM_STEP_ID");
+  const char *proc = std::getenv("SLURM_PROCID");
+  return step && *step && proc && *proc;
+}
+
+std::string shoal::rt::slurmFirstHost(const std::string &hostList) {
+  auto bad = [&](const char *why) {
+    return Error(fmt::format("the Slurm host list '{}' is not valid ({}): "
+                             "set MASTER_ADDR to rank 0's host",
+                             hostList, why));
+  };
+  std::string host;
+  int depth = 0;
+  std::string group; // the bracket group being read
+  for (char c : hostList) {
+    if (c == '[') {
+      if (depth++)
+        throw bad("nested '['");
+      group.clear();
+    } else if (c == ']') {
+      if (!depth--)
+        throw bad("']' without '['");
+      // Its first element: up to the first ',' or '-'.
+      std::string first = group.substr(0, group.find_first_of(",-"));
+      if (first.empty())
+        throw bad("an empty range");
+      host += first;
+    } else if (depth) {
+      group += c;
+    } else if (c == ',') {
+      break; // the first host ends here
+    } else {
+      host += c;
+    }
+  }
+  if (depth)
+    throw bad("'[' without ']'");
+  if (host.empty())
+    throw bad("no host");
+  return host;
+}
+
+int shoal::rt::slurmStorePort(long jobId, long stepId) {
+  long v = (32 * (jobId % 40000) + stepId % 32) % 40000;
+  return static_cast<int>(20000 + v);
 }
 
 int shoal::rt::localRankFromEnv() {

@@ -49,6 +49,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 
@@ -574,11 +575,29 @@ bool isLoopback(const std::string &host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
+/// The variable that says `torchName`'s value: itself when set or outside
+/// srun, else the first of Slurm's `slurmNames` that is set.
+const char *launchVar(const char *torchName,
+                      std::initializer_list<const char *> slurmNames) {
+  const char *v = std::getenv(torchName);
+  if ((v && *v) || !underSrun())
+    return torchName;
+  for (const char *name : slurmNames)
+    if (const char *s = std::getenv(name); s && *s)
+      return name;
+  return torchName;
+}
+
 } // namespace
 
 std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
-  long size = envInt("WORLD_SIZE", 1, INT_MAX, "the number of ranks", true, 1);
-  long rank = envInt("RANK", 0, size - 1,
+  // torchrun's variables, or Slurm's in a task srun started.
+  bool srun = underSrun();
+  const char *sizeVar =
+      launchVar("WORLD_SIZE", {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
+  const char *rankVar = launchVar("RANK", {"SLURM_PROCID"});
+  long size = envInt(sizeVar, 1, INT_MAX, "the number of ranks", true, 1);
+  long rank = envInt(rankVar, 0, size - 1,
                      "this process's rank, 0 .. WORLD_SIZE - 1", true, 0);
   localRankFromEnv(); // checks LOCAL_RANK if set
   auto shared = std::make_shared<GlooShared>();
@@ -591,14 +610,31 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
   std::string host = "127.0.0.1";
   if (size > 1) {
     const char *addr = std::getenv("MASTER_ADDR");
-    if (!addr || !*addr)
+    const char *nodes = nullptr;
+    if (srun)
+      for (const char *var :
+           {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+        if (const char *v = std::getenv(var); v && *v && !nodes)
+          nodes = v;
+    if (addr && *addr)
+      host = addr;
+    else if (nodes) // srun: task 0 runs on the step's first node
+      host = slurmFirstHost(nodes);
+    else
       throw Error("MASTER_ADDR is not set: the torchrun-style launch (RANK, "
                   "WORLD_SIZE, MASTER_ADDR, MASTER_PORT) needs the host name "
                   "or address of rank 0, which serves the rendezvous store");
-    host = addr;
-    long port =
-        envInt("MASTER_PORT", 1, 65535,
-               "the TCP port rank 0 serves the rendezvous store on", true, 0);
+    long port = 0;
+    const char *masterPort = std::getenv("MASTER_PORT");
+    if (srun && !(masterPort && *masterPort) &&
+        !std::getenv("SHOAL_STORE_PORT"))
+      port = slurmStorePort(
+          envInt("SLURM_JOB_ID", 0, LONG_MAX, "Slurm's job id", true, 0),
+          envInt("SLURM_STEP_ID", 0, LONG_MAX, "Slurm's step id", true, 0));
+    else if (!std::getenv("SHOAL_STORE_PORT"))
+      port =
+          envInt("MASTER_PORT", 1, 65535,
+                 "the TCP port rank 0 serves the rendezvous store on", true, 0);
     // torchrun's agent holds MASTER_PORT with its own store: shoal's goes
     // on the next port (SHOAL_STORE_PORT sets another).
     const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
@@ -617,6 +653,10 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
         jobId = v;
         break;
       }
+    // The steps of one Slurm job are jobs of their own.
+    if (const char *slurmJob = std::getenv("SLURM_JOB_ID");
+        srun && slurmJob && jobId == slurmJob)
+      jobId += std::string(".") + std::getenv("SLURM_STEP_ID");
     shared->store = std::make_shared<TcpStore>(
         host, static_cast<int>(port), rank == 0, std::chrono::seconds(connectS),
         std::chrono::seconds(connectS), jobId, static_cast<int>(rank));

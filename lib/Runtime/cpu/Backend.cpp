@@ -11,7 +11,11 @@
 #include "cpu/Common.h"
 #include "cpu/Vector.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -31,6 +35,32 @@ void shoal::rt::configureCpuProcess(int ranksHere) {
   int share =
       std::max(1, std::min(cpu::usableCores(), cores / std::max(1, ranksHere)));
   cpu::setCpuThreads(share);
+  // Under an address-space limit (ulimit -v, a batch system's vmem limit)
+  // Debian's OpenMP OpenBLAS needs about 384 MiB of address space per
+  // thread that calls or runs a product (256 MiB reserved when it loads,
+  // 128 MiB more at a thread's first product, read from /proc/PID/maps),
+  // and when the second part fails it retries for ever inside the product:
+  // the run hangs. The kernel threads (which call it) and its own are
+  // capped so that their buffers take at most half of the limit.
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    constexpr uint64_t kPerThread = 384ull << 20;
+    int cap = static_cast<int>(std::max<uint64_t>(
+        1, static_cast<uint64_t>(as.rlim_cur) / 2 / kPerThread));
+    int wanted = cpu::cpuThreads();
+    if (wanted > cap) {
+      std::fprintf(stderr,
+                   "shoal-run: note: the address space is limited to %llu "
+                   "MiB (ulimit -v): %d thread%s, not %d (each takes about "
+                   "384 MiB of it in OpenBLAS)\n",
+                   static_cast<unsigned long long>(as.rlim_cur >> 20), cap,
+                   cap == 1 ? "" : "s", wanted);
+      cpu::capCpuThreads(cap);
+      if (openblas_set_num_threads)
+        openblas_set_num_threads(cap);
+      return;
+    }
+  }
   if (!openblas_set_num_threads || std::getenv("OPENBLAS_NUM_THREADS"))
     return;
   if (ranksHere > 1 || share < cores || std::getenv("SHOAL_NUM_THREADS"))

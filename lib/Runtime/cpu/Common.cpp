@@ -64,6 +64,7 @@ void shoal::rt::cpu::fromF32(const Tensor &f, Tensor &out) { cast(f, out); }
 
 namespace {
 std::atomic<int> configuredThreads{0};
+std::atomic<int> threadCap{0};
 
 /// SHOAL_NUM_THREADS (an Error unless it is a count from 1 to 4096), else
 /// the first count of OMP_NUM_THREADS (libgomp's to judge otherwise), else 0.
@@ -90,12 +91,19 @@ int envThreads() {
 
 int shoal::rt::cpu::cpuThreads() {
   static const int fromEnv = envThreads();
-  if (fromEnv)
-    return fromEnv;
-  if (int n = configuredThreads.load(std::memory_order_relaxed))
-    return n;
   static const int cores = usableCores();
-  return cores;
+  int n = fromEnv;
+  if (!n)
+    n = configuredThreads.load(std::memory_order_relaxed);
+  if (!n)
+    n = cores;
+  if (int cap = threadCap.load(std::memory_order_relaxed))
+    n = std::min(n, cap);
+  return n;
+}
+
+void shoal::rt::cpu::capCpuThreads(int n) {
+  threadCap.store(std::max(0, n), std::memory_order_relaxed);
 }
 
 int shoal::rt::cpu::usableCores() {

@@ -50,7 +50,8 @@ void parallelFor(int64_t n, int64_t costPerItem,
 /// cpusets, mpirun's binding), else the machine's; read at each call.
 int usableCores();
 /// The number of threads the kernels use: SHOAL_NUM_THREADS, else
-/// OMP_NUM_THREADS, else setCpuThreads's, else usableCores(). Throws
+/// OMP_NUM_THREADS, else setCpuThreads's, else usableCores(), at most
+/// capCpuThreads's cap. Throws
 /// Error when SHOAL_NUM_THREADS is not a count from 1 to 4096.
 int cpuThreads();
 /// SHOAL_FILL_UNINITIALIZED (KernelRegistry.h).
@@ -59,6 +60,9 @@ using rt::fillUninitialized;
 /// share of the node's cores); n < 1 goes back to usableCores(). The
 /// environment variables above take precedence.
 void setCpuThreads(int n);
+/// At most n kernel threads whatever cpuThreads() would give (n < 1: no
+/// cap): the cap an address-space limit sets (configureCpuProcess).
+void capCpuThreads(int n);
 
 /// Throws the Error of byNumericType for a dtype that isNumeric rejects.
 [[noreturn]] void throwNotNumeric(DType dtype);

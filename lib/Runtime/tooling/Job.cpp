@@ -33,7 +33,8 @@ namespace {
 /// This process's rank before any communicator exists (for who prints a
 /// usage error): the launcher's variables, else 0.
 int rankFromEnv() {
-  for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"})
+  for (const char *var :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"})
     if (const char *v = std::getenv(var))
       return std::atoi(v);
   return 0;
