@@ -30,7 +30,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libgloo-dev libbenchmark-dev
   python3-torch python3-torchvision python3-numpy python3-yaml python3-venv
-  python3-matplotlib
+  python3-matplotlib python3-pytest
   graphviz
 )
 missing=()
@@ -72,6 +72,14 @@ install_venv() {
 # Test references from PyPI, next to Debian's torch (--system-site-packages).
 install_venv "${SHOAL_VENV:-$HOME/.cache/shoal-venv}" "$root/test/zoo/requirements.txt" \
   --system-site-packages
+
+# shoal's Python package (python/shoal), editable, into the same venv.
+venv="${SHOAL_VENV:-$HOME/.cache/shoal-venv}"
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c "import shoal" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    --no-build-isolation -e "$root/python" ||
+    echo "install-deps: WARNING: could not install python/ into $venv" >&2
+fi
 
 # torch 2.x exports (opt-in): a plain environment, Debian's torch 1.13 and
 # onnx 1.12 must not shadow the new ones.

@@ -1,0 +1,266 @@
+"""The Python front end (python/shoal): the GPT of examples/python/train_gpt.py
+annotated with scopes and trained under DP2 x PP2 x TP2 equals the YAML
+path bit for bit and PyTorch within 1e-5; load_weights gives the model
+shoal runs; the error paths.
+
+    SHOAL_BIN=build/bin /usr/bin/python3 -m pytest -q python/tests
+"""
+
+import copy
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(REPO, "python"), os.path.join(REPO, "examples", "python"),
+                os.path.join(REPO, "examples", "gpt")]
+
+import shoal  # noqa: E402
+import train_gpt  # noqa: E402
+from make_model import BATCH, SEQ, VOCAB, init_weights  # noqa: E402
+
+STEPS = 5
+LOSS = {"kind": "cross_entropy", "output": "logits", "labels": "labels"}
+ADAMW = {"kind": "adamw", "lr": 1e-3, "weight_decay": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def fresh_config():
+    shoal.reset()
+    yield
+    shoal.reset()
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, "%s\n%s" % (" ".join(cmd), proc.stdout)
+    return proc.stdout
+
+
+def rel_diff(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def pytorch_steps(model, tokens, steps):
+    """AdamW steps as docs/Training.md defines them: step s takes rows
+    (s * B + i) mod N; the loss is the mean token cross entropy."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    losses = []
+    n = tokens.shape[0]
+    for s in range(steps):
+        rows = tokens[[(s * BATCH + i) % n for i in range(BATCH)]]
+        ids = torch.from_numpy(rows[:, :SEQ])
+        labels = torch.from_numpy(rows[:, 1:])
+        logits = model(ids)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_gpt_dp2_pp2_tp2_equals_yaml_path_and_pytorch(tmp_path):
+    work = str(tmp_path)
+    torch.manual_seed(0)
+    # The script a user writes (examples/python/train_gpt.py), 8 ranks.
+    assert train_gpt.main(["--work", work, "--world-size", "8", "--steps", str(STEPS)]) == 0
+    spec = open(os.path.join(work, "gpt.spec.yaml")).read()
+    assert "nodes: [/wte/*, /Add, /h.0/*]" in spec
+    assert "nodes: [/h.1/*, /ln_f/*, /lm_head/*]" in spec
+    assert "num_micro_batch: 2" in spec
+    trained = shoal.read_weights(os.path.join(work, "trained"))
+
+    # The YAML path: the hand-written spec of examples/gpt and a training
+    # config, shoal-compile and mpirun by hand, on the same export.
+    train_yaml = os.path.join(work, "hand.train.yaml")
+    with open(train_yaml, "w") as f:
+        f.write("version: 1\nloss: {kind: cross_entropy, output: logits, labels: labels}\n"
+                "optimizer: {kind: adamw, lr: 1.0e-3, weight_decay: 0.0}\nfrozen: [mask]\n")
+    hand_plan = os.path.join(work, "hand.plan")
+    run([shoal.tools.tool("shoal-compile"), os.path.join(work, "gpt.onnx"),
+         "--annotate", os.path.join(REPO, "examples", "gpt", "spec_pp2_tp2.yaml"),
+         "--world-size", "8", "--train", train_yaml, "-o", hand_plan])
+    hand = shoal.train(hand_plan, ranks=8, steps=STEPS,
+                       data=os.path.join(work, "tokens.npy"),
+                       export_safetensors=os.path.join(work, "hand"), on_line=lambda l: None)
+    hand_weights = shoal.read_weights(os.path.join(work, "hand"))
+
+    # The Python path's run again, to compare its losses with the YAML's.
+    shoal.config({"pipeline.num_micro_batch": 2}, loss=LOSS, optimizer=ADAMW)
+    plan = shoal.compile(os.path.join(work, "gpt.onnx"), world_size=8,
+                         out=os.path.join(work, "again.plan"))
+    py = shoal.train(plan, steps=STEPS, data=os.path.join(work, "tokens.npy"),
+                     on_line=lambda l: None)
+    assert len(py.losses) == STEPS
+    assert py.losses == hand.losses  # bit for bit
+    assert sorted(trained) == sorted(hand_weights)
+    for name in trained:
+        assert np.array_equal(trained[name], hand_weights[name]), name
+
+    # PyTorch: the same model, init and data.
+    torch.manual_seed(0)
+    ref = train_gpt.GPT()
+    init_weights(ref, 0)
+    tokens = np.load(os.path.join(work, "tokens.npy"))
+    ref_losses = pytorch_steps(ref, tokens, STEPS)
+    assert rel_diff(py.losses, ref_losses) <= 1e-5, (py.losses, ref_losses)
+    for name, p in ref.named_parameters():
+        if name.endswith("attn.k.bias"):
+            # Its gradient is zero in exact arithmetic (softmax ignores a
+            # shift shared by all keys): rounding noise, which Adam scales
+            # to steps of up to lr in any direction. Bounded, not compared.
+            assert np.max(np.abs(trained[name] - p.detach().numpy())) <= 2e-3 * STEPS
+            continue
+        assert rel_diff(trained[name], p.detach().numpy()) <= 1e-5, name
+
+
+def test_load_weights_gives_the_model_shoal_runs(tmp_path):
+    work = str(tmp_path)
+    torch.manual_seed(0)
+    shoal.config(loss=LOSS, optimizer=ADAMW)
+    model = train_gpt.GPT()
+    init_weights(model, 0)
+    ids = torch.from_numpy(np.random.default_rng(1).integers(
+        0, VOCAB, size=(BATCH, SEQ), dtype=np.int64))
+    tokens = os.path.join(work, "tokens.npy")
+    np.save(tokens, np.random.default_rng(2).integers(0, VOCAB, size=(8, SEQ + 1)))
+    path = shoal.export(model, (ids,), os.path.join(work, "gpt.onnx"),
+                        input_names=["input_ids"], output_names=["logits"])
+    plan = shoal.compile(path, world_size=4)  # split(2) stages: PP2 x TP2
+    shoal.train(plan, steps=3, data=tokens, export_onnx=os.path.join(work, "trained.onnx"),
+                export_safetensors=os.path.join(work, "trained"), on_line=lambda l: None)
+    before = copy.deepcopy(model)
+    loaded = shoal.load_weights(model, os.path.join(work, "trained"))
+    assert "h.0.attn.q.weight" in loaded and "wpe" in loaded
+    assert not torch.equal(model.lm_head.weight, before.lm_head.weight)
+    # shoal's one-rank forward of the trained model.
+    one = shoal.compile(os.path.join(work, "trained.onnx"), world_size=1, train=False,
+                        out=os.path.join(work, "one.plan"))
+    os.makedirs(os.path.join(work, "in"), exist_ok=True)
+    np.save(os.path.join(work, "in", "input_ids.npy"), ids.numpy())
+    shoal.train(one, ranks=1, steps=1, inputs=os.path.join(work, "in"),
+                outputs=os.path.join(work, "out"), on_line=lambda l: None)
+    shoal_logits = np.load(os.path.join(work, "out", "logits.npy"))
+    with torch.no_grad():
+        torch_logits = model(ids).numpy()
+    assert rel_diff(torch_logits, shoal_logits) <= 1e-6
+    # The ONNX export loads the same weights.
+    again = copy.deepcopy(before)
+    shoal.load_weights(again, os.path.join(work, "trained.onnx"))
+    for (n, a), (_, b) in zip(again.named_parameters(), model.named_parameters()):
+        assert torch.equal(a, b), n
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        with shoal.replicate(2, name="all"):
+            self.emb = nn.Embedding(10, 4)
+            self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.out(self.emb(ids))
+
+
+def test_tied_weights_are_exported_and_loaded_once(tmp_path):
+    model = Tied()
+    ids = torch.zeros(2, 3, dtype=torch.int64)
+    shoal.export(model, (ids,), str(tmp_path / "tied.onnx"), input_names=["ids"],
+                 output_names=["logits"])
+    import onnx
+    names = [i.name for i in onnx.load(str(tmp_path / "tied.onnx")).graph.initializer]
+    assert names.count("emb.weight") + names.count("out.weight") == 1
+    fresh = Tied()
+    loaded = shoal.load_weights(fresh, str(tmp_path / "tied.onnx"))
+    assert sorted(loaded) == ["emb.weight", "out.weight"]
+    assert torch.equal(fresh.emb.weight, model.emb.weight)
+
+
+def test_nested_scopes_are_refused():
+    with pytest.raises(shoal.ShoalError, match=r"nested scopes: split\(2\) .* is inside "
+                                               r"replicate\(2\) 'outer'"):
+        with shoal.replicate(2, name="outer"):
+            with shoal.split(2):
+                pass
+
+
+class Unused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        with shoal.split(2, name="used"):
+            self.a = nn.Linear(4, 4)
+        with shoal.split(2, name="never_called"):
+            self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.a(x)
+
+
+def test_a_scope_that_matches_nothing_is_an_error(tmp_path):
+    with pytest.raises(shoal.ShoalError, match=r"scope split\(2\) 'never_called' at "
+                                               r".*test_frontend.py:\d+ matches no node"):
+        shoal.export(Unused(), (torch.zeros(2, 4),), str(tmp_path / "u.onnx"))
+
+
+def test_a_scope_that_builds_no_module_is_an_error(tmp_path):
+    with shoal.split(2, name="empty"):
+        pass
+    with pytest.raises(shoal.ShoalError, match=r"scope split\(2\) 'empty' .* built no "
+                                               r"nn.Module"):
+        shoal.export(nn.Linear(4, 4), (torch.zeros(2, 4),), str(tmp_path / "l.onnx"))
+
+
+def test_tool_failures_are_exceptions_with_the_tools_message(tmp_path):
+    model = Tied()
+    path = shoal.export(model, (torch.zeros(2, 3, dtype=torch.int64),),
+                        str(tmp_path / "tied.onnx"), input_names=["ids"],
+                        output_names=["logits"])
+    with pytest.raises(shoal.ShoalError, match="needs a loss"):
+        shoal.compile(path, world_size=2)
+    shoal.config(loss={"kind": "mse", "output": "nope", "labels": "y"}, optimizer=ADAMW)
+    with pytest.raises(shoal.ShoalError) as e:
+        shoal.compile(path, world_size=2)
+    assert "shoal-compile failed" in str(e.value) and "nope" in str(e.value)
+    assert e.value.returncode != 0 and e.value.command[0].endswith("shoal-compile")
+    plan = shoal.compile(path, world_size=2, train=False)
+    with pytest.raises(shoal.ShoalError, match=r"shoal-run failed .*missing.npy"):
+        shoal.train(plan, steps=1, inputs=str(tmp_path / "missing.npy"),
+                    outputs=str(tmp_path / "out"), on_line=lambda l: None)
+
+
+def test_config_takes_epl_and_training_names():
+    c = shoal.config({"pipeline.num_micro_batch": 4, "pipeline.strategy": "PreferBackward",
+                      "zero.level": "v1", "gradient_checkpoint.type": "collection",
+                      "amp.level": "O1"}, precision="bf16")
+    assert c["pipeline"] == {"num_micro_batch": 4, "schedule": "1f1b"}
+    assert c["zero"] == 1 and c["recompute"] == "full" and c["precision"] == "bf16"
+    with pytest.raises(shoal.ShoalError, match="unknown option 'pipline'"):
+        shoal.config(pipline={"num_micro_batch": 2})
+    with pytest.raises(shoal.ShoalError, match=r"zero.level='v9' is not one of"):
+        shoal.config({"zero.level": "v9"})
+    with pytest.raises(shoal.ShoalError, match="device_count must be a positive integer"):
+        shoal.split(0)
+
+
+def test_load_weights_refuses_checkpoints_and_other_shapes(tmp_path):
+    ck = tmp_path / "ck"
+    (ck / "step-00000001").mkdir(parents=True)
+    with pytest.raises(shoal.ShoalError, match="is a checkpoint"):
+        shoal.load_weights(nn.Linear(2, 2), str(ck))
+    model = Tied()
+    path = shoal.export(model, (torch.zeros(2, 3, dtype=torch.int64),),
+                        str(tmp_path / "tied.onnx"), input_names=["ids"])
+    with pytest.raises(shoal.ShoalError, match=r"emb.weight is \[10, 4\] in the file but "
+                                               r"\[10, 5\] in the module"):
+        shoal.load_weights(nn.ModuleDict({"emb": nn.Embedding(10, 5)}), path)
