@@ -68,6 +68,24 @@ class Scope:
         _state.scope = None
         return False
 
+    def apply(self, *modules):
+        """Puts modules built elsewhere (a Hugging Face model's layers) in
+        this scope, as if they had been built inside it:
+        `shoal.split(2, name="blocks").apply(model.transformer.h)`.
+        Returns the scope."""
+        if self.where is None:
+            frame = traceback.extract_stack(limit=2)[0]
+            self.where = "%s:%d" % (frame.filename, frame.lineno)
+        _install_hook()
+        for m in modules:
+            old = scope_of(m)
+            if old is not None and old is not self:
+                raise ShoalError("%s is in %r already; a module is in one scope"
+                                 % (type(m).__name__, old))
+            object.__setattr__(m, "_shoal_scope", self)
+            self.built += 1
+        return self
+
 
 def replicate(device_count=1, name=None, recompute=None):
     """Data parallelism: the modules built inside run whole on each of
