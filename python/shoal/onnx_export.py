@@ -1,6 +1,7 @@
 """shoal.export: the training-mode ONNX export, and the scopes as spec
 patterns over its node names."""
 
+import inspect
 import json
 import os
 
@@ -155,13 +156,38 @@ def spec_scopes(scope, node_prefix, prefixes):
     return entries
 
 
+class _Node:
+    """An ONNX node under the name spec patterns match."""
+
+    def __init__(self, name, node):
+        self.name = name
+        self.op_type = node.op_type
+        self.input = list(node.input)
+        self.output = list(node.output)
+
+
+def _spec_names(path, model):
+    """The names the importer gives the nodes (`shoal-compile --list-nodes`):
+    their own, or for the dynamo exporter's `node_*` the TorchScript-style
+    name rebuilt from their module path metadata."""
+    if all(n.name.startswith("/") or n.op_type == "Constant" for n in model.graph.node):
+        return [n.name for n in model.graph.node]
+    from .tools import _run, tool
+    out = _run([tool("shoal-compile"), path, "--list-nodes"], "shoal-compile --list-nodes")
+    names = [line.split("\t")[0] for line in out.splitlines() if line]
+    if len(names) != len(model.graph.node):
+        raise ShoalError("shoal-compile --list-nodes listed %d nodes of %s, which "
+                         "has %d" % (len(names), path, len(model.graph.node)))
+    return names
+
+
 def export(module, example_inputs, path, input_names=None, output_names=None,
-           opset=17):
+           opset=17, dynamo=False):
     """Exports `module` for training as shoal needs it (every parameter
     and buffer an initializer under its state_dict name, nothing folded:
-    `torch.onnx.export(..., training=TRAINING, do_constant_folding=False)`)
-    and records which nodes each scope holds in PATH.shoal.json. Returns
-    PATH."""
+    `torch.onnx.export(..., training=TRAINING, do_constant_folding=False)`,
+    or torch 2's `dynamo=True` exporter) and records which nodes each scope
+    holds in PATH.shoal.json. Returns PATH."""
     import onnx
     import torch
 
@@ -171,10 +197,19 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
     os.makedirs(folder, exist_ok=True)
     prefixes, handles = _record_calls(module)
     try:
-        torch.onnx.export(module, example_inputs, path, opset_version=opset,
-                          input_names=input_names, output_names=output_names,
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False)
+        if dynamo:
+            torch.onnx.export(module, example_inputs, path, opset_version=opset,
+                              input_names=input_names, output_names=output_names,
+                              dynamo=True, external_data=False, optimize=False)
+        else:
+            # The TorchScript exporter (torch 2.9 and later default to dynamo).
+            extra = {}
+            if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+                extra["dynamo"] = False
+            torch.onnx.export(module, example_inputs, path, opset_version=opset,
+                              input_names=input_names, output_names=output_names,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, **extra)
     except Exception as e:
         raise ShoalError("shoal.export: torch.onnx.export of %s failed: %s"
                          % (type(module).__name__, e)) from e
@@ -182,7 +217,7 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
         for h in handles:
             h.remove()
     model = onnx.load(path, load_external_data=False)
-    nodes = list(model.graph.node)
+    nodes = [_Node(name, n) for name, n in zip(_spec_names(path, model), model.graph.node)]
     used = {}
     for m in module.modules():
         s = _scopes.scope_of(m)

@@ -48,8 +48,14 @@ static cl::list<std::string>
                 cl::desc("Static shape of a graph input: name=d0,d1,..."),
                 cl::value_desc("name=dims"), cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output plan file"),
-                                       cl::value_desc("file"), cl::Required,
+                                       cl::value_desc("file"),
                                        cl::cat(compileCategory));
+static cl::opt<bool> listNodes(
+    "list-nodes",
+    cl::desc("Print every node of the ONNX model, one per line: the name "
+             "spec patterns match, its op type and its name in the file, "
+             "separated by tabs; then exit (no -o needed)"),
+    cl::cat(compileCategory));
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Also write the partitioned IR to a file"),
              cl::value_desc("file"), cl::cat(compileCategory));
@@ -73,6 +79,17 @@ int main(int argc, char **argv) {
     llvm::errs() << "shoal-compile: error: " << msg << "\n";
     return 1;
   };
+  if (listNodes) {
+    MLIRContext ctx;
+    auto names = shoal::listONNXNodeNames(modelPath, &ctx);
+    if (failed(names))
+      return 1;
+    for (const shoal::ONNXNodeName &n : *names)
+      llvm::outs() << n.name << "\t" << n.opType << "\t" << n.onnxName << "\n";
+    return 0;
+  }
+  if (outputPath.empty())
+    return fail("-o FILE (the plan to write) is required");
   // Checks the values and reads the training config and the annotation
   // spec (once: the import and shoal-annotate both take it from `options`).
   shoal::CompileOptions options = shoal::compileOptionsFromCL();

@@ -52,6 +52,24 @@ importONNXBuffer(llvm::StringRef path, llvm::StringRef bytes,
                  bool foldFloatInitializers = true, int64_t batchNormGroups = 1,
                  llvm::StringRef restoredModelPath = "");
 
+/// One node of an ONNX graph as annotation specs see it.
+struct ONNXNodeName {
+  /// The name spec patterns match: the node's own, or, for a node of
+  /// torch's dynamo exporter (`node_MatMul_3`), the name the TorchScript
+  /// exporter would have given it, rebuilt from its module path metadata
+  /// (`/h.0/attn/q/MatMul`; docs/Annotations.md).
+  std::string name;
+  std::string opType;
+  /// The node's name in the file ("" if it has none).
+  std::string onnxName;
+};
+
+/// Every node of the ONNX model at `path`, in graph order, with the name
+/// the importer gives it (`shoal-compile MODEL --list-nodes`). Errors name
+/// the file; the model is parsed and validated, not imported.
+mlir::FailureOr<std::vector<ONNXNodeName>>
+listONNXNodeNames(llvm::StringRef path, mlir::MLIRContext *ctx);
+
 } // namespace shoal
 
 #endif // SHOAL_TARGET_ONNX_H

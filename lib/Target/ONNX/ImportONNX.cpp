@@ -588,6 +588,35 @@ OwningOpRef<ModuleOp> shoal::importONNXBuffer(StringRef path, StringRef bytes,
   return module;
 }
 
+FailureOr<std::vector<shoal::ONNXNodeName>>
+shoal::listONNXNodeNames(StringRef path, MLIRContext *ctx) {
+  if (std::string e = checkRegularFile(path.str()); !e.empty()) {
+    emitError(UnknownLoc::get(ctx)) << path << ": " << e;
+    return failure();
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    emitError(UnknownLoc::get(ctx))
+        << path << ": cannot read: " << buffer.getError().message();
+    return failure();
+  }
+  onnx::ModelProto model;
+  if (failed(parseModel(ctx, path, (*buffer)->getBuffer(), model)))
+    return failure();
+  if (std::optional<std::string> error = onnx_import::validateModel(model)) {
+    fileError(ctx, path) << "not a valid ONNX model: " << *error;
+    return failure();
+  }
+  const onnx::GraphProto &graph = model.graph();
+  std::vector<std::string> names = onnx_import::getNodeNames(graph);
+  std::vector<ONNXNodeName> out;
+  out.reserve(names.size());
+  for (int i = 0; i < graph.node_size(); ++i)
+    out.push_back({names[i], graph.node(i).op_type(), graph.node(i).name()});
+  return out;
+}
+
 OwningOpRef<ModuleOp>
 shoal::importONNX(StringRef path, ArrayRef<InputShape> inputShapes,
                   MLIRContext *ctx, bool foldFloatInitializers,
