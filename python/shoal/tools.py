@@ -176,9 +176,13 @@ def launch_command(ranks, argv, launcher="mpirun"):
             cmd.insert(1, "--allow-run-as-root")
         return cmd + list(argv)
     if launcher == "torchrun":
-        torchrun = shutil.which("torchrun")
+        # The torchrun of the Python running this (a venv's), else PATH's.
+        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        if not os.access(torchrun, os.X_OK):
+            torchrun = shutil.which("torchrun")
         if not torchrun:
-            raise ShoalError("torchrun not found on PATH")
+            raise ShoalError("torchrun not found next to %s or on PATH"
+                             % sys.executable)
         return [torchrun, "--standalone", "--nproc_per_node", str(ranks),
                 "--no-python"] + list(argv)
     raise ShoalError("launcher must be 'mpirun' or 'torchrun', got %r" % launcher)

@@ -362,3 +362,37 @@ def test_dynamo_export_gives_the_same_spec_and_trains_as_pytorch(tmp_path):
         if name.endswith("attn.k.bias"):
             continue  # zero gradient in exact arithmetic (see above)
         assert rel_diff(p.detach().numpy(), ref[name].detach().numpy()) <= 1e-5, name
+
+
+def _working_torchrun():
+    """The torchrun next to this Python when it starts workers (torch 2's;
+    Debian's torch 1.13 torchrun fails under Python 3.11)."""
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.access(path, os.X_OK):
+        return None
+    try:
+        probe = subprocess.run([path, "--standalone", "--nproc_per_node", "1",
+                                "--no-python", "true"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+@pytest.mark.skipif(_working_torchrun() is None,
+                    reason="a working torchrun next to this Python (torch 2 venv)")
+def test_train_under_torchrun_equals_mpirun(tmp_path):
+    model = Tied()
+    shoal.config(loss={"kind": "cross_entropy", "output": "logits", "labels": "labels"},
+                 optimizer=ADAMW)
+    path = shoal.export(model, (torch.zeros(2, 3, dtype=torch.int64),),
+                        str(tmp_path / "tied.onnx"), input_names=["ids"],
+                        output_names=["logits"])
+    plan = shoal.compile(path, world_size=2)
+    np.save(str(tmp_path / "tokens.npy"), np.arange(8 * 4).reshape(8, 4) % 10)
+    lines = []
+    a = shoal.train(plan, steps=3, data=str(tmp_path / "tokens.npy"), on_line=lines.append)
+    b = shoal.train(plan, steps=3, data=str(tmp_path / "tokens.npy"), launcher="torchrun",
+                    on_line=lambda l: None)
+    assert any(l.startswith("step 3/3") for l in lines)
+    assert len(a.losses) == 3 and a.losses == b.losses
