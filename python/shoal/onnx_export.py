@@ -4,6 +4,7 @@ patterns over its node names."""
 import inspect
 import json
 import os
+import re
 
 from . import scopes as _scopes
 from .errors import ShoalError
@@ -11,48 +12,45 @@ from .errors import ShoalError
 SIDECAR = ".shoal.json"
 
 
-def _exporter_name(parent_name, parent_path, path):
-    """The name torch.onnx's TorchScript exporter gives a called module:
-    its path relative to the module called before it, an index joined to
-    that module's name (docs/Annotations.md)."""
-    rel = path[len(parent_path) + 1:] if parent_path else path
-    if rel[:1].isdigit() and parent_name:
-        return parent_name + "." + rel
-    return rel
+def _unqualified(path):
+    """The name torch.onnx gives a module in node names: its path from the
+    last part that is not an index (`transformer.h.0` -> `h.0`,
+    `features.0.0` -> `features.0.0`; torch.onnx.utils'
+    _unqualified_variable_name). The importer rebuilds the same names for
+    the dynamo exporter's nodes."""
+    atoms = path.split(".")
+    for i in range(len(atoms) - 1, -1, -1):
+        if not atoms[i].isdigit():
+            return ".".join(atoms[i:])
+    return path
 
 
 def _record_calls(module):
-    """Global forward hooks that record, per module, the node-name prefix
-    of each of its calls ("/h.0/attn"), the k-th call of one module
-    suffixed "_k" as the exporter does."""
+    """Global forward hooks that record the node-name prefix of every
+    module call (`/h.0/attn/q`: the exporter's names of the modules on the
+    call stack): {prefix: set of module paths}. A module called twice
+    gives one prefix; the exporter's `_1` on the second call's names is
+    matched by _match."""
     import torch.nn.modules.module as mm
 
     paths = {id(m): name for name, m in module.named_modules()}
-    prefixes = {}  # prefix -> module path
-    stack = []     # (module id, exporter name, path, prefix)
-    calls = {}
+    prefixes = {}
+    stack = []  # (module id, prefix)
 
     def pre(m, _inputs):
         key = id(m)
         if key not in paths:
             return
-        path = paths[key]
         if m is module:
             if not stack:
                 prefixes.clear()
-                calls.clear()
-            stack.append((key, "", "", ""))
+            stack.append((key, ""))
             return
         if not stack:
             return
-        _, parent_name, parent_path, parent_prefix = stack[-1]
-        name = _exporter_name(parent_name, parent_path, path)
-        k = calls.get(key, 0)
-        calls[key] = k + 1
-        shown = name if k == 0 else "%s_%d" % (name, k)
-        prefix = parent_prefix + "/" + shown
-        prefixes[prefix] = path
-        stack.append((key, name, path, prefix))
+        prefix = stack[-1][1] + "/" + _unqualified(paths[key])
+        prefixes.setdefault(prefix, set()).add(paths[key])
+        stack.append((key, prefix))
 
     def post(m, _inputs, _output):
         if stack and stack[-1][0] == id(m):
@@ -63,7 +61,7 @@ def _record_calls(module):
     return prefixes, handles
 
 
-def _scope_of_path(module, path, by_path):
+def _scope_of_path(path, by_path):
     """The scope of the module at `path`: its own, else its nearest
     ancestor's."""
     while True:
@@ -77,18 +75,54 @@ def _scope_of_path(module, path, by_path):
         path = path.rpartition(".")[0]
 
 
-def _glob_escape(name):
-    return "".join("[%s]" % c if c in "*?[]" else c for c in name)
+def _glob_escape(text):
+    return "".join("[%s]" % c if c in "*?[]\\" else c for c in text)
+
+
+_SUFFIX = re.compile(r"^(.*)_[0-9]+$")
+
+
+def _component_matches(actual, expected):
+    """0: no; 2: equal; 1: `expected_k` (a repeated call's name)."""
+    if actual == expected:
+        return 2
+    m = _SUFFIX.match(actual)
+    return 1 if m and m.group(1) == expected else 0
+
+
+def _match(name, by_depth):
+    """The module-call prefixes a node name lies under, deepest first, then
+    by exactness: [(depth, exact components, prefix)], the best first."""
+    parts = name.split("/")[1:-1]  # the directories; the last part is the op
+    best = []
+    for depth in range(len(parts), 0, -1):
+        for prefix, want in by_depth.get(depth, ()):
+            exact = 0
+            for a, e in zip(parts, want):
+                m = _component_matches(a, e)
+                if not m:
+                    break
+                exact += m == 2
+            else:
+                best.append((depth, exact, prefix))
+        if best:
+            break
+    best.sort(key=lambda t: -t[1])
+    return [b for b in best if b[1] == best[0][1]] if best else []
 
 
 def assign_nodes(module, graph_nodes, prefixes):
     """Each ONNX node's scope (None: the spec's default). A node is in the
     scope of the innermost module whose call produced it; a node of the
     root module's own forward (`/Add`) in the latest scope of the nodes it
-    reads, else of the nodes that read it. Returns {node name: scope}."""
+    reads, else of the nodes that read it. Two modules of different scopes
+    whose calls the names cannot tell apart are an error. Returns
+    {node name: scope}."""
     by_path = dict(module.named_modules())
-    ordered = sorted(prefixes, key=len, reverse=True)
-    node_prefix = {}
+    by_depth = {}
+    for prefix in prefixes:
+        parts = prefix.split("/")[1:]
+        by_depth.setdefault(len(parts), []).append((prefix, parts))
     scope = {}
     pending = []
     producer = {}
@@ -97,19 +131,29 @@ def assign_nodes(module, graph_nodes, prefixes):
             producer[out] = n
         if n.op_type == "Constant":
             continue  # constants follow the ops that use them
-        p = next((q for q in ordered if n.name.startswith(q + "/")), None)
-        node_prefix[n.name] = p
-        if p is None:
+        found = _match(n.name, by_depth)
+        if not found:
             pending.append(n)
             scope[n.name] = None
-        else:
-            scope[n.name] = _scope_of_path(module, prefixes[p], by_path)
+            continue
+        candidates = {}
+        for _, _, prefix in found:
+            for path in prefixes[prefix]:
+                candidates[path] = _scope_of_path(path, by_path)
+        owners = set(candidates.values())
+        if len(owners) > 1:
+            raise ShoalError(
+                "node %s may come from any of the modules %s, which are in "
+                "different scopes (%s): the exported names cannot tell their "
+                "calls apart; put them in one scope"
+                % (n.name, ", ".join(sorted(candidates)),
+                   ", ".join(repr(candidates[p]) for p in sorted(candidates))))
+        scope[n.name] = owners.pop()
     # Root-level nodes, in graph order: the latest scope among producers.
     undecided = []
     for n in pending:
         found = [scope[producer[i].name] for i in n.input
-                 if i in producer and producer[i].name in scope
-                 and scope.get(producer[i].name) is not None]
+                 if i in producer and scope.get(producer[i].name) is not None]
         if found:
             scope[n.name] = max(found, key=lambda s: s.index_in_model)
         else:
@@ -124,32 +168,33 @@ def assign_nodes(module, graph_nodes, prefixes):
         found.discard(None)
         if len(found) == 1:
             scope[n.name] = found.pop()
-    return scope, node_prefix
+    return scope
 
 
-def spec_scopes(scope, node_prefix, prefixes):
-    """The spec's scopes: per scope, in model order, `PREFIX/*` for each
-    outermost module call all of whose nodes are in it, else the nodes by
-    name."""
+def spec_scopes(scope):
+    """The spec's scopes: per scope, in model order, `DIR/*` for the
+    outermost folder of node names (a module call) all of whose nodes are
+    in it, else its nodes by name."""
+    owners = {}
+    for name, s in scope.items():
+        parts = name.split("/")
+        for k in range(2, len(parts)):
+            owners.setdefault("/".join(parts[:k]), set()).add(s)
     members = {}
     for name, s in scope.items():
         if s is not None:
             members.setdefault(s, []).append(name)
-    pure = {}
-    for p in prefixes:
-        owners = {scope[n] for n in scope if n.startswith(p + "/")}
-        pure[p] = owners.pop() if len(owners) == 1 else None
     entries = []
     for s in sorted(members, key=lambda s: s.index_in_model):
         patterns = []
         for name in members[s]:
-            best = None
-            p = node_prefix.get(name)
-            while p:
-                if p in pure and pure[p] is s:
-                    best = p
-                p = p.rpartition("/")[0]
-            pattern = best + "/*" if best else _glob_escape(name)
+            parts = name.split("/")
+            pattern = _glob_escape(name)
+            for k in range(2, len(parts)):
+                folder = "/".join(parts[:k])
+                if owners[folder] == {s}:
+                    pattern = _glob_escape(folder) + "/*"
+                    break
             if pattern not in patterns:
                 patterns.append(pattern)
         entries.append((s, patterns))
@@ -223,7 +268,8 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
         s = _scopes.scope_of(m)
         if s is not None:
             used.setdefault(id(s), s)
-    scope, node_prefix = _first_pass(module, nodes, prefixes, used)
+    _model_order(module, nodes, prefixes, used)
+    scope = assign_nodes(module, nodes, prefixes)
     # A scope built into this module whose modules made no node.
     for s in sorted(used.values(), key=lambda s: s.index):
         if s.index_in_model is None:
@@ -233,7 +279,7 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
     for s in _scopes.drain_unused():
         raise ShoalError("scope %r built no nn.Module: only modules constructed "
                          "inside a scope belong to it" % s)
-    entries = spec_scopes(scope, node_prefix, prefixes)
+    entries = spec_scopes(scope)
     names = set()
     spec = []
     for i, (s, patterns) in enumerate(entries):
@@ -244,29 +290,34 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
         entry = {s.kind: s.device_count, "name": name, "nodes": patterns}
         entry.update(s.options)
         spec.append(entry)
+    # What PyTorch does not train: float buffers, and parameters with
+    # requires_grad=False (the training config freezes them).
     initializers = {i.name for i in model.graph.initializer}
-    buffers = sorted(n for n, b in module.named_buffers()
-                     if n in initializers and b.is_floating_point())
+    frozen = sorted(n for n, b in module.named_buffers()
+                    if n in initializers and b.is_floating_point())
+    frozen += sorted(n for n, p in module.named_parameters()
+                     if n in initializers and not p.requires_grad)
     with open(path + SIDECAR, "w") as f:
-        json.dump({"scopes": spec, "buffers": buffers}, f, indent=1)
+        json.dump({"scopes": spec, "frozen": frozen}, f, indent=1)
     return path
 
 
-def _first_pass(module, nodes, prefixes, used):
-    # Model order: a scope's position is that of its first node.
-    order = {}
+def _model_order(module, nodes, prefixes, used):
+    """Each scope's position in the model: its first node's."""
     by_path = dict(module.named_modules())
-    ordered = sorted(prefixes, key=len, reverse=True)
+    by_depth = {}
+    for prefix in prefixes:
+        parts = prefix.split("/")[1:]
+        by_depth.setdefault(len(parts), []).append((prefix, parts))
+    order = {}
     for k, n in enumerate(nodes):
-        p = next((q for q in ordered if n.name.startswith(q + "/")), None)
-        if p is None:
-            continue
-        s = _scope_of_path(module, prefixes[p], by_path)
-        if s is not None and id(s) not in order:
-            order[id(s)] = k
+        for _, _, prefix in _match(n.name, by_depth):
+            for path in prefixes[prefix]:
+                s = _scope_of_path(path, by_path)
+                if s is not None and id(s) not in order:
+                    order[id(s)] = k
     for s in used.values():
         s.index_in_model = order.get(id(s))
-    return assign_nodes(module, nodes, prefixes)
 
 
 def sidecar(path):

@@ -12,6 +12,7 @@ by the module's call path, and the scopes are written as the annotation
 spec's glob patterns (docs/Annotations.md). Scopes do not nest.
 """
 
+import copy
 import itertools
 import threading
 import traceback
@@ -154,7 +155,9 @@ _EPL_NAMES = {
     "amp.level": ("precision", None),
 }
 _EPL_VALUES = {
-    ("pipeline", "schedule"): {"PreferBackward": "1f1b", "PreferForward": "gpipe"},
+    ("pipeline", "schedule"): {"PreferBackward": "1f1b", "PreferForward": "gpipe",
+                               "gpipe": "gpipe", "1f1b": "1f1b",
+                               "interleaved": "interleaved"},
     ("zero", None): {"v0": 0, "v1": 1, "v2": 2, "v3": 3, "": 0},
     ("recompute", None): {"collection": "full", "auto": "selective", "": "none"},
     ("precision", None): {"O1": "fp16", "O0": "fp32", "": "fp32"},
@@ -172,7 +175,7 @@ def config(options=None, **kwargs):
     "gradient_checkpoint.type": "collection", "amp.level": "O1"}`).
     Returns the whole config so far; shoal.reset() clears it."""
     merged = {}
-    for key, value in dict(options or {}, **kwargs).items():
+    for key, value in copy.deepcopy(dict(options or {}, **kwargs)).items():
         if key in _EPL_NAMES:
             top, sub = _EPL_NAMES[key]
             table = _EPL_VALUES.get((top, sub))

@@ -100,7 +100,7 @@ def write_train_config(model_path, path):
     frozen = list(config.get("frozen", []))
     try:
         side = _export.sidecar(model_path)
-        frozen += [b for b in side.get("buffers", []) if b not in frozen]
+        frozen += [b for b in side.get("frozen", []) if b not in frozen]
     except ShoalError:
         pass
     if frozen:
@@ -189,12 +189,11 @@ def launch_command(ranks, argv, launcher="mpirun"):
 
 
 def train(plan, steps, data=None, inputs=None, outputs=None, ranks=None,
-          launcher="mpirun",
+          launcher="mpirun", metrics=None,
           save=None, export_safetensors=None, export_onnx=None, extra_args=(),
           on_line=None, env=None):
     """Runs shoal-run PLAN --steps STEPS on RANKS ranks (the plan's world
-    size when `plan` is a CompileResult; a forward plan of shoal.compile
-    runs its steps without metrics) under mpirun or torchrun, passing
+    size when `plan` is a CompileResult) under mpirun or torchrun, passing
     each output line to `on_line` (default: print) as it comes. Returns a
     TrainResult; a failed run raises ShoalError with shoal-run's error."""
     if ranks is None:
@@ -204,13 +203,18 @@ def train(plan, steps, data=None, inputs=None, outputs=None, ranks=None,
         ranks = plan.world_size
     if on_line is None:
         on_line = print
-    fd, metrics = tempfile.mkstemp(prefix="shoal-metrics-", suffix=".jsonl")
+    fd, metrics_path = tempfile.mkstemp(prefix="shoal-metrics-", suffix=".jsonl")
     os.close(fd)
-    os.unlink(metrics)
+    os.unlink(metrics_path)
     argv = [tool("shoal-run"), os.fspath(plan), "--steps", str(steps)]
-    # A forward plan has no losses to record.
-    if not (isinstance(plan, CompileResult) and plan.train_config is None):
-        argv += ["--metrics", metrics, "--log-every", "1"]
+    # A forward plan has no losses to record (metrics=None: a CompileResult
+    # says which it is; a plan file is taken for a training plan unless the
+    # run writes --outputs).
+    if metrics is None:
+        metrics = plan.train_config is not None if isinstance(plan, CompileResult) \
+            else outputs is None
+    if metrics:
+        argv += ["--metrics", metrics_path, "--log-every", "1"]
     if data is not None:
         argv += ["--data", os.fspath(data)]
     if inputs is not None:
@@ -240,10 +244,10 @@ def train(plan, steps, data=None, inputs=None, outputs=None, ranks=None,
         if proc.returncode != 0:
             raise _tool_error(cmd, proc.returncode, output, "shoal-run")
         records = []
-        if os.path.exists(metrics):
-            with open(metrics) as f:
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as f:
                 records = [json.loads(l) for l in f if l.strip()]
         return TrainResult(records, output)
     finally:
-        if os.path.exists(metrics):
-            os.unlink(metrics)
+        if os.path.exists(metrics_path):
+            os.unlink(metrics_path)

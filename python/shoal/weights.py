@@ -73,12 +73,14 @@ def read_weights(source):
     return _read_safetensors(source)
 
 
-def load_weights(module, source):
+def load_weights(module, source, strict=True):
     """Copies the trained weights of `source` (see read_weights) into
     `module`'s parameters and buffers, by their state_dict names (the
     names shoal.export gives the initializers); tied weights, which the
     export keeps once, are loaded once. Returns the names loaded. A
-    parameter the file lacks, or a shape that differs, is an error."""
+    parameter the file lacks, or a shape that differs, is an error; so is,
+    with `strict` (as torch's load_state_dict), a tensor of the file that
+    the module does not have."""
     import torch
 
     tensors = read_weights(source)
@@ -87,6 +89,14 @@ def load_weights(module, source):
     for name, t in state.items():
         groups.setdefault(id(t), []).append(name)
     params = {id(p) for p in module.parameters()}
+    if strict:
+        extra = sorted(n for n in tensors if n not in state)
+        if extra:
+            raise ShoalError(
+                "%s holds %s, which %s has no parameter or buffer of that name "
+                "(strict=False loads the rest)"
+                % (source, ", ".join(extra[:8]) + (", ..." if len(extra) > 8 else ""),
+                   type(module).__name__))
     loaded = []
     with torch.no_grad():
         for key, names in groups.items():

@@ -245,6 +245,12 @@ def test_config_takes_epl_and_training_names():
                       "amp.level": "O1"}, precision="bf16")
     assert c["pipeline"] == {"num_micro_batch": 4, "schedule": "1f1b"}
     assert c["zero"] == 1 and c["recompute"] == "full" and c["precision"] == "bf16"
+    assert shoal.config({"pipeline.schedule": "interleaved"})["pipeline"]["schedule"] == \
+        "interleaved"
+    optimizer = {"kind": "adamw"}
+    shoal.config(optimizer=optimizer)
+    assert shoal.config(optimizer={"lr": 0.5})["optimizer"] == {"kind": "adamw", "lr": 0.5}
+    assert optimizer == {"kind": "adamw"}  # the caller's dict is not changed
     with pytest.raises(shoal.ShoalError, match="unknown option 'pipline'"):
         shoal.config(pipline={"num_micro_batch": 2})
     with pytest.raises(shoal.ShoalError, match=r"zero.level='v9' is not one of"):
@@ -264,6 +270,13 @@ def test_load_weights_refuses_checkpoints_and_other_shapes(tmp_path):
     with pytest.raises(shoal.ShoalError, match=r"emb.weight is \[10, 4\] in the file but "
                                                r"\[10, 5\] in the module"):
         shoal.load_weights(nn.ModuleDict({"emb": nn.Embedding(10, 5)}), path)
+    # Tensors of the file that the module lacks (a renamed layer).
+    two = shoal.export(Frozen(), (torch.zeros(2, 4),), str(tmp_path / "two.onnx"))
+    with pytest.raises(shoal.ShoalError, match=r"two.onnx holds b.bias, b.weight, which "
+                                               r"ModuleDict has no parameter or buffer"):
+        shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), two)
+    assert sorted(shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), two,
+                                     strict=False)) == ["a.bias", "a.weight"]
 
 
 def test_hugging_face_gpt2_with_a_split_scope_over_its_blocks(tmp_path):
@@ -396,3 +409,104 @@ def test_train_under_torchrun_equals_mpirun(tmp_path):
                     on_line=lambda l: None)
     assert any(l.startswith("step 3/3") for l in lines)
     assert len(a.losses) == 3 and a.losses == b.losses
+
+
+def _spec_of(module, example, tmp_path, name="m.onnx"):
+    import json
+    path = shoal.export(module, example, str(tmp_path / name))
+    return json.load(open(path + ".shoal.json"))["scopes"]
+
+
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        with shoal.split(2, name="s1"):
+            self.head = nn.Linear(4, 4)
+
+
+class CalledByTheRoot(nn.Module):
+    """A module called by the root, not by its parent: torch names its
+    nodes by its own name (`/head/Gemm`), not its path."""
+
+    def __init__(self):
+        super().__init__()
+        with shoal.split(2, name="s0"):
+            self.emb = nn.Linear(4, 4)
+        self.body = Body()
+
+    def forward(self, x):
+        return self.body.head(self.emb(x))
+
+
+def test_modules_called_by_another_module_than_their_parent(tmp_path):
+    scopes = _spec_of(CalledByTheRoot(), (torch.zeros(2, 4),), tmp_path)
+    assert scopes == [{"split": 2, "name": "s0", "nodes": ["/emb/*"]},
+                      {"split": 2, "name": "s1", "nodes": ["/head/*"]}]
+
+
+class SharedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(4, 4)
+        with shoal.split(2, name="mlp"):
+            self.mlp = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.mlp(self.pre(x))
+
+
+class TwiceApplied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blk = SharedBlock()
+
+    def forward(self, x):
+        return self.blk(self.blk(x))
+
+
+def test_a_block_applied_twice_keeps_both_calls_in_their_scope(tmp_path):
+    # torch names the second call's nodes /blk/mlp_1/Gemm.
+    scopes = _spec_of(TwiceApplied(), (torch.zeros(2, 4),), tmp_path)
+    assert scopes == [{"split": 2, "name": "mlp", "nodes": ["/blk/mlp/*", "/blk/mlp_1/*"]}]
+
+
+class SameNames(nn.Module):
+    """Two modules that torch names alike (`/head`, `/head_1`) in two
+    scopes: which call made which node cannot be read from the names."""
+
+    def __init__(self):
+        super().__init__()
+        with shoal.split(2, name="a"):
+            self.a = nn.ModuleDict({"head": nn.Linear(4, 4)})
+        with shoal.split(2, name="b"):
+            self.b = nn.ModuleDict({"head": nn.Linear(4, 4)})
+
+    def forward(self, x):
+        return self.b["head"](self.a["head"](x))
+
+
+def test_modules_the_names_cannot_tell_apart_are_an_error(tmp_path):
+    with pytest.raises(shoal.ShoalError, match=r"node /head/Gemm may come from any of "
+                                               r"the modules a.head, b.head, which are in "
+                                               r"different scopes"):
+        shoal.export(SameNames(), (torch.zeros(2, 4),), str(tmp_path / "s.onnx"))
+
+
+class Frozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        with shoal.replicate(2, name="all"):
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+        self.a.weight.requires_grad_(False)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_parameters_without_grad_are_frozen(tmp_path):
+    path = shoal.export(Frozen(), (torch.zeros(2, 4),), str(tmp_path / "f.onnx"),
+                        input_names=["x"], output_names=["y"])
+    shoal.config(loss={"kind": "mse", "output": "y", "labels": "t"}, optimizer=ADAMW)
+    plan = shoal.compile(path, world_size=2)
+    assert "frozen: [a.weight]" in open(plan.train_config).read()

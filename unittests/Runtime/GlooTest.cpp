@@ -168,19 +168,22 @@ TEST(GlooBootstrap, SlurmStepsStartTheEnvWorld) {
                  {"SLURM_STEP_ID", "0"},
                  {"SLURM_PROCID", "1"},
                  {"SLURM_STEP_NUM_TASKS", "2"},
-                 {"SLURM_STEP_NODELIST", "gpu[07-12,20],cpu1"},
+                 {"SLURM_STEP_NODELIST", "gpu[07-12,20].invalid,cpu1"},
                  {"SHOAL_RENDEZVOUS_TIMEOUT", "1"}});
   EXPECT_TRUE(underSrun());
   EXPECT_EQ(detectBootstrap(), Bootstrap::Env);
   // Rank 1 looks for rank 0 on the step's first node, at the step's port.
   std::string e = errorOf([] { makeEnvWorld(); });
-  EXPECT_NE(e.find("gpu07:" + std::to_string(slurmStorePort(4242, 0))),
+  EXPECT_NE(e.find("gpu07.invalid:" + std::to_string(slurmStorePort(4242, 0))),
             std::string::npos)
       << e;
   {
     ScopedEnv badRank({{"SLURM_PROCID", "2"}, {"SLURM_LOCALID", nullptr}});
     e = errorOf([] { makeEnvWorld(); });
-    EXPECT_NE(e.find("SLURM_PROCID='2' is not valid"), std::string::npos) << e;
+    EXPECT_NE(e.find("SLURM_PROCID='2' is not valid: expected this process's "
+                     "rank, 0 .. SLURM_STEP_NUM_TASKS - 1"),
+              std::string::npos)
+        << e;
   }
   {
     // A batch script (no step): not a task of srun, so MPI's singleton.

@@ -549,6 +549,14 @@ private:
 // Bootstrap from the environment
 //===----------------------------------------------------------------------===//
 
+/// Which launch a variable belongs to, for its errors.
+std::string launchOf(const char *name) {
+  return std::string(name).rfind("SLURM_", 0) == 0
+             ? "a task of a Slurm step (srun)"
+             : "the torchrun-style launch (RANK, WORLD_SIZE, MASTER_ADDR, "
+               "MASTER_PORT)";
+}
+
 /// The integer in environment variable `name`, in [lo, hi]; throws Error
 /// naming the variable if it is missing (and `required`) or malformed.
 long envInt(const char *name, long lo, long hi, const char *meaning,
@@ -557,9 +565,8 @@ long envInt(const char *name, long lo, long hi, const char *meaning,
   if (!v || !*v) {
     if (!required)
       return fallback;
-    throw Error(fmt::format("{} is not set: the torchrun-style launch (RANK, "
-                            "WORLD_SIZE, MASTER_ADDR, MASTER_PORT) needs {}",
-                            name, meaning));
+    throw Error(fmt::format("{} is not set: {} needs {}", name, launchOf(name),
+                            meaning));
   }
   char *end = nullptr;
   errno = 0;
@@ -597,8 +604,9 @@ std::unique_ptr<Communicator> shoal::rt::makeEnvWorld() {
       launchVar("WORLD_SIZE", {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
   const char *rankVar = launchVar("RANK", {"SLURM_PROCID"});
   long size = envInt(sizeVar, 1, INT_MAX, "the number of ranks", true, 1);
-  long rank = envInt(rankVar, 0, size - 1,
-                     "this process's rank, 0 .. WORLD_SIZE - 1", true, 0);
+  std::string rankMeaning =
+      fmt::format("this process's rank, 0 .. {} - 1", sizeVar);
+  long rank = envInt(rankVar, 0, size - 1, rankMeaning.c_str(), true, 0);
   localRankFromEnv(); // checks LOCAL_RANK if set
   auto shared = std::make_shared<GlooShared>();
   long timeoutS = envInt("SHOAL_COMM_TIMEOUT", 1, 86400,

@@ -207,8 +207,10 @@ public:
                                 "SHOAL_STORE_BIND=0.0.0.0)",
                                 where, bindHost));
       throw Error(fmt::format("rank 0 cannot serve the rendezvous store on "
-                              "port {} ({}): {} (is MASTER_PORT free? under "
-                              "torchrun, shoal serves it on MASTER_PORT + 1)",
+                              "port {} ({}): {} (is the port free? MASTER_PORT "
+                              "or SHOAL_STORE_PORT sets another; under "
+                              "torchrun, shoal serves it on MASTER_PORT + 1, "
+                              "under srun on one derived from the job)",
                               port, where, std::strerror(err)));
     }
     acceptor = std::thread([this] { acceptLoop(); });

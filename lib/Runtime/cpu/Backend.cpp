@@ -21,6 +21,7 @@
 
 // OpenBLAS's thread control, if the BLAS in use is OpenBLAS.
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads() __attribute__((weak));
 
 using namespace shoal::rt;
 
@@ -45,9 +46,13 @@ void shoal::rt::configureCpuProcess(int ranksHere) {
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
     constexpr uint64_t kPerThread = 384ull << 20;
-    int cap = static_cast<int>(std::max<uint64_t>(
-        1, static_cast<uint64_t>(as.rlim_cur) / 2 / kPerThread));
+    int cap = static_cast<int>(std::clamp<uint64_t>(
+        static_cast<uint64_t>(as.rlim_cur) / 2 / kPerThread, 1, 4096));
+    // The kernel threads, and OpenBLAS's own when OPENBLAS_NUM_THREADS
+    // asks for more.
     int wanted = cpu::cpuThreads();
+    if (openblas_get_num_threads)
+      wanted = std::max(wanted, openblas_get_num_threads());
     if (wanted > cap) {
       std::fprintf(stderr,
                    "shoal-run: note: the address space is limited to %llu "
