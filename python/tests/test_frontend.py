@@ -8,6 +8,7 @@ shoal runs; the error paths.
 
 import copy
 import os
+import re
 import subprocess
 import sys
 
@@ -510,3 +511,19 @@ def test_parameters_without_grad_are_frozen(tmp_path):
     shoal.config(loss={"kind": "mse", "output": "y", "labels": "t"}, optimizer=ADAMW)
     plan = shoal.compile(path, world_size=2)
     assert "frozen: [a.weight]" in open(plan.train_config).read()
+
+
+def test_simulate_predicts_a_step_and_names_a_mismatch(tmp_path):
+    model = Tied()
+    shoal.config(loss={"kind": "cross_entropy", "output": "logits", "labels": "labels"},
+                 optimizer=ADAMW)
+    path = shoal.export(model, (torch.zeros(4, 3, dtype=torch.int64),),
+                        str(tmp_path / "tied.onnx"), input_names=["ids"],
+                        output_names=["logits"])
+    cluster = os.path.join(REPO, "test", "Inputs", "cluster_cpu2.yaml")
+    text = shoal.simulate(shoal.compile(path, world_size=2), cluster)
+    assert re.search(r"on 2 devices .*: predicted step [0-9.]+ ms", text), text
+    with pytest.raises(shoal.ShoalError, match="the plan is for 4 ranks but the cluster "
+                                               "has 2 devices"):
+        shoal.simulate(shoal.compile(path, world_size=4, out=str(tmp_path / "four.plan")),
+                       cluster)
