@@ -90,6 +90,15 @@ def _component_matches(actual, expected):
     return 1 if m and m.group(1) == expected else 0
 
 
+def _by_depth(prefixes):
+    """The module-call prefixes by their number of folders, for _match."""
+    by_depth = {}
+    for prefix in prefixes:
+        parts = prefix.split("/")[1:]
+        by_depth.setdefault(len(parts), []).append((prefix, parts))
+    return by_depth
+
+
 def _match(name, by_depth):
     """The module-call prefixes a node name lies under, deepest first, then
     by exactness: [(depth, exact components, prefix)], the best first."""
@@ -119,10 +128,7 @@ def assign_nodes(module, graph_nodes, prefixes):
     whose calls the names cannot tell apart are an error. Returns
     {node name: scope}."""
     by_path = dict(module.named_modules())
-    by_depth = {}
-    for prefix in prefixes:
-        parts = prefix.split("/")[1:]
-        by_depth.setdefault(len(parts), []).append((prefix, parts))
+    by_depth = _by_depth(prefixes)
     scope = {}
     pending = []
     producer = {}
@@ -305,10 +311,7 @@ def export(module, example_inputs, path, input_names=None, output_names=None,
 def _model_order(module, nodes, prefixes, used):
     """Each scope's position in the model: its first node's."""
     by_path = dict(module.named_modules())
-    by_depth = {}
-    for prefix in prefixes:
-        parts = prefix.split("/")[1:]
-        by_depth.setdefault(len(parts), []).append((prefix, parts))
+    by_depth = _by_depth(prefixes)
     order = {}
     for k, n in enumerate(nodes):
         for _, _, prefix in _match(n.name, by_depth):
