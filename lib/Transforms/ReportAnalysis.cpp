@@ -872,12 +872,16 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         if (!first || (isContraction(&op) && !isContraction(first)))
           first = &op;
       }
+      // An op of no ONNX node (an optimizer update) by its kind.
+      std::string name = first ? getNodeName(first) : "";
+      if (first && name.empty())
+        name = ("'" + first->getName().getStringRef() + "'").str();
       if (first)
         info.warnings.push_back(
             llvm::formatv("split({0}) but no weight or input is split over "
                           "tp: the {1} ranks of a tp group all compute {2} "
                           "and the rest whole (replicated work)",
-                          tg.getDevices(), tp, getNodeName(first))
+                          tg.getDevices(), tp, name)
                 .str());
     } else {
       // Some weights are split, but these products use only whole ones.
