@@ -540,6 +540,70 @@ void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
          "the shape of data '" + reshape.input(0) +
              "' must be static (shape inference found [" + dims + "])");
   }
+  auto normalized = [&](size_t p, int64_t j) {
+    int64_t i = indices[p + j], d = dataShape[j];
+    return i < 0 ? i + d : i;
+  };
+  for (size_t p = 0; p + k <= indices.size(); p += k)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = indices[p + j], d = dataShape[j];
+      if (i < -d || i >= d)
+        fail(gather, index,
+             "index " + std::to_string(i) + " out of range for dimension " +
+                 std::to_string(j) + " of size " + std::to_string(d));
+    }
+  // Indices that pick, for every sample b of the leading dimension, the
+  // same positions of sample b (`mask[arange(B)[:, None], kv_idx]`, the
+  // dynamo exporter's attention masks): a Gather along dimension 1 of the
+  // data with dimensions 1 .. k-1 seen as one, which keeps the samples
+  // apart (data parallelism and micro-batches split them), rather than a
+  // Gather over all k dimensions, which mixes them.
+  int64_t batch = indicesTensor->dims(0);
+  bool perSample = k >= 2 && indicesTensor->dims_size() >= 2 &&
+                   batch == dataShape[0] && batch > 0;
+  size_t perBlock = perSample ? indices.size() / static_cast<size_t>(batch) : 0;
+  for (size_t p = 0; perSample && p + k <= indices.size(); p += k) {
+    int64_t b = static_cast<int64_t>(p / perBlock);
+    size_t q = p % perBlock; // the same position in sample 0's block
+    if (normalized(p, 0) != b)
+      perSample = false;
+    for (int64_t j = 1; perSample && j < k; ++j)
+      if (normalized(p, j) != normalized(q, j))
+        perSample = false;
+  }
+  if (perSample) {
+    std::vector<int64_t> offsets;
+    int64_t cols = 1;
+    for (int64_t j = 1; j < k; ++j)
+      cols *= dataShape[j];
+    for (size_t p = 0; p + k <= perBlock; p += k) {
+      int64_t offset = 0;
+      for (int64_t j = 1; j < k; ++j)
+        offset = offset * dataShape[j] + normalized(p, j);
+      offsets.push_back(offset);
+    }
+    std::vector<int64_t> shape2 = {dataShape[0], cols};
+    shape2.insert(shape2.end(), dataShape.begin() + k, dataShape.end());
+    reshape.set_op_type("Reshape");
+    reshape.add_input(int64Constant(reshape, shape2));
+    // The indices of one sample: the GatherND's without their first and
+    // last dimensions.
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::INT64);
+    for (int j = 1; j + 1 < indicesTensor->dims_size(); ++j)
+      t.add_dims(indicesTensor->dims(j));
+    for (int64_t v : offsets)
+      t.add_int64_data(v);
+    *indicesNode.mutable_attribute(0)->mutable_t() = std::move(t);
+    gather.set_op_type("Gather");
+    gather.clear_attribute();
+    gather.set_input(1, indicesNode.output(0));
+    onnx::AttributeProto *axis = gather.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    return;
+  }
   // Row-major offsets into the first k dimensions seen as one.
   std::vector<int64_t> flat;
   int64_t rows = 1;
@@ -547,14 +611,8 @@ void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
     rows *= dataShape[j];
   for (size_t p = 0; p + k <= indices.size(); p += k) {
     int64_t offset = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t i = indices[p + j], d = dataShape[j];
-      if (i < -d || i >= d)
-        fail(gather, index,
-             "index " + std::to_string(i) + " out of range for dimension " +
-                 std::to_string(j) + " of size " + std::to_string(d));
-      offset = offset * d + (i < 0 ? i + d : i);
-    }
+    for (int64_t j = 0; j < k; ++j)
+      offset = offset * dataShape[j] + normalized(p, j);
     flat.push_back(offset);
   }
   std::vector<int64_t> flatShape = {rows};
