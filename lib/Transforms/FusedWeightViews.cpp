@@ -74,6 +74,28 @@ bool takenOneByOne(Value v, int64_t dim) {
   if (v.use_empty())
     return false;
   for (Operation *user : v.getUsers()) {
+    // A reshape that only inserts or drops dimensions of size 1 (torch's
+    // unsqueeze and squeeze): `dim` is where its elements land.
+    if (auto r = dyn_cast<ReshapeOp>(user)) {
+      ArrayRef<int64_t> in = cast<RankedTensorType>(v.getType()).getShape();
+      ArrayRef<int64_t> out = r.getType().getShape();
+      SmallVector<int64_t> inBig, outBig, outPos;
+      for (int64_t d : in)
+        if (d != 1)
+          inBig.push_back(d);
+      for (auto [i, d] : llvm::enumerate(out))
+        if (d != 1) {
+          outBig.push_back(d);
+          outPos.push_back(static_cast<int64_t>(i));
+        }
+      if (inBig != outBig || in[dim] == 1)
+        return false;
+      int64_t k =
+          llvm::count_if(in.take_front(dim), [](int64_t d) { return d != 1; });
+      if (!takenOneByOne(r.getResult(), outPos[k]))
+        return false;
+      continue;
+    }
     if (auto t = dyn_cast<TransposeOp>(user)) {
       auto it = llvm::find(t.getPerm(), dim);
       if (it == t.getPerm().end() ||
@@ -118,16 +140,24 @@ int64_t equalCut(Value v) {
   int64_t pieces = 0, piece = 0;
   // A reshape of the last dimension into [n, heads, head size] whose n
   // pieces are then taken one by one (swin's and timm's qkv: [.., 3, H, d],
-  // indexed after a permute): n pieces. Where another part is taken apart
-  // (BLOOM's [.., H, 3, d]: q, k, v inside each head), the heads are the
-  // major part already and nothing needs viewing.
+  // indexed after a permute), or into [n, N / n] (torch 2's
+  // nn.MultiheadAttention: unflatten(-1, (3, E)), then unsqueeze,
+  // transpose, squeeze and an index each): n pieces. Where another part is
+  // taken apart (BLOOM's [.., H, 3, d]: q, k, v inside each head), the
+  // heads are the major part already and nothing needs viewing.
   if (v.hasOneUse())
     if (auto reshape = dyn_cast<ReshapeOp>(*v.getUsers().begin())) {
       ArrayRef<int64_t> out = reshape.getType().getShape();
-      if (static_cast<int64_t>(out.size()) == rank + 2 &&
+      int64_t outRank = static_cast<int64_t>(out.size());
+      bool sameFront =
+          outRank > rank &&
           out.take_front(rank - 1) == type.getShape().take_front(rank - 1) &&
-          out[rank - 1] >= 2 &&
-          out[rank - 1] * out[rank] * out[rank + 1] == size &&
+          out[rank - 1] >= 2;
+      bool headsApart = sameFront && outRank == rank + 2 &&
+                        out[rank - 1] * out[rank] * out[rank + 1] == size;
+      bool piecesOnly =
+          sameFront && outRank == rank + 1 && out[rank - 1] * out[rank] == size;
+      if ((headsApart || piecesOnly) &&
           takenOneByOne(reshape.getResult(), rank - 1))
         return out[rank - 1];
     }

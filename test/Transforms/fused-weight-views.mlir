@@ -30,6 +30,15 @@
 // CHECK: shoal.weight "qkv.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK: shoal.weight "q.weight" : tensor<8x8xf32>
 // CHECK: shoal.weight "heads_qkv.weight" : tensor<8x24xf32>
+// torch 2's nn.MultiheadAttention (dynamo export): in_proj's product
+// reshaped to [.., 3, E], unsqueezed, permuted, squeezed, and each piece
+// taken by an index: 3 pieces (once its tp2 plan all-gathered the product
+// before the reshape). A reshape to [.., 3, E] that is not taken apart
+// one by one (reduced over) cuts none.
+// CHECK-LABEL: func.func @unflatten_pieces
+// CHECK: shoal.weight "mha.in_proj_weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
+// CHECK: shoal.weight "mha.in_proj_bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
+// CHECK: shoal.weight "other.weight" : tensor<8x24xf32>
 // CHECK-LABEL: func.func @conv1d
 // CHECK: shoal.weight "h.0.attn.c_attn.weight" {shoal.source_shape = array<i64: 8, 24>} : tensor<8x3x8xf32>
 // CHECK: shoal.weight "h.0.attn.c_attn.bias" {shoal.source_shape = array<i64: 24>} : tensor<3x8xf32>
@@ -57,6 +66,13 @@
 // PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 8>, starts = array<i64: 4>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
 // PART: shoal.onnx "Slice"(%{{.*}}) {axes = array<i64: -1>, ends = array<i64: 12>, starts = array<i64: 8>} : (tensor<2x4x12xf32>) -> tensor<2x4x4xf32>
 // PART-LABEL: func.func @unequal
+// Each rank's [8, 3, 4] block of in_proj, and q, k, v of its heads, with
+// nothing gathered.
+// PART-LABEL: func.func @unflatten_pieces
+// PART-NOT: shoal.all_gather
+// PART: shoal.weight "mha.in_proj_weight" {{.*}} : tensor<8x3x4xf32>
+// PART: shoal.reshape {{.*}} -> tensor<4x2x3x4xf32>
+// PART-COUNT-3: shoal.gather {{.*}} -> tensor<4x2x4xf32>
 // The Conv1D: each rank's [8, 3, 4] block, its Gemm on the flattened batch
 // and the Split of the restored one, with nothing gathered before (the
 // function's results are gathered after the relus, as above).
@@ -110,6 +126,29 @@ module attributes {shoal.scopes = [#shoal.scope<"attn", split, 2>]} {
     %rh = shoal.reshape %ph {shoal.scope = "attn"} : (tensor<2x4x24xf32>) -> tensor<2x4x2x3x4xf32>
     %k = shoal.onnx "Slice"(%rh) {starts = array<i64: 1>, ends = array<i64: 2>, axes = array<i64: 3>} {shoal.scope = "attn"} : (tensor<2x4x2x3x4xf32>) -> tensor<2x4x2x1x4xf32>
     return %q#0, %rq, %k : tensor<1x2x2x4x4xf32>, tensor<2x4x2x4xf32>, tensor<2x4x2x1x4xf32>
+  }
+  func.func @unflatten_pieces(%x: tensor<4x2x8xf32> {shoal.name = "x"}) -> (tensor<4x2x8xf32> {shoal.name = "o"}, tensor<4x2x3xf32> {shoal.name = "s"}) {
+    %w = shoal.weight "mha.in_proj_weight" : tensor<8x24xf32>
+    %b = shoal.weight "mha.in_proj_bias" : tensor<24xf32>
+    %m = shoal.matmul %x, %w {shoal.scope = "attn"} : (tensor<4x2x8xf32>, tensor<8x24xf32>) -> tensor<4x2x24xf32>
+    %p = shoal.add %m, %b {shoal.scope = "attn"} : (tensor<4x2x24xf32>, tensor<24xf32>) -> tensor<4x2x24xf32>
+    %r = shoal.reshape %p {shoal.scope = "attn"} : (tensor<4x2x24xf32>) -> tensor<4x2x3x8xf32>
+    %u = shoal.reshape %r {shoal.scope = "attn"} : (tensor<4x2x3x8xf32>) -> tensor<1x4x2x3x8xf32>
+    %t = shoal.transpose %u {perm = array<i64: 3, 1, 2, 0, 4>, shoal.scope = "attn"} : (tensor<1x4x2x3x8xf32>) -> tensor<3x4x2x1x8xf32>
+    %s = shoal.reshape %t {shoal.scope = "attn"} : (tensor<3x4x2x1x8xf32>) -> tensor<3x4x2x8xf32>
+    %i0 = shoal.constant dense<0> : tensor<i64>
+    %i1 = shoal.constant dense<1> : tensor<i64>
+    %i2 = shoal.constant dense<2> : tensor<i64>
+    %q = shoal.gather %s, %i0 {axis = 0 : i64, shoal.scope = "attn"} : (tensor<3x4x2x8xf32>, tensor<i64>) -> tensor<4x2x8xf32>
+    %k = shoal.gather %s, %i1 {axis = 0 : i64, shoal.scope = "attn"} : (tensor<3x4x2x8xf32>, tensor<i64>) -> tensor<4x2x8xf32>
+    %v = shoal.gather %s, %i2 {axis = 0 : i64, shoal.scope = "attn"} : (tensor<3x4x2x8xf32>, tensor<i64>) -> tensor<4x2x8xf32>
+    %qk = shoal.mul %q, %k {shoal.scope = "attn"} : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+    %o = shoal.mul %qk, %v {shoal.scope = "attn"} : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+    %w2 = shoal.weight "other.weight" : tensor<8x24xf32>
+    %m2 = shoal.matmul %x, %w2 {shoal.scope = "attn"} : (tensor<4x2x8xf32>, tensor<8x24xf32>) -> tensor<4x2x24xf32>
+    %r2 = shoal.reshape %m2 {shoal.scope = "attn"} : (tensor<4x2x24xf32>) -> tensor<4x2x3x8xf32>
+    %s2 = shoal.reduce_sum %r2 {axes = array<i64: 3>, keepdims = false, shoal.scope = "attn"} : (tensor<4x2x3x8xf32>) -> tensor<4x2x3xf32>
+    return %o, %s2 : tensor<4x2x8xf32>, tensor<4x2x3xf32>
   }
   func.func @conv1d(%x: tensor<2x4x8xf32> {shoal.name = "x"}) -> (tensor<2x4x8xf32> {shoal.name = "q"}, tensor<2x4x8xf32> {shoal.name = "k"}, tensor<2x4x8xf32> {shoal.name = "v"}) {
     %w = shoal.weight "h.0.attn.c_attn.weight" : tensor<8x24xf32>
