@@ -571,60 +571,32 @@ void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
       if (normalized(p, j) != normalized(q, j))
         perSample = false;
   }
-  if (perSample) {
-    std::vector<int64_t> offsets;
-    int64_t cols = 1;
-    for (int64_t j = 1; j < k; ++j)
-      cols *= dataShape[j];
-    for (size_t p = 0; p + k <= perBlock; p += k) {
-      int64_t offset = 0;
-      for (int64_t j = 1; j < k; ++j)
-        offset = offset * dataShape[j] + normalized(p, j);
-      offsets.push_back(offset);
-    }
-    std::vector<int64_t> shape2 = {dataShape[0], cols};
-    shape2.insert(shape2.end(), dataShape.begin() + k, dataShape.end());
-    reshape.set_op_type("Reshape");
-    reshape.add_input(int64Constant(reshape, shape2));
-    // The indices of one sample: the GatherND's without their first and
-    // last dimensions.
-    onnx::TensorProto t;
-    t.set_data_type(onnx::TensorProto::INT64);
-    for (int j = 1; j + 1 < indicesTensor->dims_size(); ++j)
-      t.add_dims(indicesTensor->dims(j));
-    for (int64_t v : offsets)
-      t.add_int64_data(v);
-    *indicesNode.mutable_attribute(0)->mutable_t() = std::move(t);
-    gather.set_op_type("Gather");
-    gather.clear_attribute();
-    gather.set_input(1, indicesNode.output(0));
-    onnx::AttributeProto *axis = gather.add_attribute();
-    axis->set_name("axis");
-    axis->set_type(onnx::AttributeProto::INT);
-    axis->set_i(1);
-    return;
-  }
-  // Row-major offsets into the first k dimensions seen as one.
-  std::vector<int64_t> flat;
-  int64_t rows = 1;
-  for (int64_t j = 0; j < k; ++j)
-    rows *= dataShape[j];
-  for (size_t p = 0; p + k <= indices.size(); p += k) {
+  // The dimensions of the data kept in front (the samples' when
+  // perSample), then the indexed ones seen as one, row-major.
+  int64_t first = perSample ? 1 : 0;
+  size_t positions = perSample ? perBlock : indices.size();
+  std::vector<int64_t> offsets;
+  int64_t merged = 1;
+  for (int64_t j = first; j < k; ++j)
+    merged *= dataShape[j];
+  for (size_t p = 0; p + k <= positions; p += k) {
     int64_t offset = 0;
-    for (int64_t j = 0; j < k; ++j)
+    for (int64_t j = first; j < k; ++j)
       offset = offset * dataShape[j] + normalized(p, j);
-    flat.push_back(offset);
+    offsets.push_back(offset);
   }
-  std::vector<int64_t> flatShape = {rows};
-  flatShape.insert(flatShape.end(), dataShape.begin() + k, dataShape.end());
+  std::vector<int64_t> viewShape(dataShape.begin(), dataShape.begin() + first);
+  viewShape.push_back(merged);
+  viewShape.insert(viewShape.end(), dataShape.begin() + k, dataShape.end());
   reshape.set_op_type("Reshape");
-  reshape.add_input(int64Constant(reshape, flatShape));
-  // The Gather's indices: the GatherND's without their last dimension.
+  reshape.add_input(int64Constant(reshape, viewShape));
+  // The Gather's indices: the GatherND's without their last dimension (and
+  // without the samples' when perSample: those of sample 0).
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::INT64);
-  for (int j = 0; j + 1 < indicesTensor->dims_size(); ++j)
+  for (int j = static_cast<int>(first); j + 1 < indicesTensor->dims_size(); ++j)
     t.add_dims(indicesTensor->dims(j));
-  for (int64_t v : flat)
+  for (int64_t v : offsets)
     t.add_int64_data(v);
   *indicesNode.mutable_attribute(0)->mutable_t() = std::move(t);
   gather.set_op_type("Gather");
@@ -633,7 +605,7 @@ void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
   onnx::AttributeProto *axis = gather.add_attribute();
   axis->set_name("axis");
   axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(0);
+  axis->set_i(first);
 }
 
 void Downgrader::inlineSmallExternalInts() {
