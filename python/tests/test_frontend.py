@@ -271,13 +271,24 @@ def test_load_weights_refuses_checkpoints_and_other_shapes(tmp_path):
     with pytest.raises(shoal.ShoalError, match=r"emb.weight is \[10, 4\] in the file but "
                                                r"\[10, 5\] in the module"):
         shoal.load_weights(nn.ModuleDict({"emb": nn.Embedding(10, 5)}), path)
-    # Tensors of the file that the module lacks (a renamed layer).
-    two = shoal.export(Frozen(), (torch.zeros(2, 4),), str(tmp_path / "two.onnx"))
-    with pytest.raises(shoal.ShoalError, match=r"two.onnx holds b.bias, b.weight, which "
+    # Tensors of a safetensors export that the module lacks (a renamed
+    # layer); an ONNX model's other initializers are its constants.
+    two = shoal.export(Frozen(), (torch.zeros(2, 4),), str(tmp_path / "two.onnx"),
+                       input_names=["x"], output_names=["y"])
+    shoal.config(loss={"kind": "mse", "output": "y", "labels": "t"}, optimizer=ADAMW)
+    os.makedirs(str(tmp_path / "in"))
+    np.save(str(tmp_path / "in" / "x.npy"), np.ones((2, 4), np.float32))
+    np.save(str(tmp_path / "in" / "t.npy"), np.zeros((2, 4), np.float32))
+    shoal.train(shoal.compile(two, world_size=2), steps=1, inputs=str(tmp_path / "in"),
+                export_safetensors=str(tmp_path / "st"), on_line=lambda l: None)
+    with pytest.raises(shoal.ShoalError, match=r"st holds b.bias, b.weight, which "
                                                r"ModuleDict has no parameter or buffer"):
-        shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), two)
-    assert sorted(shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), two,
-                                     strict=False)) == ["a.bias", "a.weight"]
+        shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), str(tmp_path / "st"))
+    assert sorted(shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}),
+                                     str(tmp_path / "st"), strict=False)) == \
+        ["a.bias", "a.weight"]
+    assert sorted(shoal.load_weights(nn.ModuleDict({"a": nn.Linear(4, 4)}), two)) == \
+        ["a.bias", "a.weight"]
 
 
 def test_hugging_face_gpt2_with_a_split_scope_over_its_blocks(tmp_path):
