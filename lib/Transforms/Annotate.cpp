@@ -137,6 +137,14 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
           if (!p.glob.match(node))
             continue;
           matched.insert(&p);
+          // Excluded: the scope does not take it (another scope may).
+          auto ex = llvm::find_if(scope.excludes, [&](const SpecPattern &e) {
+            return e.glob.match(node);
+          });
+          if (ex != scope.excludes.end()) {
+            matched.insert(&*ex);
+            break;
+          }
           auto [it, inserted] = claimed.try_emplace(op, &scope, p.line);
           if (!inserted && it->second.first != &scope) {
             emitError(op->getLoc())
@@ -189,6 +197,16 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                  "--mlir-print-debuginfo -o model.mlir)";
           return d;
         }
+
+    // An exclude pattern that takes nothing out of its scope is a typo or
+    // a stale name, as a pattern that matches no node is.
+    for (const SpecScope &scope : spec.scopes)
+      for (const SpecPattern &p : scope.excludes)
+        if (!matched.contains(&p))
+          return emitError(module.getLoc())
+                 << specPath << ":" << p.line + 1 << ": exclude pattern '"
+                 << p.text << "' of scope '" << scope.name
+                 << "' matches no node that the scope's patterns match";
 
     for (auto &[op, owner] : claimed)
       op->setAttr(ShoalDialect::kScopeAttr,

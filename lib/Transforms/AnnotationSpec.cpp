@@ -181,6 +181,24 @@ private:
     return spec;
   }
 
+  std::vector<SpecPattern> readPatterns(const YAML::Node &list) {
+    std::vector<SpecPattern> out;
+    for (const YAML::Node &n : list) {
+      SpecPattern p;
+      p.storage = std::make_unique<std::string>(asString(n, "a node pattern"));
+      p.text = *p.storage;
+      p.line = lineOf(n);
+      auto glob = llvm::GlobPattern::create(p.text);
+      if (!glob) {
+        std::string msg = llvm::toString(glob.takeError());
+        fail(p.line, "bad pattern '" + p.text.str() + "': " + msg);
+      }
+      p.glob = std::move(*glob);
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
   SpecScope readScope(const YAML::Node &s) {
     SpecScope scope;
     scope.line = lineOf(s);
@@ -215,10 +233,10 @@ private:
         else if (v != "false")
           fail(lineOf(kv.second),
                "sequence_parallel must be true or false, got '" + v + "'");
-      } else if (key != "nodes") {
+      } else if (key != "nodes" && key != "exclude") {
         fail(lineOf(kv.first), "unknown scope key '" + key +
                                    "' (expected replicate, split, name, nodes, "
-                                   "recompute, sequence_parallel)");
+                                   "exclude, recompute, sequence_parallel)");
       }
     }
     if (strategies != 1)
@@ -237,18 +255,13 @@ private:
       fail(scope.line, "scope '" + scope.name +
                            "' needs 'nodes': a list of node name "
                            "patterns");
-    for (const YAML::Node &n : nodes) {
-      SpecPattern p;
-      p.storage = std::make_unique<std::string>(asString(n, "a node pattern"));
-      p.text = *p.storage;
-      p.line = lineOf(n);
-      auto glob = llvm::GlobPattern::create(p.text);
-      if (!glob) {
-        std::string msg = llvm::toString(glob.takeError());
-        fail(p.line, "bad pattern '" + p.text.str() + "': " + msg);
-      }
-      p.glob = std::move(*glob);
-      scope.patterns.push_back(std::move(p));
+    scope.patterns = readPatterns(nodes);
+    if (auto exclude = s["exclude"]) {
+      if (!exclude.IsSequence() || exclude.size() == 0)
+        fail(lineOf(exclude), "scope '" + scope.name +
+                                  "': 'exclude' needs a list of node name "
+                                  "patterns");
+      scope.excludes = readPatterns(exclude);
     }
     return scope;
   }

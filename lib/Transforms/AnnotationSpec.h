@@ -37,6 +37,9 @@ struct SpecScope {
   int64_t devices = 1;
   int line = 0;
   std::vector<SpecPattern> patterns;
+  /// `exclude:` patterns: nodes the scope's patterns match that it does not
+  /// take (a shared layer's second call, named as the first's with `_1`).
+  std::vector<SpecPattern> excludes;
   /// `recompute:` (none|full|selective; empty: the training config's).
   std::string recompute;
   /// `sequence_parallel: true` (split scopes only): Megatron-LM's sequence

@@ -427,6 +427,12 @@ struct PropagateShardingPass
   /// Set while propagating through a sequence-parallel TaskGraph: its
   /// batch size and the dimension the batch has in its activations.
   int64_t spBatch = -1, spBatchDim = 0;
+  /// The sequence lengths of the hidden states: the lengths of the rank-3
+  /// values the TaskGraph's LayerNorms (and RMSNorms) normalize, so that a
+  /// rank-3 value of another length (a convolution's [batch, channels,
+  /// pixels] before its patches become a sequence) is not taken for hidden
+  /// states. Empty (no norm of that form): any length.
+  llvm::SmallDenseSet<int64_t, 2> spSequences;
   /// Ops of the current TaskGraph split along the sequence.
   int64_t sequenceSplitOps = 0;
   /// The values, and dimensions, that the column splits of products decided
@@ -526,6 +532,16 @@ struct PropagateShardingPass
       auto [dim, size] = getBatch(func);
       spBatch = size;
       spBatchDim = dim == 1 ? 1 : 0;
+      spSequences.clear();
+      int64_t seqDim = spBatchDim == 0 ? 1 : 0;
+      tg.getBody().walk([&](Operation *op) {
+        if (!isa<LayerNormOp, AddLayerNormOp>(op))
+          return;
+        auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+        if (type && type.getRank() == 3 &&
+            type.getDimSize(spBatchDim) == spBatch)
+          spSequences.insert(type.getDimSize(seqDim));
+      });
     }
 
     // Shardings the inputs arrive with, and the ones the body uses.
@@ -782,7 +798,10 @@ struct PropagateShardingPass
     if (spBatch <= 0 || type.getRank() != 3 ||
         type.getDimSize(spBatchDim) != spBatch)
       return -1;
-    return spBatchDim == 0 ? 1 : 0;
+    int64_t d = spBatchDim == 0 ? 1 : 0;
+    if (!spSequences.empty() && !spSequences.contains(type.getDimSize(d)))
+      return -1;
+    return d;
   }
 
   static bool holdsTp(ShardingAttr s) {

@@ -16,7 +16,7 @@
 
 // NOMATCH: spec_nomatch.yaml:3: pattern '/nothing/*' of scope 'blocks' matches no node
 // TWICE: spec_twice.yaml:4: node '/fc1/Gemm' is claimed by scope 'a' (line 3) and by scope 'b'
-// BADKEY: spec_bad_key.yaml:3: unknown scope key 'devices' (expected replicate, split, name, nodes, recompute, sequence_parallel)
+// BADKEY: spec_bad_key.yaml:3: unknown scope key 'devices' (expected replicate, split, name, nodes, exclude, recompute, sequence_parallel)
 // TWO: spec_two_strategies.yaml:3: a scope needs exactly one of 'replicate: n' or 'split: n'
 // BROKEN: spec_broken.yaml:{{[0-9]+}}: invalid YAML
 // MISSING: missing.yaml: cannot read the annotation spec: No such file or directory

@@ -41,7 +41,11 @@ class Model:
         self.train = train
         self.lm = lm                    # output [..., VOCAB] logits (train-tp2-ce)
         self.notes = notes
-        self.pipeline = pipeline        # False: the layer names cannot cut stages
+        # False: the layer names cannot cut stages; or the two stages'
+        # scopes as ([node patterns], [exclude patterns]) when the layer
+        # prefixes cannot (a shared layer called twice, the second call
+        # named as the first with `_1` suffixes).
+        self.pipeline = pipeline
         self.opset = opset              # the export's opset (None: the runner's)
         # None, or why the layers have no tensor-parallel layout that
         # computes no replicated work (train-rep-split is then n/a).
@@ -501,10 +505,17 @@ MODELS += [
           notes="GPTNeoXForCausalLM, parallel residual, rotary on half the dims"),
     Model("albert", "transformers", _hf(_albert, ["input_ids"]), HF,
           layers=r"^(/hf/albert/encoder/albert_layer_groups\.0/albert_layers\.0(?:_\d+)?/)",
-          train=True, lm=True, pipeline=False,
+          train=True, lm=True,
+          # The exporter names the shared layer's second call as the first,
+          # with `_1` on the innermost module (`attention/query_1/MatMul`,
+          # `attention_1/Softmax`, `albert_layers.0_1/Add`): the first call
+          # is the layer's nodes less those.
+          pipeline=[(["/hf/albert/encoder/albert_layer_groups.0/albert_layers.0/*"],
+                     ["*_1/*"]),
+                    (["*/albert_layers.0/*_1/*", "*/albert_layers.0_1/*"], [])],
           notes="AlbertForMaskedLM, one layer's weights shared by both layers, "
-                "embedding 32 projected to 64 (no PP2: the exporter names most "
-                "nodes of the second call as the first's)"),
+                "embedding 32 projected to 64 (PP2: a stage per call of the "
+                "shared layer, cut with `exclude:` patterns)"),
     Model("falcon", "transformers", _hf(_falcon, ["input_ids"]), HF,
           layers=r"^(/hf/transformer/h\.\d+/)", train=True, lm=True,
           notes="FalconForCausalLM, multi-query attention (fused QKV), parallel attention"),

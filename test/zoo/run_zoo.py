@@ -273,6 +273,9 @@ def make_spec(model, layout, node_names):
     elif kind == "tp2":
         lines += ["scopes:", '  - {split: 2, name: model, nodes: ["*"]%s}'
                   % (", sequence_parallel: true" if sequence_parallel else "")]
+    elif kind == "pp2-interleaved" and isinstance(model.pipeline, list):
+        raise ValueError("its stages are one call of a shared layer each, "
+                         "not layers to cut in chunks")
     elif kind == "pp2-interleaved":
         # Interleaved 1F1B: every layer cut in two chunks at its first
         # residual Add (attention, then the MLP), 4 chunks on 2 stages.
@@ -316,6 +319,13 @@ def make_spec(model, layout, node_names):
         lines += ["default: replicate", "scopes:",
                   "  - {split: 2, name: layers, nodes: [%s]}"
                   % ", ".join('"%s*"' % p for p in pre)]
+    elif kind == "pp2" and isinstance(model.pipeline, list):
+        # Stages the model names itself, with exclusions.
+        quote = lambda ps: ", ".join('"%s"' % p for p in ps)  # noqa: E731
+        lines += ["pipeline: {num_micro_batch: 2, schedule: 1f1b}", "scopes:"]
+        for i, (nodes, exclude) in enumerate(model.pipeline):
+            lines.append("  - {replicate: 1, name: stage%d, nodes: [%s]%s}" % (
+                i, quote(nodes), ", exclude: [%s]" % quote(exclude) if exclude else ""))
     elif kind == "pp2":
         pre = layer_prefixes(model, node_names)
         if len(pre) < 2:
