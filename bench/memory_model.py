@@ -107,6 +107,12 @@ SIM_RE = re.compile(r"shoal-sim: .* \(\d+ ranks\): .*memory [\d.]+ MiB \(weights
 REPORT_RE = re.compile(r"memory of rank (\d+): weights ([\d.]+) MiB, grads ([\d.]+) MiB, "
                        r"optimizer ([\d.]+) MiB, activations ([\d.]+) MiB, "
                        r"peak [\d.]+ MiB")
+# Of the activations, what the weight gradients add before their sum
+# (MemoryReport::gradientTemporaries), in both: compared for equality.
+SIM_TEMP_RE = re.compile(r"shoal-sim: .* \(\d+ ranks\): .*weight gradients before their "
+                         r"sum ([\d.]+) MiB")
+REPORT_TEMP_RE = re.compile(r"memory of rank (\d+): .*weight gradients before their sum "
+                            r"([\d.]+) MiB")
 
 
 def planner_parts(mlir_path):
@@ -222,6 +228,7 @@ def main(argv=None):
     with open(cluster, "w") as f:
         f.write(CLUSTER)
     rows, bad, sim_bad, gaps, unpredicted, steps = [], 0, 0, [], 0, []
+    temp_checked, temp_bad = 0, []
     for layout in a.layouts.split(","):
         for opt in a.options.split(","):
             d = os.path.join(out, "%s-%s" % (layout, opt))
@@ -242,6 +249,7 @@ def main(argv=None):
                 steps.append((layout, opt, planned[-1], float(m.group(1))))
             sim = [dict(zip(PARTS, (float(x) for x in m.groups())))
                    for m in SIM_RE.finditer(res.stdout)]
+            sim_temp = [float(x) for x in SIM_TEMP_RE.findall(res.stdout)]
             predicted = est is not None
             if not predicted:
                 est = [None] * len(sim)
@@ -257,6 +265,16 @@ def main(argv=None):
                      for m in REPORT_RE.finditer(res.stdout + res.stderr)}
             if sorted(ranks) != [0, 1]:
                 raise SystemExit("error: no memory report per rank from %s" % " ".join(run))
+            ranks_temp = {int(r): float(x) for r, x in
+                          REPORT_TEMP_RE.findall(res.stdout + res.stderr)}
+            for k in range(len(est)):
+                temp_checked += 1
+                if k >= len(sim_temp) or k not in ranks_temp or \
+                        abs(sim_temp[k] - ranks_temp[k]) >= 5e-4:
+                    sim_bad += 1
+                    temp_bad.append("%s %s stage %d: shoal-sim %s MiB, shoal-run %s MiB" % (
+                        layout, opt, k, sim_temp[k] if k < len(sim_temp) else "-",
+                        ranks_temp.get(k, "-")))
             # Stage k of a pipeline on rank k; one stage on both ranks
             # (rank 0's figures).
             for k, stage in enumerate(est):
@@ -302,7 +320,11 @@ def main(argv=None):
         print("planner: %d parts of layouts kept as annotated, not predicted (\"-\")"
               % unpredicted)
     print("shoal-sim: %d of %d parts equal to shoal-run's (to 0.001 MiB)"
-          % (len(rows) - sim_bad, len(rows)))
+          % (len(rows) + temp_checked - sim_bad, len(rows) + temp_checked))
+    print("shoal-sim: the weight gradients before their sum (of the activations) equal "
+          "to shoal-run's in %d of %d programs" % (temp_checked - len(temp_bad), temp_checked))
+    for line in temp_bad:
+        print("  differs: %s" % line)
     if steps:
         print("\n| layout | option | planner step (ms) | shoal-sim step (ms) | off |")
         print("| --- | --- | ---: | ---: | ---: |")

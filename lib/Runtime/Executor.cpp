@@ -299,7 +299,7 @@ void Executor::runSchedule(Comm &comm, bool verbose, bool forwardOnly) {
     keptLife = keptLives(plan, memory);
     releases = keptReleases(plan, memory, keptLife);
     keptIsHeld = keptHeld(plan, memory, keptLife);
-    keptIsGradient = optimizerGradients(plan, memory);
+    keptKind = keptKinds(plan, memory);
   }
   for (std::size_t i = 0; i < plan.schedule.size(); ++i) {
     const ScheduleEntry &e = plan.schedule[i];
@@ -398,8 +398,8 @@ Tensor Executor::resultBuffer(int v) {
                           v));
 }
 
-std::pair<bool, std::size_t> Executor::poolKey(int v) const {
-  return {keptIsGradient[v], plan.values[v].numBytes()};
+std::pair<KeptKind, std::size_t> Executor::poolKey(int v) const {
+  return {keptKind[v], plan.values[v].numBytes()};
 }
 
 void Executor::releaseKept(int v, int microBatch) {
@@ -636,7 +636,6 @@ MemoryReport Executor::memoryReport() const {
       isState(values.size(), false);
   for (const WeightInfo &w : plan.weights)
     (w.zeroInit ? isState : isWeight)[w.value] = true;
-  std::vector<bool> isGrad = optimizerGradients(plan, memory);
   for (std::size_t v = 0; v < values.size(); ++v) {
     if (!persistent[v] || !values[v].defined() ||
         !seen.insert(values[v].rawData()).second)
@@ -660,18 +659,28 @@ MemoryReport Executor::memoryReport() const {
         r.activations += t.numBytes();
         r.inputs += t.numBytes();
       }
+  std::vector<KeptKind> kind = keptKinds(plan, memory);
+  auto count = [&](KeptKind k, std::size_t b) {
+    if (k == KeptKind::Gradient)
+      r.grads += b;
+    else
+      r.activations += b;
+    if (k == KeptKind::GradientTemporary)
+      r.gradientTemporaries += b;
+  };
   for (const auto &[key, t] : kept) {
     if (!seen.insert(t.rawData()).second)
       continue;
-    (isGrad[key.first] ? r.grads : r.activations) += t.numBytes();
+    count(kind[key.first], t.numBytes());
   }
   for (const auto &[key, buffers] : keptPool)
     for (const Tensor &t : buffers)
       if (t.defined() && seen.insert(t.rawData()).second)
-        (key.first ? r.grads : r.activations) += t.numBytes();
+        count(key.first, t.numBytes());
   // ZeRO-1 sums whole gradients over the micro-batches before scattering.
   r.grads += scatterAccumPeak;
   r.activations += memory.arenaBytes;
+  r.gradientTemporaries += memory.gradientArenaBytes;
   r.peak = device.peakBytes();
   return r;
 }

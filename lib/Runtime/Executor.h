@@ -174,7 +174,7 @@ private:
   /// those of the chunk passes in flight); a view is dropped.
   void releaseKept(int v, int microBatch);
   /// The pool of v's buffers: (gradient or not, bytes).
-  std::pair<bool, std::size_t> poolKey(int v) const;
+  std::pair<KeptKind, std::size_t> poolKey(int v) const;
   /// Collectives.
   void collective(const OpInfo &op, Comm &comm);
   /// Starts an all-reduce of `t` in place over `axes`, or adds it to the
@@ -230,10 +230,9 @@ private:
   std::map<std::pair<int, int>, Tensor> kept;
   /// Released kept buffers, by poolKey: any pooled value of that kind and
   /// size takes one (a caching allocator's pools of exact sizes).
-  std::map<std::pair<bool, std::size_t>, std::vector<Tensor>> keptPool;
-  /// Per value: it holds a gradient the optimizer reads (its buffers are
-  /// counted as gradients).
-  std::vector<bool> keptIsGradient;
+  std::map<std::pair<KeptKind, std::size_t>, std::vector<Tensor>> keptPool;
+  /// Per value: what its buffers count as (keptKinds), and so their pool.
+  std::vector<KeptKind> keptKind;
   /// Per value, what releaseKept does with its kept buffers (keptLives:
   /// pooled ones go to keptPool, views are dropped, the others stay).
   std::vector<KeptLife> keptLife;

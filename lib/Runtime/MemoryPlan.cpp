@@ -93,6 +93,49 @@ Sharing sharing(const LoadedPlan &plan) {
 }
 } // namespace
 
+std::vector<bool> shoal::rt::gradientTransients(const LoadedPlan &plan) {
+  std::vector<bool> out(plan.values.size(), false);
+  for (const OpInfo &op : plan.ops)
+    if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
+        op.inputs.size() > 1 && op.inputs[1] >= 0)
+      out[op.inputs[1]] = true;
+  // Readers of each value.
+  std::vector<std::vector<int>> readers(plan.values.size());
+  for (const OpInfo &op : plan.ops)
+    for (int v : op.inputs)
+      if (v >= 0 && (readers[v].empty() || readers[v].back() != op.index))
+        readers[v].push_back(op.index);
+  auto carries = [](OpKind k) {
+    switch (k) {
+    case OpKind::Add:
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter:
+    case OpKind::Reshape:
+    case OpKind::Cast:
+    case OpKind::Transpose:
+    case OpKind::Concat:
+    case OpKind::Slice:
+    case OpKind::LocalSlice:
+      return true;
+    default:
+      return false;
+    }
+  };
+  // Last op first: a value whose readers all carry it into gradients.
+  for (auto it = plan.ops.rbegin(); it != plan.ops.rend(); ++it)
+    for (int v : it->outputs) {
+      if (v < 0 || out[v] || readers[v].empty())
+        continue;
+      out[v] = std::all_of(readers[v].begin(), readers[v].end(), [&](int r) {
+        const OpInfo &reader = plan.ops[r];
+        return carries(reader.kind) && !reader.outputs.empty() &&
+               std::all_of(reader.outputs.begin(), reader.outputs.end(),
+                           [&](int o) { return o >= 0 && out[o]; });
+      });
+    }
+  return out;
+}
+
 MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
                                  std::size_t alignment) {
   std::size_t numValues = plan.values.size();
@@ -248,19 +291,41 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     }
     return arena;
   };
-  std::vector<int> bySize = order, byLife = order;
-  std::stable_sort(bySize.begin(), bySize.end(), [&](int a, int b) {
-    return plan.values[a].numBytes() > plan.values[b].numBytes();
-  });
   auto life = [&](int v) { return mp.lastUse[v] - mp.firstUse[v]; };
-  std::stable_sort(byLife.begin(), byLife.end(), [&](int a, int b) {
-    return life(a) != life(b) ? life(a) > life(b) : bytesOf(a) > bytesOf(b);
-  });
-  std::vector<int64_t> lifeOffset = mp.offset;
-  mp.arenaBytes = place(bySize, mp.offset);
-  if (std::size_t bytes = place(byLife, lifeOffset); bytes < mp.arenaBytes) {
-    mp.arenaBytes = bytes;
-    mp.offset = std::move(lifeOffset);
+  // Places `values` both ways into `offset`; returns the smaller arena.
+  auto placeBest = [&](const std::vector<int> &values,
+                       std::vector<int64_t> &offset) {
+    std::vector<int> bySize = values, byLife = values;
+    std::stable_sort(bySize.begin(), bySize.end(), [&](int a, int b) {
+      return plan.values[a].numBytes() > plan.values[b].numBytes();
+    });
+    std::stable_sort(byLife.begin(), byLife.end(), [&](int a, int b) {
+      return life(a) != life(b) ? life(a) > life(b) : bytesOf(a) > bytesOf(b);
+    });
+    std::vector<int64_t> lifeOffset = offset;
+    std::size_t bytes = place(bySize, offset);
+    if (std::size_t other = place(byLife, lifeOffset); other < bytes) {
+      bytes = other;
+      offset = std::move(lifeOffset);
+    }
+    return bytes;
+  };
+  mp.arenaBytes = placeBest(order, mp.offset);
+  // Weight gradients on their way to the optimizer (a product's partial
+  // sums before their all_reduce, the sum of a shared weight's uses, a
+  // gradient before its cast) are gradient memory, as Megatron-LM's
+  // main_grad is, not activations. They share the arena; the report counts
+  // as theirs the bytes it needs beyond what its activations alone need.
+  std::vector<bool> gradient = gradientTransients(plan);
+  std::vector<int> activations;
+  for (int v : order)
+    if (!gradient[v])
+      activations.push_back(v);
+  if (activations.size() < order.size()) {
+    std::vector<int64_t> scratch(numValues, -1);
+    mp.gradientArenaBytes =
+        mp.arenaBytes -
+        std::min(mp.arenaBytes, placeBest(activations, scratch));
   }
   return mp;
 }
@@ -420,6 +485,18 @@ std::vector<bool> shoal::rt::optimizerGradients(const LoadedPlan &plan,
   return isGrad;
 }
 
+std::vector<KeptKind> shoal::rt::keptKinds(const LoadedPlan &plan,
+                                           const MemoryPlan &memory) {
+  std::vector<bool> grad = optimizerGradients(plan, memory);
+  std::vector<bool> transient = gradientTransients(plan);
+  std::vector<KeptKind> out(plan.values.size(), KeptKind::Activation);
+  for (std::size_t v = 0; v < out.size(); ++v)
+    out[v] = grad[v]        ? KeptKind::Gradient
+             : transient[v] ? KeptKind::GradientTemporary
+                            : KeptKind::Activation;
+  return out;
+}
+
 MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
                                       const MemoryPlan &memory) {
   MemoryReport r;
@@ -455,7 +532,15 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   for (std::size_t v = 0; v < numValues; ++v)
     if (memory.residence[v] == Residence::WeightCopy && memory.aliasOf[v] < 0)
       r.weights += bytes(static_cast<int>(v));
-  std::vector<bool> isGrad = optimizerGradients(plan, memory);
+  std::vector<KeptKind> kind = keptKinds(plan, memory);
+  auto count = [&](KeptKind k, std::size_t b) {
+    if (k == KeptKind::Gradient)
+      r.grads += b;
+    else
+      r.activations += b;
+    if (k == KeptKind::GradientTemporary)
+      r.gradientTemporaries += b;
+  };
   for (const OpInfo &op : plan.ops) {
     // ZeRO's reduce-scatter over micro-batches sums its whole input over
     // the step first (Executor::reduceScatter).
@@ -475,7 +560,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   // interleaved stage's one per chunk pass in flight.
   std::vector<KeptLife> life = keptLives(plan, memory);
   KeptSpans spans = keptSpans(plan, memory, life);
-  std::map<std::pair<bool, std::size_t>, std::vector<std::pair<int, int>>>
+  std::map<std::pair<KeptKind, std::size_t>, std::vector<std::pair<int, int>>>
       poolEvents;
   for (std::size_t v = 0; v < numValues; ++v) {
     if (memory.residence[v] != Residence::Kept || memory.aliasOf[v] >= 0 ||
@@ -484,7 +569,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
     std::size_t b = bytes(static_cast<int>(v));
     if (life[v] != KeptLife::Pooled) {
       std::size_t copies = life[v] == KeptLife::OncePerStep ? 1 : m;
-      (isGrad[v] ? r.grads : r.activations) += b * copies;
+      count(kind[v], b * copies);
       continue;
     }
     if (spans.held[v]) {
@@ -492,11 +577,11 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       // (it neither goes back to a pool nor takes from one).
       for (int j = 0; j < m; ++j)
         if (spans.take(plan, static_cast<int>(v), j) >= 0)
-          (isGrad[v] ? r.grads : r.activations) += b;
+          count(kind[v], b);
       continue;
     }
     // +1 at the entry taking a buffer, -1 after the one releasing it.
-    std::vector<std::pair<int, int>> &events = poolEvents[{isGrad[v], b}];
+    std::vector<std::pair<int, int>> &events = poolEvents[{kind[v], b}];
     for (int j = 0; j < m; ++j) {
       int from = spans.take(plan, static_cast<int>(v), j);
       if (from < 0)
@@ -506,7 +591,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       events.push_back({std::max(from, to) + 1, -1});
     }
   }
-  for (auto &[kind, events] : poolEvents) {
+  for (auto &[key, events] : poolEvents) {
     // At one entry, buffers released before it are taken again first.
     std::sort(events.begin(), events.end());
     int held = 0, most = 0;
@@ -514,10 +599,10 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
       held += delta;
       most = std::max(most, held);
     }
-    (kind.first ? r.grads : r.activations) +=
-        kind.second * static_cast<std::size_t>(most);
+    count(key.first, key.second * static_cast<std::size_t>(most));
   }
   r.activations += memory.arenaBytes;
+  r.gradientTemporaries += memory.gradientArenaBytes;
   return r;
 }
 

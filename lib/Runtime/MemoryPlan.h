@@ -41,6 +41,11 @@ struct MemoryPlan {
   std::vector<Residence> residence;
   /// Bytes of the arena holding every op result.
   std::size_t arenaBytes = 0;
+  /// Of the arena, the bytes it needs beyond what its activations alone
+  /// would: the weight gradients on their way to the optimizer
+  /// (gradientTransients), which share it (MemoryReport::
+  /// gradientTemporaries).
+  std::size_t gradientArenaBytes = 0;
   /// Bytes of the values defined outside the ops (inputs, weights,
   /// constants), each in a buffer of its own.
   std::size_t persistentBytes = 0;
@@ -132,6 +137,24 @@ std::vector<std::vector<int>> keptReleases(const LoadedPlan &plan,
 /// micro-batch or per step (a program output that views it).
 std::vector<bool> keptHeld(const LoadedPlan &plan, const MemoryPlan &memory,
                            const std::vector<KeptLife> &life);
+
+/// Per value, whether it is a weight gradient on its way to the optimizer:
+/// the optimizer's gradient operand, or a value that every reader carries
+/// into such values (adds, collectives, reshapes, casts, transposes,
+/// concatenations and slices): a product's partial sums before their
+/// all_reduce, the sum of a shared weight's uses, a gradient before its
+/// cast (MemoryPlan::gradientArenaBytes).
+std::vector<bool> gradientTransients(const LoadedPlan &plan);
+
+/// What a kept value's buffers count as in the memory report (and which
+/// pool they go back to): activations, weight gradients before their sum
+/// (activations too, and MemoryReport::gradientTemporaries), or the
+/// gradients the optimizer reads.
+enum class KeptKind : uint8_t { Activation, GradientTemporary, Gradient };
+
+/// Per value, its KeptKind (optimizerGradients, gradientTransients).
+std::vector<KeptKind> keptKinds(const LoadedPlan &plan,
+                                const MemoryPlan &memory);
 
 /// Per value, whether it holds a gradient the optimizer reads: the
 /// optimizer's gradient operand and, when that is a view (a weight viewed

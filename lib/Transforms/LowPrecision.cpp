@@ -382,6 +382,7 @@ struct Lowering {
       rewriteBlock(entry, /*f32Region=*/false);
       eraseDeadConstants(func);
       eraseIdentityCasts(func);
+      sinkArgumentCasts(func);
       return;
     }
     for (Operation &op : entry) {
@@ -402,6 +403,32 @@ struct Lowering {
     }
     eraseDeadConstants(func);
     eraseIdentityCasts(func);
+    sinkArgumentCasts(func);
+  }
+
+  /// The low copy of a block argument (a graph input: the labels, a mask)
+  /// is made right before its first reader, not at the top of the block,
+  /// so that it does not hold memory through the ops before (the labels'
+  /// copy through the whole forward).
+  void sinkArgumentCasts(func::FuncOp func) {
+    SmallVector<CastOp> casts;
+    func.walk([&](CastOp c) {
+      auto arg = dyn_cast<BlockArgument>(c.getInput());
+      if (c->hasAttr(kPrecisionCastAttr) && arg &&
+          arg.getOwner() == c->getBlock() && !c->use_empty())
+        casts.push_back(c);
+    });
+    for (CastOp c : casts) {
+      Block *block = c->getBlock();
+      Operation *first = nullptr;
+      for (Operation *user : c->getUsers()) {
+        Operation *at = block->findAncestorOpInBlock(*user);
+        if (at && (!first || at->isBeforeInBlock(first)))
+          first = at;
+      }
+      if (first && first != c.getOperation())
+        c->moveBefore(first);
+    }
   }
 
   /// Casts to their operand's type (the model's float32 casts, now

@@ -18,11 +18,17 @@
 // The weight is read through one cast, the product runs in bf16.
 // MODEL: %[[W0:.*]] = shoal.weight "h.0.q" : tensor<8x8xf32>
 // MODEL-NEXT: %[[W0L:.*]] = shoal.cast %[[W0]] {shoal.precision_cast{{.*}}} : (tensor<8x8xf32>) -> tensor<8x8xbf16>
-// MODEL-NEXT: %[[Q:.*]] = shoal.matmul %{{.*}}, %[[W0L]] : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
+// A graph input's low copy is made right before its first reader (the
+// labels' not at the top of the step, where it would be held through the
+// forward).
+// MODEL-NEXT: %[[X:.*]] = shoal.cast %arg0 {shoal.precision_cast{{.*}}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xbf16>
+// MODEL-NEXT: %[[Q:.*]] = shoal.matmul %[[X]], %[[W0L]] : (tensor<2x4x8xbf16>, tensor<8x8xbf16>) -> tensor<2x4x8xbf16>
 // The scores, their scale (a bf16 constant) and the softmax are bf16.
 // MODEL: shoal.mul %{{.*}}, %{{.*}} : (tensor<2x4x4xbf16>, tensor<bf16>) -> tensor<2x4x4xbf16>
 // MODEL-NEXT: shoal.softmax %{{.*}} : (tensor<2x4x4xbf16>) -> tensor<2x4x4xbf16>
 // The loss sums bf16 squares into an f32 scalar.
+// MODEL: %[[Y:.*]] = shoal.cast %arg1 {shoal.precision_cast{{.*}}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xbf16>
+// MODEL-NEXT: shoal.sub %{{.*}}, %[[Y]]
 // MODEL: shoal.reduce_sum %{{.*}} : (tensor<2x4x8xbf16>) -> tensor<f32>
 // Backward: activation gradients bf16, the softmax's too; a weight's
 // gradient is a bf16 product with an f32 result, what AdamW reads.

@@ -49,7 +49,8 @@ For every model (test/zoo/models.py):
       model in bf16), the losses within 3e-2 of PyTorch float32. Every
       train-bf16*/train-fp16* layout also compiles its float32 twin and
       requires the activations of its ops (shoal-sim's, less the inputs
-      and constants; the program with the most) at most 0.55x the twin's.
+      and constants and the float32 weight gradients before their sum;
+      the program with the most) at most 0.55x the twin's.
       train-rep-split (models with repeated layers): the README's pattern,
       `default: replicate` and one `split: 2` scope over the repeated
       layers on the same 2 ranks; the report must warn of no replicated
@@ -130,8 +131,9 @@ TRAIN_LAYOUTS = ["train-1", "train-dp2", "train-tp2", "train-pp2",
 PRECISION_RTOL = 3e-2
 # ... and their activation memory (shoal-sim's, the runtime's buffer plan:
 # the program with the most; the ops' values, without the inputs and
-# constants, which the plan's precision does not change) at most this
-# fraction of the same layout's in float32.
+# constants, which the plan's precision does not change, and without what
+# the float32 weight gradients add before their sum) at most this fraction
+# of the same layout's in float32.
 ACTIVATION_RATIO = 0.55
 CLUSTER = os.path.join(REPO, "test", "Inputs", "cluster_slow_cpu2.yaml")
 LAYOUTS = FORWARD_LAYOUTS + TRAIN_LAYOUTS
@@ -152,11 +154,13 @@ def sim_activations(args, plan):
     """The largest activations (MiB) of the ops' values that shoal-sim
     predicts for a program of `plan` (the runtime's buffer plan, as
     shoal-run --report-memory): each program's activations less its inputs
-    and constants."""
+    and constants and less the bytes its weight gradients add before their
+    sum (float32 in any plan, as Megatron-LM's main_grad)."""
     res = common.run_cmd([os.path.join(args.bin, "shoal-sim"), plan, "--cluster", CLUSTER],
                          timeout=args.timeout)
-    found = [float(a) - float(i) for a, i in re.findall(
-        r"activations ([\d.]+) MiB\).*inputs and constants ([\d.]+) MiB", res.stdout)]
+    found = [float(a) - float(i) - float(g) for a, i, g in re.findall(
+        r"activations ([\d.]+) MiB\).*inputs and constants ([\d.]+) MiB.*"
+        r"weight gradients before their sum ([\d.]+) MiB", res.stdout)]
     if not found:
         raise common.CommandError("shoal-sim printed no activations for %s" % plan)
     return max(found)

@@ -197,14 +197,16 @@ int main(int argc, char **argv) {
           "memory %.3f MiB "
           "(weights %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
           "activations %.3f MiB) of %.1f GiB%s; inputs and "
-          "constants %.3f MiB of the activations\n",
+          "constants %.3f MiB of the activations; weight gradients before "
+          "their sum %.3f MiB of them\n",
           pp.role.c_str(), pp.ranks.size(), millis(pp.busySeconds).c_str(),
           millis(pp.exchangeWaitSeconds).c_str(),
           millis(pp.tailWaitSeconds).c_str(), millis(pp.finishSeconds).c_str(),
           total / (1 << 20), mib(mem.weights), mib(mem.grads),
           mib(mem.optimizer), mib(mem.activations),
           pp.capacityBytes / (1 << 30),
-          total > pp.capacityBytes ? " DOES NOT FIT" : "", mib(mem.inputs));
+          total > pp.capacityBytes ? " DOES NOT FIT" : "", mib(mem.inputs),
+          mib(mem.gradientTemporaries));
       if (breakdown) {
         std::vector<std::pair<double, std::string>> kinds;
         for (const auto &[kind, seconds] : pp.secondsByKind)

@@ -102,6 +102,39 @@ TEST(MemoryPlan, ReusesMemoryAndAliasesReshapes) {
   EXPECT_LE(mp.arenaBytes, 4u * 512u);
 }
 
+// Weight gradients on their way to the optimizer: the optimizer's operand
+// and whatever only adds, reduces, reshapes, casts or slices into it (a
+// shared weight's two uses summed, one of them all-reduced), but not the
+// activations the products read, nor a gradient something else reads too.
+TEST(MemoryPlan, FindsTheWeightGradientsOnTheirWayToTheOptimizer) {
+  LoadedPlan p;
+  p.values.resize(11);
+  auto op = [&](OpKind kind, std::vector<int> in, std::vector<int> out) {
+    OpInfo o;
+    o.kind = kind;
+    o.index = static_cast<int>(p.ops.size());
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    p.ops.push_back(std::move(o));
+  };
+  // 0 x, 1 w, 2 m, 3 v (from outside the ops).
+  op(OpKind::MatMul, {0, 1}, {4});     // h: activation
+  op(OpKind::Tanh, {4}, {5});          // a: activation
+  op(OpKind::MatMul, {0, 5}, {6});     // first use's gradient
+  op(OpKind::MatMul, {5, 0}, {7});     // second use's, partial
+  op(OpKind::AllReduce, {7}, {8});     // summed over ranks
+  op(OpKind::Add, {6, 8}, {9});        // the weight's gradient
+  op(OpKind::AdamW, {1, 9, 2, 3}, {}); // reads it
+  op(OpKind::Exp, {7}, {10});          // 7 is read by another op too
+  std::vector<bool> g = gradientTransients(p);
+  EXPECT_EQ(g, (std::vector<bool>{false, false, false, false, false, false,
+                                  true, false, true, true, false}));
+  p.ops.pop_back();
+  g = gradientTransients(p);
+  EXPECT_TRUE(g[7]);
+  EXPECT_FALSE(g[5]);
+}
+
 // The data movement around device-buffer collectives (Executor, under
 // NCCL): packBlocks cuts along a dimension into ceil-sized dense blocks,
 // the last zero-padded, as Comm::reduceScatter packs; concatBlocks puts

@@ -29,33 +29,43 @@ void shoal::rt::printMemoryReport(const MemoryReport &r, Communicator &world,
   auto mib = [](double b) { return b / double(1 << 20); };
   if (everyRank)
     for (int from = 0; from < world.size(); ++from) {
-      double bytes[6] = {double(r.weights),   double(r.grads),
-                         double(r.optimizer), double(r.activations),
-                         double(r.peak),      double(r.inputs)};
+      double bytes[7] = {double(r.weights),
+                         double(r.grads),
+                         double(r.optimizer),
+                         double(r.activations),
+                         double(r.peak),
+                         double(r.inputs),
+                         double(r.gradientTemporaries)};
       world.broadcast(bytes, sizeof bytes, from)->wait();
       if (rank == 0)
         std::printf("shoal-run: memory of rank %d: weights %.3f MiB, grads "
                     "%.3f MiB, optimizer %.3f MiB, activations %.3f MiB, "
                     "peak %.3f MiB; inputs and constants %.3f MiB of the "
-                    "activations\n",
+                    "activations; weight gradients before their sum %.3f "
+                    "MiB of them\n",
                     from, mib(bytes[0]), mib(bytes[1]), mib(bytes[2]),
-                    mib(bytes[3]), mib(bytes[4]), mib(bytes[5]));
+                    mib(bytes[3]), mib(bytes[4]), mib(bytes[5]), mib(bytes[6]));
     }
   // The largest peak, ties to the lowest rank.
   int64_t largest = world.max(static_cast<double>(r.peak));
   int owner = static_cast<int>(
       world.min(static_cast<int64_t>(r.peak) == largest ? rank : INT_MAX));
-  double bytes[6] = {double(r.weights),   double(r.grads),
-                     double(r.optimizer), double(r.activations),
-                     double(r.peak),      double(r.inputs)};
+  double bytes[7] = {double(r.weights),
+                     double(r.grads),
+                     double(r.optimizer),
+                     double(r.activations),
+                     double(r.peak),
+                     double(r.inputs),
+                     double(r.gradientTemporaries)};
   world.broadcast(bytes, sizeof bytes, owner)->wait();
   if (rank == 0) {
     std::printf("shoal-run: memory: weights %.3f MiB, grads %.3f MiB, "
                 "optimizer %.3f MiB, activations %.3f MiB, peak %.3f MiB "
                 "(rank %d); inputs and constants %.3f MiB of the "
-                "activations\n",
+                "activations; weight gradients before their sum %.3f MiB of "
+                "them\n",
                 mib(bytes[0]), mib(bytes[1]), mib(bytes[2]), mib(bytes[3]),
-                mib(bytes[4]), owner, mib(bytes[5]));
+                mib(bytes[4]), owner, mib(bytes[5]), mib(bytes[6]));
   }
 }
 
