@@ -99,6 +99,19 @@ std::vector<bool> shoal::rt::gradientTransients(const LoadedPlan &plan) {
     if ((op.kind == OpKind::AdamW || op.kind == OpKind::SGD) &&
         op.inputs.size() > 1 && op.inputs[1] >= 0)
       out[op.inputs[1]] = true;
+  // A step's sum over micro-batches that a pipeline stage sends (a tied or
+  // shared weight's gradient, to the stage that sums its uses): only
+  // gradients are summed over micro-batches.
+  std::vector<int> producer(plan.values.size(), -1);
+  for (const OpInfo &op : plan.ops)
+    for (int v : op.outputs)
+      if (v >= 0)
+        producer[v] = op.index;
+  for (const OpInfo &op : plan.ops)
+    if (op.kind == OpKind::Send && !op.inputs.empty() && op.inputs[0] >= 0 &&
+        producer[op.inputs[0]] >= 0 &&
+        accumulatesOverMicroBatches(plan, plan.ops[producer[op.inputs[0]]]))
+      out[op.inputs[0]] = true;
   // Readers of each value.
   std::vector<std::vector<int>> readers(plan.values.size());
   for (const OpInfo &op : plan.ops)

@@ -139,7 +139,9 @@ std::vector<bool> keptHeld(const LoadedPlan &plan, const MemoryPlan &memory,
                            const std::vector<KeptLife> &life);
 
 /// Per value, whether it is a weight gradient on its way to the optimizer:
-/// the optimizer's gradient operand, or a value that every reader carries
+/// the optimizer's gradient operand, a step's sum over micro-batches that a
+/// pipeline stage sends (a tied or shared weight's gradient, summed on the
+/// stage that updates it first), or a value that every reader carries
 /// into such values (adds, collectives, reshapes, casts, transposes,
 /// concatenations and slices): a product's partial sums before their
 /// all_reduce, the sum of a shared weight's uses, a gradient before its

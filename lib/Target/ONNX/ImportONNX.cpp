@@ -209,6 +209,21 @@ LogicalResult upgradeOpset(MLIRContext *ctx, StringRef path, StringRef modelDir,
   return success();
 }
 
+/// Why an op whose result's shape depends on its input's values cannot be
+/// imported, and what a model does instead; empty for other ops.
+static StringRef dataDependentShapeHint(StringRef opType) {
+  if (opType == "NonZero" || opType == "Compress" || opType == "Unique" ||
+      opType == "NonMaxSuppression")
+    return "its result's shape depends on its input's values (torch.nonzero, "
+           "torch.where with one argument, boolean-mask indexing: a mixture "
+           "of experts gathering the tokens routed to each expert), and a "
+           "plan's shapes are static. Route with a fixed capacity per expert "
+           "instead (torch.topk over the tokens, gather, scatter_add back: "
+           "the zoo's moe model, docs/ModelFamilies.md), or compute every "
+           "expert on every token weighted by its routing weight";
+  return "";
+}
+
 /// Reports every op type (once, on its first node) that has no converter.
 LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
                            const onnx::GraphProto &graph) {
@@ -230,6 +245,9 @@ LogicalResult checkOpTypes(MLIRContext *ctx, StringRef path,
                 << node.op_type() << "'";
     if (!defaultDomain)
       diag << " (domain '" << node.domain() << "')";
+    else if (StringRef hint = dataDependentShapeHint(node.op_type());
+             !hint.empty())
+      diag << ": " << hint;
     ok = false;
   }
   return success(ok);
