@@ -201,6 +201,66 @@ std::pair<Value, Value> matchBatchRowGather(Value data, Value indices,
   return {};
 }
 
+/// A gather of the same positions from every sample through the flattened
+/// batch: `x.flatten()[arange(B)[:, None] * R + j]` with constant indices
+/// (PyTorch 2's TorchScript exporter writes transformers 5's padding mask,
+/// `mask[arange(B)[:, None], kv_idx]`, so). Returns x viewed as [B, R, rest]
+/// and the positions j of one sample, a constant of the indices' shape
+/// without their first dimension, when `data` and `indices` are that; else
+/// nulls. A Gather along dimension 1 of that view keeps the samples apart,
+/// so that data parallelism and micro-batches split it like any other.
+std::pair<Value, Value> matchPerSampleGather(OpBuilder &b, Location loc,
+                                             Value data, Value indices,
+                                             int64_t axis) {
+  auto reshape = data.getDefiningOp<ReshapeOp>();
+  auto c = indices.getDefiningOp<ConstantOp>();
+  auto values = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+  if (axis != 0 || !reshape || !values)
+    return {};
+  Value x = reshape.getInput();
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(indices.getType());
+  if (xt.getRank() < 2 || it.getRank() < 2 || !xt.hasStaticShape() ||
+      !dt.hasStaticShape() || !it.hasStaticShape())
+    return {};
+  int64_t batch = xt.getDimSize(0);
+  if (batch < 2 || it.getDimSize(0) != batch ||
+      dt.getDimSize(0) % batch != 0)
+    return {};
+  // The flatten merges x's leading dimensions into the gathered one.
+  int64_t rows = dt.getDimSize(0) / batch, merged = 1;
+  for (int64_t d = 1; d < xt.getRank() && merged < rows; ++d)
+    merged *= xt.getDimSize(d);
+  if (merged != rows)
+    return {};
+  int64_t per = it.getNumElements() / batch;
+  std::vector<int64_t> flat;
+  flat.reserve(values.getNumElements());
+  for (const APInt &v : values.getValues<APInt>())
+    flat.push_back(v.getSExtValue());
+  for (int64_t i = 0; i < per; ++i) {
+    if (flat[i] < 0 || flat[i] >= rows)
+      return {};
+    for (int64_t s = 1; s < batch; ++s)
+      if (flat[s * per + i] != flat[i] + s * rows)
+        return {};
+  }
+  SmallVector<int64_t> viewShape = {batch, rows};
+  llvm::append_range(viewShape, dt.getShape().drop_front());
+  Value view = b.create<ReshapeOp>(
+      loc, RankedTensorType::get(viewShape, xt.getElementType()), x);
+  auto posType =
+      RankedTensorType::get(it.getShape().drop_front(), it.getElementType());
+  SmallVector<APInt> pos;
+  for (int64_t i = 0; i < per; ++i)
+    pos.push_back(APInt(it.getElementType().getIntOrFloatBitWidth(), flat[i],
+                        /*isSigned=*/true));
+  Value positions = b.create<ConstantOp>(
+      loc, posType, DenseIntElementsAttr::get(posType, pos));
+  return {view, positions};
+}
+
 LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
   auto data = im.getInput(node, 0);
   auto indices = im.getInput(node, 1);
@@ -245,6 +305,15 @@ LogicalResult convertGather(Importer &im, const onnx::NodeProto &node) {
     Value picked = b.create<MatMulOp>(
         loc, RankedTensorType::get({batch, 1, rest}, elem), selector, x3);
     im.setResult(node, 0, b.create<ReshapeOp>(loc, *type, picked));
+    return success();
+  }
+  if (auto [view, positions] = matchPerSampleGather(
+          b, im.loc(), *data, *indices, getIntAttr(node, "axis", 0));
+      view) {
+    im.setResult(node, 0,
+                 b.create<GatherOp>(im.loc(), *type, view, positions,
+                                    b.getI64IntegerAttr(1), ArrayAttr(),
+                                    IntegerAttr()));
     return success();
   }
   im.setResult(
