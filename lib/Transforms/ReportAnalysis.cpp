@@ -887,11 +887,29 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
       // Some weights are split, but these products use only whole ones.
       SmallVector<Operation *> whole, replicatedBlocks;
       // Initializers of which some block (shoal.source_range) is split
-      // over tp in the module.
-      llvm::StringSet<> splitSiblings;
+      // over tp in the module, with their widest split block: a whole
+      // block no wider is a key/value head beside split query heads; a
+      // wider one (the query heads whole beside split key/value heads)
+      // is warned like any whole product.
+      auto blockWidth = [](WeightOp w) -> int64_t {
+        auto range =
+            w->getAttrOfType<DictionaryAttr>(ShoalDialect::kSourceRangeAttr);
+        auto axis = range ? range.getAs<IntegerAttr>("axis") : IntegerAttr();
+        if (!axis)
+          return -1;
+        SmallVector<int64_t> shape(w.getType().getShape());
+        if (auto g = w->getAttrOfType<DenseI64ArrayAttr>("shoal.global_shape"))
+          shape.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+        int64_t a = axis.getInt();
+        return a >= 0 && a < static_cast<int64_t>(shape.size()) ? shape[a] : -1;
+      };
+      llvm::StringMap<int64_t> splitSiblings;
       tg->getParentOfType<ModuleOp>().walk([&](WeightOp w) {
-        if (w->hasAttr(ShoalDialect::kSourceRangeAttr) && isSplitOver(w, "tp"))
-          splitSiblings.insert(getSourceName(w));
+        if (w->hasAttr(ShoalDialect::kSourceRangeAttr) &&
+            isSplitOver(w, "tp")) {
+          int64_t &widest = splitSiblings[getSourceName(w)];
+          widest = std::max(widest, blockWidth(w));
+        }
       });
       for (Operation &op : body) {
         if (!isContraction(&op) && !isConvolution(&op))
@@ -912,8 +930,10 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");
-            block &= splitSiblings.contains(getSourceName(w)) &&
-                     w->hasAttr(ShoalDialect::kSourceRangeAttr);
+            auto sibling = splitSiblings.find(getSourceName(w));
+            block &= sibling != splitSiblings.end() &&
+                     w->hasAttr(ShoalDialect::kSourceRangeAttr) &&
+                     blockWidth(w) <= sibling->second;
           }
         }
         if (weighted && !split && block)
