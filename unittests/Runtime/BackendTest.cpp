@@ -11,6 +11,7 @@
 #include "MemoryPlan.h"
 #include "Npy.h"
 #include "PlanLoader.h"
+#include "PollWait.h"
 #include "shoal/Runtime/Runtime.h"
 #include "shoal/Schema/DeviceCatalog.h"
 
@@ -133,6 +134,32 @@ TEST(MemoryPlan, FindsTheWeightGradientsOnTheirWayToTheOptimizer) {
   g = gradientTransients(p);
   EXPECT_TRUE(g[7]);
   EXPECT_FALSE(g[5]);
+}
+
+// A host wait on device work (NcclWork::wait, with the communicator's
+// asynchronous error as `failure`): returns when the work is ready, and ends
+// with the failure as soon as one is reported, however long the work would
+// have taken (a dead peer's collective never completes).
+TEST(PollWait, ReturnsWhenReadyAndThrowsOnAsyncFailure) {
+  int polls = 0;
+  long n = pollUntilReady([&] { return ++polls == 200; },
+                          [] { return std::string(); }, "op",
+                          std::chrono::microseconds(2));
+  EXPECT_EQ(n, 200);
+  int failureChecks = 0;
+  try {
+    pollUntilReady([] { return false; },
+                   [&] {
+                     return ++failureChecks < 100
+                                ? std::string()
+                                : std::string("the peer is gone");
+                   },
+                   "NCCL operation", std::chrono::microseconds(2));
+    FAIL() << "expected an error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "NCCL operation: the peer is gone");
+  }
+  EXPECT_EQ(failureChecks, 100);
 }
 
 // The data movement around device-buffer collectives (Executor, under

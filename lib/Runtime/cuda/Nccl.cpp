@@ -15,12 +15,16 @@
 
 #include "Communicator.h"
 #include "Device.h"
+#include "PollWait.h"
 
 #include "cuda/Backend.h"
 #include "cuda/CudaDevice.h"
 
 #include <fmt/format.h>
 #include <nccl.h>
+
+#include <memory>
+#include <string>
 
 using namespace shoal::rt;
 using namespace shoal::rt::cuda;
@@ -67,37 +71,99 @@ ncclRedOp_t ncclOpOf(ReduceOp op) {
   return ncclSum;
 }
 
-/// Completes when the communication stream passes its event.
+/// A communicator and whether it was aborted (shared by its Work objects).
+struct NcclState {
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+};
+
+/// The communicator's asynchronous error ("" while there is none): a peer
+/// that died or a network failure. The communicator is then aborted, so
+/// that no later call waits on it.
+std::string asyncError(NcclState &state) {
+  if (state.aborted)
+    return "the NCCL communicator was aborted after an earlier failure";
+  ncclResult_t r = ncclSuccess;
+  if (ncclCommGetAsyncError(state.comm, &r) != ncclSuccess)
+    return "";
+  if (r == ncclSuccess || r == ncclInProgress)
+    return "";
+  std::string why = fmt::format(
+      "the NCCL communicator failed ({}: {}); a peer rank may have died or "
+      "lost its network, and the job ends here (NCCL_DEBUG=WARN names the "
+      "peer)",
+      ncclGetErrorString(r), ncclGetLastError(state.comm));
+  ncclCommAbort(state.comm);
+  state.aborted = true;
+  return why;
+}
+
+/// Completes when the communication stream passes its event; a wait polls
+/// the event and the communicator's asynchronous error in turn
+/// (pollUntilReady), so a failed peer ends it with NCCL's error.
 class NcclWork : public Work {
 public:
-  explicit NcclWork(cudaEvent_t event) : event(event) {}
+  NcclWork(cudaEvent_t event, std::shared_ptr<NcclState> state)
+      : event(event), state(std::move(state)) {}
   ~NcclWork() override {
-    cudaEventSynchronize(event);
+    // Never wait here on a broken communicator: an error is reported by
+    // wait() or test(); an unwaited Work's event is left to the driver.
+    try {
+      wait();
+    } catch (const Error &) {
+    }
     cudaEventDestroy(event);
   }
   bool test() override {
+    if (done)
+      return true;
     cudaError_t e = cudaEventQuery(event);
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+      if (std::string why = asyncError(*state); !why.empty())
+        throw Error("NCCL operation: " + why);
       return false;
+    }
     check(e, "NCCL operation");
+    done = true;
     return true;
   }
-  void wait() override { check(cudaEventSynchronize(event), "NCCL operation"); }
+  void wait() override {
+    if (done)
+      return;
+    pollUntilReady(
+        [&] {
+          cudaError_t e = cudaEventQuery(event);
+          if (e == cudaErrorNotReady)
+            return false;
+          check(e, "NCCL operation");
+          return true;
+        },
+        [&] { return asyncError(*state); }, "NCCL operation");
+    done = true;
+  }
 
 private:
   cudaEvent_t event;
+  std::shared_ptr<NcclState> state;
+  bool done = false;
 };
 
 class NcclCommunicator : public Communicator {
 public:
-  NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t compute)
-      : comm(comm), myRank(rank), mySize(size), compute(compute) {
+  NcclCommunicator(ncclComm_t c, int rank, int size, cudaStream_t compute)
+      : state(std::make_shared<NcclState>()), comm(c), myRank(rank),
+        mySize(size), compute(compute) {
+    state->comm = c;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
           "cudaStreamCreate");
   }
   ~NcclCommunicator() override {
-    cudaStreamSynchronize(stream);
-    ncclCommDestroy(comm);
+    // An aborted communicator's stream may never drain, and its handle is
+    // gone.
+    if (!state->aborted) {
+      cudaStreamSynchronize(stream);
+      ncclCommDestroy(comm);
+    }
     cudaStreamDestroy(stream);
   }
 
@@ -214,6 +280,9 @@ public:
 private:
   /// Orders `f`'s work after the compute stream's and returns its Work.
   template <typename F> std::unique_ptr<Work> enqueue(F &&f) {
+    if (state->aborted)
+      throw Error("NCCL operation: the NCCL communicator was aborted after "
+                  "an earlier failure");
     cudaEvent_t ready, done;
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
           "cudaEventCreate");
@@ -224,9 +293,10 @@ private:
     check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
           "cudaEventCreate");
     check(cudaEventRecord(done, stream), "cudaEventRecord");
-    return std::make_unique<NcclWork>(done);
+    return std::make_unique<NcclWork>(done, state);
   }
 
+  std::shared_ptr<NcclState> state;
   ncclComm_t comm;
   int myRank, mySize;
   cudaStream_t compute;
