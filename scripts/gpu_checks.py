@@ -125,8 +125,16 @@ def prepare(args):
         if res.returncode != 0:
             sys.stdout.write(res.stdout + res.stderr)
             sys.exit("prepare of %s failed" % t["name"])
+        # The test's ENVIRONMENT property (SHOAL_FILL_UNINITIALIZED=1), which
+        # ctest would set and the run below sets the same way.
+        test_env = {}
+        for prop in t.get("properties", []):
+            if prop.get("name") == "ENVIRONMENT":
+                for kv in prop.get("value", []):
+                    k, _, v = kv.partition("=")
+                    test_env[k] = v
         tests.append({"name": t["name"], "argv": argv + launch,
-                      "work": os.path.relpath(work, REPO)})
+                      "work": os.path.relpath(work, REPO), "env": test_env})
     for name, small in (("bench", False), ("bench-small", True)):
         sh([sys.executable, os.path.join(REPO, "bench", "gpt_cuda.py"), "prepare",
             "--bin", args.bin, "--out", os.path.join(out, name)]
@@ -156,14 +164,15 @@ def run(args):
     bin_dir = os.path.join(d, "bin")
     rows = []
 
-    def step(name, argv, timeout):
+    def step(name, argv, timeout, extra_env=None):
         if args.only and not any(o in name for o in args.only):
             return
         begin = time.time()
         log = os.path.join(res_dir, name.replace("/", "_") + ".log")
         with open(log, "w") as f:
             try:
-                r = subprocess.run([str(a) for a in argv], cwd=REPO, env=env, stdout=f,
+                r = subprocess.run([str(a) for a in argv], cwd=REPO,
+                                   env=dict(env, **(extra_env or {})), stdout=f,
                                    stderr=subprocess.STDOUT, timeout=timeout)
                 rc = r.returncode
             except subprocess.TimeoutExpired:
@@ -180,7 +189,7 @@ def run(args):
     for t in spec["tests"]:
         step(t["name"], [sys.executable] + t["argv"] + [
             "--bin", bin_dir, "--work", os.path.join(REPO, t["work"]), "--phase", "run"],
-             args.timeout)
+             args.timeout, t.get("env"))
     if not args.no_bench:
         for name in ("bench-small", "bench"):
             for prec in args.bench_precision:

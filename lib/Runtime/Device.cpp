@@ -142,3 +142,8 @@ void shoal::rt::runOnHostCopies(Device &dev,
   for (auto &[t, orig] : savedRead)
     *t = orig;
 }
+
+void Device::fillBytes(Tensor &t, unsigned char byte) {
+  if (t.memory() == MemoryKind::Host && t.numBytes())
+    std::memset(t.rawData(), byte, t.numBytes());
+}

@@ -67,6 +67,9 @@ public:
   virtual void copyToHost(const Tensor &src, Tensor &host) = 0;
   virtual void copy(const Tensor &src, Tensor &dst) = 0;
   virtual void zero(Tensor &t) = 0;
+  /// Sets every byte of `t` to `byte` (SHOAL_FILL_UNINITIALIZED's NaN
+  /// fill). The default writes host memory and leaves device memory alone.
+  virtual void fillBytes(Tensor &t, unsigned char byte);
 
   /// A host copy of `t` (the same tensor on the CPU).
   Tensor toHost(const Tensor &t);

@@ -557,8 +557,8 @@ void Executor::runKernel(const OpInfo &op, Comm &comm) {
         device.zero(t);
   } else if (fillUninitialized()) {
     for (Tensor &t : outs)
-      if (t.defined() && t.memory() == MemoryKind::Host && t.numBytes())
-        std::memset(t.rawData(), 0xFF, t.numBytes());
+      if (t.defined())
+        device.fillBytes(t, 0xFF);
   }
   KernelContext ctx{plan, device, 0};
   ctx.addInto = addInto;

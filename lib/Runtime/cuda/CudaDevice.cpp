@@ -205,6 +205,14 @@ void CudaDevice::zero(Tensor &t) {
           "cudaMemsetAsync");
 }
 
+void CudaDevice::fillBytes(Tensor &t, unsigned char byte) {
+  if (t.memory() == MemoryKind::Host)
+    return Device::fillBytes(t, byte);
+  if (t.numBytes())
+    check(cudaMemsetAsync(t.rawData(), byte, t.numBytes(), compute),
+          "cudaMemsetAsync");
+}
+
 void CudaDevice::synchronize() {
   check(cudaStreamSynchronize(compute), "running the program");
   int bad = 0;

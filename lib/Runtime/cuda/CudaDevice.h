@@ -54,6 +54,7 @@ public:
   void copyToHost(const Tensor &src, Tensor &host) override;
   void copy(const Tensor &src, Tensor &dst) override;
   void zero(Tensor &t) override;
+  void fillBytes(Tensor &t, unsigned char byte) override;
   void synchronize() override;
 
   void addInto(Tensor &acc, const Tensor &x) override;
