@@ -660,14 +660,7 @@ MemoryReport Executor::memoryReport() const {
         r.inputs += t.numBytes();
       }
   std::vector<KeptKind> kind = keptKinds(plan, memory);
-  auto count = [&](KeptKind k, std::size_t b) {
-    if (k == KeptKind::Gradient)
-      r.grads += b;
-    else
-      r.activations += b;
-    if (k == KeptKind::GradientTemporary)
-      r.gradientTemporaries += b;
-  };
+  auto count = [&](KeptKind k, std::size_t b) { countKept(r, k, b); };
   for (const auto &[key, t] : kept) {
     if (!seen.insert(t.rawData()).second)
       continue;

@@ -510,6 +510,15 @@ std::vector<KeptKind> shoal::rt::keptKinds(const LoadedPlan &plan,
   return out;
 }
 
+void shoal::rt::countKept(MemoryReport &r, KeptKind kind, std::size_t bytes) {
+  if (kind == KeptKind::Gradient)
+    r.grads += bytes;
+  else
+    r.activations += bytes;
+  if (kind == KeptKind::GradientTemporary)
+    r.gradientTemporaries += bytes;
+}
+
 MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
                                       const MemoryPlan &memory) {
   MemoryReport r;
@@ -546,14 +555,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
     if (memory.residence[v] == Residence::WeightCopy && memory.aliasOf[v] < 0)
       r.weights += bytes(static_cast<int>(v));
   std::vector<KeptKind> kind = keptKinds(plan, memory);
-  auto count = [&](KeptKind k, std::size_t b) {
-    if (k == KeptKind::Gradient)
-      r.grads += b;
-    else
-      r.activations += b;
-    if (k == KeptKind::GradientTemporary)
-      r.gradientTemporaries += b;
-  };
+  auto count = [&](KeptKind k, std::size_t b) { countKept(r, k, b); };
   for (const OpInfo &op : plan.ops) {
     // ZeRO's reduce-scatter over micro-batches sums its whole input over
     // the step first (Executor::reduceScatter).

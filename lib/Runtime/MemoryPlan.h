@@ -158,6 +158,10 @@ enum class KeptKind : uint8_t { Activation, GradientTemporary, Gradient };
 std::vector<KeptKind> keptKinds(const LoadedPlan &plan,
                                 const MemoryPlan &memory);
 
+/// Adds `bytes` of a kept buffer of `kind` to the report's parts (as
+/// predictMemory and Executor::memoryReport count it).
+void countKept(MemoryReport &r, KeptKind kind, std::size_t bytes);
+
 /// Per value, whether it holds a gradient the optimizer reads: the
 /// optimizer's gradient operand and, when that is a view (a weight viewed
 /// in pieces by shoal-fused-weight-views), the buffers it views. The memory

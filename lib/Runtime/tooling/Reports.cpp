@@ -14,12 +14,27 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
 
 using namespace shoal::rt;
 namespace fs = std::filesystem;
+
+namespace {
+/// A report's parts in the order the memory lines print them, to
+/// broadcast from one rank.
+std::array<double, 7> parts(const MemoryReport &r) {
+  return {double(r.weights),
+          double(r.grads),
+          double(r.optimizer),
+          double(r.activations),
+          double(r.peak),
+          double(r.inputs),
+          double(r.gradientTemporaries)};
+}
+} // namespace
 
 /// The memory line of the rank with the largest measured peak, printed by
 /// rank 0.
@@ -29,14 +44,8 @@ void shoal::rt::printMemoryReport(const MemoryReport &r, Communicator &world,
   auto mib = [](double b) { return b / double(1 << 20); };
   if (everyRank)
     for (int from = 0; from < world.size(); ++from) {
-      double bytes[7] = {double(r.weights),
-                         double(r.grads),
-                         double(r.optimizer),
-                         double(r.activations),
-                         double(r.peak),
-                         double(r.inputs),
-                         double(r.gradientTemporaries)};
-      world.broadcast(bytes, sizeof bytes, from)->wait();
+      std::array<double, 7> bytes = parts(r);
+      world.broadcast(bytes.data(), sizeof bytes, from)->wait();
       if (rank == 0)
         std::printf("shoal-run: memory of rank %d: weights %.3f MiB, grads "
                     "%.3f MiB, optimizer %.3f MiB, activations %.3f MiB, "
@@ -50,14 +59,8 @@ void shoal::rt::printMemoryReport(const MemoryReport &r, Communicator &world,
   int64_t largest = world.max(static_cast<double>(r.peak));
   int owner = static_cast<int>(
       world.min(static_cast<int64_t>(r.peak) == largest ? rank : INT_MAX));
-  double bytes[7] = {double(r.weights),
-                     double(r.grads),
-                     double(r.optimizer),
-                     double(r.activations),
-                     double(r.peak),
-                     double(r.inputs),
-                     double(r.gradientTemporaries)};
-  world.broadcast(bytes, sizeof bytes, owner)->wait();
+  std::array<double, 7> bytes = parts(r);
+  world.broadcast(bytes.data(), sizeof bytes, owner)->wait();
   if (rank == 0) {
     std::printf("shoal-run: memory: weights %.3f MiB, grads %.3f MiB, "
                 "optimizer %.3f MiB, activations %.3f MiB, peak %.3f MiB "
