@@ -173,7 +173,7 @@ private:
   /// activations of the micro-batches in flight, and an interleaved one
   /// those of the chunk passes in flight); a view is dropped.
   void releaseKept(int v, int microBatch);
-  /// The pool of v's buffers: (gradient or not, bytes).
+  /// The pool of v's buffers: (its KeptKind, bytes).
   std::pair<KeptKind, std::size_t> poolKey(int v) const;
   /// Collectives.
   void collective(const OpInfo &op, Comm &comm);

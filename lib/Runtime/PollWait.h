@@ -6,12 +6,13 @@
 //
 // A host wait on device work that may never finish: a collective whose peer
 // died waits for ever in cudaEventSynchronize. pollUntilReady polls the work
-// and the communicator's asynchronous error (ncclCommGetAsyncError) in
-// turn, so that a broken communicator ends the wait with its error at once
-// rather than at the stall watchdog's timeout (c10d's NCCL watchdog does
-// the same). Header-only and free of CUDA so that the CPU tests check it
-// with fakes (BackendTest.cpp) and the CUDA module needs no symbol of the
-// host runtime.
+// (yielding between polls, as cudaEventSynchronize's spin does) and, every
+// `checkEvery`, the communicator's asynchronous error
+// (ncclCommGetAsyncError), so that a broken communicator ends the wait with
+// its error rather than at the stall watchdog's timeout (c10d's NCCL
+// watchdog polls the same error). Header-only and free of CUDA so that the
+// CPU tests check it with fakes (BackendTest.cpp) and the CUDA module needs
+// no symbol of the host runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +21,6 @@
 
 #include "shoal/Runtime/Error.h"
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -28,29 +28,26 @@
 namespace shoal {
 namespace rt {
 
-/// Returns once `ready()` is true. Between polls it asks `failure()`, which
-/// returns an empty string while all is well, else what went wrong; then it
-/// throws Error("<what>: <failure>"). The first polls only yield (a
-/// collective usually completes within microseconds of the host asking);
-/// then it sleeps, 1 us doubling up to `maxSleep`. Returns the number of
-/// polls (for tests).
+/// Returns once `ready()` is true, polling it without sleeping (a
+/// collective is usually noticed within microseconds). Every `checkEvery`
+/// it asks `failure()`, which returns an empty string while all is well,
+/// else what went wrong; then it throws Error("<what>: <failure>").
+/// Returns the number of polls (for tests).
 template <typename Ready, typename Failure>
 long pollUntilReady(
     Ready &&ready, Failure &&failure, const std::string &what,
-    std::chrono::microseconds maxSleep = std::chrono::microseconds(1000)) {
-  constexpr long kSpins = 64;
-  std::chrono::microseconds sleep(1);
+    std::chrono::microseconds checkEvery = std::chrono::microseconds(1000)) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point nextCheck = Clock::now() + checkEvery;
   for (long polls = 1;; ++polls) {
     if (ready())
       return polls;
-    if (std::string why = failure(); !why.empty())
-      throw Error(what + ": " + why);
-    if (polls < kSpins) {
-      std::this_thread::yield();
-      continue;
+    if (Clock::now() >= nextCheck) {
+      if (std::string why = failure(); !why.empty())
+        throw Error(what + ": " + why);
+      nextCheck = Clock::now() + checkEvery;
     }
-    std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, maxSleep);
+    std::this_thread::yield();
   }
 }
 

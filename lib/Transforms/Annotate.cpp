@@ -123,6 +123,8 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
     // an op (kept here: the spec is shared, and stays as it was read).
     llvm::DenseMap<Operation *, std::pair<const SpecScope *, int>> claimed;
     llvm::SmallPtrSet<const SpecPattern *, 16> matched;
+    // Patterns that matched only nodes their scope excludes.
+    llvm::SmallPtrSet<const SpecPattern *, 16> matchedExcluded;
     bool ok = true;
     bool anyNamed = false;
     module.walk([&](Operation *op) {
@@ -136,15 +138,18 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
         for (const SpecPattern &p : scope.patterns) {
           if (!p.glob.match(node))
             continue;
-          matched.insert(&p);
           // Excluded: the scope does not take it (another scope may).
-          auto ex = llvm::find_if(scope.excludes, [&](const SpecPattern &e) {
-            return e.glob.match(node);
-          });
-          if (ex != scope.excludes.end()) {
-            matched.insert(&*ex);
+          bool excluded = false;
+          for (const SpecPattern &e : scope.excludes)
+            if (e.glob.match(node)) {
+              matched.insert(&e);
+              excluded = true;
+            }
+          if (excluded) {
+            matchedExcluded.insert(&p);
             break;
           }
+          matched.insert(&p);
           auto [it, inserted] = claimed.try_emplace(op, &scope, p.line);
           if (!inserted && it->second.first != &scope) {
             emitError(op->getLoc())
@@ -184,6 +189,11 @@ struct AnnotatePass : public ::shoal::impl::AnnotatePassBase<AnnotatePass> {
                 << name << "'): it places nothing";
             continue;
           }
+          if (matchedExcluded.contains(&p))
+            return emitError(module.getLoc())
+                   << specPath << ":" << p.line + 1 << ": pattern '" << p.text
+                   << "' of scope '" << scope.name
+                   << "' matches only nodes that the scope excludes";
           InFlightDiagnostic d = emitError(module.getLoc())
                                  << specPath << ":" << p.line + 1
                                  << ": pattern '" << p.text << "' of scope '"

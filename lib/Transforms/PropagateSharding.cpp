@@ -428,10 +428,12 @@ struct PropagateShardingPass
   /// batch size and the dimension the batch has in its activations.
   int64_t spBatch = -1, spBatchDim = 0;
   /// The sequence lengths of the hidden states: the lengths of the rank-3
-  /// values the TaskGraph's LayerNorms (and RMSNorms) normalize, so that a
-  /// rank-3 value of another length (a convolution's [batch, channels,
-  /// pixels] before its patches become a sequence) is not taken for hidden
-  /// states. Empty (no norm of that form): any length.
+  /// values the TaskGraph's norms (shoal.layer_norm, LayerNorm or RMSNorm,
+  /// and their gradients) normalize, so that a rank-3 value of another
+  /// length (a convolution's [batch, channels, pixels] before its patches
+  /// become a sequence) is not taken for hidden states. A norm shoal-fuse
+  /// did not form (an RMSNorm chain in a forward-only compile) is not seen.
+  /// Empty (no norm of that form): any length.
   llvm::SmallDenseSet<int64_t, 2> spSequences;
   /// Ops of the current TaskGraph split along the sequence.
   int64_t sequenceSplitOps = 0;
@@ -535,7 +537,10 @@ struct PropagateShardingPass
       spSequences.clear();
       int64_t seqDim = spBatchDim == 0 ? 1 : 0;
       tg.getBody().walk([&](Operation *op) {
-        if (!isa<LayerNormOp, AddLayerNormOp>(op))
+        // (A backward TaskGraph holds the norms' gradients, of the same
+        // input.)
+        if (!isa<LayerNormOp, AddLayerNormOp, LayerNormGradOp,
+                 LayerNormScaleGradOp>(op))
           return;
         auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
         if (type && type.getRank() == 3 &&

@@ -888,9 +888,10 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
       SmallVector<Operation *> whole, replicatedBlocks;
       // Initializers of which some block (shoal.source_range) is split
       // over tp in the module, with their widest split block: a whole
-      // block no wider is a key/value head beside split query heads; a
-      // wider one (the query heads whole beside split key/value heads)
-      // is warned like any whole product.
+      // block narrower than it is a key/value head beside split query
+      // heads; one as wide or wider (the query heads whole beside split
+      // key/value heads, or beside equal blocks) is warned like any whole
+      // product.
       auto blockWidth = [](WeightOp w) -> int64_t {
         auto range =
             w->getAttrOfType<DictionaryAttr>(ShoalDialect::kSourceRangeAttr);
@@ -933,7 +934,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
             auto sibling = splitSiblings.find(getSourceName(w));
             block &= sibling != splitSiblings.end() &&
                      w->hasAttr(ShoalDialect::kSourceRangeAttr) &&
-                     blockWidth(w) <= sibling->second;
+                     blockWidth(w) < sibling->second;
           }
         }
         if (weighted && !split && block)

@@ -2,7 +2,7 @@
 // split narrower ones (here the first block feeds a softmax over its
 // columns, so its column split would be gathered at once) is replicated
 // work like any whole product: warned, with the reason. Only a whole block
-// no wider than its split siblings (a multi-query key/value head beside
+// narrower than its widest split sibling (a multi-query key/value head beside
 // split query heads, fused-weight-blocks-report.mlir) gets the
 // by-design note.
 // RUN: shoal-opt %s --shoal-fused-weight-views --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-partition --shoal-report -o /dev/null 2>&1 | FileCheck %s

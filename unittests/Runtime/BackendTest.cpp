@@ -134,6 +134,30 @@ TEST(MemoryPlan, FindsTheWeightGradientsOnTheirWayToTheOptimizer) {
   g = gradientTransients(p);
   EXPECT_TRUE(g[7]);
   EXPECT_FALSE(g[5]);
+
+  // A pipeline stage's step sum over micro-batches that it sends (a tied
+  // weight's gradient, to the stage updating it), and the product summed
+  // into it; a value sent without such a sum is an activation.
+  LoadedPlan q;
+  q.mesh = Mesh({"mb", "dp"}, {2, 1}, /*hasMicroBatchAxis=*/true);
+  q.values.resize(6);
+  auto qop = [&](OpKind kind, std::vector<int> in, std::vector<int> out,
+                 std::vector<int> axes = {}) {
+    OpInfo o;
+    o.kind = kind;
+    o.index = static_cast<int>(q.ops.size());
+    o.inputs = std::move(in);
+    o.outputs = std::move(out);
+    o.attrs.meshAxes = std::move(axes);
+    q.ops.push_back(std::move(o));
+  };
+  qop(OpKind::MatMul, {0, 1}, {2});                            // its gradient
+  qop(OpKind::AllReduce, {2}, {3}, {q.mesh.microBatchAxis()}); // step sum
+  qop(OpKind::Send, {3}, {});
+  qop(OpKind::Tanh, {0}, {4}); // an activation
+  qop(OpKind::Send, {4}, {});
+  g = gradientTransients(q);
+  EXPECT_EQ(g, (std::vector<bool>{false, false, true, true, false, false}));
 }
 
 // A host wait on device work (NcclWork::wait, with the communicator's
@@ -144,8 +168,9 @@ TEST(PollWait, ReturnsWhenReadyAndThrowsOnAsyncFailure) {
   int polls = 0;
   long n = pollUntilReady([&] { return ++polls == 200; },
                           [] { return std::string(); }, "op",
-                          std::chrono::microseconds(2));
+                          std::chrono::microseconds(0));
   EXPECT_EQ(n, 200);
+  // The failure is asked every `checkEvery` (here at every poll).
   int failureChecks = 0;
   try {
     pollUntilReady([] { return false; },
@@ -154,12 +179,21 @@ TEST(PollWait, ReturnsWhenReadyAndThrowsOnAsyncFailure) {
                                 ? std::string()
                                 : std::string("the peer is gone");
                    },
-                   "NCCL operation", std::chrono::microseconds(2));
+                   "NCCL operation", std::chrono::microseconds(0));
     FAIL() << "expected an error";
   } catch (const Error &e) {
     EXPECT_STREQ(e.what(), "NCCL operation: the peer is gone");
   }
   EXPECT_EQ(failureChecks, 100);
+  // Work ready before the first check never asks.
+  failureChecks = 0;
+  pollUntilReady([] { return true; },
+                 [&] {
+                   ++failureChecks;
+                   return std::string();
+                 },
+                 "op", std::chrono::seconds(1));
+  EXPECT_EQ(failureChecks, 0);
 }
 
 // The data movement around device-buffer collectives (Executor, under

@@ -36,11 +36,12 @@ struct MemoryReport {
   /// constants: the data the step is given, in the types the plan reads
   /// it in, which a 16-bit plan does not change (float labels, masks).
   std::size_t inputs = 0;
-  /// Of the activations, the bytes the arena needs beyond what the
-  /// activations alone would for the weight gradients on their way to the
+  /// Of the activations, the weight gradients on their way to the
   /// optimizer (a product's partial sums before their all_reduce or
   /// reduce-scatter, a shared weight's uses before their sum, a gradient
-  /// before its cast). They stay float32 in a 16-bit plan, as Megatron-LM's
+  /// before its cast, a pipeline stage's step sum it sends): their kept
+  /// buffers, and the bytes the arena needs beyond what the activations
+  /// alone would. They stay float32 in a 16-bit plan, as Megatron-LM's
   /// main_grad does.
   std::size_t gradientTemporaries = 0;
   /// The device's measured peak (for the CPU, the process's peak resident

@@ -71,18 +71,38 @@ ncclRedOp_t ncclOpOf(ReduceOp op) {
   return ncclSum;
 }
 
-/// A communicator and whether it was aborted (shared by its Work objects).
+/// A communicator and whether it was aborted (shared by its Work objects),
+/// and a flag shared by every communicator split from the same world: when
+/// one fails, the others abort at their next wait instead of waiting on a
+/// peer that is gone.
 struct NcclState {
   ncclComm_t comm = nullptr;
   bool aborted = false;
+  std::shared_ptr<bool> jobFailed = std::make_shared<bool>(false);
 };
 
+/// Aborts the communicator (its handle is gone after).
+void abortComm(NcclState &state) {
+  if (state.aborted)
+    return;
+  ncclCommAbort(state.comm);
+  state.comm = nullptr;
+  state.aborted = true;
+  *state.jobFailed = true;
+}
+
 /// The communicator's asynchronous error ("" while there is none): a peer
-/// that died or a network failure. The communicator is then aborted, so
-/// that no later call waits on it.
+/// that died or a network failure, or the failure of another communicator
+/// of the job. The communicator is then aborted, so that no later call
+/// waits on it.
 std::string asyncError(NcclState &state) {
   if (state.aborted)
     return "the NCCL communicator was aborted after an earlier failure";
+  if (*state.jobFailed) {
+    abortComm(state);
+    return "another NCCL communicator of this job failed (its error came "
+           "first)";
+  }
   ncclResult_t r = ncclSuccess;
   if (ncclCommGetAsyncError(state.comm, &r) != ncclSuccess)
     return "";
@@ -93,24 +113,24 @@ std::string asyncError(NcclState &state) {
       "lost its network, and the job ends here (NCCL_DEBUG=WARN names the "
       "peer)",
       ncclGetErrorString(r), ncclGetLastError(state.comm));
-  ncclCommAbort(state.comm);
-  state.aborted = true;
+  abortComm(state);
   return why;
 }
 
 /// Completes when the communication stream passes its event; a wait polls
-/// the event and the communicator's asynchronous error in turn
+/// the event and, every millisecond, the communicator's asynchronous error
 /// (pollUntilReady), so a failed peer ends it with NCCL's error.
 class NcclWork : public Work {
 public:
   NcclWork(cudaEvent_t event, std::shared_ptr<NcclState> state)
       : event(event), state(std::move(state)) {}
   ~NcclWork() override {
-    // Never wait here on a broken communicator: an error is reported by
-    // wait() or test(); an unwaited Work's event is left to the driver.
+    // Waits for the work (its buffers may be freed next), but ends with the
+    // communicator's failure rather than waiting for ever; errors are
+    // reported by wait() and test(), not here.
     try {
       wait();
-    } catch (const Error &) {
+    } catch (...) {
     }
     cudaEventDestroy(event);
   }
@@ -150,20 +170,30 @@ private:
 
 class NcclCommunicator : public Communicator {
 public:
-  NcclCommunicator(ncclComm_t c, int rank, int size, cudaStream_t compute)
+  /// `jobFailed`: the flag of the world this communicator is split from
+  /// (null for a world).
+  NcclCommunicator(ncclComm_t c, int rank, int size, cudaStream_t compute,
+                   std::shared_ptr<bool> jobFailed = nullptr)
       : state(std::make_shared<NcclState>()), comm(c), myRank(rank),
         mySize(size), compute(compute) {
     state->comm = c;
+    if (jobFailed)
+      state->jobFailed = std::move(jobFailed);
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
           "cudaStreamCreate");
   }
   ~NcclCommunicator() override {
-    // An aborted communicator's stream may never drain, and its handle is
-    // gone.
-    if (!state->aborted) {
-      cudaStreamSynchronize(stream);
-      ncclCommDestroy(comm);
+    // Drains the stream, ending at the communicator's failure (or another
+    // one's) rather than waiting for ever; an aborted communicator's
+    // handle is gone.
+    try {
+      pollUntilReady(
+          [&] { return cudaStreamQuery(stream) != cudaErrorNotReady; },
+          [&] { return asyncError(*state); }, "NCCL shutdown");
+    } catch (...) {
     }
+    if (!state->aborted)
+      ncclCommDestroy(comm);
     cudaStreamDestroy(stream);
   }
 
@@ -173,12 +203,16 @@ public:
   bool deviceMemory() const override { return true; }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
+    if (state->aborted || *state->jobFailed)
+      throw Error("ncclCommSplit: the NCCL communicator was aborted after an "
+                  "earlier failure");
     ncclComm_t sub;
     checkNccl(ncclCommSplit(comm, color, key, &sub, nullptr), "ncclCommSplit");
     int r = 0, n = 0;
     checkNccl(ncclCommUserRank(sub, &r), "ncclCommUserRank");
     checkNccl(ncclCommCount(sub, &n), "ncclCommCount");
-    return std::make_unique<NcclCommunicator>(sub, r, n, compute);
+    return std::make_unique<NcclCommunicator>(sub, r, n, compute,
+                                              state->jobFailed);
   }
 
   std::unique_ptr<Work> allReduce(void *buf, int64_t count, DType dtype,
@@ -273,16 +307,18 @@ public:
   void barrier() override {
     int *one = nullptr;
     check(cudaMalloc(&one, sizeof(int)), "cudaMalloc");
+    std::unique_ptr<int, cudaError_t (*)(void *)> owned(one, cudaFree);
     allReduce(one, 1, DType::I32, ReduceOp::Sum)->wait();
-    cudaFree(one);
   }
 
 private:
   /// Orders `f`'s work after the compute stream's and returns its Work.
   template <typename F> std::unique_ptr<Work> enqueue(F &&f) {
-    if (state->aborted)
-      throw Error("NCCL operation: the NCCL communicator was aborted after "
-                  "an earlier failure");
+    if (std::string why = state->aborted || *state->jobFailed
+                              ? asyncError(*state)
+                              : std::string();
+        !why.empty())
+      throw Error("NCCL operation: " + why);
     cudaEvent_t ready, done;
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
           "cudaEventCreate");

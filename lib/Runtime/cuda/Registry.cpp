@@ -97,7 +97,15 @@ MatmulShape matmulShapeOf(const Shape &as, const Shape &bs, const Shape &os) {
   s.m = a[a.size() - 2];
   s.k = a.back();
   s.n = b.back();
-  int64_t na = numElements(a) / (s.m * s.k), nb = numElements(b) / (s.k * s.n);
+  // The batch sizes from the leading dimensions (an empty matrix divides
+  // nothing).
+  auto lead = [](const Shape &x) {
+    int64_t p = 1;
+    for (std::size_t i = 0; i + 2 < x.size(); ++i)
+      p *= x[i];
+    return p;
+  };
+  int64_t na = lead(a), nb = lead(b);
   int64_t no = s.m * s.n != 0 ? numElements(os) / (s.m * s.n) : 0;
   s.batch = no;
   if (nb == 1) {
@@ -1024,8 +1032,9 @@ void shoal::rt::registerCudaKernels() {
   };
   const KernelWrites partial = KernelWrites::Partial, every = KernelWrites::All;
   // These write every element of their outputs (grid-stride loops over
-  // the output; cuBLAS with beta = 0 does not read C; a gather writes
-  // zeros for another rank's rows): nothing to zero first. The GPU tests
+  // the output; cuBLAS with beta = 0 does not read C, and gemm() zeroes an
+  // empty contraction's output itself; a gather writes zeros for another
+  // rank's rows): nothing to zero first. The GPU tests
   // run with SHOAL_FILL_UNINITIALIZED=1, which fills their outputs with
   // NaN instead, so an element left out shows.
   widened(OpKind::MatMul, matmulKernel, matmulCheck, every);

@@ -212,15 +212,18 @@ LogicalResult upgradeOpset(MLIRContext *ctx, StringRef path, StringRef modelDir,
 /// Why an op whose result's shape depends on its input's values cannot be
 /// imported, and what a model does instead; empty for other ops.
 static StringRef dataDependentShapeHint(StringRef opType) {
-  if (opType == "NonZero" || opType == "Compress" || opType == "Unique" ||
-      opType == "NonMaxSuppression")
+  if (opType == "NonZero" || opType == "Compress")
     return "its result's shape depends on its input's values (torch.nonzero, "
            "torch.where with one argument, boolean-mask indexing: a mixture "
            "of experts gathering the tokens routed to each expert), and a "
            "plan's shapes are static. Route with a fixed capacity per expert "
-           "instead (torch.topk over the tokens, gather, scatter_add back: "
-           "the zoo's moe model, docs/ModelFamilies.md), or compute every "
-           "expert on every token weighted by its routing weight";
+           "instead (torch.topk over the tokens, gather, scatter_add back, "
+           "as examples/families/moe.py does), or compute every expert on "
+           "every token weighted by its routing weight";
+  if (opType == "Unique" || opType == "NonMaxSuppression")
+    return "its result's shape depends on its input's values, and a plan's "
+           "shapes are static: compute it outside the model, or keep a fixed "
+           "number of results (torch.topk) and mask the rest";
   return "";
 }
 
