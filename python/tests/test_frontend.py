@@ -174,6 +174,15 @@ class Tied(nn.Module):
         return self.out(self.emb(ids))
 
 
+def _export_tied(tmp_path, batch=2):
+    """A Tied model exported with `batch` rows of 3 ids: (model, path)."""
+    model = Tied()
+    path = shoal.export(model, (torch.zeros(batch, 3, dtype=torch.int64),),
+                        str(tmp_path / "tied.onnx"), input_names=["ids"],
+                        output_names=["logits"])
+    return model, path
+
+
 def test_tied_weights_are_exported_and_loaded_once(tmp_path):
     model = Tied()
     ids = torch.zeros(2, 3, dtype=torch.int64)
@@ -223,10 +232,7 @@ def test_a_scope_that_builds_no_module_is_an_error(tmp_path):
 
 
 def test_tool_failures_are_exceptions_with_the_tools_message(tmp_path):
-    model = Tied()
-    path = shoal.export(model, (torch.zeros(2, 3, dtype=torch.int64),),
-                        str(tmp_path / "tied.onnx"), input_names=["ids"],
-                        output_names=["logits"])
+    _, path = _export_tied(tmp_path)
     with pytest.raises(shoal.ShoalError, match="needs a loss"):
         shoal.compile(path, world_size=2)
     shoal.config(loss={"kind": "mse", "output": "nope", "labels": "y"}, optimizer=ADAMW)
@@ -407,12 +413,9 @@ def _working_torchrun():
 @pytest.mark.skipif(_working_torchrun() is None,
                     reason="a working torchrun next to this Python (torch 2 venv)")
 def test_train_under_torchrun_equals_mpirun(tmp_path):
-    model = Tied()
     shoal.config(loss={"kind": "cross_entropy", "output": "logits", "labels": "labels"},
                  optimizer=ADAMW)
-    path = shoal.export(model, (torch.zeros(2, 3, dtype=torch.int64),),
-                        str(tmp_path / "tied.onnx"), input_names=["ids"],
-                        output_names=["logits"])
+    _, path = _export_tied(tmp_path)
     plan = shoal.compile(path, world_size=2)
     np.save(str(tmp_path / "tokens.npy"), np.arange(8 * 4).reshape(8, 4) % 10)
     lines = []
@@ -525,12 +528,9 @@ def test_parameters_without_grad_are_frozen(tmp_path):
 
 
 def test_simulate_predicts_a_step_and_names_a_mismatch(tmp_path):
-    model = Tied()
     shoal.config(loss={"kind": "cross_entropy", "output": "logits", "labels": "labels"},
                  optimizer=ADAMW)
-    path = shoal.export(model, (torch.zeros(4, 3, dtype=torch.int64),),
-                        str(tmp_path / "tied.onnx"), input_names=["ids"],
-                        output_names=["logits"])
+    _, path = _export_tied(tmp_path, batch=4)
     cluster = os.path.join(REPO, "test", "Inputs", "cluster_cpu2.yaml")
     text = shoal.simulate(shoal.compile(path, world_size=2), cluster)
     assert re.search(r"on 2 devices .*: predicted step [0-9.]+ ms", text), text

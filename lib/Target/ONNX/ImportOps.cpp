@@ -225,8 +225,7 @@ std::pair<Value, Value> matchPerSampleGather(OpBuilder &b, Location loc,
       !dt.hasStaticShape() || !it.hasStaticShape())
     return {};
   int64_t batch = xt.getDimSize(0);
-  if (batch < 2 || it.getDimSize(0) != batch ||
-      dt.getDimSize(0) % batch != 0)
+  if (batch < 2 || it.getDimSize(0) != batch || dt.getDimSize(0) % batch != 0)
     return {};
   // The flatten merges x's leading dimensions into the gathered one.
   int64_t rows = dt.getDimSize(0) / batch, merged = 1;
