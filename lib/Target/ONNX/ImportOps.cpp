@@ -221,8 +221,8 @@ std::pair<Value, Value> matchPerSampleGather(OpBuilder &b, Location loc,
   auto xt = cast<RankedTensorType>(x.getType());
   auto dt = cast<RankedTensorType>(data.getType());
   auto it = cast<RankedTensorType>(indices.getType());
-  if (xt.getRank() < 2 || it.getRank() < 2 || !xt.hasStaticShape() ||
-      !dt.hasStaticShape() || !it.hasStaticShape())
+  if (xt.getRank() < 2 || dt.getRank() < 1 || it.getRank() < 2 ||
+      !xt.hasStaticShape() || !dt.hasStaticShape() || !it.hasStaticShape())
     return {};
   int64_t batch = xt.getDimSize(0);
   if (batch < 2 || it.getDimSize(0) != batch || dt.getDimSize(0) % batch != 0)
