@@ -192,6 +192,31 @@ struct TaskGraphPartitioner {
     }
   }
 
+  /// The dimension that a reduce_scatter of an op's partial sums splits to
+  /// turn the layout its factors give (`computed`) into `want`, or -1:
+  /// `want` is `computed` with one more dimension split over exactly the
+  /// axes of its contracted factors.
+  static int64_t scatteredDim(const ShardingRule &rule, const FactorAxes &axes,
+                              ShardingAttr computed, ShardingAttr want) {
+    SmallVector<StringRef> partial;
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
+      if (kind == FactorKind::Reduction)
+        partial.append(axes[f].begin(), axes[f].end());
+    if (partial.empty() || computed.isStrided() || want.isStrided() ||
+        computed.getDims().size() != want.getDims().size())
+      return -1;
+    int64_t dim = -1;
+    for (unsigned d = 0; d < want.getDims().size(); ++d) {
+      if (computed.getDimAxes(d) == want.getDimAxes(d))
+        continue;
+      if (dim >= 0 || !computed.getDimAxes(d).empty() ||
+          want.getDimAxes(d) != partial)
+        return -1;
+      dim = d;
+    }
+    return dim;
+  }
+
   StringAttr sequenceGatherReason(OpBuilder &b, ArrayRef<StringRef> axes) {
     return b.getStringAttr("sequence parallelism: the sequence gathered over " +
                            formatAxesList(axes) +
@@ -1012,8 +1037,26 @@ struct TaskGraphPartitioner {
     if (!resultSh || resultSh.size() != op->getNumResults())
       return op->emitError() << "has no result shardings; run "
                                 "shoal-propagate-sharding first";
-    for (auto [r, s] : llvm::zip(op->getResults(), resultSh))
-      setLocal(r, cast<ShardingAttr>(s));
+    // A partial sum scattered along a dimension (sequence parallelism,
+    // shoal-propagate-sharding): the op computes the layout of its
+    // factors, and a reduce_scatter over the contracted factors' axes gives
+    // the result's.
+    int64_t scatterDim = -1;
+    ShardingAttr scatteredLayout;
+    for (auto [r, s] : llvm::zip(op->getResults(), resultSh)) {
+      auto want = cast<ShardingAttr>(s);
+      if (r.getResultNumber() == 0 && rule.results.size() == 1) {
+        ShardingAttr computed =
+            shardingFromFactors(ctx, rule, rule.results.front(), axes, outer);
+        if (computed != want &&
+            (scatterDim = scatteredDim(rule, axes, computed, want)) >= 0) {
+          scatteredLayout = want;
+          setLocal(r, computed);
+          continue;
+        }
+      }
+      setLocal(r, want);
+    }
     if (auto onnx = dyn_cast<OnnxOp>(op))
       localizeAttrs(onnx);
 
@@ -1122,6 +1165,21 @@ struct TaskGraphPartitioner {
       RankedTensorType resultType = global.lookup(result);
       global[add.getResult()] = resultType;
       conv.erase();
+      return success();
+    }
+    if (scatterDim >= 0) {
+      RankedTensorType resultType = global.lookup(result);
+      auto rs = b.create<ReduceScatterOp>(
+          op->getLoc(), getLocalType(resultType, scatteredLayout, mesh), result,
+          scatterDim, b.getStrArrayAttr(partial));
+      rs->setAttr(ShoalDialect::kReasonAttr,
+                  b.getStringAttr("sequence parallelism: partial sums summed "
+                                  "and scattered along the sequence over " +
+                                  formatAxesList(partial)));
+      rs->setAttr(kSequenceSplitAttr, b.getDenseI64ArrayAttr({0}));
+      result.replaceAllUsesExcept(rs.getResult(), rs);
+      layout[rs.getResult()] = scatteredLayout;
+      global[rs.getResult()] = resultType;
       return success();
     }
     auto sum = b.create<AllReduceOp>(op->getLoc(), result.getType(), result,

@@ -18,6 +18,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/bit.h"
 
 #include <deque>
 
@@ -424,6 +425,9 @@ struct PropagateShardingPass
   /// once), so that a bias or LayerNorm gradient sums its block of the
   /// sequence, as Megatron-LM's do.
   llvm::DenseMap<Value, ShardingAttr> sequenceSliced;
+  /// The dimensions of values that hold a sequence (sequenceDimsOf), a bit
+  /// per dimension.
+  llvm::DenseMap<Value, uint64_t> sequenceDims;
   /// Set while propagating through a sequence-parallel TaskGraph: its
   /// batch size and the dimension the batch has in its activations.
   int64_t spBatch = -1, spBatchDim = 0;
@@ -809,6 +813,77 @@ struct PropagateShardingPass
     return d;
   }
 
+  /// The dimensions of `v` that hold a sequence: where a sequence split
+  /// over tp put it, or where an op carried such a dimension (a key's
+  /// sequence through its transpose, the scores and their gradients).
+  uint64_t sequenceDimsOf(Value v) {
+    uint64_t dims = sequenceDims.lookup(v);
+    if (sequenceSplit.contains(v)) {
+      ShardingAttr s = getValueSharding(v);
+      for (unsigned d = 0; d < s.getDims().size() && d < 64; ++d)
+        if (llvm::is_contained(s.getDimAxes(d), "tp") && s.getDimOuter(d) == 1)
+          dims |= uint64_t(1) << d;
+    }
+    return dims;
+  }
+
+  /// Carries the sequence dimensions of `op`'s operands to its results
+  /// through the factors of its rule (a dimension of one factor only).
+  void carrySequenceDims(Operation *op, const ShardingRule &rule) {
+    llvm::SmallSet<int, 4> factors;
+    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+      uint64_t dims = sequenceDimsOf(v);
+      for (auto [d, df] : llvm::enumerate(rule.operands[k]))
+        if (d < 64 && (dims >> d & 1) && df.size() == 1)
+          factors.insert(df.front());
+    }
+    if (factors.empty())
+      return;
+    for (auto [r, tf] : llvm::enumerate(rule.results)) {
+      uint64_t dims = 0;
+      for (auto [d, df] : llvm::enumerate(tf))
+        if (d < 64 && df.size() == 1 && factors.contains(df.front()))
+          dims |= uint64_t(1) << d;
+      if (dims && r < op->getNumResults())
+        sequenceDims[op->getResult(r)] = dims;
+    }
+  }
+
+  /// The sequence dimension along which the partial sums over tp that `op`
+  /// leaves are scattered (sequence parallelism), or -1: `op` has one
+  /// result, of [batch, sequence, x], its only split over tp is a
+  /// contracted factor, and its sequence (the one dimension that holds a
+  /// sequence, carrySequenceDims) is one factor that divides evenly.
+  int64_t scatteredSequenceDim(Operation *op, const ShardingRule &rule,
+                               const FactorAxes &axes,
+                               ArrayRef<Attribute> results,
+                               int64_t tpSize) const {
+    if (spBatch <= 0 || op->getNumResults() != 1 || rule.results.size() != 1)
+      return -1;
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    uint64_t dims = sequenceDims.lookup(op->getResult(0));
+    if (!type || type.getRank() != 3 || !llvm::has_single_bit(dims) ||
+        type.getDimSize(spBatchDim) != spBatch ||
+        holdsTp(cast<ShardingAttr>(results.front())))
+      return -1;
+    int64_t d = llvm::countr_zero(dims);
+    if (d == spBatchDim || rule.results.front()[d].size() != 1 ||
+        (!spSequences.empty() && !spSequences.contains(type.getDimSize(d))))
+      return -1;
+    bool partial = false;
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
+      if (llvm::is_contained(axes[f], "tp")) {
+        if (kind != FactorKind::Reduction)
+          return -1;
+        partial = true;
+      }
+    int f = rule.results.front()[d].front();
+    if (!partial || rule.factorKinds[f] != FactorKind::Parallel ||
+        !axes[f].empty() || type.getDimSize(d) % tpSize != 0)
+      return -1;
+    return d;
+  }
+
   static bool holdsTp(ShardingAttr s) {
     for (unsigned d = 0, e = s.getDims().size(); d < e; ++d)
       if (llvm::is_contained(s.getDimAxes(d), "tp"))
@@ -1131,6 +1206,27 @@ struct PropagateShardingPass
     SmallVector<Attribute> results;
     for (const TensorFactors &tf : rule.results)
       results.push_back(shardingFromFactors(ctx, rule, tf, axes, outer));
+    // Sequence parallelism: a partial sum over tp with a sequence (a
+    // contraction split over tp whose result is [batch, sequence, x]: the
+    // key and value gradients of an attention split along its queries) is
+    // summed and scattered along the sequence, not all-reduced: shoal-
+    // partition makes it a reduce_scatter, and its readers take the split
+    // like any sequence split (an all_reduce is a reduce_scatter and an
+    // all_gather; readers that need it whole gather it).
+    if (spBatch > 0)
+      carrySequenceDims(op, rule);
+    int64_t scattered = scatteredSequenceDim(op, rule, axes, results, tpSize);
+    if (scattered >= 0) {
+      auto sh = cast<ShardingAttr>(results.front());
+      SmallVector<SmallVector<StringRef>> dims;
+      for (unsigned d = 0; d < sh.getDims().size(); ++d)
+        dims.push_back(d == scattered ? SmallVector<StringRef>{"tp"}
+                                      : sh.getDimAxes(d));
+      results.front() = ShardingAttr::get(ctx, dims);
+      sequenceSplit.insert(op->getResult(0));
+      op->setAttr(kSequenceSplitAttr, b.getDenseI64ArrayAttr({0}));
+      ++sequenceSplitOps;
+    }
     op->setAttr(ShoalDialect::kShardingAttr, b.getArrayAttr(results));
     if (tookWeakTp) {
       ++sequenceSplitOps;
