@@ -52,6 +52,11 @@ class Model:
         self.tensor_parallel_layers = tensor_parallel_layers
 
 
+class NotApplicable(Exception):
+    """Raised by a model's build when the installed libraries cannot make
+    it (every layout is then n/a, with the message)."""
+
+
 def _rng(salt):
     return np.random.default_rng([0, 1000 + salt])
 
@@ -378,6 +383,19 @@ def _mixtral(t):
         sliding_window=None)))
 
 
+def _mixtral_bmm(t):
+    # transformers 5's static-shape experts (integrations/moe.py,
+    # batched_mm_experts_forward): each token's k experts' matrices
+    # gathered by run-time ids (GatherND), no data-dependent shapes. The
+    # loop of transformers 4 (`mixtral`) exports its routing as constants.
+    if int(t.__version__.split(".")[0]) < 5:
+        raise NotApplicable("needs transformers >= 5 (experts_implementation="
+                            "'batched_mm'); transformers %s" % t.__version__)
+    return t.MixtralForCausalLM(t.MixtralConfig(**_small(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=None), experts_implementation="batched_mm"))
+
+
 def _bert(t):
     return t.BertForMaskedLM(t.BertConfig(**_small(hidden_dropout_prob=0.0,
                                                    attention_probs_dropout_prob=0.0)))
@@ -482,6 +500,10 @@ MODELS += [
     Model("mixtral", "transformers", _hf(_mixtral, ["input_ids"]), HF,
           layers=r"^(/hf/model/layers\.\d+/)", train=True, lm=True,
           notes="MixtralForCausalLM, 4 experts, top-2"),
+    Model("mixtral_bmm", "transformers", _hf(_mixtral_bmm, ["input_ids"]), HF,
+          layers=r"^(/hf/model/layers\.\d+/)", train=True, lm=True,
+          notes="MixtralForCausalLM, 4 experts, top-2, transformers 5's "
+                "experts_implementation='batched_mm'"),
     Model("bert", "transformers", _hf(_bert, ["input_ids", "token_type_ids",
                                               "attention_mask"]), HF,
           layers=r"^(/hf/bert/encoder/layer\.\d+/)", train=True, lm=True,

@@ -816,6 +816,10 @@ def worker(args):
     try:
         module, inputs, out_names, info = export(model, work, torch, args.exporter,
                                                  args.opset)
+    except zoo.NotApplicable as e:
+        for l in layouts:
+            result["layouts"][l] = {"status": "n/a", "reason": str(e)}
+        return result
     except Exception as e:  # noqa: BLE001: an export failure is a result
         reason = "export: %s" % first_error_line("%s: %s" % (type(e).__name__, e))
         for l in layouts:

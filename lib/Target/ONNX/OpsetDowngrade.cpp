@@ -156,6 +156,9 @@ private:
                        onnx::NodeProto &indicesNode, int index,
                        llvm::ArrayRef<int64_t> dataShape);
 
+  void resolveRuntimeGatherND(onnx::NodeProto &squeeze, onnx::NodeProto &gather,
+                              int index, llvm::ArrayRef<int64_t> indicesShape);
+
   void expandGelu(const onnx::NodeProto &node, int index);
   void expandGroupNorm(const onnx::NodeProto &node, int index);
 
@@ -178,6 +181,9 @@ private:
     onnx::NodeProto *gatherND = nullptr;
     /// The Constant before `node` that becomes the Gather's indices.
     onnx::NodeProto *indices = nullptr;
+    /// A GatherND whose indices are computed at run time: `node` is the
+    /// Identity of its indices that becomes their Squeeze.
+    bool runtimeIndices = false;
   };
   std::vector<Pending> pending;
 };
@@ -486,12 +492,24 @@ void Downgrader::rewrite(const onnx::NodeProto &original, int index) {
       fail(node, index,
            "batch_dims = " + std::to_string(getIntAttr(node, "batch_dims", 0)) +
                " is not supported (only 0)");
-    if (node.input_size() < 2 || !constantInts(node.input(1)))
-      fail(node, index,
-           "indices '" +
-               (node.input_size() < 2 ? std::string() : node.input(1)) +
-               "' must be an int64 Constant or initializer (shoal supports "
-               "GatherND only as a Gather with indices known at compile time)");
+    if (node.input_size() < 2)
+      fail(node, index, "needs data and indices");
+    if (!constantInts(node.input(1))) {
+      // Indices computed at run time (`weight[expert_ids]`): an Identity of
+      // the indices that becomes a Squeeze of their last dimension once
+      // shape inference says it is 1; the GatherND then becomes a Gather
+      // along dimension 0.
+      onnx::NodeProto gatherND = node;
+      out.pop_back();
+      std::string rows = freshName(gatherND.output(0) + "_rows");
+      onnx::NodeProto &identity =
+          addNode(gatherND, "Identity", {gatherND.input(1)}, {rows});
+      gatherND.set_input(1, rows);
+      onnx::NodeProto &gather = out.emplace_back(std::move(gatherND));
+      pending.push_back({&identity, index, 0, &gather, nullptr,
+                         /*runtimeIndices=*/true});
+      return;
+    }
     // Before the node, a Constant that becomes the Gather's indices (a
     // value the runtime reads, so not an initializer: those come from the
     // model file) and an Identity of the data that becomes the Reshape
@@ -608,6 +626,32 @@ void Downgrader::resolveGatherND(onnx::NodeProto &reshape,
   axis->set_i(first);
 }
 
+void Downgrader::resolveRuntimeGatherND(onnx::NodeProto &squeeze,
+                                        onnx::NodeProto &gather, int index,
+                                        llvm::ArrayRef<int64_t> indicesShape) {
+  if (indicesShape.empty())
+    fail(gather, index, "indices must have rank 1 or more");
+  int64_t k = indicesShape.back();
+  if (k != 1)
+    fail(gather, index,
+         "indices '" + squeeze.input(0) +
+             "' are computed at run time and their last dimension is " +
+             (k < 0 ? std::string("unknown") : std::to_string(k)) +
+             "; shoal supports run-time indices into the first dimension "
+             "of the data only (last dimension 1, `weight[ids]`: a Gather), "
+             "and any indices known at compile time");
+  // GatherND(data, i[..., 1]) = Gather(data, i[..., 0], axis 0).
+  squeeze.set_op_type("Squeeze");
+  squeeze.add_input(
+      int64Constant(squeeze, {static_cast<int64_t>(indicesShape.size()) - 1}));
+  gather.set_op_type("Gather");
+  gather.clear_attribute();
+  onnx::AttributeProto *axis = gather.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+}
+
 void Downgrader::inlineSmallExternalInts() {
   for (onnx::TensorProto &t : *graph.mutable_initializer()) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -655,7 +699,9 @@ int Downgrader::resolvePending(
       continue;
     }
     int64_t rank = static_cast<int64_t>(shape->size());
-    if (it->gatherND) {
+    if (it->gatherND && it->runtimeIndices) {
+      resolveRuntimeGatherND(node, *it->gatherND, it->index, *shape);
+    } else if (it->gatherND) {
       resolveGatherND(node, *it->gatherND, *it->indices, it->index, *shape);
     } else if (it->numOutputs > 0) {
       // Split: sizes of ceil(d / n), the last part what is left.
@@ -801,7 +847,9 @@ std::optional<std::string> Downgrader::run() {
         const Pending &p = pending.front();
         if (p.gatherND)
           fail(*p.gatherND, p.index,
-               "the shape of data '" + p.node->input(0) +
+               std::string(p.runtimeIndices ? "the shape of indices '"
+                                            : "the shape of data '") +
+                   p.node->input(0) +
                    "', which shape inference did not find, is needed");
         fail(*p.node, p.index,
              "the axes input needs the rank of input '" + p.node->input(0) +
