@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace shoal {
@@ -43,8 +44,13 @@ struct TaskGraphPartitioner {
   /// max and statistics, shared by the loss and its gradient.
   llvm::DenseMap<std::pair<Value, Value>, std::pair<Value, Value>> vocabStats;
 
-  TaskGraphPartitioner(TaskGraphOp tg)
-      : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()) {}
+  /// The names of the weights updated in place (an optimizer's, an
+  /// assign's): the others are the same in every step.
+  const llvm::StringSet<> &updated;
+
+  TaskGraphPartitioner(TaskGraphOp tg, const llvm::StringSet<> &updated)
+      : tg(tg), mesh(tg.getMeshAttr()), ctx(tg.getContext()), updated(updated) {
+  }
 
   /// Sequence parallelism: true if `v` is split along the sequence
   /// (kSequenceSplitAttr, from shoal-propagate-sharding).
@@ -485,12 +491,11 @@ struct TaskGraphPartitioner {
         // A weight is the same for every micro-batch: one that holds a
         // batch (a constant the exporter folded to the batch size, such as
         // a causal mask or vit's class token expanded to the batch) is
-        // loaded whole and each micro-batch slices its rows. Not a trained
-        // weight: its update would need the rows of every micro-batch (the
-        // runtime refuses the plan instead).
-        bool trained = isa<FloatType>(w.getType().getElementType()) &&
-                       tg->getParentOfType<ModuleOp>()->hasAttr(
-                           ShoalDialect::kTrainingAttr);
+        // loaded whole and each micro-batch slices its rows. Not a weight
+        // updated in place (trained): its update would need the rows of
+        // every micro-batch (the runtime refuses the plan instead). A
+        // frozen one, or one no gradient reaches, is like a constant.
+        bool trained = updated.contains(w.getName());
         SmallVector<SmallVector<StringRef>> dims;
         bool perMicroBatch = false;
         for (unsigned d = 0, e = w.getType().getRank(); d < e; ++d) {
@@ -1219,8 +1224,18 @@ struct PartitionPass : public ::shoal::impl::PartitionPassBase<PartitionPass> {
           arg.setType(getLocalType(cast<RankedTensorType>(arg.getType()), s,
                                    owner.getMeshAttr()));
       }
+      // The weights an optimizer or an assign updates in place, and their
+      // optimizer state (by name: each TaskGraph reads its own value of a
+      // weight).
+      llvm::StringSet<> updated;
+      func.walk([&](Operation *op) {
+        if (isa<AdamWOp, SGDOp, AssignOp>(op))
+          for (Value v : op->getOperands())
+            if (auto w = v.getDefiningOp<WeightOp>())
+              updated.insert(w.getName());
+      });
       for (auto tg : entry.getOps<TaskGraphOp>())
-        if (failed(TaskGraphPartitioner(tg).run()))
+        if (failed(TaskGraphPartitioner(tg, updated).run()))
           return signalPassFailure();
       func.setType(FunctionType::get(func.getContext(),
                                      entry.getArgumentTypes(),

@@ -851,9 +851,10 @@ struct PropagateShardingPass
 
   /// The sequence dimension along which the partial sums over tp that `op`
   /// leaves are scattered (sequence parallelism), or -1: `op` has one
-  /// result, of [batch, sequence, x], its only split over tp is a
-  /// contracted factor, and its sequence (the one dimension that holds a
-  /// sequence, carrySequenceDims) is one factor that divides evenly.
+  /// rank-3 result with the batch, its only splits over tp are of
+  /// contracted factors, and the one dimension other than the batch that
+  /// holds a sequence (carrySequenceDims, of a length the norms normalize)
+  /// is one factor that divides evenly.
   int64_t scatteredSequenceDim(Operation *op, const ShardingRule &rule,
                                const FactorAxes &axes,
                                ArrayRef<Attribute> results,
@@ -870,13 +871,21 @@ struct PropagateShardingPass
     if (d == spBatchDim || rule.results.front()[d].size() != 1 ||
         (!spSequences.empty() && !spSequences.contains(type.getDimSize(d))))
       return -1;
+    // Partial over tp alone: every contracted factor that is split is split
+    // over tp only, and nothing else holds tp (shoal-partition's
+    // reduce_scatter sums over exactly those axes), in plain blocks.
     bool partial = false;
-    for (auto [f, kind] : llvm::enumerate(rule.factorKinds))
-      if (llvm::is_contained(axes[f], "tp")) {
-        if (kind != FactorKind::Reduction)
+    for (auto [f, kind] : llvm::enumerate(rule.factorKinds)) {
+      if (kind == FactorKind::Reduction && !axes[f].empty()) {
+        if (axes[f].size() != 1 || axes[f].front() != "tp")
           return -1;
         partial = true;
+      } else if (llvm::is_contained(axes[f], "tp")) {
+        return -1;
       }
+    }
+    if (cast<ShardingAttr>(results.front()).isStrided())
+      return -1;
     int f = rule.results.front()[d].front();
     if (!partial || rule.factorKinds[f] != FactorKind::Parallel ||
         !axes[f].empty() || type.getDimSize(d) % tpSize != 0)

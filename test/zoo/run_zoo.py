@@ -486,23 +486,37 @@ def export(model, work, torch, exporter="torchscript", opset=None):
 
 
 def float_buffers(module, path):
-    """The ONNX initializers that hold a float buffer of `module` (BART's
-    final_logits_bias) and no parameter: PyTorch does not train them, and
-    an export does not say so, so the zoo's training configs list them as
-    `frozen` (as a user would, docs/Training.md)."""
+    """The float ONNX initializers that hold no parameter of `module` (nor
+    rows of one): a float buffer (BART's final_logits_bias), or a constant
+    the dynamo exporter folded into an initializer (a Pow's exponent, rotary
+    tables, a causal mask). PyTorch trains only its parameters, and an export does not
+    say which initializers they are, so the zoo's training configs list the
+    others as `frozen` (as a user would, docs/Training.md)."""
     import onnx
     from onnx import numpy_helper
     params = [p.detach().numpy() for p in module.parameters()]
-    buffers = [b.detach().numpy() for b in module.buffers() if b.is_floating_point()]
 
     def holds(arrays, a):
         return any(x.shape == a.shape and np.array_equal(x, a) or
                    x.ndim == 2 and x.T.shape == a.shape and np.array_equal(x.T, a)
                    for x in arrays)
+
+    def rows_of(arrays, a):
+        # Every row of `a` is a row of one parameter: a lookup of constant
+        # rows that the exporter folded (GPT-2's position embeddings of
+        # positions 0..S-1). It trains as those rows do in PyTorch.
+        if a.ndim < 2 or a.size == 0:
+            return False
+        for x in arrays:
+            if x.ndim == 2 and x.shape[-1] == a.shape[-1]:
+                rows = {r.tobytes() for r in x}
+                if all(r.tobytes() in rows for r in a.reshape(-1, a.shape[-1])):
+                    return True
+        return False
     frozen = []
     for t in onnx.load(path).graph.initializer:
         a = numpy_helper.to_array(t)
-        if a.dtype.kind == "f" and a.size > 1 and holds(buffers, a) and not holds(params, a):
+        if a.dtype.kind == "f" and not holds(params, a) and not rows_of(params, a):
             frozen.append(t.name)
     return frozen
 

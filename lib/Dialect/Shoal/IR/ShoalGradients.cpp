@@ -280,6 +280,25 @@ LogicalResult onnxGradient(OnnxOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
     operandGrads[0] = onnxOp(b, loc, x.getType(), "CumSum", out, {g});
     return success();
   }
+  if (type == "TopK" && op.getInputs().size() == 1 &&
+      op.getOutputs().size() == 2) {
+    // The values are the input's elements at the indices (distinct within
+    // a slice): their gradient goes back to those positions, a
+    // ScatterElements into zeros along the axis. The indices have none.
+    Value g = resultGrads.empty() ? Value() : resultGrads[0];
+    Value x = op.getInputs()[0];
+    if (!g || !isFloat(x))
+      return success();
+    int64_t axis = getOnnxAxis(op, shapeOf(x).size(), -1);
+    if (axis < 0)
+      return op.emitError() << "axis is out of range";
+    operandGrads[0] =
+        onnxOp(b, loc, x.getType(), "ScatterElements",
+               {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))},
+               {zeros(b, loc, cast<RankedTensorType>(x.getType())),
+                op.getOutputs()[1], g});
+    return success();
+  }
   if (type == "Resize" && op.getInputs().size() == 1) {
     // Every output element is a weighted sum of input elements: the
     // gradient adds its share back to each (ResizeGrad, with the forward's
