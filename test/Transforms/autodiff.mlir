@@ -85,13 +85,14 @@
 // ENOAD: shoal-optimizer needs a training graph; run shoal-autodiff first
 // EOPT: unknown optimizer 'lamb' (expected adamw or sgd)
 // ELR: optimizer option lr must be > 0, got 0
-// ERULE: 'shoal.onnx (ONNX TopK)' has no gradient rule, but the loss depends on it through a trained weight
+// ERULE: 'shoal.onnx (ONNX GatherElements)' has no gradient rule, but the loss depends on it through a trained weight
 
-module attributes {shoal.source = "/models/topk.onnx"} {
+module attributes {shoal.source = "/models/gather_elements.onnx"} {
   func.func @main(%x: tensor<4x8xf32> {shoal.name = "x"}) -> (tensor<4x2xf32> {shoal.name = "y"}) {
     %w = shoal.weight "w" : tensor<8xf32>
     %a = shoal.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    %v, %i = shoal.onnx "TopK"(%a) {k = 2 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x2xi64>)
+    %i = shoal.constant dense<[[0, 1], [2, 3], [4, 5], [6, 7]]> : tensor<4x2xi64>
+    %v = shoal.onnx "GatherElements"(%a, %i) {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x2xi64>) -> tensor<4x2xf32>
     return %v : tensor<4x2xf32>
   }
 }
