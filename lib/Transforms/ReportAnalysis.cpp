@@ -928,6 +928,13 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           // reads Transpose(W).
           if (Operation *def = v.getDefiningOp(); isWeightView(def))
             v = def->getOperand(0);
+          // Through a lookup of whole matrices by ids: a stack of experts'
+          // matrices gathered per token (transformers 5's batched_mm
+          // experts, `gate_up_proj[expert_ids]`); not an embedding table.
+          if (auto g = v.getDefiningOp<GatherOp>())
+            if (cast<RankedTensorType>(g->getOperand(0).getType()).getRank() >=
+                3)
+              v = g->getOperand(0);
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");

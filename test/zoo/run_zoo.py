@@ -487,7 +487,7 @@ def export(model, work, torch, exporter="torchscript", opset=None):
 
 def float_buffers(module, path):
     """The float ONNX initializers that hold no parameter of `module` (nor
-    rows of one): a float buffer (BART's final_logits_bias), or a constant
+    a block or rows of one): a float buffer (BART's final_logits_bias), or a constant
     the dynamo exporter folded into an initializer (a Pow's exponent, rotary
     tables, a causal mask). PyTorch trains only its parameters, and an export does not
     say which initializers they are, so the zoo's training configs list the
@@ -501,22 +501,38 @@ def float_buffers(module, path):
                    x.ndim == 2 and x.T.shape == a.shape and np.array_equal(x.T, a)
                    for x in arrays)
 
-    def rows_of(arrays, a):
-        # Every row of `a` is a row of one parameter: a lookup of constant
-        # rows that the exporter folded (GPT-2's position embeddings of
-        # positions 0..S-1). It trains as those rows do in PyTorch.
-        if a.ndim < 2 or a.size == 0:
+    def block_of(arrays, a):
+        # `a` (or its transpose) is a block of one parameter along one
+        # dimension (q, k and v sliced from nn.MultiheadAttention's packed
+        # in_proj weight and bias by the TorchScript exporter's constant
+        # folding), or every row of `a` is a row of one (a lookup of
+        # constant rows: GPT-2's position embeddings of positions 0..S-1
+        # folded by the dynamo exporter). It trains as that part of the
+        # parameter does in PyTorch.
+        if a.ndim == 0 or a.size == 0:
             return False
-        for x in arrays:
-            if x.ndim == 2 and x.shape[-1] == a.shape[-1]:
-                rows = {r.tobytes() for r in x}
-                if all(r.tobytes() in rows for r in a.reshape(-1, a.shape[-1])):
-                    return True
+        for b in ([a, a.T] if a.ndim == 2 else [a]):
+            for x in arrays:
+                if x.ndim != b.ndim:
+                    continue
+                diff = [d for d in range(b.ndim) if x.shape[d] != b.shape[d]]
+                if len(diff) != 1 or x.shape[diff[0]] < b.shape[diff[0]]:
+                    continue
+                d, n = diff[0], b.shape[diff[0]]
+                for o in range(x.shape[d] - n + 1):
+                    if np.array_equal(np.take(x, range(o, o + n), axis=d), b):
+                        return True
+        if a.ndim >= 2:
+            for x in arrays:
+                if x.ndim == 2 and x.shape[-1] == a.shape[-1]:
+                    rows = {r.tobytes() for r in x}
+                    if all(r.tobytes() in rows for r in a.reshape(-1, a.shape[-1])):
+                        return True
         return False
     frozen = []
     for t in onnx.load(path).graph.initializer:
         a = numpy_helper.to_array(t)
-        if a.dtype.kind == "f" and not holds(params, a) and not rows_of(params, a):
+        if a.dtype.kind == "f" and not holds(params, a) and not block_of(params, a):
             frozen.append(t.name)
     return frozen
 
