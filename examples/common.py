@@ -330,14 +330,17 @@ def check_collectives(mlir_path, expected):
 def hidden_all_reduces(ir):
     """all_reduce ops of rank-3 tensors ([batch, sequence, hidden]) in a
     partitioned IR's text, leaving out the vocabulary-parallel loss's
-    statistics and tensors with a dimension of 1 (one row per sample, as
-    CLIP's pooler picks: no sequence): what sequence parallelism replaces
-    with reduce_scatter and all_gather."""
+    statistics, tensors with a dimension of 1 (one row per sample, as
+    CLIP's pooler picks: no sequence) and tensors of a weight's local shape
+    (a stack of experts' matrices: their gradients): what sequence
+    parallelism replaces with reduce_scatter and all_gather."""
+    weights = set(re.findall(r"shoal\.weight [^\n]*: (tensor<[^>]*>)\s*$", ir, re.M))
     n = 0
     for line in re.findall(r"shoal\.all_reduce [^\n]*", ir):
-        t = re.search(r": tensor<((?:\d+x)+)[a-z0-9]+>\s*$", line)
-        dims = t.group(1).rstrip("x").split("x") if t else []
-        if "vocabulary-parallel" not in line and len(dims) == 3 and "1" not in dims:
+        t = re.search(r": (tensor<((?:\d+x)+)[a-z0-9]+>)\s*$", line)
+        dims = t.group(2).rstrip("x").split("x") if t else []
+        if "vocabulary-parallel" not in line and len(dims) == 3 and "1" not in dims \
+                and t.group(1) not in weights:
             n += 1
     return n
 

@@ -382,6 +382,7 @@ struct Lowering {
       rewriteBlock(entry, /*f32Region=*/false);
       eraseDeadConstants(func);
       eraseIdentityCasts(func);
+      castBeforeGather(func);
       sinkArgumentCasts(func);
       return;
     }
@@ -403,7 +404,48 @@ struct Lowering {
     }
     eraseDeadConstants(func);
     eraseIdentityCasts(func);
+    castBeforeGather(func);
     sinkArgumentCasts(func);
+  }
+
+  /// A low copy of a lookup (`cast(gather(W, ids))`) that holds more
+  /// elements than what it looks up in (a stack of experts' matrices
+  /// gathered per token, transformers 5's batched_mm experts) is a lookup
+  /// in the low copy of W: W is rounded once, and the float32 lookup is
+  /// never made. (An embedding table, larger than its lookup, keeps the
+  /// cast after it.)
+  void castBeforeGather(func::FuncOp func) {
+    SmallVector<CastOp> casts;
+    func.walk([&](CastOp c) {
+      auto g = c.getInput().getDefiningOp<GatherOp>();
+      if (!c->hasAttr(kPrecisionCastAttr) || !g || !g->hasOneUse())
+        return;
+      auto data = cast<RankedTensorType>(g->getOperand(0).getType());
+      auto out = cast<RankedTensorType>(g->getResult(0).getType());
+      if (data.hasStaticShape() && out.hasStaticShape() &&
+          data.getNumElements() < out.getNumElements())
+        casts.push_back(c);
+    });
+    for (CastOp c : casts) {
+      Operation *g = c.getInput().getDefiningOp();
+      Value data = g->getOperand(0);
+      Type elem = cast<RankedTensorType>(c.getType()).getElementType();
+      OpBuilder b(g);
+      auto low = b.create<CastOp>(
+          c.getLoc(), cast<RankedTensorType>(data.getType()).clone(elem), data);
+      for (StringRef name :
+           {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
+        if (Attribute a = g->getAttr(name))
+          low->setAttr(name, a);
+      low->setAttr(ShoalDialect::kShardingAttr,
+                   b.getArrayAttr({getValueSharding(data)}));
+      low->setAttr(kPrecisionCastAttr, b.getUnitAttr());
+      copyUnevenLayout(data, low);
+      g->setOperand(0, low.getResult());
+      g->getResult(0).setType(c.getType());
+      c.getResult().replaceAllUsesWith(g->getResult(0));
+      c->erase();
+    }
   }
 
   /// The low copy of a block argument (a graph input: the labels, a mask)

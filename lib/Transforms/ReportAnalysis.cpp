@@ -912,8 +912,30 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           widest = std::max(widest, blockWidth(w));
         }
       });
+      // Activations split over tp (a sequence split: sliced or
+      // reduce-scattered over tp, up to a gather or a sum over tp): a
+      // product of
+      // them computes its block of the rows on each rank, whole weights or
+      // not (a mixture of experts on the local tokens under
+      // sequence_parallel).
+      DenseSet<Value> tpSplit;
+      for (Operation &op : body) {
+        bool splits = isa<LocalSliceOp, ReduceScatterOp>(op) &&
+                      hasAxis(getCollectiveAxes(&op), "tp");
+        bool gathers = isa<AllGatherOp, AllReduceOp>(op) &&
+                       hasAxis(getCollectiveAxes(&op), "tp");
+        bool carries = !gathers && !isa<WeightOp>(op) &&
+                       llvm::any_of(op.getOperands(), [&](Value v) {
+                         return tpSplit.contains(v);
+                       });
+        if (splits || carries)
+          tpSplit.insert(op.getResults().begin(), op.getResults().end());
+      }
       for (Operation &op : body) {
         if (!isContraction(&op) && !isConvolution(&op))
+          continue;
+        if (llvm::any_of(op.getOperands(),
+                         [&](Value v) { return tpSplit.contains(v); }))
           continue;
         bool weighted = false, split = false, block = true;
         // An attention's mask (a causal buffer) is not a factor of its

@@ -270,6 +270,61 @@ def _strided_ops(torch):
     return model, collections.OrderedDict(x=x), ["out"]
 
 
+def _moe_bmm(torch):
+    """A mixture of experts routed as transformers 5's batched_mm experts
+    are (integrations/moe.py): the top 2 of a softmax router, normalized;
+    each token's two experts' matrices gathered by the routing ids
+    (`w1[ids]`, a Gather of a stack of matrices with ids computed at run
+    time), batched products, a SiLU, the weighted sum over the two. Static
+    shapes, so torch 1.13's exporter writes it whole; its training needs
+    TopK's gradient."""
+    nn = torch.nn
+    experts, top, inner = 4, 2, 96
+
+    class MoE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.router = nn.Linear(HIDDEN, experts, bias=False)
+            self.w1 = nn.Parameter(torch.empty(experts, HIDDEN, inner))
+            self.w2 = nn.Parameter(torch.empty(experts, inner, HIDDEN))
+
+        def forward(self, x):
+            tokens = x.reshape(-1, HIDDEN)
+            p = torch.softmax(self.router(tokens), dim=-1)
+            w, ids = torch.topk(p, top, dim=-1)
+            w = w / w.sum(-1, keepdim=True)
+            ids = ids.reshape(-1)
+            xs = tokens.unsqueeze(1).expand(-1, top, -1).reshape(-1, 1, HIDDEN)
+            h = nn.functional.silu(torch.bmm(xs, self.w1[ids]))
+            y = torch.bmm(h, self.w2[ids]).reshape(-1, top, HIDDEN)
+            y = (y * w.unsqueeze(-1)).sum(1)
+            return y.reshape(x.shape)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(HIDDEN)
+            self.moe = MoE()
+
+        def forward(self, x):
+            return x + self.moe(self.norm(x))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model = Model()
+    _redraw(torch, model)
+    x = _rng(5).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
+    return model, collections.OrderedDict(x=x), ["out"]
+
+
 MODELS += [
     Model("nn.TransformerEncoder", "torch.nn", _nn_encoder,
           layers=r"^(/layers\.\d+/)", train=True,
@@ -284,6 +339,14 @@ MODELS += [
                                  "their first product, which must then stay whole",
           notes="2 blocks of a float cumsum over the sequence, flip (Slice step "
                 "-1) and x[..., ::2] (Slice step 2): their gradients"),
+    Model("moe_bmm", "torch.nn", _moe_bmm,
+          layers=r"^(/layers\.\d+/)", train=True,
+          tensor_parallel_layers="its experts' matrices are gathered per token "
+                                 "from whole stacks (the report names their "
+                                 "products as replicated work)",
+          notes="2 blocks of a top-2 mixture of 4 experts routed as transformers "
+                "5's batched_mm: experts' matrices gathered by run-time ids, "
+                "batched products; TopK's gradient"),
     Model("nn.TransformerEncoder-opset11", "torch.nn", _nn_encoder,
           layers=r"^(/layers\.\d+/)", train=True, opset=11,
           notes="as nn.TransformerEncoder, exported at opset 11: LayerNorm as "

@@ -778,7 +778,12 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                 ir = f.read()
             r["reduce_scatters"] = len(re.findall(r"shoal\.reduce_scatter\b", ir))
             r["hidden_all_reduces"] = common.hidden_all_reduces(ir)
-            if not r["reduce_scatters"] or r["hidden_all_reduces"]:
+            # Something split along the sequence: reduce-scattered (after a
+            # row-parallel product), or sliced from a whole input when no
+            # product splits a weight (experts on the local tokens).
+            split = r["reduce_scatters"] or re.search(
+                r'shoal\.local_slice [^\n]* over \["tp"\]', ir)
+            if not split or r["hidden_all_reduces"]:
                 r["status"] = "fail"
                 r["reason"] = ("sequence parallel: %d reduce_scatter, %d all_reduce of "
                                "hidden states (rank-3) in the partitioned IR"
