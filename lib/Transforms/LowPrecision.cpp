@@ -426,10 +426,21 @@ struct Lowering {
           data.getNumElements() < out.getNumElements())
         casts.push_back(c);
     });
+    // One low copy of a table however many lookups read it (in a block).
+    llvm::DenseMap<std::tuple<Value, Type, Block *>, Value> made;
     for (CastOp c : casts) {
       Operation *g = c.getInput().getDefiningOp();
       Value data = g->getOperand(0);
       Type elem = cast<RankedTensorType>(c.getType()).getElementType();
+      Value &copy = made[{data, elem, g->getBlock()}];
+      if (copy && copy.getParentBlock() == g->getBlock() &&
+          copy.getDefiningOp()->isBeforeInBlock(g)) {
+        g->setOperand(0, copy);
+        g->getResult(0).setType(c.getType());
+        c.getResult().replaceAllUsesWith(g->getResult(0));
+        c->erase();
+        continue;
+      }
       OpBuilder b(g);
       auto low = b.create<CastOp>(
           c.getLoc(), cast<RankedTensorType>(data.getType()).clone(elem), data);
@@ -441,6 +452,7 @@ struct Lowering {
                    b.getArrayAttr({getValueSharding(data)}));
       low->setAttr(kPrecisionCastAttr, b.getUnitAttr());
       copyUnevenLayout(data, low);
+      copy = low.getResult();
       g->setOperand(0, low.getResult());
       g->getResult(0).setType(c.getType());
       c.getResult().replaceAllUsesWith(g->getResult(0));

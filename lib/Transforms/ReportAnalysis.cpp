@@ -919,6 +919,18 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
       // not (a mixture of experts on the local tokens under
       // sequence_parallel).
       DenseSet<Value> tpSplit;
+      // Inputs that arrive split over tp: over a bridge into such a layout
+      // (a pipeline stage's hidden states under sequence_parallel), or
+      // saved split by the forward (shoal-propagate-sharding marks them).
+      auto argSplit = tg->getAttrOfType<DenseI64ArrayAttr>(kSequenceSplitAttr);
+      for (auto [in, arg] :
+           llvm::zip(tg.getInputs(), tg.getBody().front().getArguments())) {
+        auto bridge = in.getDefiningOp<BridgeOp>();
+        if ((bridge && usesAxis(bridge.getTo().getSharding(), "tp")) ||
+            (argSplit &&
+             llvm::is_contained(argSplit.asArrayRef(), arg.getArgNumber())))
+          tpSplit.insert(arg);
+      }
       for (Operation &op : body) {
         bool splits = isa<LocalSliceOp, ReduceScatterOp>(op) &&
                       hasAxis(getCollectiveAxes(&op), "tp");
