@@ -231,8 +231,16 @@ struct Lowering {
         made = k;
         return made;
       }
+    made =
+        precisionCast(b, v, type, def && def->getBlock() == block ? def : user);
+    return made;
+  }
+
+  /// A cast of `v` to `type` at `b`'s insertion point, in the phase and
+  /// scope of `tagFrom`, laid out as `v`.
+  static Value precisionCast(OpBuilder &b, Value v, RankedTensorType type,
+                             Operation *tagFrom) {
     auto castOp = b.create<CastOp>(v.getLoc(), type, v);
-    Operation *tagFrom = def && def->getBlock() == block ? def : user;
     for (StringRef name :
          {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
       if (Attribute a = tagFrom->getAttr(name))
@@ -241,8 +249,7 @@ struct Lowering {
                     b.getArrayAttr({getValueSharding(v)}));
     castOp->setAttr(kPrecisionCastAttr, b.getUnitAttr());
     copyUnevenLayout(v, castOp);
-    made = castOp;
-    return made;
+    return castOp.getResult();
   }
 
   /// Whether every reader of `v` takes it in its own type (a norm's scale
@@ -442,18 +449,9 @@ struct Lowering {
         continue;
       }
       OpBuilder b(g);
-      auto low = b.create<CastOp>(
-          c.getLoc(), cast<RankedTensorType>(data.getType()).clone(elem), data);
-      for (StringRef name :
-           {ShoalDialect::kPhaseAttr.data(), ShoalDialect::kScopeAttr.data()})
-        if (Attribute a = g->getAttr(name))
-          low->setAttr(name, a);
-      low->setAttr(ShoalDialect::kShardingAttr,
-                   b.getArrayAttr({getValueSharding(data)}));
-      low->setAttr(kPrecisionCastAttr, b.getUnitAttr());
-      copyUnevenLayout(data, low);
-      copy = low.getResult();
-      g->setOperand(0, low.getResult());
+      copy = precisionCast(
+          b, data, cast<RankedTensorType>(data.getType()).clone(elem), g);
+      g->setOperand(0, copy);
       g->getResult(0).setType(c.getType());
       c.getResult().replaceAllUsesWith(g->getResult(0));
       c->erase();

@@ -236,6 +236,25 @@ def _nn_transformer(torch):
         tgt=r.standard_normal((8, BATCH, HIDDEN)).astype(np.float32)), ["out"]
 
 
+def _two_blocks(torch, block, salt):
+    """A model of two `block`s applied in turn (`/layers.N/...` nodes),
+    its parameters redrawn, and a float input x [BATCH, SEQ, HIDDEN]."""
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([block(), block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    model = Model()
+    _redraw(torch, model)
+    x = _rng(salt).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
+    return model, collections.OrderedDict(x=x), ["out"]
+
+
 def _strided_ops(torch):
     """Small layers around the ops whose gradients are new: a float CumSum,
     flip (a Slice of step -1) and x[..., ::2] (a Slice of step 2)."""
@@ -254,20 +273,7 @@ def _strided_ops(torch):
             c = h[..., ::2]
             return x + self.out(a + b + torch.cat([c, c.flip(-1)], dim=-1))
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = nn.ModuleList([Block(), Block()])
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer(x)
-            return x
-
-    model = Model()
-    _redraw(torch, model)
-    x = _rng(3).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
-    return model, collections.OrderedDict(x=x), ["out"]
+    return _two_blocks(torch, Block, salt=3)
 
 
 def _moe_bmm(torch):
@@ -309,20 +315,7 @@ def _moe_bmm(torch):
         def forward(self, x):
             return x + self.moe(self.norm(x))
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = nn.ModuleList([Block(), Block()])
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = layer(x)
-            return x
-
-    model = Model()
-    _redraw(torch, model)
-    x = _rng(5).standard_normal((BATCH, SEQ, HIDDEN)).astype(np.float32)
-    return model, collections.OrderedDict(x=x), ["out"]
+    return _two_blocks(torch, Block, salt=5)
 
 
 MODELS += [
