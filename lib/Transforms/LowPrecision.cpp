@@ -440,17 +440,11 @@ struct Lowering {
       Value data = g->getOperand(0);
       Type elem = cast<RankedTensorType>(c.getType()).getElementType();
       Value &copy = made[{data, elem, g->getBlock()}];
-      if (copy && copy.getParentBlock() == g->getBlock() &&
-          copy.getDefiningOp()->isBeforeInBlock(g)) {
-        g->setOperand(0, copy);
-        g->getResult(0).setType(c.getType());
-        c.getResult().replaceAllUsesWith(g->getResult(0));
-        c->erase();
-        continue;
+      if (!copy || !copy.getDefiningOp()->isBeforeInBlock(g)) {
+        OpBuilder b(g);
+        copy = precisionCast(
+            b, data, cast<RankedTensorType>(data.getType()).clone(elem), g);
       }
-      OpBuilder b(g);
-      copy = precisionCast(
-          b, data, cast<RankedTensorType>(data.getType()).clone(elem), g);
       g->setOperand(0, copy);
       g->getResult(0).setType(c.getType());
       c.getResult().replaceAllUsesWith(g->getResult(0));

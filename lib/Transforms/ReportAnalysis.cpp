@@ -914,9 +914,8 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
       });
       // Activations split over tp (a sequence split: sliced or
       // reduce-scattered over tp, up to a gather or a sum over tp): a
-      // product of
-      // them computes its block of the rows on each rank, whole weights or
-      // not (a mixture of experts on the local tokens under
+      // product of them computes its block of the rows on each rank, whole
+      // weights or not (a mixture of experts on the local tokens under
       // sequence_parallel).
       DenseSet<Value> tpSplit;
       // Inputs that arrive split over tp: over a bridge into such a layout

@@ -11,14 +11,20 @@
 // CHECK: %[[L:.*]] = shoal.cast %[[W]] {{.*}}: (tensor<3x8x4xf32>) -> tensor<3x8x4xbf16>
 // CHECK-NEXT: %[[G:.*]] = shoal.gather %[[L]], %{{.*}} : (tensor<3x8x4xbf16>, tensor<12xi64>) -> tensor<12x8x4xbf16>
 // CHECK: shoal.matmul %{{.*}}, %[[G]] : (tensor<12x1x8xbf16>, tensor<12x8x4xbf16>) -> tensor<12x1x4xbf16>
+// A second lookup in the same table reads the same bf16 copy.
+// CHECK: shoal.gather %[[L]], %{{.*}} : (tensor<3x8x4xbf16>, tensor<12xi64>) -> tensor<12x8x4xbf16>
 // CHECK-NOT: -> tensor<12x8x4xf32>
+// CHECK-NOT: shoal.cast %[[W]]
 // CHECK: shoal.gather_grad %{{.*}}, %{{.*}} {{.*}}-> tensor<3x8x4xf32>
 
 module attributes {shoal.source = "/models/experts.onnx"} {
-  func.func @main(%x: tensor<12x1x8xf32> {shoal.name = "x"}, %ids: tensor<12xi64> {shoal.name = "expert_ids"}) -> (tensor<12x1x4xf32> {shoal.name = "y"}) {
+  func.func @main(%x: tensor<12x1x8xf32> {shoal.name = "x"}, %ids: tensor<12xi64> {shoal.name = "expert_ids"}, %ids2: tensor<12xi64> {shoal.name = "expert_ids_2"}) -> (tensor<12x1x4xf32> {shoal.name = "y"}) {
     %w = shoal.weight "experts.w1" : tensor<3x8x4xf32> loc("experts.w1")
     %g = shoal.gather %w, %ids : (tensor<3x8x4xf32>, tensor<12xi64>) -> tensor<12x8x4xf32> loc("/experts/Gather")
     %y = shoal.matmul %x, %g : (tensor<12x1x8xf32>, tensor<12x8x4xf32>) -> tensor<12x1x4xf32> loc("/experts/MatMul")
-    return %y : tensor<12x1x4xf32>
+    %g2 = shoal.gather %w, %ids2 : (tensor<3x8x4xf32>, tensor<12xi64>) -> tensor<12x8x4xf32> loc("/experts/Gather_1")
+    %y2 = shoal.matmul %x, %g2 : (tensor<12x1x8xf32>, tensor<12x8x4xf32>) -> tensor<12x1x4xf32> loc("/experts/MatMul_1")
+    %s = shoal.add %y, %y2 : (tensor<12x1x4xf32>, tensor<12x1x4xf32>) -> tensor<12x1x4xf32> loc("/experts/Add")
+    return %s : tensor<12x1x4xf32>
   }
 }
