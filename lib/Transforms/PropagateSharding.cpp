@@ -32,16 +32,50 @@ using namespace shoal;
 
 namespace {
 
-/// A weight view (a reshape or transpose of a weight, isWeightView). It is
-/// laid out by its user, like the weight.
+/// A lookup of whole matrices in a stack of them by ids computed at run
+/// time: a Gather along axis 0 of a weight of rank >= 3 (transformers 5's
+/// batched_mm experts, `gate_up_proj[expert_ids]`). Like a weight view, it
+/// is laid out by its user: a product splits the matrices it reads the way
+/// Megatron-LM's expert tensor parallelism splits each expert's (the first
+/// product's columns, the second's rows), and each rank looks up its blocks.
+bool isGatheredWeight(Operation *op) {
+  auto g = dyn_cast_or_null<GatherOp>(op);
+  if (!g || g.getAxis() != 0 || g.getIndices().getDefiningOp<ConstantOp>())
+    return false;
+  auto type = dyn_cast<RankedTensorType>(g.getData().getType());
+  return g.getData().getDefiningOp<WeightOp>() && type && type.getRank() >= 3;
+}
+
+/// A weight view (a reshape or transpose of a weight, isWeightView) or a
+/// gathered weight (isGatheredWeight). It is laid out by its user, like
+/// the weight.
+bool laidOutByUser(Operation *op) {
+  return isWeightView(op) || isGatheredWeight(op);
+}
+
 Operation *getWeightView(Value v) {
   Operation *def = v.getDefiningOp();
-  return isWeightView(def) ? def : nullptr;
+  return laidOutByUser(def) ? def : nullptr;
 }
 
 bool isWeightLike(Value v) {
   Operation *def = v.getDefiningOp();
   return def && (isa<WeightOp, ConstantOp>(def) || getWeightView(v));
+}
+
+/// A weight-like value, or a transpose of one (the backward of a batched
+/// product of gathered matrices multiplies by their transpose): a product
+/// contracting a split with it leaves partial sums, as a row-parallel one.
+bool readsWeight(Value v) {
+  for (int hops = 0; hops < 8; ++hops) {
+    if (isWeightLike(v))
+      return true;
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return false;
+    v = t.getInput();
+  }
+  return false;
 }
 
 /// A weight whose layout an earlier user (or the same weight in an earlier
@@ -373,7 +407,7 @@ firstNeedingWhole(Value v, int64_t dim, int64_t outer, unsigned budget,
         return user;
       if (rule.factorKinds[f] == FactorKind::Reduction &&
           llvm::count_if(user->getOperands(),
-                         [](Value o) { return !isWeightLike(o); }) >= 2)
+                         [](Value o) { return !readsWeight(o); }) >= 2)
         return user;
       if (rule.factorKinds[f] != FactorKind::Parallel)
         continue;
@@ -702,7 +736,7 @@ struct PropagateShardingPass
         continue;
       // A weight view is laid out by its user, unless its weight already
       // has a layout (from the forward TaskGraph, in training).
-      if (isWeightView(&op) && !hasDecidedLayout(op.getOperand(0)))
+      if (laidOutByUser(&op) && !hasDecidedLayout(op.getOperand(0)))
         continue;
       // A view skipped above whose weight another user has laid out since
       // (a tied embedding read by a Gather and, transposed, by the LM head)
@@ -723,9 +757,16 @@ struct PropagateShardingPass
         return failure();
     }
 
-    // Weight views no user laid out stay whole.
+    // Weight views no user laid out stay whole; a lookup in a stack of
+    // matrices takes its ids' layout.
     for (Operation &view : tg.getBody().front())
-      if (isWeightView(&view) && !view.hasAttr(ShoalDialect::kShardingAttr))
+      if (isGatheredWeight(&view) &&
+          !view.hasAttr(ShoalDialect::kShardingAttr)) {
+        if (failed(decide(tg, cast<ShardingRuleOpInterface>(view), mesh,
+                          isSplit ? tpSize : 1, experts ? tpSize : 1)))
+          return failure();
+      } else if (isWeightView(&view) &&
+                 !view.hasAttr(ShoalDialect::kShardingAttr))
         decideView(
             &view,
             ShardingAttr::getReplicated(

@@ -1009,11 +1009,16 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
                 .str());
       // Those shoal-propagate-sharding kept whole on purpose: their split
       // would have been gathered at once (a lone projection at a scope's
-      // edge); say why.
+      // edge); say why, once for the product and its backward's.
+      llvm::StringSet<> keptWhole;
+      for (Operation *op : whole)
+        if (op->hasAttr(kTpKeptWholeAttr))
+          keptWhole.insert(getNodeName(op));
       llvm::erase_if(whole, [&](Operation *op) {
         auto why = op->getAttrOfType<StringAttr>(kTpKeptWholeAttr);
         if (!why)
-          return false;
+          return op->hasAttr(ShoalDialect::kPhaseAttr) &&
+                 keptWhole.contains(getNodeName(op));
         info.warnings.push_back(
             llvm::formatv("{0} splits no weight over tp: a column split "
                           "would be gathered at once, as {1} needs its "

@@ -334,9 +334,9 @@ MODELS += [
                 "-1) and x[..., ::2] (Slice step 2): their gradients"),
     Model("moe_bmm", "torch.nn", _moe_bmm,
           layers=r"^(/layers\.\d+/)", train=True,
-          tensor_parallel_layers="its experts' matrices are gathered per token "
-                                 "from whole stacks (the report names their "
-                                 "products as replicated work)",
+          tensor_parallel_layers="its routers' products stay whole, as Megatron-LM "
+                                 "replicates its router (a softmax over the experts "
+                                 "needs them whole; the report warns of them)",
           notes="2 blocks of a top-2 mixture of 4 experts routed as transformers "
                 "5's batched_mm: experts' matrices gathered by run-time ids, "
                 "batched products; TopK's gradient"),
