@@ -362,27 +362,43 @@ void viewWeight(WeightOp w, unsigned dim, int64_t n) {
   w.erase();
 }
 
+/// A lookup of whole matrices in a stack of them by ids computed at run
+/// time (transformers 5's batched_mm experts, `gate_up_proj[expert_ids]`):
+/// a Gather along axis 0 of a weight of rank >= 3.
+GatherOp gatheredWeight(Value v) {
+  auto g = v.getDefiningOp<GatherOp>();
+  if (!g || g.getAxis() != 0 || g.getIndices().getDefiningOp<ConstantOp>() ||
+      !g.getData().getDefiningOp<WeightOp>() ||
+      cast<RankedTensorType>(g.getData().getType()).getRank() < 3)
+    return {};
+  return g;
+}
+
 /// How many weight ops of each function name each initializer (more than
 /// one: a weight the model uses twice, tied).
 using WeightUses = llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
 
-/// Computes `op` (a product whose last result dimension is cut in the
-/// unequal `pieces`; `chain`: its bias Add and the reshapes that keep the
-/// last dimension, in order) piece by piece, each with its block of the
-/// weight and the bias, and gives every take its piece. False (nothing
-/// changed) when a weight is shared, viewed already or not an initializer.
-bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
+/// Computes `op` (a product whose result dimension `cutDim` is cut in
+/// `pieces`; `chain`: its bias Add and the reshapes after it, whose
+/// results have the cut dimension last, in order) piece by piece, each
+/// with its block of the weight and the bias, and gives every take its
+/// piece. A stack of matrices the product reads through a lookup by ids
+/// (gatheredWeight) is cut in blocks too, each looked up by the same ids.
+/// False (nothing changed) when a weight is shared, viewed already or not
+/// an initializer.
+bool computeByPieces(Operation *op, int64_t cutDim, WeightOp bias,
+                     ArrayRef<Operation *> chain,
                      ArrayRef<std::pair<int64_t, int64_t>> pieces,
                      ArrayRef<Take> takes, const WeightUses &names) {
   auto outType = cast<RankedTensorType>(op->getResult(0).getType());
-  int64_t rank = outType.getRank();
   auto iface = cast<ShardingRuleOpInterface>(op);
   ShardingRule rule = iface.getShardingRule();
-  const DimFactors &last = rule.results[0][rank - 1];
+  const DimFactors &last = rule.results[0][cutDim];
   if (last.size() != 1)
     return false;
-  // (operand, weight, dimension) of every weight cut with the result.
-  SmallVector<std::tuple<unsigned, WeightOp, int64_t>> cuts;
+  // (operand, weight, dimension of the weight, lookup or null, dimension of
+  // the lookup's result) of every weight cut with the result.
+  SmallVector<std::tuple<unsigned, WeightOp, int64_t, GatherOp, int64_t>> cuts;
   auto usable = [&](WeightOp w) {
     return w && w->hasOneUse() &&
            names.lookup(
@@ -394,11 +410,25 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
     auto w = v.getDefiningOp<WeightOp>();
     if (w && w == bias)
       continue;
+    GatherOp g = gatheredWeight(v);
     for (auto [d, df] : llvm::enumerate(rule.operands[k]))
       if (df.size() == 1 && df[0] == last[0]) {
+        if (g) {
+          // Result dimensions: the ids', then the matrices'.
+          int64_t ids =
+              cast<RankedTensorType>(g.getIndices().getType()).getRank();
+          auto gw = g.getData().getDefiningOp<WeightOp>();
+          if (!g->hasOneUse() || !usable(gw) || (int64_t)d < ids)
+            return false;
+          cuts.push_back({static_cast<unsigned>(k), gw,
+                          static_cast<int64_t>(d) - ids + 1, g,
+                          static_cast<int64_t>(d)});
+          break;
+        }
         if (!usable(w))
           return false;
-        cuts.push_back({static_cast<unsigned>(k), w, static_cast<int64_t>(d)});
+        cuts.push_back({static_cast<unsigned>(k), w, static_cast<int64_t>(d),
+                        GatherOp(), 0});
         break;
       }
   }
@@ -416,8 +446,18 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
     std::string suffix =
         "[" + std::to_string(s) + ":" + std::to_string(e) + "]";
     SmallVector<Value> blocks;
-    for (auto [k, w, d] : cuts)
-      blocks.push_back(weightBlock(b, w, d, s, e));
+    for (auto [k, w, d, g, gd] : cuts) {
+      Value block = weightBlock(b, w, d, s, e);
+      if (g) {
+        Operation *lookup = b.clone(*g);
+        lookup->setLoc(suffixed(g->getLoc(), suffix));
+        lookup->setOperand(0, block);
+        lookup->getResult(0).setType(
+            withDim(cast<RankedTensorType>(g.getType()), gd, e - s));
+        block = lookup->getResult(0);
+      }
+      blocks.push_back(block);
+    }
     Value biasBlock;
     if (bias)
       biasBlock = weightBlock(b, bias, bias.getType().getRank() - 1, s, e);
@@ -425,7 +465,7 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
     p->setLoc(suffixed(op->getLoc(), suffix));
     for (auto [i, c] : llvm::enumerate(cuts))
       p->setOperand(std::get<0>(c), blocks[i]);
-    p->getResult(0).setType(withDim(outType, rank - 1, e - s));
+    p->getResult(0).setType(withDim(outType, cutDim, e - s));
     Value cur = p->getResult(0);
     Value whole = op->getResult(0);
     for (Operation *c : chain) {
@@ -481,8 +521,11 @@ bool computeByPieces(Operation *op, WeightOp bias, ArrayRef<Operation *> chain,
   for (Operation *c : llvm::reverse(chain))
     dead.push_back(c);
   dead.push_back(op);
-  for (auto [k, w, d] : cuts)
+  for (auto [k, w, d, g, gd] : cuts) {
+    if (g)
+      dead.push_back(g);
     dead.push_back(w);
+  }
   if (bias)
     dead.push_back(bias);
   for (Operation *d : dead)
@@ -508,11 +551,15 @@ struct FusedWeightViewsPass
       int64_t rank = outType.getRank();
       if (rank == 0)
         continue;
+      // The result dimension that the users cut: the last, or the last
+      // above 1 of a product of matrices with vectors (the batched_mm
+      // experts' [tokens, 2 * inner, 1], squeezed before the Split).
+      int64_t cutDim = rank - 1;
       // A bias added after the product is cut with it.
       WeightOp bias;
       Value cut = out;
       SmallVector<Operation *> chain;
-      if (out.hasOneUse())
+      if (out.hasOneUse() && outType.getDimSize(rank - 1) > 1)
         if (auto add = dyn_cast<AddOp>(*out.getUsers().begin())) {
           Value other =
               add.getOperand(0) == out ? add.getOperand(1) : add.getOperand(0);
@@ -528,26 +575,62 @@ struct FusedWeightViewsPass
           }
         }
       // (A Gemm's own C is one of its operands, cut by its sharding rule.)
+      // A squeeze of the trailing ones.
+      if (outType.getDimSize(rank - 1) == 1 && out.hasOneUse())
+        if (auto squeeze = dyn_cast<ReshapeOp>(*out.getUsers().begin())) {
+          ArrayRef<int64_t> in = outType.getShape();
+          ArrayRef<int64_t> to = squeeze.getType().getShape();
+          if (!to.empty() && to.size() < in.size() &&
+              in.take_front(to.size()) == to && to.back() > 1 &&
+              llvm::all_of(in.drop_front(to.size()),
+                           [](int64_t d) { return d == 1; })) {
+            cutDim = static_cast<int64_t>(to.size()) - 1;
+            cut = squeeze.getResult();
+            chain.push_back(squeeze);
+          }
+        }
       // Reshapes that keep the last dimension (Hugging Face's Conv1D
       // flattens the batch for its Gemm and restores it before the Split).
       while (cut.hasOneUse())
         if (auto reshape = dyn_cast<ReshapeOp>(*cut.getUsers().begin());
             reshape && reshape.getType().getRank() >= 1 &&
             reshape.getType().getDimSize(reshape.getType().getRank() - 1) ==
-                outType.getDimSize(rank - 1)) {
+                outType.getDimSize(cutDim)) {
           cut = reshape.getResult();
           chain.push_back(reshape);
         } else {
           break;
         }
       int64_t n = equalCut(cut);
-      if (n == 0) {
+      // Matrices looked up by ids are not viewed (the lookup would read
+      // the view); the product is computed by pieces, each a lookup of
+      // its block.
+      bool gathered = llvm::any_of(op->getOperands(), [](Value v) {
+        return static_cast<bool>(gatheredWeight(v));
+      });
+      if (n == 0 || gathered) {
         SmallVector<Take> takes;
-        auto pieces = unequalCut(cut, takes);
+        SmallVector<std::pair<int64_t, int64_t>> pieces;
+        if (n == 0) {
+          pieces = unequalCut(cut, takes);
+        } else if (takesAlong(
+                       cut, cast<RankedTensorType>(cut.getType()).getRank() - 1,
+                       1, takes)) {
+          int64_t size = outType.getDimSize(cutDim);
+          for (int64_t i = 0; i < n; ++i)
+            pieces.push_back({i * size / n, (i + 1) * size / n});
+          if (llvm::any_of(takes, [&](const Take &t) {
+                return !llvm::is_contained(pieces,
+                                           std::make_pair(t.start, t.end));
+              }))
+            pieces.clear();
+        }
         if (!pieces.empty())
-          computeByPieces(op, bias, chain, pieces, takes, names);
+          computeByPieces(op, cutDim, bias, chain, pieces, takes, names);
         continue;
       }
+      if (cutDim != rank - 1)
+        continue;
       // The weight dimension that is the result's last (its own factor).
       auto iface = cast<ShardingRuleOpInterface>(op);
       ShardingRule rule = iface.getShardingRule();
