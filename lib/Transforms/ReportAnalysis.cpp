@@ -956,18 +956,28 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
           factors = factors.drop_back();
         if (auto a = dyn_cast<AttentionGradOp>(op); a && a.getMask())
           factors = factors.drop_back();
+        // Through a 16-bit plan's cast of a weight (shoal-mixed-precision
+        // casts every weight the low ops read).
+        auto throughCast = [](Value v) -> Value {
+          if (auto c = v.getDefiningOp<CastOp>();
+              c && c->hasAttr(kPrecisionCastAttr))
+            return c.getInput();
+          return v;
+        };
         for (Value v : factors) {
+          v = throughCast(v);
           // Through a weight view: an nn.Linear exported in training mode
           // reads Transpose(W).
           if (Operation *def = v.getDefiningOp(); isWeightView(def))
             v = def->getOperand(0);
+          v = throughCast(v);
           // Through a lookup of whole matrices by ids: a stack of experts'
           // matrices gathered per token (transformers 5's batched_mm
           // experts, `gate_up_proj[expert_ids]`); not an embedding table.
           if (auto g = v.getDefiningOp<GatherOp>())
             if (cast<RankedTensorType>(g->getOperand(0).getType()).getRank() >=
                 3)
-              v = g->getOperand(0);
+              v = throughCast(g->getOperand(0));
           if (auto w = v.getDefiningOp<WeightOp>()) {
             weighted = true;
             split |= isSplitOver(w, "tp");

@@ -9,6 +9,12 @@
 // weight, and is not counted; the MLP beside them is split.
 // RUN: shoal-opt %s --shoal-annotate="spec=%inputs/spec_split2.yaml" --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-partition --shoal-report -o /dev/null | FileCheck %s
 
+// A 16-bit plan reads the weights through casts (shoal-mixed-precision):
+// the report looks through them and warns the same.
+// RUN: shoal-opt %s --shoal-annotate="spec=%inputs/spec_split2.yaml" --shoal-form-taskgraphs="world-size=2" --shoal-propagate-sharding --shoal-partition --shoal-mixed-precision="precision=bf16" --shoal-report -o %t.mlir | FileCheck %s
+// RUN: FileCheck %s --check-prefix=CAST < %t.mlir
+// CAST: shoal.cast {{.*}}shoal.precision_cast{{.*}} -> tensor<3x8x4xbf16>
+
 // CHECK: warning: TaskGraph "model": /experts/MatMul splits no weight over tp: a column split would be gathered at once, as node '/experts/Softmax' needs its output whole before any product contracts it; the 2 ranks of a tp group all compute it whole (replicated work)
 // CHECK-NOT: splits no weight
 // CHECK: total: 1 all_reduce{{.*}}; 1 warning
