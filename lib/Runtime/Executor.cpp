@@ -674,6 +674,7 @@ MemoryReport Executor::memoryReport() const {
   r.grads += scatterAccumPeak;
   r.activations += memory.arenaBytes;
   r.gradientTemporaries += memory.gradientArenaBytes;
+  r.inputs += memory.inputArenaBytes;
   r.peak = device.peakBytes();
   return r;
 }

@@ -93,6 +93,22 @@ Sharing sharing(const LoadedPlan &plan) {
 }
 } // namespace
 
+std::vector<bool> shoal::rt::inputCopies(const LoadedPlan &plan) {
+  std::vector<bool> given(plan.values.size(), false);
+  for (const PortInfo &port : plan.inputs)
+    if (port.value >= 0)
+      given[port.value] = true;
+  for (const ConstantInfo &c : plan.constants)
+    if (c.value >= 0)
+      given[c.value] = true;
+  std::vector<bool> out(plan.values.size(), false);
+  for (const OpInfo &op : plan.ops)
+    if (op.kind == OpKind::Cast && op.inputs.size() == 1 && op.inputs[0] >= 0 &&
+        given[op.inputs[0]] && op.outputs.size() == 1 && op.outputs[0] >= 0)
+      out[op.outputs[0]] = true;
+  return out;
+}
+
 std::vector<bool> shoal::rt::gradientTransients(const LoadedPlan &plan) {
   std::vector<bool> out(plan.values.size(), false);
   for (const OpInfo &op : plan.ops)
@@ -340,6 +356,20 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
         mp.arenaBytes -
         std::min(mp.arenaBytes, placeBest(activations, scratch));
   }
+  // Copies of the inputs in the type the ops read them in are the step's
+  // data (MemoryReport::inputs): theirs are the bytes the activations need
+  // beyond what they would without them.
+  std::vector<bool> copy = inputCopies(plan);
+  std::vector<int> computed;
+  for (int v : activations)
+    if (!copy[v])
+      computed.push_back(v);
+  if (computed.size() < activations.size()) {
+    std::vector<int64_t> scratch(numValues, -1);
+    std::size_t withCopies = mp.arenaBytes - mp.gradientArenaBytes;
+    mp.inputArenaBytes =
+        withCopies - std::min(withCopies, placeBest(computed, scratch));
+  }
   return mp;
 }
 
@@ -502,10 +532,12 @@ std::vector<KeptKind> shoal::rt::keptKinds(const LoadedPlan &plan,
                                            const MemoryPlan &memory) {
   std::vector<bool> grad = optimizerGradients(plan, memory);
   std::vector<bool> transient = gradientTransients(plan);
+  std::vector<bool> copy = inputCopies(plan);
   std::vector<KeptKind> out(plan.values.size(), KeptKind::Activation);
   for (std::size_t v = 0; v < out.size(); ++v)
     out[v] = grad[v]        ? KeptKind::Gradient
              : transient[v] ? KeptKind::GradientTemporary
+             : copy[v]      ? KeptKind::InputCopy
                             : KeptKind::Activation;
   return out;
 }
@@ -517,6 +549,8 @@ void shoal::rt::countKept(MemoryReport &r, KeptKind kind, std::size_t bytes) {
     r.activations += bytes;
   if (kind == KeptKind::GradientTemporary)
     r.gradientTemporaries += bytes;
+  if (kind == KeptKind::InputCopy)
+    r.inputs += bytes;
 }
 
 MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
@@ -618,6 +652,7 @@ MemoryReport shoal::rt::predictMemory(const LoadedPlan &plan,
   }
   r.activations += memory.arenaBytes;
   r.gradientTemporaries += memory.gradientArenaBytes;
+  r.inputs += memory.inputArenaBytes;
   return r;
 }
 

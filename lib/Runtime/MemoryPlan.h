@@ -46,6 +46,11 @@ struct MemoryPlan {
   /// (gradientTransients), which share it (MemoryReport::
   /// gradientTemporaries).
   std::size_t gradientArenaBytes = 0;
+  /// Of the arena, the bytes its activations need beyond what they would
+  /// without the copies of the inputs and constants in another element
+  /// type (inputCopies), which MemoryReport::inputs counts: the step's
+  /// data in the type the ops read it in.
+  std::size_t inputArenaBytes = 0;
   /// Bytes of the values defined outside the ops (inputs, weights,
   /// constants), each in a buffer of its own.
   std::size_t persistentBytes = 0;
@@ -148,13 +153,25 @@ std::vector<bool> keptHeld(const LoadedPlan &plan, const MemoryPlan &memory,
 /// cast (MemoryPlan::gradientArenaBytes).
 std::vector<bool> gradientTransients(const LoadedPlan &plan);
 
+/// Per value, whether it is a copy of an input or a constant in another
+/// element type (a Cast of one: a 16-bit plan's copy of a float input,
+/// which PyTorch's autocast makes too).
+std::vector<bool> inputCopies(const LoadedPlan &plan);
+
 /// What a kept value's buffers count as in the memory report (and which
 /// pool they go back to): activations, weight gradients before their sum
-/// (activations too, and MemoryReport::gradientTemporaries), or the
-/// gradients the optimizer reads.
-enum class KeptKind : uint8_t { Activation, GradientTemporary, Gradient };
+/// (activations too, and MemoryReport::gradientTemporaries), the gradients
+/// the optimizer reads, or copies of inputs (activations too, and
+/// MemoryReport::inputs).
+enum class KeptKind : uint8_t {
+  Activation,
+  GradientTemporary,
+  Gradient,
+  InputCopy
+};
 
-/// Per value, its KeptKind (optimizerGradients, gradientTransients).
+/// Per value, its KeptKind (optimizerGradients, gradientTransients,
+/// inputCopies).
 std::vector<KeptKind> keptKinds(const LoadedPlan &plan,
                                 const MemoryPlan &memory);
 

@@ -1894,3 +1894,45 @@ TEST(ExecutorMemory, KeptBuffersGoBackAfterTheirLastReader) {
   MemoryReport measured = ex->memoryReport();
   EXPECT_EQ(measured.activations, predicted.activations);
 }
+
+// A copy of an input in the type the ops read it in (a 16-bit plan's cast
+// of a float input, as autocast makes) is the step's data: the memory
+// report counts the arena bytes it needs with the inputs, where a 16-bit
+// plan's activations were otherwise larger than half its float32 twin's
+// by the copy. x (f32 [4, 4], 64 bytes) -> Cast bf16 (a, 32 bytes) ->
+// Relu (r) -> Cast f32 (y); a is the only input copy, and the arena needs
+// its buffer (32 bytes, aligned) beside r's.
+TEST(ExecutorMemory, InputCopiesCountWithTheInputs) {
+  ensureMpi();
+  if (worldSize() != 1)
+    GTEST_SKIP() << "runs in a world of one rank";
+  PlanBuilder b({{"world", 1}});
+  b.worldOf(1);
+  int x = b.value({4, 4}), a = b.value({4, 4}, plan::BF16),
+      r = b.value({4, 4}, plan::BF16), y = b.value({4, 4});
+  b.input("x", x, {4, 4});
+  PlanBuilder::attrInt(b.op("Cast", {x}, {a}), "to", 16);
+  b.op("Relu", {a}, {r});
+  PlanBuilder::attrInt(b.op("Cast", {r}, {y}), "to", 1);
+  b.output("y", y, {4, 4});
+  LoadedPlan p = checkPlan(b.plan, "test.plan", 1);
+  std::vector<bool> copies = inputCopies(p);
+  EXPECT_TRUE(copies[a]);
+  EXPECT_FALSE(copies[r]);
+  EXPECT_FALSE(copies[y]);
+  MemoryPlan mp = planMemory(p);
+  EXPECT_GE(mp.inputArenaBytes, 32u);
+  EXPECT_LT(mp.inputArenaBytes, mp.arenaBytes);
+  MemoryReport predicted = predictMemory(p, mp);
+  EXPECT_EQ(predicted.inputs, 64u + mp.inputArenaBytes);
+
+  auto ex = std::make_unique<Executor>(p);
+  Comm comm(mpiWorld(), p.mesh);
+  ex->setValue(x, makeTensor<float>({4, 4}, std::vector<float>(16, -1.5f)));
+  ex->run(comm, false);
+  MemoryReport measured = ex->memoryReport();
+  EXPECT_EQ(measured.inputs, predicted.inputs);
+  EXPECT_EQ(measured.activations, predicted.activations);
+  for (float v : toVector<float>(ex->fetch(y)))
+    EXPECT_EQ(v, 0.0f);
+}

@@ -33,8 +33,10 @@ struct MemoryReport {
   /// values (per micro-batch), inputs and constants.
   std::size_t activations = 0;
   /// Of the activations, the inputs (a block per micro-batch) and the
-  /// constants: the data the step is given, in the types the plan reads
-  /// it in, which a 16-bit plan does not change (float labels, masks).
+  /// constants: the data the step is given, which a 16-bit plan does not
+  /// change (float labels, masks), and its copies in the type the ops read
+  /// it in (a 16-bit plan's cast of a float input, as autocast makes):
+  /// their kept buffers and the bytes the arena needs for them.
   std::size_t inputs = 0;
   /// Of the activations, the weight gradients on their way to the
   /// optimizer (a product's partial sums before their all_reduce or
