@@ -16,6 +16,7 @@
 
 #include "Comm.h"
 #include "Executor.h"
+#include "IndexMath.h"
 #include "MemoryPlan.h"
 #include "Ops.h"
 #include "PlanLoader.h"
@@ -745,6 +746,18 @@ TEST(Kernels2, TopKMatchesAStableSort) {
         refTopK<float>(xf, k, axis, largest, efv, efi);
         EXPECT_EQ(toVector<float>(vf), efv);
       }
+  // k above kTopKRowSelect: a partial sort in the same order (k passes
+  // over the row below it, as the CUDA kernel).
+  for (bool largest : {true, false}) {
+    Tensor x = randomI64({3, 40}, rng, -4, 4);
+    int64_t k = kTopKRowSelect + 4;
+    Tensor v(DType::I64, {3, k}), ix(DType::I64, {3, k});
+    topK(x, k, 1, largest, v, &ix);
+    std::vector<int64_t> ev, ei;
+    refTopK<int64_t>(x, k, 1, largest, ev, ei);
+    EXPECT_EQ(toVector<int64_t>(v), ev);
+    EXPECT_EQ(toVector<int64_t>(ix), ei);
+  }
   // Ties: lower index first, whether largest or smallest.
   Tensor t = makeTensor<float>({6}, {2, 5, 2, 5, 1, 2});
   Tensor v(DType::F32, {4}), ix(DType::I64, {4});

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "IndexMath.h"
 #include "cpu/Common.h"
 #include "cpu/Kernels.h"
 #include "cpu/Registry.h"
@@ -128,37 +129,26 @@ void combineScatter(T &d, T u, ScatterReduction reduction) {
 
 /// Calls f(i, dataOffset) for every position i of `indices` (row-major),
 /// dataOffset being the flat offset in data of that position with the
-/// coordinate along `axis` replaced by the (checked, wrapped) index.
+/// coordinate along `axis` replaced by the (checked, wrapped) index: the
+/// offset the CUDA kernels compute (elementOffset).
 template <typename F>
 void forEachElementIndex(const Tensor &data, const Tensor &indices,
                          int64_t axis, const char *what, F f) {
-  const Shape &is = indices.shape();
   int64_t total = indices.numElements();
   if (total == 0)
     return;
-  std::vector<int64_t> ds = rowMajorStrides(data.shape());
-  int64_t axisLen = data.shape()[axis];
-  std::size_t rank = is.size();
-  std::vector<int64_t> idx(rank, 0);
-  int64_t base = 0; // offset of idx in data, without the axis coordinate
+  if (indices.rank() > kMaxIndexRank)
+    throw Error(fmt::format("{}: rank {} is above the limit of {}", what,
+                            indices.rank(), kMaxIndexRank));
+  ElementsGeometry g = elementsGeometry(data.shape(), indices.shape(), axis);
   for (int64_t i = 0; i < total; ++i) {
     int64_t v = indexAt(indices, i);
-    int64_t w = v < 0 ? v + axisLen : v;
-    if (w < 0 || w >= axisLen)
+    int64_t off = elementOffset(g, i, v);
+    if (off < 0)
       throw Error(fmt::format("{}: index {} (at position {} of the indices) "
                               "is out of range for axis {} of size {}",
-                              what, v, i, axis, axisLen));
-    f(i, base + w * ds[axis]);
-    for (std::size_t d = rank; d-- > 0;) {
-      ++idx[d];
-      if (int64_t(d) != axis)
-        base += ds[d];
-      if (idx[d] < is[d])
-        break;
-      if (int64_t(d) != axis)
-        base -= ds[d] * is[d];
-      idx[d] = 0;
-    }
+                              what, v, i, axis, g.axisLen));
+    f(i, off);
   }
 }
 } // namespace
@@ -351,27 +341,25 @@ void shoal::rt::cpu::topK(const Tensor &x, int64_t k, int64_t axis,
     return;
   byNumericType(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // A total order in which NaN is larger than every number.
-    auto greater = [](T a, T b) {
-      if constexpr (std::is_floating_point<T>::value) {
-        if (std::isnan(a))
-          return !std::isnan(b);
-        if (std::isnan(b))
-          return false;
-      }
-      return a > b;
-    };
-    using Entry = std::pair<T, int64_t>;
-    auto before = [&](const Entry &p, const Entry &q) {
-      if (largest ? greater(p.first, q.first) : greater(q.first, p.first))
-        return true;
-      if (largest ? greater(q.first, p.first) : greater(p.first, q.first))
-        return false;
-      return p.second < q.second;
-    };
     const T *px = x.data<T>();
     T *pv = values.data<T>();
     int64_t *pi = indices ? indices->data<int64_t>() : nullptr;
+    // A few of each row (a router's top experts): k passes over the row,
+    // as the CUDA kernel selects them (topKRow).
+    if (k <= kTopKRowSelect) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t base = o * k * inner + i;
+          topKRow(px + o * n * inner + i, n, inner, k, largest, pv + base,
+                  pi ? pi + base : nullptr, inner);
+        }
+      return;
+    }
+    // TopK's order (NaN above every number, ties to the lower index).
+    using Entry = std::pair<T, int64_t>;
+    auto before = [&](const Entry &p, const Entry &q) {
+      return topKBefore(p.first, p.second, q.first, q.second, largest);
+    };
     std::vector<Entry> row(static_cast<std::size_t>(n));
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {

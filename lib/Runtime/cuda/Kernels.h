@@ -242,6 +242,35 @@ void adamw(const AdamWScalars &s, float *w, const float *g, float *m, float *v,
 /// `buf` null without momentum.
 void sgd(const SgdScalars &s, float *w, const float *g, float *buf, int64_t n,
          cudaStream_t stream);
+/// TopK of f32 `x` along `axis`: the k largest (`largest`) or smallest of
+/// each row, in order, NaN above every number and ties to the lower index
+/// (IndexMath.h's topKRow, which the CPU kernel calls too), into f32
+/// `values` and, unless null, i64 `indices` (shape: x's with k along axis).
+/// One thread per row (k passes over it: a router's few experts).
+void topK(const float *x, const Shape &shape, int64_t axis, int64_t k,
+          bool largest, float *values, int64_t *indices, cudaStream_t stream);
+
+/// GatherElements along `axis`: out[p] = data[p with its axis coordinate
+/// replaced by indices[p]] (IndexMath.h's elementOffset), elements of
+/// `elemSize` bytes (1, 2, 4 or 8), i64 or i32 indices of data's rank. An
+/// index out of range sets `*errorFlag` (may be null) and writes zero bytes.
+void gatherElements(const void *data, std::size_t elemSize,
+                    const Shape &dataShape, const void *indices,
+                    DType indexType, const Shape &indicesShape, int64_t axis,
+                    void *out, int *errorFlag, cudaStream_t stream);
+
+/// ScatterElements along `axis`: `out` (data's shape; may be `data`) is
+/// data with updates[p] written at (or, `add`, added to: f32 only, by
+/// atomics) the element indices[p] addresses (elementOffset). With
+/// repeated indices and no reduction, which update lands is unspecified
+/// (ONNX leaves it so). An index out of range sets `*errorFlag` (may be
+/// null) and writes nothing for it.
+void scatterElements(const void *data, std::size_t elemSize,
+                     const Shape &dataShape, const void *indices,
+                     DType indexType, const Shape &indicesShape,
+                     const void *updates, int64_t axis, bool add, void *out,
+                     int *errorFlag, cudaStream_t stream);
+
 /// Bytes of device workspace sumOfSquares needs for n elements.
 std::size_t sumOfSquaresWorkspace(int64_t n);
 /// The sum of g[i]^2 in double (CUB's device reduction), copied to the host

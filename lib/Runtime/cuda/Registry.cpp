@@ -439,6 +439,62 @@ void gatherKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
          vocab ? op.attrs.shardSize : -1, vocab ? ctx.groupIndex * local : 0);
 }
 
+/// TopK (f32; 16-bit widened): values in x's type, i64 indices.
+std::string topKCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                      bool) {
+  if (in[0].dtype != DType::F32 || !has(out, 0) || out[0].dtype != DType::F32 ||
+      (has(out, 1) && out[1].dtype != DType::I64))
+    return fmt::format("{} on {}", op.kindName, dtypeName(in[0].dtype));
+  return "";
+}
+
+void topKKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                Outputs &out) {
+  require(topKCheck, ctx, op, in, out);
+  bool indices = out.size() > 1 && out[1].defined();
+  topK(f(in[0]), in[0]->shape(), op.attrs.axis, op.attrs.k, op.attrs.largest,
+       static_cast<float *>(out[0].rawData()),
+       indices ? static_cast<int64_t *>(out[1].rawData()) : nullptr,
+       dev(ctx).stream());
+}
+
+/// GatherElements and ScatterElements: elements of 1, 2, 4 or 8 bytes
+/// (a reduction other than none: add on f32 only), i64 or i32 indices.
+std::string elementsCheck(const OpInfo &op, const Descs &in, const Descs &,
+                          bool) {
+  std::size_t e = dtypeSize(in[0].dtype);
+  if (e != 1 && e != 2 && e != 4 && e != 8)
+    return fmt::format("{} on {}", op.kindName, dtypeName(in[0].dtype));
+  if (in[1].dtype != DType::I64 && in[1].dtype != DType::I32)
+    return fmt::format("{} with {} indices", op.kindName,
+                       dtypeName(in[1].dtype));
+  if (op.kind == OpKind::ScatterElements &&
+      op.attrs.reduction != ScatterReduction::None &&
+      (op.attrs.reduction != ScatterReduction::Add ||
+       in[0].dtype != DType::F32))
+    return op.kindName + " with a reduction other than add on f32";
+  return "";
+}
+
+void gatherElementsKernel(KernelContext &ctx, const OpInfo &op,
+                          const Inputs &in, Outputs &out) {
+  require(elementsCheck, ctx, op, in, out);
+  gatherElements(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
+                 in[1]->rawData(), in[1]->dtype(), in[1]->shape(),
+                 op.attrs.axis, out[0].rawData(), dev(ctx).errorFlag(),
+                 dev(ctx).stream());
+}
+
+void scatterElementsKernel(KernelContext &ctx, const OpInfo &op,
+                           const Inputs &in, Outputs &out) {
+  require(elementsCheck, ctx, op, in, out);
+  scatterElements(in[0]->rawData(), dtypeSize(in[0]->dtype()), in[0]->shape(),
+                  in[1]->rawData(), in[1]->dtype(), in[1]->shape(),
+                  in[2]->rawData(), op.attrs.axis,
+                  op.attrs.reduction == ScatterReduction::Add, out[0].rawData(),
+                  dev(ctx).errorFlag(), dev(ctx).stream());
+}
+
 void aliasKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                  Outputs &out) {
   out[0] = Tensor::alias(*in[0], ctx.plan.values[op.outputs[0]].shape);
@@ -1061,6 +1117,13 @@ void shoal::rt::registerCudaKernels() {
   widened(OpKind::LayerNormalization, layerNormKernel, layerNormCheck, every);
   registerKernel(OpKind::Gather, BackendKind::CUDA, gatherKernel,
                  KernelWrites::All, gatherCheck);
+  // (TopK writes k per row, GatherElements every element, ScatterElements
+  // copies its data first: nothing to zero.)
+  widened(OpKind::TopK, topKKernel, topKCheck, every);
+  registerKernel(OpKind::GatherElements, BackendKind::CUDA,
+                 gatherElementsKernel, KernelWrites::All, elementsCheck);
+  registerKernel(OpKind::ScatterElements, BackendKind::CUDA,
+                 scatterElementsKernel, KernelWrites::All, elementsCheck);
   reg(OpKind::Reshape, aliasKernel);
   registerKernel(OpKind::Transpose, BackendKind::CUDA, transposeKernel,
                  KernelWrites::All);

@@ -1076,6 +1076,115 @@ TEST_F(CudaKernels, WhereMatchesTheCpu) {
     }
 }
 
+// TopK against the CPU kernel (both select through IndexMath.h's
+// topKRow): every axis, largest and smallest, ties (few distinct values)
+// and a NaN, values and indices bit for bit.
+TEST_F(CudaKernels, TopKMatchesTheCpu) {
+  const Shape shape = {3, 7, 5};
+  for (int64_t axis = 0; axis < 3; ++axis)
+    for (bool largest : {true, false})
+      for (int64_t k : {int64_t(1), int64_t(2), shape[axis]}) {
+        Tensor x(DType::F32, shape);
+        for (int64_t i = 0; i < x.numElements(); ++i)
+          x.data<float>()[i] = static_cast<float>(rng() % 5) - 2.f;
+        x.data<float>()[4] = std::numeric_limits<float>::quiet_NaN();
+        Shape os = shape;
+        os[axis] = k;
+        Tensor wantV(DType::F32, os), wantI(DType::I64, os);
+        cpu::topK(x, k, axis, largest, wantV, &wantI);
+        auto dx = toDevice(x);
+        DeviceBuffer v(wantV.numBytes()), ix(wantI.numBytes());
+        gpu::topK(dx->as<float>(), shape, axis, k, largest, v.as<float>(),
+                  ix.as<int64_t>(), stream);
+        sync();
+        std::string what = "topK axis " + std::to_string(axis) + " k " +
+                           std::to_string(k) + (largest ? " largest" : "");
+        expectBytesEqual(fromDevice(v, DType::F32, os), wantV, what);
+        expectBytesEqual(fromDevice(ix, DType::I64, os), wantI, what);
+      }
+}
+
+// GatherElements and ScatterElements (none, and add on f32) against the
+// CPU kernels, with negative indices, i32 and i64 indices, a bf16 and an
+// f32 tensor; an index out of range sets the error flag.
+TEST_F(CudaKernels, GatherScatterElementsMatchTheCpu) {
+  const Shape data = {4, 6}, idx = {3, 6};
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (DType it : {DType::I64, DType::I32})
+      for (int64_t axis : {0, 1}) {
+        Shape is = axis == 0 ? idx : Shape{4, 3};
+        Tensor x = randomBits(dtype, data, rng);
+        if (dtype == DType::F32)
+          x = randomTensor(dtype, data, rng);
+        Tensor indices(it, is);
+        int64_t len = data[axis];
+        for (int64_t i = 0; i < indices.numElements(); ++i) {
+          int64_t v = static_cast<int64_t>(rng() % (2 * len)) - len;
+          if (it == DType::I64)
+            indices.data<int64_t>()[i] = v;
+          else
+            indices.data<int32_t>()[i] = static_cast<int32_t>(v);
+        }
+        Tensor up = dtype == DType::F32 ? randomTensor(dtype, is, rng)
+                                        : randomBits(dtype, is, rng);
+        std::string what = std::string(dtypeName(dtype)) + " " + dtypeName(it) +
+                           " axis " + std::to_string(axis);
+        auto dd = toDevice(x), di = toDevice(indices), du = toDevice(up);
+        Tensor wantG(dtype, is);
+        cpu::gatherElements(x, indices, axis, wantG);
+        DeviceBuffer g(wantG.numBytes());
+        gpu::gatherElements(dd->get(), dtypeSize(dtype), data, di->get(), it,
+                            is, axis, g.get(), nullptr, stream);
+        sync();
+        expectBytesEqual(fromDevice(g, dtype, is), wantG, "gather " + what);
+        // Scatter without a reduction: distinct indices along the axis
+        // ((r + c) mod len at position (r, c)), so that one update lands
+        // on each element it reaches.
+        for (int64_t i = 0; i < indices.numElements(); ++i) {
+          int64_t v = (i / is[1] + i % is[1]) % len;
+          if (it == DType::I64)
+            indices.data<int64_t>()[i] = v;
+          else
+            indices.data<int32_t>()[i] = static_cast<int32_t>(v);
+        }
+        di = toDevice(indices);
+        for (bool add : {false, true}) {
+          if (add && dtype != DType::F32)
+            continue;
+          Tensor want(dtype, data);
+          cpu::scatterElements(
+              x, indices, up, axis,
+              add ? ScatterReduction::Add : ScatterReduction::None, want);
+          DeviceBuffer out(want.numBytes());
+          gpu::scatterElements(dd->get(), dtypeSize(dtype), data, di->get(), it,
+                               is, du->get(), axis, add, out.get(), nullptr,
+                               stream);
+          sync();
+          if (add)
+            expectClose(fromDevice(out, dtype, data), want, 1e-6,
+                        "scatter add " + what);
+          else
+            expectBytesEqual(fromDevice(out, dtype, data), want,
+                             "scatter " + what);
+        }
+      }
+  // Out of range: the flag.
+  Tensor x = randomTensor(DType::F32, {2, 3}, rng);
+  Tensor bad(DType::I64, {2, 3});
+  for (int64_t i = 0; i < 6; ++i)
+    bad.data<int64_t>()[i] = i == 4 ? 7 : 0;
+  auto dx = toDevice(x), db = toDevice(bad);
+  DeviceBuffer flag(sizeof(int)), out(x.numBytes());
+  int zero = 0;
+  flag.upload(&zero);
+  gpu::gatherElements(dx->get(), 4, {2, 3}, db->get(), DType::I64, {2, 3}, 1,
+                      out.get(), flag.as<int>(), stream);
+  sync();
+  int got = 0;
+  flag.download(&got);
+  EXPECT_EQ(got, 1);
+}
+
 // RMSNorm's forward (LayerNormalization with rms) against the CPU: warp
 // and block rows.
 TEST_F(CudaKernels, RmsNormMatchesTheCpu) {
