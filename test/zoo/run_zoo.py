@@ -701,6 +701,16 @@ def run_layout(model, layout, work, args, node_names, out_names, has_ort, train_
                     res.returncode, res.stderr.strip()[-300:]), res)
             else:
                 r["audit"] = {"host": int(m.group(1)), "staged": int(m.group(2))}
+                # Every op on the device and every collective on device
+                # buffers; only the pipeline's Send and Recv still go
+                # through host buffers (issue 46).
+                off = [row for row in re.findall(
+                    r"^\| (\S[^|]*?) \| (host[^|]*?) \| (\d+) \|$", res.stdout, re.M)
+                    if row[0] not in ("Send", "Recv")]
+                if off:
+                    raise common.CommandError(
+                        "shoal-run --audit: %s" % "; ".join(
+                            "%s x%s: %s" % (op, n, where) for op, where, n in off), res)
         stage = "run"
         run = [os.path.join(args.bin, "shoal-run"), os.path.join(d, "model.plan")]
         if training:
