@@ -21,6 +21,7 @@
 #include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
+#include "cuda/LtMatmul.h"
 #include "ops/MathKinds.h"
 
 #include <fmt/format.h>
@@ -1067,6 +1068,56 @@ void widenedKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
                 out[i].numElements(), d.stream());
 }
 
+/// A product cuBLASLt takes with its 16-bit operands as they are
+/// (ltHandles): A and B of one 16-bit type, the result in it or f32 (a
+/// weight gradient), batch dimensions strides express, no Gemm C. The
+/// others widen to f32 (widenedKernel) or are f32.
+bool native16(const OpInfo &op, const Descs &in, const Descs &out) {
+  if (!has(in, 0) || !has(in, 1) || !has(out, 0) ||
+      in[0].dtype != in[1].dtype || !ltHandles(in[0].dtype, out[0].dtype))
+    return false;
+  if (op.kind == OpKind::Gemm)
+    return !has(in, 2) && in[0].shape.size() == 2 && in[1].shape.size() == 2;
+  return !matmulShapeOf(in[0].shape, in[1].shape, out[0].shape).general;
+}
+
+std::string productCheck(const OpInfo &op, const Descs &in, const Descs &out,
+                         bool addInto) {
+  return native16(op, in, out) ? "" : widenedCheck(op, in, out, addInto);
+}
+
+/// MatMul and Gemm: 16-bit operands through cuBLASLt as they are, f32
+/// accumulation, the result in the op's type (added into it for a weight
+/// gradient summing itself over micro-batches); f32 ones through cuBLAS.
+void productKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
+                   Outputs &out) {
+  if (!native16(op, describe(in), describe(out)))
+    return widenedKernel(ctx, op, in, out);
+  lt::RowMajorProduct p;
+  float alpha = 1.0f;
+  if (op.kind == OpKind::Gemm) {
+    const OpAttrs &a = op.attrs;
+    p.m = out[0].shape()[0];
+    p.n = out[0].shape()[1];
+    p.k = a.transA ? in[0]->shape()[0] : in[0]->shape()[1];
+    p.transA = a.transA;
+    p.transB = a.transB;
+    alpha = a.alpha;
+  } else {
+    MatmulShape s =
+        matmulShapeOf(in[0]->shape(), in[1]->shape(), out[0].shape());
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.batch = s.batch;
+    p.strideA = s.strideA;
+    p.strideB = s.strideB;
+    p.strideC = s.batch > 1 ? s.m * s.n : 0;
+  }
+  ltMatmul(dev(ctx), p, in[0]->rawData(), in[1]->rawData(), in[0]->dtype(),
+           out[0].rawData(), out[0].dtype(), alpha, ctx.addInto ? 1.0f : 0.0f);
+}
+
 } // namespace
 
 void shoal::rt::registerCudaKernels() {
@@ -1093,8 +1144,13 @@ void shoal::rt::registerCudaKernels() {
   // rank's rows): nothing to zero first. The GPU tests
   // run with SHOAL_FILL_UNINITIALIZED=1, which fills their outputs with
   // NaN instead, so an element left out shows.
-  widened(OpKind::MatMul, matmulKernel, matmulCheck, every);
-  widened(OpKind::Gemm, gemmKernel, gemmCheck, every);
+  // (16-bit products through cuBLASLt as they are, productKernel.)
+  f32Kernels()[static_cast<int>(OpKind::MatMul)] = {matmulKernel, matmulCheck};
+  f32Kernels()[static_cast<int>(OpKind::Gemm)] = {gemmKernel, gemmCheck};
+  registerKernel(OpKind::MatMul, BackendKind::CUDA, productKernel, every,
+                 productCheck);
+  registerKernel(OpKind::Gemm, BackendKind::CUDA, productKernel, every,
+                 productCheck);
   widened(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
           binaryCheck<arith::BinaryOp::Add>, every);
   widened(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>,

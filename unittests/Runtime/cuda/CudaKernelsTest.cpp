@@ -15,12 +15,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "Half.h"
 #include "cpu/Backend.h"
 #include "cpu/Kernels.h"
 #include "cpu/Optimizers.h"
 #include "cuda/Backend.h"
+#include "cuda/CudaDevice.h"
 #include "cuda/FusedKernels.h"
 #include "cuda/Kernels.h"
+#include "cuda/LtMatmul.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -1202,6 +1205,95 @@ TEST_F(CudaKernels, RmsNormMatchesTheCpu) {
     expectClose(fromDevice(got, DType::F32, shape), want, 1e-4,
                 "rmsNorm " + str(shape));
   }
+}
+
+// cuBLASLt products of bf16 and f16 operands (ltMatmul, what MatMul and
+// Gemm run on 16-bit operands) against a double-precision product of the
+// same 16-bit values: plain, transposed (Gemm's transA/transB), batched
+// with a broadcast A, odd sizes, results in the operands' type and in f32,
+// and beta = 1 (a weight gradient adding itself over micro-batches).
+TEST_F(CudaKernels, LtMatmulMatchesADoubleProduct) {
+  std::unique_ptr<Device> cuda = makeCudaDevice(0, Precision::FP32);
+  auto &d = static_cast<gpu::CudaDevice &>(*cuda);
+  struct Case {
+    int64_t m, n, k, batch;
+    bool transA, transB, broadcastA;
+  };
+  const Case cases[] = {
+      {64, 48, 32, 1, false, false, false}, {7, 5, 3, 1, false, false, false},
+      {33, 17, 65, 1, true, false, false},  {16, 24, 40, 1, false, true, false},
+      {9, 11, 13, 1, true, true, false},    {8, 16, 24, 3, false, false, false},
+      {5, 7, 9, 4, false, false, true}};
+  auto value = [](DType t, const Tensor &x, int64_t i) {
+    uint16_t h = static_cast<const uint16_t *>(x.rawData())[i];
+    return t == DType::BF16 ? double(bf16ToFloat(h)) : double(halfToFloat(h));
+  };
+  // Uniform in [-1, 1], rounded to the 16-bit type.
+  auto random = [&](DType t, int64_t n) {
+    if (t == DType::F32)
+      return randomTensor(t, {n}, rng);
+    Tensor f = randomTensor(DType::F32, {n}, rng);
+    Tensor h(t, {n});
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(h.rawData())[i] =
+          t == DType::BF16 ? floatToBF16(f.data<float>()[i])
+                           : floatToHalf(f.data<float>()[i]);
+    return h;
+  };
+  for (DType ab : {DType::BF16, DType::F16})
+    for (DType ct : {ab, DType::F32})
+      for (const Case &c : cases)
+        for (float beta : {0.0f, 1.0f}) {
+          int64_t aMats = c.broadcastA ? 1 : c.batch;
+          Tensor a = random(ab, aMats * c.m * c.k);
+          Tensor b = random(ab, c.batch * c.k * c.n);
+          Tensor c0 = random(ct, c.batch * c.m * c.n);
+          lt::RowMajorProduct p;
+          p.m = c.m;
+          p.n = c.n;
+          p.k = c.k;
+          p.batch = c.batch;
+          p.transA = c.transA;
+          p.transB = c.transB;
+          p.strideA = c.broadcastA || c.batch == 1 ? 0 : c.m * c.k;
+          p.strideB = c.batch == 1 ? 0 : c.k * c.n;
+          p.strideC = c.batch == 1 ? 0 : c.m * c.n;
+          auto da = toDevice(a), db = toDevice(b), dc = toDevice(c0);
+          gpu::ltMatmul(d, p, da->get(), db->get(), ab, dc->get(), ct, 1.0f,
+                        beta);
+          check(cudaStreamSynchronize(d.stream()), "sync");
+          Tensor got = fromDevice(*dc, ct, {c.batch * c.m * c.n});
+          std::string what =
+              std::string(dtypeName(ab)) + " into " + dtypeName(ct) + " m" +
+              std::to_string(c.m) + " n" + std::to_string(c.n) + " k" +
+              std::to_string(c.k) + " batch " + std::to_string(c.batch) +
+              (c.transA ? " transA" : "") + (c.transB ? " transB" : "") +
+              (beta != 0 ? " beta 1" : "");
+          for (int64_t e = 0; e < c.batch; ++e)
+            for (int64_t i = 0; i < c.m; ++i)
+              for (int64_t j = 0; j < c.n; ++j) {
+                double want = 0, mag = 0;
+                for (int64_t q = 0; q < c.k; ++q) {
+                  int64_t ai = (c.broadcastA ? 0 : e) * c.m * c.k +
+                               (c.transA ? q * c.m + i : i * c.k + q);
+                  int64_t bi =
+                      e * c.k * c.n + (c.transB ? j * c.k + q : q * c.n + j);
+                  double t = value(ab, a, ai) * value(ab, b, bi);
+                  want += t;
+                  mag += std::fabs(t);
+                }
+                int64_t ci = (e * c.m + i) * c.n + j;
+                double before = ct == DType::F32 ? double(c0.data<float>()[ci])
+                                                 : value(ct, c0, ci);
+                want += beta * before;
+                mag += std::fabs(beta * before);
+                double g = ct == DType::F32 ? double(got.data<float>()[ci])
+                                            : value(ct, got, ci);
+                // f32 accumulation, then one rounding to the result type.
+                double tol = (ct == DType::F32 ? 1e-5 : 1e-2) * (mag + 1e-3);
+                ASSERT_NEAR(g, want, tol) << what << " at " << ci;
+              }
+        }
 }
 
 // The data movement of the device-buffer collectives (the Executor under
