@@ -1065,11 +1065,17 @@ TEST(HalfTraining, CudaKernelsWidenHalfOperandsOnTheDevice) {
     EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, in, out, false), "")
         << c.op.kind();
   }
+  // A bf16 product adding into its bf16 result (a weight gradient summing
+  // itself over micro-batches) runs on cuBLASLt as it is (beta = 1); one
+  // that widens (mixed operand types) cannot add into a 16-bit result.
   OpCheck g("Gemm");
   g.in(kBF16, {4, 3}).in(kBF16, {3, 5}).out(kBF16, {4, 5});
   OpInfo info = g.info();
   std::vector<OperandDesc> in = {{true, kBF16, {4, 3}}, {true, kBF16, {3, 5}}};
   std::vector<OperandDesc> out = {{true, kBF16, {4, 5}}};
-  EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, in, out, true),
+  EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, in, out, true), "");
+  std::vector<OperandDesc> mixed = {{true, kBF16, {4, 3}},
+                                    {true, kF32, {3, 5}}};
+  EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, mixed, out, true),
             "Gemm adding into a 16-bit result");
 }
