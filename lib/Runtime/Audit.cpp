@@ -111,7 +111,8 @@ void shoal::rt::auditProgram(const LoadedPlan &plan, BackendKind backend,
     if (why.empty() && addInto)
       why = kernelWhyNot(backend, op, in, outs, false);
     if (why.empty()) {
-      add(op, "device");
+      std::string label = kernelLabel(backend, op, in, outs);
+      add(op, label.empty() ? "device" : "device: " + label);
     } else {
       add(op, "host: " + why);
       ++out.hostFallbacks;

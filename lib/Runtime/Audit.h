@@ -33,7 +33,8 @@ struct LoadedPlan;
 
 struct PlanAudit {
   /// Per (op kind, where it runs): how many ops of the audited programs.
-  /// Where: "device" (the backend's kernel), "host: <reason>" (the CPU
+  /// Where: "device" (the backend's own kernel), "device: <library>" (a
+  /// library's: cuBLAS, cuBLASLt), "host: <reason>" (the CPU
   /// kernel on host copies), "device collective", "host-staged: <reason>".
   std::map<std::pair<std::string, std::string>, int> ops;
   /// Ops that would run on the CPU on host copies.

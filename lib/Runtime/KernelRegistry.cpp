@@ -21,6 +21,7 @@ KernelFn kernels[kNumOpKinds][kNumBackends] = {};
 bool writesAll[kNumOpKinds][kNumBackends] = {};
 /// The operands it refuses (null: none).
 KernelCheckFn checks[kNumOpKinds][kNumBackends] = {};
+KernelLabelFn labels[kNumOpKinds][kNumBackends] = {};
 /// The update kernels of each backend.
 UpdateKernels updates[kNumBackends];
 
@@ -51,6 +52,19 @@ std::string shoal::rt::kernelWhyNot(BackendKind backend, const OpInfo &op,
   KernelCheckFn check =
       checks[static_cast<int>(op.kind)][static_cast<int>(backend)];
   return check ? check(op, inputs, outputs, addInto) : "";
+}
+
+void shoal::rt::registerKernelLabel(OpKind kind, BackendKind backend,
+                                    KernelLabelFn fn) {
+  labels[static_cast<int>(kind)][static_cast<int>(backend)] = fn;
+}
+
+std::string shoal::rt::kernelLabel(BackendKind backend, const OpInfo &op,
+                                   const std::vector<OperandDesc> &inputs,
+                                   const std::vector<OperandDesc> &outputs) {
+  KernelLabelFn fn =
+      labels[static_cast<int>(op.kind)][static_cast<int>(backend)];
+  return fn ? fn(op, inputs, outputs) : std::string();
 }
 
 std::vector<OperandDesc>

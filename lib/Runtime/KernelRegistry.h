@@ -105,6 +105,17 @@ KernelFn findKernel(OpKind kind, BackendKind backend);
 std::string kernelWhyNot(BackendKind backend, const OpInfo &op,
                          const std::vector<OperandDesc> &inputs,
                          const std::vector<OperandDesc> &outputs, bool addInto);
+/// What a kernel runs on for these operands, when it names a library (the
+/// plan audit's "device: cuBLASLt"): "" for the backend's own kernels.
+using KernelLabelFn = std::string (*)(const OpInfo &op,
+                                      const std::vector<OperandDesc> &inputs,
+                                      const std::vector<OperandDesc> &outputs);
+/// Registers the label of the kernel of `kind` on `backend`.
+void registerKernelLabel(OpKind kind, BackendKind backend, KernelLabelFn fn);
+/// The kernel's label for these operands ("" without one).
+std::string kernelLabel(BackendKind backend, const OpInfo &op,
+                        const std::vector<OperandDesc> &inputs,
+                        const std::vector<OperandDesc> &outputs);
 /// The descriptions of a kernel's tensors (null or undefined: absent).
 std::vector<OperandDesc> describe(const std::vector<const Tensor *> &tensors);
 std::vector<OperandDesc> describe(const std::vector<Tensor> &tensors);

@@ -1078,4 +1078,12 @@ TEST(HalfTraining, CudaKernelsWidenHalfOperandsOnTheDevice) {
                                     {true, kF32, {3, 5}}};
   EXPECT_EQ(kernelWhyNot(BackendKind::CUDA, info, mixed, out, true),
             "Gemm adding into a 16-bit result");
+  // The plan audit names the library: cuBLASLt for 16-bit operands as they
+  // are, cuBLAS for f32 ones and for widened ones.
+  EXPECT_EQ(kernelLabel(BackendKind::CUDA, info, in, out), "cuBLASLt");
+  EXPECT_EQ(kernelLabel(BackendKind::CUDA, info, mixed, out),
+            "cuBLAS (operands widened to f32)");
+  std::vector<OperandDesc> f32In = {{true, kF32, {4, 3}}, {true, kF32, {3, 5}}};
+  std::vector<OperandDesc> f32Out = {{true, kF32, {4, 5}}};
+  EXPECT_EQ(kernelLabel(BackendKind::CUDA, info, f32In, f32Out), "cuBLAS");
 }

@@ -1118,6 +1118,22 @@ void productKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
            out[0].rawData(), out[0].dtype(), alpha, ctx.addInto ? 1.0f : 0.0f);
 }
 
+/// The library a product runs on.
+std::string productLabel(const OpInfo &op, const Descs &in, const Descs &out) {
+  if (native16(op, in, out))
+    return "cuBLASLt";
+  bool half = false;
+  for (const OperandDesc &d : in)
+    half |= d.present && isSixteenBits(d.dtype);
+  for (const OperandDesc &d : out)
+    half |= d.present && isSixteenBits(d.dtype);
+  return half ? "cuBLAS (operands widened to f32)" : "cuBLAS";
+}
+
+std::string attentionLabel(const OpInfo &, const Descs &, const Descs &) {
+  return "cuBLAS products around an own softmax";
+}
+
 } // namespace
 
 void shoal::rt::registerCudaKernels() {
@@ -1151,6 +1167,10 @@ void shoal::rt::registerCudaKernels() {
                  productCheck);
   registerKernel(OpKind::Gemm, BackendKind::CUDA, productKernel, every,
                  productCheck);
+  registerKernelLabel(OpKind::MatMul, BackendKind::CUDA, productLabel);
+  registerKernelLabel(OpKind::Gemm, BackendKind::CUDA, productLabel);
+  registerKernelLabel(OpKind::Attention, BackendKind::CUDA, attentionLabel);
+  registerKernelLabel(OpKind::AttentionGrad, BackendKind::CUDA, attentionLabel);
   widened(OpKind::Add, binaryKernel<arith::BinaryOp::Add>,
           binaryCheck<arith::BinaryOp::Add>, every);
   widened(OpKind::Sub, binaryKernel<arith::BinaryOp::Sub>,
