@@ -105,7 +105,8 @@ bool takenOneByOne(Value v, int64_t dim) {
     }
     if (auto g = dyn_cast<GatherOp>(user)) {
       auto indices = cast<RankedTensorType>(g.getIndices().getType());
-      if (g.getData() != v || g.getAxis() != dim || indices.getRank() != 0)
+      if (g.getData() != v || static_cast<int64_t>(g.getAxis()) != dim ||
+          indices.getRank() != 0)
         return false;
       continue;
     }
@@ -211,8 +212,8 @@ bool takesAlong(Value v, int64_t dim, int64_t unit,
     if (auto g = dyn_cast<GatherOp>(user)) {
       auto c = g.getIndices().getDefiningOp<ConstantOp>();
       auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
-      if (g.getData() != v || g.getAxis() != dim || !dense ||
-          dense.getNumElements() != 1)
+      if (g.getData() != v || static_cast<int64_t>(g.getAxis()) != dim ||
+          !dense || dense.getNumElements() != 1)
         return false;
       int64_t k = (*dense.getValues<APInt>().begin()).getSExtValue();
       if (k < 0)
