@@ -620,10 +620,18 @@ struct FusedWeightViewsPass
           int64_t size = outType.getDimSize(cutDim);
           for (int64_t i = 0; i < n; ++i)
             pieces.push_back({i * size / n, (i + 1) * size / n});
-          if (llvm::any_of(takes, [&](const Take &t) {
-                return !llvm::is_contained(pieces,
-                                           std::make_pair(t.start, t.end));
-              }))
+          // Every take one of the pieces, and every piece taken.
+          auto taken = [&](std::pair<int64_t, int64_t> piece) {
+            return llvm::any_of(takes, [&](const Take &t) {
+              return std::make_pair(t.start, t.end) == piece;
+            });
+          };
+          if (llvm::any_of(takes,
+                           [&](const Take &t) {
+                             return !llvm::is_contained(
+                                 pieces, std::make_pair(t.start, t.end));
+                           }) ||
+              !llvm::all_of(pieces, taken))
             pieces.clear();
         }
         if (!pieces.empty())

@@ -967,8 +967,11 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
         for (Value v : factors) {
           v = throughCast(v);
           // Through a weight view: an nn.Linear exported in training mode
-          // reads Transpose(W).
-          if (Operation *def = v.getDefiningOp(); isWeightView(def))
+          // reads Transpose(W) (in a 16-bit plan, Transpose(Cast(W))).
+          if (Operation *def = v.getDefiningOp();
+              isa_and_nonnull<TransposeOp, ReshapeOp>(def) &&
+              !def->hasAttr(ShoalDialect::kPhaseAttr) &&
+              throughCast(def->getOperand(0)).getDefiningOp<WeightOp>())
             v = def->getOperand(0);
           v = throughCast(v);
           // Through a lookup of whole matrices by ids: a stack of experts'
@@ -1022,7 +1025,7 @@ void ReportBuilder::addWarnings(TaskGraphInfo &info, int64_t globalBatch) {
       // edge); say why, once for the product and its backward's.
       llvm::StringSet<> keptWhole;
       for (Operation *op : whole)
-        if (op->hasAttr(kTpKeptWholeAttr))
+        if (op->hasAttr(kTpKeptWholeAttr) && !getNodeName(op).empty())
           keptWhole.insert(getNodeName(op));
       llvm::erase_if(whole, [&](Operation *op) {
         auto why = op->getAttrOfType<StringAttr>(kTpKeptWholeAttr);

@@ -137,17 +137,35 @@ void forEachElementIndex(const Tensor &data, const Tensor &indices,
   int64_t total = indices.numElements();
   if (total == 0)
     return;
-  if (indices.rank() > kMaxIndexRank)
-    throw Error(fmt::format("{}: rank {} is above the limit of {}", what,
-                            indices.rank(), kMaxIndexRank));
-  ElementsGeometry g = elementsGeometry(data.shape(), indices.shape(), axis);
+  // (Above kMaxIndexRank, which the CUDA kernels take, the same offsets
+  // from the dimensions beyond it folded in by hand.)
+  int64_t rank = indices.rank(), axisLen = data.shape()[axis];
+  ElementsGeometry g;
+  std::vector<int64_t> strides = rowMajorStrides(data.shape());
+  if (rank <= kMaxIndexRank)
+    g = elementsGeometry(data.shape(), indices.shape(), axis);
+  auto offsetOf = [&](int64_t i, int64_t v) -> int64_t {
+    if (rank <= kMaxIndexRank)
+      return elementOffset(g, i, v);
+    int64_t w = v < 0 ? v + axisLen : v;
+    if (w < 0 || w >= axisLen)
+      return -1;
+    int64_t off = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t n = indices.shape()[d];
+      int64_t c = n ? i % n : 0;
+      i = n ? i / n : 0;
+      off += (d == axis ? w : c) * strides[d];
+    }
+    return off;
+  };
   for (int64_t i = 0; i < total; ++i) {
     int64_t v = indexAt(indices, i);
-    int64_t off = elementOffset(g, i, v);
+    int64_t off = offsetOf(i, v);
     if (off < 0)
       throw Error(fmt::format("{}: index {} (at position {} of the indices) "
                               "is out of range for axis {} of size {}",
-                              what, v, i, axis, g.axisLen));
+                              what, v, i, axis, axisLen));
     f(i, off);
   }
 }

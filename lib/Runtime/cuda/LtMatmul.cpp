@@ -94,12 +94,14 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
   return l;
 }
 
-/// The largest power of two (up to 16) dividing the address: heuristics
-/// depend on the operands' alignment.
-int alignmentOf(const void *p) {
+/// The largest power of two (up to 256) dividing the address and, for a
+/// batch, every entry's offset (`strideBytes`; 0: one entry): the
+/// heuristic is told it, as it otherwise assumes 256.
+uint32_t alignmentOf(const void *p, uint64_t strideBytes = 0) {
   auto v = reinterpret_cast<uintptr_t>(p);
-  int a = 1;
-  while (a < 16 && v % (2 * a) == 0)
+  uint32_t a = 1;
+  while (a < 256 && v % (2 * a) == 0 &&
+         (strideBytes == 0 || strideBytes % (2 * a) == 0))
     a *= 2;
   return a;
 }
@@ -144,13 +146,22 @@ void shoal::rt::cuda::ltMatmul(CudaDevice &d, const lt::RowMajorProduct &p,
   // (first, second) are (B, A): the key by what the call reads.
   const void *first = call.first == 'B' ? b : a;
   const void *second = call.first == 'B' ? a : b;
+  uint64_t abBytes = dtypeSize(ab), outBytes = dtypeSize(cType);
+  uint32_t alignFirst =
+      alignmentOf(first, call.batch > 1 ? call.strideFirst * abBytes : 0);
+  uint32_t alignSecond =
+      alignmentOf(second, call.batch > 1 ? call.strideSecond * abBytes : 0);
+  uint32_t alignC = alignmentOf(
+      c, call.batch > 1
+             ? (call.strideC ? call.strideC : call.m * call.n) * outBytes
+             : 0);
   std::string key = fmt::format(
       "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", call.m,
       call.n, call.k, call.batch, call.transFirst, call.transSecond,
       call.ldFirst, call.ldSecond, call.ldC, call.strideFirst,
       call.strideSecond, call.strideC, static_cast<int>(abType),
       static_cast<int>(outType), static_cast<int>(compute), beta != 0,
-      alignmentOf(first), alignmentOf(second), alignmentOf(c), d.ordinal());
+      alignFirst, alignSecond, alignC, d.ordinal());
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
     Plan plan;
@@ -181,6 +192,15 @@ void shoal::rt::cuda::ltMatmul(CudaDevice &d, const lt::RowMajorProduct &p,
     checkLt(cublasLtMatmulPreferenceSetAttribute(
                 pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
             "cublasLtMatmulPreferenceSetAttribute (workspace)");
+    // (cuBLASLt's A is our first, its B our second; C and D are one.)
+    for (auto [attr, value] :
+         {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignFirst},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignSecond},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}})
+      checkLt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value,
+                                                   sizeof value),
+              "cublasLtMatmulPreferenceSetAttribute (alignment)");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(

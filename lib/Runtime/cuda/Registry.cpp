@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "IndexMath.h"
 #include "KernelRegistry.h"
 
 #include "MemoryPlan.h"
@@ -440,12 +441,17 @@ void gatherKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
          vocab ? op.attrs.shardSize : -1, vocab ? ctx.groupIndex * local : 0);
 }
 
-/// TopK (f32; 16-bit widened): values in x's type, i64 indices.
+/// TopK (f32; 16-bit widened): values in x's type, i64 indices; k up to
+/// kTopKRowSelect (one thread per row makes k passes over it: a router's
+/// few experts; a larger k would want a block-wide selection).
 std::string topKCheck(const OpInfo &op, const Descs &in, const Descs &out,
                       bool) {
   if (in[0].dtype != DType::F32 || !has(out, 0) || out[0].dtype != DType::F32 ||
       (has(out, 1) && out[1].dtype != DType::I64))
     return fmt::format("{} on {}", op.kindName, dtypeName(in[0].dtype));
+  if (op.attrs.k > kTopKRowSelect)
+    return fmt::format("{} with k = {} (above {})", op.kindName, op.attrs.k,
+                       kTopKRowSelect);
   return "";
 }
 
@@ -460,9 +466,14 @@ void topKKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 }
 
 /// GatherElements and ScatterElements: elements of 1, 2, 4 or 8 bytes
-/// (a reduction other than none: add on f32 only), i64 or i32 indices.
+/// (a reduction other than none: add on f32 only), i64 or i32 indices;
+/// ScatterElements' updates of the data's type and the indices' shape.
 std::string elementsCheck(const OpInfo &op, const Descs &in, const Descs &,
                           bool) {
+  if (op.kind == OpKind::ScatterElements &&
+      (!has(in, 2) || in[2].dtype != in[0].dtype || in[2].shape != in[1].shape))
+    return op.kindName + " whose updates are not of the data's type and the "
+                         "indices' shape";
   std::size_t e = dtypeSize(in[0].dtype);
   if (e != 1 && e != 2 && e != 4 && e != 8)
     return fmt::format("{} on {}", op.kindName, dtypeName(in[0].dtype));
