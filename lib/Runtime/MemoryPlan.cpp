@@ -340,36 +340,32 @@ MemoryPlan shoal::rt::planMemory(const LoadedPlan &plan,
     return bytes;
   };
   mp.arenaBytes = placeBest(order, mp.offset);
+  // The bytes an arena of `values` placed in `bytes` needs beyond what it
+  // would without those `drop` marks; `values` keeps the others.
+  auto bytesFor = [&](std::vector<int> &values, std::size_t bytes,
+                      const std::vector<bool> &drop) -> std::size_t {
+    std::size_t before = values.size();
+    values.erase(std::remove_if(values.begin(), values.end(),
+                                [&](int v) { return drop[v]; }),
+                 values.end());
+    if (values.size() == before)
+      return 0;
+    std::vector<int64_t> scratch(numValues, -1);
+    return bytes - std::min(bytes, placeBest(values, scratch));
+  };
   // Weight gradients on their way to the optimizer (a product's partial
   // sums before their all_reduce, the sum of a shared weight's uses, a
   // gradient before its cast) are gradient memory, as Megatron-LM's
   // main_grad is, not activations. They share the arena; the report counts
   // as theirs the bytes it needs beyond what its activations alone need.
-  std::vector<bool> gradient = gradientTransients(plan);
-  std::vector<int> activations;
-  for (int v : order)
-    if (!gradient[v])
-      activations.push_back(v);
-  if (activations.size() < order.size()) {
-    std::vector<int64_t> scratch(numValues, -1);
-    mp.gradientArenaBytes =
-        mp.arenaBytes -
-        std::min(mp.arenaBytes, placeBest(activations, scratch));
-  }
+  std::vector<int> values = order;
+  mp.gradientArenaBytes =
+      bytesFor(values, mp.arenaBytes, gradientTransients(plan));
   // Copies of the inputs in the type the ops read them in are the step's
   // data (MemoryReport::inputs): theirs are the bytes the activations need
   // beyond what they would without them.
-  std::vector<bool> copy = inputCopies(plan);
-  std::vector<int> computed;
-  for (int v : activations)
-    if (!copy[v])
-      computed.push_back(v);
-  if (computed.size() < activations.size()) {
-    std::vector<int64_t> scratch(numValues, -1);
-    std::size_t withCopies = mp.arenaBytes - mp.gradientArenaBytes;
-    mp.inputArenaBytes =
-        withCopies - std::min(withCopies, placeBest(computed, scratch));
-  }
+  mp.inputArenaBytes = bytesFor(values, mp.arenaBytes - mp.gradientArenaBytes,
+                                inputCopies(plan));
   return mp;
 }
 

@@ -14,6 +14,7 @@
 
 #include "IndexMath.h"
 #include "cuda/Kernels.h"
+#include "cuda/Launch.h"
 
 #include <cuda_runtime.h>
 
@@ -25,34 +26,7 @@ using namespace shoal::rt;
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-unsigned gridFor(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
-}
-
-void checkLaunch(const char *what) {
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw Error(std::string(what) +
-                ": CUDA kernel launch failed: " + cudaGetErrorString(err));
-}
-
-std::string shapeString(const Shape &shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-int64_t product(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+using namespace shoal::rt::cuda::launch;
 
 __global__ void __launch_bounds__(kThreads)
     topKKernel(const float *x, int64_t rows, int64_t n, int64_t inner,

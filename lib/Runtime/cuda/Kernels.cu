@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/Kernels.h"
+#include "cuda/Launch.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,27 +40,12 @@ namespace {
 // Host-side helpers
 //===----------------------------------------------------------------------===//
 
-constexpr int kThreads = 256;
+using namespace shoal::rt::cuda::launch;
+
 constexpr int kWarp = 32;
-/// Grid-stride loops never need more blocks than a few waves of the GPU.
-constexpr int64_t kMaxBlocks = 8192;
 /// Collapsed shapes get one extra dimension in transpose (the bytes of a wide
 /// element).
 constexpr int kMaxDims = shoal::rt::cuda::kMaxRank + 1;
-
-std::string shapeString(const Shape &shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-int64_t product(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
 
 void checkRank(const Shape &shape, const char *what) {
   if (shape.size() > static_cast<std::size_t>(shoal::rt::cuda::kMaxRank))
@@ -69,21 +55,9 @@ void checkRank(const Shape &shape, const char *what) {
                 std::to_string(shoal::rt::cuda::kMaxRank));
 }
 
-void checkLaunch(const char *what) {
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw Error(std::string(what) +
-                ": CUDA kernel launch failed: " + cudaGetErrorString(err));
-}
-
 void checkCall(cudaError_t err, const char *what) {
   if (err != cudaSuccess)
     throw Error(std::string(what) + ": " + cudaGetErrorString(err));
-}
-
-unsigned gridFor(int64_t work, int64_t perBlock = kThreads) {
-  int64_t blocks = (work + perBlock - 1) / perBlock;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
 }
 
 /// Whether 32-bit indices cover `n` elements, leaving room for the
