@@ -112,21 +112,34 @@ inline ElementsGeometry elementsGeometry(const ShapeT &dataShape,
   return g;
 }
 
-/// The flat data offset that position `i` (row-major) of the indices
-/// addresses, its coordinate along the axis replaced by `index` (negative
-/// counts from the end), or -1 when the index is out of range.
-SHOAL_HOST_DEVICE inline int64_t elementOffset(const ElementsGeometry &g,
+/// The flat data offset that position `i` (row-major) of indices of shape
+/// indexShape[0, rank) addresses in data of row-major strides
+/// dataStrides[0, rank), its coordinate along `axis` (of length axisLen)
+/// replaced by `index` (negative counts from the end), or -1 when the
+/// index is out of range.
+SHOAL_HOST_DEVICE inline int64_t elementOffset(int64_t rank,
+                                               const int64_t *indexShape,
+                                               const int64_t *dataStrides,
+                                               int64_t axis, int64_t axisLen,
                                                int64_t i, int64_t index) {
-  int64_t w = index < 0 ? index + g.axisLen : index;
-  if (w < 0 || w >= g.axisLen)
+  int64_t w = index < 0 ? index + axisLen : index;
+  if (w < 0 || w >= axisLen)
     return -1;
   int64_t off = 0;
-  for (int d = g.rank - 1; d >= 0; --d) {
-    int64_t c = g.indexShape[d] ? i % g.indexShape[d] : 0;
-    i = g.indexShape[d] ? i / g.indexShape[d] : 0;
-    off += (d == g.axis ? w : c) * g.dataStrides[d];
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    int64_t n = indexShape[d];
+    int64_t c = n ? i % n : 0;
+    i = n ? i / n : 0;
+    off += (d == axis ? w : c) * dataStrides[d];
   }
   return off;
+}
+
+/// The same with a kernel argument's geometry.
+SHOAL_HOST_DEVICE inline int64_t elementOffset(const ElementsGeometry &g,
+                                               int64_t i, int64_t index) {
+  return elementOffset(g.rank, g.indexShape, g.dataStrides, g.axis, g.axisLen,
+                       i, index);
 }
 
 } // namespace rt

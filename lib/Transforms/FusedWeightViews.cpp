@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingUtils.h"
 #include "shoal/Transforms/Passes.h"
 
 #include "shoal/Dialect/Shoal/IR/ShoalOps.h"
@@ -363,18 +364,6 @@ void viewWeight(WeightOp w, unsigned dim, int64_t n) {
   w.erase();
 }
 
-/// A lookup of whole matrices in a stack of them by ids computed at run
-/// time (transformers 5's batched_mm experts, `gate_up_proj[expert_ids]`):
-/// a Gather along axis 0 of a weight of rank >= 3.
-GatherOp gatheredWeight(Value v) {
-  auto g = v.getDefiningOp<GatherOp>();
-  if (!g || g.getAxis() != 0 || g.getIndices().getDefiningOp<ConstantOp>() ||
-      !g.getData().getDefiningOp<WeightOp>() ||
-      cast<RankedTensorType>(g.getData().getType()).getRank() < 3)
-    return {};
-  return g;
-}
-
 /// How many weight ops of each function name each initializer (more than
 /// one: a weight the model uses twice, tied).
 using WeightUses = llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
@@ -384,7 +373,7 @@ using WeightUses = llvm::DenseMap<std::pair<func::FuncOp, StringAttr>, int>;
 /// results have the cut dimension last, in order) piece by piece, each
 /// with its block of the weight and the bias, and gives every take its
 /// piece. A stack of matrices the product reads through a lookup by ids
-/// (gatheredWeight) is cut in blocks too, each looked up by the same ids.
+/// (getGatheredWeight) is cut in blocks too, each looked up by the same ids.
 /// False (nothing changed) when a weight is shared, viewed already or not
 /// an initializer.
 bool computeByPieces(Operation *op, int64_t cutDim, WeightOp bias,
@@ -411,7 +400,7 @@ bool computeByPieces(Operation *op, int64_t cutDim, WeightOp bias,
     auto w = v.getDefiningOp<WeightOp>();
     if (w && w == bias)
       continue;
-    GatherOp g = gatheredWeight(v);
+    GatherOp g = getGatheredWeight(v.getDefiningOp());
     for (auto [d, df] : llvm::enumerate(rule.operands[k]))
       if (df.size() == 1 && df[0] == last[0]) {
         if (g) {
@@ -607,7 +596,7 @@ struct FusedWeightViewsPass
       // the view); the product is computed by pieces, each a lookup of
       // its block.
       bool gathered = llvm::any_of(op->getOperands(), [](Value v) {
-        return static_cast<bool>(gatheredWeight(v));
+        return static_cast<bool>(getGatheredWeight(v.getDefiningOp()));
       });
       if (n == 0 || gathered) {
         SmallVector<Take> takes;
@@ -617,21 +606,17 @@ struct FusedWeightViewsPass
         } else if (takesAlong(
                        cut, cast<RankedTensorType>(cut.getType()).getRank() - 1,
                        1, takes)) {
+          // The takes must be the n pieces, each taken.
           int64_t size = outType.getDimSize(cutDim);
-          for (int64_t i = 0; i < n; ++i)
-            pieces.push_back({i * size / n, (i + 1) * size / n});
-          // Every take one of the pieces, and every piece taken.
-          auto taken = [&](std::pair<int64_t, int64_t> piece) {
-            return llvm::any_of(takes, [&](const Take &t) {
-              return std::make_pair(t.start, t.end) == piece;
-            });
-          };
-          if (llvm::any_of(takes,
-                           [&](const Take &t) {
-                             return !llvm::is_contained(
-                                 pieces, std::make_pair(t.start, t.end));
-                           }) ||
-              !llvm::all_of(pieces, taken))
+          for (const Take &t : takes)
+            pieces.push_back({t.start, t.end});
+          llvm::sort(pieces);
+          pieces.erase(std::unique(pieces.begin(), pieces.end()), pieces.end());
+          bool equal = static_cast<int64_t>(pieces.size()) == n;
+          for (int64_t i = 0; equal && i < n; ++i)
+            equal =
+                pieces[i] == std::make_pair(i * size / n, (i + 1) * size / n);
+          if (!equal)
             pieces.clear();
         }
         if (!pieces.empty())

@@ -32,18 +32,13 @@ using namespace shoal;
 
 namespace {
 
-/// A lookup of whole matrices in a stack of them by ids computed at run
-/// time: a Gather along axis 0 of a weight of rank >= 3 (transformers 5's
-/// batched_mm experts, `gate_up_proj[expert_ids]`). Like a weight view, it
-/// is laid out by its user: a product splits the matrices it reads the way
-/// Megatron-LM's expert tensor parallelism splits each expert's (the first
-/// product's columns, the second's rows), and each rank looks up its blocks.
+/// A lookup of whole matrices in a stack of them (getGatheredWeight). Like
+/// a weight view, it is laid out by its user: a product splits the matrices
+/// it reads the way Megatron-LM's expert tensor parallelism splits each
+/// expert's (the first product's columns, the second's rows), and each rank
+/// looks up its blocks.
 bool isGatheredWeight(Operation *op) {
-  auto g = dyn_cast_or_null<GatherOp>(op);
-  if (!g || g.getAxis() != 0 || g.getIndices().getDefiningOp<ConstantOp>())
-    return false;
-  auto type = dyn_cast<RankedTensorType>(g.getData().getType());
-  return g.getData().getDefiningOp<WeightOp>() && type && type.getRank() >= 3;
+  return static_cast<bool>(getGatheredWeight(op));
 }
 
 /// A weight view (a reshape or transpose of a weight, isWeightView) or a

@@ -79,6 +79,18 @@ bool shoal::isWeightView(Operation *op) {
          op->getOperand(0).getDefiningOp<WeightOp>();
 }
 
+GatherOp shoal::getGatheredWeight(Operation *op) {
+  auto g = dyn_cast_or_null<GatherOp>(op);
+  if (!g || g.getIndices().getDefiningOp<ConstantOp>() ||
+      !g.getData().getDefiningOp<WeightOp>())
+    return {};
+  auto type = cast<RankedTensorType>(g.getData().getType());
+  int64_t axis = static_cast<int64_t>(g.getAxis());
+  if (type.getRank() < 3 || (axis != 0 && axis != -type.getRank()))
+    return {};
+  return g;
+}
+
 bool shoal::isStaged(ModuleOp module) {
   if (module->hasAttr(kPipelinedAttr))
     return true;

@@ -88,6 +88,14 @@ LayoutAttr getLayout(TaskGraphOp tg, ShardingAttr sharding);
 /// block split.
 bool isWeightView(mlir::Operation *op);
 
+/// A lookup of whole matrices in a stack of them by ids computed at run
+/// time (transformers 5's batched_mm experts, `gate_up_proj[expert_ids]`):
+/// a Gather along axis 0 of a weight of rank >= 3 whose indices are not a
+/// constant; null otherwise. Laid out by its user like a weight view
+/// (shoal-propagate-sharding), cut in blocks with a fused product
+/// (shoal-fused-weight-views).
+GatherOp getGatheredWeight(mlir::Operation *op);
+
 /// The ONNX node name of an op (the name of its NameLoc, as the importer
 /// writes it), or empty: what spec patterns and recompute layers match.
 llvm::StringRef onnxNodeName(mlir::Operation *op);

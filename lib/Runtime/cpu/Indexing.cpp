@@ -137,31 +137,12 @@ void forEachElementIndex(const Tensor &data, const Tensor &indices,
   int64_t total = indices.numElements();
   if (total == 0)
     return;
-  // (Above kMaxIndexRank, which the CUDA kernels take, the same offsets
-  // from the dimensions beyond it folded in by hand.)
-  int64_t rank = indices.rank(), axisLen = data.shape()[axis];
-  ElementsGeometry g;
   std::vector<int64_t> strides = rowMajorStrides(data.shape());
-  if (rank <= kMaxIndexRank)
-    g = elementsGeometry(data.shape(), indices.shape(), axis);
-  auto offsetOf = [&](int64_t i, int64_t v) -> int64_t {
-    if (rank <= kMaxIndexRank)
-      return elementOffset(g, i, v);
-    int64_t w = v < 0 ? v + axisLen : v;
-    if (w < 0 || w >= axisLen)
-      return -1;
-    int64_t off = 0;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      int64_t n = indices.shape()[d];
-      int64_t c = n ? i % n : 0;
-      i = n ? i / n : 0;
-      off += (d == axis ? w : c) * strides[d];
-    }
-    return off;
-  };
+  int64_t axisLen = data.shape()[axis];
   for (int64_t i = 0; i < total; ++i) {
     int64_t v = indexAt(indices, i);
-    int64_t off = offsetOf(i, v);
+    int64_t off = elementOffset(indices.rank(), indices.shape().data(),
+                                strides.data(), axis, axisLen, i, v);
     if (off < 0)
       throw Error(fmt::format("{}: index {} (at position {} of the indices) "
                               "is out of range for axis {} of size {}",

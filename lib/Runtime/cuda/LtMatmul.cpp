@@ -119,8 +119,7 @@ bool shoal::rt::cuda::ltHandles(DType ab, DType cType) {
 
 void shoal::rt::cuda::ltMatmul(CudaDevice &d, const lt::RowMajorProduct &p,
                                const void *a, const void *b, DType ab, void *c,
-                               DType cType, float alpha, float beta,
-                               bool tf32) {
+                               DType cType, float alpha, float beta) {
   if (p.epilogue != lt::Epilogue::None)
     throw Error("cuBLASLt matmul: epilogues are not wired in yet");
   if (cType != ab && cType != DType::F32)
@@ -139,9 +138,7 @@ void shoal::rt::cuda::ltMatmul(CudaDevice &d, const lt::RowMajorProduct &p,
   }
   lt::LtMatmul call = lt::toLt(p);
   cudaDataType_t abType = cudaTypeOf(ab), outType = cudaTypeOf(cType);
-  cublasComputeType_t compute = tf32 && ab == DType::F32
-                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                    : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   DeviceState &s = stateOf(d.ordinal());
   // (first, second) are (B, A): the key by what the call reads.
   const void *first = call.first == 'B' ? b : a;

@@ -27,12 +27,12 @@ class CudaDevice;
 
 /// C = alpha op(A) op(B) + beta C for row-major `p` (epilogue None),
 /// batched by p's strides: A and B of element type `ab` (F32, BF16 or F16),
-/// C of `cType` (F32, or `ab`), accumulated in f32 (TF32 tensor cores when
-/// `tf32` and the operands are F32). Enqueued on the device's stream.
-/// Throws Error for other types or when cuBLASLt has no algorithm.
+/// C of `cType` (F32, or `ab`), accumulated in f32. Enqueued on the
+/// device's stream. Throws Error for other types or when cuBLASLt has no
+/// algorithm.
 void ltMatmul(CudaDevice &d, const lt::RowMajorProduct &p, const void *a,
               const void *b, DType ab, void *c, DType cType, float alpha,
-              float beta, bool tf32 = false);
+              float beta);
 
 /// Whether products of `ab` operands into a `cType` result go through
 /// ltMatmul (16-bit operands, a result in their type or F32), unless

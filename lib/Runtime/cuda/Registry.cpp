@@ -1133,12 +1133,9 @@ void productKernel(KernelContext &ctx, const OpInfo &op, const Inputs &in,
 std::string productLabel(const OpInfo &op, const Descs &in, const Descs &out) {
   if (native16(op, in, out))
     return "cuBLASLt";
-  bool half = false;
-  for (const OperandDesc &d : in)
-    half |= d.present && isSixteenBits(d.dtype);
-  for (const OperandDesc &d : out)
-    half |= d.present && isSixteenBits(d.dtype);
-  return half ? "cuBLAS (operands widened to f32)" : "cuBLAS";
+  return anySixteenBits(in) || anySixteenBits(out)
+             ? "cuBLAS (operands widened to f32)"
+             : "cuBLAS";
 }
 
 std::string attentionLabel(const OpInfo &, const Descs &, const Descs &) {
